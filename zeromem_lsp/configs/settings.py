@@ -1,0 +1,93 @@
+"""The `zeromem` settings: what a config cannot say about itself (model size, ranks, GPU budget).
+
+One model serves the `zeromem` block inside a config, `[tool.zeromem]` / `zeromem.toml`, editor
+settings and CLI flags. Sizes are accepted as numbers or strings ("7B", "80GiB") and resolved
+to exact ints.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from zeromem_lsp.precision import OPTIMIZERS, PRECISIONS
+from zeromem_lsp.units import UnitError, parse_bytes, parse_parameter_count
+
+SETTING_NAMES = (
+    "parameters",
+    "parameter_bytes",
+    "gradient_bytes",
+    "optimizer_bytes",
+    "precision",
+    "optimizer",
+    "world_size",
+    "gpu_memory",
+    "warn_fraction",
+)
+
+
+def _size(parse):
+    def convert(value: object) -> object:
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            raise ValueError(f"expected a number or a string such as '80GiB', got {value!r}")
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise ValueError(f"expected a whole number, got {value!r}")
+            value = int(value)
+        if not isinstance(value, (int, str)):
+            raise ValueError(f"expected a number or a string, got {value!r}")
+        try:
+            return parse(value)
+        except UnitError as error:
+            raise ValueError(str(error)) from None
+
+    return BeforeValidator(convert)
+
+
+ByteSize = Annotated[int, _size(parse_bytes), Field(ge=0)]
+ParameterCount = Annotated[int, _size(parse_parameter_count), Field(gt=0)]
+Precision = Literal[PRECISIONS]  # type: ignore[valid-type]
+Optimizer = Literal[OPTIMIZERS]  # type: ignore[valid-type]
+
+
+class ZeromemSettings(BaseModel):
+    """Declarations for zeromem; DeepSpeed ignores this top-level block."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    parameters: ParameterCount | None = Field(
+        None, description='Model parameter count, e.g. "7B", "350M" or 8030261248.', examples=["7B"]
+    )
+    parameter_bytes: ByteSize | None = Field(
+        None, description="P: total parameter bytes (instead of `parameters`), e.g. \"14GB\"."
+    )
+    gradient_bytes: ByteSize | None = Field(None, description="G: total gradient bytes (with `parameter_bytes`).")
+    optimizer_bytes: ByteSize | None = Field(
+        None, description="O: total optimizer-state bytes (with `parameter_bytes`)."
+    )
+    precision: Precision | None = Field(
+        None, description="Training precision; default: from the fp16/bf16 sections (neither enabled = fp32)."
+    )
+    optimizer: Optimizer | None = Field(
+        None, description="Optimizer for the state size; default: the config's `optimizer.type`, else AdamW."
+    )
+    world_size: int | None = Field(
+        None, ge=1, strict=True, description="Number of ranks (GPUs); default: implied by the batch triple."
+    )
+    gpu_memory: ByteSize | None = Field(
+        None, description='Per-GPU memory budget, e.g. "80GiB" or "24GB".', examples=["80GiB"]
+    )
+    warn_fraction: float | None = Field(
+        None, gt=0, le=1, description="Warn when the chosen stage uses more than this fraction of gpu_memory (default 0.9)."
+    )
+
+    def merged_over(self, lower: ZeromemSettings) -> ZeromemSettings:
+        """These settings, falling back to `lower` for anything unset."""
+        values = {name: getattr(self, name) for name in SETTING_NAMES}
+        return lower.model_copy(update={k: v for k, v in values.items() if v is not None})
+
+
+DEFAULT_WARN_FRACTION = 0.9

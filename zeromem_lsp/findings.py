@@ -1,0 +1,42 @@
+"""What the analysis reports: findings with offsets, and fixes as plain text edits.
+
+Offsets index the analysed `str` (code points); front ends convert to line/character.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SEVERITIES = ("error", "warning", "information", "hint")
+
+
+@dataclass(frozen=True, slots=True)
+class TextEdit:
+    start: int
+    end: int
+    new_text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    title: str
+    edits: tuple[TextEdit, ...]
+    preferred: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    code: str
+    severity: str
+    message: str
+    start: int
+    end: int
+    fixes: tuple[Fix, ...] = field(default=())
+    related: tuple[tuple[int, int, str], ...] = field(default=())  # (start, end, note) elsewhere in the file
+
+
+def apply_edits(text: str, edits: tuple[TextEdit, ...] | list[TextEdit]) -> str:
+    """Apply non-overlapping edits (any order) to text."""
+    for edit in sorted(edits, key=lambda e: (e.start, e.end), reverse=True):
+        text = text[: edit.start] + edit.new_text + text[edit.end :]
+    return text

@@ -1,0 +1,205 @@
+"""A config's training setup + zeromem settings → the memory plan: P, G, O, R, stage, offload, budget.
+
+Every figure comes from `core.model_state_bytes` over what stays on the GPU; what offload moves
+is the host (or NVMe) figure beside it. Each input records where it came from, so hover and
+messages can show the arithmetic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from zeromem_lsp.configs.settings import DEFAULT_WARN_FRACTION, ZeromemSettings
+from zeromem_lsp.configs.training import Path, TrainingSetup, implied_world_size
+from zeromem_lsp.core import STAGES, model_state_bytes
+from zeromem_lsp.estimate import Estimate, Inputs, estimate, inputs_from_parameters
+from zeromem_lsp.precision import bytes_per_parameter
+
+STAGE_BY_NUMBER = dict(enumerate(STAGES))
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where an input came from: a human note and, when it is in the document, its key path."""
+
+    note: str
+    path: Path | None = None
+
+
+@dataclass(frozen=True)
+class Offload:
+    optimizer: str | None = None  # "cpu" | "nvme"
+    param: str | None = None
+
+    def moves(self, stage: str) -> tuple[bool, bool, bool]:
+        """Which of P, G, O leave the GPU at `stage` (DeepSpeed's rules)."""
+        number = STAGES.index(stage)
+        optimizer = self.optimizer is not None and number >= 1
+        return (self.param is not None and number == 3, optimizer and number >= 2, optimizer)
+
+    def describe(self) -> str:
+        parts = []
+        if self.optimizer:
+            parts.append(f"optimizer → {self.optimizer}")
+        if self.param:
+            parts.append(f"parameters → {self.param}")
+        return ", ".join(parts) or "none"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Per-stage bytes per rank on the GPU and on the offload target."""
+
+    gpu: dict[str, int]
+    host: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    stage: str
+    offload: Offload
+    gpu_bytes: int
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    stage: str
+    stage_path: Path | None
+    inputs: Inputs
+    origins: dict[str, Origin]
+    offload: Offload
+    placement: Placement
+    gpu_memory: int | None
+    warn_fraction: float
+
+    @property
+    def gpu_bytes(self) -> int:
+        return self.placement.gpu[self.stage]
+
+    @property
+    def host_bytes(self) -> int:
+        return self.placement.host[self.stage]
+
+    @property
+    def gpu_estimate(self) -> Estimate:
+        """The per-stage GPU figures as an Estimate (for tables), with this plan's offload applied."""
+        return Estimate(inputs=self.inputs, figures=dict(self.placement.gpu), gpu_memory=self.gpu_memory)
+
+    @property
+    def exceeds(self) -> bool:
+        return self.gpu_memory is not None and self.gpu_bytes > self.gpu_memory
+
+    @property
+    def near_budget(self) -> bool:
+        if self.gpu_memory is None or self.exceeds:
+            return False
+        return self.gpu_bytes > Fraction(self.warn_fraction) * self.gpu_memory
+
+    def cheapest_fit(self) -> Suggestion | None:
+        """Cheapest way to fit: the configured offload at increasing stages, then optimizer, then full offload."""
+        if self.gpu_memory is None:
+            return None
+        candidates = [self.offload, Offload(optimizer=self.offload.optimizer or "cpu", param=self.offload.param),
+                      Offload(optimizer=self.offload.optimizer or "cpu", param=self.offload.param or "cpu")]
+        for offload in dict.fromkeys(candidates):
+            placement = place(self.inputs, offload)
+            for stage in STAGES:
+                if placement.gpu[stage] <= self.gpu_memory and offload_matters(offload, stage):
+                    return Suggestion(stage, offload, placement.gpu[stage])
+        return None
+
+
+def offload_matters(offload: Offload, stage: str) -> bool:
+    """An offload suggestion is only meaningful at a stage where every part of it takes effect."""
+    moves_p, _, moves_o = offload.moves(stage)
+    return (offload.optimizer is None or moves_o) and (offload.param is None or moves_p)
+
+
+def place(inputs: Inputs, offload: Offload) -> Placement:
+    gpu, host = {}, {}
+    p, g, o, r = inputs.parameter_bytes, inputs.gradient_bytes, inputs.optimizer_bytes, inputs.world_size
+    for stage in STAGES:
+        moves_p, moves_g, moves_o = offload.moves(stage)
+        stays = (0 if moves_p else p, 0 if moves_g else g, 0 if moves_o else o)
+        gpu[stage] = model_state_bytes(*stays, r)[stage]
+        host[stage] = model_state_bytes(p - stays[0], g - stays[1], o - stays[2], r)[stage]
+    return Placement(gpu=gpu, host=host)
+
+
+@dataclass(frozen=True)
+class Unplanned:
+    """Why no figure can be computed: each missing input with what would supply it."""
+
+    missing: tuple[str, ...]
+
+
+def resolve_world_size(setup: TrainingSetup, settings: ZeromemSettings) -> tuple[int | None, Origin | None]:
+    if settings.world_size is not None:
+        return settings.world_size, Origin("zeromem.world_size", ("zeromem", "world_size"))
+    implied = implied_world_size(setup)
+    if implied is not None:
+        return implied, Origin(
+            f"train_batch_size / (micro × accumulation) = {setup.train_batch_size} / "
+            f"({setup.micro_batch_size} × {setup.gradient_accumulation_steps})",
+            ("train_batch_size",),
+        )
+    return None, None
+
+
+def build_plan(setup: TrainingSetup, settings: ZeromemSettings) -> MemoryPlan | Unplanned:
+    missing: list[str] = []
+    if setup.stage is None:
+        missing.append("a valid zero_optimization.stage (0-3)")
+    world_size, world_origin = resolve_world_size(setup, settings)
+    if world_size is None:
+        missing.append('the world size: declare "world_size" in the zeromem block, or give all three batch sizes')
+    origins: dict[str, Origin] = {}
+    explicit = (settings.parameter_bytes, settings.gradient_bytes, settings.optimizer_bytes)
+    inputs = None
+    if all(value is not None for value in explicit):
+        if world_size is not None:
+            inputs = Inputs(*explicit, world_size=world_size, assumptions=("P, G and O declared in bytes",))
+        origins["bytes"] = Origin("zeromem.parameter_bytes / gradient_bytes / optimizer_bytes", ("zeromem",))
+    else:
+        precision = settings.precision or setup.precision
+        optimizer = settings.optimizer or setup.optimizer
+        if settings.parameters is None:
+            missing.append('the model size: declare "parameters" (e.g. "7B") in the zeromem block')
+        if precision is None:
+            missing.append(f'the precision ({setup.precision_note}): declare "precision" in the zeromem block')
+        if optimizer is None:
+            missing.append(f'the optimizer ({setup.optimizer_note}): declare "optimizer" in the zeromem block')
+        if not missing:
+            origins["precision"] = (
+                Origin("zeromem.precision", ("zeromem", "precision")) if settings.precision
+                else Origin(setup.precision_note, setup.precision_path)
+            )
+            origins["optimizer"] = (
+                Origin("zeromem.optimizer", ("zeromem", "optimizer")) if settings.optimizer
+                else Origin(setup.optimizer_note, setup.optimizer_path)
+            )
+            origins["parameters"] = Origin("zeromem.parameters", ("zeromem", "parameters"))
+            per_parameter = bytes_per_parameter(precision, optimizer, gradient_dtype=setup.gradient_dtype)
+            assumptions = [f"precision: {origins['precision'].note}", f"optimizer: {origins['optimizer'].note}"]
+            if setup.gradient_dtype:
+                assumptions.append(f"gradients accumulate in {setup.gradient_dtype} (data_types.grad_accum_dtype)")
+            inputs = inputs_from_parameters(settings.parameters, per_parameter, world_size, tuple(assumptions))
+    if missing or inputs is None:
+        return Unplanned(tuple(missing))
+    origins["world_size"] = world_origin
+    offload = Offload(optimizer=setup.offload_optimizer, param=setup.offload_param)
+    warn = settings.warn_fraction if settings.warn_fraction is not None else DEFAULT_WARN_FRACTION
+    return MemoryPlan(
+        stage=STAGE_BY_NUMBER[setup.stage],
+        stage_path=setup.stage_path,
+        inputs=inputs,
+        origins=origins,
+        offload=offload,
+        placement=place(inputs, offload),
+        gpu_memory=settings.gpu_memory,
+        warn_fraction=warn,
+    )
+
+
+__all__ = ["MemoryPlan", "Unplanned", "Offload", "Origin", "Suggestion", "build_plan", "place", "estimate"]

@@ -1,0 +1,243 @@
+"""Bytes per parameter for parameters (P), gradients (G) and optimizer state (O).
+
+Convention: the ZeRO paper's mixed-precision accounting (Rajbhandari et al. 2020, arXiv 1910.02054,
+section 3.1). Mixed precision (fp16 or bf16 training) keeps 2-byte parameters and 2-byte gradients on
+the device, and the optimizer holds an fp32 master copy of the parameters (4 bytes) plus its own fp32
+state; for Adam that is K = 4 + 4 + 4 = 12, so 2 + 2 + 12 = 16 bytes per parameter. Plain fp32 training
+keeps 4-byte parameters and gradients and no master copy.
+
+Frameworks that accumulate gradients in fp32 (DeepSpeed ``data_types.grad_accum_dtype: "fp32"``, and
+the 18-bytes-per-parameter figure of DeepSpeed's estimators and the Hugging Face docs) are modelled
+with ``gradient_dtype="fp32"``. The table in ``docs/memory-model.md`` is checked against this module by
+``tests/unit/test_precision.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+__all__ = [
+    "PRECISIONS",
+    "OPTIMIZERS",
+    "BytesPerParameter",
+    "bytes_per_parameter",
+    "normalize_precision",
+    "optimizer_from_deepspeed_type",
+    "optimizer_state_bytes",
+]
+
+PRECISIONS = ("fp32", "fp16", "bf16")
+OPTIMIZERS = ("adam", "adamw", "sgd", "sgd_momentum", "lion", "adagrad", "lamb", "adam8bit", "adafactor")
+
+DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+MASTER_WEIGHT_BYTES = 4  # fp32 master copy kept by the optimizer under mixed precision
+
+# Optimizer state per parameter, in bytes, excluding the master copy: (bytes, description).
+_STATE: dict[str, tuple[int, str]] = {
+    "adam": (8, "Adam m,v 8 B"),
+    "adamw": (8, "AdamW m,v 8 B"),
+    "lamb": (8, "LAMB m,v 8 B"),
+    "sgd_momentum": (4, "SGD momentum buffer 4 B"),
+    "sgd": (0, "SGD without momentum: no state 0 B"),
+    "adagrad": (4, "Adagrad sum of squares 4 B"),
+    "lion": (4, "Lion momentum 4 B"),
+    "adam8bit": (2, "8-bit Adam m,v 2 B (+ block scales)"),
+    "adafactor": (0, "Adafactor factored second moment ~0 B (O(rows+cols), beta1 unset)"),
+}
+assert set(_STATE) == set(OPTIMIZERS)
+
+
+@dataclass(frozen=True)
+class BytesPerParameter:
+    """Bytes per parameter for P, G and O under one precision and optimizer."""
+
+    parameter: int
+    gradient: int
+    optimizer: int
+    precision: str
+    optimizer_name: str
+    explanation: str
+
+    @property
+    def total(self) -> int:
+        return self.parameter + self.gradient + self.optimizer
+
+
+def optimizer_state_bytes(optimizer: str) -> int:
+    """The optimizer's own state per parameter (fp32, no master copy)."""
+    return _STATE[_check_optimizer(optimizer)][0]
+
+
+def _check_optimizer(optimizer: object) -> str:
+    name = optimizer.strip().lower() if isinstance(optimizer, str) else None
+    if name not in _STATE:
+        raise ValueError(f"unknown optimizer {optimizer!r}; valid optimizers: {', '.join(OPTIMIZERS)}")
+    return name
+
+
+def _check_dtype(value: object, what: str) -> str:
+    canonical = normalize_precision(value) if isinstance(value, str) else None
+    if canonical is None or (what == "gradient_dtype" and value.strip().lower() == "no"):
+        raise ValueError(f"unknown {what} {value!r}; valid values: {', '.join(PRECISIONS)}")
+    return canonical
+
+
+def bytes_per_parameter(precision: str, optimizer: str, *, gradient_dtype: str | None = None) -> BytesPerParameter:
+    """Bytes per parameter for P, G and O.
+
+    ``precision`` is the training precision (fp32, fp16, bf16 or an alias understood by
+    :func:`normalize_precision`); ``optimizer`` one of :data:`OPTIMIZERS` (case-insensitive).
+    ``gradient_dtype`` overrides the gradient bytes (DeepSpeed ``data_types.grad_accum_dtype``):
+    ``"fp32"`` makes G 4 bytes. Raises ValueError naming the bad value and listing the valid ones.
+    """
+    precision_name = _check_dtype(precision, "precision")
+    optimizer_name = _check_optimizer(optimizer)
+    grad_name = precision_name if gradient_dtype is None else _check_dtype(gradient_dtype, "gradient_dtype")
+
+    parameter = DTYPE_BYTES[precision_name]
+    gradient = DTYPE_BYTES[grad_name]
+    state, state_text = _STATE[optimizer_name]
+    mixed = precision_name != "fp32"
+    optimizer_bytes = state + (MASTER_WEIGHT_BYTES if mixed else 0)
+
+    grad_text = f"{grad_name} grads {gradient} B"
+    if gradient_dtype is not None and grad_name != precision_name:
+        grad_text += " (grad_accum_dtype)"
+    parts = [f"{precision_name} params {parameter} B", grad_text]
+    if mixed:
+        parts.append(f"fp32 master {MASTER_WEIGHT_BYTES} B")
+    parts.append(state_text)
+    explanation = " + ".join(parts)
+    if not mixed:
+        explanation += " (no master copy)"
+    return BytesPerParameter(
+        parameter=parameter,
+        gradient=gradient,
+        optimizer=optimizer_bytes,
+        precision=precision_name,
+        optimizer_name=optimizer_name,
+        explanation=explanation,
+    )
+
+
+_PRECISION_ALIASES = {
+    "fp32": "fp32",
+    "float32": "fp32",
+    "float": "fp32",
+    "f32": "fp32",
+    "32": "fp32",
+    "no": "fp32",  # accelerate mixed_precision "no" = full fp32 training
+    "fp16": "fp16",
+    "float16": "fp16",
+    "half": "fp16",
+    "f16": "fp16",
+    "16": "fp16",
+    "bf16": "bf16",
+    "bfloat16": "bf16",
+}
+
+
+def normalize_precision(name: str) -> str | None:
+    """Canonical precision for a spelling used by DeepSpeed, Accelerate, HF or torch, else None.
+
+    ``'bf16'``, ``'bfloat16'``, ``'BF16'`` -> ``'bf16'``; ``'fp16'``, ``'float16'``, ``'half'`` ->
+    ``'fp16'``; ``'fp32'``, ``'float32'``, ``'no'`` (Accelerate ``mixed_precision: no``) -> ``'fp32'``.
+    ``'torch.'`` prefixes are accepted. ``'fp8'``, ``'auto'`` and anything else -> None.
+    """
+    if not isinstance(name, str):
+        return None
+    key = name.strip().lower()
+    if key.startswith("torch."):
+        key = key[len("torch.") :]
+    return _PRECISION_ALIASES.get(key)
+
+
+# DeepSpeed optimizer.type values (DeepSpeed lower-cases its own names) and torch.optim class names.
+_DEEPSPEED_TYPES = {
+    "adam": "adam",
+    "adamw": "adamw",
+    "lamb": "lamb",
+    "lion": "lion",
+    "adagrad": "adagrad",
+    "onebitadam": "adam",  # 1-bit Adam keeps Adam's m, v (plus communication error buffers, not counted)
+    "zerooneadam": "adam",
+    "onebitlamb": "lamb",
+    "muadam": "adam",
+    "muadamw": "adamw",
+    "fusedadam": "adam",
+    "cpuadam": "adam",
+    "deepspeedcpuadam": "adam",
+    "fusedlamb": "lamb",
+    "fusedlion": "lion",
+    "cpuadagrad": "adagrad",
+    "deepspeedcpuadagrad": "adagrad",
+    "adafactor": "adafactor",
+}
+# HF TrainingArguments.optim values.
+_HF_OPTIM = {
+    "adamw_hf": "adamw",
+    "adamw_torch": "adamw",
+    "adamw_torch_fused": "adamw",
+    "adamw_torch_xla": "adamw",
+    "adamw_torch_npu_fused": "adamw",
+    "adamw_apex_fused": "adamw",
+    "paged_adamw_32bit": "adamw",
+    "paged_adamw": "adamw",
+    "adamw_8bit": "adam8bit",
+    "adamw_bnb_8bit": "adam8bit",
+    "paged_adamw_8bit": "adam8bit",
+    "adamw_torch_8bit": "adam8bit",
+    "adafactor": "adafactor",
+    "lion_32bit": "lion",
+    "paged_lion_32bit": "lion",
+    "paged_lion": "lion",
+    "adagrad": "adagrad",
+}
+# Names whose state depends on `momentum` (torch.optim.SGD, DeepSpeed MuSGD wraps it; HF "sgd").
+_SGD_NAMES = {"sgd", "musgd"}
+
+
+def _number(value: object) -> object:
+    if isinstance(value, str):
+        try:
+            return Fraction(value.strip())
+        except ValueError:
+            return None
+    return value
+
+
+def optimizer_from_deepspeed_type(name: str, params: Mapping[str, object] | None = None) -> str | None:
+    """Map an optimizer name to one of :data:`OPTIMIZERS`, or None when unknown.
+
+    Accepts DeepSpeed ``optimizer.type`` (``Adam``, ``AdamW``, ``Lamb``, ``Lion``, ``Adagrad``,
+    ``OneBitAdam``/``ZeroOneAdam``/``MuAdam`` -> adam, ``MuAdamW`` -> adamw, ``OneBitLamb`` -> lamb),
+    torch.optim class names (``SGD``, ``Adam``, ``AdamW``, ``Adagrad``, ``Adafactor``), and Hugging
+    Face ``TrainingArguments.optim`` values (``adamw_torch``, ``adamw_8bit``, ``paged_adamw_8bit``,
+    ``adafactor``, ``lion_32bit``, ``sgd``, ``adagrad`` ...). Case-insensitive.
+
+    ``params`` is the optimizer's ``params`` block: SGD (and MuSGD) is ``sgd_momentum`` only when
+    ``momentum`` is a positive number (torch's default is 0, i.e. ``sgd``); Adam/AdamW with
+    ``amsgrad: true`` keep a third buffer and are reported as unknown (None).
+
+    Deliberately None: ``Muon`` (momentum on matrices, an auxiliary Adam on the rest - no single
+    per-parameter figure), 4-bit and 8-bit Lion, ``adamw_anyprecision`` and other names whose state
+    does not match a canonical optimizer.
+    """
+    if not isinstance(name, str):
+        return None
+    key = name.strip().lower()
+    params = params if isinstance(params, Mapping) else {}
+    if key in _SGD_NAMES:
+        momentum = _number(params.get("momentum", 0))
+        if isinstance(momentum, bool) or momentum is None:
+            return None
+        try:
+            return "sgd_momentum" if momentum > 0 else "sgd"
+        except TypeError:
+            return None
+    canonical = _DEEPSPEED_TYPES.get(key) or _HF_OPTIM.get(key)
+    if canonical in ("adam", "adamw") and params.get("amsgrad") is True:
+        return None
+    return canonical

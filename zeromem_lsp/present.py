@@ -1,0 +1,86 @@
+"""Wording and drawing shared by every front end (CLI tables, hover, inlay hints, messages).
+
+Keeping it in one place is what makes the numbers agree everywhere.
+"""
+
+from __future__ import annotations
+
+from zeromem_lsp.core import STAGES
+from zeromem_lsp.estimate import STAGE_LABELS, Estimate
+from zeromem_lsp.units import format_bytes, format_count
+
+EIGHTHS = " ▏▎▍▌▋▊▉"
+FULL = "█"
+BUDGET_MARK = "│"
+
+
+def bar(value: int, scale: int, width: int) -> str:
+    """A bar of `width` cells where `scale` bytes fill all cells, drawn in eighths (exact ints)."""
+    if scale <= 0 or value <= 0:
+        return " " * width
+    eighths = min(value * width * 8 // scale, width * 8)
+    if eighths == 0:
+        eighths = 1  # a non-zero figure is always visible
+    full, rest = divmod(eighths, 8)
+    text = FULL * full + (EIGHTHS[rest] if rest else "")
+    return text.ljust(width)
+
+
+def bar_with_budget(value: int, budget: int | None, largest: int, width: int) -> str:
+    """A bar scaled so the larger of budget and largest fills `width`; the budget is a `│` mark."""
+    scale = max(largest, budget or 0)
+    cells = bar(value, scale, width)
+    if not budget:
+        return cells
+    mark = min(budget * width // scale, width)
+    return cells[:mark] + BUDGET_MARK + cells[mark:]
+
+
+def percent_of(value: int, budget: int) -> str:
+    """value / budget as a whole percentage, rounded half up with integers."""
+    return f"{(200 * value + budget) // (2 * budget)}%"
+
+
+def human_and_exact(value: int) -> str:
+    return f"{format_bytes(value)} ({format_count(value)} B)"
+
+
+def fit_word(estimate: Estimate, stage: str) -> str:
+    fits = estimate.fits
+    if fits is None:
+        return ""
+    return "fits" if fits[stage] else "exceeds"
+
+
+def stage_table(estimate: Estimate, *, chosen: str | None = None, width: int = 32) -> list[str]:
+    """Rows: stage, per-GPU bytes (human and exact), % of budget, fits, and a bar against the budget."""
+    largest = max(estimate.figures.values())
+    budget = estimate.gpu_memory
+    rows = [("", "stage", "per GPU", "exact bytes", "of budget" if budget else "", "", "")]
+    for stage in STAGES:
+        value = estimate.figures[stage]
+        rows.append(
+            (
+                "▶" if stage == chosen else "",
+                STAGE_LABELS[stage],
+                format_bytes(value),
+                format_count(value),
+                percent_of(value, budget) if budget else "",
+                fit_word(estimate, stage),
+                bar_with_budget(value, budget, largest, width),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(6)]
+    lines = []
+    for row in rows:
+        cells = [
+            row[0].ljust(widths[0]),
+            row[1].ljust(widths[1]),
+            row[2].rjust(widths[2]),
+            row[3].rjust(widths[3]),
+            row[4].rjust(widths[4]),
+            row[5].ljust(widths[5]),
+            row[6],
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return lines

@@ -1,0 +1,204 @@
+"""The one table of rules: code → severity, name and documentation (ruff's shape).
+
+`docs/rules.md`, SARIF rule metadata, `zeromem rules` and hover on a code are all generated from
+this table. Codes are stable forever once released.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str  # kebab-case description of the bad pattern
+    severity: str
+    summary: str  # what it does
+    rationale: str  # why it matters
+    example: str  # a config that triggers it
+    fix: str  # what to do instead
+
+
+def _rules(*rules: Rule) -> dict[str, Rule]:
+    return {rule.code: rule for rule in rules}
+
+
+RULES: dict[str, Rule] = _rules(
+    Rule(
+        "ZM001", "syntax-error", "error",
+        "The file cannot be parsed as JSON/hjson.",
+        "DeepSpeed loads configs with hjson and aborts on a syntax error; nothing else can be checked in the "
+        "broken part of the file.",
+        '{"zero_optimization": {"stage": 2,,}}',
+        '{"zero_optimization": {"stage": 2}}',
+    ),
+    Rule(
+        "ZM002", "file-too-large", "information",
+        "The document is larger than the analysis limit and was not analysed.",
+        "Training configs are a few kilobytes; analysing a document of tens of megabytes would stall the editor.",
+        "a 50 MB JSON file",
+        "Check the training config itself, not a data file; the limit is documented in docs/reliability.md.",
+    ),
+    Rule(
+        "ZM101", "stage-exceeds-gpu-memory", "error",
+        "The chosen ZeRO stage needs more GPU memory per rank than the declared `gpu_memory` budget.",
+        "The job would queue, launch and die with CUDA out-of-memory while building the optimizer. The figure "
+        "counts only persistent model state (parameters, gradients, optimizer state), so a real run needs more.",
+        '{"zero_optimization": {"stage": 1}, "bf16": {"enabled": true},\n'
+        ' "zeromem": {"parameters": "7B", "world_size": 8, "gpu_memory": "24GiB"}}',
+        'Use the cheapest stage that fits (here `"stage": 3`), offload the optimizer '
+        '(`"offload_optimizer": {"device": "cpu"}`), or add GPUs.',
+    ),
+    Rule(
+        "ZM102", "stage-near-gpu-memory", "warning",
+        "The chosen stage fits the budget but uses more than `warn_fraction` (default 0.9) of it.",
+        "Activations, communication buffers and allocator fragmentation come on top of model state; a config at "
+        "95% of the budget for model state alone will almost certainly run out of memory.",
+        '{"zero_optimization": {"stage": 3}, "zeromem": {"parameters": "7B", "world_size": 8, "gpu_memory": "15GiB"}}',
+        "Move to a higher stage, offload, or raise `warn_fraction` if you have measured the headroom.",
+    ),
+    Rule(
+        "ZM103", "memory-not-computable", "information",
+        "A GPU budget is declared but the per-GPU figure cannot be computed; the message says what is missing.",
+        "A budget without a figure silently checks nothing; saying what is missing lets you declare it.",
+        '{"zero_optimization": {"stage": 2}, "zeromem": {"gpu_memory": "80GiB"}}',
+        'Declare the missing inputs in the `zeromem` block, e.g. `"parameters": "7B", "world_size": 8`.',
+    ),
+    Rule(
+        "ZM104", "invalid-zeromem-setting", "error",
+        "A value in the `zeromem` block (or in project/editor settings) is invalid.",
+        "zeromem cannot compute what you asked for; DeepSpeed itself ignores the block.",
+        '{"zeromem": {"gpu_memory": "80 GBs"}}',
+        'Use a valid value, e.g. `"gpu_memory": "80GiB"`.',
+    ),
+    Rule(
+        "ZM105", "world-size-conflict", "error",
+        "The declared `zeromem.world_size` contradicts the world size implied by the batch triple.",
+        "train_batch_size = micro batch × gradient accumulation × world size; DeepSpeed aborts when the "
+        "numbers disagree with the real world size.",
+        '{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2,\n'
+        ' "zeromem": {"world_size": 4}}',
+        "Fix `world_size` or the batch sizes so that they agree (here world size 8).",
+    ),
+    Rule(
+        "ZM201", "unknown-key-in-strict-section", "error",
+        "A key DeepSpeed does not know appears in a section DeepSpeed validates strictly "
+        "(`zero_optimization`, offload sections, `fp16`, `bf16`, ...).",
+        "DeepSpeed's pydantic models forbid extra keys there: the launch aborts with "
+        "'Extra inputs are not permitted' after the job has been scheduled.",
+        '{"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_sz": 5e7}}',
+        '{"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 5e7}}',
+    ),
+    Rule(
+        "ZM202", "invalid-value", "error",
+        "A value has the wrong type, is outside its range, or is not one of the allowed choices.",
+        "DeepSpeed validates these values at start-up and refuses the config.",
+        '{"zero_optimization": {"stage": 4}}',
+        '{"zero_optimization": {"stage": 3}}',
+    ),
+    Rule(
+        "ZM203", "duplicate-key", "error",
+        "The same key appears twice in one object.",
+        "DeepSpeed refuses configs with duplicate keys ('Duplicate keys in DeepSpeed config'); other JSON "
+        "readers silently keep the last one.",
+        '{"zero_optimization": {"stage": 2, "stage": 3}}',
+        "Keep one of them.",
+    ),
+    Rule(
+        "ZM204", "batch-size-missing", "error",
+        "Neither `train_batch_size` nor `train_micro_batch_size_per_gpu` is given.",
+        "DeepSpeed cannot derive the batch configuration and aborts.",
+        '{"gradient_accumulation_steps": 4}',
+        '{"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 4}',
+    ),
+    Rule(
+        "ZM205", "batch-size-not-positive", "error",
+        "A batch-size value is zero or negative.",
+        "DeepSpeed requires every batch value to be greater than zero.",
+        '{"train_micro_batch_size_per_gpu": 0}',
+        '{"train_micro_batch_size_per_gpu": 1}',
+    ),
+    Rule(
+        "ZM206", "batch-sizes-inconsistent", "error",
+        "train_batch_size ≠ train_micro_batch_size_per_gpu × gradient_accumulation_steps × world_size.",
+        "DeepSpeed checks this identity at start-up and aborts when it does not hold exactly.",
+        '{"train_batch_size": 33, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2}',
+        "Make the product exact, or leave one of the three out and let DeepSpeed infer it.",
+    ),
+    Rule(
+        "ZM207", "fp16-and-bf16-enabled", "error",
+        "Both `fp16.enabled` and `bf16.enabled` are true.",
+        "DeepSpeed refuses to run both mixed-precision modes at once.",
+        '{"fp16": {"enabled": true}, "bf16": {"enabled": true}}',
+        "Enable only one of them.",
+    ),
+    Rule(
+        "ZM208", "deprecated-key-with-replacement", "error",
+        "A deprecated key is given together with the key that replaces it.",
+        "DeepSpeed cannot tell which one you mean and refuses the config.",
+        '{"zero_optimization": {"cpu_offload": true, "offload_optimizer": {"device": "cpu"}}}',
+        "Delete the deprecated key.",
+    ),
+    Rule(
+        "ZM209", "partial-offload-below-stage-3", "error",
+        "`offload_optimizer.ratio` is below 1 but the stage is not 3.",
+        "Partial optimizer offload is implemented only for ZeRO stage 3; DeepSpeed aborts otherwise.",
+        '{"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.5}}}',
+        'Use `"stage": 3` or remove `ratio`.',
+    ),
+    Rule(
+        "ZM210", "removed-feature", "error",
+        "The config uses a DeepSpeed feature that has been removed.",
+        "Current DeepSpeed refuses these sections instead of silently ignoring them.",
+        '{"curriculum_learning": {"enabled": true}}',
+        "Remove the section, or move it to its replacement named in the message.",
+    ),
+    Rule(
+        "ZM211", "invalid-config", "error",
+        "DeepSpeed refuses this combination of settings (the message says why).",
+        "The launch aborts while DeepSpeed builds its runtime configuration.",
+        '{"optimizer": {"type": "OneBitAdam"}, "zero_optimization": {"stage": 2}}',
+        "Follow the message: change or remove one of the conflicting settings.",
+    ),
+    Rule(
+        "ZM251", "deprecated-key", "warning",
+        "A deprecated key is used; DeepSpeed still accepts it but names a successor.",
+        "Deprecated keys are removed in later releases; the successor is what the docs describe.",
+        '{"zero_optimization": {"stage": 2, "cpu_offload": true}}',
+        '{"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}',
+    ),
+    Rule(
+        "ZM252", "ignored-setting", "warning",
+        "A setting that DeepSpeed silently ignores in this configuration, e.g. `offload_param` below stage 3.",
+        "You believe parameters are offloaded but they stay on the GPU.",
+        '{"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}}',
+        'Use `"stage": 3` or remove the setting.',
+    ),
+    Rule(
+        "ZM253", "not-strict-json", "warning",
+        "Comments, trailing commas, missing commas, unquoted keys or unquoted values.",
+        "DeepSpeed reads configs with hjson and accepts these, but HF Transformers and Accelerate read a "
+        "DeepSpeed config path with plain `json.load`, which fails on them.",
+        '{"zero_optimization": {"stage": 2,}  // ZeRO-2\n}',
+        '{"zero_optimization": {"stage": 2}}',
+    ),
+    Rule(
+        "ZM254", "auto-not-filled", "warning",
+        'A value is "auto" where neither HF Transformers nor Accelerate fills it in.',
+        'Nobody replaces this "auto"; DeepSpeed then fails or uses a default you did not choose.',
+        '{"zero_optimization": {"stage": "auto"}}',
+        "Write the value explicitly.",
+    ),
+    Rule(
+        "ZM255", "misspelled-top-level-key", "warning",
+        "An unknown top-level key that closely resembles one DeepSpeed reads.",
+        "DeepSpeed ignores unknown top-level keys, so a typo silently drops the setting.",
+        '{"train_batch_sise": 32}',
+        '{"train_batch_size": 32}',
+    ),
+)
+
+
+def rule(code: str) -> Rule:
+    return RULES[code]
