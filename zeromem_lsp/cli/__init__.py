@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     from zeromem_lsp.cli import estimate
 
     estimate.register(commands)
-    for name in ("check", "serve", "schema"):
+    for name in ("check", "rules", "serve", "schema"):
         module = _optional_command(name)
         if module is not None:
             module.register(commands)

@@ -1,0 +1,74 @@
+"""Every rule, positive and negative, through `zeromem check --format json`."""
+
+import json
+
+import pytest
+
+from tests.cli.conftest import text_at
+
+BUDGET = '"zeromem": {"parameters": "7B", "world_size": 8, "gpu_memory": "%s"}'
+
+# (code, config that triggers it, text its range must cover, the same config fixed)
+CASES = [
+    ("ZM001", '{"zero_optimization": {"stage": 2,, }}', ",", '{"zero_optimization": {"stage": 2 }}'),
+    ("ZM101", '{"bf16": {"enabled": true}, "zero_optimization": {"stage": 1}, %s}' % (BUDGET % "24GiB"), "1",
+     '{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3}, %s}' % (BUDGET % "24GiB")),
+    ("ZM102", '{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3}, %s}' % (BUDGET % "14GB"), "3",
+     '{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3}, %s}' % (BUDGET % "24GB")),
+    ("ZM103", '{"zero_optimization": {"stage": 2}, "zeromem": {"gpu_memory": "80GiB"}}', "2",
+     '{"zero_optimization": {"stage": 2}, "zeromem": {"gpu_memory": "80GiB", "parameters": "1B", "world_size": 2}}'),
+    ("ZM104", '{"zero_optimization": {"stage": 2}, "zeromem": {"gpu_memory": "80 GBs"}}', '"80 GBs"',
+     '{"zero_optimization": {"stage": 2}, "zeromem": {"gpu_memory": "80GB"}}'),
+    ("ZM105", '{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2, '
+     '"zeromem": {"world_size": 4}}', "4",
+     '{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2, '
+     '"zeromem": {"world_size": 8}}'),
+    ("ZM201", '{"train_batch_size": 8, "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_sz": 5e7}}',
+     '"stage3_prefetch_bucket_sz"',
+     '{"train_batch_size": 8, "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 5e7}}'),
+    ("ZM202", '{"train_batch_size": 8, "zero_optimization": {"stage": 4}}', "4",
+     '{"train_batch_size": 8, "zero_optimization": {"stage": 3}}'),
+    ("ZM203", '{"train_batch_size": 8, "zero_optimization": {"stage": 2, "stage": 3}}', '"stage"',
+     '{"train_batch_size": 8, "zero_optimization": {"stage": 3}}'),
+    ("ZM204", '{"gradient_accumulation_steps": 4, "zero_optimization": {"stage": 1}}', None,
+     '{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4, "zero_optimization": {"stage": 1}}'),
+    ("ZM205", '{"train_micro_batch_size_per_gpu": 0}', "0", '{"train_micro_batch_size_per_gpu": 1}'),
+    ("ZM206", '{"train_batch_size": 33, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2}', None,
+     '{"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2}'),
+    ("ZM207", '{"train_batch_size": 8, "fp16": {"enabled": true}, "bf16": {"enabled": true}}', None,
+     '{"train_batch_size": 8, "fp16": {"enabled": false}, "bf16": {"enabled": true}}'),
+    ("ZM208", '{"train_batch_size": 8, "zero_optimization": {"stage": 2, "cpu_offload": true, '
+     '"offload_optimizer": {"device": "cpu"}}}', None,
+     '{"train_batch_size": 8, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}'),
+    ("ZM209", '{"train_batch_size": 8, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", '
+     '"ratio": 0.5}}}', None,
+     '{"train_batch_size": 8, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.5}}}'),
+    ("ZM210", '{"train_batch_size": 8, "curriculum_learning": {"enabled": true}}', None, '{"train_batch_size": 8}'),
+    ("ZM251", '{"train_batch_size": 8, "zero_optimization": {"stage": 2, "cpu_offload": true}}', '"cpu_offload"',
+     '{"train_batch_size": 8, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}'),
+    ("ZM252", '{"train_batch_size": 8, "zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}}', None,
+     '{"train_batch_size": 8, "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}}'),
+    ("ZM253", '{"train_batch_size": 8, // eight\n "zero_optimization": {"stage": 2}}', "// eight",
+     '{"train_batch_size": 8,\n "zero_optimization": {"stage": 2}}'),
+    ("ZM254", '{"train_batch_size": 8, "zero_optimization": {"stage": "auto"}}', '"auto"',
+     '{"train_batch_size": "auto", "zero_optimization": {"stage": 2}}'),
+    ("ZM255", '{"train_batch_sise": 8, "train_micro_batch_size_per_gpu": 1}', '"train_batch_sise"',
+     '{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1}'),
+]
+
+
+@pytest.mark.parametrize(("code", "bad", "covers", "good"), CASES, ids=[case[0] for case in CASES])
+def test_rule_fires_and_is_positioned(check_json, code, bad, covers, good):
+    findings, text, status = check_json(bad)
+    hits = [f for f in findings if f["code"] == code]
+    assert hits, f"{code} expected in {json.dumps(findings, indent=1)}"
+    if covers is not None:
+        assert text_at(text, hits[0]["range"]) == covers
+    if hits[0]["severity"] == "error":
+        assert status == 1
+
+
+@pytest.mark.parametrize(("code", "bad", "covers", "good"), CASES, ids=[case[0] for case in CASES])
+def test_rule_quiet_when_fixed(check_json, code, bad, covers, good):
+    findings, _, _ = check_json(good)
+    assert [f for f in findings if f["code"] == code] == []

@@ -1,0 +1,35 @@
+import re
+from pathlib import Path
+
+from zeromem_lsp.findings import SEVERITIES
+from zeromem_lsp.rules.docs import rules_markdown
+from zeromem_lsp.rules.registry import RULES
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_rule_is_documented_in_full():
+    for code, rule in RULES.items():
+        assert re.fullmatch(r"ZM\d{3}", code) and rule.code == code
+        assert rule.severity in SEVERITIES
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", rule.name)
+        for section in (rule.summary, rule.rationale, rule.example, rule.fix):
+            assert section.strip(), f"{code} has an empty section"
+
+
+def test_rule_names_are_unique():
+    names = [rule.name for rule in RULES.values()]
+    assert len(names) == len(set(names))
+
+
+def test_docs_rules_md_is_generated_from_the_registry():
+    committed = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
+    assert committed == rules_markdown(), "docs/rules.md is stale: run `zeromem rules --markdown > docs/rules.md`"
+
+
+def test_every_rule_has_an_end_to_end_case():
+    tested = (ROOT / "tests" / "cli" / "test_check_rules.py").read_text() + (
+        ROOT / "tests" / "cli" / "test_check_cli.py"
+    ).read_text()
+    missing = [code for code in RULES if f'"{code}"' not in tested]
+    assert missing == []

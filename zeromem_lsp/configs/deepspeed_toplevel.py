@@ -1,0 +1,131 @@
+"""Checks of the non-strict top-level keys DeepSpeed 0.19.8 still validates by hand
+(communication dtypes, gradient_allreduce_op, checkpoint, data_types, torch_autocast) and of
+the optimizer that ``deepspeed.initialize`` builds from ``optimizer.type``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Optional
+
+from .deepspeed_catalog import (
+    DEEPSPEED_OPTIMIZERS,
+    DTYPE_NAMES,
+    REMOVED_OPTIMIZERS,
+    TORCH_OPTIMIZERS,
+    ZERO_TESTED_OPTIMIZERS,
+)
+from .deepspeed_issue import ConfigIssue, dotted, issue
+
+
+def _is_auto(value: Any) -> bool:
+    return isinstance(value, str) and value == "auto"
+
+
+def _mapping_error(path: tuple, value: Any) -> ConfigIssue:
+    return issue(
+        "invalid_value", path, "value",
+        f"'{dotted(path)}' must be an object, got {value!r}: DeepSpeed fails on it at launch.",
+    )
+
+
+def check_top_level_values(config: dict, stage: Optional[int], zero: Any, compile_cfg: Any,
+                            out: list[ConfigIssue]) -> None:
+    for key in ("communication_data_type", "seq_parallel_communication_data_type"):
+        value = config.get(key)
+        if key in config and value is not None and not _is_auto(value) and (
+                not isinstance(value, str) or value.lower() not in ("fp16", "bf16", "fp32")):
+            out.append(issue("invalid_value", (key,), "value",
+                             f"DeepSpeed refuses {value!r} for '{key}': use fp16, bf16 or fp32."))
+    op = config.get("gradient_allreduce_op", "mean")
+    if isinstance(op, str):
+        op = op.lower()
+    if op not in ("mean", "sum") and not _is_auto(op):
+        out.append(issue("invalid_value", ("gradient_allreduce_op",), "value",
+                         f"DeepSpeed refuses {config.get('gradient_allreduce_op')!r} for 'gradient_allreduce_op':"
+                         " use mean or sum."))
+    elif op == "sum":
+        reasons = []
+        if stage == 3:
+            reasons.append("ZeRO stage 3")
+        if zero is not None and zero.zenflow is not None:
+            reasons.append("ZenFlow")
+        if compile_cfg is not None and compile_cfg.deepcompile:
+            reasons.append("DeepCompile")
+        for why in reasons:
+            out.append(issue("invalid_combination", ("gradient_allreduce_op",), "value",
+                             f"gradient_allreduce_op 'sum' is not supported with {why}: DeepSpeed refuses it."))
+    for key in ("optimizer", "scheduler", "pipeline", "checkpoint", "data_types", "torch_autocast"):
+        if key in config and not isinstance(config[key], dict):
+            out.append(_mapping_error((key,), config[key]))
+    checkpoint = config.get("checkpoint")
+    if isinstance(checkpoint, dict):
+        tag = checkpoint.get("tag_validation", "Warn")
+        if not isinstance(tag, str) or tag.upper() not in ("WARN", "IGNORE", "FAIL"):
+            out.append(issue("invalid_value", ("checkpoint", "tag_validation"), "value",
+                             f"DeepSpeed refuses {tag!r} for 'checkpoint.tag_validation': use Warn, Ignore or Fail."))
+        par = checkpoint.get("parallel_write", {})
+        stage_flag = par.get("pipeline_stage", False) if isinstance(par, dict) else None
+        if stage_flag not in (True, False):
+            out.append(issue("invalid_value", ("checkpoint", "parallel_write", "pipeline_stage"), "value",
+                             f"DeepSpeed refuses {stage_flag!r} for 'checkpoint.parallel_write.pipeline_stage':"
+                             " use true or false."))
+    data_types = config.get("data_types")
+    if isinstance(data_types, dict):
+        keep = data_types.get("keep_in_fp32_modules", "auto")
+        if keep != "auto" and not (isinstance(keep, list) and all(isinstance(n, str) for n in keep)):
+            out.append(issue("invalid_value", ("data_types", "keep_in_fp32_modules"), "value",
+                             f"DeepSpeed refuses {keep!r} for 'data_types.keep_in_fp32_modules': use \"auto\""
+                             " or a list of name patterns."))
+        dtype = data_types.get("grad_accum_dtype")
+        if dtype is not None and not _is_auto(dtype) and dtype not in DTYPE_NAMES:
+            out.append(issue("suspicious_value", ("data_types", "grad_accum_dtype"), "value",
+                             f"{dtype!r} is not a dtype DeepSpeed knows for 'data_types.grad_accum_dtype';"
+                             " deepspeed.initialize fails on it once it sets up the optimizer. Use fp32, fp16 or bf16."))
+    autocast = config.get("torch_autocast")
+    if isinstance(autocast, dict):
+        dtype = autocast.get("dtype")
+        if "dtype" in autocast and dtype not in DTYPE_NAMES:
+            out.append(issue("invalid_value", ("torch_autocast", "dtype"), "value",
+                             f"DeepSpeed refuses {dtype!r} for 'torch_autocast.dtype': use bf16, fp16 or fp32."))
+        mods = autocast.get("lower_precision_safe_modules")
+        if "lower_precision_safe_modules" in autocast and not (
+                isinstance(mods, (list, tuple, str)) and all(isinstance(n, str) for n in mods)):
+            out.append(issue("invalid_value", ("torch_autocast", "lower_precision_safe_modules"), "value",
+                             f"DeepSpeed refuses {mods!r} for 'torch_autocast.lower_precision_safe_modules':"
+                             " use a list of module names."))
+
+
+def check_optimizer(config: dict, stage: Optional[int], out: list[ConfigIssue]) -> None:
+    opt = config.get("optimizer")
+    if not isinstance(opt, dict) or opt.get("type") is None:
+        return
+    name = opt["type"]
+    if not isinstance(name, str):
+        out.append(issue("invalid_value", ("optimizer", "type"), "value",
+                         f"DeepSpeed refuses {name!r} for 'optimizer.type': it must be a name."))
+        return
+    params = opt.get("params")
+    if params is not None and not isinstance(params, dict):
+        out.append(_mapping_error(("optimizer", "params"), params))
+    elif isinstance(params, dict) and "max_grad_norm" in params:
+        out.append(issue("unsupported_optimizer_param", ("optimizer", "params", "max_grad_norm"), "key",
+                         "deepspeed.initialize refuses 'optimizer.params.max_grad_norm'; use the top-level"
+                         " 'gradient_clipping' instead.", replacement="gradient_clipping"))
+    known = name.lower() in DEEPSPEED_OPTIMIZERS or name in TORCH_OPTIMIZERS
+    if not known:
+        if name.lower() in REMOVED_OPTIMIZERS:
+            why = f"the 1-bit optimizer '{name}' was removed from DeepSpeed"
+        else:
+            close = difflib.get_close_matches(name, list(DEEPSPEED_OPTIMIZERS) + list(TORCH_OPTIMIZERS), n=1)
+            why = f"'{name}' is neither a DeepSpeed optimizer nor a torch.optim class" + (
+                f" (did you mean '{close[0]}'?)" if close else "")
+        out.append(issue("unknown_optimizer", ("optimizer", "type"), "value",
+                         f"deepspeed.initialize fails: {why}."))
+        return
+    resolved = name.lower() if name.lower() in DEEPSPEED_OPTIMIZERS else name
+    if stage is not None and stage >= 1 and resolved not in ZERO_TESTED_OPTIMIZERS and not (
+            config.get("zero_allow_untested_optimizer") is True):
+        out.append(issue("incompatible_optimizer", ("optimizer", "type"), "value",
+                         f"ZeRO has not been validated with optimizer '{name}': deepspeed.initialize refuses it"
+                         " unless \"zero_allow_untested_optimizer\": true is set."))

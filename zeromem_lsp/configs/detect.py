@@ -1,0 +1,63 @@
+"""Which loader a document is meant for, judged by its content (and, for broken text, its name).
+
+Anything that is not recognisably a training config gets no findings at all.
+"""
+
+from __future__ import annotations
+
+import re
+
+DEEPSPEED_STRONG = frozenset(
+    {
+        "zero_optimization",
+        "train_batch_size",
+        "train_micro_batch_size_per_gpu",
+        "zero_allow_untested_optimizer",
+        "zeromem",
+        "fp16",
+        "bf16",
+        "bfloat16",
+    }
+)
+DEEPSPEED_WEAK = frozenset(
+    {
+        "gradient_accumulation_steps",
+        "gradient_clipping",
+        "optimizer",
+        "scheduler",
+        "steps_per_print",
+        "wall_clock_breakdown",
+        "activation_checkpointing",
+        "flops_profiler",
+        "data_types",
+        "communication_data_type",
+        "prescale_gradients",
+    }
+)
+HF_ARGUMENT_KEYS = frozenset({"per_device_train_batch_size", "output_dir", "learning_rate", "num_train_epochs"})
+DEEPSPEED_NAME = re.compile(r"(ds_config|deepspeed|zero[0-3_]|zero\.|zero_stage)", re.IGNORECASE)
+
+
+def _looks_fsdp(keys: set[str]) -> bool:
+    return "fsdp" in keys or "fsdp_config" in keys or any(k.startswith("fsdp_") for k in keys) or {
+        "transformer_layer_cls_to_wrap",
+        "backward_prefetch",
+    } & keys != set()
+
+
+def detect_kind(root_keys: set[str] | None, name: str | None = None) -> str | None:
+    """'deepspeed', 'fsdp', 'hf-arguments' or None (not a training config).
+
+    `root_keys` is None when the document has no object at its root.
+    """
+    if root_keys is None:
+        return "deepspeed" if name and DEEPSPEED_NAME.search(name) else None
+    if root_keys & HF_ARGUMENT_KEYS:
+        return "hf-arguments"
+    if _looks_fsdp(root_keys) and not root_keys & {"zero_optimization", "zeromem"}:
+        return "fsdp"
+    if root_keys & DEEPSPEED_STRONG or len(root_keys & DEEPSPEED_WEAK) >= 2:
+        return "deepspeed"
+    if name and DEEPSPEED_NAME.search(name) and (not root_keys or root_keys & DEEPSPEED_WEAK):
+        return "deepspeed"
+    return None

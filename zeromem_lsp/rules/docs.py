@@ -1,0 +1,37 @@
+"""Render the rule registry as Markdown (docs/rules.md) and as plain text (`zeromem rules CODE`)."""
+
+from __future__ import annotations
+
+from zeromem_lsp.rules.registry import RULES, Rule
+
+HEADER = """# Rules
+
+Generated from `zeromem_lsp/rules/registry.py` by `zeromem rules --markdown`; do not edit by hand.
+Codes are stable. Severity is what `zeromem check` and the language server report.
+
+| code | name | severity | summary |
+|---|---|---|---|
+"""
+
+
+def rule_markdown(rule: Rule) -> str:
+    return (
+        f"## {rule.code} `{rule.name}` ({rule.severity})\n\n"
+        f"**What it does.** {rule.summary}\n\n"
+        f"**Why is this bad?** {rule.rationale}\n\n"
+        f"**Example**\n\n```jsonc\n{rule.example}\n```\n\n"
+        f"**Use instead.** {rule.fix}\n"
+    )
+
+
+def rules_markdown() -> str:
+    table = "".join(f"| [{r.code}](#{r.code.lower()}-{r.name}-{r.severity}) | {r.name} | {r.severity} | {r.summary} |\n"
+                    for r in RULES.values())
+    return HEADER + table + "\n" + "\n".join(rule_markdown(r) for r in RULES.values())
+
+
+def rule_text(rule: Rule) -> str:
+    return (
+        f"{rule.code} {rule.name} ({rule.severity})\n\n{rule.summary}\n\nWhy: {rule.rationale}\n\n"
+        f"Example:\n{rule.example}\n\nInstead: {rule.fix}\n"
+    )

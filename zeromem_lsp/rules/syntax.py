@@ -1,0 +1,43 @@
+"""ZM001 syntax errors, ZM203 duplicate keys, ZM253 what hjson accepts but json.load does not."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+from zeromem_lsp.findings import Finding
+from zeromem_lsp.rules.context import Context
+
+RELAXATIONS = {
+    "comment": "comments",
+    "trailing_comma": "trailing commas",
+    "missing_comma": "a newline instead of a comma",
+    "unquoted_key": "unquoted keys",
+    "quoteless_value": "unquoted string values",
+}
+
+
+def check(context: Context) -> Iterator[Finding]:
+    first: dict[str, tuple[int, int]] = {}
+    counts: dict[str, int] = {}
+    for problem in context.document.problems:
+        if problem.kind == "syntax":
+            yield context.finding("ZM001", problem.message, span=(problem.start, problem.end))
+        elif problem.kind == "duplicate_key":
+            finding = context.finding("ZM203", problem.message, span=(problem.start, problem.end))
+            if problem.related is not None:
+                first_key = (problem.related, problem.related + problem.end - problem.start, "first occurrence")
+                finding = replace(finding, related=(first_key,))
+            yield finding
+        elif problem.kind in RELAXATIONS:
+            first.setdefault(problem.kind, (problem.start, problem.end))
+            counts[problem.kind] = counts.get(problem.kind, 0) + 1
+    for kind, span in first.items():
+        count = counts[kind]
+        where = "here" if count == 1 else f"here and {count - 1} more time{'s' if count > 2 else ''}"
+        yield context.finding(
+            "ZM253",
+            f"{RELAXATIONS[kind]} ({where}): DeepSpeed accepts this, but HF Transformers and Accelerate read "
+            "config files with json.load, which fails",
+            span=span,
+        )
