@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from zeromem_lsp.precision import OPTIMIZERS, PRECISIONS
 from zeromem_lsp.units import UnitError, parse_bytes, parse_parameter_count
@@ -47,8 +47,20 @@ def _size(parse):
     return BeforeValidator(convert)
 
 
-ByteSize = Annotated[int, _size(parse_bytes), Field(ge=0)]
-ParameterCount = Annotated[int, _size(parse_parameter_count), Field(gt=0)]
+BYTE_SIZE_PATTERN = r"^\s*[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*([kKMGTPE]i?[bB]?|[bB])?\s*$"
+COUNT_PATTERN = r"^\s*[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*[kKmMbBtT]?\s*$"
+ByteSize = Annotated[
+    int,
+    _size(parse_bytes),
+    Field(ge=0),
+    WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": BYTE_SIZE_PATTERN}]}),
+]
+ParameterCount = Annotated[
+    int,
+    _size(parse_parameter_count),
+    Field(gt=0),
+    WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": COUNT_PATTERN}]}),
+]
 Precision = Literal[PRECISIONS]  # type: ignore[valid-type]
 Optimizer = Literal[OPTIMIZERS]  # type: ignore[valid-type]
 

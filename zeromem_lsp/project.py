@@ -1,0 +1,155 @@
+"""Project settings: `[tool.zeromem]` in pyproject.toml or a standalone zeromem.toml.
+
+Found from a config file's directory upward (the nearest file that has zeromem settings wins).
+Keys are spelled with hyphens or underscores (`gpu-memory` = `gpu_memory`). `overrides` apply to
+files matching their globs (relative to the settings file). Precedence, highest first: command-line
+flags, the file's own `zeromem` block, matching overrides (later ones win), defaults.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from zeromem_lsp.configs.settings import ZeromemSettings
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+SETTINGS_FILES = ("zeromem.toml", "pyproject.toml")
+NO_SETTINGS = ZeromemSettings()
+
+
+@dataclass(frozen=True)
+class SettingsProblem:
+    path: Path
+    line: int  # zero-based
+    message: str
+
+
+@dataclass(frozen=True)
+class ProjectSettings:
+    source: Path | None
+    defaults: ZeromemSettings = NO_SETTINGS
+    overrides: tuple[tuple[tuple[str, ...], ZeromemSettings], ...] = ()
+    problems: tuple[SettingsProblem, ...] = field(default=())
+
+    def for_file(self, path: Path) -> ZeromemSettings:
+        settings = self.defaults
+        if self.source is None:
+            return settings
+        try:
+            relative = path.resolve().relative_to(self.source.parent.resolve()).as_posix()
+        except ValueError:
+            relative = path.name
+        for globs, override in self.overrides:
+            if any(fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(path.name, pattern) for pattern in globs):
+                settings = override.merged_over(settings)
+        return settings
+
+
+def _normalise(table: dict) -> dict:
+    return {str(key).replace("-", "_"): value for key, value in table.items()}
+
+
+def _line_of(text: str, key: str, after: int = 0) -> int:
+    """Zero-based line of `key = ...` (hyphen or underscore spelling) at or after line `after`."""
+    spellings = {key, key.replace("_", "-")}
+    pattern = re.compile(r"^\s*(" + "|".join(map(re.escape, spellings)) + r")\s*=")
+    lines = text.splitlines()
+    for number in range(after, len(lines)):
+        if pattern.match(lines[number]):
+            return number
+    return after
+
+
+def _section_line(text: str, header: str, occurrence: int = 0) -> int:
+    found = -1
+    for number, line in enumerate(text.splitlines()):
+        if line.strip().replace(" ", "") == header:
+            found += 1
+            if found == occurrence:
+                return number
+    return 0
+
+
+def _validate(table: dict, path: Path, text: str, section_line: int) -> tuple[ZeromemSettings, list[SettingsProblem]]:
+    values = _normalise(table)
+    try:
+        return ZeromemSettings.model_validate(values), []
+    except ValidationError as error:
+        problems = []
+        bad = set()
+        for item in error.errors():
+            key = str(item["loc"][0]) if item["loc"] else ""
+            bad.add(key)
+            message = item["msg"].removeprefix("Value error, ")
+            if item["type"] == "extra_forbidden":
+                message = f"unknown setting {key!r}"
+            problems.append(SettingsProblem(path, _line_of(text, key, section_line), f"{key.replace('_', '-')}: {message}"))
+        try:
+            settings = ZeromemSettings.model_validate({k: v for k, v in values.items() if k not in bad})
+        except ValidationError:
+            settings = NO_SETTINGS
+        return settings, problems
+
+
+def _zeromem_table(path: Path, data: dict) -> tuple[dict | None, str]:
+    if path.name == "zeromem.toml":
+        return data, ""
+    table = data.get("tool", {}).get("zeromem") if isinstance(data.get("tool"), dict) else None
+    return table, "[tool.zeromem]"
+
+
+def load_settings_file(path: Path) -> ProjectSettings | None:
+    """Settings from one file; None when it has no zeromem settings (keep searching upward)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
+    except OSError:
+        return None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        line = getattr(error, "lineno", 1) or 1
+        return ProjectSettings(path, problems=(SettingsProblem(path, line - 1, f"invalid TOML: {error}"),))
+    table, header = _zeromem_table(path, data)
+    if not isinstance(table, dict):
+        return None
+    table = dict(table)
+    raw_overrides = table.pop("overrides", [])
+    section = _section_line(text, header) if header else 0
+    defaults, problems = _validate(table, path, text, section)
+    overrides = []
+    override_header = "[[tool.zeromem.overrides]]" if header else "[[overrides]]"
+    for index, entry in enumerate(raw_overrides if isinstance(raw_overrides, list) else []):
+        line = _section_line(text, override_header, index)
+        entry = dict(entry) if isinstance(entry, dict) else {}
+        files = entry.pop("files", None)
+        if isinstance(files, str):
+            files = [files]
+        if not isinstance(files, list) or not files or not all(isinstance(f, str) for f in files):
+            problems.append(SettingsProblem(path, line, "overrides: each entry needs files = [\"glob\", ...]"))
+            continue
+        settings, more = _validate(entry, path, text, line)
+        problems += more
+        overrides.append((tuple(files), settings))
+    return ProjectSettings(path, defaults, tuple(overrides), tuple(problems))
+
+
+def discover(start: Path) -> ProjectSettings:
+    """The nearest settings at or above `start` (a file or directory)."""
+    directory = start if start.is_dir() else start.parent
+    for folder in (directory.resolve(), *directory.resolve().parents):
+        for name in SETTINGS_FILES:
+            candidate = folder / name
+            if candidate.is_file():
+                settings = load_settings_file(candidate)
+                if settings is not None:
+                    return settings
+    return ProjectSettings(None)
