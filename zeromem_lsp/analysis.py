@@ -77,7 +77,7 @@ def analyse(
     if len(text) > MAX_DOCUMENT_CHARS:
         finding = Finding("ZM002", rule("ZM002").severity,
                           f"document not analysed: {len(text):,} characters exceeds the {MAX_DOCUMENT_CHARS:,} limit", 0, 0)
-        return Analysis(text, None, None, [finding])
+        return Analysis(text, "oversized", None, [finding])
     document = parse_document(text)
     root = document.root
     keys = {m.key for m in root.members} if root is not None and root.kind == "object" else None

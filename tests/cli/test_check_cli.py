@@ -73,14 +73,13 @@ def test_oversized_document_gets_information_not_a_stall(tmp_path):
     assert done.returncode == 0
 
 
-def test_incompatible_optimizer_is_refused(check_json):
+def test_initialize_time_failures_are_warnings_not_errors(check_json):
+    # DeepSpeedConfig accepts these; only deepspeed.initialize refuses them
     findings, _, status = check_json(
-        '{"train_batch_size": 8, "optimizer": {"type": "OneBitAdam"}, "zero_optimization": {"stage": 2}}'
+        '{"train_batch_size": 8, "optimizer": {"type": "Adam", "params": {"max_grad_norm": 1.0}}}'
     )
-    assert "ZM211" in {f["code"] for f in findings}
-    assert status == 1
-    findings, _, _ = check_json('{"train_batch_size": 8, "optimizer": {"type": "Adam"}, "zero_optimization": {"stage": 2}}')
-    assert "ZM211" not in {f["code"] for f in findings}
+    assert [(f["code"], f["severity"]) for f in findings] == [("ZM256", "warning")]
+    assert status == 0
 
 
 def test_examples_behave_as_documented():

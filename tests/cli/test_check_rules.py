@@ -50,10 +50,16 @@ CASES = [
      '{"train_batch_size": 8, "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}}'),
     ("ZM253", '{"train_batch_size": 8, // eight\n "zero_optimization": {"stage": 2}}', "// eight",
      '{"train_batch_size": 8,\n "zero_optimization": {"stage": 2}}'),
-    ("ZM254", '{"train_batch_size": 8, "zero_optimization": {"stage": "auto"}}', '"auto"',
+    ("ZM254", '{"train_batch_size": 8, "steps_per_print": "auto"}', '"auto"',
      '{"train_batch_size": "auto", "zero_optimization": {"stage": 2}}'),
     ("ZM255", '{"train_batch_sise": 8, "train_micro_batch_size_per_gpu": 1}', '"train_batch_sise"',
      '{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1}'),
+    ("ZM211", '{"train_batch_size": 8, "zero_optimization": {"stage": 3, "stage3_max_live_parameters": 1e9, '
+     '"max_live_parameters": 1e9}}', None,
+     '{"train_batch_size": 8, "zero_optimization": {"stage": 3, "max_live_parameters": 1e9}}'),
+    ("ZM256", '{"train_batch_size": 8, "optimizer": {"type": "OneBitAdam"}, "zero_optimization": {"stage": 2}}',
+     '"OneBitAdam"', '{"train_batch_size": 8, "optimizer": {"type": "AdamW"}, "zero_optimization": {"stage": 2}}'),
+    ("ZM257", '{"train_micro_batch_size_per_gpu": 2.5}', "2.5", '{"train_micro_batch_size_per_gpu": 2}'),
 ]
 
 

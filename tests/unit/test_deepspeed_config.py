@@ -414,6 +414,9 @@ def test_top_level_near_miss():
     issue = only({**B, "train_batch_sise": 8}, "top_level_near_miss")
     assert issue.severity == "warning" and issue.replacement == "train_batch_size" and issue.target == "key"
     assert validate_deepspeed({**B, "my_own_block": {}, "zeromem": {}}) == []
+    assert validate_deepspeed({**B, "comment": "not a typo of comet"}) == []
+    assert only({**B, "gradient_acumulation_steps": 1}, "top_level_near_miss").replacement == (
+        "gradient_accumulation_steps")
 
 
 def test_known_top_level_keys():

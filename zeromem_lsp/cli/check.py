@@ -180,7 +180,7 @@ def run(args) -> int:
         if analysis.kind is None:
             skipped.append((str(path), "not a training config"))
             continue
-        if analysis.kind != "deepspeed":
+        if analysis.kind not in ("deepspeed", "oversized"):
             skipped.append((str(path), f"{analysis.kind} configs are not analysed yet"))
             continue
         checked += 1

@@ -374,7 +374,7 @@ def _check_unknown_top_level(config: dict, out: list[ConfigIssue]) -> None:
             continue
         if key in REMOVED_TOP_LEVEL_KEYS:
             continue
-        match = difflib.get_close_matches(key, candidates, n=1, cutoff=0.8)
+        match = difflib.get_close_matches(key, candidates, n=1, cutoff=0.85)
         if match:
             out.append(issue("top_level_near_miss", (key,), "key",
                              f"Unknown top-level key '{key}' is ignored by DeepSpeed. Did you mean '{match[0]}'?",

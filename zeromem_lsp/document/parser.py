@@ -44,6 +44,7 @@ _AFTER_FAST = re.compile(r'[ \t\n\r]*([,}])')
 _HEX4 = re.compile(r"[0-9a-fA-F]{4}")
 _ESCAPES = {'"': '"', "'": "'", "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
+_INFINITIES = (float("inf"), float("-inf"))
 _UNTERMINATED_COMMENT = "Unterminated /* comment"
 
 _VALUE, _KEY, _OBJ_AFTER, _ARR_FIRST, _ARR_AFTER, _DONE = range(6)
@@ -197,7 +198,7 @@ class _Parser:
                     parts.append(escape)
                     j = k + 2
             elif char == "\n" or char == "\r":
-                problems.append(Problem("syntax", "Unterminated string (end of line)", i, k))
+                problems.append(Problem("syntax", "Unterminated string", i, k))
                 return "".join(parts), k, False
             else:
                 problems.append(Problem("syntax", f"Control character {char!r} in string", k, k + 1))
@@ -207,7 +208,18 @@ class _Parser:
     def scan_multiline(self, i: int) -> tuple[str, int]:
         """hjson's ``'''`` string at ``i``: indentation of the opening line is removed."""
         text, n = self.text, self.n
-        indent = i - (text.rfind("\n", 0, i) + 1)
+        newline = text.rfind("\n", 0, i)
+        if newline >= 0:
+            indent = i - newline - 1
+        else:
+            # hjson looks backwards for the line start with a negative index, so on the first
+            # line it wraps round to the text's last newline; with none at all it fails.
+            newline = text.rfind("\n")
+            if newline < 0:
+                self.error("Multiline ''' string on the first line of the text", i, i + 3)
+                indent = 0
+            else:
+                indent = i - 1 - newline + n
         j = i + 3
         while j < n and text[j] in " \t\r":
             j += 1
@@ -419,7 +431,10 @@ class _Parser:
                             elif raw == "null":
                                 node = Node("null", start, start + 4, None, None, None, None)
                             else:
-                                node = Node("number", start, start + len(raw), _number(raw), raw, None, None)
+                                value = _number(raw)
+                                if value in _INFINITIES:
+                                    self.error(f"Number {_short(raw)} is out of range (hjson fails on it)", start, start + len(raw))
+                                node = Node("number", start, start + len(raw), value, raw, None, None)
                         i = member.end = top.last_end = node.end
                         member.value = node
                         top.last_ok = True
@@ -669,16 +684,19 @@ class _Parser:
         stop = match.start() if match else n
         if first == "t" or first == "f" or first == "n":
             word = text[i:stop].strip()
+            # like hjson, continue after the (Unicode) blanks that str.strip() removed
             if word == "true" or word == "false":
-                return Node("bool", i, i + len(word), word == "true", None, None, None), i + len(word)
+                return Node("bool", i, i + len(word), word == "true", None, None, None), stop
             if word == "null":
-                return Node("null", i, i + 4, None, None, None, None), i + 4
+                return Node("null", i, i + 4, None, None, None, None), stop
         elif first == "-" or "0" <= first <= "9":
             number = _NUMBER.match(text, i)
             if number is not None and _TABS.match(text, number.end()).end() == stop:
                 raw = number.group(0)
-                end = number.end()
-                return Node("number", i, end, _number(raw), raw, None, None), end
+                value = _number(raw)
+                if value in _INFINITIES:
+                    self.error(f"Number {_short(raw)} is out of range (hjson fails on it)", i, number.end())
+                return Node("number", i, number.end(), value, raw, None, None), stop
         if stop < n and text[stop] not in "\r\n":
             match = _EOL.search(text, stop)
             stop = match.start() if match else n

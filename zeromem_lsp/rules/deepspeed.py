@@ -29,8 +29,12 @@ CODES = {
     "offload_param_below_stage3": "ZM252",
     "auto_not_filled": "ZM254",
     "top_level_near_miss": "ZM255",
+    "unknown_optimizer": "ZM256",
+    "incompatible_optimizer": "ZM256",
+    "unsupported_optimizer_param": "ZM256",
+    "suspicious_value": "ZM257",
 }
-FALLBACK = {"error": "ZM211", "warning": "ZM252"}
+FALLBACK = {"error": "ZM211", "warning": "ZM257"}
 OFFLOAD_SUCCESSORS = {"offload_optimizer", "offload_param"}
 
 

@@ -158,8 +158,26 @@ RULES: dict[str, Rule] = _rules(
         "ZM211", "invalid-config", "error",
         "DeepSpeed refuses this combination of settings (the message says why).",
         "The launch aborts while DeepSpeed builds its runtime configuration.",
-        '{"optimizer": {"type": "OneBitAdam"}, "zero_optimization": {"stage": 2}}',
+        '{"zero_optimization": {"stage": 3, "stage3_max_live_parameters": 1e9, "max_live_parameters": 1e9}}',
         "Follow the message: change or remove one of the conflicting settings.",
+    ),
+    Rule(
+        "ZM256", "fails-at-initialize", "warning",
+        "`deepspeed.initialize` refuses this although the config file itself loads: an optimizer DeepSpeed "
+        "no longer has or that ZeRO cannot use, or an optimizer parameter DeepSpeed rejects.",
+        "The config passes DeepSpeed's config loader, so nothing complains until the engine is built on every "
+        "rank of the job. It is a warning because whether it fails depends on how the optimizer is created "
+        "(a client optimizer passed in code bypasses the section).",
+        '{"optimizer": {"type": "OneBitAdam"}, "zero_optimization": {"stage": 2}}',
+        'Use an optimizer DeepSpeed supports with ZeRO (e.g. `"type": "AdamW"`); move `max_grad_norm` to the '
+        "top-level `gradient_clipping`.",
+    ),
+    Rule(
+        "ZM257", "suspicious-value", "warning",
+        "A value DeepSpeed accepts but that is almost certainly not what was meant (e.g. a fractional batch size).",
+        "DeepSpeed converts or ignores it silently, so the run differs from the file.",
+        '{"train_micro_batch_size_per_gpu": 2.5}',
+        "Write the value you mean, as a whole number or a known choice.",
     ),
     Rule(
         "ZM251", "deprecated-key", "warning",
