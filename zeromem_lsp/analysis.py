@@ -14,6 +14,7 @@ from zeromem_lsp.configs.detect import detect_kind
 from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.configs.training import TrainingSetup, read_training_setup
 from zeromem_lsp.document import Document, parse_document
+from zeromem_lsp.document.decoding import decode_config
 from zeromem_lsp.findings import Finding
 from zeromem_lsp.plan import MemoryPlan, Unplanned, build_plan
 from zeromem_lsp.rules import deepspeed as deepspeed_rules
@@ -96,3 +97,21 @@ def analyse(
     findings += memory_rules.check(context)
     findings.sort(key=lambda f: (f.start, f.end, f.code))
     return Analysis(text, kind, document, findings, effective, setup, plan)
+
+
+def analyse_bytes(
+    data: bytes,
+    name: str | None = None,
+    settings: ZeromemSettings = NO_SETTINGS,
+    forced: ZeromemSettings = NO_SETTINGS,
+) -> Analysis:
+    """`analyse` for file contents: an encoding DeepSpeed cannot read is a ZM003 finding."""
+    decoded = decode_config(data)
+    if decoded.binary:
+        finding = Finding("ZM003", rule("ZM003").severity, decoded.problem, 0, 0)
+        return Analysis(decoded.text, "binary", None, [finding])
+    analysis = analyse(decoded.text, name, settings, forced)
+    if decoded.problem is not None and analysis.kind == "deepspeed":
+        end = min(decoded.offset + 1, len(decoded.text))
+        analysis.findings.insert(0, Finding("ZM003", rule("ZM003").severity, decoded.problem, decoded.offset, end))
+    return analysis

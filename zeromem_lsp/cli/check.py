@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from zeromem_lsp.analysis import analyse
+from zeromem_lsp.analysis import analyse_bytes
 from zeromem_lsp.cli import UsageError
 from zeromem_lsp.cli.reporters import REPORTERS, FileResult
 from zeromem_lsp.configs.settings import ZeromemSettings
@@ -110,14 +110,11 @@ def discover_files(paths: list[str], exclude: list[str], skipped: list[tuple[str
     return list(dict.fromkeys(files))
 
 
-def read_text(path: Path) -> str:
+def read_bytes(path: Path) -> bytes:
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as error:
         raise UsageError(f"{path}: cannot read: {error.strerror or error}") from None
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return data.decode("utf-16", errors="replace")
-    return data.decode("utf-8", errors="replace")
 
 
 def _keep(finding: Finding, select: tuple[str, ...] | None, ignore: tuple[str, ...] | None) -> bool:
@@ -160,6 +157,7 @@ def run(args) -> int:
     forced = forced_settings(args)
     skipped: list[tuple[str, str]] = []
     files = discover_files(args.paths, args.exclude, skipped)
+    named = {str(Path(name)) for name in args.paths}
     projects: dict[Path, ProjectSettings] = {}
     results: list[FileResult] = []
     reported_settings: set[Path] = set()
@@ -175,12 +173,15 @@ def run(args) -> int:
             settings_result = settings_results(project)
             if settings_result:
                 results.append(settings_result)
-        analysis = analyse(read_text(path), path.name, project.for_file(path), forced)
+        analysis = analyse_bytes(read_bytes(path), path.name, project.for_file(path), forced)
         progress.update(number)
         if analysis.kind is None:
             skipped.append((str(path), "not a training config"))
             continue
-        if analysis.kind not in ("deepspeed", "oversized"):
+        if analysis.kind == "binary" and str(path) not in named:
+            skipped.append((str(path), "binary data"))
+            continue
+        if analysis.kind not in ("deepspeed", "oversized", "binary"):
             skipped.append((str(path), f"{analysis.kind} configs are not analysed yet"))
             continue
         checked += 1

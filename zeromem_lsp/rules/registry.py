@@ -41,6 +41,13 @@ RULES: dict[str, Rule] = _rules(
         "Check the training config itself, not a data file; the limit is documented in docs/reliability.md.",
     ),
     Rule(
+        "ZM003", "unreadable-encoding", "error",
+        "The file is not UTF-8 text (invalid UTF-8, UTF-16, or binary data).",
+        "DeepSpeed and HF open config files as UTF-8; the launch fails before any setting is read.",
+        "a ds_config.json saved as UTF-16 by a Windows editor",
+        "Save the file as UTF-8 (without a byte-order mark).",
+    ),
+    Rule(
         "ZM101", "stage-exceeds-gpu-memory", "error",
         "The chosen ZeRO stage needs more GPU memory per rank than the declared `gpu_memory` budget.",
         "The job would queue, launch and die with CUDA out-of-memory while building the optimizer. The figure "

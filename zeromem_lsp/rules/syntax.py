@@ -14,6 +14,10 @@ RELAXATIONS = {
     "missing_comma": "a newline instead of a comma",
     "unquoted_key": "unquoted keys",
     "quoteless_value": "unquoted string values",
+    "single_quoted": "single-quoted strings",
+    "multiline_string": "multi-line \'\'\' strings",
+    "braceless_root": "a root object without braces",
+    "bom": "a UTF-8 byte-order mark",
 }
 
 
