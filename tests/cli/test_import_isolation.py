@@ -28,3 +28,17 @@ def test_cli_commands_do_not_import_the_lsp_stack(argv):
     done = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "HEAVY="
+
+
+def test_check_format_choices_match_the_reporters():
+    from zeromem_lsp.cli.check import FORMATS
+    from zeromem_lsp.cli.reporters import REPORTERS
+
+    assert sorted(FORMATS) == sorted(REPORTERS)
+
+
+def test_estimate_does_not_load_pydantic_or_the_models():
+    probe = PROBE.replace("('pygls', 'lsprotocol', 'cattrs')", "('pydantic', 'pydantic_core')")
+    argv = ["estimate", "--parameters", "7B", "--world-size", "8"]
+    done = subprocess.run([sys.executable, "-c", probe.format(argv=argv)], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip().splitlines()[-1] == "HEAVY="

@@ -6,18 +6,21 @@ import sys
 from pathlib import Path
 
 from zeromem_lsp.cli import UsageError
-from zeromem_lsp.schemas import SCHEMAS, render
 
 
 def register(commands) -> None:
     parser = commands.add_parser("schema", help="print or write the JSON Schemas")
-    parser.add_argument("name", nargs="?", default="deepspeed.schema.json", choices=sorted(SCHEMAS),
+    parser.add_argument("name", nargs="?", default="deepspeed.schema.json",
                         help="which schema to print (default deepspeed.schema.json)")
     parser.add_argument("--write", metavar="DIR", help="write every schema into DIR")
     parser.set_defaults(run=run)
 
 
 def run(args) -> int:
+    from zeromem_lsp.schemas import SCHEMAS, render
+
+    if args.name not in SCHEMAS:
+        raise UsageError(f"unknown schema {args.name!r}; choose from {', '.join(sorted(SCHEMAS))}")
     if args.write is None:
         sys.stdout.write(render(args.name))
         return 0
