@@ -6,12 +6,13 @@ still gets every stage that makes sense for the part that parsed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
 from zeromem_lsp.configs.detect import detect_kind
-from zeromem_lsp.configs.settings import ZeromemSettings
+from zeromem_lsp.configs.settings import ParametersFromConfig, ZeromemSettings
 from zeromem_lsp.configs.training import TrainingSetup, read_training_setup
 from zeromem_lsp.document import Document, parse_document
 from zeromem_lsp.document.decoding import decode_config
@@ -25,6 +26,9 @@ from zeromem_lsp.rules.registry import rule
 
 MAX_DOCUMENT_CHARS = 16 * 2**20
 NO_SETTINGS = ZeromemSettings()
+YAML_SUFFIXES = (".yaml", ".yml")
+#: Reads a file named in the document (path as written; relative to the analysed file) -> text, or None.
+Loader = Callable[[str], "str | None"]
 
 
 @dataclass
@@ -36,6 +40,28 @@ class Analysis:
     settings: ZeromemSettings = NO_SETTINGS
     setup: TrainingSetup | None = None
     plan: MemoryPlan | Unplanned | None = None
+    parameter_source: str | None = None  # e.g. "llama: 32 layers, untied embeddings (model/config.json)"
+
+
+def resolve_parameters(settings: ZeromemSettings, loader: Loader | None) -> tuple[ZeromemSettings, str | None, str | None]:
+    """Replace {"from_config": path} by the exact count: (settings, note, problem message)."""
+    wanted = settings.parameters
+    if not isinstance(wanted, ParametersFromConfig):
+        return settings, None, None
+    from zeromem_lsp.configs.model_config import UnsupportedModel, count_parameters_from_text
+
+    cleared = settings.model_copy(update={"parameters": None})
+    path = wanted.from_config
+    text = loader(path) if loader is not None else None
+    if text is None:
+        reason = "no file access in this front end" if loader is None else "file not found"
+        return cleared, None, f"parameters.from_config: cannot read {path!r} ({reason})"
+    try:
+        counted = count_parameters_from_text(text)
+    except UnsupportedModel as error:
+        return cleared, None, f"parameters.from_config {path!r}: {error}"
+    note = f"{counted.total:,} parameters counted from {path} ({counted.note})"
+    return settings.model_copy(update={"parameters": counted.total}), note, None
 
 
 def _block_settings(context_document: Document, data: object) -> tuple[ZeromemSettings, list[tuple]]:
@@ -44,7 +70,7 @@ def _block_settings(context_document: Document, data: object) -> tuple[ZeromemSe
         return NO_SETTINGS, []
     block = data["zeromem"]
     if not isinstance(block, dict):
-        return NO_SETTINGS, [(("zeromem",), "the zeromem block must be an object")]
+        return NO_SETTINGS, [(("zeromem",), "the zeromem block must be an object", "value")]
     try:
         return ZeromemSettings.model_validate(block), []
     except ValidationError as error:
@@ -69,25 +95,40 @@ def analyse(
     name: str | None = None,
     settings: ZeromemSettings = NO_SETTINGS,
     forced: ZeromemSettings = NO_SETTINGS,
+    loader: Loader | None = None,
 ) -> Analysis:
     """Findings for one document.
 
     `settings`: project and editor defaults (below the file's own zeromem block);
-    `forced`: command-line values (above it).
+    `forced`: command-line values (above it); `loader`: reads files the document names
+    (a model config.json, a DeepSpeed or fsdp_config file) — without it they are not read.
     """
     if len(text) > MAX_DOCUMENT_CHARS:
         finding = Finding("ZM002", rule("ZM002").severity,
                           f"document not analysed: {len(text):,} characters exceeds the {MAX_DOCUMENT_CHARS:,} limit", 0, 0)
         return Analysis(text, "oversized", None, [finding])
-    document = parse_document(text)
+    if name is not None and name.lower().endswith(YAML_SUFFIXES):
+        from zeromem_lsp.document.yaml_document import parse_yaml_document
+
+        document = parse_yaml_document(text)
+    else:
+        document = parse_document(text)
     root = document.root
     keys = {m.key for m in root.members} if root is not None and root.kind == "object" else None
-    kind = detect_kind(keys, name)
+    if getattr(document, "flavour", "json") == "yaml":
+        kind = _yaml_kind(keys, document)
+    else:
+        kind = detect_kind(keys, name)
+    if kind in ("accelerate", "fsdp", "hf-arguments"):
+        return _analyse_fsdp_family(text, kind, document, settings, forced, loader)
     if kind != "deepspeed":
         return Analysis(text, kind, document)
     data = document.to_python()
     block, block_problems = _block_settings(document, data)
     effective = forced.merged_over(block.merged_over(settings))
+    effective, parameter_note, parameter_problem = resolve_parameters(effective, loader)
+    if parameter_problem:
+        block_problems.append((("zeromem", "parameters"), parameter_problem, "value"))
     setup = read_training_setup(data)
     plan = build_plan(setup, effective)
     context = Context(document, data, effective, setup, plan)
@@ -96,7 +137,17 @@ def analyse(
     findings += deepspeed_rules.check(context)
     findings += memory_rules.check(context)
     findings.sort(key=lambda f: (f.start, f.end, f.code))
-    return Analysis(text, kind, document, findings, effective, setup, plan)
+    return Analysis(text, kind, document, findings, effective, setup, plan, parameter_note)
+
+
+def _yaml_kind(keys: set[str] | None, document: Document) -> str | None:
+    """YAML documents are analysed only as Accelerate configs (GPT-NeoX, CI files... are not)."""
+    if keys is None:
+        broken = document.syntax_errors and any(
+            marker in document.text for marker in ("distributed_type", "fsdp_config", "deepspeed_config"))
+        return "accelerate" if broken else None
+    kind = detect_kind(keys, None)
+    return "accelerate" if kind == "accelerate" else None
 
 
 def analyse_bytes(
@@ -104,14 +155,136 @@ def analyse_bytes(
     name: str | None = None,
     settings: ZeromemSettings = NO_SETTINGS,
     forced: ZeromemSettings = NO_SETTINGS,
+    loader: Loader | None = None,
 ) -> Analysis:
     """`analyse` for file contents: an encoding DeepSpeed cannot read is a ZM003 finding."""
     decoded = decode_config(data)
     if decoded.binary:
         finding = Finding("ZM003", rule("ZM003").severity, decoded.problem, 0, 0)
         return Analysis(decoded.text, "binary", None, [finding])
-    analysis = analyse(decoded.text, name, settings, forced)
+    analysis = analyse(decoded.text, name, settings, forced, loader)
     if decoded.problem is not None and analysis.kind == "deepspeed":
         end = min(decoded.offset + 1, len(decoded.text))
         analysis.findings.insert(0, Finding("ZM003", rule("ZM003").severity, decoded.problem, decoded.offset, end))
     return analysis
+
+
+# --- FSDP, Accelerate and TrainingArguments documents -------------------------------------------
+
+def _nested_block(document: Document, data: object, block_path: tuple) -> tuple[ZeromemSettings, list[tuple]]:
+    """A zeromem block at `block_path`, validated like the top-level one, problems re-rooted there."""
+    container = data
+    for step in block_path[:-1]:
+        container = container.get(step) if isinstance(container, dict) else None
+    if not isinstance(container, dict) or block_path[-1] not in container:
+        return NO_SETTINGS, []
+    block, problems = _block_settings(document, {"zeromem": container[block_path[-1]]})
+    return block, [((*block_path, *path[1:]), message, target) for path, message, target in problems]
+
+
+def _json_strictness(context: Context, kind: str) -> list[Finding]:
+    """fsdp_config and TrainingArguments files are read with json.load: what hjson forgives fails there."""
+    from zeromem_lsp.rules.syntax import RELAXATIONS
+
+    findings = []
+    for problem in context.document.problems:
+        if problem.kind == "syntax":
+            findings.append(context.finding("ZM001", problem.message, span=(problem.start, problem.end)))
+        elif problem.kind in RELAXATIONS:
+            reader = "Transformers" if kind == "fsdp" else "HfArgumentParser"
+            findings.append(context.finding(
+                "ZM001", f"{RELAXATIONS[problem.kind]}: {reader} reads this file with json.load, which fails here",
+                span=(problem.start, problem.end)))
+    return findings
+
+
+def _analyse_fsdp_family(text, kind, document, settings, forced, loader) -> Analysis:
+    from zeromem_lsp.configs.fsdp import validate_transformers_fsdp
+    from zeromem_lsp.plan import Origin, build_fsdp_plan
+    from zeromem_lsp.rules import fsdp as fsdp_rules
+
+    data = document.to_python()
+    data = data if isinstance(data, dict) else {}
+    blank = read_training_setup({})
+    issues: list = []
+    deepspeed_issues: list = []
+    block_paths: tuple[tuple, ...] = ()
+    accelerate = hf_setup = fsdp_setup = None
+    if kind == "accelerate":
+        from zeromem_lsp.configs.accelerate import validate_accelerate
+
+        issues, accelerate = validate_accelerate(data)
+        block_paths = (("fsdp_config", "zeromem"), ("deepspeed_config", "zeromem"), ("zeromem",))
+        fsdp_setup = accelerate.fsdp
+    elif kind == "fsdp":
+        issues, fsdp_setup = validate_transformers_fsdp(data, ())
+        block_paths = (("zeromem",),)
+    else:
+        from zeromem_lsp.configs.hf_arguments import validate_hf_arguments
+
+        issues, deepspeed_issues, hf_setup = validate_hf_arguments(data, loader)
+        fsdp_setup = hf_setup.fsdp
+        block_paths = ((hf_setup.block_path,) if hf_setup.block_path else ()) + (("zeromem",),)
+    block, block_problems, block_path = NO_SETTINGS, [], ("zeromem",)
+    for candidate in block_paths:
+        block, block_problems = _nested_block(document, data, candidate)
+        if block_problems or block != NO_SETTINGS:
+            block_path = candidate
+            break
+    effective = forced.merged_over(block.merged_over(settings))
+    effective, parameter_note, parameter_problem = resolve_parameters(effective, loader)
+    if parameter_problem:
+        block_problems.append(((*block_path, "parameters"), parameter_problem, "value"))
+    plan: MemoryPlan | Unplanned | None = None
+    setup = None
+    if fsdp_setup is not None:
+        world, world_origin, group, group_origin = None, None, None, None
+        if accelerate is not None and accelerate.world_size:
+            world, world_origin = accelerate.world_size, Origin("num_processes", ("num_processes",))
+            if accelerate.parallel_divisor:
+                world, world_origin = accelerate.parallel_divisor, Origin(
+                    "parallelism_config: dp_shard × cp × tp ranks share one copy", ("parallelism_config",))
+            group = accelerate.shard_group
+            group_origin = Origin(f"GPUs per node: num_processes / num_machines = {accelerate.world_size} / "
+                                  f"{accelerate.machines}", ("num_machines",) if "num_machines" in data else ("num_processes",))
+        strategy_origin = Origin(fsdp_setup.strategy_note, fsdp_setup.strategy_path)
+        plan = build_fsdp_plan(fsdp_setup.strategy, strategy_origin, fsdp_setup.offload, effective, world, world_origin,
+                               group, group_origin, block_path)
+    else:
+        deepspeed_data = None
+        if accelerate is not None and accelerate.deepspeed is not None:
+            setup = accelerate.deepspeed
+        elif accelerate is not None and accelerate.deepspeed_file:
+            loaded = loader(accelerate.deepspeed_file) if loader is not None else None
+            if loaded is not None:
+                deepspeed_data = parse_document(loaded).to_python()
+            else:
+                plan = Unplanned((f"the DeepSpeed config {accelerate.deepspeed_file!r} (could not be read next to this file)",))
+        elif hf_setup is not None and hf_setup.deepspeed is not None:
+            deepspeed_data = hf_setup.deepspeed
+        if deepspeed_data is not None:
+            setup = read_training_setup(deepspeed_data)
+        if setup is not None:
+            world_settings = effective
+            world_origin = None
+            if effective.world_size is None and accelerate is not None and accelerate.world_size:
+                world_settings = effective.model_copy(update={"world_size": accelerate.world_size})
+                world_origin = Origin("num_processes", ("num_processes",))
+            plan = build_plan(setup, world_settings)
+            if isinstance(plan, MemoryPlan) and world_origin is not None:
+                plan.origins["world_size"] = world_origin
+        elif plan is None and hf_setup is not None and hf_setup.unread:
+            plan = Unplanned(tuple(f"the referenced {item}" for item in hf_setup.unread))
+        elif plan is None:
+            plan = Unplanned(("an FSDP or DeepSpeed setup in this file",))
+    context = Context(document, data, effective, blank, plan if plan is not None else Unplanned(()))
+    if getattr(document, "flavour", "json") == "yaml":
+        findings = [context.finding("ZM001", p.message, span=(p.start, p.end)) for p in document.syntax_errors]
+    else:
+        findings = _json_strictness(context, kind)
+    findings += [context.finding("ZM104", message, path, target) for path, message, target in block_problems]
+    findings += fsdp_rules.check_issues(context, issues)
+    findings += deepspeed_rules.check_issues(context, deepspeed_issues)
+    findings += memory_rules.check(context)
+    findings.sort(key=lambda f: (f.start, f.end, f.code))
+    return Analysis(text, kind, document, findings, effective, setup, plan, parameter_note)

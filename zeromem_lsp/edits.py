@@ -1,11 +1,14 @@
 """Minimal text edits on a positioned document: replace a value, rename a key, insert a member.
 
 Edits touch only the characters they change, so comments and formatting elsewhere survive.
+A YAML document (``document.flavour == "yaml"``) keeps YAML spelling: plain keys stay plain and a
+member is added to a block mapping as a new ``key: value`` line; JSON values are valid YAML flow values.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 from zeromem_lsp.document import Document, Member, Node
 from zeromem_lsp.findings import TextEdit
@@ -20,7 +23,21 @@ def replace_value(member: Member, new_json: str) -> TextEdit:
     return TextEdit(value.start, value.end, new_json)
 
 
-def rename_key(member: Member, new_key: str) -> TextEdit:
+PLAIN_YAML_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+
+
+def flavour_of(document: Document | None) -> str:
+    return getattr(document, "flavour", "json")
+
+
+def _yaml_key(key: str) -> str:
+    return key if PLAIN_YAML_KEY.fullmatch(key) else json.dumps(key)
+
+
+def rename_key(member: Member, new_key: str, document: Document | None = None) -> TextEdit:
+    """Rename a key; in YAML an unquoted key stays unquoted."""
+    if flavour_of(document) == "yaml" and document.text[member.key_start : member.key_start + 1] not in ("'", '"'):
+        return TextEdit(member.key_start, member.key_end, _yaml_key(new_key))
     return TextEdit(member.key_start, member.key_end, json.dumps(new_key))
 
 
@@ -35,6 +52,16 @@ def insert_member(document: Document, container: Node, key: str, value_json: str
     text = document.text
     members = container.members or []
     entry = f"{json.dumps(key)}: {value_json}"
+    if flavour_of(document) == "yaml" and members and id(container) in document.open_ended:
+        last = members[-1]
+        line_start = text.rfind("\n", 0, last.key_start) + 1
+        indent = text[line_start : last.key_start]
+        indent = indent if indent.strip() == "" else ""
+        line_end = text.find("\n", last.end)
+        at = len(text) if line_end < 0 else line_end
+        if text[at - 1 : at] == "\r":
+            at -= 1
+        return TextEdit(at, at, f"\n{indent}{_yaml_key(key)}: {value_json}")
     if members:
         last = members[-1]
         multiline = "\n" in text[container.start : last.start]

@@ -20,11 +20,12 @@ from zeromem_lsp.cli.reporters import REPORTERS, FileResult
 from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.document import LineIndex
 from zeromem_lsp.findings import SEVERITIES, Finding
-from zeromem_lsp.project import ProjectSettings, discover
+from zeromem_lsp.project import ProjectSettings, discover, file_loader
 from zeromem_lsp.rules.registry import RULES, rule
 
 SKIPPED_DIRECTORIES = {".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".mypy_cache"}
-CONFIG_SUFFIXES = (".json", ".jsonc", ".hjson")
+CONFIG_SUFFIXES = (".json", ".jsonc", ".hjson", ".yaml", ".yml")
+ANALYSED_KINDS = ("deepspeed", "oversized", "binary", "fsdp", "hf-arguments", "accelerate")
 GLOB_CHARACTERS = set("*?[")
 SEVERITY_RANK = {name: rank for rank, name in enumerate(reversed(SEVERITIES))}  # hint 0 … error 3
 
@@ -151,7 +152,8 @@ def run(args) -> int:
             settings_result = settings_results(project)
             if settings_result:
                 results.append(settings_result)
-        analysis = analyse_bytes(read_bytes(path), path.name, project.for_file(path), forced)
+        analysis = analyse_bytes(read_bytes(path), path.name, project.for_file(path), forced,
+                                 file_loader(path))
         progress.update(number)
         if analysis.kind is None:
             skipped.append((str(path), "not a training config"))
@@ -159,7 +161,7 @@ def run(args) -> int:
         if analysis.kind == "binary" and str(path) not in named:
             skipped.append((str(path), "binary data"))
             continue
-        if analysis.kind not in ("deepspeed", "oversized", "binary"):
+        if analysis.kind not in ANALYSED_KINDS:
             skipped.append((str(path), f"{analysis.kind} configs are not analysed yet"))
             continue
         checked += 1

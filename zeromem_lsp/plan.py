@@ -14,7 +14,7 @@ from zeromem_lsp.configs.settings import DEFAULT_WARN_FRACTION, ZeromemSettings
 from zeromem_lsp.configs.training import Path, TrainingSetup, implied_world_size
 from zeromem_lsp.core import STAGES, model_state_bytes
 from zeromem_lsp.estimate import Estimate, Inputs, estimate, inputs_from_parameters
-from zeromem_lsp.precision import bytes_per_parameter
+from zeromem_lsp.precision import BytesPerParameter, bytes_per_parameter
 
 STAGE_BY_NUMBER = dict(enumerate(STAGES))
 
@@ -48,6 +48,24 @@ class Offload:
 
 
 @dataclass(frozen=True)
+class FsdpOffload(Offload):
+    """FSDP's CPUOffload(offload_params=True): parameters and gradients live on the host and the
+    optimizer steps there, so its state is on the host too — at every sharding strategy."""
+
+    cpu: bool = False
+
+    def moves(self, stage: str) -> tuple[bool, bool, bool]:
+        return (self.cpu, self.cpu, self.cpu)
+
+    def describe(self) -> str:
+        return "parameters, gradients and optimizer state → cpu" if self.cpu else "none"
+
+
+FSDP_CPU_OFFLOAD = FsdpOffload(optimizer="cpu", param="cpu", cpu=True)
+FSDP_STAGES = ("ddp", "zero2", "zero3")  # NO_SHARD, SHARD_GRAD_OP, FULL_SHARD (no ZeRO-1 equivalent)
+
+
+@dataclass(frozen=True)
 class Placement:
     """Per-stage bytes per rank on the GPU and on the offload target."""
 
@@ -72,6 +90,12 @@ class MemoryPlan:
     placement: Placement
     gpu_memory: int | None
     warn_fraction: float
+    family: str = "deepspeed"  # "deepspeed" | "fsdp": which stages and offload rules apply
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        """The stages this plan's family has (FSDP has no ZeRO-1 equivalent)."""
+        return FSDP_STAGES if self.family == "fsdp" else STAGES
 
     @property
     def gpu_bytes(self) -> int:
@@ -99,6 +123,13 @@ class MemoryPlan:
     def cheapest_fit(self) -> Suggestion | None:
         """Cheapest way to fit: the configured offload at increasing stages, then optimizer, then full offload."""
         if self.gpu_memory is None:
+            return None
+        if self.family == "fsdp":
+            for offload in dict.fromkeys([self.offload, FSDP_CPU_OFFLOAD]):
+                placement = place(self.inputs, offload)
+                for stage in FSDP_STAGES:
+                    if placement.gpu[stage] <= self.gpu_memory:
+                        return Suggestion(stage, offload, placement.gpu[stage])
             return None
         candidates = [self.offload, Offload(optimizer=self.offload.optimizer or "cpu", param=self.offload.param),
                       Offload(optimizer=self.offload.optimizer or "cpu", param=self.offload.param or "cpu")]
@@ -202,4 +233,100 @@ def build_plan(setup: TrainingSetup, settings: ZeromemSettings) -> MemoryPlan | 
     )
 
 
-__all__ = ["MemoryPlan", "Unplanned", "Offload", "Origin", "Suggestion", "build_plan", "place", "estimate"]
+#: FSDP sharding strategy -> the ZeRO stage with the same persistent per-rank state (docs/fsdp-accelerate.md).
+FSDP_STAGE = {"NO_SHARD": "ddp", "SHARD_GRAD_OP": "zero2", "FULL_SHARD": "zero3",
+              "HYBRID_SHARD": "zero3", "HYBRID_SHARD_ZERO2": "zero2"}
+HYBRID = ("HYBRID_SHARD", "HYBRID_SHARD_ZERO2")
+TENSOR_STATE_OPTIMIZERS = ("adam", "adamw", "lamb", "sgd_momentum", "adagrad", "lion")
+
+
+def fsdp_bytes_per_parameter(dtype: str, optimizer: str) -> BytesPerParameter:
+    """FSDP's convention: the sharded parameters keep the dtype the model was loaded in (mixed precision
+    only casts the gathered copy for compute), gradients are kept in that dtype for the optimizer, and
+    torch.optim allocates its state like the parameter. No separate master copy."""
+    from zeromem_lsp.precision import DTYPE_BYTES, optimizer_state_bytes
+
+    size = DTYPE_BYTES[dtype]
+    state = optimizer_state_bytes(optimizer)
+    if optimizer in TENSOR_STATE_OPTIMIZERS:
+        state = state * size // 4
+    explanation = (f"{dtype} sharded params {size} B + {dtype} grads {size} B + {optimizer} state {state} B "
+                   f"(FSDP: no separate master copy)")
+    return BytesPerParameter(parameter=size, gradient=size, optimizer=state, precision=dtype,
+                             optimizer_name=optimizer, explanation=explanation)
+
+
+def build_fsdp_plan(
+    strategy: str | None,
+    strategy_origin: Origin,
+    offload: bool,
+    settings: ZeromemSettings,
+    world_size: int | None,
+    world_origin: Origin | None,
+    shard_group: int | None = None,
+    shard_origin: Origin | None = None,
+    block_path: Path = ("zeromem",),
+) -> MemoryPlan | Unplanned:
+    """An FSDP setup → the plan at the ZeRO stage with the same persistent state per rank.
+
+    `shard_group`: the ranks one copy is sharded over for HYBRID strategies (GPUs per node).
+    `block_path`: where the zeromem block sits in this document (for origins)."""
+    missing: list[str] = []
+    if strategy is None:
+        missing.append("a valid sharding strategy")
+    if settings.world_size is not None:
+        world_size, world_origin = settings.world_size, Origin("zeromem.world_size", (*block_path, "world_size"))
+    ranks, ranks_origin = world_size, world_origin
+    if strategy in HYBRID:
+        if shard_group is not None and settings.world_size is None:
+            ranks, ranks_origin = shard_group, shard_origin
+        elif world_size is not None and settings.world_size is not None:
+            ranks, ranks_origin = world_size, Origin(
+                "zeromem.world_size, taken as the shard group (GPUs per node) of the hybrid strategy",
+                (*block_path, "world_size"))
+        else:
+            ranks = None
+    if strategy == "NO_SHARD" and ranks is None:
+        ranks, ranks_origin = 1, Origin("NO_SHARD keeps a full copy on every rank: the rank count does not matter")
+    if ranks is None and strategy is not None:
+        what = "the shard group (GPUs per node)" if strategy in HYBRID else "the world size"
+        missing.append(f'{what}: declare "world_size" in the zeromem block')
+    optimizer = settings.optimizer or "adamw"
+    dtype = settings.precision or "fp32"
+    explicit = (settings.parameter_bytes, settings.gradient_bytes, settings.optimizer_bytes)
+    origins: dict[str, Origin] = {}
+    inputs = None
+    if all(value is not None for value in explicit):
+        if ranks is not None:
+            inputs = Inputs(*explicit, world_size=ranks, assumptions=("P, G and O declared in bytes",))
+        origins["bytes"] = Origin("zeromem.parameter_bytes / gradient_bytes / optimizer_bytes", block_path)
+    else:
+        if settings.parameters is None:
+            missing.append('the model size: declare "parameters" (e.g. "7B") in the zeromem block')
+        if not missing:
+            origins["precision"] = (
+                Origin("zeromem.precision: the dtype the model is loaded in", (*block_path, "precision"))
+                if settings.precision else
+                Origin("FSDP keeps sharded parameters in the loaded dtype (assumed fp32; mixed_precision casts "
+                       "only the gathered copy for compute)"))
+            origins["optimizer"] = (Origin("zeromem.optimizer", (*block_path, "optimizer")) if settings.optimizer
+                                    else Origin("AdamW (HF Trainer's default)"))
+            origins["parameters"] = Origin("zeromem.parameters", (*block_path, "parameters"))
+            per_parameter = fsdp_bytes_per_parameter(dtype, optimizer)
+            assumptions = [f"precision: {origins['precision'].note}", f"optimizer: {origins['optimizer'].note}"]
+            inputs = inputs_from_parameters(settings.parameters, per_parameter, ranks, tuple(assumptions))
+    if missing or inputs is None:
+        return Unplanned(tuple(missing))
+    origins["world_size"] = ranks_origin or Origin("world size")
+    origins["strategy"] = strategy_origin
+    chosen = FSDP_CPU_OFFLOAD if offload else FsdpOffload()
+    warn = settings.warn_fraction if settings.warn_fraction is not None else DEFAULT_WARN_FRACTION
+    return MemoryPlan(
+        stage=FSDP_STAGE[strategy], stage_path=strategy_origin.path, inputs=inputs, origins=origins,
+        offload=chosen, placement=place(inputs, chosen), gpu_memory=settings.gpu_memory, warn_fraction=warn,
+        family="fsdp",
+    )
+
+
+__all__ = ["MemoryPlan", "Unplanned", "Offload", "Origin", "Suggestion", "build_plan", "build_fsdp_plan", "place", "estimate",
+           "FsdpOffload", "FSDP_STAGE"]

@@ -84,3 +84,29 @@ def stage_table(estimate: Estimate, *, chosen: str | None = None, width: int = 3
         ]
         lines.append("  ".join(cells).rstrip())
     return lines
+
+
+def per_gpu_summary(gpu_bytes: int, budget: int | None) -> str:
+    """`≈ 16.6 GiB/GPU · 69% of 24.0 GiB`: the inlay hint after the stage, and the hover headline."""
+    text = f"≈ {format_bytes(gpu_bytes)}/GPU"
+    if budget:
+        text += f" · {percent_of(gpu_bytes, budget)} of {format_bytes(budget)}"
+    return text
+
+
+def count_times_bytes(count: int, per_item: int, note: str = "") -> str:
+    """`7B × 2 B (bf16) = 13.0 GiB`: a per-parameter figure scaled by the parameter count."""
+    from zeromem_lsp.units import format_parameters
+
+    note = f" ({note})" if note else ""
+    return f"{format_parameters(count)} × {per_item} B{note} = {format_bytes(count * per_item)}"
+
+
+FSDP_LABELS = {"ddp": "NO_SHARD", "zero1": "ZeRO-1", "zero2": "SHARD_GRAD_OP", "zero3": "FULL_SHARD"}
+
+
+def stage_label(stage: str, family: str = "deepspeed") -> str:
+    """DDP / ZeRO-n for DeepSpeed; the FSDP sharding strategy (with its ZeRO equivalent) for FSDP."""
+    if family == "fsdp":
+        return f"{FSDP_LABELS[stage]} (≈ {STAGE_LABELS[stage]})"
+    return STAGE_LABELS[stage]

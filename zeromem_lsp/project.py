@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from zeromem_lsp.configs.settings import ZeromemSettings
+from zeromem_lsp.configs.settings import ParametersFromConfig, ZeromemSettings
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -52,6 +52,10 @@ class ProjectSettings:
         for globs, override in self.overrides:
             if any(fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(path.name, pattern) for pattern in globs):
                 settings = override.merged_over(settings)
+        wanted = settings.parameters
+        if isinstance(wanted, ParametersFromConfig):  # relative to the settings file, not the config
+            absolute = (self.source.parent / wanted.from_config).resolve()
+            settings = settings.model_copy(update={"parameters": ParametersFromConfig(from_config=str(absolute))})
         return settings
 
 
@@ -153,3 +157,18 @@ def discover(start: Path) -> ProjectSettings:
                 if settings is not None:
                     return settings
     return ProjectSettings(None)
+
+
+def file_loader(path: Path):
+    """Read files a config names, relative to the config's folder (absolute paths as given)."""
+
+    def load(name: str) -> str | None:
+        target = path.parent / name
+        try:
+            if not target.is_file() or target.stat().st_size > 16 * 2**20:
+                return None
+            return target.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+
+    return load

@@ -79,7 +79,61 @@ def settings_schema() -> dict:
     }
 
 
-SCHEMAS = {"deepspeed.schema.json": deepspeed_schema, "zeromem-settings.schema.json": settings_schema}
+def _enum_or_number(values: tuple[str, ...], numbers: int, description: str) -> dict:
+    names = list(values) + [value.lower() for value in values]
+    return {"description": description, "anyOf": [{"enum": names}, {"type": "integer", "minimum": 1, "maximum": numbers},
+                                                   {"type": "string", "pattern": f"^[1-{numbers}]$"}]}
+
+
+BOOLEAN_LIKE = {"anyOf": [{"type": "boolean"}, {"enum": ["true", "false", "True", "False", "yes", "no", "1", "0"]}]}
+
+
+def fsdp_config_schema() -> dict:
+    """HF Transformers' `--fsdp_config` JSON: every key with or without the `fsdp_` prefix (stripped on load)."""
+    from zeromem_lsp.configs import fsdp
+
+    fields = {
+        "min_num_params": {"type": "integer", "minimum": 0, "description": "Size-based auto-wrap threshold; "
+                           "mutually exclusive with transformer_layer_cls_to_wrap when above 0."},
+        "transformer_layer_cls_to_wrap": {"description": "Layer class name(s) to wrap, e.g. LlamaDecoderLayer.",
+                                          "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
+        "version": {"enum": [1, 2, "1", "2"], "description": "FSDP version; 2 uses fully_shard (FSDP2)."},
+        "backward_prefetch": _enum_or_number(fsdp.BACKWARD_PREFETCH, 2, "FSDP1 backward prefetch policy."),
+        "forward_prefetch": {**BOOLEAN_LIKE, "description": "FSDP1: prefetch the next all-gather in forward."},
+        "use_orig_params": {**BOOLEAN_LIKE, "description": "FSDP1: expose the original parameters (default true)."},
+        "reshard_after_forward": {"description": "FSDP2: a boolean (true ≈ FULL_SHARD); FSDP1: a strategy name.",
+                                  "anyOf": [BOOLEAN_LIKE, _enum_or_number(fsdp.SHARDING_STRATEGIES, 5, "")]},
+        "sync_module_states": {**BOOLEAN_LIKE, "description": "Broadcast rank 0's weights (default true); "
+                               "required by cpu_ram_efficient_loading."},
+        "cpu_ram_efficient_loading": {**BOOLEAN_LIKE, "description": "Only rank 0 loads the checkpoint."},
+        "activation_checkpointing": {**BOOLEAN_LIKE, "description": "FSDP activation checkpointing."},
+        "limit_all_gathers": {**BOOLEAN_LIKE, "description": "Rate-limit in-flight all-gathers."},
+        "xla": {**BOOLEAN_LIKE, "description": "Use PyTorch/XLA FSDP."},
+        "xla_fsdp_v2": {**BOOLEAN_LIKE, "description": "Use XLA SPMD FSDPv2."},
+        "xla_fsdp_grad_ckpt": {**BOOLEAN_LIKE, "description": "XLA gradient checkpointing."},
+        "xla_fsdp_settings": {"type": "object", "description": "Keyword arguments for XLA FSDP."},
+        "sharding_strategy": {"description": "NOT read by Transformers: the strategy comes from `--fsdp` "
+                              "(zeromem reports ZM352). Accelerate's name.", "deprecated": True},
+        "offload_params": {"description": "NOT read by Transformers: offload comes from `--fsdp` (ZM352).",
+                           "deprecated": True},
+    }
+    properties = {}
+    for name, field in fields.items():
+        properties[name] = field
+        properties[f"fsdp_{name}"] = field
+    properties["zeromem"] = _draft07(_zeromem_block())
+    return {
+        "$schema": DRAFT_07,
+        "$id": BASE_URI + "fsdp-config.schema.json",
+        "title": "HF Transformers --fsdp_config (keys with or without the fsdp_ prefix) with zeromem declarations",
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": True,
+    }
+
+
+SCHEMAS = {"deepspeed.schema.json": deepspeed_schema, "zeromem-settings.schema.json": settings_schema,
+           "fsdp-config.schema.json": fsdp_config_schema}
 
 
 def render(name: str) -> str:

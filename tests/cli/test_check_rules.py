@@ -78,3 +78,60 @@ def test_rule_fires_and_is_positioned(check_json, code, bad, covers, good):
 def test_rule_quiet_when_fixed(check_json, code, bad, covers, good):
     findings, _, _ = check_json(good)
     assert [f for f in findings if f["code"] == code] == []
+
+
+# FSDP / Accelerate / TrainingArguments rules: (code, file name, bad, text its range covers, good).
+ACCELERATE = "distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n"
+FSDP_CASES = [
+    ("ZM301", "accelerate.yaml", ACCELERATE + "  fsdp_sharding_strategy: FULL_SHARDED\n", "FULL_SHARDED",
+     ACCELERATE + "  fsdp_sharding_strategy: FULL_SHARD\n"),
+    ("ZM301", "fsdp_config.json", '{"fsdp_backward_prefetch": "BACKWARDS"}', '"BACKWARDS"',
+     '{"fsdp_backward_prefetch": "backward_pre"}'),
+    ("ZM302", "train_args.json", '{"output_dir": "out", "fsdp": "offload"}', '"offload"',
+     '{"output_dir": "out", "fsdp": "full_shard offload"}'),
+    ("ZM303", "train_args.json", '{"output_dir": "out", "fsdp": "full_shard shard_grad_op"}',
+     '"full_shard shard_grad_op"', '{"output_dir": "out", "fsdp": "full_shard"}'),
+    ("ZM304", "fsdp_config.json", '{"min_num_params": 1000, "transformer_layer_cls_to_wrap": ["LlamaDecoderLayer"]}',
+     '"min_num_params"', '{"min_num_params": 0, "transformer_layer_cls_to_wrap": ["LlamaDecoderLayer"]}'),
+    ("ZM305", "accelerate.yaml", ACCELERATE + "  fsdp_cpu_ram_efficient_loading: true\n  fsdp_sync_module_states: false\n",
+     "false", ACCELERATE + "  fsdp_cpu_ram_efficient_loading: true\n  fsdp_sync_module_states: true\n"),
+    ("ZM306", "accelerate.yaml", ACCELERATE + "  fsdp_version: 2\n  fsdp_reshard_after_forward: FULL_SHARD\n",
+     "FULL_SHARD", ACCELERATE + "  fsdp_version: 2\n  fsdp_reshard_after_forward: true\n"),
+    ("ZM307", "accelerate.yaml", "distributed_type: FSDP\nnum_process: 8\n", "num_process",
+     "distributed_type: FSDP\nnum_processes: 8\n"),
+    ("ZM308", "accelerate.yaml", "distributed_type: fsdp\nnum_processes: 8\n", "fsdp",
+     "distributed_type: FSDP\nnum_processes: 8\n"),
+    ("ZM308", "accelerate.yaml", "distributed_type: FSDP\nmixed_precision: no\n", "no",
+     "distributed_type: FSDP\nmixed_precision: 'no'\n"),
+    ("ZM309", "accelerate.yml", "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n"
+     "  zero_stage: 3\n", "zero_stage",
+     "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n"),
+    ("ZM351", "accelerate.yaml", ACCELERATE + "  fsdp_backward_prefetch_policy: BACKWARD_PRE\n",
+     "fsdp_backward_prefetch_policy", ACCELERATE + "  fsdp_backward_prefetch: BACKWARD_PRE\n"),
+    ("ZM352", "accelerate.yaml", ACCELERATE + "  fsdp_version: 2\n  fsdp_sharding_strategy: SHARD_GRAD_OP\n",
+     "fsdp_sharding_strategy", ACCELERATE + "  fsdp_version: 2\n  fsdp_reshard_after_forward: false\n"),
+    ("ZM101", "accelerate.yaml", ACCELERATE + "  fsdp_sharding_strategy: NO_SHARD\n"
+     "  zeromem: {parameters: 7B, gpu_memory: 40GiB}\n", "NO_SHARD",
+     ACCELERATE + "  fsdp_sharding_strategy: FULL_SHARD\n  zeromem: {parameters: 7B, gpu_memory: 40GiB}\n"),
+    ("ZM104", "accelerate.yaml", ACCELERATE + "  zeromem: {parameters: {from_config: missing/config.json}}\n",
+     None, ACCELERATE + "  zeromem: {parameters: 7B}\n"),
+]
+
+
+@pytest.mark.parametrize(("code", "name", "bad", "covers", "good"), FSDP_CASES,
+                         ids=[f"{case[0]}-{case[1]}" for case in FSDP_CASES])
+def test_fsdp_rule_fires_and_is_positioned(check_json, code, name, bad, covers, good):
+    findings, text, status = check_json(bad, name)
+    hits = [f for f in findings if f["code"] == code]
+    assert hits, f"{code} expected in {json.dumps(findings, indent=1)}"
+    if covers is not None:
+        assert text_at(text, hits[0]["range"]) == covers
+    if hits[0]["severity"] == "error":
+        assert status == 1
+
+
+@pytest.mark.parametrize(("code", "name", "bad", "covers", "good"), FSDP_CASES,
+                         ids=[f"{case[0]}-{case[1]}" for case in FSDP_CASES])
+def test_fsdp_rule_quiet_when_fixed(check_json, code, name, bad, covers, good):
+    findings, _, _ = check_json(good, name)
+    assert [f for f in findings if f["code"] == code] == []

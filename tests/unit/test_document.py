@@ -494,40 +494,44 @@ def test_agrees_with_hjson_on_jsonish_fragments(text):
     assert document.to_python() == expected
 
 
+class _Token(str):
+    """Text the serialiser emits verbatim (distinct from string values, which may contain anything)."""
+
+
 def _relaxed_dump(value: object, rng: random.Random) -> str:
     """Serialise ``value`` iteratively in a randomly relaxed hjson style."""
     out: list[str] = []
     work: list[object] = [value]
     while work:
         item = work.pop()
-        if isinstance(item, str) and item.startswith("\0"):
-            out.append(item[1:])  # literal token
+        if isinstance(item, _Token):
+            out.append(item)  # literal token
         elif isinstance(item, dict):
-            pieces: list[object] = ["\0{"]
+            pieces: list[object] = [_Token("{")]
             for index, (key, child) in enumerate(item.items()):
                 if index:
-                    pieces.append(rng.choice(["\0,", "\0,\n", "\0\n", "\0 // c\n", "\0, # c\n"]))
+                    pieces.append(rng.choice([_Token(","), _Token(",\n"), _Token("\n"), _Token(" // c\n"), _Token(", # c\n")]))
                 plain_key = key.isidentifier()
                 if plain_key and rng.random() < 0.5:  # an unquoted key runs to the ':'
-                    pieces.append("\0" + key)
-                    pieces.append(rng.choice(["\0: ", "\0 :", "\0\t:\t"]))
+                    pieces.append(_Token(key))
+                    pieces.append(rng.choice([_Token(": "), _Token(" :"), _Token("\t:\t")]))
                 else:
-                    pieces.append("\0" + json.dumps(key))
-                    pieces.append(rng.choice(["\0: ", "\0 :", "\0/* c */:", "\0 # c\n:"]))
+                    pieces.append(_Token(json.dumps(key)))
+                    pieces.append(rng.choice([_Token(": "), _Token(" :"), _Token("/* c */:"), _Token(" # c\n:")]))
                 pieces.append(child)
             if item and rng.random() < 0.3:
-                pieces.append("\0,")
-            pieces.append("\0\n}")
+                pieces.append(_Token(","))
+            pieces.append(_Token("\n}"))
             work.extend(reversed(pieces))
         elif isinstance(item, list):
-            pieces = ["\0["]
+            pieces = [_Token("[")]
             for index, child in enumerate(item):
                 if index:
-                    pieces.append(rng.choice(["\0, ", "\0\n", "\0,\n"]))
+                    pieces.append(rng.choice([_Token(", "), _Token("\n"), _Token(",\n")]))
                 pieces.append(child)
             if item and rng.random() < 0.3:
-                pieces.append("\0,")
-            pieces.append("\0\n]")
+                pieces.append(_Token(","))
+            pieces.append(_Token("\n]"))
             work.extend(reversed(pieces))
         elif isinstance(item, str) and item.isidentifier() and item not in ("true", "false", "null") and rng.random() < 0.5:
             out.append(item + "\n")  # a quoteless value ends at the line end

@@ -38,23 +38,33 @@ HF_ARGUMENT_KEYS = frozenset({"per_device_train_batch_size", "output_dir", "lear
 DEEPSPEED_NAME = re.compile(r"(ds_config|deepspeed|zero[0-3_]|zero\.|zero_stage)", re.IGNORECASE)
 
 
+ACCELERATE_MARKERS = frozenset({"distributed_type", "compute_environment"})
+ACCELERATE_BLOCKS = frozenset({"fsdp_config", "deepspeed_config"})
+ACCELERATE_TOP = frozenset({"num_processes", "num_machines", "machine_rank", "mixed_precision", "main_training_function"})
+FSDP_CONFIG_KEYS = frozenset({
+    "transformer_layer_cls_to_wrap", "backward_prefetch", "forward_prefetch", "min_num_params", "sharding_strategy",
+    "reshard_after_forward", "cpu_ram_efficient_loading", "sync_module_states", "use_orig_params", "xla_fsdp_v2",
+})
+
+
 def _looks_fsdp(keys: set[str]) -> bool:
-    return "fsdp" in keys or "fsdp_config" in keys or any(k.startswith("fsdp_") for k in keys) or {
-        "transformer_layer_cls_to_wrap",
-        "backward_prefetch",
-    } & keys != set()
+    return any(k.startswith("fsdp_") for k in keys) or FSDP_CONFIG_KEYS & keys != set()
 
 
 def detect_kind(root_keys: set[str] | None, name: str | None = None) -> str | None:
-    """'deepspeed', 'fsdp', 'hf-arguments' or None (not a training config).
+    """'deepspeed', 'fsdp' (a --fsdp_config dict), 'hf-arguments', 'accelerate' or None (not a training config).
 
     `root_keys` is None when the document has no object at its root.
     """
     if root_keys is None:
         return "deepspeed" if name and DEEPSPEED_NAME.search(name) else None
-    if root_keys & HF_ARGUMENT_KEYS:
+    if root_keys & ACCELERATE_MARKERS or (root_keys & ACCELERATE_BLOCKS and root_keys & ACCELERATE_TOP):
+        return "accelerate"
+    if root_keys & HF_ARGUMENT_KEYS or "fsdp" in root_keys or "fsdp_config" in root_keys or (
+        "deepspeed" in root_keys and not root_keys & DEEPSPEED_STRONG - {"zeromem"}
+    ):
         return "hf-arguments"
-    if _looks_fsdp(root_keys) and not root_keys & {"zero_optimization", "zeromem"}:
+    if _looks_fsdp(root_keys) and not root_keys & {"zero_optimization", "zeromem"} - {"zeromem"}:
         return "fsdp"
     if root_keys & DEEPSPEED_STRONG or len(root_keys & DEEPSPEED_WEAK) >= 2:
         return "deepspeed"

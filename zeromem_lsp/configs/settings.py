@@ -65,13 +65,54 @@ Precision = Literal[PRECISIONS]  # type: ignore[valid-type]
 Optimizer = Literal[OPTIMIZERS]  # type: ignore[valid-type]
 
 
+class ParametersFromConfig(BaseModel):
+    """Count the parameters from a local Hugging Face `config.json` (path relative to the config file;
+    in project settings, relative to the settings file)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    from_config: str = Field(..., min_length=1, description="Path to a model's config.json.")
+
+
+def _parameters_setting(value: object) -> object:
+    """A count ("7B", 8030261248) or {"from_config": path}: one error message either way."""
+    if isinstance(value, ParametersFromConfig):
+        return value
+    if isinstance(value, dict):
+        unknown = sorted(set(value) - {"from_config"})
+        path = value.get("from_config")
+        if unknown or not isinstance(path, str) or not path.strip():
+            raise ValueError('expected {"from_config": "path/to/config.json"}'
+                             + (f"; unknown key {unknown[0]!r}" if unknown else ""))
+        return ParametersFromConfig(from_config=path)
+    count = _size(parse_parameter_count).func(value)
+    if isinstance(count, int) and count <= 0:
+        raise ValueError("Input should be greater than 0")
+    return count
+
+
+ParametersSetting = Annotated[
+    int | ParametersFromConfig,
+    BeforeValidator(_parameters_setting),
+    WithJsonSchema({"anyOf": [
+        {"type": "integer", "minimum": 1}, {"type": "string", "pattern": COUNT_PATTERN},
+        {"type": "object", "properties": {"from_config": {"type": "string", "minLength": 1,
+         "description": "Path to a Hugging Face model config.json; the parameters are counted exactly."}},
+         "required": ["from_config"], "additionalProperties": False},
+    ]}),
+]
+
+
 class ZeromemSettings(BaseModel):
     """Declarations for zeromem; DeepSpeed ignores this top-level block."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    parameters: ParameterCount | None = Field(
-        None, description='Model parameter count, e.g. "7B", "350M" or 8030261248.', examples=["7B"]
+    parameters: ParametersSetting | None = Field(
+        None,
+        description='Model parameter count, e.g. "7B", "350M" or 8030261248, or {"from_config": "path/to/config.json"} '
+        "to count it exactly from a Hugging Face model config.",
+        examples=["7B", {"from_config": "model/config.json"}],
     )
     parameter_bytes: ByteSize | None = Field(
         None, description="P: total parameter bytes (instead of `parameters`), e.g. \"14GB\"."

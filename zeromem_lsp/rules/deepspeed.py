@@ -51,8 +51,11 @@ def _fixes(context: Context, issue: ConfigIssue) -> tuple[Fix, ...]:
     edits = [rename_key(member, issue.replacement)]
     if issue.replacement in OFFLOAD_SUCCESSORS and member.value is not None and member.value.value is True:
         edits.append(replace_value(member, json.dumps({"device": "cpu"})))
-    verb = "Rename" if issue.kind in ("unknown_key", "top_level_near_miss") else "Replace"
-    return (Fix(f"{verb} {member.key!r} with {issue.replacement!r}", tuple(edits), preferred=True),)
+    if issue.kind in ("unknown_key", "top_level_near_miss"):
+        title = f"Rename {member.key!r} to {issue.replacement!r}"
+    else:
+        title = f"Replace {member.key!r} with {issue.replacement!r}"
+    return (Fix(title, tuple(edits), preferred=True),)
 
 
 def _batch_fix(context: Context) -> tuple[Fix, ...]:
@@ -72,7 +75,12 @@ def _batch_fix(context: Context) -> tuple[Fix, ...]:
 def check(context: Context) -> Iterator[Finding]:
     data = context.data if isinstance(context.data, dict) else {}
     config = {key: value for key, value in data.items() if key != "zeromem"}
-    for issue in validate_deepspeed(config, world_size=context.settings.world_size):
+    yield from check_issues(context, validate_deepspeed(config, world_size=context.settings.world_size))
+
+
+def check_issues(context: Context, issues) -> Iterator[Finding]:
+    """Findings for DeepSpeed issues whose paths are already document paths (also inline configs)."""
+    for issue in issues:
         code = code_for(issue)
         fixes = _batch_fix(context) if code == "ZM206" else _fixes(context, issue)
         finding = context.finding(code, issue.message, tuple(issue.path), issue.target, fixes)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 from zeromem_lsp.configs.training import implied_world_size
-from zeromem_lsp.edits import set_value
+from zeromem_lsp.document import Document, Member
+from zeromem_lsp.edits import insert_member, replace_value, set_value
 from zeromem_lsp.estimate import STAGE_LABELS, STAGE_NUMBERS
-from zeromem_lsp.findings import Finding, Fix
-from zeromem_lsp.plan import MemoryPlan, Suggestion, Unplanned
-from zeromem_lsp.present import percent_of
+from zeromem_lsp.findings import Finding, Fix, TextEdit
+from zeromem_lsp.plan import FsdpOffload, MemoryPlan, Suggestion, Unplanned
+from zeromem_lsp.present import percent_of, stage_label
 from zeromem_lsp.rules.context import Context
 from zeromem_lsp.units import format_bytes
 
@@ -22,9 +24,13 @@ def _budget_span_path(context: Context, plan_stage_path):
     return None
 
 
+def _label(stage: str, offload: object = None, family: str = "deepspeed") -> str:
+    return stage_label(stage, "fsdp" if isinstance(offload, FsdpOffload) else family)
+
+
 def describe_suggestion(suggestion: Suggestion) -> str:
     offload = suggestion.offload
-    text = STAGE_LABELS[suggestion.stage]
+    text = _label(suggestion.stage, offload)
     if offload.optimizer or offload.param:
         text += f" with {offload.describe()}"
     return f"{text} ({format_bytes(suggestion.gpu_bytes)}/GPU)"
@@ -33,17 +39,42 @@ def describe_suggestion(suggestion: Suggestion) -> str:
 def _suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion | None) -> tuple[Fix, ...]:
     if suggestion is None:
         return ()
-    edits = []
-    number = STAGE_NUMBERS[suggestion.stage]
+    from zeromem_lsp.rules import fsdp as fsdp_rules  # FSDP / Accelerate / TrainingArguments documents
+
+    delegated = fsdp_rules.suggestion_fixes(context, plan, suggestion)
+    if delegated is not None:
+        return delegated
+    updates: dict[str, str] = {}
     if suggestion.stage != plan.stage:
-        edits.append(set_value(context.document, ("zero_optimization", "stage"), str(number)))
+        updates["stage"] = str(STAGE_NUMBERS[suggestion.stage])
     if suggestion.offload.optimizer and not plan.offload.optimizer:
-        edits.append(set_value(context.document, ("zero_optimization", "offload_optimizer"), '{"device": "cpu"}'))
+        updates["offload_optimizer"] = '{"device": "cpu"}'
     if suggestion.offload.param and not plan.offload.param:
-        edits.append(set_value(context.document, ("zero_optimization", "offload_param"), '{"device": "cpu"}'))
-    if not edits or any(edit is None for edit in edits) or len(edits) > 1 and _overlap(edits):
+        updates["offload_param"] = '{"device": "cpu"}'
+    edits = _zero_edits(context.document, updates) if updates else None
+    if not edits or _overlap(edits):
         return ()
     return (Fix(f"Switch to {describe_suggestion(suggestion)}", tuple(edits), preferred=True),)
+
+
+def _zero_edits(document: Document, updates: dict[str, str]) -> list[TextEdit] | None:
+    """Set keys of zero_optimization: replace those present, insert the missing ones in one edit."""
+    section = document.find(("zero_optimization",))
+    container = section.value if isinstance(section, Member) else None
+    if container is None or container.kind != "object" or not container.members:
+        body = ", ".join(f"{json.dumps(key)}: {value}" for key, value in updates.items())
+        edit = set_value(document, ("zero_optimization",), "{" + body + "}")
+        return [edit] if edit is not None else None
+    edits, inserts = [], []
+    for key, value in updates.items():
+        member = container.get(key)
+        if member is not None:
+            edits.append(replace_value(member, value))
+        else:  # every insertion lands after the last member: join them into one edit
+            inserts.append(insert_member(document, container, key, value))
+    if inserts:
+        edits.append(TextEdit(inserts[0].start, inserts[0].end, "".join(edit.new_text for edit in inserts)))
+    return edits
 
 
 def _overlap(edits) -> bool:
@@ -62,7 +93,7 @@ def budget_findings(context: Context) -> Iterator[Finding]:
         yield context.finding("ZM103", f"cannot check the {format_bytes(budget)} GPU budget: missing {missing}", path)
         return
     path = _budget_span_path(context, plan.stage_path)
-    label = STAGE_LABELS[plan.stage]
+    label = _label(plan.stage, plan.offload, plan.family)
     figure = plan.gpu_bytes
     if plan.exceeds:
         excess = figure - budget

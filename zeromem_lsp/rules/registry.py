@@ -222,6 +222,100 @@ RULES: dict[str, Rule] = _rules(
         '{"train_batch_sise": 32}',
         '{"train_batch_size": 32}',
     ),
+    Rule(
+        "ZM301", "invalid-fsdp-value", "error",
+        "An FSDP setting has a value HF Transformers, Accelerate or PyTorch FSDP does not accept: a sharding "
+        "strategy, backward prefetch, auto-wrap policy or state-dict type that is not one of the choices, an "
+        "`--fsdp` option that does not exist, an `fsdp_version` other than 1 or 2, or a flag that is not a boolean.",
+        "Accelerate's FSDP plugin converts these strings to PyTorch enums when the Accelerator is built, and "
+        "TrainingArguments converts each `--fsdp` word to an FSDPOption: an unknown name stops every rank "
+        "with a KeyError or ValueError after the job was scheduled.",
+        "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARDED",
+        "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD",
+    ),
+    Rule(
+        "ZM302", "fsdp-offload-alone", "error",
+        "The `--fsdp` option string is just `offload`.",
+        "TrainingArguments refuses it: offload only says where sharded state lives, so it needs a sharding "
+        "option beside it.",
+        '{"output_dir": "out", "fsdp": "offload"}',
+        '{"output_dir": "out", "fsdp": "full_shard offload"}',
+    ),
+    Rule(
+        "ZM303", "full-shard-with-shard-grad-op", "error",
+        "The `--fsdp` option string names both `full_shard` and `shard_grad_op`.",
+        "They are two different sharding strategies; TrainingArguments refuses the combination.",
+        '{"output_dir": "out", "fsdp": "full_shard shard_grad_op auto_wrap"}',
+        '{"output_dir": "out", "fsdp": "full_shard auto_wrap"}',
+    ),
+    Rule(
+        "ZM304", "min-num-params-with-layer-classes", "error",
+        "An `--fsdp_config` sets both `min_num_params` (above 0) and `transformer_layer_cls_to_wrap`.",
+        "They select two different auto-wrap policies (size-based and transformer-layer-based); TrainingArguments "
+        "refuses the config when FSDP is enabled.",
+        '{"min_num_params": 100000000, "transformer_layer_cls_to_wrap": ["LlamaDecoderLayer"]}',
+        '{"transformer_layer_cls_to_wrap": ["LlamaDecoderLayer"]}',
+    ),
+    Rule(
+        "ZM305", "cpu-ram-efficient-loading-without-sync", "error",
+        "`cpu_ram_efficient_loading` is enabled while `sync_module_states` is explicitly false.",
+        "Only rank 0 loads the weights; without syncing module states every other rank would train random "
+        "weights, so `accelerate launch` and TrainingArguments refuse this.",
+        "distributed_type: FSDP\nfsdp_config:\n  fsdp_cpu_ram_efficient_loading: true\n  fsdp_sync_module_states: false",
+        "distributed_type: FSDP\nfsdp_config:\n  fsdp_cpu_ram_efficient_loading: true\n  fsdp_sync_module_states: true",
+    ),
+    Rule(
+        "ZM306", "fsdp2-rejects-setting", "error",
+        "With `fsdp_version: 2`, a setting FSDP2 rejects: `reshard_after_forward` that is not a boolean (FSDP1's "
+        "strategy names), or `LOCAL_STATE_DICT`.",
+        "FSDP2 (`fully_shard`) takes a boolean for resharding and has no local state dict; Accelerate raises a "
+        "ValueError while building the plugin.",
+        "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n  fsdp_reshard_after_forward: FULL_SHARD",
+        "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n  fsdp_reshard_after_forward: true",
+    ),
+    Rule(
+        "ZM307", "unknown-accelerate-key", "error",
+        "An Accelerate config has a top-level key Accelerate does not know.",
+        "`accelerate launch` refuses the whole file ('had unknown keys'). A `zeromem` block belongs under "
+        "`fsdp_config` or `deepspeed_config`, whose keys Accelerate does not check.",
+        "distributed_type: FSDP\nnum_process: 8",
+        "distributed_type: FSDP\nnum_processes: 8",
+    ),
+    Rule(
+        "ZM308", "invalid-accelerate-value", "error",
+        "A top-level Accelerate value is refused: a missing or unknown `distributed_type` (names are "
+        "case-sensitive), an unknown `compute_environment`, a `mixed_precision` other than no/fp8/fp16/bf16 "
+        "(unquoted `no` is the YAML boolean false), or an invalid inline DeepSpeed stage or offload device.",
+        "Accelerate converts these to its enums when it loads the config and stops with a ValueError.",
+        "distributed_type: fsdp\nnum_processes: 8",
+        "distributed_type: FSDP\nnum_processes: 8",
+    ),
+    Rule(
+        "ZM309", "deepspeed-config-file-conflict", "error",
+        "An Accelerate config names a `deepspeed_config_file` and also sets what that file owns "
+        "(`zero_stage`, offload devices, gradient accumulation or clipping, `zero3_save_16bit_model`, `mixed_precision`).",
+        "Accelerate refuses the mix ('the following accelerate config variables will be ignored') instead of "
+        "guessing which value wins.",
+        "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n  zero_stage: 3",
+        "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json",
+    ),
+    Rule(
+        "ZM351", "deprecated-fsdp-key", "warning",
+        "An FSDP key under an old name that current Accelerate no longer reads (e.g. `fsdp_backward_prefetch_policy`).",
+        "The setting is silently dropped: the default applies instead of what the file says.",
+        "distributed_type: FSDP\nfsdp_config:\n  fsdp_backward_prefetch_policy: BACKWARD_PRE",
+        "distributed_type: FSDP\nfsdp_config:\n  fsdp_backward_prefetch: BACKWARD_PRE",
+    ),
+    Rule(
+        "ZM352", "ignored-fsdp-setting", "warning",
+        "An FSDP setting the loader silently ignores here: FSDP1-only settings under `fsdp_version: 2`, "
+        "`reshard_after_forward` under FSDP1, an unknown `fsdp_config` key, `fsdp_config` when "
+        "`distributed_type` is not FSDP, or `sharding_strategy` / `offload_params` in a Transformers "
+        "`--fsdp_config` (those come from the `--fsdp` option string).",
+        "The run does something other than the file says, without any error.",
+        "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n  fsdp_sharding_strategy: SHARD_GRAD_OP",
+        "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n  fsdp_reshard_after_forward: false",
+    ),
 )
 
 

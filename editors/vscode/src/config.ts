@@ -1,0 +1,195 @@
+/**
+ * The pure part of the extension: settings → server command, server options, restart decisions and
+ * messages. No `vscode` import here, so `node --test` runs it without VS Code.
+ */
+
+import * as path from "path";
+
+/** The extension's settings as read from the `zeromem` configuration section. */
+export interface ExtensionSettings {
+  path?: string | null;
+  interpreter?: string | null;
+  gpuMemory?: string | number | null;
+  parameters?: string | number | null;
+  worldSize?: number | null;
+  precision?: string | null;
+  optimizer?: string | null;
+  warnFraction?: number | null;
+  [other: string]: unknown;
+}
+
+/** The settings the server understands (initializationOptions and workspace/configuration "zeromem"). */
+export const SERVER_SETTING_KEYS = [
+  "gpuMemory",
+  "parameters",
+  "worldSize",
+  "precision",
+  "optimizer",
+  "warnFraction",
+] as const;
+
+export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];
+export type ServerSettings = Partial<Record<ServerSettingKey, string | number>>;
+
+export interface ServerCommand {
+  command: string;
+  args: string[];
+  /** Which setting chose it: shown in messages so the user knows what to fix. */
+  source: "zeromem.path" | "zeromem.interpreter" | "PATH";
+}
+
+export interface Environment {
+  /** The user's home directory, for `~`. */
+  home?: string;
+  /** The first workspace folder, for `${workspaceFolder}`. */
+  workspaceFolder?: string;
+  /** Environment variables, for `${env:NAME}`. */
+  env?: Record<string, string | undefined>;
+  platform?: NodeJS.Platform;
+}
+
+/** Expand `~`, `${workspaceFolder}`, `${userHome}` and `${env:NAME}` in a path setting. */
+export function expandPath(value: string, environment: Environment = {}): string {
+  let result = value.trim();
+  const home = environment.home ?? "";
+  if (home && (result === "~" || result.startsWith("~/") || result.startsWith("~\\"))) {
+    result = home + result.slice(1);
+  }
+  result = result.replace(/\$\{(workspaceFolder|userHome|env:([A-Za-z_][A-Za-z0-9_]*))\}/g, (whole, name, variable) => {
+    if (name === "workspaceFolder") return environment.workspaceFolder ?? whole;
+    if (name === "userHome") return home || whole;
+    return environment.env?.[variable] ?? "";
+  });
+  return result;
+}
+
+function nonEmpty(value: unknown): value is string {
+  return typeof value === "string" && value.trim() !== "";
+}
+
+/**
+ * How to start the server: `zeromem.path` (`<path> serve`), else `zeromem.interpreter`
+ * (`<python> -m zeromem_lsp serve`), else `zeromem serve` from PATH.
+ */
+export function serverCommand(settings: ExtensionSettings, environment: Environment = {}): ServerCommand {
+  if (nonEmpty(settings.path)) {
+    return { command: expandPath(settings.path, environment), args: ["serve"], source: "zeromem.path" };
+  }
+  if (nonEmpty(settings.interpreter)) {
+    return {
+      command: expandPath(settings.interpreter, environment),
+      args: ["-m", "zeromem_lsp", "serve"],
+      source: "zeromem.interpreter",
+    };
+  }
+  return { command: "zeromem", args: ["serve"], source: "PATH" };
+}
+
+/**
+ * The server's settings from the extension's: only the keys the server knows (it warns about any
+ * other), and nothing for unset values (null, "", whitespace), so the server's defaults apply.
+ */
+export function serverSettings(settings: ExtensionSettings): ServerSettings {
+  const result: ServerSettings = {};
+  for (const key of SERVER_SETTING_KEYS) {
+    const value = settings[key];
+    if (value === null || value === undefined) continue;
+    if (typeof value === "string") {
+      if (value.trim() === "") continue;
+      result[key] = value.trim();
+    } else if (typeof value === "number" && Number.isFinite(value)) {
+      result[key] = value;
+    }
+  }
+  return result;
+}
+
+/**
+ * Whether a settings change needs a new server rather than a didChangeConfiguration: when the
+ * command changed, or when a value given at start (initializationOptions) was removed — the server
+ * layers later settings over its initializationOptions, so a removed value would otherwise stay.
+ */
+export function needsRestart(
+  started: { command: ServerCommand; options: ServerSettings },
+  now: { command: ServerCommand; options: ServerSettings },
+): boolean {
+  const a = started.command;
+  const b = now.command;
+  if (a.command !== b.command || a.args.join("\0") !== b.args.join("\0")) return true;
+  return Object.keys(started.options).some((key) => !(key in now.options));
+}
+
+/** Where `name` is found on `PATH` (with PATHEXT on Windows), or undefined. */
+export function findExecutable(
+  name: string,
+  environment: Environment,
+  exists: (candidate: string) => boolean,
+): string | undefined {
+  const platform = environment.platform ?? process.platform;
+  const pathApi = platform === "win32" ? path.win32 : path.posix;
+  const extensions = platform === "win32"
+    ? ["", ...(environment.env?.PATHEXT ?? ".COM;.EXE;.BAT;.CMD").split(";").filter(Boolean)]
+    : [""];
+  if (name.includes("/") || (platform === "win32" && name.includes("\\"))) {
+    return extensions.map((ext) => name + ext).find(exists);
+  }
+  const env = environment.env ?? {};
+  const searchPath = env.PATH ?? env.Path ?? "";
+  for (const directory of searchPath.split(platform === "win32" ? ";" : ":")) {
+    if (!directory) continue;
+    for (const ext of extensions) {
+      const candidate = pathApi.join(directory, name + ext);
+      if (exists(candidate)) return candidate;
+    }
+  }
+  return undefined;
+}
+
+/** The command as a shell-like string for messages. */
+export function describeCommand(command: ServerCommand): string {
+  const quote = (part: string) => (/[\s"']/.test(part) ? JSON.stringify(part) : part);
+  return [command.command, ...command.args].map(quote).join(" ");
+}
+
+/** What to tell the user when the server cannot be started, with the fix. */
+export function startFailureMessage(command: ServerCommand, reason: string): string {
+  const what = `zeromem: cannot start the language server (\`${describeCommand(command)}\`): ${reason}.`;
+  switch (command.source) {
+    case "zeromem.path":
+      return `${what} Check the setting zeromem.path: it must name the \`zeromem\` executable ` +
+        "(e.g. .venv/bin/zeromem), or clear it to use zeromem.interpreter or `zeromem` on PATH.";
+    case "zeromem.interpreter":
+      return `${what} Install the server into that Python (\`${quotePath(command.command)} -m pip install zeromem-lsp\`), ` +
+        "or fix the setting zeromem.interpreter.";
+    default:
+      return `${what} Install it (\`pip install zeromem-lsp\`, or \`pipx install zeromem-lsp\`) so that ` +
+        "`zeromem` is on PATH, or set zeromem.path to the executable, or zeromem.interpreter to a Python that has it.";
+  }
+}
+
+function quotePath(value: string): string {
+  return /\s/.test(value) ? JSON.stringify(value) : value;
+}
+
+/** A document filter, as in vscode-languageclient's document selector. */
+export interface DocumentFilter {
+  language: string;
+  scheme?: string;
+  pattern?: string;
+}
+
+/**
+ * Which documents go to the server: every JSON and JSONC file (the server recognises a DeepSpeed
+ * config by its keys and says nothing about other JSON), and YAML files whose names say they are
+ * training configs (Accelerate / FSDP / DeepSpeed).
+ */
+export const YAML_CONFIG_PATTERN = "**/*{accelerate,fsdp,deepspeed,ds_config,zero}*.{yaml,yml}";
+
+export function documentSelector(): DocumentFilter[] {
+  const filters: DocumentFilter[] = [];
+  for (const scheme of ["file", "untitled"]) {
+    filters.push({ scheme, language: "json" }, { scheme, language: "jsonc" });
+  }
+  filters.push({ scheme: "file", language: "yaml", pattern: YAML_CONFIG_PATTERN });
+  return filters;
+}

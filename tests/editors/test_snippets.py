@@ -1,0 +1,78 @@
+"""The editor snippets stay in step with the server: every setting they pass is one it accepts."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+from zeromem_lsp.assist.settings import resolve_settings, snake_case
+from zeromem_lsp.configs.settings import SETTING_NAMES
+
+EDITORS = Path(__file__).resolve().parents[2] / "editors"
+SERVER_SETTINGS = {"gpu_memory", "parameters", "world_size", "precision", "optimizer", "warn_fraction"}
+
+
+def test_the_six_editor_settings_are_server_settings():
+    assert SERVER_SETTINGS <= set(SETTING_NAMES)
+
+
+def test_helix_languages_toml():
+    config = tomllib.loads((EDITORS / "helix" / "languages.toml").read_text(encoding="utf-8"))
+    server = config["language-server"]["zeromem"]
+    assert [server["command"], *server["args"]] == ["zeromem", "serve"]
+    settings = server["config"]["zeromem"]  # initializationOptions {"zeromem": {...}} and the "zeromem" section
+    assert resolve_settings(server["config"])[1] == [] and resolve_settings(settings)[1] == []
+    assert resolve_settings(server["config"])[0].gpu_memory is not None
+    commented = re.findall(r"^# (\w+) = ", (EDITORS / "helix" / "languages.toml").read_text(encoding="utf-8"), re.M)
+    assert SERVER_SETTINGS <= set(commented) | set(settings)
+    for language in config["language"]:
+        assert "zeromem" in language["language-servers"]
+
+
+def test_vscode_settings_mirror_the_server():
+    manifest = json.loads((EDITORS / "vscode" / "package.json").read_text(encoding="utf-8"))
+    properties = manifest["contributes"]["configuration"]["properties"]
+    server_keys = {snake_case(key.removeprefix("zeromem.")) for key in properties} & set(SETTING_NAMES)
+    assert server_keys == SERVER_SETTINGS
+    sample = {"gpuMemory": "24GiB", "parameters": "7B", "worldSize": 8, "precision": "bf16", "optimizer": "adamw", "warnFraction": 0.8}
+    settings, problems = resolve_settings(sample)
+    assert problems == [] and settings.world_size == 8
+    for key, value in sample.items():  # the examples and defaults in package.json are accepted too
+        prop = properties[f"zeromem.{key}"]
+        for example in prop.get("examples", []) + [v for v in prop.get("enum", []) if v is not None]:
+            assert resolve_settings({key: example})[1] == [], (key, example)
+
+
+def test_neovim_and_emacs_name_the_settings():
+    lua = (EDITORS / "neovim" / "lsp" / "zeromem.lua").read_text(encoding="utf-8")
+    elisp = (EDITORS / "emacs" / "zeromem.el").read_text(encoding="utf-8")
+    for name in SERVER_SETTINGS:
+        assert f"{name} =" in lua
+        assert f":{name}" in elisp
+
+
+def test_emacs_lisp_is_balanced():
+    text = (EDITORS / "emacs" / "zeromem.el").read_text(encoding="utf-8")
+    depth, in_string, escaped, comment = 0, False, False, False
+    for char in text:
+        if comment:
+            comment = char != "\n"
+        elif in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == ";":
+            comment = True
+        elif char == '"':
+            in_string = True
+        elif char in "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            assert depth >= 0
+    assert depth == 0 and not in_string

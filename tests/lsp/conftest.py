@@ -1,0 +1,13 @@
+"""pytest-lsp end to end: `zeromem serve` over stdio, driven as VS Code (UTF-16) and Neovim (UTF-8).
+
+`client` is one server per client profile for the whole session (tests open documents under their
+own URIs); modules that need other settings or capabilities define their own `client` with
+`lsp_session.client_fixture`. Tests wait on events (a notification arriving, a response), never on
+fixed sleeps.
+"""
+
+from __future__ import annotations
+
+from lsp_session import client_fixture
+
+client = client_fixture(scope="session")

@@ -1,0 +1,297 @@
+"""Hover text (Markdown) for a cursor in a training config.
+
+On `zero_optimization` / `stage`: the per-stage table, the inputs P, G, O, R and where each came
+from, and what offload moves. On offload keys: the GPU/host split. On batch keys: the implied world
+size. On any DeepSpeed or `zeromem` key: its documentation, from the same models as the schema.
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+from dataclasses import dataclass
+
+from zeromem_lsp.analysis import Analysis
+from zeromem_lsp.assist.cursor import KeyPath, cursor_at, member_span
+from zeromem_lsp.configs.deepspeed_catalog import field_doc
+from zeromem_lsp.configs.settings import SETTING_NAMES, ZeromemSettings
+from zeromem_lsp.configs.training import TrainingSetup, implied_world_size
+from zeromem_lsp.plan import FSDP_CPU_OFFLOAD, MemoryPlan, Offload, Unplanned, place
+from zeromem_lsp.present import (
+    bar_with_budget, count_times_bytes, fit_word, human_and_exact, per_gpu_summary, percent_of, stage_label,
+)
+from zeromem_lsp.rules.memory import describe_suggestion
+from zeromem_lsp.units import format_bytes, format_count, format_parameters
+
+HOVER_KINDS = ("deepspeed", "accelerate", "fsdp", "hf-arguments")  # memory hover wherever a plan exists
+MEMORY_PATHS = {("zero_optimization",), ("zero_optimization", "stage")}
+OFFLOAD_KEYS = {"offload_optimizer", "offload_param", "cpu_offload", "cpu_offload_param"}
+BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+BYTE_SETTINGS = {"parameter_bytes", "gradient_bytes", "optimizer_bytes", "gpu_memory"}
+BAR_WIDTH = 16
+RULE = "\n\n---\n\n"
+
+
+@dataclass(frozen=True)
+class HoverText:
+    markdown: str
+    start: int
+    end: int
+
+
+def hover_at(analysis: Analysis, offset: int) -> HoverText | None:
+    """What to show for the key or value under `offset`; None when there is nothing to say."""
+    cursor = cursor_at(analysis, offset, HOVER_KINDS)
+    if cursor is None or cursor.member_path is None or not cursor.member_path:
+        return None
+    location, path = cursor.location, cursor.member_path
+    if not (location.in_key or location.in_value) or location.member is None:
+        return None
+    sections = []
+    plan = analysis.plan
+    on_stage = isinstance(plan, MemoryPlan) and plan.stage_path is not None and path == tuple(plan.stage_path)
+    if path in MEMORY_PATHS or on_stage:
+        sections.append(memory_section(analysis.plan))
+    elif path[0] == "zero_optimization" and len(path) >= 2 and path[1] in OFFLOAD_KEYS:
+        sections.append(offload_section(analysis.plan))
+    elif path in {(key,) for key in BATCH_KEYS} and analysis.setup is not None:
+        sections.append(world_size_section(analysis.setup, analysis.settings))
+    sections.append(key_doc(path, analysis.settings))
+    text = RULE.join(section for section in sections if section)
+    if not text:
+        return None
+    return HoverText(text, *member_span(location.member, location.in_key))
+
+
+# ---------------------------------------------------------------- memory
+
+
+def _missing(plan: Unplanned) -> str:
+    return "**Memory per GPU: not computable yet.** Missing:\n\n" + "\n".join(f"- {item}" for item in plan.missing)
+
+
+def memory_section(plan: MemoryPlan | Unplanned | None) -> str:
+    if plan is None:
+        return ""
+    if isinstance(plan, Unplanned):
+        return _missing(plan)
+    label = stage_label(plan.stage, plan.family)
+    lines = [
+        f"**{label} {per_gpu_summary(plan.gpu_bytes, plan.gpu_memory)}** — persistent model state "
+        "(parameters, gradients, optimizer state); activations come on top.",
+        "",
+        *stage_rows(plan),
+        "",
+        *input_lines(plan),
+        "",
+        offload_text(plan),
+    ]
+    if plan.exceeds:
+        suggestion = plan.cheapest_fit()
+        lines += ["", f"Cheapest that fits: {describe_suggestion(suggestion)}." if suggestion
+                  else "Nothing fits, even ZeRO-3 with full offload: add GPUs."]
+    return "\n".join(lines)
+
+
+def stage_rows(plan: MemoryPlan) -> list[str]:
+    """A Markdown table: one row per stage, the chosen one marked, with a bar against the budget."""
+    budget = plan.gpu_memory
+    gpu, host = plan.placement.gpu, plan.placement.host
+    offloaded = any(host.values())
+    largest = max(gpu[stage] for stage in plan.stages)
+    estimate = plan.gpu_estimate
+    header = ["", "stage", "GPU"] + (["host"] if offloaded else []) + (["of budget", ""] if budget else []) + [""]
+    align = [":-:", ":--", "--:"] + (["--:"] if offloaded else []) + (["--:", ":--"] if budget else []) + [":--"]
+    rows = [_row(header), _row(align)]
+    for stage in plan.stages:
+        chosen = stage == plan.stage
+        label = stage_label(stage, plan.family)
+        name = f"**{label}**" if chosen else label
+        cells = ["▶" if chosen else "", name, format_bytes(gpu[stage])]
+        if offloaded:
+            cells.append(format_bytes(host[stage]))
+        if budget:
+            cells += [percent_of(gpu[stage], budget), fit_word(estimate, stage)]
+        cells.append(f"`{bar_with_budget(gpu[stage], budget, largest, BAR_WIDTH).rstrip()}`")
+        rows.append(_row(cells))
+    if budget:
+        rows += ["", f"Budget {human_and_exact(budget)} per GPU (`│` on the bars)."]
+    return rows
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def input_lines(plan: MemoryPlan) -> list[str]:
+    inputs, origins = plan.inputs, plan.origins
+    bpp = inputs.per_parameter
+    world = origins.get("world_size")
+    world_note = f" — {world.note}" if world else ""
+    if inputs.parameters is not None and bpp is not None:
+        count = inputs.parameters
+        gradient_dtype = "fp32" if bpp.gradient == 4 else bpp.precision
+        lines = [
+            f"- P = {count_times_bytes(count, bpp.parameter, bpp.precision)} — {format_parameters(count)} from "
+            f"`zeromem.parameters`; precision: {origins['precision'].note}",
+            f"- G = {count_times_bytes(count, bpp.gradient, gradient_dtype)}",
+            f"- O = {count_times_bytes(count, bpp.optimizer, bpp.optimizer_name)} — optimizer: {origins['optimizer'].note}",
+            f"- R = {inputs.world_size} ranks{world_note}",
+            f"- per parameter: {bpp.explanation}",
+        ]
+    else:
+        source = origins["bytes"].note if "bytes" in origins else "declared"
+        lines = [
+            f"- P = {human_and_exact(inputs.parameter_bytes)} — {source}",
+            f"- G = {human_and_exact(inputs.gradient_bytes)}",
+            f"- O = {human_and_exact(inputs.optimizer_bytes)}",
+            f"- R = {inputs.world_size} ranks{world_note}",
+        ]
+    return lines
+
+
+def _moved(offload: Offload, stage: str) -> str:
+    names = ("P (parameters)", "G (gradients)", "O (optimizer state)")
+    return ", ".join(name for name, moves in zip(names, offload.moves(stage)) if moves)
+
+
+def offload_text(plan: MemoryPlan) -> str:
+    label = stage_label(plan.stage, plan.family)
+    if plan.offload.optimizer or plan.offload.param:
+        moved = _moved(plan.offload, plan.stage)
+        if not moved:
+            return f"Offload ({plan.offload.describe()}) has no effect at {label}."
+        return (f"Offload ({plan.offload.describe()}) moves {moved} off the GPU at {label}: "
+                f"{format_bytes(plan.gpu_bytes)} stays on each GPU, {format_bytes(plan.host_bytes)} per rank goes to the host.")
+    if plan.family == "fsdp":
+        alternative, setting = FSDP_CPU_OFFLOAD, "`fsdp_offload_params: true` (CPU offload)"
+    elif plan.stage == "ddp":
+        return "Offload: none (DeepSpeed offloads only with ZeRO stages 1-3)."
+    else:
+        alternative, setting = Offload(optimizer="cpu"), '`"offload_optimizer": {"device": "cpu"}`'
+    placement = place(plan.inputs, alternative)
+    return (f"Offload: none. {setting} would move {_moved(alternative, plan.stage)} "
+            f"to the host at {label}: {format_bytes(placement.gpu[plan.stage])}/GPU + "
+            f"{format_bytes(placement.host[plan.stage])} host per rank.")
+
+
+def offload_section(plan: MemoryPlan | Unplanned | None) -> str:
+    if plan is None:
+        return ""
+    if isinstance(plan, Unplanned):
+        return _missing(plan)
+    gpu, host = plan.placement.gpu, plan.placement.host
+    rows = [_row(["", "stage", "GPU", "host"]), _row([":-:", ":--", "--:", "--:"])]
+    for stage in plan.stages:
+        chosen = stage == plan.stage
+        label = stage_label(stage, plan.family)
+        rows.append(_row(["▶" if chosen else "", f"**{label}**" if chosen else label,
+                          format_bytes(gpu[stage]), format_bytes(host[stage])]))
+    head = (f"**Offload at {stage_label(plan.stage, plan.family)}** ({plan.offload.describe()}): "
+            f"GPU {format_bytes(plan.gpu_bytes)} · host {format_bytes(plan.host_bytes)} per rank")
+    return "\n".join([head, "", offload_text(plan), "", *rows])
+
+
+# ---------------------------------------------------------------- batch sizes
+
+
+def world_size_section(setup: TrainingSetup, settings: ZeromemSettings) -> str:
+    train, micro, steps = setup.train_batch_size, setup.micro_batch_size, setup.gradient_accumulation_steps
+    implied = implied_world_size(setup)
+    if implied is not None:
+        text = (f"**Implied world size: {implied} ranks** = train_batch_size / (micro batch × accumulation) "
+                f"= {train} / ({micro} × {steps})")
+    elif None not in (train, micro, steps):
+        text = (f"**No whole world size:** train_batch_size {train} is not a multiple of "
+                f"micro batch × accumulation = {micro} × {steps} = {micro * steps}")  # type: ignore[operator]
+    else:
+        missing = [name for name, value in zip(BATCH_KEYS, (train, micro, steps)) if value is None]
+        text = "**World size:** implied once all three batch sizes are set (missing: " + ", ".join(f"`{m}`" for m in missing) + ")"
+    if settings.world_size is not None:
+        text += f"\n\nzeromem world size in effect: {settings.world_size}"
+    return text
+
+
+# ---------------------------------------------------------------- key documentation
+
+
+def _type_text(type_name: str) -> str:
+    return " | ".join(part for part in type_name.split(" | ") if part != "NoneType")
+
+
+def _json(value: object) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def key_doc(path: KeyPath, settings: ZeromemSettings) -> str:
+    """Type, default and meaning of a DeepSpeed key or a zeromem setting."""
+    if path[0] == "zeromem":
+        return zeromem_doc(path[1:], settings)
+    doc = field_doc(path)
+    if doc is None:
+        return ""
+    head = f"**`{path[-1]}`** · `{'.'.join(path)}` · {_type_text(doc.type)}"
+    if doc.default is not None:
+        head += f" · default `{_json(doc.default)}`"
+    lines = [head, "", doc.description or "(no description)"]
+    if doc.enum_values:
+        lines += ["", "Values: " + " · ".join(f"`{_json(value)}`" for value in doc.enum_values)]
+    if doc.is_deprecated:
+        lines += ["", f"**Deprecated**{f': use `{doc.replacement}`' if doc.replacement else ''}."]
+    if doc.aliases:
+        lines += ["", "Also spelled: " + ", ".join(f"`{alias}`" for alias in doc.aliases)]
+    return "\n".join(lines)
+
+
+def setting_values(name: str) -> tuple[object, ...]:
+    """The allowed values of an enum-like zeromem setting (precision, optimizer), else ()."""
+    field = ZeromemSettings.model_fields.get(name)
+    if field is None:
+        return ()
+    for candidate in (field.annotation, *typing.get_args(field.annotation)):
+        if typing.get_origin(candidate) is typing.Literal:
+            return typing.get_args(candidate)
+    return ()
+
+
+def _setting_kind(name: str) -> str:
+    if name in BYTE_SETTINGS:
+        return 'bytes: a number or a string such as "80GiB"'
+    if name == "parameters":
+        return 'count: a number or a string such as "7B"'
+    if setting_values(name):
+        return "enum"
+    return {"world_size": "integer ≥ 1", "warn_fraction": "number in (0, 1]"}.get(name, "")
+
+
+def _in_effect(name: str, value: object) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return f"`{_json(value)}`"
+    if name in BYTE_SETTINGS:
+        return human_and_exact(value)  # type: ignore[arg-type]
+    if name == "parameters":
+        return f"{format_parameters(value)} ({format_count(value)})"  # type: ignore[arg-type]
+    return f"`{_json(value)}`"
+
+
+def zeromem_doc(rest: tuple[str, ...], settings: ZeromemSettings) -> str:
+    if not rest:
+        names = ", ".join(f"`{name}`" for name in SETTING_NAMES)
+        return f"**`zeromem`** — {ZeromemSettings.__doc__}\n\nSettings: {names}"
+    field = ZeromemSettings.model_fields.get(rest[0])
+    if field is None or len(rest) > 1:
+        return ""
+    name = rest[0]
+    lines = [f"**`{name}`** · zeromem setting · {_setting_kind(name)}", "", field.description or ""]
+    values = setting_values(name)
+    if values:
+        lines += ["", "Values: " + " · ".join(f"`{value}`" for value in values)]
+    effective = _in_effect(name, getattr(settings, name))
+    if effective:
+        lines += ["", f"In effect: {effective}"]
+    return "\n".join(lines)

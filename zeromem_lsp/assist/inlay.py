@@ -1,0 +1,44 @@
+"""Inlay hint after the ZeRO stage value: `≈ 16.6 GiB/GPU · 69% of 24.0 GiB` (the CLI's figure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from zeromem_lsp.analysis import Analysis
+from zeromem_lsp.document import Member
+from zeromem_lsp.estimate import STAGE_LABELS
+from zeromem_lsp.plan import MemoryPlan
+from zeromem_lsp.present import per_gpu_summary
+from zeromem_lsp.units import format_bytes, format_count
+
+
+@dataclass(frozen=True)
+class InlayLabel:
+    offset: int
+    label: str
+    tooltip: str
+
+
+def inlay_hints(analysis: Analysis, start: int, end: int) -> list[InlayLabel]:
+    """The per-GPU figure after the stage value, if it lies within [start, end]."""
+    plan = analysis.plan
+    if not isinstance(plan, MemoryPlan) or analysis.document is None or plan.stage_path is None:
+        return []
+    member = analysis.document.find(plan.stage_path)
+    if not isinstance(member, Member):
+        return []
+    value = member.value
+    if value is None:
+        offset = member.key_end
+    elif value.kind == "object":  # `"zero_optimization": {` without a stage: DeepSpeed's default 0
+        offset = value.start + 1
+    else:
+        offset = value.end
+    if not start <= offset <= end:
+        return []
+    label = per_gpu_summary(plan.gpu_bytes, plan.gpu_memory)
+    if plan.host_bytes:
+        label += f" + {format_bytes(plan.host_bytes)} host"
+    tooltip = (f"{STAGE_LABELS[plan.stage]}: {format_count(plan.gpu_bytes)} B of model state per GPU "
+               "(parameters, gradients, optimizer state). Hover the stage for every stage and the inputs.")
+    return [InlayLabel(offset, label, tooltip)]

@@ -1,0 +1,216 @@
+"""An Accelerate config (the YAML `accelerate config` writes) as `accelerate launch` reads it.
+
+Facts (Accelerate's commands/config/config_args.py and commands/launch.py, see docs/fsdp-accelerate.md):
+the file is read with `yaml.safe_load`; unknown top-level keys are refused ("had unknown keys");
+`distributed_type` is required and must name a DistributedType exactly (case-sensitive), as must
+`compute_environment`; `fp16` and `dynamo_backend` are old spellings converted on load. The
+`fsdp_config` and `deepspeed_config` blocks are copied onto the launch arguments key by key without
+any check of the names. With `deepspeed_config_file`, giving the settings that file owns in the YAML
+as well is refused.
+
+Pure: a plain dict in, issues and the memory-relevant facts out.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from zeromem_lsp.configs.deepspeed_issue import ConfigIssue
+from zeromem_lsp.configs.fsdp import FsdpSetup, validate_accelerate_fsdp
+from zeromem_lsp.configs.training import TrainingSetup
+
+Path = tuple[str | int, ...]
+
+BASE_KEYS = ("compute_environment", "distributed_type", "mixed_precision", "use_cpu", "debug")
+CLUSTER_KEYS = BASE_KEYS + (
+    "num_processes", "machine_rank", "num_machines", "gpu_ids", "main_process_ip", "main_process_port",
+    "rdzv_backend", "same_network", "main_training_function", "enable_cpu_affinity", "fp8_config",
+    "deepspeed_config", "fsdp_config", "parallelism_config", "megatron_lm_config", "mpirun_config",
+    "downcast_bf16", "tpu_name", "tpu_zone", "tpu_use_cluster", "tpu_use_sudo", "command_file", "commands",
+    "tpu_vm", "tpu_env", "dynamo_config",
+)
+SAGEMAKER_KEYS = BASE_KEYS + (
+    "ec2_instance_type", "iam_role_name", "image_uri", "profile", "region", "num_machines", "gpu_ids",
+    "base_job_name", "pytorch_version", "transformers_version", "py_version", "sagemaker_inputs_file",
+    "sagemaker_metrics_file", "additional_args", "dynamo_config", "enable_cpu_affinity",
+)
+CONVERTED_ON_LOAD = ("fp16", "dynamo_backend")  # process_config rewrites these before the key check
+DISTRIBUTED_TYPES = ("NO", "MULTI_CPU", "MULTI_GPU", "MULTI_NPU", "MULTI_MLU", "MULTI_SDAA", "MULTI_MUSA",
+                     "MULTI_XPU", "DEEPSPEED", "FSDP", "XLA", "MEGATRON_LM", "MULTI_HPU", "MULTI_NEURON")
+SAGEMAKER_DISTRIBUTED_TYPES = ("NO", "DATA_PARALLEL", "MODEL_PARALLEL")
+COMPUTE_ENVIRONMENTS = ("LOCAL_MACHINE", "AMAZON_SAGEMAKER")
+MIXED_PRECISIONS = ("no", "fp8", "fp16", "bf16")
+#: deepspeed_config keys that `deepspeed_config_file` owns (DeepSpeedPlugin._deepspeed_config_checks).
+OWNED_BY_DEEPSPEED_FILE = ("gradient_accumulation_steps", "gradient_clipping", "zero_stage", "offload_optimizer_device",
+                           "offload_param_device", "offload_param_nvme_path", "offload_optimizer_nvme_path",
+                           "zero3_save_16bit_model")
+OFFLOAD_DEVICES = ("none", "cpu", "nvme")
+
+ISSUE_KINDS = {"unknown_key": "error", "accelerate_value": "error", "deepspeed_file_conflict": "error",
+               "ignored_setting": "warning"}
+
+
+def _issue(kind: str, path: Path, target: str, message: str, replacement: str | None = None) -> ConfigIssue:
+    return ConfigIssue(kind, ISSUE_KINDS[kind], tuple(path), target, message, replacement)
+
+
+@dataclass(frozen=True)
+class AccelerateSetup:
+    distributed_type: str | None
+    world_size: int | None
+    world_path: Path | None
+    machines: int | None
+    shard_group: int | None  # GPUs per node (num_processes / num_machines) when it divides
+    parallel_divisor: int | None  # dp_shard × cp × tp from parallelism_config, when given
+    mixed_precision: str | None
+    mixed_precision_path: Path | None
+    fsdp: FsdpSetup | None
+    deepspeed: TrainingSetup | None  # inline deepspeed_config, as a DeepSpeed training setup
+    deepspeed_file: str | None
+    deepspeed_file_path: Path | None
+
+
+def _positive_int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and value > 0:
+        return value
+    return None
+
+
+def _parallel_divisor(config: object) -> int | None:
+    if not isinstance(config, dict):
+        return None
+    sizes = {}
+    for key, value in config.items():
+        name = str(key).removeprefix("parallelism_config_")
+        if name in ("dp_shard_size", "cp_size", "tp_size"):
+            size = _positive_int(value)
+            if size is not None:
+                sizes[name] = size
+    if "dp_shard_size" not in sizes:
+        return None
+    return sizes["dp_shard_size"] * sizes.get("cp_size", 1) * sizes.get("tp_size", 1)
+
+
+def _deepspeed_setup(block: dict, precision: str | None) -> TrainingSetup:
+    stage = block.get("zero_stage", 2)  # the plugin's default
+    stage = stage if isinstance(stage, int) and not isinstance(stage, bool) and 0 <= stage <= 3 else None
+
+    def device(name: str) -> str | None:
+        value = str(block.get(name, "none")).lower()
+        return value if value in ("cpu", "nvme") else None
+
+    precision_name = {"no": "fp32", "fp16": "fp16", "bf16": "bf16"}.get(precision or "no")
+    note = f"mixed_precision is {precision!r}" if precision else "no mixed_precision: fp32"
+    return TrainingSetup(
+        stage=stage, stage_path=("deepspeed_config", "zero_stage") if "zero_stage" in block else None,
+        offload_optimizer=device("offload_optimizer_device"), offload_param=device("offload_param_device"),
+        precision=precision_name, precision_path=("mixed_precision",) if precision else None,
+        precision_note=note if precision_name else f"mixed_precision {precision!r} has no byte convention here",
+        optimizer="adamw", optimizer_path=None, optimizer_note="Accelerate builds no optimizer: AdamW assumed",
+        gradient_dtype=None, train_batch_size=None, micro_batch_size=None, gradient_accumulation_steps=None,
+    )
+
+
+def validate_accelerate(data: dict) -> tuple[list[ConfigIssue], AccelerateSetup]:
+    out: list[ConfigIssue] = []
+    environment = data.get("compute_environment", "LOCAL_MACHINE")
+    if "compute_environment" in data and environment not in COMPUTE_ENVIRONMENTS:
+        out.append(_issue("accelerate_value", ("compute_environment",), "value",
+                          f"compute_environment must be one of {', '.join(COMPUTE_ENVIRONMENTS)}, got {environment!r}"))
+    sagemaker = environment == "AMAZON_SAGEMAKER"
+    allowed = SAGEMAKER_KEYS if sagemaker else CLUSTER_KEYS
+    for key in data:
+        if key in allowed or key in CONVERTED_ON_LOAD:
+            continue
+        if key == "zeromem":
+            out.append(_issue("unknown_key", (key,), "key",
+                              "Accelerate refuses unknown top-level keys, including zeromem: move the block under "
+                              "fsdp_config (or deepspeed_config), whose keys Accelerate does not check"))
+            continue
+        guess = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.8)
+        hint = f"; did you mean {guess[0]}?" if guess else ""
+        out.append(_issue("unknown_key", (key,), "key",
+                          f"Accelerate refuses the config: unknown top-level key {key!r}{hint}",
+                          replacement=guess[0] if guess else None))
+    distributed = data.get("distributed_type")
+    if "distributed_type" not in data:
+        out.append(_issue("accelerate_value", (), "key", "Accelerate requires distributed_type (e.g. FSDP, DEEPSPEED, MULTI_GPU)"))
+    else:
+        valid = SAGEMAKER_DISTRIBUTED_TYPES if sagemaker else DISTRIBUTED_TYPES
+        if distributed not in valid:
+            upper = str(distributed).upper()
+            hint = f" (names are case-sensitive: {upper})" if upper in valid else ""
+            out.append(_issue("accelerate_value", ("distributed_type",), "value",
+                              f"distributed_type must be one of {', '.join(valid)}, got {distributed!r}{hint}",
+                              replacement=upper if upper in valid else None))
+            distributed = upper if upper in valid else None
+    precision = data.get("mixed_precision")
+    if "mixed_precision" in data and precision is not None:
+        if isinstance(precision, bool):
+            out.append(_issue("accelerate_value", ("mixed_precision",), "value",
+                              f"mixed_precision is the YAML boolean {precision!r} (unquoted no/yes/off/on); "
+                              "write it quoted: 'no'", replacement="'no'" if precision is False else None))
+            precision = None
+        elif str(precision).lower() not in MIXED_PRECISIONS:
+            out.append(_issue("accelerate_value", ("mixed_precision",), "value",
+                              f"mixed_precision must be one of {', '.join(MIXED_PRECISIONS)}, got {precision!r}"))
+            precision = None
+        else:
+            precision = str(precision).lower()
+    world = _positive_int(data.get("num_processes"))
+    machines = _positive_int(data.get("num_machines", 1))
+    group = world // machines if world and machines and world % machines == 0 else None
+    fsdp_setup = None
+    fsdp_block = data.get("fsdp_config")
+    if isinstance(fsdp_block, dict):
+        if distributed == "FSDP":
+            issues, fsdp_setup = validate_accelerate_fsdp(fsdp_block, ("fsdp_config",))
+            out += issues
+            fsdp_setup = FsdpSetup(**{**fsdp_setup.__dict__, "mixed_precision": precision})
+        elif any(key != "zeromem" for key in fsdp_block):
+            out.append(_issue("ignored_setting", ("fsdp_config",), "key",
+                              f"fsdp_config is ignored: distributed_type is {distributed!r}, not FSDP"))
+    elif distributed == "FSDP":
+        fsdp_setup = FsdpSetup(1, "FULL_SHARD", None, "no fsdp_config: Accelerate's default FULL_SHARD",
+                               False, None, precision)
+    deepspeed_setup = None
+    deepspeed_file = None
+    block = data.get("deepspeed_config")
+    if distributed == "DEEPSPEED":
+        block = block if isinstance(block, dict) else {}
+        deepspeed_file = block.get("deepspeed_config_file")
+        if isinstance(deepspeed_file, str) and deepspeed_file not in ("", "none"):
+            owned = [key for key in OWNED_BY_DEEPSPEED_FILE if key in block]
+            for key in owned:
+                out.append(_issue("deepspeed_file_conflict", ("deepspeed_config", key), "key",
+                                  f"with deepspeed_config_file, Accelerate refuses {key} in its config: set it in "
+                                  f"{deepspeed_file} instead"))
+            if "mixed_precision" in data and data.get("mixed_precision") is not None:
+                out.append(_issue("deepspeed_file_conflict", ("mixed_precision",), "key",
+                                  f"with deepspeed_config_file, Accelerate refuses mixed_precision in its config: "
+                                  f"enable fp16/bf16 in {deepspeed_file} instead"))
+        else:
+            deepspeed_file = None
+            for name in ("offload_optimizer_device", "offload_param_device"):
+                value = block.get(name)
+                if value is not None and str(value).lower() not in OFFLOAD_DEVICES:
+                    out.append(_issue("accelerate_value", ("deepspeed_config", name), "value",
+                                      f"{name} must be one of {', '.join(OFFLOAD_DEVICES)}, got {value!r}"))
+            stage = block.get("zero_stage")
+            if stage is not None and (isinstance(stage, bool) or stage not in (0, 1, 2, 3)):
+                out.append(_issue("accelerate_value", ("deepspeed_config", "zero_stage"), "value",
+                                  f"zero_stage must be 0, 1, 2 or 3, got {stage!r}"))
+            deepspeed_setup = _deepspeed_setup(block, precision)
+    setup = AccelerateSetup(
+        distributed_type=distributed, world_size=world,
+        world_path=("num_processes",) if world else None, machines=machines, shard_group=group,
+        parallel_divisor=_parallel_divisor(data.get("parallelism_config")),
+        mixed_precision=precision, mixed_precision_path=("mixed_precision",) if "mixed_precision" in data else None,
+        fsdp=fsdp_setup, deepspeed=deepspeed_setup,
+        deepspeed_file=deepspeed_file if isinstance(deepspeed_file, str) else None,
+        deepspeed_file_path=("deepspeed_config", "deepspeed_config_file") if deepspeed_file else None,
+    )
+    return out, setup

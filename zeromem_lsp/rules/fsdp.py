@@ -1,0 +1,182 @@
+"""ZM3xx: what HF Transformers, Accelerate and PyTorch FSDP refuse (errors) or silently ignore (warnings).
+
+The judgements are in `configs.fsdp` and `configs.accelerate`; this module gives each issue its code,
+its range and, where one is obvious, a fix, plus the quick fixes of ZM101 for FSDP plans
+(switch the sharding strategy, enable CPU offload).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+from zeromem_lsp.configs.deepspeed_issue import ConfigIssue
+from zeromem_lsp.configs.fsdp import FSDP_OPTIONS, parse_fsdp_options
+from zeromem_lsp.document import Member
+from zeromem_lsp.edits import flavour_of, rename_key, replace_value, set_value
+from zeromem_lsp.findings import Finding, Fix, TextEdit
+from zeromem_lsp.plan import MemoryPlan, Suggestion
+from zeromem_lsp.rules.context import Context
+
+CODES = {
+    "invalid_value": "ZM301",
+    "offload_alone": "ZM302",
+    "full_shard_with_shard_grad_op": "ZM303",
+    "min_params_with_layer_cls": "ZM304",
+    "ram_efficient_without_sync": "ZM305",
+    "fsdp2_rejects": "ZM306",
+    "unknown_key": "ZM307",
+    "accelerate_value": "ZM308",
+    "deepspeed_file_conflict": "ZM309",
+    "deprecated_key": "ZM351",
+    "ignored_setting": "ZM352",
+}
+#: ZeRO-stage name of a plan -> the FSDP strategy with the same persistent state.
+STRATEGY_FOR_STAGE = {"ddp": "NO_SHARD", "zero2": "SHARD_GRAD_OP", "zero3": "FULL_SHARD"}
+STAGE_LABELS = {"ddp": "NO_SHARD", "zero2": "SHARD_GRAD_OP", "zero3": "FULL_SHARD"}
+
+
+def scalar(context: Context, value: object) -> str:
+    """A value written in the document's own syntax (plain scalars in YAML)."""
+    if flavour_of(context.document) == "yaml":
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, str) and value.replace("_", "").isalnum():
+            return value
+    return json.dumps(value)
+
+
+def _member(context: Context, path) -> Member | None:
+    found = context.document.find(tuple(path))
+    return found if isinstance(found, Member) else None
+
+
+def _fixes(context: Context, issue: ConfigIssue, code: str) -> tuple[Fix, ...]:
+    member = _member(context, issue.path)
+    if member is None:
+        return ()
+    if issue.replacement and code in ("ZM307", "ZM351", "ZM352"):
+        return (Fix(f"Rename {member.key!r} to {issue.replacement!r}",
+                    (rename_key(member, issue.replacement, context.document),), preferred=True),)
+    if code == "ZM308" and issue.replacement and member.value is not None:
+        return (Fix(f"Use {issue.replacement}", (replace_value(member, issue.replacement),), preferred=True),)
+    if code == "ZM305":
+        return (Fix("Set sync_module_states to true", (replace_value(member, scalar(context, True)),), preferred=True),)
+    if code == "ZM306" and member.key.endswith("reshard_after_forward"):
+        return (Fix("Set reshard_after_forward to true (≈ FULL_SHARD)",
+                    (replace_value(member, scalar(context, True)),), preferred=True),)
+    if code in ("ZM302", "ZM303") and member.value is not None:
+        options, _ = parse_fsdp_options(member.value.value)
+        if code == "ZM302":
+            fixed = ["full_shard", "offload"]
+        else:
+            fixed = [option for option in options if option != "shard_grad_op"]
+        return (Fix(f'Use --fsdp "{" ".join(fixed)}"', (replace_value(member, json.dumps(" ".join(fixed))),),
+                    preferred=True),)
+    return ()
+
+
+def check_issues(context: Context, issues: list[ConfigIssue]) -> Iterator[Finding]:
+    for issue in issues:
+        code = CODES[issue.kind]
+        yield context.finding(code, issue.message, tuple(issue.path), issue.target, _fixes(context, issue, code))
+
+
+def _fsdp_section(context: Context) -> tuple[tuple, str] | None:
+    """Where this document's settings are written, and which reader: (base path, reader)."""
+    data = context.data if isinstance(context.data, dict) else {}
+    if "distributed_type" in data:
+        if data.get("distributed_type") == "DEEPSPEED":
+            return ("deepspeed_config",), "accelerate-deepspeed"
+        return ("fsdp_config",), "accelerate"
+    if "fsdp" in data and data.get("fsdp"):
+        return ("fsdp",), "options"
+    if isinstance(data.get("deepspeed"), dict):
+        return ("deepspeed",), "inline-deepspeed"
+    return None
+
+
+def _deepspeed_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion, base: tuple, reader: str):
+    from zeromem_lsp.estimate import STAGE_NUMBERS
+
+    edits = []
+    number = STAGE_NUMBERS[suggestion.stage]
+    if reader == "accelerate-deepspeed":
+        if isinstance(context.data.get("deepspeed_config"), dict) and context.data["deepspeed_config"].get("deepspeed_config_file"):
+            return ()
+        if suggestion.stage != plan.stage:
+            edits.append(set_value(context.document, (*base, "zero_stage"), str(number)))
+        if suggestion.offload.optimizer and not plan.offload.optimizer:
+            edits.append(set_value(context.document, (*base, "offload_optimizer_device"), "cpu"))
+        if suggestion.offload.param and not plan.offload.param:
+            edits.append(set_value(context.document, (*base, "offload_param_device"), "cpu"))
+    else:
+        if suggestion.stage != plan.stage:
+            edits.append(set_value(context.document, (*base, "zero_optimization", "stage"), str(number)))
+        if suggestion.offload.optimizer and not plan.offload.optimizer:
+            edits.append(set_value(context.document, (*base, "zero_optimization", "offload_optimizer"), '{"device": "cpu"}'))
+        if suggestion.offload.param and not plan.offload.param:
+            edits.append(set_value(context.document, (*base, "zero_optimization", "offload_param"), '{"device": "cpu"}'))
+    return edits
+
+
+def _key_in(context: Context, base: tuple, name: str) -> tuple:
+    """The spelling already used in the section (fsdp_x or x); Accelerate's config writes fsdp_x."""
+    found = context.document.find(base)
+    container = found.value if isinstance(found, Member) else None
+    if container is not None and container.members:
+        if any(m.key == name for m in container.members) and not any(m.key == f"fsdp_{name}" for m in container.members):
+            return (*base, name)
+    return (*base, f"fsdp_{name}")
+
+
+def suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion) -> tuple[Fix, ...] | None:
+    """ZM101's quick fix outside a plain DeepSpeed config (None there): switch the sharding strategy
+    and/or enable CPU offload; for DeepSpeed inside Accelerate or TrainingArguments, its own keys."""
+    where = _fsdp_section(context)
+    if where is None:
+        return None
+    base, reader = where
+    edits: list[TextEdit | None] = []
+    if plan.family != "fsdp":
+        if reader not in ("accelerate-deepspeed", "inline-deepspeed"):
+            return ()
+        from zeromem_lsp.rules.memory import describe_suggestion
+
+        edits = _deepspeed_fixes(context, plan, suggestion, base, reader)
+        if not edits or any(edit is None for edit in edits):
+            return ()
+        return (Fix(f"Switch to {describe_suggestion(suggestion)}", tuple(edits), preferred=True),)
+    if reader not in ("options", "accelerate"):
+        return ()
+    strategy = STRATEGY_FOR_STAGE[suggestion.stage]
+    offload = getattr(suggestion.offload, "cpu", False) and not getattr(plan.offload, "cpu", False)
+    if reader == "options":
+        member = _member(context, base)
+        if member is None or member.value is None:
+            return ()
+        options, _ = parse_fsdp_options(member.value.value)
+        words = [w for w in options if w.upper() not in STRATEGY_FOR_STAGE.values() and not w.startswith("hybrid")]
+        words = [strategy.lower()] + [w for w in words if w != "offload"] + (["offload"] if offload or "offload" in options else [])
+        words = [w for w in dict.fromkeys(words) if w in FSDP_OPTIONS]
+        edits.append(replace_value(member, json.dumps(" ".join(words))))
+    else:
+        version = (context.data.get("fsdp_config") or {}).get("fsdp_version", 1) if isinstance(context.data, dict) else 1
+        if suggestion.stage != plan.stage:
+            if str(version) == "2":
+                if suggestion.stage == "ddp":
+                    return ()
+                edits.append(set_value(context.document, _key_in(context, base, "reshard_after_forward"),
+                                       scalar(context, suggestion.stage == "zero3")))
+            else:
+                edits.append(set_value(context.document, _key_in(context, base, "sharding_strategy"),
+                                       scalar(context, strategy)))
+        if offload:
+            edits.append(set_value(context.document, _key_in(context, base, "offload_params"), scalar(context, True)))
+    if not edits or any(edit is None for edit in edits):
+        return ()
+    ordered = sorted(edits, key=lambda e: (e.start, e.end))
+    if any(a.end > b.start or (a.start == b.start) for a, b in zip(ordered, ordered[1:])):
+        return ()
+    label = STAGE_LABELS[suggestion.stage] + (" with CPU offload" if getattr(suggestion.offload, "cpu", False) else "")
+    return (Fix(f"Switch to {label}", tuple(edits), preferred=True),)

@@ -1,0 +1,348 @@
+"""The language server: a thin pygls adapter over `analyse` and `zeromem_lsp.assist`.
+
+Each handler: document → cursor offset → analysis (one per (uri, version)) → `lsp_convert`.
+No validation or memory logic lives here. A failing handler is logged (window/logMessage) and
+answers with an empty result; the session goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import traceback
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.workspace import TextDocument
+
+from zeromem_lsp import __version__
+from zeromem_lsp.analysis import Analysis, analyse
+from zeromem_lsp.assist.completion import complete
+from zeromem_lsp.assist.hover import hover_at
+from zeromem_lsp.assist.inlay import inlay_hints
+from zeromem_lsp.assist.settings import resolve_settings, settings_section
+from zeromem_lsp.configs.settings import ZeromemSettings
+from zeromem_lsp.document import LineIndex
+from zeromem_lsp.project import discover, file_loader
+from zeromem_lsp.lsp_convert import (
+    encoding_name, to_code_action, to_completion_item, to_diagnostic, to_hover, to_inlay_hint, to_offset,
+    to_offsets, to_workspace_edit,
+)
+
+SETTINGS_TIMEOUT = 2.0  # seconds to wait for workspace/configuration before analysing with what we have
+
+
+class ZeromemServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("zeromem", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.editor_settings = ZeromemSettings()
+        self.initialization_options: object = None
+        self.settings_ready = asyncio.Event()
+        self.generation = 0  # bumped when settings change: cached analyses are then stale
+        self._analyses: dict[str, tuple[int | None, int, Analysis]] = {}
+        self._refreshing: set[str] = set()
+        self._dirty: set[str] = set()
+
+    # ------------------------------------------------------------ client facts
+
+    @property
+    def encoding(self) -> str:
+        return encoding_name(self.workspace.position_encoding)
+
+    def _capability(self, *names: str) -> object:
+        node: object = self.client_capabilities
+        for name in names:
+            node = getattr(node, name, None)
+        return node
+
+    @property
+    def pull_mode(self) -> bool:
+        """Pull only when the client pulls and can be told to re-pull after a settings change."""
+        return bool(self._capability("text_document", "diagnostic")) and bool(
+            self._capability("workspace", "diagnostics", "refresh_support"))
+
+    # ------------------------------------------------------------ settings and analyses
+
+    def settings_for(self, uri: str) -> ZeromemSettings:
+        """Defaults for `uri` below its own zeromem block: project files ([tool.zeromem], zeromem.toml)
+        over editor settings."""
+        path = document_path(uri)
+        if path is None:
+            return self.editor_settings
+        return discover(path).for_file(path).merged_over(self.editor_settings)
+
+    def apply_settings(self, *sources: object) -> None:
+        merged, problems = ZeromemSettings(), []
+        for raw in sources:
+            settings, found = resolve_settings(raw)
+            merged, problems = settings.merged_over(merged), problems + found
+        if problems:
+            self.window_show_message(types.ShowMessageParams(
+                type=types.MessageType.Warning,
+                message="zeromem: ignoring invalid settings: " + "; ".join(problems)))
+        if merged != self.editor_settings:
+            self.editor_settings = merged
+            self.generation += 1
+            self.reanalyse_open_documents()
+
+    def analysis_of(self, uri: str, version: int | None, text: str) -> Analysis:
+        generation, cached = self.generation, self._analyses.get(uri)
+        if cached is not None and version is not None and cached[:2] == (version, generation):
+            return cached[2]
+        path = document_path(uri)
+        loader = file_loader(path) if path is not None else None
+        analysis = analyse(text, document_name(uri), self.settings_for(uri), loader=loader)
+        if cached is None or cached[0] is None or version is None or version >= cached[0]:
+            self._analyses[uri] = (version, generation, analysis)
+        return analysis
+
+    def current(self, uri: str) -> tuple[TextDocument, Analysis, LineIndex]:
+        """The open document, its analysis and line index; `DocumentNotOpen` for anything else."""
+        document = self.workspace.text_documents.get(uri)
+        if document is None:
+            raise DocumentNotOpen(uri)
+        analysis = self.analysis_of(uri, document.version, document.source)
+        lines = analysis.document.lines if analysis.document is not None else LineIndex(analysis.text)
+        return document, analysis, lines
+
+    def diagnostics(self, uri: str, analysis: Analysis) -> list[types.Diagnostic]:
+        lines = analysis.document.lines if analysis.document is not None else LineIndex(analysis.text)
+        return [to_diagnostic(finding, lines, self.encoding, uri) for finding in analysis.findings]
+
+    async def refresh(self, uri: str) -> None:
+        """Analyse the newest version of `uri` and push it; a result for an older version is dropped."""
+        if uri in self._refreshing:
+            self._dirty.add(uri)  # the running loop picks up the newest version when it is done
+            return
+        self._refreshing.add(uri)
+        try:
+            await wait_for_settings(self)
+            while True:
+                self._dirty.discard(uri)
+                document = self.workspace.text_documents.get(uri)
+                if document is None:
+                    return
+                version, text = document.version, document.source
+                analysis = await asyncio.to_thread(self.analysis_of, uri, version, text)
+                latest = self.workspace.text_documents.get(uri)
+                if not self.pull_mode and latest is not None and latest.version == version:
+                    self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
+                        uri=uri, diagnostics=self.diagnostics(uri, analysis), version=version))
+                if uri not in self._dirty:
+                    return
+        finally:
+            self._refreshing.discard(uri)
+
+    def reanalyse_open_documents(self) -> None:
+        for uri in list(self.workspace.text_documents):
+            spawn(self, self.refresh(uri))
+        if self.pull_mode:
+            ignore_reply(self.workspace_diagnostic_refresh(None))
+        if self._capability("workspace", "inlay_hint", "refresh_support"):
+            ignore_reply(self.workspace_inlay_hint_refresh(None))
+
+    def forget(self, uri: str) -> None:
+        self._analyses.pop(uri, None)
+
+    def log(self, message: str, kind: types.MessageType = types.MessageType.Log) -> None:
+        self.window_log_message(types.LogMessageParams(type=kind, message=message))
+
+
+class DocumentNotOpen(LookupError):
+    """A request about a document the client has not opened: answered empty, not an error."""
+
+
+def document_name(uri: str) -> str:
+    return unquote(urlsplit(uri).path).rsplit("/", 1)[-1]
+
+
+def document_path(uri: str) -> Path | None:
+    """The file behind a file:// URI (project settings and referenced files are found from it)."""
+    parts = urlsplit(uri)
+    return Path(unquote(parts.path)) if parts.scheme == "file" and parts.path else None
+
+
+async def wait_for_settings(ls: ZeromemServer) -> None:
+    try:
+        await asyncio.wait_for(ls.settings_ready.wait(), SETTINGS_TIMEOUT)
+    except asyncio.TimeoutError:
+        ls.settings_ready.set()
+
+
+def _report(ls: ZeromemServer, name: str) -> None:
+    ls.log(f"zeromem: {name} failed:\n{traceback.format_exc()}", types.MessageType.Error)
+
+
+def guarded(empty=None):
+    """Log any exception of a handler and answer `empty()` (or None) instead."""
+
+    def decorate(handler):
+        if asyncio.iscoroutinefunction(handler):
+            @functools.wraps(handler)
+            async def run_async(ls, params):
+                try:
+                    return await handler(ls, params)
+                except DocumentNotOpen:
+                    return empty() if empty else None
+                except Exception:
+                    _report(ls, handler.__name__)
+                    return empty() if empty else None
+            return run_async
+
+        @functools.wraps(handler)
+        def run(ls, params):
+            try:
+                return handler(ls, params)
+            except DocumentNotOpen:
+                return empty() if empty else None
+            except Exception:
+                _report(ls, handler.__name__)
+                return empty() if empty else None
+        return run
+
+    return decorate
+
+
+def spawn(ls: ZeromemServer, coroutine) -> None:
+    task = asyncio.ensure_future(coroutine)
+    task.add_done_callback(lambda done: done.cancelled() or done.exception() is None
+                           or ls.log(f"zeromem: background task failed: {done.exception()!r}", types.MessageType.Error))
+
+
+def ignore_reply(future) -> None:
+    future.add_done_callback(lambda done: done.cancelled() or done.exception())
+
+
+server = ZeromemServer()
+
+
+# ---------------------------------------------------------------- lifecycle and settings
+
+
+@server.feature(types.INITIALIZE)
+@guarded()
+def initialize(ls: ZeromemServer, params: types.InitializeParams):
+    ls.initialization_options = params.initialization_options
+    ls.apply_settings(ls.initialization_options)
+
+
+@server.feature(types.INITIALIZED)
+@guarded()
+async def initialized(ls: ZeromemServer, params: types.InitializedParams):
+    try:
+        await load_configuration(ls)
+    finally:
+        ls.settings_ready.set()
+
+
+async def load_configuration(ls: ZeromemServer) -> None:
+    if not ls._capability("workspace", "configuration"):
+        return
+    items = [types.ConfigurationItem(section="zeromem")]
+    result = await ls.workspace_configuration_async(types.ConfigurationParams(items=items))
+    ls.apply_settings(ls.initialization_options, result[0] if result else None)
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+@guarded()
+def did_change_configuration(ls: ZeromemServer, params: types.DidChangeConfigurationParams):
+    settings = params.settings
+    if isinstance(settings, dict) and isinstance(settings.get("zeromem"), dict):
+        ls.apply_settings(ls.initialization_options, settings_section(settings))
+    else:  # "pull" style: the notification only says something changed
+        spawn(ls, load_configuration(ls))
+
+
+# ---------------------------------------------------------------- document sync and diagnostics
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+@guarded()
+async def did_open(ls: ZeromemServer, params: types.DidOpenTextDocumentParams):
+    await ls.refresh(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+@guarded()
+async def did_change(ls: ZeromemServer, params: types.DidChangeTextDocumentParams):
+    await ls.refresh(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+@guarded()
+async def did_save(ls: ZeromemServer, params: types.DidSaveTextDocumentParams):
+    await ls.refresh(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+@guarded()
+def did_close(ls: ZeromemServer, params: types.DidCloseTextDocumentParams):
+    ls.forget(params.text_document.uri)
+    if not ls.pull_mode:
+        ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
+
+
+def _empty_report():
+    return types.RelatedFullDocumentDiagnosticReport(items=[])
+
+
+@server.feature(types.TEXT_DOCUMENT_DIAGNOSTIC,
+                types.DiagnosticOptions(identifier="zeromem", inter_file_dependencies=False, workspace_diagnostics=False))
+@guarded(_empty_report)
+async def pull_diagnostics(ls: ZeromemServer, params: types.DocumentDiagnosticParams):
+    await wait_for_settings(ls)
+    document, analysis, _ = ls.current(params.text_document.uri)
+    result_id = f"{document.version}:{ls.generation}"
+    if params.previous_result_id == result_id:
+        return types.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
+    return types.RelatedFullDocumentDiagnosticReport(items=ls.diagnostics(document.uri, analysis), result_id=result_id)
+
+
+# ---------------------------------------------------------------- editor features
+
+
+@server.feature(types.TEXT_DOCUMENT_HOVER)
+@guarded()
+def hover(ls: ZeromemServer, params: types.HoverParams):
+    document, analysis, lines = ls.current(params.text_document.uri)
+    found = hover_at(analysis, to_offset(lines, params.position, ls.encoding))
+    return to_hover(found, lines, ls.encoding) if found else None
+
+
+@server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
+@guarded()
+def inlay_hint(ls: ZeromemServer, params: types.InlayHintParams):
+    document, analysis, lines = ls.current(params.text_document.uri)
+    start, end = to_offsets(lines, params.range, ls.encoding)
+    return [to_inlay_hint(hint, lines, ls.encoding) for hint in inlay_hints(analysis, start, end)] or None
+
+
+@server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=['"', ":"]))
+@guarded()
+def completion(ls: ZeromemServer, params: types.CompletionParams):
+    document, analysis, lines = ls.current(params.text_document.uri)
+    candidates = complete(analysis, to_offset(lines, params.position, ls.encoding))
+    if not candidates:
+        return None
+    return types.CompletionList(is_incomplete=False, items=[to_completion_item(c, lines, ls.encoding) for c in candidates])
+
+
+@server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]))
+@guarded()
+def code_action(ls: ZeromemServer, params: types.CodeActionParams):
+    only = params.context.only
+    if only and not any(types.CodeActionKind.QuickFix.startswith(kind) for kind in only):
+        return None
+    document, analysis, lines = ls.current(params.text_document.uri)
+    start, end = to_offsets(lines, params.range, ls.encoding)
+    versioned = bool(ls._capability("workspace", "workspace_edit", "document_changes"))
+    actions = []
+    for finding in analysis.findings:
+        if finding.fixes and finding.start <= end and start <= finding.end:
+            diagnostic = to_diagnostic(finding, lines, ls.encoding, document.uri)
+            for fix in finding.fixes:
+                edit = to_workspace_edit(fix, lines, ls.encoding, document.uri, document.version, versioned)
+                actions.append(to_code_action(fix, diagnostic, edit))
+    return actions or None
