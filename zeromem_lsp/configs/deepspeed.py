@@ -63,7 +63,7 @@ from .deepspeed_catalog import (
     field_doc,
     section_keys,
 )
-from .deepspeed_issue import ENGINE_LEVEL_KINDS, ISSUE_KINDS, ConfigIssue, dotted, issue
+from .deepspeed_issue import ENGINE_LEVEL_KINDS, ISSUE_KINDS, ConfigIssue, dotted, is_auto, issue, mapping_error
 
 __all__ = [
     "ConfigIssue",
@@ -83,17 +83,6 @@ OUR_TOP_LEVEL_KEY = "zeromem"
 Path = tuple[Union[str, int], ...]
 
 
-def _is_auto(value: Any) -> bool:
-    return isinstance(value, str) and value == "auto"
-
-
-def _mapping_error(path: Path, value: Any) -> ConfigIssue:
-    return issue(
-        "invalid_value", path, "value",
-        f"'{dotted(path)}' must be an object, got {value!r}: DeepSpeed fails on it at launch.",
-    )
-
-
 # ------------------------------------------------------------------- strict sections
 
 
@@ -102,7 +91,7 @@ def _drop_auto(raw: dict, model: type[BaseModel], path: Path, out: list[ConfigIs
     cleaned: dict = {}
     for key, value in raw.items():
         sub_path = path + (key,)
-        if _is_auto(value):
+        if is_auto(value):
             if sub_path not in HF_AUTO_FILLED_PATHS and sub_path not in AUTO_IS_A_VALUE:
                 doc = field_doc(sub_path)
                 default = f" and uses its default {doc.default!r}" if doc else ""
@@ -198,7 +187,7 @@ def _map_error(err: dict, model: type[BaseModel], raw: dict, base: Path) -> Conf
 def _validate_section(raw: Any, path: Path, out: list[ConfigIssue]) -> Optional[BaseModel]:
     model = STRICT_SECTIONS[tuple(str(p) for p in path)]
     if not isinstance(raw, dict):
-        out.append(_mapping_error(path, raw))
+        out.append(mapping_error(path, raw))
         return None
     cleaned = _drop_auto(raw, model, path, out)
     try:
@@ -219,7 +208,7 @@ def validate_deepspeed(config: dict, *, world_size: Optional[int] = None) -> lis
     """
     out: list[ConfigIssue] = []
     if not isinstance(config, dict):
-        return [_mapping_error((), config)]
+        return [mapping_error((), config)]
 
     # Removed features abort launch before anything else is read.
     for key, why in REMOVED_TOP_LEVEL_KEYS.items():
@@ -240,7 +229,7 @@ def validate_deepspeed(config: dict, *, world_size: Optional[int] = None) -> lis
     sections = {key: _validate_section(config[key], (key,), out)
                 for key in ("hybrid_engine", "compile", "weight_quantization", "comms_logger") if key in config}
     for key in ("tensorboard", "wandb", "csv_monitor", "comet"):
-        if key in config and not _is_auto(config[key]):  # the monitor wrapper drops a top-level "auto"
+        if key in config and not is_auto(config[key]):  # the monitor wrapper drops a top-level "auto"
             _validate_section(config[key], (key,), out)
     _check_timers(config, out)
     check_top_level_values(config, stage, zero, sections.get("compile"), out)
@@ -269,7 +258,7 @@ def _check_zero(config: dict, zero_raw: Any, out: list[ConfigIssue]) -> Optional
                 out.append(issue("invalid_value", ("allgather_size",), "value",
                                  f"DeepSpeed refuses {err.get('input')!r} for 'allgather_size': {err['msg']}."))
             return None
-    stage_from_launcher = _is_auto(zero_raw.get("stage")) if isinstance(zero_raw, dict) else False
+    stage_from_launcher = is_auto(zero_raw.get("stage")) if isinstance(zero_raw, dict) else False
     found: list[ConfigIssue] = []
     zero = _validate_section(zero_raw, ("zero_optimization",), found)
     if stage_from_launcher:  # Accelerate fills the stage: nothing that depends on it can be judged
@@ -314,7 +303,7 @@ def _check_precision(config: dict, stage: Optional[int], out: list[ConfigIssue])
 
     def enabled(section: str, model: Any) -> bool:
         raw = config.get(section)
-        if isinstance(raw, dict) and _is_auto(raw.get("enabled")):
+        if isinstance(raw, dict) and is_auto(raw.get("enabled")):
             return False  # HF decides; it never enables both
         return bool(model is not None and model.enabled)
 
@@ -343,7 +332,7 @@ def _check_timers(config: dict, out: list[ConfigIssue]) -> None:
     if isinstance(timers, dict) and "throughput" in timers:
         _validate_section(timers["throughput"], ("timers", "throughput"), out)
     elif "timers" in config and not isinstance(timers, (dict, list, str, tuple)):
-        out.append(_mapping_error(("timers",), timers))
+        out.append(mapping_error(("timers",), timers))
 
 
 def _check_unfilled_auto(config: dict, out: list[ConfigIssue]) -> None:
@@ -352,7 +341,7 @@ def _check_unfilled_auto(config: dict, out: list[ConfigIssue]) -> None:
     def walk(value: Any, path: Path) -> None:
         if tuple(str(p) for p in path) in STRICT_SECTIONS or path[:2] == ("timers", "throughput"):
             return
-        if _is_auto(value):
+        if is_auto(value):
             if path not in HF_AUTO_FILLED_PATHS and path not in AUTO_IS_A_VALUE and path[:1] not in (
                     ("tensorboard",), ("wandb",), ("csv_monitor",), ("comet",)):
                 out.append(issue("auto_not_filled", path, "value",

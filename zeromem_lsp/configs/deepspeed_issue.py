@@ -56,3 +56,16 @@ def dotted(path: tuple[Union[str, int], ...]) -> str:
 
 def issue(kind: str, path: tuple, target: str, message: str, *, replacement: Optional[str] = None) -> ConfigIssue:
     return ConfigIssue(kind, ISSUE_KINDS[kind], tuple(path), target, message, replacement)
+
+
+def is_auto(value: object) -> bool:
+    """HF's placeholder: the string "auto" (filled by Transformers / Accelerate, dropped by DeepSpeed)."""
+    return isinstance(value, str) and value == "auto"
+
+
+def mapping_error(path: tuple, value: object) -> ConfigIssue:
+    """A section that must be an object but is not: DeepSpeed fails on it at launch."""
+    return issue(
+        "invalid_value", path, "value",
+        f"'{dotted(path)}' must be an object, got {value!r}: DeepSpeed fails on it at launch.",
+    )

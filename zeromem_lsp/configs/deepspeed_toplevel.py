@@ -15,32 +15,21 @@ from .deepspeed_catalog import (
     TORCH_OPTIMIZERS,
     ZERO_TESTED_OPTIMIZERS,
 )
-from .deepspeed_issue import ConfigIssue, dotted, issue
-
-
-def _is_auto(value: Any) -> bool:
-    return isinstance(value, str) and value == "auto"
-
-
-def _mapping_error(path: tuple, value: Any) -> ConfigIssue:
-    return issue(
-        "invalid_value", path, "value",
-        f"'{dotted(path)}' must be an object, got {value!r}: DeepSpeed fails on it at launch.",
-    )
+from .deepspeed_issue import ConfigIssue, dotted, is_auto, issue, mapping_error
 
 
 def check_top_level_values(config: dict, stage: Optional[int], zero: Any, compile_cfg: Any,
                             out: list[ConfigIssue]) -> None:
     for key in ("communication_data_type", "seq_parallel_communication_data_type"):
         value = config.get(key)
-        if key in config and value is not None and not _is_auto(value) and (
+        if key in config and value is not None and not is_auto(value) and (
                 not isinstance(value, str) or value.lower() not in ("fp16", "bf16", "fp32")):
             out.append(issue("invalid_value", (key,), "value",
                              f"DeepSpeed refuses {value!r} for '{key}': use fp16, bf16 or fp32."))
     op = config.get("gradient_allreduce_op", "mean")
     if isinstance(op, str):
         op = op.lower()
-    if op not in ("mean", "sum") and not _is_auto(op):
+    if op not in ("mean", "sum") and not is_auto(op):
         out.append(issue("invalid_value", ("gradient_allreduce_op",), "value",
                          f"DeepSpeed refuses {config.get('gradient_allreduce_op')!r} for 'gradient_allreduce_op':"
                          " use mean or sum."))
@@ -57,7 +46,7 @@ def check_top_level_values(config: dict, stage: Optional[int], zero: Any, compil
                              f"gradient_allreduce_op 'sum' is not supported with {why}: DeepSpeed refuses it."))
     for key in ("optimizer", "scheduler", "pipeline", "checkpoint", "data_types", "torch_autocast"):
         if key in config and not isinstance(config[key], dict):
-            out.append(_mapping_error((key,), config[key]))
+            out.append(mapping_error((key,), config[key]))
     checkpoint = config.get("checkpoint")
     if isinstance(checkpoint, dict):
         tag = checkpoint.get("tag_validation", "Warn")
@@ -78,7 +67,7 @@ def check_top_level_values(config: dict, stage: Optional[int], zero: Any, compil
                              f"DeepSpeed refuses {keep!r} for 'data_types.keep_in_fp32_modules': use \"auto\""
                              " or a list of name patterns."))
         dtype = data_types.get("grad_accum_dtype")
-        if dtype is not None and not _is_auto(dtype) and dtype not in DTYPE_NAMES:
+        if dtype is not None and not is_auto(dtype) and dtype not in DTYPE_NAMES:
             out.append(issue("suspicious_value", ("data_types", "grad_accum_dtype"), "value",
                              f"{dtype!r} is not a dtype DeepSpeed knows for 'data_types.grad_accum_dtype';"
                              " deepspeed.initialize fails on it once it sets up the optimizer. Use fp32, fp16 or bf16."))
@@ -107,7 +96,7 @@ def check_optimizer(config: dict, stage: Optional[int], out: list[ConfigIssue]) 
         return
     params = opt.get("params")
     if params is not None and not isinstance(params, dict):
-        out.append(_mapping_error(("optimizer", "params"), params))
+        out.append(mapping_error(("optimizer", "params"), params))
     elif isinstance(params, dict) and "max_grad_norm" in params:
         out.append(issue("unsupported_optimizer_param", ("optimizer", "params", "max_grad_norm"), "key",
                          "deepspeed.initialize refuses 'optimizer.params.max_grad_norm'; use the top-level"

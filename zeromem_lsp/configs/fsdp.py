@@ -177,18 +177,23 @@ def _v2_checks(section: _Section, out: list[ConfigIssue], source: str) -> None:
                           "FSDP2 does not support LOCAL_STATE_DICT; use SHARDED_STATE_DICT or FULL_STATE_DICT"))
 
 
+def _checked_version(section: "_Section", name: str, out: list[ConfigIssue]) -> int:
+    """The FSDP version written in the section (default 1); an invalid one is reported."""
+    if not section.has("version"):
+        return 1
+    parsed = _version(section.get("version"))
+    if parsed is None:
+        out.append(_issue("invalid_value", section.paths["version"], "value",
+                          f"{name} must be 1 or 2, got {section.get('version')!r}"))
+        return 1
+    return parsed
+
+
 def validate_accelerate_fsdp(data: dict, base: Path) -> tuple[list[ConfigIssue], FsdpSetup]:
     """The `fsdp_config` block of an Accelerate config, as `accelerate launch` + the FSDP plugin read it."""
     section = _Section(data, base)
     out: list[ConfigIssue] = []
-    version = 1
-    if section.has("version"):
-        parsed = _version(section.get("version"))
-        if parsed is None:
-            out.append(_issue("invalid_value", section.paths["version"], "value",
-                              f"fsdp_version must be 1 or 2, got {section.get('version')!r}"))
-        else:
-            version = parsed
+    version = _checked_version(section, "fsdp_version", out)
     for name, written in section.written.items():
         if name in ACCELERATE_DEPRECATED:
             successor = ACCELERATE_DEPRECATED[name]
@@ -318,14 +323,7 @@ def validate_transformers_fsdp(
     """A `--fsdp_config` dict as TrainingArguments reads it. `options`: the `--fsdp` words when known."""
     section = _Section(data, base)
     out: list[ConfigIssue] = []
-    version = 1
-    if section.has("version"):
-        parsed = _version(section.get("version"))
-        if parsed is None:
-            out.append(_issue("invalid_value", section.paths["version"], "value",
-                              f"fsdp_config version must be 1 or 2, got {section.get('version')!r}"))
-        else:
-            version = parsed
+    version = _checked_version(section, "fsdp_config version", out)
     for name, why in TRANSFORMERS_IGNORED.items():
         if section.has(name):
             out.append(_issue("ignored_setting", section.paths[name], "key",
