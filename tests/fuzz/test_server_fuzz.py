@@ -13,11 +13,13 @@ import os
 from pathlib import Path
 
 from hypothesis import HealthCheck, settings, strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 from tests.fuzz.sync_client import SyncClient
 
 STEPS = int(os.environ.get("ZEROMEM_FUZZ_STEPS", "120"))
+REPORT = os.environ.get("ZEROMEM_FUZZ_REPORT")  # a JSON file to write the run's counts to
+COUNTS: dict[str, int] = {}
 STEPS_PER_RUN = 40
 URI = "file:///fuzz/ds_config.json"
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "real"
@@ -76,7 +78,11 @@ class EditingSession(RuleBasedStateMachine):
         self.client.notify("textDocument/didOpen", {"textDocument": {
             "uri": URI, "languageId": "json", "version": 1, "text": self.text}})
 
+    def _count(self, what: str) -> None:
+        COUNTS[what] = COUNTS.get(what, 0) + 1
+
     def _sync(self, new_text: str) -> None:
+        self._count("edits")
         self.version += 1
         self.text = new_text
         self.client.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": self.version},
@@ -107,6 +113,7 @@ class EditingSession(RuleBasedStateMachine):
     @rule(where=fractions)
     def hover(self, where):
         offset = self._offset(where)
+        self._count("hover requests")
         response = self.client.request("textDocument/hover", {"textDocument": {"uri": URI}, "position": self._position(offset)})
         result = response.get("result")
         if result and result.get("range"):
@@ -115,6 +122,7 @@ class EditingSession(RuleBasedStateMachine):
     @rule(first=fractions, second=fractions)
     def inlay_hints(self, first, second):
         start, end = sorted((self._offset(first), self._offset(second)))
+        self._count("inlay hint requests")
         response = self.client.request("textDocument/inlayHint", {"textDocument": {"uri": URI}, "range": {
             "start": self._position(start), "end": self._position(end)}})
         for hint in response.get("result") or []:
@@ -123,6 +131,7 @@ class EditingSession(RuleBasedStateMachine):
     @rule(where=fractions)
     def completion(self, where):
         offset = self._offset(where)
+        self._count("completion requests")
         response = self.client.request("textDocument/completion", {"textDocument": {"uri": URI}, "position": self._position(offset)})
         result = response.get("result")
         items = result.get("items", []) if isinstance(result, dict) else result or []
@@ -141,6 +150,7 @@ class EditingSession(RuleBasedStateMachine):
         else:
             start = self._offset(where)
             target = {"start": self._position(start), "end": self._position(start)}
+        self._count("code action requests")
         response = self.client.request("textDocument/codeAction", {
             "textDocument": {"uri": URI}, "range": target, "context": {"diagnostics": diagnostics}})
         actions = [a for a in response.get("result") or [] if a.get("edit")]
@@ -156,11 +166,13 @@ class EditingSession(RuleBasedStateMachine):
         for edit in sorted(edits, key=lambda e: (e["range"]["start"]["line"], e["range"]["start"]["character"]), reverse=True):
             start, end = offset_of(text, edit["range"]["start"]), offset_of(text, edit["range"]["end"])
             text = text[:start] + edit["newText"] + text[end:]
+        self._count("quick fixes applied")
         self._sync(text)
         self.client.wait_published(URI, self.version)  # the fixed document is still analysed
 
     @invariant()
     def server_is_up(self):
+        COUNTS["checks"] = COUNTS.get("checks", 0) + 1
         if self.client is not None:
             assert self.client.alive(), "the server process exited"
 
@@ -169,13 +181,26 @@ class EditingSession(RuleBasedStateMachine):
             self.client.notify("textDocument/didClose", {"textDocument": {"uri": URI}})
 
 
-EditingSession.TestCase.settings = settings(
-    max_examples=max(1, STEPS // STEPS_PER_RUN), stateful_step_count=STEPS_PER_RUN, deadline=None,
-    suppress_health_check=list(HealthCheck), derandomize=STEPS <= 200,
-)
-TestEditingSession = EditingSession.TestCase
+def _steps() -> int:
+    return sum(value for key, value in COUNTS.items() if key not in ("checks", "quick fixes applied"))
+
+
+def test_editing_session_against_the_real_server():
+    """Runs the state machine until at least STEPS edits and requests have gone to the server."""
+    short = STEPS <= 200
+    while _steps() < STEPS:
+        run_state_machine_as_test(EditingSession, settings=settings(
+            max_examples=max(1, min(50, (STEPS - _steps()) // 20)), stateful_step_count=STEPS_PER_RUN,
+            deadline=None, suppress_health_check=list(HealthCheck), derandomize=short, database=None,
+        ))
+        if short:
+            break
 
 
 def teardown_module():
     if EditingSession.client is not None:
         EditingSession.client.close()
+    if REPORT:
+        import json
+
+        Path(REPORT).write_text(json.dumps({"steps": _steps(), **COUNTS}, indent=2))
