@@ -21,7 +21,7 @@ STEPS = int(os.environ.get("ZEROMEM_FUZZ_STEPS", "120"))
 REPORT = os.environ.get("ZEROMEM_FUZZ_REPORT")  # a JSON file to write the run's counts to
 COUNTS: dict[str, int] = {}
 STEPS_PER_RUN = 40
-URI = "file:///fuzz/ds_config.json"
+DOCUMENTS = iter(range(10**9))  # each example edits its own URI: versions restart at 1 per example
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "real"
 SEED = (Path(__file__).resolve().parents[2] / "examples" / "zero1-7b-8x24gib.json").read_text()
 
@@ -75,8 +75,9 @@ class EditingSession(RuleBasedStateMachine):
             EditingSession.client.initialize()
         self.version = 1
         self.text = SEED
+        self.uri = f"file:///fuzz/{next(DOCUMENTS)}/ds_config.json"
         self.client.notify("textDocument/didOpen", {"textDocument": {
-            "uri": URI, "languageId": "json", "version": 1, "text": self.text}})
+            "uri": self.uri, "languageId": "json", "version": 1, "text": self.text}})
 
     def _count(self, what: str) -> None:
         COUNTS[what] = COUNTS.get(what, 0) + 1
@@ -85,7 +86,7 @@ class EditingSession(RuleBasedStateMachine):
         self._count("edits")
         self.version += 1
         self.text = new_text
-        self.client.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": self.version},
+        self.client.notify("textDocument/didChange", {"textDocument": {"uri": self.uri, "version": self.version},
                                                       "contentChanges": [{"text": new_text}]})
 
     def _position(self, offset: int) -> dict:
@@ -114,7 +115,7 @@ class EditingSession(RuleBasedStateMachine):
     def hover(self, where):
         offset = self._offset(where)
         self._count("hover requests")
-        response = self.client.request("textDocument/hover", {"textDocument": {"uri": URI}, "position": self._position(offset)})
+        response = self.client.request("textDocument/hover", {"textDocument": {"uri": self.uri}, "position": self._position(offset)})
         result = response.get("result")
         if result and result.get("range"):
             assert inside(self.text, result["range"])
@@ -123,7 +124,7 @@ class EditingSession(RuleBasedStateMachine):
     def inlay_hints(self, first, second):
         start, end = sorted((self._offset(first), self._offset(second)))
         self._count("inlay hint requests")
-        response = self.client.request("textDocument/inlayHint", {"textDocument": {"uri": URI}, "range": {
+        response = self.client.request("textDocument/inlayHint", {"textDocument": {"uri": self.uri}, "range": {
             "start": self._position(start), "end": self._position(end)}})
         for hint in response.get("result") or []:
             assert inside(self.text, {"start": hint["position"], "end": hint["position"]})
@@ -132,7 +133,7 @@ class EditingSession(RuleBasedStateMachine):
     def completion(self, where):
         offset = self._offset(where)
         self._count("completion requests")
-        response = self.client.request("textDocument/completion", {"textDocument": {"uri": URI}, "position": self._position(offset)})
+        response = self.client.request("textDocument/completion", {"textDocument": {"uri": self.uri}, "position": self._position(offset)})
         result = response.get("result")
         items = result.get("items", []) if isinstance(result, dict) else result or []
         for item in items:
@@ -141,7 +142,7 @@ class EditingSession(RuleBasedStateMachine):
 
     @rule(on_diagnostic=st.booleans(), pick=st.integers(0, 10**6), where=fractions, apply=st.integers(0, 10**6))
     def code_action_and_apply(self, on_diagnostic, pick, where, apply):
-        published = self.client.wait_published(URI, self.version)
+        published = self.client.wait_published(self.uri, self.version)
         diagnostics = published["diagnostics"]
         for diagnostic in diagnostics:
             assert inside(self.text, diagnostic["range"]), diagnostic
@@ -152,12 +153,12 @@ class EditingSession(RuleBasedStateMachine):
             target = {"start": self._position(start), "end": self._position(start)}
         self._count("code action requests")
         response = self.client.request("textDocument/codeAction", {
-            "textDocument": {"uri": URI}, "range": target, "context": {"diagnostics": diagnostics}})
+            "textDocument": {"uri": self.uri}, "range": target, "context": {"diagnostics": diagnostics}})
         actions = [a for a in response.get("result") or [] if a.get("edit")]
         if not actions:
             return
         action = actions[apply % len(actions)]
-        edits = action["edit"].get("changes", {}).get(URI, [])
+        edits = action["edit"].get("changes", {}).get(self.uri, [])
         for change in action["edit"].get("documentChanges", []) or []:
             edits += change.get("edits", [])
         for edit in edits:
@@ -168,7 +169,7 @@ class EditingSession(RuleBasedStateMachine):
             text = text[:start] + edit["newText"] + text[end:]
         self._count("quick fixes applied")
         self._sync(text)
-        self.client.wait_published(URI, self.version)  # the fixed document is still analysed
+        self.client.wait_published(self.uri, self.version)  # the fixed document is still analysed
 
     @invariant()
     def server_is_up(self):
@@ -178,7 +179,7 @@ class EditingSession(RuleBasedStateMachine):
 
     def teardown(self):
         if self.client is not None and self.client.alive():
-            self.client.notify("textDocument/didClose", {"textDocument": {"uri": URI}})
+            self.client.notify("textDocument/didClose", {"textDocument": {"uri": self.uri}})
 
 
 def _steps() -> int:
