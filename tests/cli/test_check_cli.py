@@ -1,6 +1,8 @@
 """`zeromem check`: formats, exit codes, non-config files, large input, examples."""
 
 import json
+
+import pytest
 from pathlib import Path
 
 from tests.cli.conftest import run_zeromem, text_at
@@ -99,3 +101,21 @@ def test_input_files_are_never_modified(tmp_path):
     before = path.stat().st_mtime_ns
     run_zeromem("check", str(path))
     assert path.read_bytes() == original and path.stat().st_mtime_ns == before
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"gradient_accumulation_steps": 4}', "ZM204"),  # only DeepSpeed keys: a config DeepSpeed refuses
+        ('{"sparse_attention": {"mode": "fixed"}, "train_batch_size": 8}', "ZM210"),
+    ],
+)
+def test_minimal_deepspeed_configs_are_recognised(check_json, text, expected):
+    findings, _, status = check_json(text, "config.json")
+    assert expected in {f["code"] for f in findings} and status == 1
+
+
+@pytest.mark.parametrize("text", ['{"optimizer": "adam"}', '{"name": "x", "gradient_clipping": 1.0}'])
+def test_generic_json_is_not_taken_for_a_config(check_json, text):
+    findings, _, status = check_json(text, "settings.json")
+    assert findings == [] and status == 0

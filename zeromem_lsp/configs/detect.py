@@ -70,4 +70,15 @@ def detect_kind(root_keys: set[str] | None, name: str | None = None) -> str | No
         return "deepspeed"
     if name and DEEPSPEED_NAME.search(name) and (not root_keys or root_keys & DEEPSPEED_WEAK):
         return "deepspeed"
+    if root_keys and root_keys <= _deepspeed_top_level() and root_keys - GENERIC_KEYS:
+        return "deepspeed"  # every key is one DeepSpeed reads (or removed), at least one DeepSpeed-specific
     return None
+
+
+GENERIC_KEYS = frozenset({"optimizer", "scheduler", "checkpoint", "log_level", "pipeline", "timers", "compile"})
+
+
+def _deepspeed_top_level() -> frozenset[str]:
+    from zeromem_lsp.configs.deepspeed import KNOWN_TOP_LEVEL_KEYS, REMOVED_TOP_LEVEL_KEYS
+
+    return frozenset(KNOWN_TOP_LEVEL_KEYS) | frozenset(REMOVED_TOP_LEVEL_KEYS)
