@@ -92,6 +92,7 @@ def test_examples_behave_as_documented():
     assert "ZM101" in by_file["zero1-7b-8x24gib.json"]
     assert "zero3-13b-offload.json" not in by_file
     assert {"ZM201", "ZM203", "ZM253", "ZM255"} <= by_file["typos.json"]
+    assert by_file["accelerate-fsdp-13b-8x40gib.yaml"] == {"ZM101"}
 
 
 def test_input_files_are_never_modified(tmp_path):
