@@ -151,6 +151,7 @@ def run(args) -> int:
             reported_settings.add(project.source)
             settings_result = settings_results(project)
             if settings_result:
+                settings_result.findings = [f for f in settings_result.findings if _keep(f, select, ignore)]
                 results.append(settings_result)
         analysis = analyse_bytes(read_bytes(path), path.name, project.for_file(path), forced,
                                  file_loader(path))

@@ -59,6 +59,11 @@ class BytesPerParameter:
     precision: str
     optimizer_name: str
     explanation: str
+    gradient_dtype: str = ""  # dtype the gradients are held in; "" means the training precision
+
+    @property
+    def gradient_dtype_name(self) -> str:
+        return self.gradient_dtype or self.precision
 
     @property
     def total(self) -> int:
@@ -119,6 +124,7 @@ def bytes_per_parameter(precision: str, optimizer: str, *, gradient_dtype: str |
         precision=precision_name,
         optimizer_name=optimizer_name,
         explanation=explanation,
+        gradient_dtype=grad_name,
     )
 
 

@@ -126,3 +126,23 @@ def test_zeromem_toml_and_invalid_settings_reported_with_file_and_line(tmp_path)
 def test_usage_errors_for_bad_flags(tmp_path):
     done = run_zeromem("check", "--gpu-memory", "big", str(tmp_path))
     assert done.returncode == 2 and "--gpu-memory" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_select_and_ignore_apply_to_settings_findings_too(tmp_path):
+    (tmp_path / "zeromem.toml").write_text('gpu-memory = "lots"\n')
+    (tmp_path / "ds.json").write_text('{"train_batch_size": 8, "zero_optimization": {"stage": 1}}')
+    done = run_zeromem("check", "--ignore", "ZM104", str(tmp_path / "ds.json"))
+    assert "ZM104" not in done.stdout and done.returncode == 0
+
+
+def test_sarif_help_uri_points_at_the_rule_heading(project):
+    from zeromem_lsp.rules.docs import rule_anchor
+    from zeromem_lsp.rules.registry import RULES
+
+    done = run_zeromem("check", "--format", "sarif", str(project / "configs"))
+    rules = json.loads(done.stdout)["runs"][0]["tool"]["driver"]["rules"]
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "rules.md").read_text()
+    for rule in rules:
+        anchor = rule["helpUri"].split("#")[1]
+        assert anchor == rule_anchor(RULES[rule["id"]])
+        assert f"## {rule['id']} `{RULES[rule['id']].name}` ({RULES[rule['id']].severity})" in docs

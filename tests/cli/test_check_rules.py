@@ -135,3 +135,11 @@ def test_fsdp_rule_fires_and_is_positioned(check_json, code, name, bad, covers, 
 def test_fsdp_rule_quiet_when_fixed(check_json, code, name, bad, covers, good):
     findings, _, _ = check_json(good, name)
     assert [f for f in findings if f["code"] == code] == []
+
+
+def test_world_size_conflict_names_the_files_own_value(check_json):
+    text = ('{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2, '
+            '"zeromem": {"world_size": 4}}')
+    findings, _, _ = check_json(text, "ds_config.json", "--world-size", "8")
+    [conflict] = [f for f in findings if f["code"] == "ZM105"]
+    assert "world_size 4 contradicts" in conflict["message"]

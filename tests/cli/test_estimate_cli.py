@@ -70,6 +70,7 @@ def test_budget_marks_fits_and_cheapest_stage():
     [
         (("--parameters", "seven", "--world-size", "8"), "'seven'"),
         (("--parameters", "7B", "--world-size", "0"), "--world-size"),
+        (("--parameters", "7B", "--world-size", "1K"), "'1K'"),
         (("--parameters", "7B", "--world-size", "8", "--gpu-memory", "80 GBs"), "'80 GBs'"),
         (("--parameter-bytes", "1", "--world-size", "8"), "all three"),
         (("--world-size", "8"), "--parameters"),

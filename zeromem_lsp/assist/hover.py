@@ -130,7 +130,7 @@ def input_lines(plan: MemoryPlan) -> list[str]:
     world_note = f" — {world.note}" if world else ""
     if inputs.parameters is not None and bpp is not None:
         count = inputs.parameters
-        gradient_dtype = "fp32" if bpp.gradient == 4 else bpp.precision
+        gradient_dtype = bpp.gradient_dtype_name
         lines = [
             f"- P = {count_times_bytes(count, bpp.parameter, bpp.precision)} — {format_parameters(count)} from "
             f"`zeromem.parameters`; precision: {origins['precision'].note}",

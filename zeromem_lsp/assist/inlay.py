@@ -6,9 +6,8 @@ from dataclasses import dataclass
 
 from zeromem_lsp.analysis import Analysis
 from zeromem_lsp.document import Member
-from zeromem_lsp.estimate import STAGE_LABELS
 from zeromem_lsp.plan import MemoryPlan
-from zeromem_lsp.present import per_gpu_summary
+from zeromem_lsp.present import per_gpu_summary, stage_label
 from zeromem_lsp.units import format_bytes, format_count
 
 
@@ -39,6 +38,6 @@ def inlay_hints(analysis: Analysis, start: int, end: int) -> list[InlayLabel]:
     label = per_gpu_summary(plan.gpu_bytes, plan.gpu_memory)
     if plan.host_bytes:
         label += f" + {format_bytes(plan.host_bytes)} host"
-    tooltip = (f"{STAGE_LABELS[plan.stage]}: {format_count(plan.gpu_bytes)} B of model state per GPU "
+    tooltip = (f"{stage_label(plan.stage, plan.family)}: {format_count(plan.gpu_bytes)} B of model state per GPU "
                "(parameters, gradients, optimizer state). Hover the stage for every stage and the inputs.")
     return [InlayLabel(offset, label, tooltip)]

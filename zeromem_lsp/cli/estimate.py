@@ -40,9 +40,11 @@ def _bytes(option: str, text: str) -> int:
 
 def _world_size(text: str) -> int:
     try:
-        value = parse_parameter_count(text)
-    except UnitError:
-        raise UsageError(f"--world-size: expected a whole number >= 1, got {text!r}") from None
+        value = int(text.strip().replace("_", ""))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise UsageError(f"--world-size: expected a whole number >= 1, got {text!r}")
     return value
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from zeromem_lsp import __version__
 from zeromem_lsp.document import LineIndex
 from zeromem_lsp.findings import Finding
-from zeromem_lsp.rules.docs import rule_markdown
+from zeromem_lsp.rules.docs import rule_anchor, rule_markdown
 from zeromem_lsp.rules.registry import RULES
 
 SARIF_LEVELS = {"error": "error", "warning": "warning", "information": "note", "hint": "note"}
@@ -71,7 +71,7 @@ def sarif_rules() -> list[dict]:
             "shortDescription": {"text": rule.summary},
             "fullDescription": {"text": rule.rationale},
             "help": {"text": f"{rule.summary} {rule.rationale} Fix: {rule.fix}", "markdown": rule_markdown(rule)},
-            "helpUri": f"https://github.com/zeromem-lsp/zeromem-lsp/blob/main/docs/rules.md#{rule.code.lower()}",
+            "helpUri": f"https://github.com/zeromem-lsp/zeromem-lsp/blob/main/docs/rules.md#{rule_anchor(rule)}",
             "defaultConfiguration": {"level": SARIF_LEVELS[rule.severity]},
         }
         for rule in RULES.values()

@@ -24,11 +24,11 @@ removed_feature                error     a block of a feature DeepSpeed removed
 batch_missing                  error     neither train_batch_size nor the micro batch given
 batch_non_positive             error     a batch key <= 0
 batch_inconsistent             error     the batch triple cannot hold for the world size
-unknown_optimizer              error     optimizer.type is neither DeepSpeed's nor torch.optim's
+unknown_optimizer              warning    optimizer.type is neither DeepSpeed's nor torch.optim's
                                          (engine-level)
-incompatible_optimizer         error     ZeRO with an optimizer it has not validated and no
+incompatible_optimizer         warning    ZeRO with an optimizer it has not validated and no
                                          zero_allow_untested_optimizer (engine-level)
-unsupported_optimizer_param    error     optimizer.params.max_grad_norm (engine-level)
+unsupported_optimizer_param    warning    optimizer.params.max_grad_norm (engine-level)
 deprecated_key                 warning   deprecated key or legacy form, still accepted
 offload_param_below_stage3     warning   offload_param below stage 3: silently ignored
 auto_not_filled                warning   "auto" where neither HF nor Accelerate fills it

@@ -14,6 +14,11 @@ Codes are stable. Severity is what `zeromem check` and the language server repor
 """
 
 
+def rule_anchor(rule: Rule) -> str:
+    """The Markdown heading anchor of a rule's section in docs/rules.md."""
+    return f"{rule.code.lower()}-{rule.name}-{rule.severity}"
+
+
 def rule_markdown(rule: Rule) -> str:
     return (
         f"## {rule.code} `{rule.name}` ({rule.severity})\n\n"
@@ -25,7 +30,7 @@ def rule_markdown(rule: Rule) -> str:
 
 
 def rules_markdown() -> str:
-    table = "".join(f"| [{r.code}](#{r.code.lower()}-{r.name}-{r.severity}) | {r.name} | {r.severity} | {r.summary} |\n"
+    table = "".join(f"| [{r.code}](#{rule_anchor(r)}) | {r.name} | {r.severity} | {r.summary} |\n"
                     for r in RULES.values())
     return HEADER + table + "\n" + "\n".join(rule_markdown(r) for r in RULES.values())
 

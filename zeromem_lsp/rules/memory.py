@@ -13,7 +13,7 @@ from zeromem_lsp.findings import Finding, Fix, TextEdit
 from zeromem_lsp.plan import FsdpOffload, MemoryPlan, Suggestion, Unplanned
 from zeromem_lsp.present import percent_of, stage_label
 from zeromem_lsp.rules.context import Context
-from zeromem_lsp.units import format_bytes
+from zeromem_lsp.units import format_bytes, format_count
 
 
 def _budget_span_path(context: Context, plan_stage_path):
@@ -105,7 +105,7 @@ def budget_findings(context: Context) -> Iterator[Finding]:
         )
         yield context.finding(
             "ZM101",
-            f"{label} needs {format_bytes(figure)} per GPU ({figure:,} B) for model state, "
+            f"{label} needs {format_bytes(figure)} per GPU ({format_count(figure)} B) for model state, "
             f"{format_bytes(excess)} over the {format_bytes(budget)} budget; {advice}",
             path,
             fixes=_suggestion_fixes(context, plan, suggestion),
@@ -113,16 +113,17 @@ def budget_findings(context: Context) -> Iterator[Finding]:
     elif plan.near_budget:
         yield context.finding(
             "ZM102",
-            f"{label} needs {format_bytes(figure)} per GPU ({figure:,} B), {percent_of(figure, budget)} of the "
+            f"{label} needs {format_bytes(figure)} per GPU ({format_count(figure)} B), {percent_of(figure, budget)} of the "
             f"{format_bytes(budget)} budget (warn above {plan.warn_fraction:g}); activations come on top",
             path,
         )
 
 
 def world_size_findings(context: Context) -> Iterator[Finding]:
-    declared = context.settings.world_size
+    block = context.data.get("zeromem") if isinstance(context.data, dict) else None
+    declared = block.get("world_size") if isinstance(block, dict) else None  # the file's own value
     implied = implied_world_size(context.setup)
-    if declared is None or implied is None or declared == implied or not context.exists(("zeromem", "world_size")):
+    if type(declared) is not int or implied is None or declared == implied:
         return
     setup = context.setup
     yield context.finding(
