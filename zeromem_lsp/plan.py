@@ -328,5 +328,5 @@ def build_fsdp_plan(
     )
 
 
-__all__ = ["MemoryPlan", "Unplanned", "Offload", "Origin", "Suggestion", "build_plan", "build_fsdp_plan", "place", "estimate",
+__all__ = ["MemoryPlan", "Unplanned", "Offload", "Origin", "Suggestion", "build_plan", "build_fsdp_plan", "place",
            "FsdpOffload", "FSDP_STAGE"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from zeromem_lsp.core import STAGES
 from zeromem_lsp.estimate import STAGE_LABELS, Estimate
-from zeromem_lsp.units import format_bytes, format_count
+from zeromem_lsp.units import format_bytes, format_bytes_with_count, format_count
 
 EIGHTHS = " ▏▎▍▌▋▊▉"
 FULL = "█"
@@ -42,7 +42,7 @@ def percent_of(value: int, budget: int) -> str:
 
 
 def human_and_exact(value: int) -> str:
-    return f"{format_bytes(value)} ({format_count(value)} B)"
+    return format_bytes_with_count(value)
 
 
 def fit_word(estimate: Estimate, stage: str) -> str:

@@ -15,6 +15,7 @@ from urllib.parse import unquote, urlsplit
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
 from zeromem_lsp import __version__
@@ -160,8 +161,10 @@ def document_name(uri: str) -> str:
 
 def document_path(uri: str) -> Path | None:
     """The file behind a file:// URI (project settings and referenced files are found from it)."""
-    parts = urlsplit(uri)
-    return Path(unquote(parts.path)) if parts.scheme == "file" and parts.path else None
+    if urlsplit(uri).scheme != "file":
+        return None
+    path = to_fs_path(uri)
+    return Path(path) if path else None
 
 
 async def wait_for_settings(ls: ZeromemServer) -> None:

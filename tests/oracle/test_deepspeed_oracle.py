@@ -292,7 +292,7 @@ ENGINE = {
 def test_engine_level_checks_are_beyond_deepspeedconfig(deepspeed_available, name):
     config, kind = ENGINE[name]
     assert _ds_verdict(config)[0] == "accept"
-    assert kind in {i.kind for i in validate_deepspeed(config) if i.severity == "error"}
+    assert kind in {i.kind for i in validate_deepspeed(config) if i.severity == "warning"}  # reported, not an error
 
 
 # ----------------------------------------------------------------------------- corpus

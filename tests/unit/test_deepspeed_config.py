@@ -431,7 +431,7 @@ def test_known_top_level_keys():
 
 
 def test_optimizer_checks():
-    assert only({**B, "optimizer": {"type": "OneBitAdam"}}, "unknown_optimizer").severity == "error"
+    assert only({**B, "optimizer": {"type": "OneBitAdam"}}, "unknown_optimizer").severity == "warning"  # only deepspeed.initialize refuses it
     assert "unknown_optimizer" in kinds({**B, "optimizer": {"type": "AdamX"}})
     assert validate_deepspeed({**B, "optimizer": {"type": "SGD"}}) == []
     issue = only({**z(stage=2), "optimizer": {"type": "SGD"}}, "incompatible_optimizer")

@@ -39,12 +39,6 @@ ACCELERATE_KEYS = (
 )
 #: Old spellings Accelerate no longer reads -> their successor.
 ACCELERATE_DEPRECATED = {"backward_prefetch_policy": "backward_prefetch"}
-#: Keys (without the fsdp_ prefix) that Transformers reads from --fsdp_config.
-TRANSFORMERS_KEYS = (
-    "min_num_params", "transformer_layer_cls_to_wrap", "version", "backward_prefetch", "forward_prefetch",
-    "use_orig_params", "reshard_after_forward", "sync_module_states", "cpu_ram_efficient_loading",
-    "activation_checkpointing", "limit_all_gathers", "xla", "xla_fsdp_v2", "xla_fsdp_grad_ckpt", "xla_fsdp_settings",
-)
 #: Keys people write into --fsdp_config that Transformers does not read (they belong to `--fsdp`).
 TRANSFORMERS_IGNORED = {
     "sharding_strategy": 'the sharding strategy comes from the `--fsdp` option string (e.g. --fsdp "shard_grad_op auto_wrap")',

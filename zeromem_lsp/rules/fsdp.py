@@ -16,6 +16,7 @@ from zeromem_lsp.document import Member
 from zeromem_lsp.edits import flavour_of, rename_key, replace_value, set_value
 from zeromem_lsp.findings import Finding, Fix, TextEdit
 from zeromem_lsp.plan import MemoryPlan, Suggestion
+from zeromem_lsp.present import FSDP_LABELS
 from zeromem_lsp.rules.context import Context
 
 CODES = {
@@ -32,8 +33,7 @@ CODES = {
     "ignored_setting": "ZM352",
 }
 #: ZeRO-stage name of a plan -> the FSDP strategy with the same persistent state.
-STRATEGY_FOR_STAGE = {"ddp": "NO_SHARD", "zero2": "SHARD_GRAD_OP", "zero3": "FULL_SHARD"}
-STAGE_LABELS = {"ddp": "NO_SHARD", "zero2": "SHARD_GRAD_OP", "zero3": "FULL_SHARD"}
+STRATEGY_FOR_STAGE = {stage: FSDP_LABELS[stage] for stage in ("ddp", "zero2", "zero3")}
 
 
 def scalar(context: Context, value: object) -> str:
@@ -178,5 +178,5 @@ def suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion)
     ordered = sorted(edits, key=lambda e: (e.start, e.end))
     if any(a.end > b.start or (a.start == b.start) for a, b in zip(ordered, ordered[1:])):
         return ()
-    label = STAGE_LABELS[suggestion.stage] + (" with CPU offload" if getattr(suggestion.offload, "cpu", False) else "")
+    label = STRATEGY_FOR_STAGE[suggestion.stage] + (" with CPU offload" if getattr(suggestion.offload, "cpu", False) else "")
     return (Fix(f"Switch to {label}", tuple(edits), preferred=True),)
