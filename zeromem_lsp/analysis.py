@@ -7,7 +7,7 @@ still gets every stage that makes sense for the part that parsed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pydantic import ValidationError
 
@@ -23,6 +23,7 @@ from zeromem_lsp.rules import memory as memory_rules
 from zeromem_lsp.rules import syntax as syntax_rules
 from zeromem_lsp.rules.context import Context
 from zeromem_lsp.rules.registry import rule
+from zeromem_lsp.units import format_count
 
 MAX_DOCUMENT_CHARS = 16 * 2**20
 NO_SETTINGS = ZeromemSettings()
@@ -60,7 +61,7 @@ def resolve_parameters(settings: ZeromemSettings, loader: Loader | None) -> tupl
         counted = count_parameters_from_text(text)
     except UnsupportedModel as error:
         return cleared, None, f"parameters.from_config {path!r}: {error}"
-    note = f"{counted.total:,} parameters counted from {path} ({counted.note})"
+    note = f"{format_count(counted.total)} parameters counted from {path} ({counted.note})"
     return settings.model_copy(update={"parameters": counted.total}), note, None
 
 
@@ -104,8 +105,9 @@ def analyse(
     (a model config.json, a DeepSpeed or fsdp_config file) — without it they are not read.
     """
     if len(text) > MAX_DOCUMENT_CHARS:
-        finding = Finding("ZM002", rule("ZM002").severity,
-                          f"document not analysed: {len(text):,} characters exceeds the {MAX_DOCUMENT_CHARS:,} limit", 0, 0)
+        message = (f"document not analysed: {format_count(len(text))} characters exceeds the "
+                   f"{format_count(MAX_DOCUMENT_CHARS)} limit")
+        finding = Finding("ZM002", rule("ZM002").severity, message, 0, 0)
         return Analysis(text, "oversized", None, [finding])
     if name is not None and name.lower().endswith(YAML_SUFFIXES):
         from zeromem_lsp.document.yaml_document import parse_yaml_document
@@ -198,6 +200,18 @@ def _json_strictness(context: Context, kind: str) -> list[Finding]:
     return findings
 
 
+def _rerooted(setup: TrainingSetup, root: tuple | None) -> TrainingSetup:
+    """A DeepSpeed setup read from a dict at `root` in this document, its paths made document paths.
+
+    `root` None: the config came from another file, so none of its paths is a position here."""
+
+    def at(path):
+        return None if path is None or root is None else (*root, *path)
+
+    return replace(setup, stage_path=at(setup.stage_path), precision_path=at(setup.precision_path),
+                   optimizer_path=at(setup.optimizer_path))
+
+
 def _analyse_fsdp_family(text, kind, document, settings, forced, loader) -> Analysis:
     from zeromem_lsp.configs.fsdp import validate_transformers_fsdp
     from zeromem_lsp.plan import Origin, build_fsdp_plan
@@ -252,6 +266,7 @@ def _analyse_fsdp_family(text, kind, document, settings, forced, loader) -> Anal
                                group, group_origin, block_path)
     else:
         deepspeed_data = None
+        deepspeed_root: tuple | None = None  # where deepspeed_data sits in this document (None: another file)
         if accelerate is not None and accelerate.deepspeed is not None:
             setup = accelerate.deepspeed
         elif accelerate is not None and accelerate.deepspeed_file:
@@ -261,9 +276,9 @@ def _analyse_fsdp_family(text, kind, document, settings, forced, loader) -> Anal
             else:
                 plan = Unplanned((f"the DeepSpeed config {accelerate.deepspeed_file!r} (could not be read next to this file)",))
         elif hf_setup is not None and hf_setup.deepspeed is not None:
-            deepspeed_data = hf_setup.deepspeed
+            deepspeed_data, deepspeed_root = hf_setup.deepspeed, hf_setup.deepspeed_path
         if deepspeed_data is not None:
-            setup = read_training_setup(deepspeed_data)
+            setup = _rerooted(read_training_setup(deepspeed_data), deepspeed_root)
         if setup is not None:
             world_settings = effective
             world_origin = None

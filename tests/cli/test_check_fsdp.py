@@ -1,8 +1,12 @@
 """`zeromem check` on FSDP / Accelerate / TrainingArguments files, referenced files and model configs."""
 
 import json
+import subprocess
+import sys
 
-from tests.cli.conftest import run_zeromem
+import pytest
+
+from tests.cli.conftest import run_zeromem, text_at
 
 LLAMA3_8B = {"model_type": "llama", "vocab_size": 128256, "hidden_size": 4096, "num_hidden_layers": 32,
              "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
@@ -62,3 +66,53 @@ def test_training_arguments_json(tmp_path):
                                   "fsdp_config": {"min_num_params": 10, "transformer_layer_cls_to_wrap": "X"}}))
     findings, status = check(config)
     assert status == 1 and sorted(f["code"] for f in findings) == ["ZM303", "ZM304"]
+
+
+# --- hostile model config.json files (parameters.from_config) -----------------------------------
+
+TINY_QWEN3_MOE = {"model_type": "qwen3_moe", "vocab_size": 100, "hidden_size": 64, "intermediate_size": 128,
+                  "num_attention_heads": 4, "num_experts": 4, "moe_intermediate_size": 32, "num_hidden_layers": 2}
+
+
+@pytest.mark.parametrize(("model", "field"), [
+    ({**LLAMA3_8B, "num_attention_heads": 0}, "num_attention_heads"),
+    ({"model_type": []}, "model_type"),
+    ({**LLAMA3_8B, "vocab_size": -100_000_000}, "vocab_size"),
+    ({"model_type": "gpt2", "vocab_size": 100, "n_embd": 64, "n_layer": 2, "n_positions": 10, "n_inner": "x"}, "n_inner"),
+    ({**TINY_QWEN3_MOE, "decoder_sparse_step": 0}, "decoder_sparse_step"),
+    ({**TINY_QWEN3_MOE, "mlp_only_layers": 5}, "mlp_only_layers"),
+    ({**TINY_QWEN3_MOE, "num_hidden_layers": 10**12}, "num_hidden_layers"),
+], ids=["zero-heads", "list-model-type", "negative-vocab", "string-n-inner", "zero-sparse-step", "int-mlp-only-layers",
+        "trillion-layers"])
+def test_hostile_model_config_is_a_zm104_not_a_crash_or_hang(tmp_path, model, field):
+    (tmp_path / "cfg.json").write_text(json.dumps(model))
+    config = tmp_path / "ds_config.json"
+    config.write_text(json.dumps({"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": 1,
+                                  "zeromem": {"parameters": {"from_config": "cfg.json"}, "world_size": 8,
+                                              "gpu_memory": "80GiB"}}))
+    done = subprocess.run([sys.executable, "-m", "zeromem_lsp", "check", "--format", "json", str(config)],
+                          capture_output=True, text=True, timeout=60)  # the per-layer loop hung here
+    assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
+    problems = [f["message"] for f in json.loads(done.stdout)["findings"] if f["code"] == "ZM104"]
+    assert len(problems) == 1 and "cfg.json" in problems[0] and field in problems[0], problems
+
+
+# --- DeepSpeed inline in TrainingArguments, and Accelerate's zero_stage -------------------------
+
+def test_training_arguments_inline_deepspeed_budget_lands_on_its_stage(check_json):
+    text = json.dumps({"output_dir": "out", "deepspeed": {
+        "zero_optimization": {"stage": 2}, "bf16": {"enabled": True}, "train_micro_batch_size_per_gpu": 1,
+        "zeromem": {"parameters": "7B", "world_size": 8, "gpu_memory": "24GiB"}}}, indent=2)
+    findings, text, status = check_json(text, "train_args.json")
+    hit = next(f for f in findings if f["code"] == "ZM101")
+    assert status == 1 and text_at(text, hit["range"]) == "2" and hit["range"]["start"]["line"] > 3
+
+
+def test_accelerate_integral_float_zero_stage_is_the_stage(check_json):
+    text = ("distributed_type: DEEPSPEED\nnum_processes: 8\nmixed_precision: bf16\ndeepspeed_config:\n"
+            "  zero_stage: 2.0\n  zeromem: {parameters: 7B, gpu_memory: 24GiB}\n")
+    findings, text, status = check_json(text, "accelerate.yaml")
+    assert [f["code"] for f in findings] == ["ZM101"], findings
+    assert "ZeRO-2" in findings[0]["message"] and text_at(text, findings[0]["range"]) == "2.0"
+    findings, _, _ = check_json(text.replace("2.0", "2.5"), "accelerate.yaml")
+    assert "zero_stage must be 0, 1, 2 or 3, got 2.5" in [f["message"] for f in findings]

@@ -249,3 +249,65 @@ def test_fsdp_config_schema_accepts_both_spellings_and_rejects_bad_values():
             "transformer_layer_cls_to_wrap": ["LlamaDecoderLayer"], "zeromem": {"parameters": "7B"}}
     assert list(validator.iter_errors(good)) == []
     assert list(validator.iter_errors({"backward_prefetch": "BACKWARDS"}))
+
+
+# --- DeepSpeed inline in TrainingArguments: positions are in the inline dict -------------------
+
+INLINE_ARGS = json.dumps({"output_dir": "out", "deepspeed": {
+    "zero_optimization": {"stage": 2}, "bf16": {"enabled": True}, "train_micro_batch_size_per_gpu": 1,
+    "zeromem": {"parameters": "7B", "world_size": 8, "gpu_memory": "24GiB"}}}, indent=1)
+
+
+def test_training_arguments_inline_deepspeed_paths_are_rooted_in_the_document():
+    from zeromem_lsp.assist.hover import hover_at
+    from zeromem_lsp.assist.inlay import inlay_hints
+
+    analysis, plan = plan_of(INLINE_ARGS, "args.json")
+    assert plan.stage_path == ("deepspeed", "zero_optimization", "stage")
+    assert plan.origins["precision"].path == ("deepspeed", "bf16", "enabled")
+    stage = INLINE_ARGS.index('"stage": 2') + len('"stage": ')
+    hit = next(f for f in analysis.findings if f.code == "ZM101")
+    assert (hit.start, hit.end) == (stage, stage + 1)
+    hints = inlay_hints(analysis, 0, len(INLINE_ARGS))
+    assert [hint.offset for hint in hints] == [stage + 1] and "GiB/GPU" in hints[0].label
+    hover = hover_at(analysis, stage)
+    assert hover is not None and "ZeRO-2" in hover.markdown and "| stage |" in hover.markdown
+
+
+def test_deepspeed_loaded_from_another_file_has_no_position_here():
+    ds = json.dumps({"zero_optimization": {"stage": 2}, "bf16": {"enabled": True},
+                     "zeromem": {"parameters": "7B", "world_size": 8}})
+    text = json.dumps({"output_dir": "out", "deepspeed": "ds.json",
+                       "fsdp_config": {"zeromem": {"parameters": "7B", "world_size": 8}}})
+    _, plan = plan_of(text, "args.json", loader={"ds.json": ds}.get)
+    assert isinstance(plan, MemoryPlan) and plan.stage_path is None and plan.origins["precision"].path is None
+    text = HEAD.replace("FSDP", "DEEPSPEED").replace("mixed_precision: bf16\n", "") + (
+        "deepspeed_config:\n  deepspeed_config_file: ds.json\n  zeromem: {parameters: 7B}\n")
+    _, plan = plan_of(text, loader={"ds.json": ds}.get)
+    assert isinstance(plan, MemoryPlan) and plan.stage_path is None and plan.origins["precision"].path is None
+
+
+# --- integers: one shared reading ---------------------------------------------------------------
+
+def test_integral_floats_are_read_alike_everywhere():
+    from zeromem_lsp.configs import accelerate, training
+
+    assert accelerate.positive_int is training.positive_int
+    assert [training.positive_int(v) for v in (2, 2.0, 2.5, True, 0, -1, "2")] == [2, 2, None, None, None, None, None]
+    text = ("distributed_type: DEEPSPEED\nnum_processes: 8\ndeepspeed_config:\n"
+            "  zero_stage: 3.0\n  zeromem: {parameters: 7B}\n")
+    analysis, plan = plan_of(text)
+    assert isinstance(plan, MemoryPlan) and plan.stage == "zero3" and "ZM201" not in codes(analysis)
+
+
+# --- counts past Python's int-to-str digit limit ------------------------------------------------
+
+def test_parameter_note_formats_counts_past_the_str_digit_limit(monkeypatch):
+    from zeromem_lsp.configs import model_config
+
+    huge = model_config.ParameterCount(10**5000, "llama", "llama: 1 layers, tied embeddings")
+    monkeypatch.setattr(model_config, "count_parameters_from_text", lambda text: huge)
+    text = '{"zero_optimization": {"stage": 2}, "zeromem": {"parameters": {"from_config": "c.json"}}}'
+    analysis = analyse(text, "ds_config.json", loader={"c.json": "{}"}.get)
+    note = analysis.parameter_source
+    assert note.startswith("100,000,000,") and note.endswith(" parameters counted from c.json (llama: 1 layers, tied embeddings)")

@@ -1,5 +1,7 @@
 """Exact parameter counts from config.json files written here, against published counts."""
 
+import json
+
 import pytest
 
 from zeromem_lsp.configs.model_config import UnsupportedModel, count_parameters, count_parameters_from_text
@@ -67,3 +69,102 @@ def test_unknown_model_type_is_a_clear_error():
         count_parameters_from_text("{nope")
     with pytest.raises(UnsupportedModel, match="no integer hidden_size"):
         count_parameters({"model_type": "llama"})
+
+
+# --- hostile or odd config.json files: UnsupportedModel naming the field, never a crash or a hang ---
+
+TINY_LLAMA = {"model_type": "llama", "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "intermediate_size": 128}
+TINY_GPT2 = {"model_type": "gpt2", "vocab_size": 100, "n_embd": 64, "n_layer": 2, "n_positions": 10}
+TINY_QWEN3_MOE = {"model_type": "qwen3_moe", "vocab_size": 100, "hidden_size": 8, "num_hidden_layers": 2,
+                  "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 4, "intermediate_size": 16,
+                  "moe_intermediate_size": 4, "num_experts": 3, "tie_word_embeddings": True}
+
+
+@pytest.mark.parametrize(("config", "field"), [
+    ({**TINY_LLAMA, "num_attention_heads": 0}, "num_attention_heads"),
+    ({"model_type": []}, "model_type"),
+    ({"model_type": {"a": 1}, "text_config": TINY_LLAMA}, "model_type"),
+    ({**TINY_LLAMA, "vocab_size": -100_000_000}, "vocab_size"),
+    ({**TINY_LLAMA, "hidden_size": 10**10}, "hidden_size"),
+    ({**TINY_LLAMA, "num_key_value_heads": "8"}, "num_key_value_heads"),
+    ({**TINY_LLAMA, "hidden_size": 2, "num_attention_heads": 4}, "head_dim"),
+    ({**TINY_GPT2, "n_inner": "x"}, "n_inner"),
+    ({**TINY_GPT2, "n_inner": -5}, "n_inner"),
+    ({**TINY_QWEN3_MOE, "decoder_sparse_step": 0}, "decoder_sparse_step"),
+    ({**TINY_QWEN3_MOE, "mlp_only_layers": 5}, "mlp_only_layers"),
+    ({**TINY_QWEN3_MOE, "mlp_only_layers": [0, "1"]}, "mlp_only_layers"),
+    ({**TINY_QWEN3_MOE, "num_hidden_layers": 1e12}, "num_hidden_layers"),
+    ({**TINY_QWEN3_MOE, "num_experts": 10**7}, "num_experts"),
+    ({"model_type": "phi", "vocab_size": 100, "hidden_size": 2, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "intermediate_size": 8}, "hidden_size / num_attention_heads"),
+], ids=["zero-heads", "list-model-type", "dict-model-type-with-text-config", "negative-vocab", "huge-hidden",
+        "string-kv-heads", "zero-head-dim", "string-n-inner", "negative-n-inner", "zero-sparse-step",
+        "int-mlp-only-layers", "string-layer-index", "float-layers", "ten-million-experts",
+        "phi-zero-head-dim"])
+def test_hostile_configs_are_unsupported_naming_the_field(config, field):
+    with pytest.raises(UnsupportedModel, match=field.replace("/", "\\/")):
+        count_parameters_from_text(json.dumps(config))
+
+
+def test_unreadable_config_text_is_unsupported():
+    with pytest.raises(UnsupportedModel, match="nested too deeply"):
+        count_parameters_from_text("[" * 100_000)
+    with pytest.raises(UnsupportedModel, match="not valid JSON"):
+        count_parameters_from_text('{"model_type": "llama", "hidden_size": 1' + "0" * 5000 + "}")
+
+
+def test_unexpected_errors_are_reported_as_unsupported(monkeypatch):
+    from zeromem_lsp.configs import model_config
+
+    def broken(config):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(model_config, "_gpt_neox", broken)
+    with pytest.raises(UnsupportedModel, match="ZeroDivisionError"):
+        count_parameters_from_text('{"model_type": "gpt_neox"}')
+
+
+def _qwen3_moe_by_layer(config: dict) -> int:
+    """The per-layer reference (Qwen3MoeDecoderLayer's rule), for small configs only."""
+    hidden, heads = config["hidden_size"], config["num_attention_heads"]
+    kv, head_dim = config["num_key_value_heads"], config["head_dim"]
+    experts, step = config["num_experts"], config.get("decoder_sparse_step", 1)
+    attention = hidden * heads * head_dim * 2 + 2 * hidden * kv * head_dim + 2 * head_dim
+    moe = experts * 3 * hidden * config["moe_intermediate_size"] + hidden * experts
+    dense = 3 * hidden * config["intermediate_size"]
+    total = config["vocab_size"] * hidden + hidden
+    for index in range(config["num_hidden_layers"]):
+        sparse = index not in config.get("mlp_only_layers", []) and experts > 0 and (index + 1) % step == 0
+        total += attention + 2 * hidden + (moe if sparse else dense)
+    return total
+
+
+@pytest.mark.parametrize(("layers", "step", "dense_only", "experts"), [
+    (2, 1, [], 3), (7, 2, [], 3), (12, 3, [2, 5, 6, 40], 3), (9, 4, [0, 3, 7, 8], 1), (5, 1, [1], 0), (3, 5, [], 3),
+])
+def test_qwen3_moe_sparse_layers_are_counted_arithmetically(layers, step, dense_only, experts):
+    config = {**TINY_QWEN3_MOE, "num_hidden_layers": layers, "decoder_sparse_step": step,
+              "mlp_only_layers": dense_only, "num_experts": experts}
+    assert count_parameters(config).total == _qwen3_moe_by_layer(config)
+
+
+def test_qwen3_moe_with_a_trillion_layers_is_refused_at_once():
+    import signal
+
+    def stop(*_):
+        raise TimeoutError("qwen3_moe counted layer by layer")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(10)
+    try:
+        with pytest.raises(UnsupportedModel, match="num_hidden_layers"):
+            count_parameters({**TINY_QWEN3_MOE, "num_hidden_layers": 10**12})
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_qwen3_moe_with_a_million_layers_is_counted_at_once():
+    config = {**TINY_QWEN3_MOE, "num_hidden_layers": 10**6, "decoder_sparse_step": 3, "mlp_only_layers": [2, 4]}
+    assert count_parameters(config).total > 0

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from zeromem_lsp.configs.deepspeed_issue import ConfigIssue
 from zeromem_lsp.configs.fsdp import FsdpSetup, validate_accelerate_fsdp
-from zeromem_lsp.configs.training import TrainingSetup
+from zeromem_lsp.configs.training import TrainingSetup, as_integer, positive_int
 
 Path = tuple[str | int, ...]
 
@@ -46,6 +46,7 @@ OWNED_BY_DEEPSPEED_FILE = ("gradient_accumulation_steps", "gradient_clipping", "
                            "offload_param_device", "offload_param_nvme_path", "offload_optimizer_nvme_path",
                            "zero3_save_16bit_model")
 OFFLOAD_DEVICES = ("none", "cpu", "nvme")
+ZERO_STAGES = (0, 1, 2, 3)
 
 ISSUE_KINDS = {"unknown_key": "error", "accelerate_value": "error", "deepspeed_file_conflict": "error",
                "ignored_setting": "warning"}
@@ -71,14 +72,6 @@ class AccelerateSetup:
     deepspeed_file_path: Path | None
 
 
-def _positive_int(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int) and value > 0:
-        return value
-    return None
-
-
 def _parallel_divisor(config: object) -> int | None:
     if not isinstance(config, dict):
         return None
@@ -86,7 +79,7 @@ def _parallel_divisor(config: object) -> int | None:
     for key, value in config.items():
         name = str(key).removeprefix("parallelism_config_")
         if name in ("dp_shard_size", "cp_size", "tp_size"):
-            size = _positive_int(value)
+            size = positive_int(value)
             if size is not None:
                 sizes[name] = size
     if "dp_shard_size" not in sizes:
@@ -95,8 +88,8 @@ def _parallel_divisor(config: object) -> int | None:
 
 
 def _deepspeed_setup(block: dict, precision: str | None) -> TrainingSetup:
-    stage = block.get("zero_stage", 2)  # the plugin's default
-    stage = stage if isinstance(stage, int) and not isinstance(stage, bool) and 0 <= stage <= 3 else None
+    stage = as_integer(block.get("zero_stage", 2))  # the plugin's default
+    stage = stage if stage in ZERO_STAGES else None
 
     def device(name: str) -> str | None:
         value = str(block.get(name, "none")).lower()
@@ -160,8 +153,8 @@ def validate_accelerate(data: dict) -> tuple[list[ConfigIssue], AccelerateSetup]
             precision = None
         else:
             precision = str(precision).lower()
-    world = _positive_int(data.get("num_processes"))
-    machines = _positive_int(data.get("num_machines", 1))
+    world = positive_int(data.get("num_processes"))
+    machines = positive_int(data.get("num_machines", 1))
     group = world // machines if world and machines and world % machines == 0 else None
     fsdp_setup = None
     fsdp_block = data.get("fsdp_config")
@@ -200,7 +193,7 @@ def validate_accelerate(data: dict) -> tuple[list[ConfigIssue], AccelerateSetup]
                     out.append(_issue("accelerate_value", ("deepspeed_config", name), "value",
                                       f"{name} must be one of {', '.join(OFFLOAD_DEVICES)}, got {value!r}"))
             stage = block.get("zero_stage")
-            if stage is not None and (isinstance(stage, bool) or stage not in (0, 1, 2, 3)):
+            if stage is not None and as_integer(stage) not in ZERO_STAGES:
                 out.append(_issue("accelerate_value", ("deepspeed_config", "zero_stage"), "value",
                                   f"zero_stage must be 0, 1, 2 or 3, got {stage!r}"))
             deepspeed_setup = _deepspeed_setup(block, precision)

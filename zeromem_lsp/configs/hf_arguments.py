@@ -24,7 +24,7 @@ Loader = Callable[[str], "str | None"]
 class HfArgumentsSetup:
     fsdp: FsdpSetup | None
     deepspeed: dict | None  # the DeepSpeed config (inline or loaded), for the memory plan
-    deepspeed_path: Path | None  # where it is written in this document
+    deepspeed_path: Path | None  # where it is written in this document (None: loaded from another file)
     unread: tuple[str, ...]  # referenced files that could not be read
     block_path: Path | None  # where a zeromem block is (inside fsdp_config or deepspeed)
     block: object
@@ -86,7 +86,7 @@ def validate_hf_arguments(data: dict, loader: Loader | None = None) -> tuple[lis
         if problem:
             unread.append(f"deepspeed {problem}")
         if isinstance(loaded, dict):
-            deepspeed_config, deepspeed_path = loaded, ("deepspeed",)
+            deepspeed_config = loaded  # its paths are positions in that file, not in this document
     setup = HfArgumentsSetup(fsdp_setup if options else None,
                              deepspeed_config, deepspeed_path, tuple(unread), block_path, block)
     return fsdp_issues, deepspeed_issues, setup

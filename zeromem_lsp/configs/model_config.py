@@ -28,13 +28,42 @@ class ParameterCount:
     note: str  # e.g. "llama: 32 layers, tied embeddings"
 
 
-def _int(config: dict, *names: str, default: int | None = None) -> int:
+#: Upper bounds on what a config.json may declare: counts (layers, heads, experts) and sizes (widths,
+#: vocabulary, positions). Far beyond any real model; they keep hostile values from hanging or
+#: overflowing the count.
+MAX_COUNT = 10**6
+MAX_SIZE = 10**9
+COUNT_FIELDS = frozenset({"num_hidden_layers", "n_layer", "num_attention_heads", "num_key_value_heads", "n_head",
+                          "num_local_experts", "num_experts", "decoder_sparse_step"})
+
+
+def _show(value: object) -> str:
+    """A config value for a message: huge integers and long lists are not spelled out."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return f"a {len(str(abs(value))) if abs(value) < 10**4000 else 'several thousand'}-digit number"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _checked(name: str, value: object, minimum: int = 1, label: str | None = None) -> int:
+    """`value` as the integer field `name`, or UnsupportedModel naming the field (or `label`)."""
+    label = label or name
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise UnsupportedModel(f"config.json {label} must be an integer, got {_show(value)}")
+    maximum = MAX_COUNT if name in COUNT_FIELDS else MAX_SIZE
+    if not minimum <= value <= maximum:
+        raise UnsupportedModel(f"config.json {label} must be between {minimum} and {maximum:,}, got {_show(value)}")
+    return value
+
+
+def _int(config: dict, *names: str, default: int | None = None, minimum: int = 1) -> int:
+    """The first of `names` present (not null) in the config, checked to be an integer in range."""
     for name in names:
         value = config.get(name)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
+        if value is not None:
+            return _checked(name, value, minimum)
     if default is not None:
-        return default
+        return _checked(names[0], default, minimum, f"{names[0]} (absent; its default)")
     raise UnsupportedModel(f"config.json has no integer {' / '.join(names)}")
 
 
@@ -57,6 +86,15 @@ LLAMA_LIKE = {
     "qwen3_moe": (None, None, 2, True, False),
 }
 SUPPORTED = tuple(LLAMA_LIKE) + ("gpt2", "gpt_neox", "phi")
+
+
+def _layer_indices(config: dict, name: str) -> set[int]:
+    value = config.get(name)
+    if value is None:
+        return set()
+    if not isinstance(value, list) or len(value) > MAX_COUNT:
+        raise UnsupportedModel(f"config.json {name} must be a list of layer indices, got {_show(value)}")
+    return {_checked(name, index, minimum=0) for index in value}
 
 
 def _llama_like(config: dict, model_type: str) -> ParameterCount:
@@ -90,14 +128,16 @@ def _llama_like(config: dict, model_type: str) -> ParameterCount:
         total_layers = layers * (attention + moe + per_layer_norms)
         note += f", {experts} experts"
     elif model_type == "qwen3_moe":
-        experts = _int(config, "num_experts")
+        experts = _int(config, "num_experts", minimum=0)  # 0: every layer is dense
         expert_size = _int(config, "moe_intermediate_size")
         step = _int(config, "decoder_sparse_step", default=1)
-        dense_only = set(config.get("mlp_only_layers") or [])
+        dense_only = _layer_indices(config, "mlp_only_layers")
         moe = experts * 3 * hidden * expert_size + hidden * experts
-        for index in range(layers):
-            sparse = index not in dense_only and experts > 0 and (index + 1) % step == 0
-            total_layers += attention + per_layer_norms + (moe if sparse else dense_mlp)
+        # Layer i is sparse when i is not in mlp_only_layers and (i + 1) % step == 0 (Qwen3MoeDecoderLayer).
+        sparse = 0
+        if experts > 0:
+            sparse = layers // step - sum(1 for index in dense_only if index < layers and (index + 1) % step == 0)
+        total_layers = layers * (attention + per_layer_norms) + sparse * moe + (layers - sparse) * dense_mlp
         note += f", {experts} experts"
     else:
         total_layers = layers * (attention + dense_mlp + per_layer_norms)
@@ -111,7 +151,7 @@ def _gpt2(config: dict) -> ParameterCount:
     layers = _int(config, "n_layer", "num_hidden_layers")
     vocab = _int(config, "vocab_size")
     positions = _int(config, "n_positions", "max_position_embeddings")
-    inner = config.get("n_inner") or 4 * hidden
+    inner = _int(config, "n_inner", default=4 * hidden)  # null: 4 × n_embd
     per_layer = (2 * hidden  # ln_1
                  + hidden * 3 * hidden + 3 * hidden  # c_attn
                  + hidden * hidden + hidden  # attn c_proj
@@ -142,7 +182,7 @@ def _phi(config: dict) -> ParameterCount:
     layers = _int(config, "num_hidden_layers")
     heads = _int(config, "num_attention_heads")
     kv_heads = _int(config, "num_key_value_heads", default=heads)
-    head_dim = hidden // heads
+    head_dim = _checked("head_dim", hidden // heads, label="hidden_size / num_attention_heads")
     vocab = _int(config, "vocab_size")
     intermediate = _int(config, "intermediate_size")
     q_width, kv_width = heads * head_dim, kv_heads * head_dim
@@ -162,19 +202,25 @@ def count_parameters(config: dict) -> ParameterCount:
     if not isinstance(config, dict):
         raise UnsupportedModel("config.json is not a JSON object")
     model_type = config.get("model_type")
+    if model_type is not None and not isinstance(model_type, str):
+        raise UnsupportedModel(f"config.json model_type must be a string, got {_show(model_type)}")
     if isinstance(config.get("text_config"), dict) and model_type not in SUPPORTED:
         return count_parameters({**config["text_config"], "model_type": config["text_config"].get("model_type")})
     if model_type in LLAMA_LIKE:
-        return _llama_like(config, model_type)
-    if model_type == "gpt2":
-        return _gpt2(config)
-    if model_type == "gpt_neox":
-        return _gpt_neox(config)
-    if model_type == "phi":
-        return _phi(config)
-    raise UnsupportedModel(
-        f"cannot count parameters for model_type {model_type!r}; supported: {', '.join(SUPPORTED)} "
-        '(declare "parameters" as a number instead)')
+        counted = _llama_like(config, model_type)
+    elif model_type == "gpt2":
+        counted = _gpt2(config)
+    elif model_type == "gpt_neox":
+        counted = _gpt_neox(config)
+    elif model_type == "phi":
+        counted = _phi(config)
+    else:
+        raise UnsupportedModel(
+            f"cannot count parameters for model_type {model_type!r}; supported: {', '.join(SUPPORTED)} "
+            '(declare "parameters" as a number instead)')
+    if counted.total <= 0:
+        raise UnsupportedModel(f"config.json describes a model of {counted.total} parameters")
+    return counted
 
 
 def count_parameters_from_text(text: str) -> ParameterCount:
@@ -182,4 +228,11 @@ def count_parameters_from_text(text: str) -> ParameterCount:
         config = json.loads(text)
     except ValueError as error:
         raise UnsupportedModel(f"config.json is not valid JSON: {error}") from None
-    return count_parameters(config)
+    except RecursionError:
+        raise UnsupportedModel("config.json is nested too deeply to read") from None
+    try:
+        return count_parameters(config)
+    except (ArithmeticError, TypeError, ValueError, RecursionError) as error:
+        if isinstance(error, UnsupportedModel):
+            raise
+        raise UnsupportedModel(f"config.json cannot be counted: {type(error).__name__}: {error}") from None

@@ -40,12 +40,19 @@ def _get(data: object, *path: str) -> object:
     return data
 
 
-def _positive_int(value: object) -> int | None:
+def as_integer(value: object) -> int | None:
+    """An integer setting as a loader reads it: ints, and integral floats (2.0 is 2); None otherwise (bools too)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return value if isinstance(value, int) and value > 0 else None
+        return int(value)
+    return value if isinstance(value, int) else None
+
+
+def positive_int(value: object) -> int | None:
+    """`as_integer(value)` when it is > 0, else None."""
+    value = as_integer(value)
+    return value if value is not None and value > 0 else None
 
 
 def _stage(data: dict) -> tuple[int | None, Path | None]:
@@ -60,11 +67,8 @@ def _stage(data: dict) -> tuple[int | None, Path | None]:
         return None, ("zero_optimization",)
     if "stage" not in zero:
         return 0, ("zero_optimization",)
-    stage = zero["stage"]
-    if isinstance(stage, float) and stage.is_integer():
-        stage = int(stage)
-    valid = isinstance(stage, int) and not isinstance(stage, bool) and 0 <= stage <= 3
-    return (stage if valid else None), ("zero_optimization", "stage")
+    stage = as_integer(zero["stage"])
+    return (stage if stage in (0, 1, 2, 3) else None), ("zero_optimization", "stage")
 
 
 def _device(section: object) -> str | None:
@@ -132,9 +136,9 @@ def read_training_setup(data: object) -> TrainingSetup:
         optimizer_path=optimizer_path,
         optimizer_note=optimizer_note,
         gradient_dtype=gradient_dtype,
-        train_batch_size=_positive_int(data.get("train_batch_size")),
-        micro_batch_size=_positive_int(data.get("train_micro_batch_size_per_gpu")),
-        gradient_accumulation_steps=_positive_int(data.get("gradient_accumulation_steps")),
+        train_batch_size=positive_int(data.get("train_batch_size")),
+        micro_batch_size=positive_int(data.get("train_micro_batch_size_per_gpu")),
+        gradient_accumulation_steps=positive_int(data.get("gradient_accumulation_steps")),
     )
 
 
