@@ -17,7 +17,7 @@ from zeromem_lsp.configs.training import TrainingSetup, read_training_setup
 from zeromem_lsp.document import Document, parse_document
 from zeromem_lsp.document.decoding import decode_config
 from zeromem_lsp.findings import Finding
-from zeromem_lsp.plan import MemoryPlan, Unplanned, build_plan
+from zeromem_lsp.plan import MemoryPlan, Origin, Unplanned, build_plan
 from zeromem_lsp.rules import deepspeed as deepspeed_rules
 from zeromem_lsp.rules import memory as memory_rules
 from zeromem_lsp.rules import syntax as syntax_rules
@@ -91,6 +91,21 @@ def _block_settings(context_document: Document, data: object) -> tuple[ZeromemSe
             return NO_SETTINGS, problems
 
 
+def with_parameter_origin(plan, block: ZeromemSettings, forced: ZeromemSettings, note: str | None):
+    """Say which layer supplied the parameter count (and how a from_config count was made)."""
+    if not isinstance(plan, MemoryPlan) or "parameters" not in plan.origins:
+        return plan
+    if forced.parameters is not None:
+        origin = Origin("--parameters")
+    elif block.parameters is not None:
+        origin = plan.origins["parameters"]
+    else:
+        origin = Origin("project or editor settings")
+    if note:
+        origin = Origin(f"{origin.note}: {note}", origin.path)
+    return replace(plan, origins={**plan.origins, "parameters": origin})
+
+
 def analyse(
     text: str,
     name: str | None = None,
@@ -132,7 +147,7 @@ def analyse(
     if parameter_problem:
         block_problems.append((("zeromem", "parameters"), parameter_problem, "value"))
     setup = read_training_setup(data)
-    plan = build_plan(setup, effective)
+    plan = with_parameter_origin(build_plan(setup, effective), block, forced, parameter_note)
     context = Context(document, data, effective, setup, plan)
     findings = list(syntax_rules.check(context))
     findings += [context.finding("ZM104", message, path, target) for path, message, target in block_problems]

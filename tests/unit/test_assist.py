@@ -232,3 +232,14 @@ def test_assist_never_raises_on_half_typed_text(source, data):
 def test_a_non_object_zeromem_block_is_analysed():
     analysis = analyse('{"train_batch_size": 8, "zero_optimization": {"stage": 1}, "zeromem": "7B"}', "ds_config.json")
     assert [f.code for f in analysis.findings] == ["ZM104"]
+
+
+def test_hover_says_which_layer_gave_the_parameter_count():
+    from zeromem_lsp.configs.settings import ZeromemSettings
+
+    text = '{"train_batch_size": 64, "bf16": {"enabled": true}, "zero_optimization": {"stage": 1}}'
+    project = ZeromemSettings(parameters="7B", world_size=8)
+    from_project = hover_at(analyse(text, "ds.json", project), text.index("stage") + 1).markdown
+    assert "7B from project or editor settings" in from_project
+    forced = hover_at(analyse(text, "ds.json", project, ZeromemSettings(parameters="13B")), text.index("stage") + 1)
+    assert "13B from --parameters" in forced.markdown

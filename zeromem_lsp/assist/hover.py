@@ -133,7 +133,7 @@ def input_lines(plan: MemoryPlan) -> list[str]:
         gradient_dtype = bpp.gradient_dtype_name
         lines = [
             f"- P = {count_times_bytes(count, bpp.parameter, bpp.precision)} — {format_parameters(count)} from "
-            f"`zeromem.parameters`; precision: {origins['precision'].note}",
+            f"{origins['parameters'].note}; precision: {origins['precision'].note}",
             f"- G = {count_times_bytes(count, bpp.gradient, gradient_dtype)}",
             f"- O = {count_times_bytes(count, bpp.optimizer, bpp.optimizer_name)} — optimizer: {origins['optimizer'].note}",
             f"- R = {inputs.world_size} ranks{world_note}",
