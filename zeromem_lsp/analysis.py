@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from pydantic import ValidationError
 
 from zeromem_lsp.configs.detect import detect_kind
-from zeromem_lsp.configs.settings import ParametersFromConfig, ZeromemSettings
+from zeromem_lsp.configs.settings import validate_settings, ParametersFromConfig, ZeromemSettings
 from zeromem_lsp.configs.training import TrainingSetup, read_training_setup
 from zeromem_lsp.document import Document, parse_document
 from zeromem_lsp.document.decoding import decode_config
@@ -72,23 +71,15 @@ def _block_settings(context_document: Document, data: object) -> tuple[ZeromemSe
     block = data["zeromem"]
     if not isinstance(block, dict):
         return NO_SETTINGS, [(("zeromem",), "the zeromem block must be an object", "value")]
-    try:
-        return ZeromemSettings.model_validate(block), []
-    except ValidationError as error:
-        problems = []
-        for item in error.errors():
-            path = ("zeromem", *item["loc"])
-            message = item["msg"].removeprefix("Value error, ")
-            if item["type"] == "extra_forbidden":
-                message = f"unknown zeromem setting {item['loc'][-1]!r}; known: {', '.join(ZeromemSettings.model_fields)}"
-            else:
-                message = f"zeromem.{'.'.join(map(str, item['loc']))}: {message}"
-            problems.append((path, message, "key" if item["type"] == "extra_forbidden" else "value"))
-        valid = {k: v for k, v in block.items() if k not in {p[0][1] for p in problems if len(p[0]) > 1}}
-        try:
-            return ZeromemSettings.model_validate(valid), problems
-        except ValidationError:
-            return NO_SETTINGS, problems
+    settings, found = validate_settings(block)
+    problems = []
+    for problem in found:
+        if problem.unknown:
+            message = f"unknown zeromem setting {problem.name!r}; known: {', '.join(ZeromemSettings.model_fields)}"
+        else:
+            message = f"zeromem.{problem.name}: {problem.message}"
+        problems.append((("zeromem", problem.name), message, "key" if problem.unknown else "value"))
+    return settings, problems
 
 
 def with_parameter_origin(plan, block: ZeromemSettings, forced: ZeromemSettings, note: str | None):

@@ -12,12 +12,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from pydantic import ValidationError
 
 from zeromem_lsp.analysis import analyse_bytes
 from zeromem_lsp.cli import UsageError
 from zeromem_lsp.cli.reporters import REPORTERS, FileResult
-from zeromem_lsp.configs.settings import ZeromemSettings
+from zeromem_lsp.configs.settings import ZeromemSettings, validate_settings
 from zeromem_lsp.document import LineIndex
 from zeromem_lsp.findings import SEVERITIES, Finding
 from zeromem_lsp.project import ProjectSettings, discover, file_loader
@@ -45,12 +44,10 @@ def forced_settings(args) -> ZeromemSettings:
         "gpu_memory": args.gpu_memory, "parameters": args.parameters, "world_size": args.world_size,
         "precision": args.precision, "optimizer": args.optimizer, "warn_fraction": args.warn_fraction,
     }
-    try:
-        return ZeromemSettings.model_validate({k: v for k, v in values.items() if v is not None})
-    except ValidationError as error:
-        item = error.errors()[0]
-        option = "--" + str(item["loc"][0]).replace("_", "-")
-        raise UsageError(f"{option}: {item['msg'].removeprefix('Value error, ')}") from None
+    settings, problems = validate_settings({k: v for k, v in values.items() if v is not None})
+    if problems:
+        raise UsageError(f"--{problems[0].name.replace('_', '-')}: {problems[0].message}")
+    return settings
 
 
 def _excluded(path: Path, patterns: list[str]) -> bool:

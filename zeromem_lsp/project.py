@@ -14,9 +14,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import ValidationError
 
-from zeromem_lsp.configs.settings import ParametersFromConfig, ZeromemSettings
+from zeromem_lsp.configs.settings import ParametersFromConfig, ZeromemSettings, validate_settings
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -85,24 +84,14 @@ def _section_line(text: str, header: str, occurrence: int = 0) -> int:
 
 
 def _validate(table: dict, path: Path, text: str, section_line: int) -> tuple[ZeromemSettings, list[SettingsProblem]]:
-    values = _normalise(table)
-    try:
-        return ZeromemSettings.model_validate(values), []
-    except ValidationError as error:
-        problems = []
-        bad = set()
-        for item in error.errors():
-            key = str(item["loc"][0]) if item["loc"] else ""
-            bad.add(key)
-            message = item["msg"].removeprefix("Value error, ")
-            if item["type"] == "extra_forbidden":
-                message = f"unknown setting {key!r}"
-            problems.append(SettingsProblem(path, _line_of(text, key, section_line), f"{key.replace('_', '-')}: {message}"))
-        try:
-            settings = ZeromemSettings.model_validate({k: v for k, v in values.items() if k not in bad})
-        except ValidationError:
-            settings = NO_SETTINGS
-        return settings, problems
+    settings, found = validate_settings(_normalise(table))
+    problems = [
+        SettingsProblem(path, _line_of(text, problem.name, section_line),
+                        f"{problem.name.replace('_', '-')}: {problem.message}" if not problem.unknown
+                        else f"{problem.name.replace('_', '-')}: unknown setting {problem.name.replace('_', '-')!r}")
+        for problem in found
+    ]
+    return settings, problems
 
 
 def _zeromem_table(path: Path, data: dict) -> tuple[dict | None, str]:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import re
 
-from pydantic import ValidationError
 
-from zeromem_lsp.configs.settings import SETTING_NAMES, ZeromemSettings
+from zeromem_lsp.configs.settings import validate_settings, SETTING_NAMES, ZeromemSettings
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
 CLIENT_SIDE_KEYS = {"path", "interpreter", "trace"}  # editor extension settings, not the server's
@@ -36,19 +35,16 @@ def resolve_settings(raw: object) -> tuple[ZeromemSettings, list[str]]:
     if not isinstance(raw, dict):
         return ZeromemSettings(), [f"zeromem settings must be an object, got {type(raw).__name__}"]
     values: dict[str, object] = {}
-    problems: list[str] = []
+    problems: list[tuple[int, str]] = []  # (position in raw, message): reported in the order written
+    order = {snake_case(str(key)): (index, key) for index, key in enumerate(raw)}
     for key, value in raw.items():
         name = snake_case(str(key))
         if value is None or value == "" or name in CLIENT_SIDE_KEYS:
             continue
         if name not in SETTING_NAMES:
-            problems.append(f"unknown zeromem setting {key!r}; known: {', '.join(SETTING_NAMES)}")
-            continue
-        try:
-            ZeromemSettings.model_validate({name: value})
-        except ValidationError as error:
-            message = error.errors()[0]["msg"].removeprefix("Value error, ")
-            problems.append(f"zeromem setting {key!r}: {message}")
+            problems.append((order[name][0], f"unknown zeromem setting {key!r}; known: {', '.join(SETTING_NAMES)}"))
             continue
         values[name] = value
-    return ZeromemSettings.model_validate(values), problems
+    settings, found = validate_settings(values)
+    problems += [(order[p.name][0], f"zeromem setting {order[p.name][1]!r}: {p.message}") for p in found]
+    return settings, [message for _, message in sorted(problems)]

@@ -7,9 +7,10 @@ to exact ints.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
 
 from zeromem_lsp.precision import OPTIMIZERS, PRECISIONS
 from zeromem_lsp.units import UnitError, parse_bytes, parse_parameter_count
@@ -144,3 +145,31 @@ class ZeromemSettings(BaseModel):
 
 
 DEFAULT_WARN_FRACTION = 0.9
+
+
+@dataclass(frozen=True)
+class SettingProblem:
+    """One invalid setting: its name, why, and whether the name itself is unknown."""
+
+    name: str
+    message: str
+    unknown: bool = False
+
+
+def validate_settings(values: dict) -> tuple[ZeromemSettings, list[SettingProblem]]:
+    """Settings from raw values: every problem reported, the valid values kept (one bad value does not
+    discard the rest). The caller words the problems for its own surface (block, TOML, editor, CLI)."""
+    try:
+        return ZeromemSettings.model_validate(values), []
+    except ValidationError as error:
+        problems = []
+        for item in error.errors():
+            name = str(item["loc"][0]) if item["loc"] else ""
+            unknown = item["type"] == "extra_forbidden"
+            message = "unknown setting" if unknown else item["msg"].removeprefix("Value error, ")
+            problems.append(SettingProblem(name, message, unknown))
+    bad = {problem.name for problem in problems}
+    try:
+        return ZeromemSettings.model_validate({k: v for k, v in values.items() if k not in bad}), problems
+    except ValidationError:  # pragma: no cover - only valid values are left
+        return ZeromemSettings(), problems
