@@ -16,7 +16,7 @@ from zeromem_lsp.configs.training import TrainingSetup, read_training_setup
 from zeromem_lsp.document import Document, parse_document
 from zeromem_lsp.document.decoding import decode_config
 from zeromem_lsp.findings import Finding
-from zeromem_lsp.plan import MemoryPlan, Origin, Unplanned, build_plan
+from zeromem_lsp.plan import MemoryPlan, Origin, Unplanned, build_plan, plan_fsdp_family
 from zeromem_lsp.rules import deepspeed as deepspeed_rules
 from zeromem_lsp.rules import memory as memory_rules
 from zeromem_lsp.rules import syntax as syntax_rules
@@ -218,9 +218,25 @@ def _rerooted(setup: TrainingSetup, root: tuple | None) -> TrainingSetup:
                    optimizer_path=at(setup.optimizer_path))
 
 
+def _deepspeed_setup(accelerate, hf_setup, loader, missing: str) -> tuple[TrainingSetup | None, str]:
+    """The DeepSpeed setup an Accelerate or TrainingArguments document uses: inline, or read through
+    `loader` from the file it names; else why there is none."""
+    if accelerate is not None and accelerate.deepspeed is not None:
+        return accelerate.deepspeed, missing
+    if accelerate is not None and accelerate.deepspeed_file:
+        loaded = loader(accelerate.deepspeed_file) if loader is not None else None
+        if loaded is None:
+            return None, f"the DeepSpeed config {accelerate.deepspeed_file!r} (could not be read next to this file)"
+        return _rerooted(read_training_setup(parse_document(loaded).to_python()), None), missing
+    if hf_setup is not None and hf_setup.deepspeed is not None:
+        return _rerooted(read_training_setup(hf_setup.deepspeed), hf_setup.deepspeed_path), missing
+    if hf_setup is not None and hf_setup.unread:
+        return None, "; ".join(f"the referenced {item}" for item in hf_setup.unread)
+    return None, missing
+
+
 def _analyse_fsdp_family(text, kind, document, settings, forced, loader) -> Analysis:
     from zeromem_lsp.configs.fsdp import validate_transformers_fsdp
-    from zeromem_lsp.plan import Origin, build_fsdp_plan
     from zeromem_lsp.rules import fsdp as fsdp_rules
 
     data = document.to_python()
@@ -255,50 +271,11 @@ def _analyse_fsdp_family(text, kind, document, settings, forced, loader) -> Anal
     effective, parameter_note, parameter_problem = resolve_parameters(effective, loader)
     if parameter_problem:
         block_problems.append(((*block_path, "parameters"), parameter_problem, "value"))
-    plan: MemoryPlan | Unplanned | None = None
-    setup = None
-    if fsdp_setup is not None:
-        world, world_origin, group, group_origin = None, None, None, None
-        if accelerate is not None and accelerate.world_size:
-            world, world_origin = accelerate.world_size, Origin("num_processes", ("num_processes",))
-            if accelerate.parallel_divisor:
-                world, world_origin = accelerate.parallel_divisor, Origin(
-                    "parallelism_config: dp_shard × cp × tp ranks share one copy", ("parallelism_config",))
-            group = accelerate.shard_group
-            group_origin = Origin(f"GPUs per node: num_processes / num_machines = {accelerate.world_size} / "
-                                  f"{accelerate.machines}", ("num_machines",) if "num_machines" in data else ("num_processes",))
-        strategy_origin = Origin(fsdp_setup.strategy_note, fsdp_setup.strategy_path)
-        plan = build_fsdp_plan(fsdp_setup.strategy, strategy_origin, fsdp_setup.offload, effective, world, world_origin,
-                               group, group_origin, block_path)
-    else:
-        deepspeed_data = None
-        deepspeed_root: tuple | None = None  # where deepspeed_data sits in this document (None: another file)
-        if accelerate is not None and accelerate.deepspeed is not None:
-            setup = accelerate.deepspeed
-        elif accelerate is not None and accelerate.deepspeed_file:
-            loaded = loader(accelerate.deepspeed_file) if loader is not None else None
-            if loaded is not None:
-                deepspeed_data = parse_document(loaded).to_python()
-            else:
-                plan = Unplanned((f"the DeepSpeed config {accelerate.deepspeed_file!r} (could not be read next to this file)",))
-        elif hf_setup is not None and hf_setup.deepspeed is not None:
-            deepspeed_data, deepspeed_root = hf_setup.deepspeed, hf_setup.deepspeed_path
-        if deepspeed_data is not None:
-            setup = _rerooted(read_training_setup(deepspeed_data), deepspeed_root)
-        if setup is not None:
-            world_settings = effective
-            world_origin = None
-            if effective.world_size is None and accelerate is not None and accelerate.world_size:
-                world_settings = effective.model_copy(update={"world_size": accelerate.world_size})
-                world_origin = Origin("num_processes", ("num_processes",))
-            plan = build_plan(setup, world_settings)
-            if isinstance(plan, MemoryPlan) and world_origin is not None:
-                plan.origins["world_size"] = world_origin
-        elif plan is None and hf_setup is not None and hf_setup.unread:
-            plan = Unplanned(tuple(f"the referenced {item}" for item in hf_setup.unread))
-        elif plan is None:
-            plan = Unplanned(("an FSDP or DeepSpeed setup in this file",))
-    context = Context(document, data, effective, blank, plan if plan is not None else Unplanned(()))
+    setup, missing = None, "an FSDP or DeepSpeed setup in this file"
+    if fsdp_setup is None:
+        setup, missing = _deepspeed_setup(accelerate, hf_setup, loader, missing)
+    plan = plan_fsdp_family(fsdp_setup, accelerate, setup, effective, block_path, "num_machines" in data, missing)
+    context = Context(document, data, effective, blank, plan)
     if getattr(document, "flavour", "json") == "yaml":
         findings = [context.finding("ZM001", p.message, span=(p.start, p.end)) for p in document.syntax_errors]
     else:

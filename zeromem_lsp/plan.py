@@ -7,7 +7,7 @@ messages can show the arithmetic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from zeromem_lsp.configs.settings import DEFAULT_WARN_FRACTION, ZeromemSettings
@@ -328,5 +328,40 @@ def build_fsdp_plan(
     )
 
 
-__all__ = ["MemoryPlan", "Unplanned", "Offload", "Origin", "Suggestion", "build_plan", "build_fsdp_plan", "place",
+def accelerate_ranks(accelerate, machines_written: bool):
+    """World size and HYBRID shard group an Accelerate config implies, each with its origin.
+
+    `parallelism_config` (dp_shard × cp × tp) takes precedence over `num_processes` for how many
+    ranks share one copy; the shard group is GPUs per node (num_processes / num_machines)."""
+    if accelerate is None or not accelerate.world_size:
+        return None, None, None, None
+    world, world_origin = accelerate.world_size, Origin("num_processes", ("num_processes",))
+    if accelerate.parallel_divisor:
+        world, world_origin = accelerate.parallel_divisor, Origin(
+            "parallelism_config: dp_shard × cp × tp ranks share one copy", ("parallelism_config",))
+    group_origin = Origin(f"GPUs per node: num_processes / num_machines = {accelerate.world_size} / "
+                          f"{accelerate.machines}", ("num_machines",) if machines_written else ("num_processes",))
+    return world, world_origin, accelerate.shard_group, group_origin
+
+
+def plan_fsdp_family(fsdp_setup, accelerate, deepspeed_setup: TrainingSetup | None, settings: ZeromemSettings,
+                     block_path: Path, machines_written: bool, missing: str) -> MemoryPlan | Unplanned:
+    """The plan of an Accelerate / --fsdp_config / TrainingArguments document: FSDP when it shards with
+    FSDP, else DeepSpeed (with Accelerate's num_processes as the world size unless declared)."""
+    if fsdp_setup is not None:
+        world, world_origin, group, group_origin = accelerate_ranks(accelerate, machines_written)
+        strategy_origin = Origin(fsdp_setup.strategy_note, fsdp_setup.strategy_path)
+        return build_fsdp_plan(fsdp_setup.strategy, strategy_origin, fsdp_setup.offload, settings, world,
+                               world_origin, group, group_origin, block_path)
+    if deepspeed_setup is None:
+        return Unplanned((missing,))
+    if settings.world_size is None and accelerate is not None and accelerate.world_size:
+        plan = build_plan(deepspeed_setup, settings.model_copy(update={"world_size": accelerate.world_size}))
+        if isinstance(plan, MemoryPlan):
+            plan = replace(plan, origins={**plan.origins, "world_size": Origin("num_processes", ("num_processes",))})
+        return plan
+    return build_plan(deepspeed_setup, settings)
+
+
+__all__ = ["MemoryPlan", "Unplanned", "Offload", "Origin", "Suggestion", "build_plan", "build_fsdp_plan", "plan_fsdp_family", "place",
            "FsdpOffload", "FSDP_STAGE"]
