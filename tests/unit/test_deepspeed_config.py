@@ -505,3 +505,56 @@ def test_models_directly():
     assert models.ZeroConfig.model_validate({"stage3_max_live_parameters": 5}).max_live_parameters == 5
     with pytest.raises(Exception):
         models.ZeroConfig.model_validate({"stage": 2, "offload_optimizer": {"ratio": 0.3}})
+
+
+# ------------------------------------------- blocks DeepSpeedConfig reads by hand (.get / arithmetic)
+
+
+@pytest.mark.parametrize("config, path", [
+    ({**B, "flops_profiler": None}, ("flops_profiler",)),
+    ({**B, "activation_checkpointing": "auto"}, ("activation_checkpointing",)),
+    ({**B, "autotuning": [1]}, ("autotuning",)),
+    ({**B, "data_efficiency": True}, ("data_efficiency",)),
+    ({**B, "aio": "x"}, ("aio",)),
+    ({**B, "expert_parallel": "on"}, ("expert_parallel",)),
+    ({**B, "tensor_parallel": None}, ("tensor_parallel",)),
+    ({**B, "wall_clock_breakdown": None}, ("wall_clock_breakdown",)),
+    ({**B, "flops_profiler": {"enabled": "yes"}}, ("flops_profiler", "enabled")),
+    ({**B, "vocabulary_size": "50257"}, ("vocabulary_size",)),
+    ({**B, "communication_data_type": "auto"}, ("communication_data_type",)),
+    ({**B, "gradient_allreduce_op": "auto"}, ("gradient_allreduce_op",)),
+    ({**B, "checkpoint": {"writer": "fast"}}, ("checkpoint", "writer")),
+    ({**B, "checkpoint": {"writer": {"type": "slow"}}}, ("checkpoint", "writer", "type")),
+    ({**B, "optimizer": {"type": "AdamW", "params": {"max_grad_norm": "1.0"}}},
+     ("optimizer", "params", "max_grad_norm")),
+    ({**B, "expert_parallel": {"load_balance_coeff": 0.01}}, ("expert_parallel", "load_balance_coeff")),
+    ({**B, "tensor_parallel": {"dtype": "bf16"}}, ("tensor_parallel", "dtype")),
+])
+def test_loose_blocks_refused(config, path):
+    assert [i.path for i in errors(config)] == [path]
+    assert errors(config)[0].kind == "invalid_value"
+
+
+@pytest.mark.parametrize("config", [
+    {**B, "aio": None},
+    {**B, "expert_parallel": False},
+    {**B, "wall_clock_breakdown": 1},
+    {**B, "vocabulary_size": 50257},
+    {**B, "checkpoint": {"writer": {"type": "python", "data_parallel": "socket"}}},
+    {**B, "torch_autocast": {"lower_precision_safe_modules": {"torch.nn.Linear": 1}}},
+    {**B, "tensor_parallel": {"autotp_size": 2, "tp": {"tp_size": "auto"}}},
+    {"train_micro_batch_size_per_gpu": True},
+])
+def test_loose_blocks_accepted(config):
+    assert not errors(config)
+
+
+def test_tensor_parallel_is_strict():
+    found = only({**B, "tensor_parallel": {"tp": {"tp_sise": 2}}}, "unknown_key")
+    assert found.path == ("tensor_parallel", "tp", "tp_sise") and found.replacement == "tp_size"
+    assert "tp_overlap_comm" in section_keys(("tensor_parallel",))
+
+
+def test_boolean_batch_is_read_as_a_number():
+    assert kinds({"train_batch_size": True}) == ["suspicious_value"]
+    assert "batch_non_positive" in kinds({**B, "gradient_accumulation_steps": False})

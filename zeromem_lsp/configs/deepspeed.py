@@ -50,7 +50,7 @@ from pydantic import BaseModel, ValidationError
 
 from . import deepspeed_models as models
 from .deepspeed_batch import batch_issues
-from .deepspeed_toplevel import check_optimizer, check_top_level_values
+from .deepspeed_toplevel import check_loose_sections, check_optimizer, check_top_level_values
 from .deepspeed_catalog import (
     AUTO_IS_A_VALUE,
     DEPRECATED_KEYS,
@@ -102,7 +102,8 @@ def _drop_auto(raw: dict, model: type[BaseModel], path: Path, out: list[ConfigIs
                 ))
             continue
         sub_model = STRICT_SECTIONS.get(tuple(str(p) for p in sub_path))
-        if sub_model is not None and isinstance(value, dict) and key in model.model_fields:
+        is_field = key in model.model_fields or any(i.alias == key for i in model.model_fields.values())
+        if sub_model is not None and isinstance(value, dict) and is_field:
             value = _drop_auto(value, sub_model, sub_path, out)
         cleaned[key] = value
     return cleaned
@@ -232,6 +233,9 @@ def validate_deepspeed(config: dict, *, world_size: Optional[int] = None) -> lis
         if key in config and not is_auto(config[key]):  # the monitor wrapper drops a top-level "auto"
             _validate_section(config[key], (key,), out)
     _check_timers(config, out)
+    if "tensor_parallel" in config:
+        _validate_section(config["tensor_parallel"], ("tensor_parallel",), out)
+    check_loose_sections(config, out)
     check_top_level_values(config, stage, zero, sections.get("compile"), out)
     check_optimizer(config, stage, out)
     out.extend(batch_issues(config, world_size))

@@ -40,7 +40,11 @@ def batch_issues(config: dict, world_size: Optional[int]) -> list[ConfigIssue]:
         if isinstance(value, str) and value == "auto":
             deferred = True
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool):  # DeepSpeed does arithmetic on it: true is 1, false is 0
+            out.append(issue("suspicious_value", (key,), "value",
+                             f"'{key}' is {str(value).lower()}; DeepSpeed reads it as {int(value)}. Use a number."))
+            value = int(value)
+        if not isinstance(value, (int, float)):
             out.append(issue("invalid_value", (key,), "value",
                              f"'{key}' must be a positive integer, got {value!r}: DeepSpeed fails on it at launch."))
             deferred = True

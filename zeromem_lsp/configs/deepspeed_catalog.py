@@ -35,6 +35,9 @@ STRICT_SECTIONS: dict[tuple[str, ...], type[BaseModel]] = {
     ("comet",): m.CometConfig,
     ("comms_logger",): m.CommsLoggerConfig,
     ("timers", "throughput"): m.ThroughputTimerConfig,
+    ("tensor_parallel",): m.TensorParallelConfig,
+    ("tensor_parallel", "tp"): m.TPSubConfig,
+    ("tensor_parallel", "tensor_parallel"): m.TPSubConfig,
 }
 
 #: Every top-level key DeepSpeed 0.19.8 reads (``zeromem`` is ours and always fine).

@@ -516,6 +516,44 @@ class ThroughputTimerConfig(StrictSection):
     synchronized: bool = Field(True, description="Synchronise the device before reading the timer.")
 
 
+class TPSubConfig(StrictSection):
+    """`tensor_parallel.tp`: tensor-parallel group settings."""
+
+    tp_size: int = Field(1, description="Number of devices the model is split across.")
+    tp_grain_size: int = Field(1, description="Granularity of the MLP / lm_head split.")
+    mpu: Any = Field(None, description="Model-parallel unit object (set from code, not JSON).")
+    tp_group: Any = Field(None, description="Process group for tensor parallelism (set from code).")
+
+
+class TensorParallelConfig(StrictSection):
+    """`tensor_parallel`: AutoTP training settings (DeepSpeed refuses unknown keys here)."""
+
+    dtype: Any = Field(
+        None, description="Model dtype; DeepSpeed expects a torch.dtype object, so a JSON value is refused."
+    )
+    autotp_size: int = Field(0, description="AutoTP degree (0 disables AutoTP).")
+    tp_overlap_comm: bool = Field(False, description="Overlap tensor-parallel all-reduce with computation.")
+    vocab_parallel_lm_head: Optional[bool] = Field(None, description="Shard the vocabulary of the LM head.")
+    vocab_parallel_ce_backend: Literal["torch", "liger"] = Field(
+        "torch", description="Cross-entropy backend for the vocabulary-parallel head."
+    )
+    tensor_parallel: TPSubConfig = Field(  # no Optional: DeepSpeed refuses null here
+        None, alias="tp", description="Tensor-parallel group settings."
+    )
+    injection_policy_tuple: Optional[tuple] = Field(None, description="Injection policy (set from code).")
+    partition_config: Optional[Dict[str, Any]] = Field(None, description="Custom AutoTP layer partitioning rules.")
+    preset_model: Optional[str] = Field(None, description="Built-in AutoTP preset, e.g. llama or qwen2.")
+    keep_module_on_host: bool = Field(False, description="Keep loaded checkpoint tensors on the host.")
+    replace_with_kernel_inject: bool = Field(
+        False, alias="kernel_inject", description="Inject DeepSpeed inference kernels."
+    )
+
+    @field_validator("dtype", mode="before")
+    @classmethod
+    def _dtype_is_a_torch_object(cls, value: Any) -> Any:
+        raise ValueError("DeepSpeed expects a torch.dtype object here, which a JSON config cannot express")
+
+
 # ---------------------------------------------------------------- top level (non-strict)
 
 
@@ -615,7 +653,7 @@ class DeepSpeedTopLevel(BaseModel):
     checkpoint: Optional[Dict[str, Any]] = Field(None, description="Checkpoint saving and loading options.")
     data_efficiency: Optional[Dict[str, Any]] = Field(None, description="Data sampling / routing efficiency.")
     pipeline: Optional[Dict[str, Any]] = Field(None, description="Pipeline-parallel engine options.")
-    tensor_parallel: Optional[Dict[str, Any]] = Field(None, description="AutoTP training settings.")
+    tensor_parallel: Optional[TensorParallelConfig] = Field(None, description="AutoTP training settings.")
     expert_parallel: Optional[Dict[str, Any]] = Field(None, description="AutoEP expert-parallel settings.")
     hybrid_engine: Optional[HybridEngineConfig] = Field(None, description="Hybrid training/inference engine.")
     compile: Optional[CompileConfig] = Field(None, description="DeepCompile settings.")

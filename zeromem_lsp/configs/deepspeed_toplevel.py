@@ -22,14 +22,14 @@ def check_top_level_values(config: dict, stage: Optional[int], zero: Any, compil
                             out: list[ConfigIssue]) -> None:
     for key in ("communication_data_type", "seq_parallel_communication_data_type"):
         value = config.get(key)
-        if key in config and value is not None and not is_auto(value) and (
+        if key in config and value is not None and (
                 not isinstance(value, str) or value.lower() not in ("fp16", "bf16", "fp32")):
             out.append(issue("invalid_value", (key,), "value",
                              f"DeepSpeed refuses {value!r} for '{key}': use fp16, bf16 or fp32."))
     op = config.get("gradient_allreduce_op", "mean")
     if isinstance(op, str):
         op = op.lower()
-    if op not in ("mean", "sum") and not is_auto(op):
+    if op not in ("mean", "sum"):  # nobody fills "auto" here: DeepSpeed sees the literal string
         out.append(issue("invalid_value", ("gradient_allreduce_op",), "value",
                          f"DeepSpeed refuses {config.get('gradient_allreduce_op')!r} for 'gradient_allreduce_op':"
                          " use mean or sum."))
@@ -53,6 +53,7 @@ def check_top_level_values(config: dict, stage: Optional[int], zero: Any, compil
         if not isinstance(tag, str) or tag.upper() not in ("WARN", "IGNORE", "FAIL"):
             out.append(issue("invalid_value", ("checkpoint", "tag_validation"), "value",
                              f"DeepSpeed refuses {tag!r} for 'checkpoint.tag_validation': use Warn, Ignore or Fail."))
+        _check_checkpoint_writer(checkpoint.get("writer"), out)
         par = checkpoint.get("parallel_write", {})
         stage_flag = par.get("pipeline_stage", False) if isinstance(par, dict) else None
         if stage_flag not in (True, False):
@@ -79,7 +80,7 @@ def check_top_level_values(config: dict, stage: Optional[int], zero: Any, compil
                              f"DeepSpeed refuses {dtype!r} for 'torch_autocast.dtype': use bf16, fp16 or fp32."))
         mods = autocast.get("lower_precision_safe_modules")
         if "lower_precision_safe_modules" in autocast and not (
-                isinstance(mods, (list, tuple, str)) and all(isinstance(n, str) for n in mods)):
+                isinstance(mods, (list, tuple, str, dict)) and all(isinstance(n, str) for n in mods)):
             out.append(issue("invalid_value", ("torch_autocast", "lower_precision_safe_modules"), "value",
                              f"DeepSpeed refuses {mods!r} for 'torch_autocast.lower_precision_safe_modules':"
                              " use a list of module names."))
@@ -98,6 +99,12 @@ def check_optimizer(config: dict, stage: Optional[int], out: list[ConfigIssue]) 
     if params is not None and not isinstance(params, dict):
         out.append(mapping_error(("optimizer", "params"), params))
     elif isinstance(params, dict) and "max_grad_norm" in params:
+        try:  # DeepSpeedConfig compares it with 0 to decide whether to warn
+            params["max_grad_norm"] > 0
+        except TypeError:
+            out.append(issue("invalid_value", ("optimizer", "params", "max_grad_norm"), "value",
+                             f"DeepSpeed fails on {params['max_grad_norm']!r} for 'optimizer.params.max_grad_norm';"
+                             " remove it and use the top-level 'gradient_clipping'."))
         out.append(issue("unsupported_optimizer_param", ("optimizer", "params", "max_grad_norm"), "key",
                          "deepspeed.initialize refuses 'optimizer.params.max_grad_norm'; use the top-level"
                          " 'gradient_clipping' instead.", replacement="gradient_clipping"))
@@ -118,3 +125,74 @@ def check_optimizer(config: dict, stage: Optional[int], out: list[ConfigIssue]) 
         out.append(issue("incompatible_optimizer", ("optimizer", "type"), "value",
                          f"ZeRO has not been validated with optimizer '{name}': deepspeed.initialize refuses it"
                          " unless \"zero_allow_untested_optimizer\": true is set."))
+
+
+#: Top-level blocks DeepSpeedConfig reads key by key: anything but an object (null included) crashes it.
+OBJECT_ONLY_SECTIONS = ("activation_checkpointing", "flops_profiler", "autotuning", "data_efficiency")
+
+
+def check_loose_sections(config: dict, out: list[ConfigIssue]) -> None:
+    """Blocks DeepSpeedConfig reads with ``.get`` (no schema): only their shape and a few values matter."""
+    for key in OBJECT_ONLY_SECTIONS:
+        if key in config and not isinstance(config[key], dict):
+            out.append(mapping_error((key,), config[key]))
+    if "aio" in config and config["aio"] is not None and not isinstance(config["aio"], dict):
+        out.append(mapping_error(("aio",), config["aio"]))
+    expert = config.get("expert_parallel")
+    if expert and not isinstance(expert, dict):  # an empty/false value means "off"
+        out.append(mapping_error(("expert_parallel",), expert))
+    elif isinstance(expert, dict) and expert.get("load_balance_coeff") is not None:
+        out.append(issue("invalid_value", ("expert_parallel", "load_balance_coeff"), "value",
+                         "DeepSpeed refuses 'expert_parallel.load_balance_coeff': AutoEP does not support an"
+                         " auxiliary load-balancing loss; remove the key or set it to null."))
+    flops = config.get("flops_profiler")
+    flops_on = flops.get("enabled", False) if isinstance(flops, dict) else False
+    breakdown = config.get("wall_clock_breakdown", False)
+    try:  # DeepSpeed ORs the two flags together
+        breakdown | flops_on
+    except TypeError:
+        bad = ("wall_clock_breakdown",) if not isinstance(breakdown, int) else ("flops_profiler", "enabled")
+        value = breakdown if bad == ("wall_clock_breakdown",) else flops_on
+        out.append(issue("invalid_value", bad, "value",
+                         f"DeepSpeed refuses {value!r} for '{dotted(bad)}': use true or false."))
+    autotuning = config.get("autotuning")
+    if isinstance(autotuning, dict):
+        for key in ("results_dir", "exps_dir"):
+            if key in autotuning and not autotuning[key]:
+                out.append(issue("invalid_value", ("autotuning", key), "value",
+                                 f"DeepSpeed refuses an empty 'autotuning.{key}'."))
+        info = autotuning.get("model_info")
+        if info is not None and not isinstance(info, dict):
+            out.append(mapping_error(("autotuning", "model_info"), info))
+    efficiency = config.get("data_efficiency")
+    if isinstance(efficiency, dict):
+        for key in ("data_sampling", "data_routing"):
+            if key in efficiency and not isinstance(efficiency[key], dict):
+                out.append(mapping_error(("data_efficiency", key), efficiency[key]))
+    vocab = config.get("vocabulary_size")
+    if vocab:
+        try:  # DeepSpeed checks the alignment with "%"
+            vocab % 8
+        except TypeError:
+            out.append(issue("invalid_value", ("vocabulary_size",), "value",
+                             f"DeepSpeed fails on {vocab!r} for 'vocabulary_size': use an integer."))
+
+
+WRITER_CHOICES = {"type": ("MOCK", "PYTHON", "FAST"), "data_parallel": ("REPLICA", "SOCKET", "MACHINE")}
+
+
+def _check_checkpoint_writer(writer: Any, out: list[ConfigIssue]) -> None:
+    """``checkpoint.writer``: null means the default writer; otherwise an object with two upper-cased enums."""
+    if writer is None:
+        return
+    if not isinstance(writer, dict):
+        out.append(mapping_error(("checkpoint", "writer"), writer))
+        return
+    for key, choices in WRITER_CHOICES.items():
+        value = writer.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str) or value.upper() not in choices:
+            out.append(issue("invalid_value", ("checkpoint", "writer", key), "value",
+                             f"DeepSpeed refuses {value!r} for 'checkpoint.writer.{key}': use one of"
+                             f" {', '.join(c.lower() for c in choices)}."))
