@@ -35,6 +35,16 @@ class Finding:
     related: tuple[tuple[int, int, str], ...] = field(default=())  # (start, end, note) elsewhere in the file
 
 
+def overlapping(edits: tuple[TextEdit, ...] | list[TextEdit]) -> bool:
+    """True when edits touch the same characters, or an insertion shares its offset with another edit
+    (their order would be ambiguous): such a set cannot be offered as one fix."""
+    ordered = sorted(edits, key=lambda e: (e.start, e.end))
+    return any(
+        a.end > b.start or (a.start == b.start and (a.start == a.end or b.start == b.end))
+        for a, b in zip(ordered, ordered[1:])
+    )
+
+
 def apply_edits(text: str, edits: tuple[TextEdit, ...] | list[TextEdit]) -> str:
     """Apply non-overlapping edits (any order) to text."""
     for edit in sorted(edits, key=lambda e: (e.start, e.end), reverse=True):

@@ -31,3 +31,12 @@ def test_every_rule_has_an_end_to_end_case():
     tested = "".join(path.read_text() for path in (ROOT / "tests" / "cli").glob("test_*.py"))
     missing = [code for code in RULES if f'"{code}"' not in tested]
     assert missing == []
+
+
+def test_overlapping_edits_cannot_form_one_fix():
+    from zeromem_lsp.findings import TextEdit, overlapping
+
+    assert not overlapping([TextEdit(0, 2, "a"), TextEdit(2, 4, "b")])
+    assert overlapping([TextEdit(0, 3, "a"), TextEdit(2, 4, "b")])
+    assert overlapping([TextEdit(5, 5, "x"), TextEdit(5, 5, "y")])  # two insertions at one offset
+    assert overlapping([TextEdit(5, 5, "x"), TextEdit(5, 8, "y")])  # insertion where a replacement starts

@@ -14,7 +14,7 @@ from zeromem_lsp.configs.deepspeed_issue import ConfigIssue
 from zeromem_lsp.configs.fsdp import FSDP_OPTIONS, parse_fsdp_options
 from zeromem_lsp.document import Member
 from zeromem_lsp.edits import flavour_of, rename_key, replace_value, set_value
-from zeromem_lsp.findings import Finding, Fix, TextEdit
+from zeromem_lsp.findings import Finding, Fix, TextEdit, overlapping
 from zeromem_lsp.plan import MemoryPlan, Suggestion
 from zeromem_lsp.present import FSDP_LABELS
 from zeromem_lsp.rules.context import Context
@@ -175,8 +175,7 @@ def suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion)
             edits.append(set_value(context.document, _key_in(context, base, "offload_params"), scalar(context, True)))
     if not edits or any(edit is None for edit in edits):
         return ()
-    ordered = sorted(edits, key=lambda e: (e.start, e.end))
-    if any(a.end > b.start or (a.start == b.start) for a, b in zip(ordered, ordered[1:])):
+    if overlapping(edits):
         return ()
     label = STRATEGY_FOR_STAGE[suggestion.stage] + (" with CPU offload" if getattr(suggestion.offload, "cpu", False) else "")
     return (Fix(f"Switch to {label}", tuple(edits), preferred=True),)

@@ -9,7 +9,7 @@ from zeromem_lsp.configs.training import implied_world_size
 from zeromem_lsp.document import Document, Member
 from zeromem_lsp.edits import insert_member, replace_value, set_value
 from zeromem_lsp.estimate import STAGE_LABELS, STAGE_NUMBERS
-from zeromem_lsp.findings import Finding, Fix, TextEdit
+from zeromem_lsp.findings import Finding, Fix, TextEdit, overlapping
 from zeromem_lsp.plan import FsdpOffload, MemoryPlan, Suggestion, Unplanned
 from zeromem_lsp.present import percent_of, stage_label
 from zeromem_lsp.rules.context import Context
@@ -52,7 +52,7 @@ def _suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion
     if suggestion.offload.param and not plan.offload.param:
         updates["offload_param"] = '{"device": "cpu"}'
     edits = _zero_edits(context.document, updates) if updates else None
-    if not edits or _overlap(edits):
+    if not edits or overlapping(edits):
         return ()
     return (Fix(f"Switch to {describe_suggestion(suggestion)}", tuple(edits), preferred=True),)
 
@@ -75,11 +75,6 @@ def _zero_edits(document: Document, updates: dict[str, str]) -> list[TextEdit] |
     if inserts:
         edits.append(TextEdit(inserts[0].start, inserts[0].end, "".join(edit.new_text for edit in inserts)))
     return edits
-
-
-def _overlap(edits) -> bool:
-    ordered = sorted(edits, key=lambda e: e.start)
-    return any(a.end > b.start or (a.start == b.start == a.end == b.end) for a, b in zip(ordered, ordered[1:]))
 
 
 def budget_findings(context: Context) -> Iterator[Finding]:
