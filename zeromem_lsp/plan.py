@@ -13,7 +13,7 @@ from fractions import Fraction
 from zeromem_lsp.configs.settings import DEFAULT_WARN_FRACTION, ZeromemSettings
 from zeromem_lsp.configs.training import Path, TrainingSetup, implied_world_size
 from zeromem_lsp.core import STAGES, model_state_bytes
-from zeromem_lsp.estimate import Estimate, Inputs, estimate, inputs_from_parameters
+from zeromem_lsp.estimate import Inputs, inputs_from_parameters
 from zeromem_lsp.precision import BytesPerParameter, bytes_per_parameter
 
 STAGE_BY_NUMBER = dict(enumerate(STAGES))
@@ -104,11 +104,6 @@ class MemoryPlan:
     @property
     def host_bytes(self) -> int:
         return self.placement.host[self.stage]
-
-    @property
-    def gpu_estimate(self) -> Estimate:
-        """The per-stage GPU figures as an Estimate (for tables), with this plan's offload applied."""
-        return Estimate(inputs=self.inputs, figures=dict(self.placement.gpu), gpu_memory=self.gpu_memory)
 
     @property
     def exceeds(self) -> bool:

@@ -5,6 +5,8 @@ Keeping it in one place is what makes the numbers agree everywhere.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from zeromem_lsp.core import STAGES
 from zeromem_lsp.estimate import STAGE_LABELS, Estimate
 from zeromem_lsp.units import format_bytes, format_bytes_with_count, format_count
@@ -45,31 +47,59 @@ def human_and_exact(value: int) -> str:
     return format_bytes_with_count(value)
 
 
-def fit_word(estimate: Estimate, stage: str) -> str:
-    fits = estimate.fits
-    if fits is None:
+def fit_word(value: int, budget: int | None) -> str:
+    if budget is None:
         return ""
-    return "fits" if fits[stage] else "exceeds"
+    return "fits" if value <= budget else "exceeds"
+
+
+@dataclass(frozen=True)
+class StageRow:
+    """One stage's figures as every table shows them (CLI text, hover Markdown)."""
+
+    stage: str
+    label: str
+    chosen: bool
+    gpu: int
+    host: int
+    percent: str  # of the budget; "" without one
+    fit: str  # "fits" / "exceeds"; "" without a budget
+    bar: str  # against the budget line
+
+
+def stage_rows(
+    gpu: dict[str, int],
+    *,
+    stages: tuple[str, ...] = STAGES,
+    chosen: str | None = None,
+    budget: int | None = None,
+    host: dict[str, int] | None = None,
+    family: str = "deepspeed",
+    width: int = 32,
+) -> list[StageRow]:
+    largest = max(gpu[stage] for stage in stages)
+    return [
+        StageRow(
+            stage=stage,
+            label=stage_label(stage, family),
+            chosen=stage == chosen,
+            gpu=gpu[stage],
+            host=host[stage] if host else 0,
+            percent=percent_of(gpu[stage], budget) if budget else "",
+            fit=fit_word(gpu[stage], budget),
+            bar=bar_with_budget(gpu[stage], budget, largest, width),
+        )
+        for stage in stages
+    ]
 
 
 def stage_table(estimate: Estimate, *, chosen: str | None = None, width: int = 32) -> list[str]:
-    """Rows: stage, per-GPU bytes (human and exact), % of budget, fits, and a bar against the budget."""
-    largest = max(estimate.figures.values())
+    """Text rows: stage, per-GPU bytes (human and exact), % of budget, fits, and a bar against the budget."""
     budget = estimate.gpu_memory
     rows = [("", "stage", "per GPU", "exact bytes", "of budget" if budget else "", "", "")]
-    for stage in STAGES:
-        value = estimate.figures[stage]
-        rows.append(
-            (
-                "▶" if stage == chosen else "",
-                STAGE_LABELS[stage],
-                format_bytes(value),
-                format_count(value),
-                percent_of(value, budget) if budget else "",
-                fit_word(estimate, stage),
-                bar_with_budget(value, budget, largest, width),
-            )
-        )
+    for row in stage_rows(estimate.figures, chosen=chosen, budget=budget, width=width):
+        rows.append(("▶" if row.chosen else "", row.label, format_bytes(row.gpu), format_count(row.gpu),
+                     row.percent, row.fit, row.bar))
     widths = [max(len(row[i]) for row in rows) for i in range(6)]
     lines = []
     for row in rows:

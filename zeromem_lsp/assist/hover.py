@@ -18,7 +18,7 @@ from zeromem_lsp.configs.settings import SETTING_NAMES, ZeromemSettings
 from zeromem_lsp.configs.training import TrainingSetup, implied_world_size
 from zeromem_lsp.plan import FSDP_CPU_OFFLOAD, MemoryPlan, Offload, Unplanned, place
 from zeromem_lsp.present import (
-    bar_with_budget, count_times_bytes, fit_word, human_and_exact, per_gpu_summary, percent_of, stage_label,
+    count_times_bytes, human_and_exact, per_gpu_summary, stage_label, stage_rows,
 )
 from zeromem_lsp.rules.memory import describe_suggestion
 from zeromem_lsp.units import format_bytes, format_count, format_parameters
@@ -80,7 +80,7 @@ def memory_section(plan: MemoryPlan | Unplanned | None) -> str:
         f"**{label} {per_gpu_summary(plan.gpu_bytes, plan.gpu_memory)}** — persistent model state "
         "(parameters, gradients, optimizer state); activations come on top.",
         "",
-        *stage_rows(plan),
+        *stage_table(plan),
         "",
         *input_lines(plan),
         "",
@@ -93,30 +93,26 @@ def memory_section(plan: MemoryPlan | Unplanned | None) -> str:
     return "\n".join(lines)
 
 
-def stage_rows(plan: MemoryPlan) -> list[str]:
+def stage_table(plan: MemoryPlan) -> list[str]:
     """A Markdown table: one row per stage, the chosen one marked, with a bar against the budget."""
     budget = plan.gpu_memory
-    gpu, host = plan.placement.gpu, plan.placement.host
+    host = plan.placement.host
     offloaded = any(host.values())
-    largest = max(gpu[stage] for stage in plan.stages)
-    estimate = plan.gpu_estimate
     header = ["", "stage", "GPU"] + (["host"] if offloaded else []) + (["of budget", ""] if budget else []) + [""]
     align = [":-:", ":--", "--:"] + (["--:"] if offloaded else []) + (["--:", ":--"] if budget else []) + [":--"]
-    rows = [_row(header), _row(align)]
-    for stage in plan.stages:
-        chosen = stage == plan.stage
-        label = stage_label(stage, plan.family)
-        name = f"**{label}**" if chosen else label
-        cells = ["▶" if chosen else "", name, format_bytes(gpu[stage])]
+    lines = [_row(header), _row(align)]
+    for row in stage_rows(plan.placement.gpu, stages=plan.stages, chosen=plan.stage, budget=budget, host=host,
+                          family=plan.family, width=BAR_WIDTH):
+        cells = ["▶" if row.chosen else "", f"**{row.label}**" if row.chosen else row.label, format_bytes(row.gpu)]
         if offloaded:
-            cells.append(format_bytes(host[stage]))
+            cells.append(format_bytes(row.host))
         if budget:
-            cells += [percent_of(gpu[stage], budget), fit_word(estimate, stage)]
-        cells.append(f"`{bar_with_budget(gpu[stage], budget, largest, BAR_WIDTH).rstrip()}`")
-        rows.append(_row(cells))
+            cells += [row.percent, row.fit]
+        cells.append(f"`{row.bar.rstrip()}`")
+        lines.append(_row(cells))
     if budget:
-        rows += ["", f"Budget {human_and_exact(budget)} per GPU (`│` on the bars)."]
-    return rows
+        lines += ["", f"Budget {human_and_exact(budget)} per GPU (`│` on the bars)."]
+    return lines
 
 
 def _row(cells: list[str]) -> str:
