@@ -105,6 +105,10 @@ class MemoryPlan:
     def host_bytes(self) -> int:
         return self.placement.host[self.stage]
 
+    def placement_with(self, offload: Offload) -> Placement:
+        """The per-stage split this plan's inputs would have under another offload setting."""
+        return place(self.inputs, offload)
+
     @property
     def exceeds(self) -> bool:
         return self.gpu_memory is not None and self.gpu_bytes > self.gpu_memory
@@ -121,7 +125,7 @@ class MemoryPlan:
             return None
         if self.family == "fsdp":
             for offload in dict.fromkeys([self.offload, FSDP_CPU_OFFLOAD]):
-                placement = place(self.inputs, offload)
+                placement = self.placement_with(offload)
                 for stage in FSDP_STAGES:
                     if placement.gpu[stage] <= self.gpu_memory:
                         return Suggestion(stage, offload, placement.gpu[stage])
@@ -129,7 +133,7 @@ class MemoryPlan:
         candidates = [self.offload, Offload(optimizer=self.offload.optimizer or "cpu", param=self.offload.param),
                       Offload(optimizer=self.offload.optimizer or "cpu", param=self.offload.param or "cpu")]
         for offload in dict.fromkeys(candidates):
-            placement = place(self.inputs, offload)
+            placement = self.placement_with(offload)
             for stage in STAGES:
                 if placement.gpu[stage] <= self.gpu_memory and offload_matters(offload, stage):
                     return Suggestion(stage, offload, placement.gpu[stage])

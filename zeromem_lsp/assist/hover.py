@@ -16,7 +16,7 @@ from zeromem_lsp.assist.cursor import KeyPath, cursor_at, member_span
 from zeromem_lsp.configs.deepspeed_catalog import field_doc
 from zeromem_lsp.configs.settings import SETTING_NAMES, ZeromemSettings
 from zeromem_lsp.configs.training import TrainingSetup, implied_world_size
-from zeromem_lsp.plan import FSDP_CPU_OFFLOAD, MemoryPlan, Offload, Unplanned, place
+from zeromem_lsp.plan import FSDP_CPU_OFFLOAD, MemoryPlan, Offload, Unplanned
 from zeromem_lsp.present import (
     count_times_bytes, human_and_exact, per_gpu_summary, stage_label, stage_rows,
 )
@@ -165,7 +165,7 @@ def offload_text(plan: MemoryPlan) -> str:
         return "Offload: none (DeepSpeed offloads only with ZeRO stages 1-3)."
     else:
         alternative, setting = Offload(optimizer="cpu"), '`"offload_optimizer": {"device": "cpu"}`'
-    placement = place(plan.inputs, alternative)
+    placement = plan.placement_with(alternative)
     return (f"Offload: none. {setting} would move {_moved(alternative, plan.stage)} "
             f"to the host at {label}: {format_bytes(placement.gpu[plan.stage])}/GPU + "
             f"{format_bytes(placement.host[plan.stage])} host per rank.")
