@@ -1,0 +1,45 @@
+"""The pre-commit hook as pre-commit runs it: `files` is matched with re.search against each staged
+path, and the hook's `entry` gets the matching paths as arguments. An over-budget Accelerate YAML
+must fail it; JSON and YAML that are not training configs must pass."""
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+[HOOK] = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
+
+# 13B under FSDP SHARD_GRAD_OP on 8 GPUs of 40 GiB: over budget (ZM101 on line 12)
+ACCELERATE_OVER_BUDGET = (ROOT / "examples" / "accelerate-fsdp-13b-8x40gib.yaml").read_text(encoding="utf-8")
+WORKFLOW = "on: [push]\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps: [{run: make}]\n"
+
+
+def run_hook(tmp_path: Path, files: dict[str, str]) -> tuple[list[str], subprocess.CompletedProcess]:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    selected = [name for name in files if re.search(HOOK["files"], name)]
+    entry = shlex.split(HOOK["entry"])
+    assert entry[0] == "zeromem"  # the console script; run it through this interpreter
+    command = [sys.executable, "-m", "zeromem_lsp", *entry[1:], *selected]
+    return selected, subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+
+def test_the_hook_selects_yaml_and_fails_an_over_budget_accelerate_config(tmp_path):
+    selected, done = run_hook(tmp_path, {"configs/accelerate_config.yaml": ACCELERATE_OVER_BUDGET, "README.md": "# x\n"})
+    assert selected == ["configs/accelerate_config.yaml"]
+    assert done.returncode == 1, done.stderr
+    assert "accelerate_config.yaml:12:" in done.stdout and "ZM101" in done.stdout
+
+
+def test_yaml_and_json_that_are_not_training_configs_pass(tmp_path):
+    files = {".github/workflows/ci.yml": WORKFLOW, "package.json": '{"name": "x", "version": "1.0.0"}',
+             "docker-compose.yaml": "services:\n  web:\n    image: nginx\n"}
+    selected, done = run_hook(tmp_path, files)
+    assert sorted(selected) == sorted(files)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ZM" not in done.stdout
