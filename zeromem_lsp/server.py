@@ -295,6 +295,8 @@ def _empty_report():
                 types.DiagnosticOptions(identifier="zeromem", inter_file_dependencies=False, workspace_diagnostics=False))
 @guarded(_empty_report)
 async def pull_diagnostics(ls: ZeromemServer, params: types.DocumentDiagnosticParams):
+    if not ls.pull_mode:  # this client gets pushes (it cannot be asked to re-pull): each problem once
+        return _empty_report()
     await wait_for_settings(ls)
     document, analysis, _ = ls.current(params.text_document.uri)
     result_id = f"{document.version}:{ls.generation}"

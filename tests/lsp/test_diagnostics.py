@@ -66,11 +66,12 @@ async def test_rename_typo_fix(client):
     assert "ZM201" not in [d.code for d in await doc.diagnostics()]
 
 
-async def test_pull_diagnostics_match_push(client):
+async def test_a_client_that_gets_pushes_pulls_nothing(client):
+    """Neovim 0.11+ pulls as well as taking pushes, but cannot be asked to re-pull after a settings
+    change: it gets the pushes, and its pulls come back empty, so each problem shows once."""
     doc = open_doc(client, "ds_config.json", OVERFLOW)
-    pushed = await doc.diagnostics()
-    pulled = await doc.pull()
-    assert [(d.code, d.range, d.message) for d in pulled] == [(d.code, d.range, d.message) for d in pushed]
+    assert [d.code for d in await doc.diagnostics()] == ["ZM101"]
+    assert await doc.pull() == []
 
 
 @pytest.mark.parametrize("name, text", [

@@ -2,7 +2,7 @@
 -- then `vim.lsp.enable("zeromem")`. Override with vim.lsp.config("zeromem", { settings = ... }).
 return {
   cmd = { "zeromem", "serve" },
-  filetypes = { "json", "jsonc" },
+  filetypes = { "json", "jsonc", "yaml" },
   root_markers = { "zeromem.toml", "pyproject.toml", ".git" },
   settings = {
     zeromem = {

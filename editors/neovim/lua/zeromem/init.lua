@@ -13,7 +13,7 @@ M.name = "zeromem"
 
 M.defaults = {
   cmd = { "zeromem", "serve" },
-  filetypes = { "json", "jsonc" },
+  filetypes = { "json", "jsonc", "yaml" },
   root_markers = { "zeromem.toml", "pyproject.toml", ".git" },
   -- the server's settings (workspace/configuration section "zeromem" and initializationOptions):
   -- gpu_memory, parameters, world_size, precision, optimizer, warn_fraction (camelCase works too)
