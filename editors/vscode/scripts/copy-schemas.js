@@ -1,8 +1,8 @@
 #!/usr/bin/env node
-// Copy the JSON schemas named in package.json's contributes.jsonValidation from the repository's
-// schemas/ folder into ./schemas/, so they ship inside the extension (and are committed only once).
-// A schema that the repository does not have yet gets a permissive placeholder, so VS Code shows no
-// "unable to load schema" error for it.
+// Copy the JSON schemas from the repository's schemas/ folder into ./schemas/, so they ship inside
+// the extension (and are committed only once). Every schema that package.json's
+// contributes.jsonValidation names must be there: a build without ../../schemas (or with one
+// missing) fails here instead of shipping an extension that validates nothing.
 "use strict";
 
 const fs = require("fs");
@@ -13,31 +13,34 @@ const source = path.resolve(extensionRoot, "..", "..", "schemas");
 const target = path.join(extensionRoot, "schemas");
 const manifest = JSON.parse(fs.readFileSync(path.join(extensionRoot, "package.json"), "utf8"));
 
+function fail(message) {
+  console.error(`copy-schemas: error: ${message}`);
+  process.exit(1);
+}
+
+if (!fs.existsSync(source)) {
+  fail(`${source} not found: build the extension inside a zeromem-lsp checkout (editors/vscode), ` +
+    "whose schemas/ folder `zeromem schema --write schemas` generates");
+}
+
+const wanted = new Set(fs.readdirSync(source).filter((name) => name.endsWith(".schema.json")));
+const named = (manifest.contributes.jsonValidation ?? [])
+  .filter((entry) => entry.url.startsWith("./schemas/"))
+  .map((entry) => path.basename(entry.url));
+const missing = named.filter((name) => !wanted.has(name));
+if (missing.length > 0) {
+  fail(`package.json names schemas that ${source} does not have: ${missing.join(", ")}`);
+}
+
 fs.rmSync(target, { recursive: true, force: true });
 fs.mkdirSync(target, { recursive: true });
-
-const wanted = new Set();
-for (const entry of manifest.contributes.jsonValidation) {
-  if (entry.url.startsWith("./schemas/")) wanted.add(path.basename(entry.url));
-}
-for (const name of fs.existsSync(source) ? fs.readdirSync(source) : []) {
-  if (name.endsWith(".schema.json")) wanted.add(name);
-}
-
 for (const name of [...wanted].sort()) {
   const from = path.join(source, name);
-  const to = path.join(target, name);
-  if (fs.existsSync(from)) {
+  try {
     JSON.parse(fs.readFileSync(from, "utf8")); // refuse to ship a broken schema
-    fs.copyFileSync(from, to);
-    console.log(`copy-schemas: ${path.relative(extensionRoot, from)} -> schemas/${name}`);
-  } else {
-    const placeholder = {
-      $schema: "http://json-schema.org/draft-07/schema#",
-      title: `${name} (not in this build of zeromem: no validation)`,
-      type: "object",
-    };
-    fs.writeFileSync(to, JSON.stringify(placeholder, null, 2) + "\n");
-    console.warn(`copy-schemas: warning: ${path.relative(extensionRoot, from)} is missing; wrote a placeholder`);
+  } catch (error) {
+    fail(`${from}: ${error.message}`);
   }
+  fs.copyFileSync(from, path.join(target, name));
+  console.log(`copy-schemas: ${path.relative(extensionRoot, from)} -> schemas/${name}`);
 }

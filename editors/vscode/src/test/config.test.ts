@@ -2,7 +2,9 @@
 // (node's test runner on the compiled JS; no VS Code needed).
 
 import { strict as assert } from "assert";
+import { spawnSync } from "child_process";
 import * as fs from "fs";
+import * as os from "os";
 import * as path from "path";
 import { describe, it } from "node:test";
 
@@ -162,5 +164,21 @@ describe("package.json", () => {
       const serverEnum = settingsSchema.properties[theirs].anyOf.find((choice: { enum?: string[] }) => choice.enum).enum;
       assert.deepEqual(properties[`zeromem.${ours}`].enum.filter((value: unknown) => value !== null), serverEnum);
     }
+  });
+});
+
+describe("copy-schemas (the build)", () => {
+  it("fails loudly, writing nothing, when ../../schemas is missing", () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), "zeromem-build-"));
+    const extension = path.join(root, "editors", "vscode");
+    fs.mkdirSync(path.join(extension, "scripts"), { recursive: true });
+    for (const file of ["package.json", path.join("scripts", "copy-schemas.js")]) {
+      fs.copyFileSync(path.join(EXTENSION_ROOT, file), path.join(extension, file));
+    }
+    const run = spawnSync(process.execPath, [path.join(extension, "scripts", "copy-schemas.js")], { encoding: "utf8" });
+    assert.equal(run.status, 1);
+    assert.match(run.stderr, /copy-schemas: error: .*schemas not found/);
+    assert.equal(fs.existsSync(path.join(extension, "schemas")), false);
+    fs.rmSync(root, { recursive: true, force: true });
   });
 });
