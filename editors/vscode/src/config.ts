@@ -11,10 +11,10 @@ export interface ExtensionSettings {
   interpreter?: string | null;
   gpuMemory?: string | number | null;
   parameters?: string | number | null;
-  worldSize?: number | null;
+  worldSize?: string | number | null;
   precision?: string | null;
   optimizer?: string | null;
-  warnFraction?: number | null;
+  warnFraction?: string | number | null;
   [other: string]: unknown;
 }
 
@@ -95,14 +95,22 @@ export function serverSettings(settings: ExtensionSettings): ServerSettings {
     const value = settings[key];
     if (value === null || value === undefined) continue;
     if (typeof value === "string") {
-      if (value.trim() === "") continue;
-      result[key] = value.trim();
+      const text = value.trim();
+      if (text === "" || (CHOICE_SETTINGS.has(key) && text === UNSET_CHOICE)) continue;
+      result[key] = NUMBER_SETTINGS.has(key) && NUMBER.test(text) ? Number(text) : text;
     } else if (typeof value === "number" && Number.isFinite(value)) {
-      result[key] = value;
+      result[key] = value; // settings.json written before these became strings
     }
   }
   return result;
 }
+
+/** The dropdowns' "unset" choice: the Settings UI cannot offer null. */
+export const UNSET_CHOICE = "default";
+const CHOICE_SETTINGS: ReadonlySet<string> = new Set(["precision", "optimizer"]);
+/** Numbers typed into the Settings UI's text boxes (it has no box for an optional number). */
+const NUMBER_SETTINGS: ReadonlySet<string> = new Set(["worldSize", "warnFraction"]);
+const NUMBER = /^[0-9]*\.?[0-9]+$/;
 
 /**
  * Whether a settings change needs a new server rather than a didChangeConfiguration: when the
@@ -180,16 +188,47 @@ export interface DocumentFilter {
 
 /**
  * Which documents go to the server: every JSON and JSONC file (the server recognises a DeepSpeed
- * config by its keys and says nothing about other JSON), and YAML files whose names say they are
- * training configs (Accelerate / FSDP / DeepSpeed).
+ * config by its keys and says nothing about other JSON), files of the extension's own DeepSpeed JSON
+ * language (DeepSpeed config names, which VS Code's JSON service then leaves alone), and YAML files
+ * whose names say they are training configs (Accelerate / FSDP / DeepSpeed).
  */
 export const YAML_CONFIG_PATTERN = "**/*{accelerate,fsdp,deepspeed,ds_config,zero}*.{yaml,yml}";
+
+export const DEEPSPEED_LANGUAGE = "deepspeed-json";
 
 export function documentSelector(): DocumentFilter[] {
   const filters: DocumentFilter[] = [];
   for (const scheme of ["file", "untitled"]) {
-    filters.push({ scheme, language: "json" }, { scheme, language: "jsonc" });
+    filters.push({ scheme, language: "json" }, { scheme, language: "jsonc" }, { scheme, language: DEEPSPEED_LANGUAGE });
   }
   filters.push({ scheme: "file", language: "yaml", pattern: YAML_CONFIG_PATTERN });
   return filters;
+}
+
+/**
+ * What a settings change (or a late re-read) does: start when no server runs (a failed start is
+ * retried on every change), restart when the command changed or a start-time value was cleared,
+ * else tell the running server.
+ */
+export function onSettings(
+  running: { command: ServerCommand; options: ServerSettings } | undefined,
+  now: { command: ServerCommand; options: ServerSettings },
+): "start" | "restart" | "notify" {
+  if (running === undefined) return "start";
+  return needsRestart(running, now) ? "restart" : "notify";
+}
+
+/**
+ * Runs async tasks one at a time, in the order given: start, stop, restart and settings changes never
+ * interleave (two quick restarts, or a restart during a settings change, would otherwise leave two
+ * clients or none). A failing task does not stop the ones after it.
+ */
+export class Serial {
+  private tail: Promise<void> = Promise.resolve();
+
+  run<T>(task: () => Promise<T>): Promise<T> {
+    const result = this.tail.then(task);
+    this.tail = result.then(() => undefined, () => undefined);
+    return result;
+  }
 }

@@ -1,6 +1,10 @@
 /**
  * The VS Code side: start `zeromem serve`, pass the settings, restart when the command changes.
  * Everything decidable without VS Code lives in ./config (unit-tested with node's test runner).
+ *
+ * Settings are read afresh for every start and every change; start, stop, restart and settings
+ * changes run one at a time (Serial); a start that failed is retried on the next settings change, and
+ * re-read a few times shortly after (a remote window may deliver User settings after activation).
  */
 
 import * as fs from "fs";
@@ -23,7 +27,8 @@ import {
   ServerSettings,
   documentSelector,
   findExecutable,
-  needsRestart,
+  onSettings,
+  Serial,
   serverCommand,
   serverSettings,
   startFailureMessage,
@@ -33,17 +38,42 @@ const SECTION = "zeromem";
 const OPEN_SETTINGS = "Open Settings";
 const SHOW_OUTPUT = "Show Output";
 
+const SETTING_KEYS = ["path", "interpreter", "gpuMemory", "parameters", "worldSize", "precision", "optimizer", "warnFraction"];
+/** After a failed start, re-read the settings this long after it (ms) and start if they changed. */
+const REREAD_AFTER_FAILURE = [1000, 3000, 10000];
+
 let client: LanguageClient | undefined;
 let started: { command: ServerCommand; options: ServerSettings } | undefined;
 let output: vscode.OutputChannel;
+const serial = new Serial();
+let rereads: NodeJS.Timeout[] = [];
 
 function readSettings(): ExtensionSettings {
-  const config = vscode.workspace.getConfiguration(SECTION);
+  // scoped to the first folder so folder-level values count; a fresh read every time, never cached
+  const config = vscode.workspace.getConfiguration(SECTION, vscode.workspace.workspaceFolders?.[0]?.uri);
   const settings: ExtensionSettings = {};
-  for (const key of ["path", "interpreter", "gpuMemory", "parameters", "worldSize", "precision", "optimizer", "warnFraction"]) {
+  for (const key of SETTING_KEYS) {
     settings[key] = config.get(key);
   }
   return settings;
+}
+
+/** Where each set value came from, for the output channel (what a user needs when a setting seems ignored). */
+function describeSources(): string {
+  const config = vscode.workspace.getConfiguration(SECTION, vscode.workspace.workspaceFolders?.[0]?.uri);
+  const parts: string[] = [];
+  for (const key of SETTING_KEYS) {
+    const seen = config.inspect(key);
+    const layers = { user: seen?.globalValue, workspace: seen?.workspaceValue, folder: seen?.workspaceFolderValue };
+    const set = Object.entries(layers).filter(([, value]) => value !== undefined && value !== "" && value !== null);
+    if (set.length) parts.push(`${key} = ${set.map(([layer, value]) => `${JSON.stringify(value)} (${layer})`).join(", ")}`);
+  }
+  return parts.length ? parts.join("; ") : "none set";
+}
+
+function currentSettings(): { command: ServerCommand; options: ServerSettings } {
+  const settings = readSettings();
+  return { command: serverCommand(settings, environment()), options: serverSettings(settings) };
 }
 
 function environment() {
@@ -66,28 +96,49 @@ function isExecutableFile(candidate: string): boolean {
   }
 }
 
-async function reportStartFailure(command: ServerCommand, reason: string): Promise<void> {
+/** Tell the user, without waiting for an answer (the lifecycle goes on meanwhile). */
+function reportStartFailure(command: ServerCommand, reason: string): void {
   const message = startFailureMessage(command, reason);
   output.appendLine(message);
-  const choice = await vscode.window.showErrorMessage(message, OPEN_SETTINGS, SHOW_OUTPUT);
-  if (choice === OPEN_SETTINGS) {
-    const setting = command.source === "PATH" ? "zeromem.path" : command.source;
-    await vscode.commands.executeCommand("workbench.action.openSettings", setting);
-  } else if (choice === SHOW_OUTPUT) {
-    output.show(true);
-  }
+  void vscode.window.showErrorMessage(message, OPEN_SETTINGS, SHOW_OUTPUT).then((choice) => {
+    if (choice === OPEN_SETTINGS) {
+      const setting = command.source === "PATH" ? "zeromem.path" : command.source;
+      void vscode.commands.executeCommand("workbench.action.openSettings", setting);
+    } else if (choice === SHOW_OUTPUT) {
+      output.show(true);
+    }
+  });
+}
+
+/** After a failed start: re-read the settings a few times, and start when the command changed. */
+function rereadAfterFailure(failed: ServerCommand): void {
+  cancelRereads();
+  rereads = REREAD_AFTER_FAILURE.map((delay) => setTimeout(() => {
+    void serial.run(async () => {
+      const now = currentSettings();
+      if (client || now.command.command === failed.command && now.command.args.join("\0") === failed.args.join("\0")) return;
+      output.appendLine(`zeromem: settings now give \`${now.command.command}\`; starting again`);
+      await startClient();
+    });
+  }, delay));
+}
+
+function cancelRereads(): void {
+  rereads.forEach(clearTimeout);
+  rereads = [];
 }
 
 async function startClient(): Promise<void> {
-  const settings = readSettings();
   const env = environment();
-  const command = serverCommand(settings, env);
-  const options = serverSettings(settings);
+  const { command, options } = currentSettings();
+  output.appendLine(`zeromem: settings: ${describeSources()}`);
+  output.appendLine(`zeromem: starting ${command.command} ${command.args.join(" ")} (from ${command.source})`);
 
   // Fail early, with the fix, when the executable is plainly not there.
   if (findExecutable(command.command, env, isExecutableFile) === undefined) {
     const where = command.source === "PATH" ? "not found on PATH" : "no such executable file";
-    await reportStartFailure(command, where);
+    reportStartFailure(command, where);
+    rereadAfterFailure(command);
     return;
   }
 
@@ -102,7 +153,7 @@ async function startClient(): Promise<void> {
     initializationOptions: options,
     outputChannel: output,
     initializationFailedHandler: (error) => {
-      void reportStartFailure(command, `initialization failed: ${error instanceof Error ? error.message : String(error)}`);
+      reportStartFailure(command, `initialization failed: ${error instanceof Error ? error.message : String(error)}`);
       return false;
     },
     errorHandler: {
@@ -127,14 +178,16 @@ async function startClient(): Promise<void> {
   try {
     await candidate.start();
   } catch (error) {
-    await reportStartFailure(command, error instanceof Error ? error.message : String(error));
+    reportStartFailure(command, error instanceof Error ? error.message : String(error));
     try {
       await candidate.dispose();
     } catch {
       // already stopped
     }
+    rereadAfterFailure(command);
     return;
   }
+  cancelRereads();
   client = candidate;
   started = { command, options };
 }
@@ -158,38 +211,43 @@ async function restartClient(): Promise<void> {
 }
 
 async function onSettingsChanged(): Promise<void> {
-  const settings = readSettings();
-  const now = { command: serverCommand(settings, environment()), options: serverSettings(settings) };
-  if (!client || !started || needsRestart(started, now)) {
-    await restartClient();
-    return;
+  const now = currentSettings();
+  // a server that stopped on its own counts as not running: the change starts it again
+  const running = client && started && client.isRunning() ? started : undefined;
+  switch (onSettings(running, now)) {
+    case "start":
+    case "restart":
+      await restartClient();
+      return;
+    case "notify":
+      // The server recomputes its settings from initializationOptions + this section, so `started`
+      // (what it was started with) stays as it is.
+      await client!.sendNotification(DidChangeConfigurationNotification.type, { settings: { [SECTION]: now.options } });
   }
-  // The server recomputes its settings from initializationOptions + this section, so `started`
-  // (what it was started with) stays as it is.
-  await client.sendNotification(DidChangeConfigurationNotification.type, { settings: { [SECTION]: now.options } });
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   output = vscode.window.createOutputChannel("zeromem");
   context.subscriptions.push(
     output,
-    vscode.commands.registerCommand("zeromem.restartServer", restartClient),
+    vscode.commands.registerCommand("zeromem.restartServer", () => serial.run(restartClient)),
     vscode.commands.registerCommand("zeromem.showOutput", () => output.show(true)),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (event.affectsConfiguration(SECTION) && !onlyTraceChanged(event)) {
-        void onSettingsChanged();
+        void serial.run(onSettingsChanged);
       }
     }),
+    { dispose: cancelRereads },
   );
-  await startClient();
+  await serial.run(startClient);
 }
 
 function onlyTraceChanged(event: vscode.ConfigurationChangeEvent): boolean {
   // vscode-languageclient follows zeromem.trace.server itself.
-  const others = ["path", "interpreter", "gpuMemory", "parameters", "worldSize", "precision", "optimizer", "warnFraction"];
-  return event.affectsConfiguration(`${SECTION}.trace`) && !others.some((key) => event.affectsConfiguration(`${SECTION}.${key}`));
+  return event.affectsConfiguration(`${SECTION}.trace`) && !SETTING_KEYS.some((key) => event.affectsConfiguration(`${SECTION}.${key}`));
 }
 
 export async function deactivate(): Promise<void> {
-  await stopClient();
+  cancelRereads();
+  await serial.run(stopClient);
 }

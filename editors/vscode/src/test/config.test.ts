@@ -14,6 +14,8 @@ import {
   expandPath,
   findExecutable,
   needsRestart,
+  onSettings,
+  Serial,
   serverCommand,
   serverSettings,
   startFailureMessage,
@@ -72,6 +74,15 @@ describe("serverSettings", () => {
     assert.deepEqual(serverSettings({ gpuMemory: "", parameters: null, worldSize: undefined, precision: "  ", warnFraction: NaN }), {});
     assert.deepEqual(serverSettings({ gpuMemory: " 80GiB ", parameters: 8030261248 }), { gpuMemory: "80GiB", parameters: 8030261248 });
   });
+
+  it("reads the Settings UI's text boxes and dropdowns: numbers as numbers, \"default\" as unset", () => {
+    assert.deepEqual(serverSettings({ worldSize: " 8 ", warnFraction: "0.85", precision: "default", optimizer: "default" }),
+      { worldSize: 8, warnFraction: 0.85 });
+    assert.deepEqual(serverSettings({ worldSize: "", warnFraction: "", precision: "bf16", optimizer: "lion" }),
+      { precision: "bf16", optimizer: "lion" });
+    // not a number: passed on as typed, so the server names the problem
+    assert.deepEqual(serverSettings({ worldSize: "eight" }), { worldSize: "eight" });
+  });
 });
 
 describe("needsRestart", () => {
@@ -88,6 +99,36 @@ describe("needsRestart", () => {
   it("is true when a setting given at start is cleared (initializationOptions would keep it)", () => {
     assert.equal(needsRestart({ command, options: { gpuMemory: "24GiB", worldSize: 8 } },
       { command, options: { worldSize: 8 } }), true);
+  });
+});
+
+describe("onSettings", () => {
+  const command = serverCommand({});
+  it("starts when nothing runs (a failed start is retried on the next change)", () => {
+    assert.equal(onSettings(undefined, { command, options: {} }), "start");
+  });
+  it("restarts on a new command, else notifies", () => {
+    const running = { command, options: { gpuMemory: "24GiB" } };
+    assert.equal(onSettings(running, { command: serverCommand({ path: "/z" }), options: {} }), "restart");
+    assert.equal(onSettings(running, { command, options: { gpuMemory: "80GiB" } }), "notify");
+  });
+});
+
+describe("Serial", () => {
+  it("runs tasks one at a time in order, and goes on after a failure", async () => {
+    const serial = new Serial();
+    const log: string[] = [];
+    const task = (name: string, ms: number, fail = false) => () => new Promise<string>((resolve, reject) => {
+      log.push(`${name}+`);
+      setTimeout(() => { log.push(`${name}-`); fail ? reject(new Error(name)) : resolve(name); }, ms);
+    });
+    const a = serial.run(task("a", 30));
+    const b = serial.run(task("b", 1, true));
+    const c = serial.run(task("c", 1));
+    assert.equal(await a, "a");
+    await assert.rejects(b, /b/);
+    assert.equal(await c, "c");
+    assert.deepEqual(log, ["a+", "a-", "b+", "b-", "c+", "c-"]);
   });
 });
 
@@ -129,7 +170,7 @@ describe("documentSelector", () => {
   it("covers JSON, JSONC and training-config YAML", () => {
     const selector = documentSelector();
     const languages = new Set(selector.map((filter) => filter.language));
-    assert.deepEqual([...languages].sort(), ["json", "jsonc", "yaml"]);
+    assert.deepEqual([...languages].sort(), ["deepspeed-json", "json", "jsonc", "yaml"]);
     const yaml = selector.find((filter) => filter.language === "yaml");
     assert.ok(yaml?.pattern?.includes("fsdp") && yaml.pattern.includes("accelerate"));
   });
@@ -145,24 +186,47 @@ describe("package.json", () => {
     }
   });
 
-  it("maps the common config names to schemas that the build copied", () => {
-    const patterns = manifest.contributes.jsonValidation.flatMap((entry: { fileMatch: string[] }) => entry.fileMatch);
-    for (const name of ["ds_config*.json", "*deepspeed*.json", "*zero*.json", "fsdp_config*.json"]) {
-      assert.ok(patterns.includes(name), `${name} not in jsonValidation`);
+  it("gives DeepSpeed config names their own language, so VS Code's JSON service does not report them too", () => {
+    assert.equal(manifest.contributes.jsonValidation, undefined); // the server's hover has the key docs
+    const [language] = manifest.contributes.languages;
+    assert.equal(language.id, "deepspeed-json");
+    assert.ok(manifest.activationEvents.includes("onLanguage:deepspeed-json"));
+    assert.ok(documentSelector().some((filter) => filter.language === "deepspeed-json"));
+    const [grammar] = manifest.contributes.grammars;
+    assert.equal(grammar.language, "deepspeed-json");
+    for (const file of [language.configuration, grammar.path]) {
+      JSON.parse(fs.readFileSync(path.join(EXTENSION_ROOT, file), "utf8"));
     }
-    for (const entry of manifest.contributes.jsonValidation) {
-      assert.match(entry.url, /^\.\/schemas\/[\w.-]+\.json$/);
-      const file = path.join(EXTENSION_ROOT, entry.url);
-      assert.ok(fs.existsSync(file), `${entry.url} not copied (run npm run compile)`);
-      JSON.parse(fs.readFileSync(file, "utf8"));
+  });
+
+  it("uses types the Settings UI edits: strings and enums, no null", () => {
+    for (const key of ["gpuMemory", "parameters", "worldSize", "precision", "optimizer", "warnFraction"]) {
+      const property = properties[`zeromem.${key}`];
+      assert.equal(property.type, "string", key);
+      assert.equal(typeof property.default, "string", key);
+      if (property.enum) {
+        assert.equal(property.enum[0], "default");
+        assert.equal(property.default, "default");
+        assert.equal(property.enumItemLabels.length, property.enum.length);
+      } else {
+        assert.equal(property.default, "");
+        assert.match("", new RegExp(property.pattern), `${key}: empty must be allowed`);
+      }
     }
+    const patternOf = (key: string) => new RegExp(properties[`zeromem.${key}`].pattern);
+    assert.match("8", patternOf("worldSize"));
+    assert.doesNotMatch("0", patternOf("worldSize"));
+    assert.match("0.9", patternOf("warnFraction"));
+    assert.match("1", patternOf("warnFraction"));
+    assert.doesNotMatch("1.5", patternOf("warnFraction"));
+    assert.doesNotMatch("0", patternOf("warnFraction"));
   });
 
   it("offers the settings schema's enums", () => {
     const settingsSchema = JSON.parse(fs.readFileSync(path.join(EXTENSION_ROOT, "schemas", "zeromem-settings.schema.json"), "utf8"));
     for (const [ours, theirs] of [["precision", "precision"], ["optimizer", "optimizer"]]) {
       const serverEnum = settingsSchema.properties[theirs].anyOf.find((choice: { enum?: string[] }) => choice.enum).enum;
-      assert.deepEqual(properties[`zeromem.${ours}`].enum.filter((value: unknown) => value !== null), serverEnum);
+      assert.deepEqual(properties[`zeromem.${ours}`].enum.filter((value: unknown) => value !== "default"), serverEnum);
     }
   });
 });
