@@ -15,6 +15,7 @@ from pathlib import Path
 
 from zeromem_lsp.analysis import analyse_bytes
 from zeromem_lsp.cli import UsageError
+from zeromem_lsp.cli.fix import FixSession
 from zeromem_lsp.cli.reporters import REPORTERS, FileResult
 from zeromem_lsp.configs.settings import ZeromemSettings, validate_settings
 from zeromem_lsp.document import LineIndex
@@ -129,6 +130,9 @@ class Progress:
 
 
 def run(args) -> int:
+    if args.unsafe_fixes and not (args.fix or args.diff):
+        raise UsageError("--unsafe-fixes goes with --fix or --diff")
+    fixes = FixSession(args) if args.fix or args.diff else None
     select, ignore = _codes(args.select), _codes(args.ignore)
     forced = forced_settings(args)
     skipped: list[tuple[str, str]] = []
@@ -150,8 +154,8 @@ def run(args) -> int:
             if settings_result:
                 settings_result.findings = [f for f in settings_result.findings if _keep(f, select, ignore)]
                 results.append(settings_result)
-        analysis = analyse_bytes(read_bytes(path), path.name, project.for_file(path), forced,
-                                 file_loader(path))
+        data = read_bytes(path)
+        analysis = analyse_bytes(data, path.name, project.for_file(path), forced, file_loader(path))
         progress.update(number)
         if analysis.kind is None:
             skipped.append((str(path), "not a training config"))
@@ -163,12 +167,19 @@ def run(args) -> int:
             skipped.append((str(path), f"{analysis.kind} configs are not analysed yet"))
             continue
         checked += 1
+        if fixes:
+            analysis = fixes.apply(path, data, analysis, lambda text: analyse_bytes(  # noqa: B023 (called now)
+                text.encode("utf-8"), path.name, project.for_file(path), forced, file_loader(path)),
+                lambda f: _keep(f, select, ignore))
         findings = [f for f in analysis.findings if _keep(f, select, ignore)]
         lines = analysis.document.lines if analysis.document is not None else LineIndex(analysis.text)
         results.append(FileResult(str(path), findings, lines))
     progress.close()
     colour = args.format == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
-    sys.stdout.write(REPORTERS[args.format]([r for r in results if r.findings], colour))
+    if fixes and args.diff:
+        sys.stdout.write("".join(fixes.diffs))
+    else:
+        sys.stdout.write(REPORTERS[args.format]([r for r in results if r.findings], colour))
     all_findings = [f for result in results for f in result.findings]
     summary_stream = sys.stdout if args.format == "text" else sys.stderr
     if args.statistics:
@@ -182,5 +193,8 @@ def run(args) -> int:
         parts = [f"{counts[s]} {s}{'s' if counts[s] != 1 and s != 'information' else ''}" for s in SEVERITIES if counts[s]]
         print(f"{', '.join(parts) or 'no findings'} in {checked} config{'s' if checked != 1 else ''}"
               f" ({len(skipped)} skipped)", file=sys.stderr)
+    if fixes and not args.quiet:
+        print(fixes.summary(), file=sys.stderr)
     threshold = SEVERITY_RANK[args.fail_on]
-    return 1 if any(SEVERITY_RANK[f.severity] >= threshold for f in all_findings) else 0
+    remaining = 1 if any(SEVERITY_RANK[f.severity] >= threshold for f in all_findings) else 0
+    return max(remaining, fixes.status()) if fixes else remaining

@@ -24,6 +24,11 @@ def register(commands) -> None:
     parser.add_argument("--quiet", "-q", action="store_true", help="print findings only, no summary or progress")
     parser.add_argument("--statistics", action="store_true", help="count findings per rule")
     parser.add_argument("--verbose", "-v", action="store_true", help="list skipped files and why (stderr)")
+    parser.add_argument("--fix", action="store_true",
+                        help="apply safe fixes in place (renames of misspelt and deprecated keys); report what remains")
+    parser.add_argument("--unsafe-fixes", action="store_true",
+                        help="with --fix or --diff: also fixes that change the run (stage, offload, batch sizes)")
+    parser.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
     settings = parser.add_argument_group("settings (override the file's zeromem block and project settings)")
     settings.add_argument("--gpu-memory", metavar="SIZE")
     settings.add_argument("--parameters", metavar="COUNT")
