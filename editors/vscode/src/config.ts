@@ -121,10 +121,12 @@ export function needsRestart(
   started: { command: ServerCommand; options: ServerSettings },
   now: { command: ServerCommand; options: ServerSettings },
 ): boolean {
-  const a = started.command;
-  const b = now.command;
-  if (a.command !== b.command || a.args.join("\0") !== b.args.join("\0")) return true;
+  if (!sameCommand(started.command, now.command)) return true;
   return Object.keys(started.options).some((key) => !(key in now.options));
+}
+
+export function sameCommand(a: ServerCommand, b: ServerCommand): boolean {
+  return a.command === b.command && a.args.join("\0") === b.args.join("\0");
 }
 
 /** Where `name` is found on `PATH` (with PATHEXT on Windows), or undefined. */

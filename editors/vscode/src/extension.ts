@@ -28,6 +28,7 @@ import {
   documentSelector,
   findExecutable,
   onSettings,
+  sameCommand,
   Serial,
   serverCommand,
   serverSettings,
@@ -116,7 +117,7 @@ function rereadAfterFailure(failed: ServerCommand): void {
   rereads = REREAD_AFTER_FAILURE.map((delay) => setTimeout(() => {
     void serial.run(async () => {
       const now = currentSettings();
-      if (client || now.command.command === failed.command && now.command.args.join("\0") === failed.args.join("\0")) return;
+      if (client || sameCommand(now.command, failed)) return;
       output.appendLine(`zeromem: settings now give \`${now.command.command}\`; starting again`);
       await startClient();
     });
