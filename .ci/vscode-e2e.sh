@@ -24,6 +24,7 @@ skip() {
 say() { echo "vscode-e2e: $*"; }
 
 [ -x "$PYTHON" ] || skip "no Python with zeromem-lsp at $PYTHON"
+PYTHON=$(cd "$(dirname "$PYTHON")" && pwd)/$(basename "$PYTHON")  # the settings get an absolute path
 command -v npm >/dev/null 2>&1 || skip "npm not found (apt-get install npm)"
 
 missing=()
@@ -79,7 +80,8 @@ trap 'rm -rf "$WORK"' EXIT
   cd editors/vscode
   [ -d node_modules ] || npm ci --no-audit --no-fund --prefer-offline --loglevel=error
   npm run --silent compile >/dev/null
-  npx --no-install vsce package --out "$WORK/zeromem.vsix" >/dev/null
+  npx --no-install vsce package --out "$WORK/zeromem.vsix" > "$WORK/vsce.log" 2>&1 \
+    || { cat "$WORK/vsce.log" >&2; echo "vscode-e2e: error: vsce package failed" >&2; exit 1; }
 )
 say "built $(basename "$WORK/zeromem.vsix")"
 

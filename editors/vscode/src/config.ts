@@ -63,6 +63,20 @@ export function expandPath(value: string, environment: Environment = {}): string
   return result;
 }
 
+/**
+ * A path setting, expanded; a relative path with a directory part (`.venv/bin/python`) is taken from
+ * the workspace folder, where the server is started — checking it elsewhere would pass and then fail.
+ */
+function settingPath(value: string, environment: Environment): string {
+  const expanded = expandPath(value, environment);
+  const pathApi = (environment.platform ?? process.platform) === "win32" ? path.win32 : path.posix;
+  const hasDirectory = expanded.includes("/") || expanded.includes("\\");
+  if (hasDirectory && !pathApi.isAbsolute(expanded) && environment.workspaceFolder) {
+    return pathApi.resolve(environment.workspaceFolder, expanded);
+  }
+  return expanded;
+}
+
 function nonEmpty(value: unknown): value is string {
   return typeof value === "string" && value.trim() !== "";
 }
@@ -73,11 +87,11 @@ function nonEmpty(value: unknown): value is string {
  */
 export function serverCommand(settings: ExtensionSettings, environment: Environment = {}): ServerCommand {
   if (nonEmpty(settings.path)) {
-    return { command: expandPath(settings.path, environment), args: ["serve"], source: "zeromem.path" };
+    return { command: settingPath(settings.path, environment), args: ["serve"], source: "zeromem.path" };
   }
   if (nonEmpty(settings.interpreter)) {
     return {
-      command: expandPath(settings.interpreter, environment),
+      command: settingPath(settings.interpreter, environment),
       args: ["-m", "zeromem_lsp", "serve"],
       source: "zeromem.interpreter",
     };

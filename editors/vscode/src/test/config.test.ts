@@ -53,6 +53,14 @@ describe("serverCommand", () => {
     assert.equal(expandPath("${workspaceFolder}/x", {}), "${workspaceFolder}/x"); // no folder: left as is
   });
 
+  it("takes a relative path from the workspace folder, where the server starts", () => {
+    const env = { workspaceFolder: "/src/proj", platform: "linux" as const };
+    assert.equal(serverCommand({ interpreter: ".venv/bin/python" }, env).command, "/src/proj/.venv/bin/python");
+    assert.equal(serverCommand({ path: "./tools/zeromem" }, env).command, "/src/proj/tools/zeromem");
+    assert.equal(serverCommand({ interpreter: "python3" }, env).command, "python3"); // a bare name: PATH
+    assert.equal(serverCommand({ interpreter: ".venv/bin/python" }, {}).command, ".venv/bin/python"); // no folder
+  });
+
   it("describes the command for messages", () => {
     assert.equal(describeCommand(serverCommand({ interpreter: "/My Venv/python" })),
       '"/My Venv/python" -m zeromem_lsp serve');
