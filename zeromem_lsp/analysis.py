@@ -15,13 +15,13 @@ from zeromem_lsp.configs.settings import validate_settings, ParametersFromConfig
 from zeromem_lsp.configs.training import TrainingSetup, read_training_setup
 from zeromem_lsp.document import Document, parse_document
 from zeromem_lsp.document.decoding import decode_config
-from zeromem_lsp.findings import Finding
 from zeromem_lsp.plan import MemoryPlan, Origin, Unplanned, build_plan, plan_fsdp_family
-from zeromem_lsp.rules import deepspeed as deepspeed_rules
+from zeromem_lsp.configs.deepspeed import validate_deepspeed
+from zeromem_lsp.rules import issues as issue_rules
 from zeromem_lsp.rules import memory as memory_rules
+from zeromem_lsp.rules import settings as settings_rules
 from zeromem_lsp.rules import syntax as syntax_rules
 from zeromem_lsp.rules.context import Context
-from zeromem_lsp.rules.registry import rule
 from zeromem_lsp.units import format_count
 
 MAX_DOCUMENT_CHARS = 16 * 2**20
@@ -111,10 +111,7 @@ def analyse(
     (a model config.json, a DeepSpeed or fsdp_config file) — without it they are not read.
     """
     if len(text) > MAX_DOCUMENT_CHARS:
-        message = (f"document not analysed: {format_count(len(text))} characters exceeds the "
-                   f"{format_count(MAX_DOCUMENT_CHARS)} limit")
-        finding = Finding("ZM002", rule("ZM002").severity, message, 0, 0)
-        return Analysis(text, "oversized", None, [finding])
+        return Analysis(text, "oversized", None, [settings_rules.too_large(len(text), MAX_DOCUMENT_CHARS)])
     if name is not None and name.lower().endswith(YAML_SUFFIXES):
         from zeromem_lsp.document.yaml_document import parse_yaml_document
 
@@ -141,8 +138,9 @@ def analyse(
     plan = with_parameter_origin(build_plan(setup, effective), block, forced, parameter_note)
     context = Context(document, data, effective, setup, plan)
     findings = list(syntax_rules.check(context))
-    findings += [context.finding("ZM104", message, path, target) for path, message, target in block_problems]
-    findings += deepspeed_rules.check(context)
+    findings += settings_rules.block_findings(context, block_problems)
+    config = {key: value for key, value in data.items() if key != "zeromem"} if isinstance(data, dict) else {}
+    findings += issue_rules.check(context, validate_deepspeed(config, world_size=effective.world_size))
     findings += memory_rules.check(context)
     findings.sort(key=lambda f: (f.start, f.end, f.code))
     return Analysis(text, kind, document, findings, effective, setup, plan, parameter_note)
@@ -168,12 +166,11 @@ def analyse_bytes(
     """`analyse` for file contents: an encoding DeepSpeed cannot read is a ZM003 finding."""
     decoded = decode_config(data)
     if decoded.binary:
-        finding = Finding("ZM003", rule("ZM003").severity, decoded.problem, 0, 0)
-        return Analysis(decoded.text, "binary", None, [finding])
+        return Analysis(decoded.text, "binary", None, [settings_rules.unreadable(decoded.problem)])
     analysis = analyse(decoded.text, name, settings, forced, loader)
     if decoded.problem is not None and analysis.kind == "deepspeed":
         end = min(decoded.offset + 1, len(decoded.text))
-        analysis.findings.insert(0, Finding("ZM003", rule("ZM003").severity, decoded.problem, decoded.offset, end))
+        analysis.findings.insert(0, settings_rules.unreadable(decoded.problem, decoded.offset, end))
     return analysis
 
 
@@ -188,22 +185,6 @@ def _nested_block(document: Document, data: object, block_path: tuple) -> tuple[
         return NO_SETTINGS, []
     block, problems = _block_settings(document, {"zeromem": container[block_path[-1]]})
     return block, [((*block_path, *path[1:]), message, target) for path, message, target in problems]
-
-
-def _json_strictness(context: Context, kind: str) -> list[Finding]:
-    """fsdp_config and TrainingArguments files are read with json.load: what hjson forgives fails there."""
-    from zeromem_lsp.rules.syntax import RELAXATIONS
-
-    findings = []
-    for problem in context.document.problems:
-        if problem.kind == "syntax":
-            findings.append(context.finding("ZM001", problem.message, span=(problem.start, problem.end)))
-        elif problem.kind in RELAXATIONS:
-            reader = "Transformers" if kind == "fsdp" else "HfArgumentParser"
-            findings.append(context.finding(
-                "ZM001", f"{RELAXATIONS[problem.kind]}: {reader} reads this file with json.load, which fails here",
-                span=(problem.start, problem.end)))
-    return findings
 
 
 def _rerooted(setup: TrainingSetup, root: tuple | None) -> TrainingSetup:
@@ -237,7 +218,6 @@ def _deepspeed_setup(accelerate, hf_setup, loader, missing: str) -> tuple[Traini
 
 def _analyse_fsdp_family(text, kind, document, settings, forced, loader) -> Analysis:
     from zeromem_lsp.configs.fsdp import validate_transformers_fsdp
-    from zeromem_lsp.rules import fsdp as fsdp_rules
 
     data = document.to_python()
     data = data if isinstance(data, dict) else {}
@@ -277,12 +257,11 @@ def _analyse_fsdp_family(text, kind, document, settings, forced, loader) -> Anal
     plan = plan_fsdp_family(fsdp_setup, accelerate, setup, effective, block_path, "num_machines" in data, missing)
     context = Context(document, data, effective, blank, plan)
     if getattr(document, "flavour", "json") == "yaml":
-        findings = [context.finding("ZM001", p.message, span=(p.start, p.end)) for p in document.syntax_errors]
+        findings = list(syntax_rules.check_yaml(context))
     else:
-        findings = _json_strictness(context, kind)
-    findings += [context.finding("ZM104", message, path, target) for path, message, target in block_problems]
-    findings += fsdp_rules.check_issues(context, issues)
-    findings += deepspeed_rules.check_issues(context, deepspeed_issues)
+        findings = list(syntax_rules.check_strict(context, "Transformers" if kind == "fsdp" else "HfArgumentParser"))
+    findings += settings_rules.block_findings(context, block_problems)
+    findings += issue_rules.check(context, [*issues, *deepspeed_issues])
     findings += memory_rules.check(context)
     findings.sort(key=lambda f: (f.start, f.end, f.code))
     return Analysis(text, kind, document, findings, effective, setup, plan, parameter_note)

@@ -20,7 +20,8 @@ from zeromem_lsp.configs.settings import ZeromemSettings, validate_settings
 from zeromem_lsp.document import LineIndex
 from zeromem_lsp.findings import SEVERITIES, Finding
 from zeromem_lsp.project import ProjectSettings, discover, file_loader
-from zeromem_lsp.rules.registry import RULES, rule
+from zeromem_lsp.rules import settings as settings_rules
+from zeromem_lsp.rules.registry import RULES
 
 SKIPPED_DIRECTORIES = {".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".mypy_cache"}
 CONFIG_SUFFIXES = (".json", ".jsonc", ".hjson", ".yaml", ".yml")
@@ -103,13 +104,7 @@ def settings_results(project: ProjectSettings) -> FileResult | None:
     if not project.problems:
         return None
     text = project.source.read_text(encoding="utf-8", errors="replace")
-    lines = LineIndex(text)
-    findings = []
-    for problem in project.problems:
-        start = lines.offset(problem.line, 0, "utf-32")
-        end = lines.offset(problem.line + 1, 0, "utf-32") if problem.line + 1 < text.count("\n") + 1 else len(text)
-        findings.append(Finding("ZM104", rule("ZM104").severity, problem.message, start, max(start, end - 1)))
-    return FileResult(str(project.source), findings, lines)
+    return FileResult(str(project.source), settings_rules.project_findings(text, project.problems), LineIndex(text))
 
 
 class Progress:

@@ -140,3 +140,12 @@ def stage_label(stage: str, family: str = "deepspeed") -> str:
     if family == "fsdp":
         return f"{FSDP_LABELS[stage]} (≈ {STAGE_LABELS[stage]})"
     return STAGE_LABELS[stage]
+
+
+def describe_suggestion(suggestion, family: str) -> str:
+    """"ZeRO-3 with optimizer → cpu (12.3 GiB/GPU)": the stage, offload and figure a plan.Suggestion gives."""
+    offload = suggestion.offload
+    text = stage_label(suggestion.stage, family)
+    if offload.optimizer or offload.param:
+        text += f" with {offload.describe()}"
+    return f"{text} ({format_bytes(suggestion.gpu_bytes)}/GPU)"

@@ -18,9 +18,8 @@ from zeromem_lsp.configs.settings import SETTING_NAMES, ZeromemSettings
 from zeromem_lsp.configs.training import TrainingSetup, implied_world_size
 from zeromem_lsp.plan import FSDP_CPU_OFFLOAD, MemoryPlan, Offload, Unplanned
 from zeromem_lsp.present import (
-    count_times_bytes, human_and_exact, per_gpu_summary, stage_label, stage_rows,
+    count_times_bytes, describe_suggestion, human_and_exact, per_gpu_summary, stage_label, stage_rows,
 )
-from zeromem_lsp.rules.memory import describe_suggestion
 from zeromem_lsp.units import format_bytes, format_count, format_parameters
 
 HOVER_KINDS = ("deepspeed", "accelerate", "fsdp", "hf-arguments")  # memory hover wherever a plan exists
@@ -88,7 +87,7 @@ def memory_section(plan: MemoryPlan | Unplanned | None) -> str:
     ]
     if plan.exceeds:
         suggestion = plan.cheapest_fit()
-        lines += ["", f"Cheapest that fits: {describe_suggestion(suggestion)}." if suggestion
+        lines += ["", f"Cheapest that fits: {describe_suggestion(suggestion, plan.family)}." if suggestion
                   else "Nothing fits, even ZeRO-3 with full offload: add GPUs."]
     return "\n".join(lines)
 
