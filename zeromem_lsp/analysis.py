@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 
 from zeromem_lsp.configs.detect import detect_kind
 from zeromem_lsp.configs.settings import validate_settings, ParametersFromConfig, ZeromemSettings
 from zeromem_lsp.configs.training import TrainingSetup, read_training_setup
-from zeromem_lsp.document import Document, parse_document
+from zeromem_lsp.document import Document, LineIndex, parse_document
 from zeromem_lsp.document.decoding import decode_config
 from zeromem_lsp.plan import MemoryPlan, Origin, Unplanned, build_plan, plan_fsdp_family
 from zeromem_lsp.configs.deepspeed import validate_deepspeed
@@ -27,6 +28,8 @@ from zeromem_lsp.units import format_count
 MAX_DOCUMENT_CHARS = 16 * 2**20
 NO_SETTINGS = ZeromemSettings()
 YAML_SUFFIXES = (".yaml", ".yml")
+#: Analysis kinds that are reported on (the rest are documents zeromem does not analyse).
+ANALYSED_KINDS = ("deepspeed", "oversized", "binary", "fsdp", "hf-arguments", "accelerate")
 #: Reads a file named in the document (path as written; relative to the analysed file) -> text, or None.
 Loader = Callable[[str], "str | None"]
 
@@ -41,6 +44,11 @@ class Analysis:
     setup: TrainingSetup | None = None
     plan: MemoryPlan | Unplanned | None = None
     parameter_source: str | None = None  # e.g. "llama: 32 layers, untied embeddings (model/config.json)"
+
+    @cached_property
+    def lines(self) -> LineIndex:
+        """Offsets ↔ line/character for the findings (also when nothing parsed)."""
+        return self.document.lines if self.document is not None else LineIndex(self.text)
 
 
 def resolve_parameters(settings: ZeromemSettings, loader: Loader | None) -> tuple[ZeromemSettings, str | None, str | None]:

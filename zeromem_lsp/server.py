@@ -105,11 +105,11 @@ class ZeromemServer(LanguageServer):
         if document is None:
             raise DocumentNotOpen(uri)
         analysis = self.analysis_of(uri, document.version, document.source)
-        lines = analysis.document.lines if analysis.document is not None else LineIndex(analysis.text)
+        lines = analysis.lines
         return document, analysis, lines
 
     def diagnostics(self, uri: str, analysis: Analysis) -> list[types.Diagnostic]:
-        lines = analysis.document.lines if analysis.document is not None else LineIndex(analysis.text)
+        lines = analysis.lines
         return [to_diagnostic(finding, lines, self.encoding, uri) for finding in analysis.findings]
 
     async def refresh(self, uri: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from zeromem_lsp.cli import UsageError
+from zeromem_lsp.cli.errors import UsageError
 from zeromem_lsp.estimate import FORMULAS, STAGE_LABELS, Estimate, Inputs, estimate, inputs_from_parameters
 from zeromem_lsp.precision import OPTIMIZERS, PRECISIONS, bytes_per_parameter
 from zeromem_lsp.present import human_and_exact, stage_table
