@@ -79,7 +79,7 @@ def memory_section(plan: MemoryPlan | Unplanned | None) -> str:
         f"**{label} {per_gpu_summary(plan.gpu_bytes, plan.gpu_memory)}** — persistent model state "
         "(parameters, gradients, optimizer state); activations come on top.",
         "",
-        *stage_table(plan),
+        *stage_markdown(plan),
         "",
         *input_lines(plan),
         "",
@@ -92,7 +92,7 @@ def memory_section(plan: MemoryPlan | Unplanned | None) -> str:
     return "\n".join(lines)
 
 
-def stage_table(plan: MemoryPlan) -> list[str]:
+def stage_markdown(plan: MemoryPlan) -> list[str]:
     """A Markdown table: one row per stage, the chosen one marked, with a bar against the budget."""
     budget = plan.gpu_memory
     host = plan.placement.host

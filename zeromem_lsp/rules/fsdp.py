@@ -12,19 +12,20 @@ import json
 from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.configs.fsdp import FSDP_OPTIONS, parse_fsdp_options
 from zeromem_lsp.document import Member
-from zeromem_lsp.edits import flavour_of, rename_key, replace_value, set_value
+from zeromem_lsp.edits import rename_key, replace_value, set_value
 from zeromem_lsp.findings import Fix, TextEdit, overlapping
 from zeromem_lsp.plan import MemoryPlan, Suggestion
-from zeromem_lsp.present import FSDP_LABELS, describe_suggestion
+from zeromem_lsp.present import describe_suggestion
+from zeromem_lsp.stages import FSDP_KEYS, stage as stage_named
 from zeromem_lsp.rules.context import Context
 
 #: ZeRO-stage name of a plan -> the FSDP strategy with the same persistent state.
-STRATEGY_FOR_STAGE = {stage: FSDP_LABELS[stage] for stage in ("ddp", "zero2", "zero3")}
+STRATEGY_FOR_STAGE = {key: stage_named(key).fsdp for key in FSDP_KEYS}
 
 
 def scalar(context: Context, value: object) -> str:
     """A value written in the document's own syntax (plain scalars in YAML)."""
-    if flavour_of(context.document) == "yaml":
+    if context.document.flavour == "yaml":
         if isinstance(value, bool):
             return "true" if value else "false"
         if isinstance(value, str) and value.replace("_", "").isalnum():
@@ -116,10 +117,8 @@ def _fsdp_section(context: Context) -> tuple[tuple, str] | None:
 
 
 def _deepspeed_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion, base: tuple, reader: str):
-    from zeromem_lsp.estimate import STAGE_NUMBERS
-
     edits = []
-    number = STAGE_NUMBERS[suggestion.stage]
+    number = stage_named(suggestion.stage).number
     if reader == "accelerate-deepspeed":
         if isinstance(context.data.get("deepspeed_config"), dict) and context.data["deepspeed_config"].get("deepspeed_config_file"):
             return ()

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from zeromem_lsp.configs.training import implied_world_size
 from zeromem_lsp.document import Document, Member
 from zeromem_lsp.edits import insert_member, replace_value, set_value
-from zeromem_lsp.estimate import STAGE_LABELS, STAGE_NUMBERS
+from zeromem_lsp.stages import stage as stage_named
 from zeromem_lsp.findings import Finding, Fix, TextEdit, overlapping
 from zeromem_lsp.plan import MemoryPlan, Suggestion, Unplanned
 from zeromem_lsp.present import describe_suggestion, percent_of, stage_label
@@ -36,7 +36,7 @@ def _suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion
         return delegated
     updates: dict[str, str] = {}
     if suggestion.stage != plan.stage:
-        updates["stage"] = str(STAGE_NUMBERS[suggestion.stage])
+        updates["stage"] = str(stage_named(suggestion.stage).number)
     if suggestion.offload.optimizer and not plan.offload.optimizer:
         updates["offload_optimizer"] = '{"device": "cpu"}'
     if suggestion.offload.param and not plan.offload.param:
