@@ -27,6 +27,14 @@ def block_findings(context: Context, problems: Iterable[tuple]) -> list[Finding]
     return [context.finding(INVALID_SETTING, message, path, target) for path, message, target in problems]
 
 
+def project_findings_on_config(source_name: str, problems: Iterable, text: str) -> list[Finding]:
+    """ZM104 for a project settings file's problems, shown on the config they apply to (its start):
+    for a front end that cannot show them on the settings file itself."""
+    end = min(1, len(text))
+    return [INVALID_SETTING.at(f"{source_name} line {problem.line + 1}: {problem.message}", 0, end)
+            for problem in problems]
+
+
 def project_findings(text: str, problems: Iterable) -> list[Finding]:
     """ZM104 for problems of a project settings file (pyproject.toml / zeromem.toml), each on its line."""
     lines = LineIndex(text)
