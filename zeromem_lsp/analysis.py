@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import Literal
 
-from zeromem_lsp.configs.detect import detect_kind
+from zeromem_lsp.configs.detect import Kind, detect_kind
 from zeromem_lsp.configs.settings import validate_settings, ParametersFromConfig, ZeromemSettings
 from zeromem_lsp.configs.training import Path, TrainingSetup
 from zeromem_lsp.findings import Finding
@@ -27,22 +28,27 @@ from zeromem_lsp.rules.context import Context
 from zeromem_lsp.units import format_count
 
 MAX_DOCUMENT_CHARS = 16 * 2**20
+Refusal = Literal["oversized", "binary"]  # outcomes, not kinds: the document was never read
 NO_SETTINGS = ZeromemSettings()
 YAML_SUFFIXES = (".yaml", ".yml")
-#: Analysis kinds that are reported on (the rest are documents zeromem does not analyse).
-ANALYSED_KINDS = ("deepspeed", "oversized", "binary", "fsdp", "hf-arguments", "accelerate")
 
 
 @dataclass
 class Analysis:
     text: str
-    kind: str | None
+    kind: Kind | None  # None: not a training config (or refused before it could be read)
     document: Document | None
     findings: list[Finding] = field(default_factory=list)
     settings: ZeromemSettings = NO_SETTINGS
     setup: TrainingSetup | None = None
     plan: MemoryPlan | Unplanned | None = None
     parameter_source: str | None = None  # e.g. "llama: 32 layers, untied embeddings (model/config.json)"
+    refused: Refusal | None = None  # the input was not analysed at all: too large, or not text
+
+    @property
+    def reported(self) -> bool:
+        """Whether front ends report on this document: a training config, or an input refused outright."""
+        return self.kind is not None or self.refused is not None
 
     @cached_property
     def lines(self) -> LineIndex:
@@ -139,7 +145,7 @@ def analyse(
     (a model config.json, a DeepSpeed or fsdp_config file) — without it they are not read.
     """
     if len(text) > MAX_DOCUMENT_CHARS:
-        return Analysis(text, "oversized", None, [settings_rules.too_large(len(text), MAX_DOCUMENT_CHARS)])
+        return Analysis(text, None, None, [settings_rules.too_large(len(text), MAX_DOCUMENT_CHARS)], refused="oversized")
     if name is not None and name.lower().endswith(YAML_SUFFIXES):
         from zeromem_lsp.document.yaml_document import parse_yaml_document
 
@@ -191,7 +197,7 @@ def analyse_bytes(
     """`analyse` for file contents: an encoding DeepSpeed cannot read is a ZM003 finding."""
     decoded = decode_config(data)
     if decoded.binary:
-        return Analysis(decoded.text, "binary", None, [settings_rules.unreadable(decoded.problem)])
+        return Analysis(decoded.text, None, None, [settings_rules.unreadable(decoded.problem)], refused="binary")
     analysis = analyse(decoded.text, name, settings, forced, loader)
     if decoded.problem is not None and analysis.kind == "deepspeed":
         end = min(decoded.offset + 1, len(decoded.text))

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zeromem_lsp.analysis import ANALYSED_KINDS, analyse_bytes
+from zeromem_lsp.analysis import analyse_bytes
 from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.document import LineIndex
 from zeromem_lsp.findings import Finding
@@ -142,14 +142,11 @@ def lint(
                                  file_loader(path))
         if progress is not None:
             progress(number, len(files))
-        if analysis.kind is None:
+        if not analysis.reported:
             result.skipped.append((str(path), "not a training config"))
             continue
-        if analysis.kind == "binary" and str(path) not in named:
+        if analysis.refused == "binary" and str(path) not in named:
             result.skipped.append((str(path), "binary data"))
-            continue
-        if analysis.kind not in ANALYSED_KINDS:
-            result.skipped.append((str(path), f"{analysis.kind} configs are not analysed yet"))
             continue
         result.checked += 1
         findings = [f for f in analysis.findings if _keep(f, select, ignore)]

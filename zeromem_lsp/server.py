@@ -19,7 +19,7 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
 from zeromem_lsp import __version__
-from zeromem_lsp.analysis import ANALYSED_KINDS, Analysis, analyse
+from zeromem_lsp.analysis import Analysis, analyse
 from zeromem_lsp.assist.completion import complete
 from zeromem_lsp.assist.hover import hover_at
 from zeromem_lsp.assist.inlay import inlay_hints
@@ -112,7 +112,7 @@ class ZeromemServer(LanguageServer):
         loader = file_loader(path) if path is not None else None
         analysis = analyse(text, document_name(uri), self.settings_for(uri), loader=loader)
         project = self.project_for(path) if path is not None else None
-        if project is not None and project.problems and analysis.kind in ANALYSED_KINDS:
+        if project is not None and project.problems and analysis.reported:
             analysis.findings[:0] = settings_rules.project_findings_on_config(
                 project.source.name, project.problems, analysis.text)
         if cached is None or cached[0] is None or version is None or version >= cached[0]:

@@ -83,3 +83,15 @@ def test_issue_severity_is_its_rules_severity():
     assert issues
     for issue in issues:
         assert issue.severity == KIND_RULES[issue.key].severity
+
+
+def test_every_config_kind_has_one_reader_and_outcomes_are_not_kinds():
+    from zeromem_lsp.analysis import analyse
+    from zeromem_lsp.configs.detect import KINDS
+    from zeromem_lsp.readers import READERS
+
+    assert set(READERS) == set(KINDS)
+    refused = analyse("[" * 10 + " " * (16 * 2**20))
+    assert refused.kind is None and refused.refused == "oversized" and refused.reported
+    assert [f.code for f in refused.findings] == ["ZM002"]
+    assert not analyse('{"name": "x"}').reported
