@@ -117,3 +117,46 @@ def test_the_linter_core_returns_a_result_and_prints_nothing(tmp_path, capsys):
         assert "no such file or directory" in str(error)
     else:
         raise AssertionError("a missing path must be an input error")
+
+
+def documented_layers() -> dict[str, int]:
+    """docs/architecture.md's layer table: module or package (trailing /) -> layer number."""
+    import re
+
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    layers = {}
+    for number, cells in re.findall(r"^\| (\d+) [^|]*\| (.*) \|$", text, re.MULTILINE):
+        for entry in re.findall(r"`([^`]+)`", cells):
+            name = entry.rstrip("/").replace("/", ".")
+            name = "zeromem_lsp" if name == "zeromem_lsp" else f"zeromem_lsp.{name}"
+            layers[name] = int(number)
+    return layers
+
+
+def layer_of(module: str, layers: dict[str, int]) -> int | None:
+    """The layer of a module, or of the nearest package listed with a trailing / (never the root's)."""
+    if module in layers:
+        return layers[module]
+    package = module.rpartition(".")[0]
+    while package != "zeromem_lsp" and package:
+        if package in layers:
+            return layers[package]
+        package = package.rpartition(".")[0]
+    return None
+
+
+def test_layer_lookup_does_not_fall_back_to_the_root():
+    layers = {"zeromem_lsp": 0, "zeromem_lsp.cli": 8}
+    assert layer_of("zeromem_lsp.cli.check", layers) == 8
+    assert layer_of("zeromem_lsp.readers", layers) is None
+
+
+def test_every_module_has_a_documented_layer_and_imports_only_downwards():
+    layers = documented_layers()
+    assert len(layers) > 20
+    graph = import_graph()
+    undocumented = [module for module in graph if layer_of(module, layers) is None]
+    assert undocumented == []
+    upward = [(module, target) for module, imported in graph.items() for target in imported
+              if layer_of(target, layers) > layer_of(module, layers)]
+    assert upward == []
