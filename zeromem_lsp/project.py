@@ -105,10 +105,18 @@ def load_settings_file(path: Path) -> ProjectSettings | None:
     """Settings from one file; None when it has no zeromem settings (keep searching upward)."""
     try:
         text = path.read_text(encoding="utf-8")
-        data = tomllib.loads(text)
     except OSError:
         return None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+    except UnicodeDecodeError as error:
+        return ProjectSettings(path, problems=(SettingsProblem(path, 0, f"invalid TOML: {error}"),))
+    return settings_from_text(path, text)
+
+
+def settings_from_text(path: Path, text: str) -> ProjectSettings | None:
+    """Settings from the text of the settings file at `path` (as on disk, or as open in an editor)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
         line = getattr(error, "lineno", 1) or 1
         return ProjectSettings(path, problems=(SettingsProblem(path, line - 1, f"invalid TOML: {error}"),))
     table, header = _zeromem_table(path, data)

@@ -26,7 +26,7 @@ from zeromem_lsp.assist.inlay import inlay_hints
 from zeromem_lsp.assist.settings import resolve_settings, settings_section
 from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.document import LineIndex
-from zeromem_lsp.project import ProjectSettings, discover, file_loader
+from zeromem_lsp.project import SETTINGS_FILES, ProjectSettings, discover, file_loader, settings_from_text
 from zeromem_lsp.rules import settings as settings_rules
 from zeromem_lsp.lsp_convert import (
     encoding_name, to_code_action, to_completion_item, to_diagnostic, to_hover, to_inlay_hint, to_offset,
@@ -76,11 +76,17 @@ class ZeromemServer(LanguageServer):
             self._projects[folder] = discover(folder)
         return self._projects[folder]
 
-    def settings_changed_on_disk(self) -> None:
-        """A pyproject.toml or zeromem.toml was created, changed or deleted: discover again."""
+    def project_settings_changed(self) -> None:
+        """A pyproject.toml or zeromem.toml changed on disk, or was opened or closed: discover again."""
         self._projects.clear()
         self.generation += 1
         self.reanalyse_open_documents()
+
+    def is_open(self, path: Path) -> bool:
+        """Whether the client has the file at `path` open (and so shows its diagnostics)."""
+        target = path.resolve()
+        return any((open_path := document_path(uri)) is not None and open_path.resolve() == target
+                   for uri in self.workspace.text_documents)
 
     def settings_for(self, uri: str) -> ZeromemSettings:
         """Defaults for `uri` below its own zeromem block: project files ([tool.zeromem], zeromem.toml)
@@ -109,14 +115,29 @@ class ZeromemServer(LanguageServer):
         if cached is not None and version is not None and cached[:2] == (version, generation):
             return cached[2]
         path = document_path(uri)
+        if path is not None and path.name in SETTINGS_FILES:
+            analysis = self.settings_file_analysis(path, text)
+        else:
+            analysis = self.config_analysis(path, uri, text)
+        if cached is None or cached[0] is None or version is None or version >= cached[0]:
+            self._analyses[uri] = (version, generation, analysis)
+        return analysis
+
+    def settings_file_analysis(self, path: Path, text: str) -> Analysis:
+        """A project settings file open in the editor: its problems as ZM104 on their lines."""
+        project = settings_from_text(path, text)
+        problems = project.problems if project is not None else ()
+        return Analysis(text, None, None, settings_rules.project_findings(text, problems))
+
+    def config_analysis(self, path: Path | None, uri: str, text: str) -> Analysis:
+        """A config: the pipeline, plus its project settings' problems when the editor does not show
+        the settings file itself (ZM104 at the start of the config)."""
         loader = file_loader(path) if path is not None else None
         analysis = analyse(text, document_name(uri), self.settings_for(uri), loader=loader)
         project = self.project_for(path) if path is not None else None
-        if project is not None and project.problems and analysis.reported:
+        if project is not None and project.problems and analysis.reported and not self.is_open(project.source):
             analysis.findings[:0] = settings_rules.project_findings_on_config(
                 project.source.name, project.problems, analysis.text)
-        if cached is None or cached[0] is None or version is None or version >= cached[0]:
-            self._analyses[uri] = (version, generation, analysis)
         return analysis
 
     def current(self, uri: str) -> tuple[TextDocument, Analysis, LineIndex]:
@@ -177,6 +198,10 @@ class DocumentNotOpen(LookupError):
 
 def document_name(uri: str) -> str:
     return unquote(urlsplit(uri).path).rsplit("/", 1)[-1]
+
+
+def is_settings_file(uri: str) -> bool:
+    return document_name(uri) in SETTINGS_FILES
 
 
 def document_path(uri: str) -> Path | None:
@@ -275,7 +300,7 @@ def watch_settings_files(ls: ZeromemServer) -> None:
 @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
 @guarded()
 def did_change_watched_files(ls: ZeromemServer, params: types.DidChangeWatchedFilesParams):
-    ls.settings_changed_on_disk()
+    ls.project_settings_changed()
 
 
 async def load_configuration(ls: ZeromemServer) -> None:
@@ -302,6 +327,8 @@ def did_change_configuration(ls: ZeromemServer, params: types.DidChangeConfigura
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 @guarded()
 async def did_open(ls: ZeromemServer, params: types.DidOpenTextDocumentParams):
+    if is_settings_file(params.text_document.uri):  # its problems move from the configs onto it
+        ls.project_settings_changed()
     await ls.refresh(params.text_document.uri)
 
 
@@ -321,6 +348,8 @@ async def did_save(ls: ZeromemServer, params: types.DidSaveTextDocumentParams):
 @guarded()
 def did_close(ls: ZeromemServer, params: types.DidCloseTextDocumentParams):
     ls.forget(params.text_document.uri)
+    if is_settings_file(params.text_document.uri):  # its problems go back onto the configs
+        ls.project_settings_changed()
     if not ls.pull_mode:
         ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
 

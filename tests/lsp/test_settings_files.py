@@ -50,3 +50,21 @@ async def test_settings_file_problems_are_zm104_and_refresh_on_watched_file_chan
     codes = [(d.code, d.message) for d in report.items]
     assert [code for code, _ in codes] == ["ZM101"]
     assert "24.0 GiB budget" in codes[0][1]
+
+
+async def test_an_open_settings_file_shows_its_problems_on_their_lines_instead_of_the_configs(
+        client: LanguageClient, tmp_path):
+    settings = tmp_path / "zeromem.toml"
+    text = 'parameters = "7B"\n\nworld-size = "eight"\n'
+    settings.write_text(text)
+    assert [code for code, _ in await _codes(client, tmp_path / "c.json")] == ["ZM104"]
+
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        text_document=types.TextDocumentItem(uri=settings.as_uri(), language_id="toml", version=1, text=text)))
+    report = await client.text_document_diagnostic_async(
+        types.DocumentDiagnosticParams(text_document=types.TextDocumentIdentifier(uri=settings.as_uri())))
+    [problem] = report.items
+    assert problem.code == "ZM104" and problem.range.start.line == 2 and "world" in problem.message
+    config = await client.text_document_diagnostic_async(
+        types.DocumentDiagnosticParams(text_document=types.TextDocumentIdentifier(uri=(tmp_path / "c.json").as_uri())))
+    assert all(d.code != "ZM104" for d in config.items) and config.kind == "full"
