@@ -6,7 +6,8 @@ loader produced and returns a list of :class:`ConfigIssue`.  An issue of severit
 ``deepspeed.initialize``); ``"warning"`` means DeepSpeed starts but very likely not as
 the author meant.
 
-Issue kinds (fixed set; ``ISSUE_KINDS`` maps each to its severity):
+Issue kinds (fixed set; ``ISSUE_KINDS`` maps each to its severity, read from its rule in
+``rules/kinds.py``):
 
 =============================  ========  =====================================================
 kind                           severity  meaning
@@ -63,7 +64,8 @@ from .deepspeed_catalog import (
     field_doc,
     section_keys,
 )
-from .deepspeed_issue import ENGINE_LEVEL_KINDS, ISSUE_KINDS, ConfigIssue, dotted, is_auto, issue, mapping_error
+from .deepspeed_issue import ENGINE_LEVEL_KINDS, ISSUE_KINDS, dotted, is_auto, issue, mapping_error
+from .issue import ConfigIssue
 
 __all__ = [
     "ConfigIssue",
