@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 
 
 from zeromem_lsp.configs.detect import detect_kind
+from zeromem_lsp.configs.hf_arguments import unreadable_reason
 from zeromem_lsp.configs.settings import validate_settings, ParametersFromConfig, ZeromemSettings
 from zeromem_lsp.configs.training import TrainingSetup, read_training_setup
 from zeromem_lsp.document import Document, parse_document
@@ -54,7 +55,7 @@ def resolve_parameters(settings: ZeromemSettings, loader: Loader | None) -> tupl
     path = wanted.from_config
     text = loader(path) if loader is not None else None
     if text is None:
-        reason = "no file access in this front end" if loader is None else "file not found"
+        reason = "no file access in this front end" if loader is None else unreadable_reason(loader, path)
         return cleared, None, f"parameters.from_config: cannot read {path!r} ({reason})"
     try:
         counted = count_parameters_from_text(text)

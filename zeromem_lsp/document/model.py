@@ -73,6 +73,7 @@ class Problem:
     Kinds: ``syntax``; ``duplicate_key`` (``related`` = offset of the first occurrence);
     relaxations that hjson accepts and strict JSON does not: ``comment``,
     ``trailing_comma``, ``missing_comma``, ``unquoted_key``, ``quoteless_value``,
+    ``quoteless_comma`` (an unquoted value that swallowed the comma after it),
     ``single_quoted``, ``multiline_string``, ``braceless_root``; and ``bom``.
     """
 

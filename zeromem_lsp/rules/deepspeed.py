@@ -73,6 +73,13 @@ def _batch_fix(context: Context) -> tuple[Fix, ...]:
 
 
 def check(context: Context) -> Iterator[Finding]:
+    root = context.document.root
+    if root is None:  # nothing parsed: the syntax error says why
+        return
+    if root.kind != "object":  # a top-level array, string, null... (unless the text is broken anyway)
+        if not context.document.syntax_errors:
+            yield from check_issues(context, validate_deepspeed(context.data))
+        return
     data = context.data if isinstance(context.data, dict) else {}
     config = {key: value for key, value in data.items() if key != "zeromem"}
     yield from check_issues(context, validate_deepspeed(config, world_size=context.settings.world_size))
