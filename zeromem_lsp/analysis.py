@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 
+from zeromem_lsp.configs.deepspeed_catalog import HF_AUTO_STAGE
 from zeromem_lsp.configs.detect import detect_kind
 from zeromem_lsp.configs.hf_arguments import unreadable_reason
 from zeromem_lsp.configs.settings import validate_settings, ParametersFromConfig, ZeromemSettings
@@ -228,9 +229,11 @@ def _deepspeed_setup(accelerate, hf_setup, loader, missing: str) -> tuple[Traini
         loaded = loader(accelerate.deepspeed_file) if loader is not None else None
         if loaded is None:
             return None, f"the DeepSpeed config {accelerate.deepspeed_file!r} (could not be read next to this file)"
-        return _rerooted(read_training_setup(parse_document(loaded).to_python()), None), missing
+        config = parse_document(loaded).to_python()  # Accelerate fills "stage": "auto" (HF_AUTO_STAGE)
+        return _rerooted(read_training_setup(config, HF_AUTO_STAGE), None), missing
     if hf_setup is not None and hf_setup.deepspeed is not None:
-        return _rerooted(read_training_setup(hf_setup.deepspeed), hf_setup.deepspeed_path), missing
+        setup = read_training_setup(hf_setup.deepspeed, HF_AUTO_STAGE)  # via Accelerate's DeepSpeedPlugin
+        return _rerooted(setup, hf_setup.deepspeed_path), missing
     if hf_setup is not None and hf_setup.unread:
         return None, "; ".join(f"the referenced {item}" for item in hf_setup.unread)
     return None, missing

@@ -70,6 +70,16 @@ CASES = {
         ['"stage": "auto" is 2 here'],
         '{"per_device_train_batch_size": 4, "deepspeed": {"train_batch_size": "auto", "zero_optimization": '
         '{"stage": "auto", "compute_grad_norm": false}}}'),
+    # 7B parameters, bf16, AdamW, 8 ranks: P = G = 2 x 7e9 B, O = 12 x 7e9 B; ZeRO-2 keeps
+    # P + (G + O) / 8 = 14e9 + 98e9 / 8 = 26,250,000,000 B per GPU: over 24 GiB, under 32 GiB.
+    "auto stage planned as HF fills it (TrainingArguments)": (
+        '{"per_device_train_batch_size": 4, "bf16": true, "deepspeed": {"train_batch_size": "auto", '
+        '"bf16": {"enabled": true}, "zero_optimization": {"stage": "auto"}, '
+        '"zeromem": {"parameters": "7B", "world_size": 8, "gpu_memory": "24GiB"}}}', "ZM101",
+        ["ZeRO-2", "26,250,000,000"],
+        '{"per_device_train_batch_size": 4, "bf16": true, "deepspeed": {"train_batch_size": "auto", '
+        '"bf16": {"enabled": true}, "zero_optimization": {"stage": "auto"}, '
+        '"zeromem": {"parameters": "7B", "world_size": 8, "gpu_memory": "32GiB"}}}'),
     "top-level array": ('[{%s}]' % B, "ZM202", ["top level must be an object", "an array"], '{%s}' % B),
     "top-level null": ("null", "ZM202", ["top level must be an object", "null"], '{%s}' % B),
     "hjson True, swallows the comma": (
