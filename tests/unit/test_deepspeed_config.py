@@ -576,3 +576,16 @@ def test_tensor_parallel_is_strict():
 def test_boolean_batch_is_read_as_a_number():
     assert kinds({"train_batch_size": True}) == ["suspicious_value"]
     assert "batch_non_positive" in kinds({**B, "gradient_accumulation_steps": False})
+
+
+@pytest.mark.parametrize("value", [float("inf"), "9" * 5000, None, [], {}, "1_000", " 8 ", 8.7, True])
+def test_dynamic_batching_int_conversion_never_raises(value):
+    # DeepSpeed calls int() on these; whatever int() refuses (inf, 5000 digits, null, lists) is an
+    # error here, whatever it takes ("1_000", " 8 ", 8.7, true) is not.
+    config = {**B, "data_efficiency": {"data_sampling": {"dynamic_batching": {"max_batch_size": value}}}}
+    try:
+        int(value)
+        refused = False
+    except (TypeError, ValueError, OverflowError):
+        refused = True
+    assert bool(errors(config)) == refused

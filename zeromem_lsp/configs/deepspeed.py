@@ -265,7 +265,7 @@ STAGE_DEPENDENT_KEYS = ("compute_grad_norm", "fp16_master_weights_and_grads", "b
 def _with_auto_stage_note(found: ConfigIssue, stage_for_auto: int) -> ConfigIssue:
     """Say which stage "auto" stood for in an issue that depends on it."""
     if found.kind not in STAGE_DEPENDENT_KINDS and not (
-            found.kind == "invalid_combination" and found.path[-1] in STAGE_DEPENDENT_KEYS):
+            found.kind == "invalid_combination" and found.path[-1:] and found.path[-1] in STAGE_DEPENDENT_KEYS):
         return found
     if stage_for_auto:
         note = f'"stage": "auto" is {stage_for_auto} here, what HF Trainer / Accelerate fill in by default'

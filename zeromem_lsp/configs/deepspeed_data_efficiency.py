@@ -78,7 +78,7 @@ def _check_int(value: Any, path: tuple, out: list[ConfigIssue]) -> None:
     """DeepSpeed calls int() on the value: whatever int() refuses makes it fail at launch."""
     try:
         int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: 1e400 (inf), which hjson fails on anyway
         out.append(issue("invalid_value", path, "value",
                          f"DeepSpeed fails on {value!r} for '{dotted(path)}': it converts the value with int();"
                          " use an integer."))
