@@ -7,7 +7,7 @@ mix values each check accepts and refuses, so each assertion and conversion gets
 ``PAIRS`` adds the cross-field rules (stage, precision, data_efficiency) as an accepted/refused pair.
 
 Optional like test_deepspeed_oracle.py: skipped when DeepSpeed is not importable. Run with
-``DS_ACCELERATOR=cpu PYTHONPATH=. /path/to/venv-with-deepspeed/bin/python -m pytest tests/oracle``.
+``DS_ACCELERATOR=cpu /path/to/venv-with-deepspeed/bin/python -m pytest tests/oracle``.
 """
 
 from __future__ import annotations
