@@ -311,3 +311,31 @@ def test_non_object_top_level_is_refused_by_both(deepspeed_available):
         with pytest.raises(Exception):
             DeepSpeedConfig(value)
         assert [i.severity for i in validate_deepspeed(value)] == ["error"], value
+
+
+#: Texts DeepSpeed reads with hjson itself (a file path, not a dict): `True,` swallows its comma.
+HJSON_TEXTS = {
+    "True, where a boolean is needed": '{\n "train_batch_size": 8,\n "wall_clock_breakdown": True,\n'
+                                       ' "steps_per_print": 10\n}',
+    "True, inside a strict section": '{\n "train_batch_size": 8,\n "zero_optimization": {\n  "stage": 2,\n'
+                                     '  "overlap_comm": True,\n  "contiguous_gradients": true\n }\n}',
+    "True, where any value is read": '{\n "train_batch_size": 8,\n "dump_state": True,\n "steps_per_print": 10\n}',
+    "true, is a boolean": '{\n "train_batch_size": 8,\n "wall_clock_breakdown": true,\n "steps_per_print": 10\n}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(HJSON_TEXTS))
+def test_hjson_text_verdict_matches_deepspeed_reading_the_file(deepspeed_available, tmp_path, name):
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    from zeromem_lsp.analysis import analyse
+
+    path = tmp_path / "ds_config.json"
+    path.write_text(HJSON_TEXTS[name], encoding="utf-8")
+    try:
+        DeepSpeedConfig(str(path))
+        theirs = "accept"
+    except Exception:  # noqa: BLE001 - any exception is a refusal
+        theirs = "reject"
+    errors = [f for f in analyse(HJSON_TEXTS[name], "ds_config.json").findings if f.severity == "error"]
+    assert ("reject" if errors else "accept") == theirs, errors
