@@ -234,8 +234,32 @@ def _pair_cases() -> dict[str, dict]:
     return cases
 
 
-SECTIONS = ("model", "staged", "loose", "pairs")
-GENERATORS = {"model": _model_cases, "staged": _staged_cases, "loose": _loose_cases, "pairs": _pair_cases}
+def _merged(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for key, value in b.items():
+        out[key] = _merged(out[key], value) if isinstance(out.get(key), dict) and isinstance(value, dict) else value
+    return out
+
+
+def _combined_cases(count: int = 4000) -> dict[str, dict]:
+    """Two or three single-key cases merged into one config (seeded): rules that interact."""
+    import random
+
+    pool = sorted({**_model_cases(), **_staged_cases(), **_loose_cases()}.items())
+    chooser = random.Random(14)
+    cases = {}
+    while len(cases) < count:
+        picks = chooser.sample(pool, chooser.choice((2, 3)))
+        config = picks[0][1]
+        for _name, other in picks[1:]:
+            config = _merged(config, other)
+        cases[" + ".join(name for name, _ in picks)] = config
+    return cases
+
+
+SECTIONS = ("model", "staged", "loose", "pairs", "combined")
+GENERATORS = {"model": _model_cases, "staged": _staged_cases, "loose": _loose_cases, "pairs": _pair_cases,
+              "combined": _combined_cases}
 
 
 @pytest.fixture(scope="module")
