@@ -40,6 +40,10 @@ class Node:
                 return member
         return None
 
+    def decoded(self) -> dict | list | None:
+        """The plain value of a container decoded while parsing (strict JSON), else None."""
+        return None
+
     def __repr__(self) -> str:
         if self.kind == "object":
             detail = f"members={len(self.members or ())}"
@@ -135,6 +139,9 @@ class Document:
         root = self.root
         if root is None:
             return None
+        decoded = root.decoded()
+        if decoded is not None:
+            return decoded  # strict JSON: decoded in C while parsing
         result = _empty(root)
         if result is None:
             return root.value

@@ -18,6 +18,7 @@ import re
 
 from .model import Document, Member, Node, Problem
 from .positions import LineIndex
+from .strict_json import parse_strict
 
 __all__ = ["parse_document"]
 
@@ -76,6 +77,9 @@ def parse_document(text: str) -> Document:
         text = bytes(text).decode("utf-8", "surrogateescape")
     elif not isinstance(text, str):
         text = str(text)
+    strict = parse_strict(text)
+    if strict is not None:
+        return strict
     # The tree is acyclic and large documents make hundreds of thousands of objects: the
     # cyclic collector's repeated passes over them would more than double the parse time.
     collecting = gc.isenabled()
