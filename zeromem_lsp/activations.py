@@ -5,6 +5,9 @@ backward is counted once, with the dtype it has there. It is checked against mea
 code (benchmarks/activations/measure.py → tests/data/activations/measured.json, compared by
 tests/unit/test_activations.py); docs/memory-model.md explains each term.
 
+Families: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, mixtral, qwen3_moe, gpt2,
+gpt_neox (ModelShape from configs/model_config.model_shape).
+
 Notation: b micro-batch, s sequence length, T = b·s tokens, h hidden size, d head_dim, q / kv heads,
 I intermediate size, V vocabulary, w the 16- or 32-bit width of the model's dtype (2 or 4 bytes).
 """
@@ -117,12 +120,20 @@ def _llama_like_layer(shape: ModelShape, b: int, s: int, w: int, impl: str, spar
 
 
 def _moe(shape: ModelShape, tokens: int, w: int) -> int:
-    """Router and grouped experts (Transformers' grouped_mm path): each token visits k experts."""
+    """Router and grouped experts (Transformers' grouped_mm path); S = tokens × k expert visits.
+
+    Router: fp32 softmax over the experts, the top-k indices, and when the top-k weights are
+    renormalized their quotient and sum. Experts: the gathered inputs, gate_up output, activation and
+    product (4·I per visit, as a gated MLP), the down output, the routing weights it is scaled by (fp32
+    in Mixtral, the model dtype in Qwen3-MoE), three int64 permutations, int32 group offsets."""
     experts, k, width, h = shape.experts, shape.experts_per_token, shape.expert_intermediate, shape.hidden
     pairs = tokens * k
-    router = F32 * tokens * experts + I64 * pairs + F32 * pairs + F32 * tokens
-    expert = w * pairs * h + 4 * w * pairs * width + w * pairs * h + F32 * pairs + 3 * I64 * pairs
-    return router + expert + I32 * experts  # the grouped matmuls keep int32 group offsets
+    router = F32 * tokens * experts + I64 * pairs
+    if shape.normalize_top_k:
+        router += F32 * pairs + F32 * tokens
+    weights = F32 if shape.model_type == "mixtral" else w
+    expert = w * pairs * h + 4 * w * pairs * width + w * pairs * h + weights * pairs + 3 * I64 * pairs
+    return router + expert + I32 * experts
 
 
 def _gpt2_layer(shape: ModelShape, b: int, s: int, w: int, impl: str) -> int:

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/activations/accuracy.py            # Markdown table for docs/memory-model.md
     .venv/bin/python benchmarks/activations/accuracy.py --cases    # one line per case and layer count
+    .venv/bin/python benchmarks/activations/accuracy.py --write-docs   # refresh the table in the docs
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from pathlib import Path
 from zeromem_lsp.activations import Activations, estimate_activations
 from zeromem_lsp.configs.model_config import model_shape
 
-MEASURED = Path(__file__).resolve().parents[2] / "tests" / "data" / "activations" / "measured.json"
+ROOT = Path(__file__).resolve().parents[2]
+MEASURED = ROOT / "tests" / "data" / "activations" / "measured.json"
+DOCS = ROOT / "docs" / "memory-model.md"
+START, END = "<!-- accuracy-table:", "<!-- /accuracy-table -->"
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 LAYER_FIELD = {"gpt2": "n_layer"}
 
@@ -57,9 +61,23 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def report(record: dict) -> str:
+    """The docs block: versions, case count and the per-architecture table."""
+    return (f"torch {record['torch']}, transformers {record['transformers']}, {len(record['cases'])} cases, "
+            f"{2 * len(record['cases'])} measurements.\n\n{table(comparisons(record))}")
+
+
+def with_report(docs: str, record: dict) -> str:
+    """`docs` with the text between the accuracy-table markers replaced by `report(record)`."""
+    start = docs.index("\n", docs.index(START)) + 1
+    end = docs.index(END)
+    return docs[:start] + report(record) + "\n" + docs[end:]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", action="store_true")
+    parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args(argv)
     record = load()
     rows = comparisons(record)
@@ -68,8 +86,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{row['id']:16} L={row['layers']} measured {row['measured']:>10} "
                   f"estimated {row['estimated']:>10} {row['error']:+.2%}")
         return 0
-    print(f"torch {record['torch']}, transformers {record['transformers']}, {len(record['cases'])} cases\n")
-    print(table(rows))
+    if args.write_docs:
+        DOCS.write_text(with_report(DOCS.read_text(), record))
+        return 0
+    print(report(record))
     return 0
 
 

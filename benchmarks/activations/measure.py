@@ -58,6 +58,10 @@ BASE = {
     "mixtral": {"model_type": "mixtral", "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
                 "intermediate_size": 192, "vocab_size": 1000, "num_local_experts": 4, "num_experts_per_tok": 2,
                 "tie_word_embeddings": False, "attention_dropout": 0.0, "sliding_window": None},
+    "qwen3_moe": {"model_type": "qwen3_moe", "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+                  "head_dim": 64, "intermediate_size": 256, "moe_intermediate_size": 96, "num_experts": 8,
+                  "num_experts_per_tok": 2, "norm_topk_prob": False, "vocab_size": 1000,
+                  "tie_word_embeddings": False, "attention_dropout": 0.0},
 }
 LAYER_FIELD = {"gpt2": "n_layer"}
 DROPOUT = {  # the family's dropout fields, set to 0.1 in the dropout cases
@@ -84,6 +88,8 @@ EXTRA = [
     ("mixtral", {"num_local_experts": 8, "num_experts_per_tok": 1}, (64, 2, "bfloat16", False, "sdpa", False)),
     ("phi3", {"num_key_value_heads": 2}, (64, 2, "float32", False, "sdpa", False)),
     ("gpt2", {"n_inner": 256, "tie_word_embeddings": False}, (128, 1, "bfloat16", False, "sdpa", False)),
+    ("qwen3_moe", {"norm_topk_prob": True, "mlp_only_layers": [1], "num_experts_per_tok": 3},
+     (64, 2, "bfloat16", False, "sdpa", False)),
 ]
 
 

@@ -20,7 +20,7 @@ _spec.loader.exec_module(accuracy)
 RECORD = accuracy.load()
 ROWS = accuracy.comparisons(RECORD)
 FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "gpt2", "gpt_neox",
-            "mixtral"}
+            "mixtral", "qwen3_moe"}
 
 
 def test_the_record_covers_what_the_issue_asks():
@@ -47,6 +47,11 @@ def test_error_distribution(capsys):
     with capsys.disabled():
         print(f"\nactivation estimate vs {len(ROWS)} measurements: {inside} within ±5%\n{accuracy.table(ROWS)}")
     assert inside >= 0.9 * len(ROWS)
+
+
+def test_the_docs_table_is_generated_from_the_record():
+    docs = (ROOT / "docs" / "memory-model.md").read_text()
+    assert accuracy.with_report(docs, RECORD) == docs, "run benchmarks/activations/accuracy.py --write-docs"
 
 
 # --- hand-derived figures (docs/memory-model.md writes the same arithmetic out) ---

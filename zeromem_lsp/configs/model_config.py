@@ -279,6 +279,7 @@ class ModelShape:
     experts_per_token: int = 0
     expert_intermediate: int = 0
     sparse_layers: int = 0  # layers whose MLP is the MoE block
+    normalize_top_k: bool = False  # MoE: top-k routing weights renormalized to sum 1 (mixtral always)
     attention_softcap: bool = False  # gemma2: tanh softcapping of the attention scores
     final_softcap: bool = False  # gemma2 / gemma3: tanh softcapping of the logits
     rotary_dim: int = 0  # gpt_neox: rotated channels per head (partial rotary)
@@ -343,6 +344,7 @@ def _llama_like_shape(config: dict, model_type: str) -> ModelShape:
     heads = _int(config, "num_attention_heads")
     experts = per_token = expert_width = sparse = 0
     layers = _int(config, "num_hidden_layers")
+    normalize = model_type == "mixtral"
     if model_type == "mixtral":
         experts = _int(config, "num_local_experts")
         per_token = _int(config, "num_experts_per_tok", default=2)
@@ -353,6 +355,7 @@ def _llama_like_shape(config: dict, model_type: str) -> ModelShape:
         expert_width = _int(config, "moe_intermediate_size")
         step = _int(config, "decoder_sparse_step", default=1)
         dense_only = _layer_indices(config, "mlp_only_layers")
+        normalize = config.get("norm_topk_prob", False) is True
         if experts:
             sparse = layers // step - sum(1 for index in dense_only if index < layers and (index + 1) % step == 0)
     if experts and per_token > experts:
@@ -368,7 +371,7 @@ def _llama_like_shape(config: dict, model_type: str) -> ModelShape:
         attention_dropout=_probability(config, "attention_dropout"),
         hidden_dropout=_probability(config, "resid_pdrop") if model_type == "phi3" else 0.0,
         experts=experts, experts_per_token=per_token, expert_intermediate=expert_width, sparse_layers=sparse,
-        sliding_window=window, sliding_layers=sliding,
+        sliding_window=window, sliding_layers=sliding, normalize_top_k=normalize,
         attention_softcap=model_type in ("gemma2", "gemma3_text") and _softcap(
             config, "attn_logit_softcapping", 50.0 if gemma2 else None),
         final_softcap=model_type in ("gemma2", "gemma3_text") and _softcap(
