@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zeromem_lsp.configs.model_config import ModelShape
+from zeromem_lsp.configs.model_config import MAX_COUNT, MAX_SIZE, ModelShape
 
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 ATTENTION = ("sdpa", "eager")
@@ -237,9 +237,9 @@ def _logits(shape: ModelShape, b: int, s: int, w: int) -> int:
 def estimate_activations(shape: ModelShape, sequence_length: int, micro_batch: int, dtype: str = "bf16",
                          checkpointing: bool = False, attention: str = "sdpa") -> Activations:
     """Saved-for-backward bytes of one micro-batch; raises ActivationInputError naming a bad input."""
-    for name, value in (("sequence_length", sequence_length), ("micro_batch", micro_batch)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ActivationInputError(f"{name} must be a positive integer, got {value!r}")
+    for name, value, most in (("sequence_length", sequence_length, MAX_SIZE), ("micro_batch", micro_batch, MAX_COUNT)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            raise ActivationInputError(f"{name} must be an integer between 1 and {most:,}, got {value!r}")
     if dtype not in DTYPE_BYTES:
         raise ActivationInputError(f"dtype must be one of {', '.join(DTYPE_BYTES)}, got {dtype!r}")
     if attention not in ATTENTION:

@@ -88,6 +88,10 @@ EXTRA = [
     ("mixtral", {"num_local_experts": 8, "num_experts_per_tok": 1}, (64, 2, "bfloat16", False, "sdpa", False)),
     ("phi3", {"num_key_value_heads": 2}, (64, 2, "float32", False, "sdpa", False)),
     ("gpt2", {"n_inner": 256, "tie_word_embeddings": False}, (128, 1, "bfloat16", False, "sdpa", False)),
+    ("llama", {"hidden_size": 256, "num_attention_heads": 8, "head_dim": 32, "intermediate_size": 688},
+     (512, 1, "bfloat16", False, "eager", True)),
+    ("qwen2", {"hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 2, "intermediate_size": 704},
+     (1024, 1, "bfloat16", False, "sdpa", False)),
     ("qwen3_moe", {"norm_topk_prob": True, "mlp_only_layers": [1], "num_experts_per_tok": 3},
      (64, 2, "bfloat16", False, "sdpa", False)),
 ]

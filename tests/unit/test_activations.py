@@ -136,12 +136,24 @@ def test_unreadable_text_is_unsupported():
 @pytest.mark.parametrize(("kwargs", "field"), [
     ({"sequence_length": 0, "micro_batch": 1}, "sequence_length"),
     ({"sequence_length": 8, "micro_batch": True}, "micro_batch"),
+    ({"sequence_length": 10**12, "micro_batch": 1}, "sequence_length"),
+    ({"sequence_length": 8, "micro_batch": "4"}, "micro_batch"),
     ({"sequence_length": 8, "micro_batch": 1, "dtype": "int8"}, "dtype"),
     ({"sequence_length": 8, "micro_batch": 1, "attention": "flash"}, "attention"),
 ])
 def test_bad_inputs_name_the_input(kwargs, field):
     with pytest.raises(ActivationInputError, match=field):
         estimate_activations(model_shape(LLAMA), **kwargs)
+
+
+def test_the_issue_example_qwen2_logits():
+    # Qwen2-0.5B: 8 sequences × 8192 tokens, vocabulary 151,936 → fp32 log-softmax 4·65,536·151,936 bytes
+    qwen2 = {"model_type": "qwen2", "vocab_size": 151936, "hidden_size": 896, "num_hidden_layers": 24,
+             "num_attention_heads": 14, "num_key_value_heads": 2, "intermediate_size": 4864,
+             "tie_word_embeddings": True}
+    estimate = estimate_activations(model_shape(qwen2), 8192, 8, "bf16")
+    assert estimate.logits_bytes == 39_829_110_784 + 8 * 65_536 + 4
+    assert estimate.total > estimate.logits_bytes + 24 * estimate.per_layer_bytes
 
 
 def test_text_config_is_read_for_multimodal_wrappers():
