@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zeromem_lsp.core import STAGES
-from zeromem_lsp.estimate import STAGE_LABELS, Estimate
+from zeromem_lsp.estimate import Estimate
+from zeromem_lsp.stages import stage as stage_named
 from zeromem_lsp.units import format_bytes, format_bytes_with_count, format_count
 
 EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -132,11 +133,15 @@ def count_times_bytes(count: int, per_item: int, note: str = "") -> str:
     return f"{format_parameters(count)} × {per_item} B{note} = {format_bytes(count * per_item)}"
 
 
-FSDP_LABELS = {"ddp": "NO_SHARD", "zero1": "ZeRO-1", "zero2": "SHARD_GRAD_OP", "zero3": "FULL_SHARD"}
-
-
 def stage_label(stage: str, family: str = "deepspeed") -> str:
     """DDP / ZeRO-n for DeepSpeed; the FSDP sharding strategy (with its ZeRO equivalent) for FSDP."""
-    if family == "fsdp":
-        return f"{FSDP_LABELS[stage]} (≈ {STAGE_LABELS[stage]})"
-    return STAGE_LABELS[stage]
+    return stage_named(stage).label_in(family)
+
+
+def describe_suggestion(suggestion, family: str) -> str:
+    """"ZeRO-3 with optimizer → cpu (12.3 GiB/GPU)": the stage, offload and figure a plan.Suggestion gives."""
+    offload = suggestion.offload
+    text = stage_label(suggestion.stage, family)
+    if offload.optimizer or offload.param:
+        text += f" with {offload.describe()}"
+    return f"{text} ({format_bytes(suggestion.gpu_bytes)}/GPU)"

@@ -26,13 +26,15 @@ from zeromem_lsp.assist.inlay import inlay_hints
 from zeromem_lsp.assist.settings import resolve_settings, settings_section
 from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.document import LineIndex
-from zeromem_lsp.project import discover, file_loader
+from zeromem_lsp.project import ProjectSettings, discover, file_loader
+from zeromem_lsp.rules import settings as settings_rules
 from zeromem_lsp.lsp_convert import (
     encoding_name, to_code_action, to_completion_item, to_diagnostic, to_hover, to_inlay_hint, to_offset,
     to_offsets, to_workspace_edit,
 )
 
 SETTINGS_TIMEOUT = 2.0  # seconds to wait for workspace/configuration before analysing with what we have
+SETTINGS_GLOBS = ("**/pyproject.toml", "**/zeromem.toml")  # watched: project settings are re-read on change
 
 
 class ZeromemServer(LanguageServer):
@@ -45,6 +47,7 @@ class ZeromemServer(LanguageServer):
         self._analyses: dict[str, tuple[int | None, int, Analysis]] = {}
         self._refreshing: set[str] = set()
         self._dirty: set[str] = set()
+        self._projects: dict[Path, ProjectSettings] = {}  # folder -> its project settings, until a file changes
 
     # ------------------------------------------------------------ client facts
 
@@ -66,13 +69,26 @@ class ZeromemServer(LanguageServer):
 
     # ------------------------------------------------------------ settings and analyses
 
+    def project_for(self, path: Path) -> ProjectSettings:
+        """The project settings of a document's folder, discovered once until a settings file changes."""
+        folder = path.parent
+        if folder not in self._projects:
+            self._projects[folder] = discover(folder)
+        return self._projects[folder]
+
+    def settings_changed_on_disk(self) -> None:
+        """A pyproject.toml or zeromem.toml was created, changed or deleted: discover again."""
+        self._projects.clear()
+        self.generation += 1
+        self.reanalyse_open_documents()
+
     def settings_for(self, uri: str) -> ZeromemSettings:
         """Defaults for `uri` below its own zeromem block: project files ([tool.zeromem], zeromem.toml)
         over editor settings."""
         path = document_path(uri)
         if path is None:
             return self.editor_settings
-        return discover(path).for_file(path).merged_over(self.editor_settings)
+        return self.project_for(path).for_file(path).merged_over(self.editor_settings)
 
     def apply_settings(self, *sources: object) -> None:
         merged, problems = ZeromemSettings(), []
@@ -95,6 +111,10 @@ class ZeromemServer(LanguageServer):
         path = document_path(uri)
         loader = file_loader(path) if path is not None else None
         analysis = analyse(text, document_name(uri), self.settings_for(uri), loader=loader)
+        project = self.project_for(path) if path is not None else None
+        if project is not None and project.problems and analysis.reported:
+            analysis.findings[:0] = settings_rules.project_findings_on_config(
+                project.source.name, project.problems, analysis.text)
         if cached is None or cached[0] is None or version is None or version >= cached[0]:
             self._analyses[uri] = (version, generation, analysis)
         return analysis
@@ -105,11 +125,11 @@ class ZeromemServer(LanguageServer):
         if document is None:
             raise DocumentNotOpen(uri)
         analysis = self.analysis_of(uri, document.version, document.source)
-        lines = analysis.document.lines if analysis.document is not None else LineIndex(analysis.text)
+        lines = analysis.lines
         return document, analysis, lines
 
     def diagnostics(self, uri: str, analysis: Analysis) -> list[types.Diagnostic]:
-        lines = analysis.document.lines if analysis.document is not None else LineIndex(analysis.text)
+        lines = analysis.lines
         return [to_diagnostic(finding, lines, self.encoding, uri) for finding in analysis.findings]
 
     async def refresh(self, uri: str) -> None:
@@ -235,9 +255,27 @@ def initialize(ls: ZeromemServer, params: types.InitializeParams):
 @guarded()
 async def initialized(ls: ZeromemServer, params: types.InitializedParams):
     try:
+        watch_settings_files(ls)
         await load_configuration(ls)
     finally:
         ls.settings_ready.set()
+
+
+def watch_settings_files(ls: ZeromemServer) -> None:
+    """Ask the client to report changes of project settings files (workspace/didChangeWatchedFiles)."""
+    if not ls._capability("workspace", "did_change_watched_files", "dynamic_registration"):
+        return
+    options = types.DidChangeWatchedFilesRegistrationOptions(
+        watchers=[types.FileSystemWatcher(glob_pattern=glob) for glob in SETTINGS_GLOBS])
+    registration = types.Registration(id="zeromem-settings-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                                      register_options=options)
+    ignore_reply(ls.client_register_capability(types.RegistrationParams(registrations=[registration])))
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+@guarded()
+def did_change_watched_files(ls: ZeromemServer, params: types.DidChangeWatchedFilesParams):
+    ls.settings_changed_on_disk()
 
 
 async def load_configuration(ls: ZeromemServer) -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 
-from zeromem_lsp.cli import UsageError
-from zeromem_lsp.estimate import FORMULAS, STAGE_LABELS, Estimate, Inputs, estimate, inputs_from_parameters
+from zeromem_lsp.cli.errors import UsageError
+from zeromem_lsp.estimate import Estimate, Inputs, estimate, inputs_from_parameters
 from zeromem_lsp.precision import OPTIMIZERS, PRECISIONS, bytes_per_parameter
 from zeromem_lsp.present import human_and_exact, stage_table
+from zeromem_lsp.stages import ALL as ALL_STAGES, stage as stage_named
 from zeromem_lsp.units import UnitError, format_bytes, format_bytes_decimal, format_count, format_parameters, parse_bytes, parse_parameter_count
 
 
@@ -99,15 +100,16 @@ def render_text(result: Estimate) -> list[str]:
     lines.append("")
     lines.extend(stage_table(result))
     lines.append("")
-    for stage, formula in FORMULAS.items():
-        lines.append(f"{STAGE_LABELS[stage]:<7} = {formula} = {format_count(result.figures[stage])} B = {format_bytes_decimal(result.figures[stage])}")
+    for stage in ALL_STAGES:
+        figure = result.figures[stage.key]
+        lines.append(f"{stage.label:<7} = {stage.formula} = {format_count(figure)} B = {format_bytes_decimal(figure)}")
     if result.gpu_memory is not None:
         cheapest = result.cheapest_fitting
         lines.append("")
         if cheapest is None:
             lines.append(f"no stage fits {format_bytes(result.gpu_memory)} per GPU without offload or more GPUs")
         else:
-            lines.append(f"cheapest stage that fits: {STAGE_LABELS[cheapest]} ({format_bytes(result.figures[cheapest])} per GPU)")
+            lines.append(f"cheapest stage that fits: {stage_named(cheapest).label} ({format_bytes(result.figures[cheapest])} per GPU)")
     for assumption in inputs.assumptions:
         lines.append(f"assumes: {assumption}")
     return lines

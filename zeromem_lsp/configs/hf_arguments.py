@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from zeromem_lsp.configs.deepspeed import validate_deepspeed
 from zeromem_lsp.configs.deepspeed_catalog import HF_AUTO_STAGE
-from zeromem_lsp.configs.deepspeed_issue import ConfigIssue
+from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.configs.fsdp import FsdpSetup, validate_fsdp_options, validate_transformers_fsdp
 
 Path = tuple[str | int, ...]
@@ -32,7 +32,7 @@ class HfArgumentsSetup:
 
 
 def _prefixed(issue: ConfigIssue, base: Path) -> ConfigIssue:
-    return ConfigIssue(issue.kind, issue.severity, (*base, *issue.path), issue.target, issue.message, issue.replacement)
+    return replace(issue, path=(*base, *issue.path))
 
 
 def unreadable_reason(loader: Loader, path: str) -> str:
@@ -71,8 +71,8 @@ def validate_hf_arguments(data: dict, loader: Loader | None = None) -> tuple[lis
             unread.append(f"fsdp_config {problem}")
         if isinstance(config, dict):
             issues, fsdp_setup = validate_transformers_fsdp(config, ("fsdp_config",), options, ("fsdp",))
-            fsdp_issues += [ConfigIssue(i.kind, i.severity, ("fsdp_config",), "value",
-                                        f"in {data['fsdp_config']}: {i.message}") for i in issues]
+            fsdp_issues += [replace(i, path=("fsdp_config",), target="value", replacement=None,
+                                    message=f"in {data['fsdp_config']}: {i.message}") for i in issues]
     elif isinstance(config, dict):
         issues, fsdp_setup = validate_transformers_fsdp(config, ("fsdp_config",), options, ("fsdp",))
         fsdp_issues += issues

@@ -144,7 +144,6 @@ class ZeromemSettings(BaseModel):
         return lower.model_copy(update={k: v for k, v in values.items() if v is not None})
 
 
-DEFAULT_WARN_FRACTION = 0.9
 
 
 @dataclass(frozen=True)

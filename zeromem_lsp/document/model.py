@@ -120,6 +120,7 @@ class Document:
     # Containers whose closing bracket is missing (they run to where parsing stopped) and
     # a root object without braces: for these the end offset is inside, not after.
     open_ended: set[int] = field(default_factory=set, repr=False)
+    flavour: str = "json"  # "json" (JSON and hjson) | "yaml": how edits spell keys and values
 
     def __repr__(self) -> str:
         return (

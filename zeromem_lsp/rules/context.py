@@ -9,7 +9,7 @@ from zeromem_lsp.configs.training import Path, TrainingSetup
 from zeromem_lsp.document import Document, Member, Node
 from zeromem_lsp.findings import Finding, Fix
 from zeromem_lsp.plan import MemoryPlan, Unplanned
-from zeromem_lsp.rules.registry import rule
+from zeromem_lsp.rules.registry import Rule
 
 
 @dataclass
@@ -42,7 +42,7 @@ class Context:
 
     def finding(
         self,
-        code: str,
+        rule: Rule,
         message: str,
         path: Path | None = None,
         target: str = "value",
@@ -50,4 +50,4 @@ class Context:
         span: tuple[int, int] | None = None,
     ) -> Finding:
         start, end = span if span is not None else self.span(path, target)
-        return Finding(code, rule(code).severity, message, start, end, fixes)
+        return rule.at(message, start, end, fixes)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from zeromem_lsp.findings import Finding, Fix
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -18,6 +20,11 @@ class Rule:
     rationale: str  # why it matters
     example: str  # a config that triggers it
     fix: str  # what to do instead
+
+    def at(self, message: str, start: int, end: int, fixes: tuple[Fix, ...] = (),
+           related: tuple[tuple[int, int, str], ...] = ()) -> Finding:
+        """A finding of this rule over [start, end): the only way findings are made."""
+        return Finding(self.code, self.severity, message, start, end, fixes, related)
 
 
 def _rules(*rules: Rule) -> dict[str, Rule]:
