@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import Literal
 
 from zeromem_lsp.configs.detect import Kind, detect_kind
+from zeromem_lsp.configs.hf_arguments import unreadable_reason
 from zeromem_lsp.configs.settings import validate_settings, ParametersFromConfig, ZeromemSettings
 from zeromem_lsp.configs.training import Path, TrainingSetup
 from zeromem_lsp.findings import Finding
@@ -67,7 +68,7 @@ def resolve_parameters(settings: ZeromemSettings, loader: Loader | None) -> tupl
     path = wanted.from_config
     text = loader(path) if loader is not None else None
     if text is None:
-        reason = "no file access in this front end" if loader is None else "file not found"
+        reason = "no file access in this front end" if loader is None else unreadable_reason(loader, path)
         return cleared, None, f"parameters.from_config: cannot read {path!r} ({reason})"
     try:
         counted = count_parameters_from_text(text)
@@ -171,7 +172,8 @@ def analyse(
     context = Context(document, data, effective, reading.rule_setup, plan)
     findings = _syntax_findings(kind, context)
     findings += settings_rules.block_findings(context, block_problems)
-    findings += issue_rules.check(context, reading.issues(effective))
+    if root is not None and (isinstance(data, dict) or not document.syntax_errors):
+        findings += issue_rules.check(context, reading.issues(effective))  # else the syntax error says why
     findings += memory_rules.check(context)
     findings.sort(key=lambda f: (f.start, f.end, f.code))
     return Analysis(text, kind, document, findings, effective, reading.setup, plan, parameter_note)

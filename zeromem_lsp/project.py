@@ -156,16 +156,41 @@ def discover(start: Path) -> ProjectSettings:
     return ProjectSettings(None)
 
 
-def file_loader(path: Path):
-    """Read files a config names, relative to the config's folder (absolute paths as given)."""
+MAX_LOADED_BYTES = 16 * 2**20
 
-    def load(name: str) -> str | None:
-        target = path.parent / name
+
+@dataclass(frozen=True)
+class FileLoader:
+    """Reads files a config names, relative to the config's folder (absolute paths as given).
+
+    Called with a name it returns the text, or None; `why_unreadable(name)` then says why."""
+
+    folder: Path
+
+    def __call__(self, name: str) -> str | None:
+        target = self.folder / name
         try:
-            if not target.is_file() or target.stat().st_size > 16 * 2**20:
+            if not target.is_file() or target.stat().st_size > MAX_LOADED_BYTES:
                 return None
             return target.read_text(encoding="utf-8", errors="replace")
         except OSError:
             return None
 
-    return load
+    def why_unreadable(self, name: str) -> str:
+        target = self.folder / name
+        try:
+            if not target.exists():
+                return "file not found"
+            if not target.is_file():
+                return "not a regular file" + (": a directory" if target.is_dir() else "")
+            if target.stat().st_size > MAX_LOADED_BYTES:
+                return f"larger than {MAX_LOADED_BYTES // 2**20} MiB"
+            target.read_bytes()
+        except OSError as error:
+            return f"cannot be read: {error.strerror or error}"
+        return "file not found"
+
+
+def file_loader(path: Path) -> FileLoader:
+    """The loader for files named in the config at `path`."""
+    return FileLoader(path.parent)

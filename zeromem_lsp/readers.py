@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from zeromem_lsp.configs.deepspeed import validate_deepspeed
+from zeromem_lsp.configs.deepspeed_catalog import HF_AUTO_STAGE
 from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.configs.training import Path, TrainingSetup, read_training_setup
@@ -36,11 +37,15 @@ class Reading:
 
 
 def read_deepspeed(data: object, loader: Loader | None) -> Reading:
-    plain = data if isinstance(data, dict) else {}
-    config = {key: value for key, value in plain.items() if key != "zeromem"}
     setup = read_training_setup(data)
-    return Reading(data, lambda settings: validate_deepspeed(config, world_size=settings.world_size), TOP_BLOCK,
-                   setup, setup, lambda settings, block_path: build_plan(setup, settings))
+
+    def issues(settings: ZeromemSettings) -> list[ConfigIssue]:
+        if not isinstance(data, dict):  # a top-level array, string, null: DeepSpeed says it wants an object
+            return validate_deepspeed(data)
+        config = {key: value for key, value in data.items() if key != "zeromem"}
+        return validate_deepspeed(config, world_size=settings.world_size)
+
+    return Reading(data, issues, TOP_BLOCK, setup, setup, lambda settings, block_path: build_plan(setup, settings))
 
 
 def _rerooted(setup: TrainingSetup, root: tuple | None) -> TrainingSetup:
@@ -80,7 +85,8 @@ def read_accelerate(data: dict, loader: Loader | None) -> Reading:
         if loaded is None:
             missing = f"the DeepSpeed config {accelerate.deepspeed_file!r} (could not be read next to this file)"
         else:
-            setup = _rerooted(read_training_setup(parse_document(loaded).to_python()), None)
+            config = parse_document(loaded).to_python()  # Accelerate fills "stage": "auto" (HF_AUTO_STAGE)
+            setup = _rerooted(read_training_setup(config, HF_AUTO_STAGE), None)
     blocks = (("fsdp_config", "zeromem"), ("deepspeed_config", "zeromem"), ("zeromem",))
     return _family_reading(data, issues, blocks, accelerate.fsdp, accelerate, setup, missing)
 
@@ -98,7 +104,8 @@ def read_hf_arguments(data: dict, loader: Loader | None) -> Reading:
     fsdp_issues, deepspeed_issues, hf_setup = validate_hf_arguments(data, loader)
     setup, missing = None, NO_SETUP
     if hf_setup.fsdp is None and hf_setup.deepspeed is not None:
-        setup = _rerooted(read_training_setup(hf_setup.deepspeed), hf_setup.deepspeed_path)
+        setup = read_training_setup(hf_setup.deepspeed, HF_AUTO_STAGE)  # via Accelerate's DeepSpeedPlugin
+        setup = _rerooted(setup, hf_setup.deepspeed_path)
     elif hf_setup.fsdp is None and hf_setup.unread:
         missing = "; ".join(f"the referenced {item}" for item in hf_setup.unread)
     blocks = ((hf_setup.block_path,) if hf_setup.block_path else ()) + TOP_BLOCK

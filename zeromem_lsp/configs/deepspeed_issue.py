@@ -39,7 +39,21 @@ def is_auto(value: object) -> bool:
 
 def mapping_error(path: tuple, value: object) -> ConfigIssue:
     """A section that must be an object but is not: DeepSpeed fails on it at launch."""
+    if not path:
+        return issue("invalid_value", (), "value",
+                     f"The top level must be an object, got {_shape(value)}: DeepSpeed fails on it at launch.")
     return issue(
         "invalid_value", path, "value",
         f"'{dotted(path)}' must be an object, got {value!r}: DeepSpeed fails on it at launch.",
     )
+
+
+def _shape(value: object) -> str:
+    """'an array', 'null'... for a value that is not an object."""
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return repr(value)

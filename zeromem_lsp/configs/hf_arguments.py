@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from zeromem_lsp.configs.deepspeed import validate_deepspeed
+from zeromem_lsp.configs.deepspeed_catalog import HF_AUTO_STAGE
 from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.configs.fsdp import FsdpSetup, validate_fsdp_options, validate_transformers_fsdp
 
@@ -34,12 +35,18 @@ def _prefixed(issue: ConfigIssue, base: Path) -> ConfigIssue:
     return replace(issue, path=(*base, *issue.path))
 
 
+def unreadable_reason(loader: Loader, path: str) -> str:
+    """Why `loader` returned nothing for `path`: its own `why_unreadable` when it has one."""
+    explain = getattr(loader, "why_unreadable", None)
+    return explain(path) if explain is not None else "file not found"
+
+
 def _load_json(loader: Loader | None, path: str) -> tuple[object, str | None]:
     if loader is None:
         return None, f"{path} (no file access)"
     text = loader(path)
     if text is None:
-        return None, f"{path} (not found next to this file)"
+        return None, f"{path} ({unreadable_reason(loader, path)})"
     try:
         return json.loads(text), None
     except ValueError as error:
@@ -78,7 +85,7 @@ def validate_hf_arguments(data: dict, loader: Loader | None = None) -> tuple[lis
     if isinstance(deepspeed, dict):
         deepspeed_config, deepspeed_path = deepspeed, ("deepspeed",)
         plain = {key: value for key, value in deepspeed.items() if key != "zeromem"}
-        deepspeed_issues += [_prefixed(issue, ("deepspeed",)) for issue in validate_deepspeed(plain)]
+        deepspeed_issues += [_prefixed(issue, ("deepspeed",)) for issue in validate_deepspeed(plain, stage_for_auto=HF_AUTO_STAGE)]
         if "zeromem" in deepspeed and block_path is None:
             block_path, block = ("deepspeed", "zeromem"), deepspeed["zeromem"]
     elif isinstance(deepspeed, str) and deepspeed:

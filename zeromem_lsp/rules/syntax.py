@@ -17,6 +17,7 @@ RELAXATIONS = {
     "missing_comma": "a newline instead of a comma",
     "unquoted_key": "unquoted keys",
     "quoteless_value": "unquoted string values",
+    "quoteless_comma": "an unquoted value with the comma after it read into it",
     "single_quoted": "single-quoted strings",
     "multiline_string": "multi-line \'\'\' strings",
     "braceless_root": "a root object without braces",
@@ -36,6 +37,9 @@ def check(context: Context) -> Iterator[Finding]:
                 first_key = (problem.related, problem.related + problem.end - problem.start, "first occurrence")
                 finding = replace(finding, related=(first_key,))
             yield finding
+        elif problem.kind == "quoteless_comma":  # its own message: the value is not what the author wrote
+            yield context.finding("ZM253", f"{problem.message}. HF Transformers and Accelerate (json.load) fail here",
+                                  span=(problem.start, problem.end))
         elif problem.kind in RELAXATIONS:
             first.setdefault(problem.kind, (problem.start, problem.end))
             counts[problem.kind] = counts.get(problem.kind, 0) + 1
