@@ -95,3 +95,13 @@ def test_every_config_kind_has_one_reader_and_outcomes_are_not_kinds():
     assert refused.kind is None and refused.refused == "oversized" and refused.reported
     assert [f.code for f in refused.findings] == ["ZM002"]
     assert not analyse('{"name": "x"}').reported
+
+
+def test_rules_pass_rule_objects_not_codes_to_context_finding():
+    offenders = []
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and getattr(node.func, "attr", None) in ("finding", "at") and node.args
+                    and isinstance(node.args[0], ast.Constant) and CODE.match(str(node.args[0].value))):
+                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert offenders == []

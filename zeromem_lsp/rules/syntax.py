@@ -38,7 +38,7 @@ def check(context: Context) -> Iterator[Finding]:
                 finding = replace(finding, related=(first_key,))
             yield finding
         elif problem.kind == "quoteless_comma":  # its own message: the value is not what the author wrote
-            yield context.finding("ZM253", f"{problem.message}. HF Transformers and Accelerate (json.load) fail here",
+            yield context.finding(NOT_STRICT_JSON, f"{problem.message}. HF Transformers and Accelerate (json.load) fail here",
                                   span=(problem.start, problem.end))
         elif problem.kind in RELAXATIONS:
             first.setdefault(problem.kind, (problem.start, problem.end))
