@@ -11,6 +11,7 @@ import asyncio
 import functools
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from lsprotocol import types
@@ -19,15 +20,12 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
 from zeromem_lsp import __version__
-from zeromem_lsp.analysis import Analysis, analyse
-from zeromem_lsp.assist.completion import complete
-from zeromem_lsp.assist.hover import hover_at
-from zeromem_lsp.assist.inlay import inlay_hints
-from zeromem_lsp.assist.settings import resolve_settings, settings_section
-from zeromem_lsp.configs.settings import ZeromemSettings
-from zeromem_lsp.document import LineIndex
-from zeromem_lsp.project import SETTINGS_FILES, ProjectSettings, discover, file_loader, settings_from_text
-from zeromem_lsp.rules import settings as settings_rules
+if TYPE_CHECKING:
+    from zeromem_lsp.analysis import Analysis
+    from zeromem_lsp.document import LineIndex
+    from zeromem_lsp.configs.settings import ZeromemSettings
+    from zeromem_lsp.project import ProjectSettings
+
 from zeromem_lsp.lsp_convert import (
     encoding_name, to_code_action, to_completion_item, to_diagnostic, to_hover, to_inlay_hint, to_offset,
     to_offsets, to_workspace_edit,
@@ -40,7 +38,7 @@ SETTINGS_GLOBS = ("**/pyproject.toml", "**/zeromem.toml")  # watched: project se
 class ZeromemServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("zeromem", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
-        self.editor_settings = ZeromemSettings()
+        self._editor_settings: ZeromemSettings | None = None
         self.initialization_options: object = None
         self.settings_ready = asyncio.Event()
         self.generation = 0  # bumped when settings change: cached analyses are then stale
@@ -68,9 +66,25 @@ class ZeromemServer(LanguageServer):
             self._capability("workspace", "diagnostics", "refresh_support"))
 
     # ------------------------------------------------------------ settings and analyses
+    # The analysis side (pydantic, the models, the rules) is imported on first use, not at start-up:
+    # `initialize` is answered as soon as pygls is loaded; `initialized` loads the rest in a thread.
+
+    @property
+    def editor_settings(self) -> ZeromemSettings:
+        if self._editor_settings is None:
+            from zeromem_lsp.configs.settings import ZeromemSettings
+
+            self._editor_settings = ZeromemSettings()
+        return self._editor_settings
+
+    @editor_settings.setter
+    def editor_settings(self, value: ZeromemSettings) -> None:
+        self._editor_settings = value
 
     def project_for(self, path: Path) -> ProjectSettings:
         """The project settings of a document's folder, discovered once until a settings file changes."""
+        from zeromem_lsp.project import discover
+
         folder = path.parent
         if folder not in self._projects:
             self._projects[folder] = discover(folder)
@@ -97,6 +111,9 @@ class ZeromemServer(LanguageServer):
         return self.project_for(path).for_file(path).merged_over(self.editor_settings)
 
     def apply_settings(self, *sources: object) -> None:
+        from zeromem_lsp.assist.settings import resolve_settings
+        from zeromem_lsp.configs.settings import ZeromemSettings
+
         merged, problems = ZeromemSettings(), []
         for raw in sources:
             settings, found = resolve_settings(raw)
@@ -115,7 +132,7 @@ class ZeromemServer(LanguageServer):
         if cached is not None and version is not None and cached[:2] == (version, generation):
             return cached[2]
         path = document_path(uri)
-        if path is not None and path.name in SETTINGS_FILES:
+        if path is not None and is_settings_file(uri):
             analysis = self.settings_file_analysis(path, text)
         else:
             analysis = self.config_analysis(path, uri, text)
@@ -125,6 +142,10 @@ class ZeromemServer(LanguageServer):
 
     def settings_file_analysis(self, path: Path, text: str) -> Analysis:
         """A project settings file open in the editor: its problems as ZM104 on their lines."""
+        from zeromem_lsp.analysis import Analysis
+        from zeromem_lsp.project import settings_from_text
+        from zeromem_lsp.rules import settings as settings_rules
+
         project = settings_from_text(path, text)
         problems = project.problems if project is not None else ()
         return Analysis(text, None, None, settings_rules.project_findings(text, problems))
@@ -132,6 +153,10 @@ class ZeromemServer(LanguageServer):
     def config_analysis(self, path: Path | None, uri: str, text: str) -> Analysis:
         """A config: the pipeline, plus its project settings' problems when the editor does not show
         the settings file itself (ZM104 at the start of the config)."""
+        from zeromem_lsp.analysis import analyse
+        from zeromem_lsp.project import file_loader
+        from zeromem_lsp.rules import settings as settings_rules
+
         loader = file_loader(path) if path is not None else None
         analysis = analyse(text, document_name(uri), self.settings_for(uri), loader=loader)
         project = self.project_for(path) if path is not None else None
@@ -201,6 +226,8 @@ def document_name(uri: str) -> str:
 
 
 def is_settings_file(uri: str) -> bool:
+    from zeromem_lsp.project import SETTINGS_FILES
+
     return document_name(uri) in SETTINGS_FILES
 
 
@@ -272,8 +299,7 @@ server = ZeromemServer()
 @server.feature(types.INITIALIZE)
 @guarded()
 def initialize(ls: ZeromemServer, params: types.InitializeParams):
-    ls.initialization_options = params.initialization_options
-    ls.apply_settings(ls.initialization_options)
+    ls.initialization_options = params.initialization_options  # applied in `initialized`
 
 
 @server.feature(types.INITIALIZED)
@@ -281,9 +307,20 @@ def initialize(ls: ZeromemServer, params: types.InitializeParams):
 async def initialized(ls: ZeromemServer, params: types.InitializedParams):
     try:
         watch_settings_files(ls)
+        await asyncio.to_thread(load_analysis)
+        ls.apply_settings(ls.initialization_options)
         await load_configuration(ls)
     finally:
         ls.settings_ready.set()
+
+
+def load_analysis() -> None:
+    """Import the analysis side (off the event loop): the first document is then analysed at once."""
+    import zeromem_lsp.analysis  # noqa: F401
+    import zeromem_lsp.assist.completion  # noqa: F401
+    import zeromem_lsp.assist.hover  # noqa: F401
+    import zeromem_lsp.assist.inlay  # noqa: F401
+    import zeromem_lsp.project  # noqa: F401
 
 
 def watch_settings_files(ls: ZeromemServer) -> None:
@@ -316,6 +353,8 @@ async def load_configuration(ls: ZeromemServer) -> None:
 def did_change_configuration(ls: ZeromemServer, params: types.DidChangeConfigurationParams):
     settings = params.settings
     if isinstance(settings, dict) and isinstance(settings.get("zeromem"), dict):
+        from zeromem_lsp.assist.settings import settings_section
+
         ls.apply_settings(ls.initialization_options, settings_section(settings))
     else:  # "pull" style: the notification only says something changed
         spawn(ls, load_configuration(ls))
@@ -376,6 +415,8 @@ async def pull_diagnostics(ls: ZeromemServer, params: types.DocumentDiagnosticPa
 @server.feature(types.TEXT_DOCUMENT_HOVER)
 @guarded()
 def hover(ls: ZeromemServer, params: types.HoverParams):
+    from zeromem_lsp.assist.hover import hover_at
+
     document, analysis, lines = ls.current(params.text_document.uri)
     found = hover_at(analysis, to_offset(lines, params.position, ls.encoding))
     return to_hover(found, lines, ls.encoding) if found else None
@@ -384,6 +425,8 @@ def hover(ls: ZeromemServer, params: types.HoverParams):
 @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
 @guarded()
 def inlay_hint(ls: ZeromemServer, params: types.InlayHintParams):
+    from zeromem_lsp.assist.inlay import inlay_hints
+
     document, analysis, lines = ls.current(params.text_document.uri)
     start, end = to_offsets(lines, params.range, ls.encoding)
     return [to_inlay_hint(hint, lines, ls.encoding) for hint in inlay_hints(analysis, start, end)] or None
@@ -392,6 +435,8 @@ def inlay_hint(ls: ZeromemServer, params: types.InlayHintParams):
 @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=['"', ":"]))
 @guarded()
 def completion(ls: ZeromemServer, params: types.CompletionParams):
+    from zeromem_lsp.assist.completion import complete
+
     document, analysis, lines = ls.current(params.text_document.uri)
     candidates = complete(analysis, to_offset(lines, params.position, ls.encoding))
     if not candidates:
