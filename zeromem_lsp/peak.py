@@ -79,6 +79,26 @@ class Peak:
             return None
         return {stage: self.at(stage) for stage in self.state}  # type: ignore[misc]
 
+    def to_json(self) -> dict:
+        """"activations", "buffers", "peak" (exact ints; null while an input is missing) and the inputs used."""
+        acts = self.activations
+        activations = None if acts is None else {
+            "bytes": acts.total, "per_layer_bytes": acts.per_layer_bytes, "layers": acts.layers,
+            "layer_bytes": acts.layer_bytes, "embedding_bytes": acts.embedding_bytes,
+            "shared_bytes": acts.shared_bytes, "final_norm_bytes": acts.final_norm_bytes,
+            "logits_bytes": acts.logits_bytes, "checkpointing": acts.checkpointing,
+            "checkpoint_bytes": acts.checkpoint_bytes, "recompute_bytes": acts.recompute_bytes,
+            "attention": acts.attention, "at_peak_bytes": self.activation_bytes,
+            "transient_logits_bytes": self.transient_logits,
+        }
+        buffers = None if self.buffers is None else {
+            stage: {"bytes": found.total, "parts": [{"name": part.name, "elements": part.elements, "bytes": part.bytes,
+                                                     "rule": part.rule} for part in found.parts]}
+            for stage, found in self.buffers.items()}
+        return {"activations": activations, "buffers": buffers, "reserved_bytes": self.reserved, "peak": self.peaks,
+                "peak_inputs": {item.name: {"value": item.value, "from": item.note} for item in self.inputs},
+                "peak_missing": list(self.missing)}
+
     def components(self, stage: str) -> list[tuple[str, int]]:
         """(name, bytes) of everything beside model state at `stage`, largest first."""
         parts = [("activations", self.activation_bytes), ("fp32 logits copy", self.transient_logits),
