@@ -23,6 +23,7 @@ from zeromem_lsp.plan import MemoryPlan, Origin, Unplanned
 from zeromem_lsp.readers import READERS, Loader
 from zeromem_lsp.rules import issues as issue_rules
 from zeromem_lsp.rules import memory as memory_rules
+from zeromem_lsp.rules import peak as peak_rules
 from zeromem_lsp.rules import settings as settings_rules
 from zeromem_lsp.rules import syntax as syntax_rules
 from zeromem_lsp.rules.context import Context
@@ -175,11 +176,12 @@ def analyse(
         block_problems.append(((*block_path, "parameters"), f"parameters.from_config {model.shape_problem}", "value"))
     plan = with_parameter_origin(reading.plan(effective, block_path), block, forced, parameter_note)
     plan = with_peak(plan, reading.workload, effective, Layers(block, forced, block_path), reading.setup, model)
-    context = Context(document, data, effective, reading.rule_setup, plan)
+    context = Context(document, data, effective, reading.rule_setup, plan, reading.workload)
     findings = _syntax_findings(kind, context)
     findings += settings_rules.block_findings(context, block_problems)
     findings += issue_rules.check(context, reading.issues(effective))
     findings += memory_rules.check(context)
+    findings += peak_rules.check(context)
     findings.sort(key=lambda f: (f.start, f.end, f.code))
     return Analysis(text, kind, document, findings, effective, reading.setup, plan, parameter_note)
 

@@ -55,6 +55,7 @@ class Peak:
     reserved: int
     inputs: tuple[Input, ...]  # what was used, with origins, for display
     missing: tuple[str, ...]  # each missing input, named
+    zero_sizes: dict = field(default_factory=dict)  # zero_buffers' keyword arguments (DeepSpeed plans)
 
     @property
     def activation_bytes(self) -> int:
@@ -125,19 +126,17 @@ def _element_count(entry: Input | None, key: str, shape: ModelShape | None, miss
     return value
 
 
-def _zero_stage_buffers(inputs: PeakInputs, stages: tuple[str, ...], element_bytes: int,
-                        missing: list[str]) -> dict[str, Buffers]:
+def zero_sizes(inputs: PeakInputs, element_bytes: int, missing: list[str]) -> dict:
+    """zero_buffers' keyword arguments for this config: sizes as DeepSpeed receives them."""
     sizes = {key: _element_count(inputs.zero.get(key), key, inputs.shape, missing)
              for key in ("reduce_bucket_size", "allgather_bucket_size", "stage3_prefetch_bucket_size",
                          "stage3_max_live_parameters")}
     overlap = inputs.zero.get("overlap_comm")
-    overlap_value = overlap.value if overlap is not None and isinstance(overlap.value, bool) else None
-    return {stage: zero_buffers(stage_named(stage).number, reduce_bucket_size=sizes["reduce_bucket_size"],
-                                allgather_bucket_size=sizes["allgather_bucket_size"], overlap_comm=overlap_value,
-                                prefetch_bucket_size=sizes["stage3_prefetch_bucket_size"],
-                                max_live_parameters=sizes["stage3_max_live_parameters"],
-                                parameters=inputs.parameters, element_bytes=element_bytes)
-            for stage in stages}
+    return {"reduce_bucket_size": sizes["reduce_bucket_size"], "allgather_bucket_size": sizes["allgather_bucket_size"],
+            "overlap_comm": overlap.value if overlap is not None and isinstance(overlap.value, bool) else None,
+            "prefetch_bucket_size": sizes["stage3_prefetch_bucket_size"],
+            "max_live_parameters": sizes["stage3_max_live_parameters"], "parameters": inputs.parameters,
+            "element_bytes": element_bytes}
 
 
 def _fsdp_stage_buffers(inputs: PeakInputs, stages: tuple[str, ...], element_bytes: int,
@@ -162,9 +161,12 @@ def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs) -> Pea
     if inputs.dtype is None or inputs.dtype.value not in DTYPE_BYTES:
         missing.append('the training precision: declare "precision" in the zeromem block')
     element_bytes = DTYPE_BYTES.get(inputs.dtype.value, 2) if inputs.dtype is not None else 2  # type: ignore[arg-type]
-    stages = tuple(state)
-    buffers = (_fsdp_stage_buffers(inputs, stages, element_bytes, missing) if family == "fsdp"
-               else _zero_stage_buffers(inputs, stages, element_bytes, missing))
+    stages, sizes = tuple(state), {}
+    if family == "fsdp":
+        buffers = _fsdp_stage_buffers(inputs, stages, element_bytes, missing)
+    else:
+        sizes = zero_sizes(inputs, element_bytes, missing)
+        buffers = {stage: zero_buffers(stage_named(stage).number, **sizes) for stage in stages}
     activations, transient = None, 0
     if not missing:
         try:
@@ -179,7 +181,8 @@ def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs) -> Pea
     used = tuple(item for item in (inputs.sequence_length, inputs.micro_batch, inputs.checkpointing, inputs.attention,
                                    inputs.dtype, inputs.reserved) if item is not None)
     return Peak(state=dict(state), buffers=buffers, activations=activations, transient_logits=transient,
-                reserved=int(inputs.reserved.value), inputs=used, missing=tuple(missing))  # type: ignore[arg-type]
+                reserved=int(inputs.reserved.value), inputs=used, missing=tuple(missing),  # type: ignore[arg-type]
+                zero_sizes=sizes)
 
 
 __all__ = ["DEFAULT_RESERVED", "DEEPSPEED_DEFAULTS", "Input", "Peak", "PeakInputs", "estimate_peak"]

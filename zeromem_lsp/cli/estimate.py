@@ -11,12 +11,16 @@ from zeromem_lsp.cli.errors import UsageError
 from zeromem_lsp.configs.model_config import UnsupportedModel, count_parameters_from_text, model_shape_from_text
 from zeromem_lsp.peak import Input, Peak, PeakInputs, estimate_peak
 from zeromem_lsp.estimate import Estimate, Inputs, estimate, inputs_from_parameters
+from zeromem_lsp.rules.registry import rule_named
 from zeromem_lsp.precision import OPTIMIZERS, PRECISIONS, bytes_per_parameter
 from zeromem_lsp.present import (
     activation_lines, buffer_sum, fit_word, human_and_exact, input_notes, peak_sum, stage_table,
 )
 from zeromem_lsp.stages import ALL as ALL_STAGES, stage as stage_named
 from zeromem_lsp.units import UnitError, format_bytes, format_bytes_decimal, format_count, format_parameters, parse_bytes, parse_parameter_count
+
+
+INVALID = rule_named("invalid-zeromem-setting").code  # a bad --model-config is reported as the settings error
 
 
 def register(commands) -> None:
@@ -111,11 +115,11 @@ def _read_model(args):
     try:
         counted = count_parameters_from_text(text)
     except UnsupportedModel as error:
-        return None, None, f"ZM104 --model-config {args.model_config}: {error}"
+        return None, None, f"{INVALID} --model-config {args.model_config}: {error}"
     try:
         return counted, model_shape_from_text(text), None
     except UnsupportedModel as error:
-        return counted, None, f"ZM104 --model-config {args.model_config}: {error}"
+        return counted, None, f"{INVALID} --model-config {args.model_config}: {error}"
 
 
 def _peak(args, result: Estimate, counted, shape, problem) -> Peak | None:

@@ -32,6 +32,8 @@ class Workload:
     checkpointing: Given | None = None
     zero: dict[str, Given] = field(default_factory=dict)  # ZERO_BUFFER_KEYS as written ("auto" kept)
     fsdp_prefetch: Given | None = None  # whether FSDP gathers the next unit ahead
+    checkpointing_path: Path | None = None  # where this document switches activation checkpointing on
+    zero_root: Path | None = None  # where the DeepSpeed config sits in this document (None: elsewhere or none)
 
 
 def _at(root: Path | None, *keys: str) -> Path | None:
@@ -59,7 +61,7 @@ def deepspeed_workload(config: object, root: Path | None, where: str = "") -> Wo
         for key in ZERO_BUFFER_KEYS:
             if key in zero and zero[key] is not None:
                 buffers[key] = Given(zero[key], f"zero_optimization.{key}{suffix}", _at(root, "zero_optimization", key))
-    return Workload(micro_batch=given, zero=buffers)
+    return Workload(micro_batch=given, zero=buffers, zero_root=root if not where else None)
 
 
 def _fsdp_workload(section: object, root: Path) -> Workload:
@@ -78,7 +80,10 @@ def _fsdp_workload(section: object, root: Path) -> Workload:
     if isinstance(backward, str) and backward.strip().upper() == "NO_PREFETCH" and not forward:
         written = keys["backward_prefetch"]
         prefetch = Given(False, f"{'.'.join(map(str, root))}.{written} is NO_PREFETCH", (*root, written))
-    return Workload(checkpointing=checkpointing, fsdp_prefetch=prefetch)
+    switch = keys.get("activation_checkpointing") or ("fsdp_activation_checkpointing" if root == ("fsdp_config",)
+                                                      and any(key.startswith("fsdp_") for key in section)
+                                                      else "activation_checkpointing")
+    return Workload(checkpointing=checkpointing, fsdp_prefetch=prefetch, checkpointing_path=(*root, switch))
 
 
 def fsdp_file_workload(data: dict) -> Workload:
@@ -94,7 +99,10 @@ def fsdp_file_workload(data: dict) -> Workload:
 
 
 def accelerate_workload(data: dict) -> Workload:
-    return _fsdp_workload(data.get("fsdp_config"), ("fsdp_config",))
+    found = _fsdp_workload(data.get("fsdp_config"), ("fsdp_config",))
+    if found.checkpointing_path is None and isinstance(data.get("fsdp_config"), dict):
+        found = replace(found, checkpointing_path=("fsdp_config", "fsdp_activation_checkpointing"))
+    return found
 
 
 def hf_arguments_workload(data: dict, deepspeed: Workload) -> Workload:
@@ -121,4 +129,5 @@ def hf_arguments_workload(data: dict, deepspeed: Workload) -> Workload:
     if checkpointing is None or (not checkpointing.value and fsdp.checkpointing is not None):
         checkpointing = fsdp.checkpointing or checkpointing
     return Workload(micro_batch=batch, sequence_length=sequence, checkpointing=checkpointing, zero=deepspeed.zero,
-                    fsdp_prefetch=fsdp.fsdp_prefetch)
+                    fsdp_prefetch=fsdp.fsdp_prefetch, checkpointing_path=("gradient_checkpointing",),
+                    zero_root=deepspeed.zero_root)
