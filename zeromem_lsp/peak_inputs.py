@@ -87,6 +87,9 @@ def with_peak(plan, workload: Workload, settings: ZeromemSettings, layers: Layer
     origin = plan.origins.get("precision")
     dtype = (Input("dtype", precision, origin.note if origin else "zeromem.precision", origin.path if origin else None)
              if precision else None)
+    if workload.compute_dtype is not None:  # mixed precision: activations and gathered layers in the compute dtype
+        given = workload.compute_dtype
+        dtype = Input("dtype", given.value, f"{given.note} (mixed-precision compute)", given.path)
     inputs = PeakInputs(
         shape=model.shape,
         shape_problem=model.shape_problem,

@@ -100,3 +100,16 @@ async def test_missing_inputs_are_named_in_the_hover(client):
     hovered = await hover(doc, '"stage"')
     assert "Peak per GPU: not computable yet" in hovered and "the sequence length" in hovered
     assert "ZeRO-2 ≈" in hovered  # model-state figures still show
+
+
+async def test_zero3_settings_hover(client, tmp_path):
+    text = config_text(tmp_path, 80 * GiB).replace('"stage": 2', '"stage": 3').replace(
+        '"reduce_bucket_size"', '"stage3_param_persistence_threshold": 10, "prefetch_bucket_size": 1000, '
+        '"reduce_bucket_size"')
+    doc = open_doc(client, "ds_config.json", text)
+    prefetch = await hover(doc, '"prefetch_bucket_size"')  # DeepSpeed's alias of stage3_prefetch_bucket_size
+    assert "costs" in prefetch and "2 B × 1,000 = 2,000 B" in prefetch
+    persistence = await hover(doc, '"stage3_param_persistence_threshold"')
+    assert "stay whole on every GPU" in persistence
+    gather = await hover(doc, '"allgather_bucket_size"')
+    assert "holds no buffer at ZeRO-3" in gather and "ZeRO-2" in gather

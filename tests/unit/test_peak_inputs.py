@@ -85,3 +85,24 @@ def test_fsdp_config_without_prefetch(tmp_path):
     analysis = _analyse(tmp_path, text, "fsdp_config.json")
     assert _inputs(analysis)["gradient checkpointing"].path == ("activation_checkpointing",)
     assert analysis.plan.peak.buffers["zero3"].total == LAYER * 2
+
+
+def test_mixed_precision_is_the_activation_dtype(tmp_path):
+    block = _block(tmp_path, sequence_length=64, micro_batch=2)
+    yaml = ("distributed_type: FSDP\nmixed_precision: bf16\nnum_processes: 8\nfsdp_config:\n"
+            "  fsdp_sharding_strategy: FULL_SHARD\n  zeromem:\n"
+            + "".join(f"    {key}: {json.dumps(value)}\n" for key, value in block.items()))
+    analysis = _analyse(tmp_path, yaml, "accelerate.yaml")
+    assert _inputs(analysis)["dtype"].value == "bf16"
+    assert analysis.plan.inputs.per_parameter.precision == "fp32"  # FSDP keeps the loaded fp32 shards
+    assert analysis.plan.peak.buffers["zero3"].total == 2 * LAYER * 2  # gathered in bf16
+    from tests.cli.test_estimate_peak import CASES
+    assert analysis.plan.peak.activations.total == CASES["llama-0"]["saved_bytes"]["2"]  # measured in bf16
+
+
+def test_deepspeed_alias_spelling_of_zero3_sizes(tmp_path):
+    text = json.dumps({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {
+        "stage": 3, "prefetch_bucket_size": 1234, "max_live_parameters": 99},
+        "zeromem": _block(tmp_path, sequence_length=32)})
+    parts = {part.name: part.bytes for part in _analyse(tmp_path, text).plan.peak.buffers["zero3"].parts}
+    assert parts["stage3_prefetch_bucket_size"] == 4 * 1234 and parts["stage3_max_live_parameters"] == 4 * 99  # fp32

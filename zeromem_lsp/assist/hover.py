@@ -14,6 +14,7 @@ from zeromem_lsp.assist.cursor import cursor_at, member_span
 from zeromem_lsp.assist.key_docs import key_doc
 from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.configs.training import TrainingSetup, implied_world_size
+from zeromem_lsp.configs.workload import ZERO_ALIASES
 from zeromem_lsp.plan import FSDP_CPU_OFFLOAD, MemoryPlan, Offload, Unplanned
 from zeromem_lsp.present import (
     activation_lines, buffer_sum, count_times_bytes, describe_suggestion, fit_word, human_and_exact, input_notes,
@@ -24,8 +25,16 @@ from zeromem_lsp.units import format_bytes, format_count, format_parameters
 HOVER_KINDS = ("deepspeed", "accelerate", "fsdp", "hf-arguments")  # memory hover wherever a plan exists
 MEMORY_PATHS = {("zero_optimization",), ("zero_optimization", "stage")}
 OFFLOAD_KEYS = {"offload_optimizer", "offload_param", "cpu_offload", "cpu_offload_param"}
-BUFFER_KEYS = ("reduce_bucket_size", "allgather_bucket_size", "overlap_comm", "stage3_prefetch_bucket_size",
-               "stage3_max_live_parameters", "stage3_param_persistence_threshold")
+BUFFER_KEYS = ("reduce_bucket_size", "allgather_bucket_size", "overlap_comm", *ZERO_ALIASES)
+#: What the ZeRO-3 settings that hold no buffer of their own cost (not part of the peak).
+STAGE3_NOTES = {
+    "stage3_param_persistence_threshold": "parameters with fewer elements stay whole on every GPU; not counted "
+                                          "in the peak (docs/memory-model.md)",
+    "stage3_max_reuse_distance": "parameters reused within this distance are kept instead of released; bounded "
+                                 "by `stage3_max_live_parameters`, which the peak counts",
+    "stage3_gather_16bit_weights_on_model_save": "saving gathers the whole model in 16 bits on one rank, a "
+                                                 "transient at save time outside the training peak",
+}
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
 BAR_WIDTH = 16
 RULE = "\n\n---\n\n"
@@ -53,8 +62,9 @@ def hover_at(analysis: Analysis, offset: int) -> HoverText | None:
         sections.append(memory_section(analysis.plan))
     elif path[0] == "zero_optimization" and len(path) >= 2 and path[1] in OFFLOAD_KEYS:
         sections.append(offload_section(analysis.plan))
-    elif len(path) >= 2 and path[-2] == "zero_optimization" and path[-1] in BUFFER_KEYS:
-        sections.append(buffer_cost_section(analysis.plan, path[-1]))
+    elif len(path) >= 2 and path[-2] == "zero_optimization" and (
+            path[-1] in BUFFER_KEYS or path[-1].startswith("stage3_")):
+        sections.append(buffer_cost_section(analysis.plan, ZERO_ALIASES.get(path[-1], path[-1])))
     elif path in {(key,) for key in BATCH_KEYS} and analysis.setup is not None:
         sections.append(world_size_section(analysis.setup, analysis.settings))
     sections.append(key_doc(path, analysis.settings))
@@ -129,9 +139,8 @@ def buffer_cost_section(plan: MemoryPlan | Unplanned | None, key: str) -> str:
     if not isinstance(plan, MemoryPlan) or plan.peak is None or plan.peak.buffers is None or plan.family != "deepspeed":
         return ""
     label = stage_label(plan.stage, plan.family)
-    if key == "stage3_param_persistence_threshold":
-        return ("**Cost:** parameters smaller than this stay whole on every GPU at ZeRO-3; "
-                "zeromem does not count them (docs/memory-model.md).")
+    if key in STAGE3_NOTES:
+        return f"**Cost:** {STAGE3_NOTES[key]}."
     if key == "overlap_comm":
         parts = plan.peak.buffers[plan.stage].parts
         return f"**Buffers at {label}:** {buffer_sum(plan.peak.buffers[plan.stage])}" if parts else ""

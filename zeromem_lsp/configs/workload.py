@@ -14,6 +14,9 @@ from zeromem_lsp.configs.training import Path, positive_int
 #: zero_optimization keys that size ZeRO's buffers (zeromem_lsp.buffers).
 ZERO_BUFFER_KEYS = ("reduce_bucket_size", "allgather_bucket_size", "overlap_comm", "stage3_prefetch_bucket_size",
                     "stage3_max_live_parameters")
+#: DeepSpeed's older spellings of the ZeRO-3 sizes (DeepSpeedZeroConfig aliases).
+ZERO_ALIASES = {"prefetch_bucket_size": "stage3_prefetch_bucket_size",
+                "max_live_parameters": "stage3_max_live_parameters"}
 #: TrainingArguments.per_device_train_batch_size when the JSON does not set it.
 HF_DEFAULT_MICRO_BATCH = 8
 
@@ -32,6 +35,7 @@ class Workload:
     checkpointing: Given | None = None
     zero: dict[str, Given] = field(default_factory=dict)  # ZERO_BUFFER_KEYS as written ("auto" kept)
     fsdp_prefetch: Given | None = None  # whether FSDP gathers the next unit ahead
+    compute_dtype: Given | None = None  # mixed-precision compute dtype (bf16 / fp16) the config asks for
     checkpointing_path: Path | None = None  # where this document switches activation checkpointing on
     zero_root: Path | None = None  # where the DeepSpeed config sits in this document (None: elsewhere or none)
 
@@ -58,9 +62,11 @@ def deepspeed_workload(config: object, root: Path | None, where: str = "") -> Wo
     zero = config.get("zero_optimization")
     buffers = {}
     if isinstance(zero, dict):
-        for key in ZERO_BUFFER_KEYS:
-            if key in zero and zero[key] is not None:
-                buffers[key] = Given(zero[key], f"zero_optimization.{key}{suffix}", _at(root, "zero_optimization", key))
+        for written in (*ZERO_BUFFER_KEYS, *ZERO_ALIASES):
+            key = ZERO_ALIASES.get(written, written)
+            if zero.get(written) is not None and key not in buffers:
+                buffers[key] = Given(zero[written], f"zero_optimization.{written}{suffix}",
+                                     _at(root, "zero_optimization", written))
     return Workload(micro_batch=given, zero=buffers, zero_root=root if not where else None)
 
 
@@ -98,8 +104,14 @@ def fsdp_file_workload(data: dict) -> Workload:
     return found
 
 
+def _compute_dtype(value: object, note: str, path: Path) -> Given | None:
+    return Given(value, note, path) if value in ("bf16", "fp16") else None
+
+
 def accelerate_workload(data: dict) -> Workload:
     found = _fsdp_workload(data.get("fsdp_config"), ("fsdp_config",))
+    found = replace(found, compute_dtype=_compute_dtype(data.get("mixed_precision"), "mixed_precision",
+                                                        ("mixed_precision",)))
     if found.checkpointing_path is None and isinstance(data.get("fsdp_config"), dict):
         found = replace(found, checkpointing_path=("fsdp_config", "fsdp_activation_checkpointing"))
     return found
@@ -128,6 +140,7 @@ def hf_arguments_workload(data: dict, deepspeed: Workload) -> Workload:
     fsdp = _fsdp_workload(data.get("fsdp_config"), ("fsdp_config",))
     if checkpointing is None or (not checkpointing.value and fsdp.checkpointing is not None):
         checkpointing = fsdp.checkpointing or checkpointing
+    mixed = next((name for name in ("bf16", "fp16") if data.get(name) is True), None)
     return Workload(micro_batch=batch, sequence_length=sequence, checkpointing=checkpointing, zero=deepspeed.zero,
                     fsdp_prefetch=fsdp.fsdp_prefetch, checkpointing_path=("gradient_checkpointing",),
-                    zero_root=deepspeed.zero_root)
+                    zero_root=deepspeed.zero_root, compute_dtype=_compute_dtype(mixed, f"{mixed}: true", (mixed,)))
