@@ -64,12 +64,16 @@ def test_training_arguments(tmp_path):
     assert _inputs(_analyse(tmp_path, json.dumps(args), "training_args.json"))["micro-batch"].value == 3
 
 
-def test_accelerate_fsdp_checkpointing_and_gathered_layers(tmp_path):
+def _accelerate(tmp_path, top: str, fsdp: str):
+    """An Accelerate FSDP (FULL_SHARD, 8 processes) YAML with the zeromem block in fsdp_config, analysed."""
     block = _block(tmp_path, sequence_length=64, micro_batch=2)
-    yaml = ("distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
-            "  fsdp_activation_checkpointing: true\n  zeromem:\n"
-            + "".join(f"    {key}: {json.dumps(value)}\n" for key, value in block.items()))
-    analysis = _analyse(tmp_path, yaml, "accelerate.yaml")
+    yaml = (f"distributed_type: FSDP\nnum_processes: 8\n{top}fsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
+            f"{fsdp}  zeromem:\n" + "".join(f"    {key}: {json.dumps(value)}\n" for key, value in block.items()))
+    return _analyse(tmp_path, yaml, "accelerate.yaml")
+
+
+def test_accelerate_fsdp_checkpointing_and_gathered_layers(tmp_path):
+    analysis = _accelerate(tmp_path, "", "  fsdp_activation_checkpointing: true\n")
     inputs = _inputs(analysis)
     assert inputs["gradient checkpointing"].value is True
     assert inputs["gradient checkpointing"].path == ("fsdp_config", "fsdp_activation_checkpointing")
@@ -88,11 +92,7 @@ def test_fsdp_config_without_prefetch(tmp_path):
 
 
 def test_mixed_precision_is_the_activation_dtype(tmp_path):
-    block = _block(tmp_path, sequence_length=64, micro_batch=2)
-    yaml = ("distributed_type: FSDP\nmixed_precision: bf16\nnum_processes: 8\nfsdp_config:\n"
-            "  fsdp_sharding_strategy: FULL_SHARD\n  zeromem:\n"
-            + "".join(f"    {key}: {json.dumps(value)}\n" for key, value in block.items()))
-    analysis = _analyse(tmp_path, yaml, "accelerate.yaml")
+    analysis = _accelerate(tmp_path, "mixed_precision: bf16\n", "")
     assert _inputs(analysis)["dtype"].value == "bf16"
     assert analysis.plan.inputs.per_parameter.precision == "fp32"  # FSDP keeps the loaded fp32 shards
     assert analysis.plan.peak.buffers["zero3"].total == 2 * LAYER * 2  # gathered in bf16
