@@ -19,10 +19,12 @@ from zeromem_lsp.configs.training import Path, TrainingSetup
 from zeromem_lsp.findings import Finding
 from zeromem_lsp.document import Document, LineIndex, parse_document
 from zeromem_lsp.document.decoding import decode_config
+from zeromem_lsp.peak_inputs import Layers, ModelRead, read_model, with_peak
 from zeromem_lsp.plan import MemoryPlan, Origin, Unplanned
 from zeromem_lsp.readers import READERS, Loader
 from zeromem_lsp.rules import issues as issue_rules
 from zeromem_lsp.rules import memory as memory_rules
+from zeromem_lsp.rules import peak as peak_rules
 from zeromem_lsp.rules import settings as settings_rules
 from zeromem_lsp.rules import syntax as syntax_rules
 from zeromem_lsp.rules.context import Context
@@ -32,6 +34,7 @@ MAX_DOCUMENT_CHARS = 16 * 2**20
 Refusal = Literal["oversized", "binary"]  # outcomes, not kinds: the document was never read
 NO_SETTINGS = ZeromemSettings()
 YAML_SUFFIXES = (".yaml", ".yml")
+NO_MODEL = ModelRead()
 
 
 @dataclass
@@ -57,11 +60,11 @@ class Analysis:
         return self.document.lines if self.document is not None else LineIndex(self.text)
 
 
-def resolve_parameters(settings: ZeromemSettings, loader: Loader | None) -> tuple[ZeromemSettings, str | None, str | None]:
-    """Replace {"from_config": path} by the exact count: (settings, note, problem message)."""
+def resolve_parameters(settings: ZeromemSettings, loader: Loader | None) -> tuple[ZeromemSettings, str | None, str | None, ModelRead]:
+    """Replace {"from_config": path} by the exact count: (settings, note, problem message, what the file gave)."""
     wanted = settings.parameters
     if not isinstance(wanted, ParametersFromConfig):
-        return settings, None, None
+        return settings, None, None, NO_MODEL
     from zeromem_lsp.configs.model_config import UnsupportedModel, count_parameters_from_text
 
     cleared = settings.model_copy(update={"parameters": None})
@@ -69,13 +72,15 @@ def resolve_parameters(settings: ZeromemSettings, loader: Loader | None) -> tupl
     text = loader(path) if loader is not None else None
     if text is None:
         reason = "no file access in this front end" if loader is None else unreadable_reason(loader, path)
-        return cleared, None, f"parameters.from_config: cannot read {path!r} ({reason})"
+        problem = f"parameters.from_config: cannot read {path!r} ({reason})"
+        return cleared, None, problem, ModelRead(shape_problem=problem)
     try:
         counted = count_parameters_from_text(text)
     except UnsupportedModel as error:
-        return cleared, None, f"parameters.from_config {path!r}: {error}"
+        problem = f"parameters.from_config {path!r}: {error}"
+        return cleared, None, problem, ModelRead(shape_problem=problem)
     note = f"{format_count(counted.total)} parameters counted from {path} ({counted.note})"
-    return settings.model_copy(update={"parameters": counted.total}), note, None
+    return settings.model_copy(update={"parameters": counted.total}), note, None, read_model(text, counted, path)
 
 
 def _nested_block(data: object, block_path: Path) -> tuple[ZeromemSettings, list[tuple]]:
@@ -165,16 +170,20 @@ def analyse(
     reading = reader(data, loader)
     block, block_problems, block_path = _settings_block(data, reading.block_paths)
     effective = forced.merged_over(block.merged_over(settings))
-    effective, parameter_note, parameter_problem = resolve_parameters(effective, loader)
+    effective, parameter_note, parameter_problem, model = resolve_parameters(effective, loader)
     if parameter_problem:
         block_problems.append(((*block_path, "parameters"), parameter_problem, "value"))
+    elif model.shape_problem and effective.sequence_length is not None:  # activations asked for, shape refused
+        block_problems.append(((*block_path, "parameters"), f"parameters.from_config {model.shape_problem}", "value"))
     plan = with_parameter_origin(reading.plan(effective, block_path), block, forced, parameter_note)
-    context = Context(document, data, effective, reading.rule_setup, plan)
+    plan = with_peak(plan, reading.workload, effective, Layers(block, forced, block_path), reading.setup, model)
+    context = Context(document, data, effective, reading.rule_setup, plan, reading.workload)
     findings = _syntax_findings(kind, context)
     findings += settings_rules.block_findings(context, block_problems)
     if root is not None and (isinstance(data, dict) or not document.syntax_errors):
         findings += issue_rules.check(context, reading.issues(effective))  # else the syntax error says why
     findings += memory_rules.check(context)
+    findings += peak_rules.check(context)
     findings.sort(key=lambda f: (f.start, f.end, f.code))
     return Analysis(text, kind, document, findings, effective, reading.setup, plan, parameter_note)
 

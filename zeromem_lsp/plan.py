@@ -12,9 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from typing import TYPE_CHECKING
+
 from zeromem_lsp.core import STAGES, model_state_bytes
 from zeromem_lsp.precision import BytesPerParameter
 from zeromem_lsp.stages import FSDP_KEYS
+
+if TYPE_CHECKING:
+    from zeromem_lsp.peak import Peak
 
 Path = tuple  # a key path in a document, e.g. ("zero_optimization", "stage")
 DEFAULT_WARN_FRACTION = 0.9  # ZM102 above this share of the budget (zeromem.warn_fraction)
@@ -153,6 +158,7 @@ class MemoryPlan:
     gpu_memory: int | None
     warn_fraction: float = DEFAULT_WARN_FRACTION
     policy: Family = DEEPSPEED
+    peak: "Peak | None" = None  # beside the model state: buffers, activations, reserve (peak.py)
 
     @property
     def family(self) -> str:

@@ -21,6 +21,7 @@ print('HEAVY=' + ','.join(heavy))
     "argv",
     [
         ["estimate", "--parameters", "7B", "--world-size", "8", "--format", "json"],
+        ["estimate", "--parameters", "7B", "--world-size", "8", "--sequence-length", "64", "--micro-batch", "1"],
         ["check", "--format", "json", "tests/data/deepspeed/clean_stage3_offload.json"],
     ],
 )

@@ -41,13 +41,13 @@ def _suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion
         updates["offload_optimizer"] = '{"device": "cpu"}'
     if suggestion.offload.param and not plan.offload.param:
         updates["offload_param"] = '{"device": "cpu"}'
-    edits = _zero_edits(context.document, updates) if updates else None
+    edits = zero_edits(context.document, updates) if updates else None
     if not edits or overlapping(edits):
         return ()
     return (Fix(f"Switch to {describe_suggestion(suggestion, plan.family)}", tuple(edits), preferred=True),)
 
 
-def _zero_edits(document: Document, updates: dict[str, str]) -> list[TextEdit] | None:
+def zero_edits(document: Document, updates: dict[str, str]) -> list[TextEdit] | None:
     """Set keys of zero_optimization: replace those present, insert the missing ones in one edit."""
     section = document.find(("zero_optimization",))
     container = section.value if isinstance(section, Member) else None

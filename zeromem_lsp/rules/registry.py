@@ -96,6 +96,20 @@ RULES: dict[str, Rule] = _rules(
         "Fix `world_size` or the batch sizes so that they agree (here world size 8).",
     ),
     Rule(
+        "ZM106", "peak-exceeds-gpu-memory", "warning",
+        "The chosen stage's model state fits the `gpu_memory` budget, but its estimated peak — model state + "
+        "ZeRO/FSDP buffers + activations + the fp32 logits copy + `reserved` — does not.",
+        "Model state is only what the optimizer keeps; the step also holds the activations of one micro-batch "
+        "(HF's loss upcasts the logits to fp32: 4 bytes × micro-batch × sequence × vocabulary), the communication "
+        "buckets and the CUDA context. The job fails with out-of-memory in the first forward or backward. The "
+        "estimate follows the Transformers modelling code (docs/memory-model.md), so it is a warning, not an error.",
+        '{"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 2},\n'
+        ' "bf16": {"enabled": true}, "zeromem": {"parameters": {"from_config": "qwen2-0.5b/config.json"},\n'
+        ' "world_size": 8, "sequence_length": 8192, "gpu_memory": "80GiB"}}',
+        "Halve the micro-batch and double `gradient_accumulation_steps` (the global batch stays the same), enable "
+        "gradient checkpointing, or shrink the bucket sizes — whichever the message names as the largest part.",
+    ),
+    Rule(
         "ZM201", "unknown-key-in-strict-section", "error",
         "A key DeepSpeed does not know appears in a section DeepSpeed validates strictly "
         "(`zero_optimization`, offload sections, `fp16`, `bf16`, ...).",
@@ -328,3 +342,8 @@ RULES: dict[str, Rule] = _rules(
 
 def rule(code: str) -> Rule:
     return RULES[code]
+
+
+def rule_named(name: str) -> Rule:
+    """The rule called `name` (front ends outside rules/ refer to rules by name, not by code literal)."""
+    return next(found for found in RULES.values() if found.name == name)
