@@ -32,6 +32,7 @@ from zeromem_lsp.lsp_convert import (
 )
 
 SETTINGS_TIMEOUT = 2.0  # seconds to wait for workspace/configuration before analysing with what we have
+INLINE_ANALYSIS_CHARS = 64 * 1024  # larger documents are analysed in a worker thread
 SETTINGS_GLOBS = ("**/pyproject.toml", "**/zeromem.toml")  # watched: project settings are re-read on change
 
 
@@ -192,7 +193,10 @@ class ZeromemServer(LanguageServer):
                 if document is None:
                     return
                 version, text = document.version, document.source
-                analysis = await asyncio.to_thread(self.analysis_of, uri, version, text)
+                if len(text) <= INLINE_ANALYSIS_CHARS:  # ~1 ms: a thread hop would cost as much
+                    analysis = self.analysis_of(uri, version, text)
+                else:  # the loop keeps answering other documents meanwhile
+                    analysis = await asyncio.to_thread(self.analysis_of, uri, version, text)
                 latest = self.workspace.text_documents.get(uri)
                 if not self.pull_mode and latest is not None and latest.version == version:
                     self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
@@ -240,6 +244,8 @@ def document_path(uri: str) -> Path | None:
 
 
 async def wait_for_settings(ls: ZeromemServer) -> None:
+    if ls.settings_ready.is_set():  # the usual case: no timer task per keystroke
+        return
     try:
         await asyncio.wait_for(ls.settings_ready.wait(), SETTINGS_TIMEOUT)
     except asyncio.TimeoutError:

@@ -44,6 +44,7 @@ optimizer, not by ``DeepSpeedConfig`` itself (so ``DeepSpeedConfig`` alone accep
 from __future__ import annotations
 
 import difflib
+import functools
 from dataclasses import replace
 
 from typing import Any, Optional, Union
@@ -389,14 +390,19 @@ def _check_unfilled_auto(config: dict, out: list[ConfigIssue]) -> None:
             walk(value, (key,))
 
 
+@functools.lru_cache(maxsize=1024)
+def _near_top_level(key: str) -> list[str]:
+    """The known top-level key an unknown one is a typo of (cached: the same keys come every keystroke)."""
+    return difflib.get_close_matches(key, sorted(KNOWN_TOP_LEVEL_KEYS), n=1, cutoff=0.85)
+
+
 def _check_unknown_top_level(config: dict, out: list[ConfigIssue]) -> None:
-    candidates = sorted(KNOWN_TOP_LEVEL_KEYS)
     for key in config:
         if not isinstance(key, str) or key in KNOWN_TOP_LEVEL_KEYS or key == OUR_TOP_LEVEL_KEY:
             continue
         if key in REMOVED_TOP_LEVEL_KEYS:
             continue
-        match = difflib.get_close_matches(key, candidates, n=1, cutoff=0.85)
+        match = _near_top_level(key)
         if match:
             out.append(issue("top_level_near_miss", (key,), "key",
                              f"Unknown top-level key '{key}' is ignored by DeepSpeed. Did you mean '{match[0]}'?",
