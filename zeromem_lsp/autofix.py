@@ -3,7 +3,8 @@
 Pure: text and findings in, text out. A fix is *safe* when it keeps what the launcher does with the
 config (a misspelt key in a section the loader rejects, a deprecated or legacy key under its new
 name); every other fix (switching stage or sharding strategy, adding offload, changing batch sizes or
-values) changes the training run and is applied only with --unsafe-fixes. Each finding contributes
+values) changes the training run and is applied only with --unsafe-fixes. Which is which is the
+registry's `Rule.safe_fix`. Each finding contributes
 its preferred fix (else its first); a fix whose edits overlap one already taken waits for the next
 pass. Whether the new text still parses is for the caller to check by analysing it again
 (`still_parses`).
@@ -15,20 +16,12 @@ import difflib
 from dataclasses import dataclass
 
 from zeromem_lsp.findings import Finding, Fix, TextEdit, apply_edits, overlapping
-
-#: Rules whose fix is a pure rename that the launcher treats as the same setting.
-SAFE_FIX_CODES = frozenset({
-    "ZM201",  # unknown key in a strict section (DeepSpeed refuses it) -> the key it near-misses
-    "ZM208",  # deprecated key with a replacement -> the replacement
-    "ZM251",  # deprecated key -> its current name
-    "ZM307",  # unknown Accelerate key (Accelerate refuses it) -> the key it near-misses
-    "ZM351",  # deprecated FSDP key -> its current name
-})
-SYNTAX_ERROR = "ZM001"
-
+from zeromem_lsp.rules.registry import RULES
+from zeromem_lsp.rules.syntax import SYNTAX_ERROR
 
 def is_safe(finding: Finding) -> bool:
-    return finding.code in SAFE_FIX_CODES
+    """The registry says which rules' fixes are safe (`Rule.safe_fix`: renames the loader treats alike)."""
+    return RULES[finding.code].safe_fix
 
 
 def chosen_fix(finding: Finding) -> Fix | None:
@@ -64,7 +57,7 @@ def fix_pass(text: str, findings: list[Finding], unsafe_fixes: bool = False) -> 
 def still_parses(before: list[Finding], after: list[Finding]) -> bool:
     """The fixed text parses at least as well as the original: no syntax error it did not have."""
     def count(findings: list[Finding]) -> int:
-        return sum(f.code == SYNTAX_ERROR for f in findings)
+        return sum(f.code == SYNTAX_ERROR.code for f in findings)
     return count(after) <= count(before)
 
 

@@ -26,17 +26,13 @@ def replace_value(member: Member, new_json: str) -> TextEdit:
 PLAIN_YAML_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 
 
-def flavour_of(document: Document | None) -> str:
-    return getattr(document, "flavour", "json")
-
-
 def _yaml_key(key: str) -> str:
     return key if PLAIN_YAML_KEY.fullmatch(key) else json.dumps(key)
 
 
 def rename_key(member: Member, new_key: str, document: Document | None = None) -> TextEdit:
     """Rename a key; in YAML an unquoted key stays unquoted."""
-    if flavour_of(document) == "yaml" and document.text[member.key_start : member.key_start + 1] not in ("'", '"'):
+    if document is not None and document.flavour == "yaml" and document.text[member.key_start : member.key_start + 1] not in ("'", '"'):
         return TextEdit(member.key_start, member.key_end, _yaml_key(new_key))
     return TextEdit(member.key_start, member.key_end, json.dumps(new_key))
 
@@ -52,7 +48,7 @@ def insert_member(document: Document, container: Node, key: str, value_json: str
     text = document.text
     members = container.members or []
     entry = f"{json.dumps(key)}: {value_json}"
-    if flavour_of(document) == "yaml" and members and id(container) in document.open_ended:
+    if document.flavour == "yaml" and members and id(container) in document.open_ended:
         last = members[-1]
         line_start = text.rfind("\n", 0, last.key_start) + 1
         indent = text[line_start : last.key_start]

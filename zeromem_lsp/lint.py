@@ -1,6 +1,7 @@
-"""Run the analysis over files on disk: discovery, project settings, filtering, exit status.
+"""Lint files on disk: discovery, project settings, analysis, filtering → a `LintResult`.
 
-The I/O layer under `zeromem check` (and the benchmarks); output formats live in cli/reporters.py.
+The core under `zeromem check` (and the benchmarks). It prints nothing and picks no exit status:
+cli/check.py parses the arguments, prints the result through cli/reporters.py and decides the exit.
 """
 
 from __future__ import annotations
@@ -8,47 +9,50 @@ from __future__ import annotations
 import fnmatch
 import glob
 import os
-import sys
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from zeromem_lsp.analysis import analyse_bytes
-from zeromem_lsp.cli import UsageError
-from zeromem_lsp.cli.fix import FixSession
-from zeromem_lsp.cli.reporters import REPORTERS, FileResult
-from zeromem_lsp.configs.settings import ZeromemSettings, validate_settings
+from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.document import LineIndex
-from zeromem_lsp.findings import SEVERITIES, Finding
+from zeromem_lsp.findings import Finding
 from zeromem_lsp.project import ProjectSettings, discover, file_loader
-from zeromem_lsp.rules.registry import RULES, rule
+from zeromem_lsp.rules import settings as settings_rules
 
 SKIPPED_DIRECTORIES = {".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".mypy_cache"}
 CONFIG_SUFFIXES = (".json", ".jsonc", ".hjson", ".yaml", ".yml")
-ANALYSED_KINDS = ("deepspeed", "oversized", "binary", "fsdp", "hf-arguments", "accelerate")
 GLOB_CHARACTERS = set("*?[")
-SEVERITY_RANK = {name: rank for rank, name in enumerate(reversed(SEVERITIES))}  # hint 0 … error 3
+NO_SETTINGS = ZeromemSettings()
 
 
-def _codes(text: str | None) -> tuple[str, ...] | None:
-    if text is None:
-        return None
-    codes = tuple(code.strip().upper() for code in text.split(",") if code.strip())
-    unknown = [code for code in codes if not any(known.startswith(code) for known in RULES)]
-    if unknown:
-        raise UsageError(f"unknown rule code or prefix: {', '.join(unknown)}")
-    return codes
+class LintInputError(Exception):
+    """A path that names nothing, a glob that matches nothing, a file that cannot be read."""
 
 
-def forced_settings(args) -> ZeromemSettings:
-    values = {
-        "gpu_memory": args.gpu_memory, "parameters": args.parameters, "world_size": args.world_size,
-        "precision": args.precision, "optimizer": args.optimizer, "warn_fraction": args.warn_fraction,
-    }
-    settings, problems = validate_settings({k: v for k, v in values.items() if v is not None})
-    if problems:
-        raise UsageError(f"--{problems[0].name.replace('_', '-')}: {problems[0].message}")
-    return settings
+@dataclass
+class FileResult:
+    path: str
+    findings: list[Finding]
+    lines: LineIndex
+
+
+@dataclass
+class LintResult:
+    """Findings per file (settings files included), skipped files with reasons, and counts."""
+
+    files: list[FileResult] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    checked: int = 0  # configs analysed
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [finding for result in self.files for finding in result.findings]
+
+    def counts(self, key: Callable[[Finding], str]) -> Counter:
+        """Findings counted by `key`, e.g. by severity or by code."""
+        return Counter(key(finding) for finding in self.findings)
 
 
 def _excluded(path: Path, patterns: list[str]) -> bool:
@@ -80,10 +84,10 @@ def discover_files(paths: list[str], exclude: list[str], skipped: list[tuple[str
         elif GLOB_CHARACTERS & set(name):
             matches = sorted(glob.glob(name, recursive=True))
             if not matches:
-                raise UsageError(f"{name}: no files match")
+                raise LintInputError(f"{name}: no files match")
             files += discover_files(matches, exclude, skipped)
         else:
-            raise UsageError(f"{name}: no such file or directory")
+            raise LintInputError(f"{name}: no such file or directory")
     return list(dict.fromkeys(files))
 
 
@@ -91,7 +95,7 @@ def read_bytes(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except OSError as error:
-        raise UsageError(f"{path}: cannot read: {error.strerror or error}") from None
+        raise LintInputError(f"{path}: cannot read: {error.strerror or error}") from None
 
 
 def _keep(finding: Finding, select: tuple[str, ...] | None, ignore: tuple[str, ...] | None) -> bool:
@@ -104,45 +108,28 @@ def settings_results(project: ProjectSettings) -> FileResult | None:
     if not project.problems:
         return None
     text = project.source.read_text(encoding="utf-8", errors="replace")
-    lines = LineIndex(text)
-    findings = []
-    for problem in project.problems:
-        start = lines.offset(problem.line, 0, "utf-32")
-        end = lines.offset(problem.line + 1, 0, "utf-32") if problem.line + 1 < text.count("\n") + 1 else len(text)
-        findings.append(Finding("ZM104", rule("ZM104").severity, problem.message, start, max(start, end - 1)))
-    return FileResult(str(project.source), findings, lines)
+    return FileResult(str(project.source), settings_rules.project_findings(text, project.problems), LineIndex(text))
 
 
-class Progress:
-    """A one-line counter on a terminal's stderr, for long runs."""
+def lint(
+    paths: list[str],
+    exclude: list[str] = (),
+    forced: ZeromemSettings = NO_SETTINGS,
+    select: tuple[str, ...] | None = None,
+    ignore: tuple[str, ...] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    fixer: Callable | None = None,
+) -> LintResult:
+    """Analyse every config under `paths`; `forced` ranks above every file's own settings.
 
-    def __init__(self, total: int, enabled: bool):
-        self.total, self.enabled = total, enabled and total >= 50 and sys.stderr.isatty()
-
-    def update(self, done: int) -> None:
-        if self.enabled and (done % 25 == 0 or done == self.total):
-            sys.stderr.write(f"\rchecked {done}/{self.total} files")
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\r\033[K")
-
-
-def run(args) -> int:
-    if args.unsafe_fixes and not (args.fix or args.diff):
-        raise UsageError("--unsafe-fixes goes with --fix or --diff")
-    fixes = FixSession(args) if args.fix or args.diff else None
-    select, ignore = _codes(args.select), _codes(args.ignore)
-    forced = forced_settings(args)
-    skipped: list[tuple[str, str]] = []
-    files = discover_files(args.paths, args.exclude, skipped)
-    named = {str(Path(name)) for name in args.paths}
+    `select`/`ignore`: code prefixes to keep/drop; `progress(done, total)` after each file;
+    `fixer(path, data, analysis, reanalyse, keep)` (cli/fix.py, for --fix/--diff) returns the
+    analysis of the fixed text, `reanalyse(text)` analysing a new text of the same file."""
+    result = LintResult()
+    files = discover_files(paths, list(exclude), result.skipped)
+    named = {str(Path(name)) for name in paths}
     projects: dict[Path, ProjectSettings] = {}
-    results: list[FileResult] = []
     reported_settings: set[Path] = set()
-    checked = 0
-    progress = Progress(len(files), not args.quiet)
     for number, path in enumerate(files, 1):
         folder = path.parent
         if folder not in projects:
@@ -153,48 +140,22 @@ def run(args) -> int:
             settings_result = settings_results(project)
             if settings_result:
                 settings_result.findings = [f for f in settings_result.findings if _keep(f, select, ignore)]
-                results.append(settings_result)
+                result.files.append(settings_result)
         data = read_bytes(path)
         analysis = analyse_bytes(data, path.name, project.for_file(path), forced, file_loader(path))
-        progress.update(number)
-        if analysis.kind is None:
-            skipped.append((str(path), "not a training config"))
+        if progress is not None:
+            progress(number, len(files))
+        if not analysis.reported:
+            result.skipped.append((str(path), "not a training config"))
             continue
-        if analysis.kind == "binary" and str(path) not in named:
-            skipped.append((str(path), "binary data"))
+        if analysis.refused == "binary" and str(path) not in named:
+            result.skipped.append((str(path), "binary data"))
             continue
-        if analysis.kind not in ANALYSED_KINDS:
-            skipped.append((str(path), f"{analysis.kind} configs are not analysed yet"))
-            continue
-        checked += 1
-        if fixes:
-            analysis = fixes.apply(path, data, analysis, lambda text: analyse_bytes(  # noqa: B023 (called now)
+        result.checked += 1
+        if fixer is not None:
+            analysis = fixer(path, data, analysis, lambda text: analyse_bytes(  # noqa: B023 (called now)
                 text.encode("utf-8"), path.name, project.for_file(path), forced, file_loader(path)),
                 lambda f: _keep(f, select, ignore))
         findings = [f for f in analysis.findings if _keep(f, select, ignore)]
-        lines = analysis.document.lines if analysis.document is not None else LineIndex(analysis.text)
-        results.append(FileResult(str(path), findings, lines))
-    progress.close()
-    colour = args.format == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
-    if fixes and args.diff:
-        sys.stdout.write("".join(fixes.diffs))
-    else:
-        sys.stdout.write(REPORTERS[args.format]([r for r in results if r.findings], colour))
-    all_findings = [f for result in results for f in result.findings]
-    summary_stream = sys.stdout if args.format == "text" else sys.stderr
-    if args.statistics:
-        for code, count in sorted(Counter(f.code for f in all_findings).items()):
-            print(f"{count:5}  {code}  {RULES[code].name}", file=summary_stream)
-    if args.verbose:
-        for name, reason in skipped:
-            print(f"skipped {name}: {reason}", file=sys.stderr)
-    if not args.quiet and args.format == "text":
-        counts = Counter(f.severity for f in all_findings)
-        parts = [f"{counts[s]} {s}{'s' if counts[s] != 1 and s != 'information' else ''}" for s in SEVERITIES if counts[s]]
-        print(f"{', '.join(parts) or 'no findings'} in {checked} config{'s' if checked != 1 else ''}"
-              f" ({len(skipped)} skipped)", file=sys.stderr)
-    if fixes and not args.quiet:
-        print(fixes.summary(), file=sys.stderr)
-    threshold = SEVERITY_RANK[args.fail_on]
-    remaining = 1 if any(SEVERITY_RANK[f.severity] >= threshold for f in all_findings) else 0
-    return max(remaining, fixes.status()) if fixes else remaining
+        result.files.append(FileResult(str(path), findings, analysis.lines))
+    return result

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from zeromem_lsp.assist.completion import Candidate
-from zeromem_lsp.assist.hover import HoverText
-from zeromem_lsp.assist.inlay import InlayLabel
-from zeromem_lsp.document import LineIndex
-from zeromem_lsp.findings import Finding, Fix
-from zeromem_lsp.rules.registry import RULES
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: these load with the analysis, after `initialize` is answered
+    from zeromem_lsp.document import LineIndex
+    from zeromem_lsp.findings import Finding, Fix
+    from zeromem_lsp.assist.completion import Candidate
+    from zeromem_lsp.assist.hover import HoverText
+    from zeromem_lsp.assist.inlay import InlayLabel
 
 SOURCE = "zeromem"
 SEVERITIES = {
@@ -56,6 +58,8 @@ def to_diagnostic(finding: Finding, lines: LineIndex, encoding: str, uri: str) -
         )
         for start, end, note in finding.related
     ]
+    from zeromem_lsp.rules.registry import RULES
+
     known = RULES.get(finding.code)
     deprecated = known is not None and "deprecated" in known.name
     return types.Diagnostic(

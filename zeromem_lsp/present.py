@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zeromem_lsp.core import STAGES
-from zeromem_lsp.estimate import STAGE_LABELS, Estimate
+from zeromem_lsp.estimate import Estimate
+from zeromem_lsp.stages import stage as stage_named
 from zeromem_lsp.units import format_bytes, format_bytes_with_count, format_count
 
 EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -132,11 +133,73 @@ def count_times_bytes(count: int, per_item: int, note: str = "") -> str:
     return f"{format_parameters(count)} × {per_item} B{note} = {format_bytes(count * per_item)}"
 
 
-FSDP_LABELS = {"ddp": "NO_SHARD", "zero1": "ZeRO-1", "zero2": "SHARD_GRAD_OP", "zero3": "FULL_SHARD"}
-
-
 def stage_label(stage: str, family: str = "deepspeed") -> str:
     """DDP / ZeRO-n for DeepSpeed; the FSDP sharding strategy (with its ZeRO equivalent) for FSDP."""
-    if family == "fsdp":
-        return f"{FSDP_LABELS[stage]} (≈ {STAGE_LABELS[stage]})"
-    return STAGE_LABELS[stage]
+    return stage_named(stage).label_in(family)
+
+
+def describe_suggestion(suggestion, family: str) -> str:
+    """"ZeRO-3 with optimizer → cpu (12.3 GiB/GPU)": the stage, offload and figure a plan.Suggestion gives."""
+    offload = suggestion.offload
+    text = stage_label(suggestion.stage, family)
+    if offload.optimizer or offload.param:
+        text += f" with {offload.describe()}"
+    return f"{text} ({format_bytes(suggestion.gpu_bytes)}/GPU)"
+
+
+# ---------------------------------------------------------------- peak (docs/memory-model.md, "Peak")
+
+
+def activation_sum(activations) -> str:
+    """`embedding 1,024 + rotary 512 + 24 layers 9,000 (= 24 × 375) + final norm 96 + loss 8,004 = 18,636 B`."""
+    if activations.checkpointing:
+        middle = f"checkpointed layer inputs {format_count(activations.checkpoint_bytes)}"
+    else:
+        middle = f"{activations.layers} layers {format_count(activations.layer_bytes)}"
+        if activations.layer_bytes == activations.layers * activations.per_layer_bytes:
+            middle += f" (= {activations.layers} × {format_count(activations.per_layer_bytes)})"
+    return (f"embedding {format_count(activations.embedding_bytes)} + rotary/mask {format_count(activations.shared_bytes)}"
+            f" + {middle} + final norm {format_count(activations.final_norm_bytes)}"
+            f" + loss {format_count(activations.logits_bytes)} = {format_count(activations.total)} B")
+
+
+def activation_lines(peak) -> list[str]:
+    """Activations and the fp32 logits copy, each with its arithmetic."""
+    acts = peak.activations
+    lines = [f"activations saved for backward ({acts.attention}) = {activation_sum(acts)}"]
+    if acts.checkpointing:
+        lines.append(f"one layer recomputed in backward (checkpointing) = {format_count(acts.recompute_bytes)} B; "
+                     f"activations at the peak = {format_count(acts.total)} + {format_count(acts.recompute_bytes)} "
+                     f"= {format_count(peak.activation_bytes)} B")
+    lines.append(f"fp32 logits copy (logits.float() / its gradient) = 4 B × micro-batch × sequence × vocabulary "
+                 f"= {format_count(peak.transient_logits)} B")
+    return lines
+
+
+def buffer_sum(buffers) -> str:
+    """`reduce_bucket_size 2 B × 500,000,000 = 1,000,000,000 + ... = 2,000,000,000 B` (or `none`)."""
+    if not buffers.parts:
+        return "none = 0 B"
+    parts = " + ".join(f"{part.name} ({part.rule}) {format_count(part.bytes)}" for part in buffers.parts)
+    return f"{parts} = {format_count(buffers.total)} B"
+
+
+def peak_sum(peak, stage: str) -> str:
+    """`model state A + buffers B + activations C + logits copy D + reserved E = X B (≈ 12.3 GiB)`."""
+    total = peak.at(stage)
+    return (f"model state {format_count(peak.state[stage])} + buffers {format_count(peak.buffer_bytes(stage))} + "
+            f"activations {format_count(peak.activation_bytes)} + fp32 logits {format_count(peak.transient_logits)} + "
+            f"reserved {format_count(peak.reserved)} = {format_count(total)} B ({format_bytes(total)})")
+
+
+def input_notes(peak) -> list[str]:
+    """`sequence length 4096 — zeromem.sequence_length` per input of the peak."""
+    return [f"{item.name} {_shown(item.value)} — {item.note}" for item in peak.inputs]
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, int):
+        return format_count(value)
+    return str(value)

@@ -105,10 +105,18 @@ def load_settings_file(path: Path) -> ProjectSettings | None:
     """Settings from one file; None when it has no zeromem settings (keep searching upward)."""
     try:
         text = path.read_text(encoding="utf-8")
-        data = tomllib.loads(text)
     except OSError:
         return None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+    except UnicodeDecodeError as error:
+        return ProjectSettings(path, problems=(SettingsProblem(path, 0, f"invalid TOML: {error}"),))
+    return settings_from_text(path, text)
+
+
+def settings_from_text(path: Path, text: str) -> ProjectSettings | None:
+    """Settings from the text of the settings file at `path` (as on disk, or as open in an editor)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
         line = getattr(error, "lineno", 1) or 1
         return ProjectSettings(path, problems=(SettingsProblem(path, line - 1, f"invalid TOML: {error}"),))
     table, header = _zeromem_table(path, data)
@@ -148,16 +156,41 @@ def discover(start: Path) -> ProjectSettings:
     return ProjectSettings(None)
 
 
-def file_loader(path: Path):
-    """Read files a config names, relative to the config's folder (absolute paths as given)."""
+MAX_LOADED_BYTES = 16 * 2**20
 
-    def load(name: str) -> str | None:
-        target = path.parent / name
+
+@dataclass(frozen=True)
+class FileLoader:
+    """Reads files a config names, relative to the config's folder (absolute paths as given).
+
+    Called with a name it returns the text, or None; `why_unreadable(name)` then says why."""
+
+    folder: Path
+
+    def __call__(self, name: str) -> str | None:
+        target = self.folder / name
         try:
-            if not target.is_file() or target.stat().st_size > 16 * 2**20:
+            if not target.is_file() or target.stat().st_size > MAX_LOADED_BYTES:
                 return None
             return target.read_text(encoding="utf-8", errors="replace")
         except OSError:
             return None
 
-    return load
+    def why_unreadable(self, name: str) -> str:
+        target = self.folder / name
+        try:
+            if not target.exists():
+                return "file not found"
+            if not target.is_file():
+                return "not a regular file" + (": a directory" if target.is_dir() else "")
+            if target.stat().st_size > MAX_LOADED_BYTES:
+                return f"larger than {MAX_LOADED_BYTES // 2**20} MiB"
+            target.read_bytes()
+        except OSError as error:
+            return f"cannot be read: {error.strerror or error}"
+        return "file not found"
+
+
+def file_loader(path: Path) -> FileLoader:
+    """The loader for files named in the config at `path`."""
+    return FileLoader(path.parent)

@@ -11,6 +11,7 @@ import asyncio
 import functools
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from lsprotocol import types
@@ -19,32 +20,33 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
 from zeromem_lsp import __version__
-from zeromem_lsp.analysis import Analysis, analyse
-from zeromem_lsp.assist.completion import complete
-from zeromem_lsp.assist.hover import hover_at
-from zeromem_lsp.assist.inlay import inlay_hints
-from zeromem_lsp.assist.settings import resolve_settings, settings_section
-from zeromem_lsp.configs.settings import ZeromemSettings
-from zeromem_lsp.document import LineIndex
-from zeromem_lsp.project import discover, file_loader
+if TYPE_CHECKING:
+    from zeromem_lsp.analysis import Analysis
+    from zeromem_lsp.document import LineIndex
+    from zeromem_lsp.configs.settings import ZeromemSettings
+    from zeromem_lsp.project import ProjectSettings
+
 from zeromem_lsp.lsp_convert import (
     encoding_name, to_code_action, to_completion_item, to_diagnostic, to_hover, to_inlay_hint, to_offset,
     to_offsets, to_workspace_edit,
 )
 
 SETTINGS_TIMEOUT = 2.0  # seconds to wait for workspace/configuration before analysing with what we have
+INLINE_ANALYSIS_CHARS = 64 * 1024  # larger documents are analysed in a worker thread
+SETTINGS_GLOBS = ("**/pyproject.toml", "**/zeromem.toml")  # watched: project settings are re-read on change
 
 
 class ZeromemServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("zeromem", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
-        self.editor_settings = ZeromemSettings()
+        self._editor_settings: ZeromemSettings | None = None
         self.initialization_options: object = None
         self.settings_ready = asyncio.Event()
         self.generation = 0  # bumped when settings change: cached analyses are then stale
         self._analyses: dict[str, tuple[int | None, int, Analysis]] = {}
         self._refreshing: set[str] = set()
         self._dirty: set[str] = set()
+        self._projects: dict[Path, ProjectSettings] = {}  # folder -> its project settings, until a file changes
 
     # ------------------------------------------------------------ client facts
 
@@ -65,6 +67,41 @@ class ZeromemServer(LanguageServer):
             self._capability("workspace", "diagnostics", "refresh_support"))
 
     # ------------------------------------------------------------ settings and analyses
+    # The analysis side (pydantic, the models, the rules) is imported on first use, not at start-up:
+    # `initialize` is answered as soon as pygls is loaded; `initialized` loads the rest in a thread.
+
+    @property
+    def editor_settings(self) -> ZeromemSettings:
+        if self._editor_settings is None:
+            from zeromem_lsp.configs.settings import ZeromemSettings
+
+            self._editor_settings = ZeromemSettings()
+        return self._editor_settings
+
+    @editor_settings.setter
+    def editor_settings(self, value: ZeromemSettings) -> None:
+        self._editor_settings = value
+
+    def project_for(self, path: Path) -> ProjectSettings:
+        """The project settings of a document's folder, discovered once until a settings file changes."""
+        from zeromem_lsp.project import discover
+
+        folder = path.parent
+        if folder not in self._projects:
+            self._projects[folder] = discover(folder)
+        return self._projects[folder]
+
+    def project_settings_changed(self) -> None:
+        """A pyproject.toml or zeromem.toml changed on disk, or was opened or closed: discover again."""
+        self._projects.clear()
+        self.generation += 1
+        self.reanalyse_open_documents()
+
+    def is_open(self, path: Path) -> bool:
+        """Whether the client has the file at `path` open (and so shows its diagnostics)."""
+        target = path.resolve()
+        return any((open_path := document_path(uri)) is not None and open_path.resolve() == target
+                   for uri in self.workspace.text_documents)
 
     def settings_for(self, uri: str) -> ZeromemSettings:
         """Defaults for `uri` below its own zeromem block: project files ([tool.zeromem], zeromem.toml)
@@ -72,9 +109,12 @@ class ZeromemServer(LanguageServer):
         path = document_path(uri)
         if path is None:
             return self.editor_settings
-        return discover(path).for_file(path).merged_over(self.editor_settings)
+        return self.project_for(path).for_file(path).merged_over(self.editor_settings)
 
     def apply_settings(self, *sources: object) -> None:
+        from zeromem_lsp.assist.settings import resolve_settings
+        from zeromem_lsp.configs.settings import ZeromemSettings
+
         merged, problems = ZeromemSettings(), []
         for raw in sources:
             settings, found = resolve_settings(raw)
@@ -93,10 +133,37 @@ class ZeromemServer(LanguageServer):
         if cached is not None and version is not None and cached[:2] == (version, generation):
             return cached[2]
         path = document_path(uri)
-        loader = file_loader(path) if path is not None else None
-        analysis = analyse(text, document_name(uri), self.settings_for(uri), loader=loader)
+        if path is not None and is_settings_file(uri):
+            analysis = self.settings_file_analysis(path, text)
+        else:
+            analysis = self.config_analysis(path, uri, text)
         if cached is None or cached[0] is None or version is None or version >= cached[0]:
             self._analyses[uri] = (version, generation, analysis)
+        return analysis
+
+    def settings_file_analysis(self, path: Path, text: str) -> Analysis:
+        """A project settings file open in the editor: its problems as ZM104 on their lines."""
+        from zeromem_lsp.analysis import Analysis
+        from zeromem_lsp.project import settings_from_text
+        from zeromem_lsp.rules import settings as settings_rules
+
+        project = settings_from_text(path, text)
+        problems = project.problems if project is not None else ()
+        return Analysis(text, None, None, settings_rules.project_findings(text, problems))
+
+    def config_analysis(self, path: Path | None, uri: str, text: str) -> Analysis:
+        """A config: the pipeline, plus its project settings' problems when the editor does not show
+        the settings file itself (ZM104 at the start of the config)."""
+        from zeromem_lsp.analysis import analyse
+        from zeromem_lsp.project import file_loader
+        from zeromem_lsp.rules import settings as settings_rules
+
+        loader = file_loader(path) if path is not None else None
+        analysis = analyse(text, document_name(uri), self.settings_for(uri), loader=loader)
+        project = self.project_for(path) if path is not None else None
+        if project is not None and project.problems and analysis.reported and not self.is_open(project.source):
+            analysis.findings[:0] = settings_rules.project_findings_on_config(
+                project.source.name, project.problems, analysis.text)
         return analysis
 
     def current(self, uri: str) -> tuple[TextDocument, Analysis, LineIndex]:
@@ -105,11 +172,11 @@ class ZeromemServer(LanguageServer):
         if document is None:
             raise DocumentNotOpen(uri)
         analysis = self.analysis_of(uri, document.version, document.source)
-        lines = analysis.document.lines if analysis.document is not None else LineIndex(analysis.text)
+        lines = analysis.lines
         return document, analysis, lines
 
     def diagnostics(self, uri: str, analysis: Analysis) -> list[types.Diagnostic]:
-        lines = analysis.document.lines if analysis.document is not None else LineIndex(analysis.text)
+        lines = analysis.lines
         return [to_diagnostic(finding, lines, self.encoding, uri) for finding in analysis.findings]
 
     async def refresh(self, uri: str) -> None:
@@ -126,7 +193,10 @@ class ZeromemServer(LanguageServer):
                 if document is None:
                     return
                 version, text = document.version, document.source
-                analysis = await asyncio.to_thread(self.analysis_of, uri, version, text)
+                if len(text) <= INLINE_ANALYSIS_CHARS:  # ~1 ms: a thread hop would cost as much
+                    analysis = self.analysis_of(uri, version, text)
+                else:  # the loop keeps answering other documents meanwhile
+                    analysis = await asyncio.to_thread(self.analysis_of, uri, version, text)
                 latest = self.workspace.text_documents.get(uri)
                 if not self.pull_mode and latest is not None and latest.version == version:
                     self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
@@ -159,6 +229,12 @@ def document_name(uri: str) -> str:
     return unquote(urlsplit(uri).path).rsplit("/", 1)[-1]
 
 
+def is_settings_file(uri: str) -> bool:
+    from zeromem_lsp.project import SETTINGS_FILES
+
+    return document_name(uri) in SETTINGS_FILES
+
+
 def document_path(uri: str) -> Path | None:
     """The file behind a file:// URI (project settings and referenced files are found from it)."""
     if urlsplit(uri).scheme != "file":
@@ -168,6 +244,8 @@ def document_path(uri: str) -> Path | None:
 
 
 async def wait_for_settings(ls: ZeromemServer) -> None:
+    if ls.settings_ready.is_set():  # the usual case: no timer task per keystroke
+        return
     try:
         await asyncio.wait_for(ls.settings_ready.wait(), SETTINGS_TIMEOUT)
     except asyncio.TimeoutError:
@@ -227,17 +305,45 @@ server = ZeromemServer()
 @server.feature(types.INITIALIZE)
 @guarded()
 def initialize(ls: ZeromemServer, params: types.InitializeParams):
-    ls.initialization_options = params.initialization_options
-    ls.apply_settings(ls.initialization_options)
+    ls.initialization_options = params.initialization_options  # applied in `initialized`
 
 
 @server.feature(types.INITIALIZED)
 @guarded()
 async def initialized(ls: ZeromemServer, params: types.InitializedParams):
     try:
+        watch_settings_files(ls)
+        await asyncio.to_thread(load_analysis)
+        ls.apply_settings(ls.initialization_options)
         await load_configuration(ls)
     finally:
         ls.settings_ready.set()
+
+
+def load_analysis() -> None:
+    """Import the analysis side (off the event loop): the first document is then analysed at once."""
+    import zeromem_lsp.analysis  # noqa: F401
+    import zeromem_lsp.assist.completion  # noqa: F401
+    import zeromem_lsp.assist.hover  # noqa: F401
+    import zeromem_lsp.assist.inlay  # noqa: F401
+    import zeromem_lsp.project  # noqa: F401
+
+
+def watch_settings_files(ls: ZeromemServer) -> None:
+    """Ask the client to report changes of project settings files (workspace/didChangeWatchedFiles)."""
+    if not ls._capability("workspace", "did_change_watched_files", "dynamic_registration"):
+        return
+    options = types.DidChangeWatchedFilesRegistrationOptions(
+        watchers=[types.FileSystemWatcher(glob_pattern=glob) for glob in SETTINGS_GLOBS])
+    registration = types.Registration(id="zeromem-settings-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                                      register_options=options)
+    ignore_reply(ls.client_register_capability(types.RegistrationParams(registrations=[registration])))
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+@guarded()
+def did_change_watched_files(ls: ZeromemServer, params: types.DidChangeWatchedFilesParams):
+    ls.project_settings_changed()
 
 
 async def load_configuration(ls: ZeromemServer) -> None:
@@ -253,6 +359,8 @@ async def load_configuration(ls: ZeromemServer) -> None:
 def did_change_configuration(ls: ZeromemServer, params: types.DidChangeConfigurationParams):
     settings = params.settings
     if isinstance(settings, dict) and isinstance(settings.get("zeromem"), dict):
+        from zeromem_lsp.assist.settings import settings_section
+
         ls.apply_settings(ls.initialization_options, settings_section(settings))
     else:  # "pull" style: the notification only says something changed
         spawn(ls, load_configuration(ls))
@@ -264,6 +372,8 @@ def did_change_configuration(ls: ZeromemServer, params: types.DidChangeConfigura
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 @guarded()
 async def did_open(ls: ZeromemServer, params: types.DidOpenTextDocumentParams):
+    if is_settings_file(params.text_document.uri):  # its problems move from the configs onto it
+        ls.project_settings_changed()
     await ls.refresh(params.text_document.uri)
 
 
@@ -283,6 +393,8 @@ async def did_save(ls: ZeromemServer, params: types.DidSaveTextDocumentParams):
 @guarded()
 def did_close(ls: ZeromemServer, params: types.DidCloseTextDocumentParams):
     ls.forget(params.text_document.uri)
+    if is_settings_file(params.text_document.uri):  # its problems go back onto the configs
+        ls.project_settings_changed()
     if not ls.pull_mode:
         ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
 
@@ -311,6 +423,8 @@ async def pull_diagnostics(ls: ZeromemServer, params: types.DocumentDiagnosticPa
 @server.feature(types.TEXT_DOCUMENT_HOVER)
 @guarded()
 def hover(ls: ZeromemServer, params: types.HoverParams):
+    from zeromem_lsp.assist.hover import hover_at
+
     document, analysis, lines = ls.current(params.text_document.uri)
     found = hover_at(analysis, to_offset(lines, params.position, ls.encoding))
     return to_hover(found, lines, ls.encoding) if found else None
@@ -319,6 +433,8 @@ def hover(ls: ZeromemServer, params: types.HoverParams):
 @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
 @guarded()
 def inlay_hint(ls: ZeromemServer, params: types.InlayHintParams):
+    from zeromem_lsp.assist.inlay import inlay_hints
+
     document, analysis, lines = ls.current(params.text_document.uri)
     start, end = to_offsets(lines, params.range, ls.encoding)
     return [to_inlay_hint(hint, lines, ls.encoding) for hint in inlay_hints(analysis, start, end)] or None
@@ -327,6 +443,8 @@ def inlay_hint(ls: ZeromemServer, params: types.InlayHintParams):
 @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=['"', ":"]))
 @guarded()
 def completion(ls: ZeromemServer, params: types.CompletionParams):
+    from zeromem_lsp.assist.completion import complete
+
     document, analysis, lines = ls.current(params.text_document.uri)
     candidates = complete(analysis, to_offset(lines, params.position, ls.encoding))
     if not candidates:

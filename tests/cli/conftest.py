@@ -1,12 +1,40 @@
+"""`zeromem` for the CLI tests: in-process through `cli.main` (what the console script calls), or, for
+the smoke tests of the real entry point, as a subprocess."""
+
+import contextlib
+import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from zeromem_lsp.cli import main
+
 
 def run_zeromem(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`zeromem ARGS` in this process: exit status, stdout and stderr as a subprocess would give them.
+
+    An exception escaping `main` is a traceback the user would see: it fails the test."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    previous = Path.cwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                status = main(list(args))
+            except SystemExit as leaving:  # --version, --help
+                status = leaving.code if isinstance(leaving.code, int) else 0
+    finally:
+        os.chdir(previous)
+    return subprocess.CompletedProcess(["zeromem", *args], status, stdout.getvalue(), stderr.getvalue())
+
+
+def run_zeromem_subprocess(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`python -m zeromem_lsp ARGS` as a child process: the real entry point, for smoke tests."""
     return subprocess.run([sys.executable, "-m", "zeromem_lsp", *args], capture_output=True, text=True,
                           timeout=120, cwd=cwd)
 

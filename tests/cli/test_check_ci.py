@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import run_zeromem
+from tests.cli.conftest import run_zeromem, run_zeromem_subprocess
 
 OVERFLOW = '{"bf16": {"enabled": true}, "zero_optimization": {"stage": 1}, "train_batch_size": 64, ' \
            '"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2%s}'
@@ -51,7 +51,7 @@ def _has(module: str) -> bool:
 
 
 def test_github_annotations(project):
-    done = run_zeromem("check", "--format", "github", str(project / "configs" / "typo.json"))
+    done = run_zeromem_subprocess("check", "--format", "github", str(project / "configs" / "typo.json"))  # smoke
     [line] = done.stdout.splitlines()
     assert re.fullmatch(r"::error file=[^,]+typo\.json,line=1,col=\d+,endLine=1,endColumn=\d+,title=ZM201::.*loss_scale_windw.*", line)
 

@@ -5,7 +5,7 @@ import json
 import pytest
 from pathlib import Path
 
-from tests.cli.conftest import run_zeromem, text_at
+from tests.cli.conftest import run_zeromem, run_zeromem_subprocess, text_at
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_text_format_is_path_line_col_code_severity_message(tmp_path):
     path = tmp_path / "ds_config.json"
     path.write_text('{\n  "train_batch_size": 8,\n  "zero_optimization": {"stage": 7}\n}\n')
-    done = run_zeromem("check", str(path))
+    done = run_zeromem_subprocess("check", str(path))  # smoke: the real entry point
     assert done.returncode == 1
     line = done.stdout.strip().splitlines()[0]
     assert line.startswith(f"{path}:3:34: ZM202 error: ")
@@ -34,7 +34,7 @@ def test_exit_0_without_errors_and_warnings_do_not_fail(check_json):
 
 
 def test_exit_2_for_missing_file(tmp_path):
-    done = run_zeromem("check", str(tmp_path / "nope.json"))
+    done = run_zeromem_subprocess("check", str(tmp_path / "nope.json"))  # smoke: exit status 2
     assert done.returncode == 2
     assert "nope.json" in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1

@@ -1,12 +1,10 @@
 """`zeromem check` on FSDP / Accelerate / TrainingArguments files, referenced files and model configs."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from tests.cli.conftest import run_zeromem, text_at
+from tests.cli.conftest import run_zeromem, run_zeromem_subprocess, text_at
 
 LLAMA3_8B = {"model_type": "llama", "vocab_size": 128256, "hidden_size": 4096, "num_hidden_layers": 32,
              "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
@@ -24,7 +22,9 @@ def test_yaml_files_are_discovered_and_analysed(tmp_path):
     (tmp_path / "fsdp.yaml").write_text("distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n"
                                         "  fsdp_sharding_strategy: FULL_SHARDED\n")
     (tmp_path / "workflow.yml").write_text("on: [push]\njobs: {}\n")
-    findings, status = check(tmp_path)
+    done = run_zeromem_subprocess("check", "--format", "json", str(tmp_path))  # smoke: YAML through the entry point
+    assert "Traceback" not in done.stderr
+    findings, status = json.loads(done.stdout)["findings"], done.returncode
     assert status == 1 and [f["code"] for f in findings] == ["ZM301"]
 
 
@@ -90,8 +90,9 @@ def test_hostile_model_config_is_a_zm104_not_a_crash_or_hang(tmp_path, model, fi
     config.write_text(json.dumps({"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": 1,
                                   "zeromem": {"parameters": {"from_config": "cfg.json"}, "world_size": 8,
                                               "gpu_memory": "80GiB"}}))
-    done = subprocess.run([sys.executable, "-m", "zeromem_lsp", "check", "--format", "json", str(config)],
-                          capture_output=True, text=True, timeout=60)  # the per-layer loop hung here
+    # the per-layer loop hung on a trillion layers: that case runs as a child process with a timeout
+    runner = run_zeromem_subprocess if field == "num_hidden_layers" else run_zeromem
+    done = runner("check", "--format", "json", str(config))
     assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
     problems = [f["message"] for f in json.loads(done.stdout)["findings"] if f["code"] == "ZM104"]
     assert len(problems) == 1 and "cfg.json" in problems[0] and field in problems[0], problems

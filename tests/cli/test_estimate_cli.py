@@ -1,4 +1,4 @@
-"""`zeromem estimate` through the real console entry point (subprocess)."""
+"""`zeromem estimate`: in-process through `cli.main`; the console script and one figure as subprocesses."""
 
 import json
 import subprocess
@@ -13,10 +13,8 @@ SEEDS = [
 ]
 
 
-def zeromem(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "zeromem_lsp", *args], capture_output=True, text=True, timeout=60
-    )
+from tests.cli.conftest import run_zeromem as zeromem
+from tests.cli.conftest import run_zeromem_subprocess
 
 
 @pytest.mark.parametrize(("args", "expected"), SEEDS)
@@ -30,8 +28,8 @@ def test_seed_examples_as_json(args, expected):
     assert data["inputs"]["world_size"] == args[3]
 
 
-def test_zero_paper_figure_1():
-    done = zeromem("estimate", "--parameters", "7.5B", "--precision", "fp16", "--optimizer", "adam",
+def test_zero_paper_figure_1():  # smoke: through `python -m zeromem_lsp`
+    done = run_zeromem_subprocess("estimate", "--parameters", "7.5B", "--precision", "fp16", "--optimizer", "adam",
                    "--world-size", "64", "--format", "json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)

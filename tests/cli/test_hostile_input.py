@@ -17,8 +17,12 @@ def _cases():
         "utf8-bom": (b"\xef\xbb\xbf" + BASE.encode(), {"ZM253", "ZM202"}),
         "utf16": (BASE.encode("utf-16"), {"ZM003", "ZM202"}),
         "invalid-utf8": (b'{"train_batch_size": 8, "note": "\xff\x80", "zero_optimization": {"stage": 5}}', {"ZM003", "ZM202"}),
-        "deep-nesting": (('{"train_batch_size": 8, "x": ' + "[" * 100_000 + "]" * 100_000 + "}").encode(), set()),
+        # parsed to the end: the invalid stage after 100,000 levels is still found
+        "deep-nesting": (('{"train_batch_size": 8, "x": ' + "[" * 100_000 + "]" * 100_000
+                          + ', "zero_optimization": {"stage": 5}}').encode(), {"ZM202"}),
         "unclosed-deep-nesting": (('{"train_batch_size": 8, "x": ' + '{"a": ' * 50_000).encode(), {"ZM001"}),
+        "deep-nesting-broken-inside": (('{"train_batch_size": 8, "x": ' + "[" * 100_000 + "1,,"
+                                        + "]" * 100_000 + "}").encode(), {"ZM001"}),
         "duplicate-keys": (("{" + ", ".join(f'"train_batch_size": {i + 1}' for i in range(10_000)) + "}").encode(), {"ZM203"}),
         "beyond-float": (b'{"train_batch_size": 1e400, "gradient_accumulation_steps": ' + b"9" * 5000 + b"}", {"ZM001"}),
         "nul-and-controls": (b'{"train_batch_size": 8, "zero_optimization": {"stage": \x01\x02}}', {"ZM001"}),
@@ -31,6 +35,7 @@ CASES = _cases()
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_hostile_input_gets_findings_not_tracebacks(tmp_path, name):
     data, expected_codes = CASES[name]
+    assert expected_codes, "every hostile case names the codes it expects"
     path = tmp_path / "ds_config.json"
     path.write_bytes(data)
     done = run_zeromem("check", "--format", "json", str(path))

@@ -21,6 +21,7 @@ print('HEAVY=' + ','.join(heavy))
     "argv",
     [
         ["estimate", "--parameters", "7B", "--world-size", "8", "--format", "json"],
+        ["estimate", "--parameters", "7B", "--world-size", "8", "--sequence-length", "64", "--micro-batch", "1"],
         ["check", "--format", "json", "tests/data/deepspeed/clean_stage3_offload.json"],
     ],
 )
@@ -42,3 +43,14 @@ def test_estimate_does_not_load_pydantic_or_the_models():
     argv = ["estimate", "--parameters", "7B", "--world-size", "8"]
     done = subprocess.run([sys.executable, "-c", probe.format(argv=argv)], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip().splitlines()[-1] == "HEAVY="
+
+
+def test_the_server_answers_initialize_before_loading_the_analysis():
+    """`zeromem serve` imports only pygls and its thin adapters until `initialized` (issue 13)."""
+    probe = (
+        "import sys, zeromem_lsp.cli, zeromem_lsp.server\n"
+        "print('LOADED=' + ','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'yaml')\n"
+        "      or m in ('zeromem_lsp.analysis', 'zeromem_lsp.configs', 'zeromem_lsp.rules.registry'))))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "LOADED="

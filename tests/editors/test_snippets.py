@@ -12,6 +12,8 @@ from zeromem_lsp.configs.settings import SETTING_NAMES
 
 EDITORS = Path(__file__).resolve().parents[2] / "editors"
 SERVER_SETTINGS = {"gpu_memory", "parameters", "world_size", "precision", "optimizer", "warn_fraction"}
+#: The peak's settings (issue 12), so far only in the VS Code extension's manifest.
+PEAK_SETTINGS = {"sequence_length", "micro_batch", "gradient_checkpointing", "attention", "reserved"}
 
 
 def test_the_six_editor_settings_are_server_settings():
@@ -35,15 +37,19 @@ def test_vscode_settings_mirror_the_server():
     manifest = json.loads((EDITORS / "vscode" / "package.json").read_text(encoding="utf-8"))
     properties = manifest["contributes"]["configuration"]["properties"]
     server_keys = {snake_case(key.removeprefix("zeromem.")) for key in properties} & set(SETTING_NAMES)
-    assert server_keys == SERVER_SETTINGS
-    sample = {"gpuMemory": "24GiB", "parameters": "7B", "worldSize": 8, "precision": "bf16", "optimizer": "adamw", "warnFraction": 0.8}
+    assert server_keys == SERVER_SETTINGS | PEAK_SETTINGS
+    sample = {"gpuMemory": "24GiB", "parameters": "7B", "worldSize": 8, "precision": "bf16", "optimizer": "adamw",
+              "warnFraction": 0.8, "sequenceLength": 4096, "microBatch": 2, "gradientCheckpointing": True,
+              "attention": "eager", "reserved": "1GiB"}
     settings, problems = resolve_settings(sample)
     assert problems == [] and settings.world_size == 8
+    assert (settings.sequence_length, settings.micro_batch, settings.reserved) == (4096, 2, 2**30)
     for key, value in sample.items():  # the examples and defaults in package.json are accepted too
         prop = properties[f"zeromem.{key}"]
         # "default" is the dropdowns' unset choice: the extension sends nothing for it (src/config.ts)
         for example in prop.get("examples", []) + [v for v in prop.get("enum", []) if v != "default"]:
-            assert resolve_settings({key: example})[1] == [], (key, example)
+            sent = {"true": True, "false": False}.get(example, example) if key == "gradientCheckpointing" else example
+            assert resolve_settings({key: sent})[1] == [], (key, example)  # as src/config.ts sends it
 
 
 def test_neovim_and_emacs_name_the_settings():

@@ -11,3 +11,13 @@ from __future__ import annotations
 from lsp_session import client_fixture
 
 client = client_fixture(scope="session")
+
+
+from lsprotocol import types  # noqa: E402
+from pytest_lsp.client import default_feature  # noqa: E402
+
+
+@default_feature(types.CLIENT_REGISTER_CAPABILITY)
+def register_capability(ls, params: types.RegistrationParams):
+    """Accept dynamic registrations as an editor does, and keep them for tests to inspect."""
+    ls.__dict__.setdefault("registrations", []).append(params)

@@ -2,15 +2,16 @@
 
 import sys
 
-import zeromem_lsp.server as server
+import zeromem_lsp.assist.completion as completion
+import zeromem_lsp.assist.hover as hover
 
 
 def broken(*args, **kwargs):
     raise RuntimeError("injected failure")
 
 
-server.hover_at = broken
-server.complete = broken
+hover.hover_at = broken  # the server imports them when a request comes
+completion.complete = broken
 
 from zeromem_lsp.cli import main  # noqa: E402
 

@@ -179,6 +179,14 @@ class Doc:
         return list(report.items)
 
 
+def vscode_capabilities() -> types.ClientCapabilities:
+    """VS Code's capabilities as pytest-lsp records them, plus what VS Code has had since 1.70 and that
+    recording lacks: pulling diagnostics, and being asked to re-pull (so the server does not push)."""
+    capabilities = client_capabilities("visual_studio_code")
+    capabilities.text_document.diagnostic = types.DiagnosticClientCapabilities()
+    capabilities.workspace.diagnostics = types.DiagnosticWorkspaceClientCapabilities(refresh_support=True)
+    return capabilities
+
 def open_doc(client: RecordingClient, name: str, text: str, language: str = "json") -> Doc:
     """Open `text` under a fresh URI ending in `name` (every test gets its own document)."""
     uri = f"file:///workspace/{client.profile}/{next(_names)}/{name}"

@@ -5,17 +5,14 @@ import sys
 import pytest
 import pytest_lsp
 from lsprotocol import types
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from lsp_session import vscode_capabilities
+from pytest_lsp import ClientServerConfig, LanguageClient
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "zeromem_lsp", "serve"]))
 async def client(lsp_client: LanguageClient):
-    capabilities = client_capabilities("visual_studio_code")
-    # VS Code pulls diagnostics and can be asked to re-pull (pytest-lsp's recorded profile predates it)
-    capabilities.text_document.diagnostic = types.DiagnosticClientCapabilities()
-    capabilities.workspace.diagnostics = types.DiagnosticWorkspaceClientCapabilities(refresh_support=True)
     params = types.InitializeParams(
-        capabilities=capabilities,
+        capabilities=vscode_capabilities(),
         initialization_options={"gpuMemory": "80GiB"},  # editor default: everything fits
     )
     await lsp_client.initialize_session(params)

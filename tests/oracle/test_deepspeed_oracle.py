@@ -4,7 +4,7 @@ Two optional suites:
 
 * oracle: runs ``deepspeed.runtime.config.DeepSpeedConfig`` in-process on ~440 mutated configs
   and requires the same accept/reject verdict (skips when deepspeed is not importable; run it
-  with an interpreter that has deepspeed, e.g. ``DS_ACCELERATOR=cpu /work/dsvenv/bin/python -m
+  with an interpreter that has deepspeed, e.g. ``DS_ACCELERATOR=cpu /path/to/venv/bin/python -m
   pytest tests/oracle``);
 * corpus: checks every DeepSpeed JSON of ``../shared/corpus/real`` against the stored verdicts
   of DeepSpeed 0.19.8 (skips when the corpus is absent).

@@ -385,13 +385,31 @@ def test_auto_in_strict_section_is_dropped_with_a_warning():
     assert errors(z(bogus="auto", offload_param={"device": "auto"})) == []
 
 
-def test_stage_filled_by_accelerate_suspends_stage_rules():
-    config = z(stage="auto", offload_param={"device": "auto"}, offload_optimizer={"device": "cpu", "ratio": 0.5},
-               stage3_gather_16bit_weights_on_model_save="auto")
-    assert validate_deepspeed(config) == []
-    assert validate_deepspeed({**z(stage="auto", offload_param={"device": "cpu"}),
-                               "optimizer": {"type": "SGD"}}) == []
+def test_auto_stage_is_stage_0_for_a_plain_deepspeed_launch():
+    # DeepSpeed drops "auto" inside zero_optimization, so the default stage 0 applies and the
+    # stage-dependent rules fire; the stage itself gets a warning that says so.
+    partial = z(stage="auto", offload_optimizer={"device": "cpu", "ratio": 0.5})
+    assert [i.kind for i in errors(partial)] == ["partial_offload_below_stage3"]
+    assert "stage 0 under a plain DeepSpeed launch" in errors(partial)[0].message
+    warning = only(partial, "auto_not_filled")
+    assert warning.path == ("zero_optimization", "stage") and "stage 0" in warning.message
+    assert [i.path[-1] for i in errors(z(stage="auto", compute_grad_norm=False))] == ["compute_grad_norm"]
+    master = {**z(stage="auto"), "fp16": {"enabled": True, "fp16_master_weights_and_grads": True}}
+    assert [i.path for i in errors(master)] == [("fp16", "fp16_master_weights_and_grads")]
     assert "unknown_key" in kinds(z(stage="auto", bogus=1))
+
+
+def test_auto_stage_filled_by_hf_is_judged_at_the_filled_stage():
+    from zeromem_lsp.configs.deepspeed_catalog import HF_AUTO_STAGE
+
+    assert HF_AUTO_STAGE == 2  # Accelerate's DeepSpeedPlugin: ACCELERATE_DEEPSPEED_ZERO_STAGE, default 2
+    assert errors(z(stage="auto", compute_grad_norm=False), stage_for_auto=HF_AUTO_STAGE) == []
+    master = {**z(stage="auto"), "fp16": {"enabled": True, "fp16_master_weights_and_grads": True}}
+    assert errors(master, stage_for_auto=HF_AUTO_STAGE) == []
+    partial = errors(z(stage="auto", offload_optimizer={"device": "cpu", "ratio": 0.5}), stage_for_auto=2)
+    assert [i.kind for i in partial] == ["partial_offload_below_stage3"]
+    assert "is 2 here" in partial[0].message
+    assert "auto_not_filled" not in kinds(z(stage="auto"), stage_for_auto=2)
 
 
 def test_auto_elsewhere_warns():
@@ -558,3 +576,16 @@ def test_tensor_parallel_is_strict():
 def test_boolean_batch_is_read_as_a_number():
     assert kinds({"train_batch_size": True}) == ["suspicious_value"]
     assert "batch_non_positive" in kinds({**B, "gradient_accumulation_steps": False})
+
+
+@pytest.mark.parametrize("value", [float("inf"), "9" * 5000, None, [], {}, "1_000", " 8 ", 8.7, True])
+def test_dynamic_batching_int_conversion_never_raises(value):
+    # DeepSpeed calls int() on these; whatever int() refuses (inf, 5000 digits, null, lists) is an
+    # error here, whatever it takes ("1_000", " 8 ", 8.7, true) is not.
+    config = {**B, "data_efficiency": {"data_sampling": {"dynamic_batching": {"max_batch_size": value}}}}
+    try:
+        int(value)
+        refused = False
+    except (TypeError, ValueError, OverflowError):
+        refused = True
+    assert bool(errors(config)) == refused

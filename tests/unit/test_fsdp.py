@@ -137,6 +137,16 @@ def test_accelerate_deepspeed_config_file_is_followed_through_the_loader():
     assert plan.stage == "zero3" and plan.gpu_bytes == 7 * 10**9 * 16 // 8
 
 
+def test_accelerate_fills_an_auto_stage_in_its_deepspeed_config_file_with_2():
+    # DeepSpeedPlugin.__post_init__: zero_stage = int(ACCELERATE_DEEPSPEED_ZERO_STAGE or 2), written over "auto"
+    ds = json.dumps({"zero_optimization": {"stage": "auto"}, "bf16": {"enabled": True}})
+    text = ("distributed_type: DEEPSPEED\nnum_processes: 8\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n"
+            "  zeromem: {parameters: 7B}\n")
+    _, plan = plan_of(text, loader={"ds.json": ds}.get)
+    # ZeRO-2, bf16, AdamW: P + (G + O) / R = 14e9 + (14e9 + 84e9) / 8
+    assert plan.stage == "zero2" and plan.gpu_bytes == 14 * 10**9 + 98 * 10**9 // 8
+
+
 # --- rules and fixes ----------------------------------------------------------------------------
 
 def test_budget_fix_switches_the_strategy_in_yaml_spelling():

@@ -168,3 +168,16 @@ def test_qwen3_moe_with_a_trillion_layers_is_refused_at_once():
 def test_qwen3_moe_with_a_million_layers_is_counted_at_once():
     config = {**TINY_QWEN3_MOE, "num_hidden_layers": 10**6, "decoder_sparse_step": 3, "mlp_only_layers": [2, 4]}
     assert count_parameters(config).total > 0
+
+
+def test_largest_layer_is_one_decoder_layer():
+    # Llama-3-8B: q,o 4096² each + k,v 4096·1024 each + 3 × 4096·14336 MLP + two 4096 norms
+    assert count_parameters(LLAMA3_8B).largest_layer == 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 8192
+    gpt2 = count_parameters(GPT2)
+    assert gpt2.largest_layer == (124_439_808 - 50257 * 768 - 1024 * 768 - 2 * 768) // 12
+    attention = 8 * 8 + 2 * 8 * 4 + 8 * 8 + 2 * 4
+    # layer 0 sparse (3 experts of width 4 + router: 312), layer 1 dense (width 16: 384): the dense one is larger
+    mixed = {**TINY_QWEN3_MOE, "mlp_only_layers": [1]}
+    assert count_parameters(mixed).largest_layer == attention + 2 * 8 + 3 * 8 * 16
+    sparse_only = {**TINY_QWEN3_MOE, "num_experts": 5}  # 5 experts: 3·5·8·4 + 8·5 = 520
+    assert count_parameters(sparse_only).largest_layer == attention + 2 * 8 + 3 * 5 * 8 * 4 + 8 * 5

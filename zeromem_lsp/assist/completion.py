@@ -7,11 +7,10 @@ from dataclasses import dataclass
 
 from zeromem_lsp.analysis import Analysis
 from zeromem_lsp.assist.cursor import Cursor, KeyPath, cursor_at
-from zeromem_lsp.assist.hover import key_doc, setting_values
+from zeromem_lsp.assist.key_docs import key_doc, setting_values
 from zeromem_lsp.configs.deepspeed_catalog import field_doc, section_keys
 from zeromem_lsp.configs.settings import SETTING_NAMES
-from zeromem_lsp.core import STAGES
-from zeromem_lsp.estimate import STAGE_LABELS
+from zeromem_lsp.stages import ALL as ALL_STAGES
 from zeromem_lsp.plan import MemoryPlan
 from zeromem_lsp.present import per_gpu_summary
 
@@ -92,8 +91,8 @@ def _values(analysis: Analysis, path: KeyPath) -> list[tuple[object, str]]:
     if path == STAGE_PATH:
         figures = plan.placement.gpu if isinstance(plan, MemoryPlan) else {}
         budget = plan.gpu_memory if isinstance(plan, MemoryPlan) else None
-        return [(number, STAGE_LABELS[stage] + (f" {per_gpu_summary(figures[stage], budget)}" if figures else ""))
-                for number, stage in enumerate(STAGES)]
+        return [(stage.number, stage.label + (f" {per_gpu_summary(figures[stage.key], budget)}" if figures else ""))
+                for stage in ALL_STAGES]
     if path[0] == "zeromem":
         return [(value, "zeromem") for value in setting_values(path[-1])] if len(path) == 2 else []
     doc = field_doc(path)

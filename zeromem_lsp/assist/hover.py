@@ -7,27 +7,35 @@ size. On any DeepSpeed or `zeromem` key: its documentation, from the same models
 
 from __future__ import annotations
 
-import json
-import typing
 from dataclasses import dataclass
 
 from zeromem_lsp.analysis import Analysis
-from zeromem_lsp.assist.cursor import KeyPath, cursor_at, member_span
-from zeromem_lsp.configs.deepspeed_catalog import field_doc
-from zeromem_lsp.configs.settings import SETTING_NAMES, ZeromemSettings
+from zeromem_lsp.assist.cursor import cursor_at, member_span
+from zeromem_lsp.assist.key_docs import key_doc
+from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.configs.training import TrainingSetup, implied_world_size
+from zeromem_lsp.configs.workload import ZERO_ALIASES
 from zeromem_lsp.plan import FSDP_CPU_OFFLOAD, MemoryPlan, Offload, Unplanned
 from zeromem_lsp.present import (
-    count_times_bytes, human_and_exact, per_gpu_summary, stage_label, stage_rows,
+    activation_lines, buffer_sum, count_times_bytes, describe_suggestion, fit_word, human_and_exact, input_notes,
+    peak_sum, per_gpu_summary, percent_of, stage_label, stage_rows,
 )
-from zeromem_lsp.rules.memory import describe_suggestion
 from zeromem_lsp.units import format_bytes, format_count, format_parameters
 
 HOVER_KINDS = ("deepspeed", "accelerate", "fsdp", "hf-arguments")  # memory hover wherever a plan exists
 MEMORY_PATHS = {("zero_optimization",), ("zero_optimization", "stage")}
 OFFLOAD_KEYS = {"offload_optimizer", "offload_param", "cpu_offload", "cpu_offload_param"}
+BUFFER_KEYS = ("reduce_bucket_size", "allgather_bucket_size", "overlap_comm", *ZERO_ALIASES)
+#: What the ZeRO-3 settings that hold no buffer of their own cost (not part of the peak).
+STAGE3_NOTES = {
+    "stage3_param_persistence_threshold": "parameters with fewer elements stay whole on every GPU; not counted "
+                                          "in the peak (docs/memory-model.md)",
+    "stage3_max_reuse_distance": "parameters reused within this distance are kept instead of released; bounded "
+                                 "by `stage3_max_live_parameters`, which the peak counts",
+    "stage3_gather_16bit_weights_on_model_save": "saving gathers the whole model in 16 bits on one rank, a "
+                                                 "transient at save time outside the training peak",
+}
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
-BYTE_SETTINGS = {"parameter_bytes", "gradient_bytes", "optimizer_bytes", "gpu_memory"}
 BAR_WIDTH = 16
 RULE = "\n\n---\n\n"
 
@@ -54,6 +62,9 @@ def hover_at(analysis: Analysis, offset: int) -> HoverText | None:
         sections.append(memory_section(analysis.plan))
     elif path[0] == "zero_optimization" and len(path) >= 2 and path[1] in OFFLOAD_KEYS:
         sections.append(offload_section(analysis.plan))
+    elif len(path) >= 2 and path[-2] == "zero_optimization" and (
+            path[-1] in BUFFER_KEYS or path[-1].startswith("stage3_")):
+        sections.append(buffer_cost_section(analysis.plan, ZERO_ALIASES.get(path[-1], path[-1])))
     elif path in {(key,) for key in BATCH_KEYS} and analysis.setup is not None:
         sections.append(world_size_section(analysis.setup, analysis.settings))
     sections.append(key_doc(path, analysis.settings))
@@ -78,9 +89,9 @@ def memory_section(plan: MemoryPlan | Unplanned | None) -> str:
     label = stage_label(plan.stage, plan.family)
     lines = [
         f"**{label} {per_gpu_summary(plan.gpu_bytes, plan.gpu_memory)}** — persistent model state "
-        "(parameters, gradients, optimizer state); activations come on top.",
+        "(parameters, gradients, optimizer state); the peak below adds buffers, activations and the reserve.",
         "",
-        *stage_table(plan),
+        *stage_markdown(plan),
         "",
         *input_lines(plan),
         "",
@@ -88,12 +99,65 @@ def memory_section(plan: MemoryPlan | Unplanned | None) -> str:
     ]
     if plan.exceeds:
         suggestion = plan.cheapest_fit()
-        lines += ["", f"Cheapest that fits: {describe_suggestion(suggestion)}." if suggestion
+        lines += ["", f"Cheapest that fits: {describe_suggestion(suggestion, plan.family)}." if suggestion
                   else "Nothing fits, even ZeRO-3 with full offload: add GPUs."]
+    if plan.peak is not None:
+        lines += ["", *peak_markdown(plan)]
     return "\n".join(lines)
 
 
-def stage_table(plan: MemoryPlan) -> list[str]:
+def peak_markdown(plan: MemoryPlan) -> list[str]:
+    """Model state | buffers | activations | peak per stage, then the arithmetic and where each input came from."""
+    peak = plan.peak
+    inputs = [f"- {note}" for note in input_notes(peak)]
+    if peak.missing:
+        return ["**Peak per GPU: not computable yet.** Missing:", "", *[f"- {item}" for item in peak.missing],
+                "", "Known:", "", *inputs]
+    budget = plan.gpu_memory
+    header = ["", "stage", "model state", "buffers", "activations", "peak"] + (["of budget", ""] if budget else [])
+    lines = [f"**Peak per GPU** = model state + buffers + activations + fp32 logits copy "
+             f"{format_count(peak.transient_logits)} + reserved {format_count(peak.reserved)} (bytes):", "",
+             _row(header), _row([":-:", ":--", "--:", "--:", "--:", "--:"] + (["--:", ":--"] if budget else []))]
+    for stage in plan.stages:
+        total = peak.at(stage)
+        label = stage_label(stage, plan.family)
+        cells = ["▶" if stage == plan.stage else "", f"**{label}**" if stage == plan.stage else label,
+                 format_count(peak.state[stage]), format_count(peak.buffer_bytes(stage)),
+                 format_count(peak.activation_bytes), f"{format_count(total)} ({format_bytes(total)})"]
+        if budget:
+            cells += [percent_of(total, budget), fit_word(total, budget)]
+        lines.append(_row(cells))
+    chosen = plan.stage
+    lines += ["", f"- {stage_label(chosen, plan.family)}: {peak_sum(peak, chosen)}",
+              f"- buffers: {buffer_sum(peak.buffers[chosen])}",
+              *[f"- {line}" for line in activation_lines(peak)], *inputs]
+    return lines
+
+
+def buffer_cost_section(plan: MemoryPlan | Unplanned | None, key: str) -> str:
+    """What a ZeRO buffer setting costs per GPU at the chosen stage (and at the others)."""
+    if not isinstance(plan, MemoryPlan) or plan.peak is None or plan.peak.buffers is None or plan.family != "deepspeed":
+        return ""
+    label = stage_label(plan.stage, plan.family)
+    if key in STAGE3_NOTES:
+        return f"**Cost:** {STAGE3_NOTES[key]}."
+    if key == "overlap_comm":
+        parts = plan.peak.buffers[plan.stage].parts
+        return f"**Buffers at {label}:** {buffer_sum(plan.peak.buffers[plan.stage])}" if parts else ""
+    costs = []
+    for stage in plan.stages:
+        part = next((part for part in plan.peak.buffers[stage].parts if part.name == key), None)
+        if part is not None:
+            costs.append((stage, part))
+    chosen = next((part for stage, part in costs if stage == plan.stage), None)
+    head = (f"**`{key}` costs {format_bytes(chosen.bytes)} per GPU at {label}:** {chosen.rule} = "
+            f"{format_count(chosen.bytes)} B" if chosen else f"**`{key}` holds no buffer at {label}.**")
+    others = ", ".join(f"{stage_label(stage, plan.family)} {format_bytes(part.bytes)}" for stage, part in costs
+                       if stage != plan.stage)
+    return head + (f"\n\nAt the other stages: {others}." if others else "")
+
+
+def stage_markdown(plan: MemoryPlan) -> list[str]:
     """A Markdown table: one row per stage, the chosen one marked, with a bar against the budget."""
     budget = plan.gpu_memory
     host = plan.placement.host
@@ -206,88 +270,3 @@ def world_size_section(setup: TrainingSetup, settings: ZeromemSettings) -> str:
     if settings.world_size is not None:
         text += f"\n\nzeromem world size in effect: {settings.world_size}"
     return text
-
-
-# ---------------------------------------------------------------- key documentation
-
-
-def _type_text(type_name: str) -> str:
-    return " | ".join(part for part in type_name.split(" | ") if part != "NoneType")
-
-
-def _json(value: object) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def key_doc(path: KeyPath, settings: ZeromemSettings) -> str:
-    """Type, default and meaning of a DeepSpeed key or a zeromem setting."""
-    if path[0] == "zeromem":
-        return zeromem_doc(path[1:], settings)
-    doc = field_doc(path)
-    if doc is None:
-        return ""
-    head = f"**`{path[-1]}`** · `{'.'.join(path)}` · {_type_text(doc.type)}"
-    if doc.default is not None:
-        head += f" · default `{_json(doc.default)}`"
-    lines = [head, "", doc.description or "(no description)"]
-    if doc.enum_values:
-        lines += ["", "Values: " + " · ".join(f"`{_json(value)}`" for value in doc.enum_values)]
-    if doc.is_deprecated:
-        lines += ["", f"**Deprecated**{f': use `{doc.replacement}`' if doc.replacement else ''}."]
-    if doc.aliases:
-        lines += ["", "Also spelled: " + ", ".join(f"`{alias}`" for alias in doc.aliases)]
-    return "\n".join(lines)
-
-
-def setting_values(name: str) -> tuple[object, ...]:
-    """The allowed values of an enum-like zeromem setting (precision, optimizer), else ()."""
-    field = ZeromemSettings.model_fields.get(name)
-    if field is None:
-        return ()
-    for candidate in (field.annotation, *typing.get_args(field.annotation)):
-        if typing.get_origin(candidate) is typing.Literal:
-            return typing.get_args(candidate)
-    return ()
-
-
-def _setting_kind(name: str) -> str:
-    if name in BYTE_SETTINGS:
-        return 'bytes: a number or a string such as "80GiB"'
-    if name == "parameters":
-        return 'count: a number or a string such as "7B"'
-    if setting_values(name):
-        return "enum"
-    return {"world_size": "integer ≥ 1", "warn_fraction": "number in (0, 1]"}.get(name, "")
-
-
-def _in_effect(name: str, value: object) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, int) or isinstance(value, bool):
-        return f"`{_json(value)}`"
-    if name in BYTE_SETTINGS:
-        return human_and_exact(value)  # type: ignore[arg-type]
-    if name == "parameters":
-        return f"{format_parameters(value)} ({format_count(value)})"  # type: ignore[arg-type]
-    return f"`{_json(value)}`"
-
-
-def zeromem_doc(rest: tuple[str, ...], settings: ZeromemSettings) -> str:
-    if not rest:
-        names = ", ".join(f"`{name}`" for name in SETTING_NAMES)
-        return f"**`zeromem`** — {ZeromemSettings.__doc__}\n\nSettings: {names}"
-    field = ZeromemSettings.model_fields.get(rest[0])
-    if field is None or len(rest) > 1:
-        return ""
-    name = rest[0]
-    lines = [f"**`{name}`** · zeromem setting · {_setting_kind(name)}", "", field.description or ""]
-    values = setting_values(name)
-    if values:
-        lines += ["", "Values: " + " · ".join(f"`{value}`" for value in values)]
-    effective = _in_effect(name, getattr(settings, name))
-    if effective:
-        lines += ["", f"In effect: {effective}"]
-    return "\n".join(lines)

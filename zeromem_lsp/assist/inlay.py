@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from zeromem_lsp.analysis import Analysis
 from zeromem_lsp.document import Member
 from zeromem_lsp.plan import MemoryPlan
-from zeromem_lsp.present import per_gpu_summary, stage_label
+from zeromem_lsp.present import peak_sum, per_gpu_summary, percent_of, stage_label
 from zeromem_lsp.units import format_bytes, format_count
 
 
@@ -40,4 +40,10 @@ def inlay_hints(analysis: Analysis, start: int, end: int) -> list[InlayLabel]:
         label += f" + {format_bytes(plan.host_bytes)} host"
     tooltip = (f"{stage_label(plan.stage, plan.family)}: {format_count(plan.gpu_bytes)} B of model state per GPU "
                "(parameters, gradients, optimizer state). Hover the stage for every stage and the inputs.")
+    peak = plan.peak.at(plan.stage) if plan.peak is not None else None
+    if peak is not None:
+        label += f" · peak ≈ {format_bytes(peak)}"
+        if plan.gpu_memory:
+            label += f" ({percent_of(peak, plan.gpu_memory)})"
+        tooltip += f" Peak: {peak_sum(plan.peak, plan.stage)}."
     return [InlayLabel(offset, label, tooltip)]

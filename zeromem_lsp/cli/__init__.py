@@ -11,10 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from zeromem_lsp import __version__
-
-
-class UsageError(Exception):
-    """Bad command-line input: exit status 2 with a one-line message."""
+from zeromem_lsp.cli.errors import UsageError
 
 
 class _Parser(argparse.ArgumentParser):

@@ -6,6 +6,11 @@ commands start without loading pydantic and the models.
 
 from __future__ import annotations
 
+import os
+import sys
+
+from zeromem_lsp.cli.errors import UsageError
+
 FORMATS = ("github", "json", "sarif", "text")
 
 
@@ -39,8 +44,111 @@ def register(commands) -> None:
     parser.set_defaults(run=run)
 
 
+def parse_codes(text: str | None) -> tuple[str, ...] | None:
+    """--select/--ignore: comma-separated codes or prefixes, each naming at least one rule."""
+    from zeromem_lsp.rules.registry import RULES
+
+    if text is None:
+        return None
+    codes = tuple(code.strip().upper() for code in text.split(",") if code.strip())
+    unknown = [code for code in codes if not any(known.startswith(code) for known in RULES)]
+    if unknown:
+        raise UsageError(f"unknown rule code or prefix: {', '.join(unknown)}")
+    return codes
+
+
+def forced_settings(args):
+    """The settings options, validated like a zeromem block."""
+    from zeromem_lsp.configs.settings import validate_settings
+
+    values = {
+        "gpu_memory": args.gpu_memory, "parameters": args.parameters, "world_size": args.world_size,
+        "precision": args.precision, "optimizer": args.optimizer, "warn_fraction": args.warn_fraction,
+    }
+    settings, problems = validate_settings({k: v for k, v in values.items() if v is not None})
+    if problems:
+        raise UsageError(f"--{problems[0].name.replace('_', '-')}: {problems[0].message}")
+    return settings
+
+
+class Progress:
+    """A one-line counter on a terminal's stderr, for long runs."""
+
+    def __init__(self, enabled: bool):
+        self.enabled, self.shown = enabled and sys.stderr.isatty(), False
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.enabled and total >= 50 and (done % 25 == 0 or done == total):
+            self.shown = True
+            sys.stderr.write(f"\rchecked {done}/{total} files")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+
+
+def check(args, fixes=None):
+    """The `LintResult` of these arguments: what `zeromem check` prints, computed in-process
+    (`fixes`: a cli.fix.FixSession for --fix/--diff)."""
+    from zeromem_lsp.lint import LintInputError, lint
+
+    select, ignore = parse_codes(args.select), parse_codes(args.ignore)
+    forced = forced_settings(args)
+    progress = Progress(not args.quiet)
+    try:
+        return lint(args.paths, args.exclude, forced, select, ignore, progress, fixes.apply if fixes else None)
+    except LintInputError as error:
+        raise UsageError(str(error)) from None
+    finally:
+        progress.close()
+
+
+def exit_status(result, fail_on: str) -> int:
+    """1 when a finding reaches `fail_on` (error > warning > information > hint), else 0."""
+    from zeromem_lsp.findings import SEVERITIES
+
+    threshold = SEVERITIES.index(fail_on)
+    return 1 if any(SEVERITIES.index(f.severity) <= threshold for f in result.findings) else 0
+
 
 def run(args) -> int:
-    from zeromem_lsp.lint import run as lint
+    from zeromem_lsp.cli.reporters import REPORTERS
+    from zeromem_lsp.findings import SEVERITIES
+    from zeromem_lsp.rules.registry import RULES
 
-    return lint(args)
+    fixes = fix_session(args)
+    result = check(args, fixes)
+    colour = args.format == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    if fixes and args.diff:
+        sys.stdout.write("".join(fixes.diffs))
+    else:
+        sys.stdout.write(REPORTERS[args.format]([r for r in result.files if r.findings], colour))
+    summary_stream = sys.stdout if args.format == "text" else sys.stderr
+    if args.statistics:
+        for code, count in sorted(result.counts(lambda f: f.code).items()):
+            print(f"{count:5}  {code}  {RULES[code].name}", file=summary_stream)
+    if args.verbose:
+        for name, reason in result.skipped:
+            print(f"skipped {name}: {reason}", file=sys.stderr)
+    if not args.quiet and args.format == "text":
+        counts = result.counts(lambda f: f.severity)
+        parts = [f"{counts[s]} {s}{'s' if counts[s] != 1 and s != 'information' else ''}" for s in SEVERITIES if counts[s]]
+        checked = result.checked
+        print(f"{', '.join(parts) or 'no findings'} in {checked} config{'s' if checked != 1 else ''}"
+              f" ({len(result.skipped)} skipped)", file=sys.stderr)
+    if fixes and not args.quiet:
+        print(fixes.summary(), file=sys.stderr)
+    status = exit_status(result, args.fail_on)  # of the fixed text
+    return max(status, fixes.status()) if fixes else status
+
+
+def fix_session(args):
+    """--fix / --diff (with --unsafe-fixes): the session that applies and counts the fixes."""
+    if args.unsafe_fixes and not (args.fix or args.diff):
+        raise UsageError("--unsafe-fixes goes with --fix or --diff")
+    if not (args.fix or args.diff):
+        return None
+    from zeromem_lsp.cli.fix import FixSession
+
+    return FixSession(args)

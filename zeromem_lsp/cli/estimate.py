@@ -1,14 +1,26 @@
-"""`zeromem estimate`: the calculator over explicit bytes or a parameter count."""
+"""`zeromem estimate`: the calculator over explicit bytes or a parameter count, and the peak beside it."""
 
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
-from zeromem_lsp.cli import UsageError
-from zeromem_lsp.estimate import FORMULAS, STAGE_LABELS, Estimate, Inputs, estimate, inputs_from_parameters
+from zeromem_lsp.activations import ATTENTION
+from zeromem_lsp.cli.errors import UsageError
+from zeromem_lsp.configs.model_config import UnsupportedModel, count_parameters_from_text, model_shape_from_text
+from zeromem_lsp.peak import Input, Peak, PeakInputs, estimate_peak
+from zeromem_lsp.estimate import Estimate, Inputs, estimate, inputs_from_parameters
+from zeromem_lsp.rules.registry import rule_named
 from zeromem_lsp.precision import OPTIMIZERS, PRECISIONS, bytes_per_parameter
-from zeromem_lsp.present import human_and_exact, stage_table
+from zeromem_lsp.present import (
+    activation_lines, buffer_sum, fit_word, human_and_exact, input_notes, peak_sum, stage_table,
+)
+from zeromem_lsp.stages import ALL as ALL_STAGES, stage as stage_named
 from zeromem_lsp.units import UnitError, format_bytes, format_bytes_decimal, format_count, format_parameters, parse_bytes, parse_parameter_count
+
+
+INVALID = rule_named("invalid-zeromem-setting").code  # a bad --model-config is reported as the settings error
 
 
 def register(commands) -> None:
@@ -25,6 +37,14 @@ def register(commands) -> None:
     model.add_argument("--parameters", metavar="COUNT", help="parameter count, e.g. 7B, 350M, 8_030_261_248")
     model.add_argument("--precision", choices=PRECISIONS, default="bf16", help="training precision (default bf16)")
     model.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw", help="optimizer (default adamw)")
+    model.add_argument("--model-config", metavar="PATH",
+                       help="a Hugging Face config.json: counts the parameters and gives the shape for activations")
+    peak = parser.add_argument_group("peak per GPU (beside model state): activations, buffers, reserve")
+    peak.add_argument("--sequence-length", metavar="N", help="tokens per sequence")
+    peak.add_argument("--micro-batch", metavar="N", help="sequences per GPU per step")
+    peak.add_argument("--gradient-checkpointing", action="store_true", help="activation checkpointing is on")
+    peak.add_argument("--attention", choices=ATTENTION, default="sdpa", help="attention implementation (default sdpa)")
+    peak.add_argument("--reserved", metavar="SIZE", help="CUDA context + allocator reserve (default 1GiB)")
     parser.add_argument("--world-size", "-R", metavar="R", required=True, help="number of ranks (GPUs)")
     parser.add_argument("--gpu-memory", metavar="SIZE", help="per-GPU budget, e.g. 80GiB or 24GB")
     parser.add_argument("--format", choices=("text", "json"), default="text")
@@ -39,16 +59,24 @@ def _bytes(option: str, text: str) -> int:
 
 
 def _world_size(text: str) -> int:
+    return _positive("--world-size", text)  # type: ignore[return-value]
+
+
+def _positive(option: str, text: str | None) -> int | None:
+    """A whole number >= 1 from the command line (None when the option is absent)."""
+    if text is None:
+        return None
     try:
         value = int(text.strip().replace("_", ""))
     except ValueError:
         value = 0
     if value < 1:
-        raise UsageError(f"--world-size: expected a whole number >= 1, got {text!r}")
+        raise UsageError(f"{option}: expected a whole number >= 1, got {text!r}")
     return value
 
 
-def inputs_from_args(args) -> Inputs:
+
+def inputs_from_args(args, counted=None) -> Inputs:
     world_size = _world_size(args.world_size)
     explicit = [args.parameter_bytes, args.gradient_bytes, args.optimizer_bytes]
     if any(value is not None for value in explicit):
@@ -62,23 +90,94 @@ def inputs_from_args(args) -> Inputs:
             optimizer_bytes=_bytes("--optimizer-bytes", args.optimizer_bytes),
             world_size=world_size,
         )
+    per_parameter = bytes_per_parameter(args.precision, args.optimizer)
+    if args.parameters is None and counted is not None:
+        note = f"parameters counted from {args.model_config} ({counted.note})"
+        return inputs_from_parameters(counted.total, per_parameter, world_size, (note,))
     if args.parameters is None:
-        raise UsageError("give --parameters COUNT, or --parameter-bytes, --gradient-bytes and --optimizer-bytes")
+        raise UsageError("give --parameters COUNT, --model-config PATH, or --parameter-bytes, --gradient-bytes and "
+                         "--optimizer-bytes")
     try:
         parameters = parse_parameter_count(args.parameters)
     except UnitError as error:
         raise UsageError(f"--parameters: {error}") from None
-    per_parameter = bytes_per_parameter(args.precision, args.optimizer)
     return inputs_from_parameters(parameters, per_parameter, world_size)
 
 
+def _read_model(args):
+    """(ParameterCount | None, ModelShape | None, problem): a bad config.json is ZM104, never a traceback."""
+    if args.model_config is None:
+        return None, None, None
+    try:
+        text = Path(args.model_config).read_text(encoding="utf-8", errors="replace")
+    except OSError as error:
+        raise UsageError(f"--model-config: cannot read {args.model_config}: {error.strerror or error}") from None
+    try:
+        counted = count_parameters_from_text(text)
+    except UnsupportedModel as error:
+        return None, None, f"{INVALID} --model-config {args.model_config}: {error}"
+    try:
+        return counted, model_shape_from_text(text), None
+    except UnsupportedModel as error:
+        return counted, None, f"{INVALID} --model-config {args.model_config}: {error}"
+
+
+def _peak(args, result: Estimate, counted, shape, problem) -> Peak | None:
+    """The peak beside the model state, when any peak option is given."""
+    wanted = (args.model_config, args.sequence_length, args.micro_batch)
+    if all(value is None for value in wanted) and not args.gradient_checkpointing:
+        return None
+    sequence = _positive("--sequence-length", args.sequence_length)
+    micro = _positive("--micro-batch", args.micro_batch)
+    reserved = _bytes("--reserved", args.reserved) if args.reserved else None
+    inputs = PeakInputs(
+        shape=shape, shape_problem=problem or ("give --model-config PATH" if args.model_config is None else None),
+        sequence_length=Input("sequence length", sequence, "--sequence-length") if sequence else None,
+        micro_batch=Input("micro-batch", micro, "--micro-batch") if micro else None,
+        checkpointing=Input("gradient checkpointing", args.gradient_checkpointing,
+                            "--gradient-checkpointing" if args.gradient_checkpointing else "default: off"),
+        attention=Input("attention", args.attention, "--attention"),
+        dtype=Input("dtype", args.precision, "--precision"),
+        reserved=Input("reserved", reserved, "--reserved") if reserved is not None else PeakInputs.reserved,
+        parameters=result.inputs.parameters,
+        largest_layer=counted.largest_layer if counted is not None else None)
+    return estimate_peak(dict(result.figures), "deepspeed", inputs)
+
+
 def run(args) -> int:
-    result = estimate(inputs_from_args(args), _bytes("--gpu-memory", args.gpu_memory) if args.gpu_memory else None)
+    counted, shape, problem = _read_model(args)
+    explicit = any(value is not None for value in (args.parameter_bytes, args.gradient_bytes, args.optimizer_bytes))
+    if problem and counted is None and args.parameters is None and not explicit:
+        raise UsageError(problem)  # no model-state figure without a parameter count
+    result = estimate(inputs_from_args(args, counted),
+                      _bytes("--gpu-memory", args.gpu_memory) if args.gpu_memory else None)
+    peak = _peak(args, result, counted, shape, problem)
+    if problem:
+        print(f"zeromem: {problem}", file=sys.stderr)
     if args.format == "json":
-        print(json.dumps(result.to_json(), indent=2))
+        data = result.to_json()
+        if peak is not None:
+            data.update(peak.to_json())
+        print(json.dumps(data, indent=2))
     else:
-        print("\n".join(render_text(result)))
+        print("\n".join(render_text(result) + (render_peak(peak, result.gpu_memory) if peak is not None else [])))
     return 0
+
+
+def render_peak(peak: Peak, budget: int | None) -> list[str]:
+    """The breakdown beside model state: inputs, activations, buffers per stage, peak per stage."""
+    lines = ["", "peak per GPU (model state + buffers + activations + fp32 logits copy + reserved):"]
+    lines += [f"  {note}" for note in input_notes(peak)]
+    if peak.missing:
+        return lines + [f"  not computable: missing {item}" for item in peak.missing]
+    lines += [f"  {line}" for line in activation_lines(peak)]
+    lines.append(f"  reserved (CUDA context, workspaces, allocator) = {format_count(peak.reserved)} B")
+    for stage in ALL_STAGES:
+        lines.append(f"  {stage.label:<7} buffers = {buffer_sum(peak.buffers[stage.key])}")
+    for stage in ALL_STAGES:
+        verdict = f" — {fit_word(peak.at(stage.key), budget)} {format_bytes(budget)}" if budget else ""
+        lines.append(f"  {stage.label:<7} peak = {peak_sum(peak, stage.key)}{verdict}")
+    return lines
 
 
 def render_text(result: Estimate) -> list[str]:
@@ -99,15 +198,16 @@ def render_text(result: Estimate) -> list[str]:
     lines.append("")
     lines.extend(stage_table(result))
     lines.append("")
-    for stage, formula in FORMULAS.items():
-        lines.append(f"{STAGE_LABELS[stage]:<7} = {formula} = {format_count(result.figures[stage])} B = {format_bytes_decimal(result.figures[stage])}")
+    for stage in ALL_STAGES:
+        figure = result.figures[stage.key]
+        lines.append(f"{stage.label:<7} = {stage.formula} = {format_count(figure)} B = {format_bytes_decimal(figure)}")
     if result.gpu_memory is not None:
         cheapest = result.cheapest_fitting
         lines.append("")
         if cheapest is None:
             lines.append(f"no stage fits {format_bytes(result.gpu_memory)} per GPU without offload or more GPUs")
         else:
-            lines.append(f"cheapest stage that fits: {STAGE_LABELS[cheapest]} ({format_bytes(result.figures[cheapest])} per GPU)")
+            lines.append(f"cheapest stage that fits: {stage_named(cheapest).label} ({format_bytes(result.figures[cheapest])} per GPU)")
     for assumption in inputs.assumptions:
         lines.append(f"assumes: {assumption}")
     return lines

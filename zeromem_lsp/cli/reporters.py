@@ -7,11 +7,10 @@ UTF-16 characters; SARIF and GitHub use 1-based lines and UTF-16 columns.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 from zeromem_lsp import __version__
-from zeromem_lsp.document import LineIndex
 from zeromem_lsp.findings import Finding
+from zeromem_lsp.lint import FileResult
 from zeromem_lsp.rules.docs import rule_anchor, rule_markdown
 from zeromem_lsp.rules.registry import RULES
 
@@ -19,13 +18,6 @@ SARIF_LEVELS = {"error": "error", "warning": "warning", "information": "note", "
 GITHUB_COMMANDS = {"error": "error", "warning": "warning", "information": "notice", "hint": "notice"}
 COLOURS = {"error": "\033[31m", "warning": "\033[33m", "information": "\033[36m", "hint": "\033[2m"}
 BOLD, RESET = "\033[1m", "\033[0m"
-
-
-@dataclass
-class FileResult:
-    path: str
-    findings: list[Finding]
-    lines: LineIndex
 
 
 def _span(result: FileResult, finding: Finding, encoding: str) -> tuple[int, int, int, int]:

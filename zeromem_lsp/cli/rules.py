@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from zeromem_lsp.cli import UsageError
+from zeromem_lsp.cli.errors import UsageError
 from zeromem_lsp.rules.docs import rule_text, rules_markdown
 from zeromem_lsp.rules.registry import RULES
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from zeromem_lsp.cli import UsageError
+from zeromem_lsp.cli.errors import UsageError
 
 
 def register(commands) -> None:

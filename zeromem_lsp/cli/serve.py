@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from zeromem_lsp.cli import UsageError
+from zeromem_lsp.cli.errors import UsageError
 
 
 def register(commands) -> None:

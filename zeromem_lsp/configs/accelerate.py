@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from zeromem_lsp.configs.deepspeed_issue import ConfigIssue
+from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.configs.fsdp import FsdpSetup, validate_accelerate_fsdp
 from zeromem_lsp.configs.training import TrainingSetup, as_integer, positive_int
 
@@ -48,12 +48,8 @@ OWNED_BY_DEEPSPEED_FILE = ("gradient_accumulation_steps", "gradient_clipping", "
 OFFLOAD_DEVICES = ("none", "cpu", "nvme")
 ZERO_STAGES = (0, 1, 2, 3)
 
-ISSUE_KINDS = {"unknown_key": "error", "accelerate_value": "error", "deepspeed_file_conflict": "error",
-               "ignored_setting": "warning"}
-
-
 def _issue(kind: str, path: Path, target: str, message: str, replacement: str | None = None) -> ConfigIssue:
-    return ConfigIssue(kind, ISSUE_KINDS[kind], tuple(path), target, message, replacement)
+    return ConfigIssue(kind, tuple(path), target, message, replacement, "accelerate")
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ loader produced and returns a list of :class:`ConfigIssue`.  An issue of severit
 ``deepspeed.initialize``); ``"warning"`` means DeepSpeed starts but very likely not as
 the author meant.
 
-Issue kinds (fixed set; ``ISSUE_KINDS`` maps each to its severity):
+Issue kinds (fixed set; ``ISSUE_KINDS`` maps each to its severity, read from its rule in
+``rules/kinds.py``):
 
 =============================  ========  =====================================================
 kind                           severity  meaning
@@ -43,6 +44,8 @@ optimizer, not by ``DeepSpeedConfig`` itself (so ``DeepSpeedConfig`` alone accep
 from __future__ import annotations
 
 import difflib
+import functools
+from dataclasses import replace
 
 from typing import Any, Optional, Union
 
@@ -55,6 +58,7 @@ from .deepspeed_catalog import (
     AUTO_IS_A_VALUE,
     DEPRECATED_KEYS,
     HF_AUTO_FILLED_PATHS,
+    HF_AUTO_STAGE,
     KNOWN_TOP_LEVEL_KEYS,
     REMOVED_TOP_LEVEL_KEYS,
     REMOVED_ZERO_KEYS,
@@ -63,7 +67,8 @@ from .deepspeed_catalog import (
     field_doc,
     section_keys,
 )
-from .deepspeed_issue import ENGINE_LEVEL_KINDS, ISSUE_KINDS, ConfigIssue, dotted, is_auto, issue, mapping_error
+from .deepspeed_issue import ENGINE_LEVEL_KINDS, ISSUE_KINDS, dotted, is_auto, issue, mapping_error
+from .issue import ConfigIssue
 
 __all__ = [
     "ConfigIssue",
@@ -201,11 +206,13 @@ def _validate_section(raw: Any, path: Path, out: list[ConfigIssue]) -> Optional[
 # --------------------------------------------------------------------- main entry
 
 
-def validate_deepspeed(config: dict, *, world_size: Optional[int] = None) -> list[ConfigIssue]:
+def validate_deepspeed(config: Any, *, world_size: Optional[int] = None, stage_for_auto: int = 0) -> list[ConfigIssue]:
     """All issues DeepSpeed 0.19.8 would raise (errors) or silently mis-handle (warnings).
 
     ``world_size`` is the data-parallel world size; None means unknown, and then only the
-    batch rules that hold for every world size are checked.
+    batch rules that hold for every world size are checked. ``stage_for_auto`` is what
+    ``"stage": "auto"`` becomes: 0 for a plain DeepSpeed launch (DeepSpeed drops "auto"),
+    ``HF_AUTO_STAGE`` where HF Trainer / Accelerate fill it in first.
     """
     out: list[ConfigIssue] = []
     if not isinstance(config, dict):
@@ -224,7 +231,7 @@ def validate_deepspeed(config: dict, *, world_size: Optional[int] = None) -> lis
                                  f"'zero_optimization.{key}': {why}. DeepSpeed refuses this key."))
         zero_raw = {k: v for k, v in zero_raw.items() if k not in REMOVED_ZERO_KEYS}
 
-    zero = _check_zero(config, zero_raw, out)
+    zero = _check_zero(config, zero_raw, out, stage_for_auto)
     stage = int(zero.stage) if zero is not None else None
     _check_precision(config, stage, out)
     sections = {key: _validate_section(config[key], (key,), out)
@@ -241,11 +248,37 @@ def validate_deepspeed(config: dict, *, world_size: Optional[int] = None) -> lis
     out.extend(batch_issues(config, world_size))
     _check_unfilled_auto(config, out)
     _check_unknown_top_level(config, out)
-
+    if isinstance(zero_raw, dict) and is_auto(zero_raw.get("stage")):
+        out = [_with_auto_stage_note(found, stage_for_auto) for found in out]
     return out
 
 
-def _check_zero(config: dict, zero_raw: Any, out: list[ConfigIssue]) -> Optional[models.ZeroConfig]:
+#: What "stage": "auto" becomes without a filler: DeepSpeed drops "auto" in its sections, so the default 0.
+AUTO_STAGE_BARE = (
+    '"stage": "auto" is not filled by a plain DeepSpeed launch: DeepSpeed drops it and runs ZeRO stage 0.'
+    f" HF Trainer and Accelerate replace it with ACCELERATE_DEEPSPEED_ZERO_STAGE ({HF_AUTO_STAGE} unless"
+    " `accelerate launch --zero_stage` sets it). Write the stage you mean."
+)
+#: Issue kinds whose verdict depends on the ZeRO stage, and the invalid_combination keys that do.
+STAGE_DEPENDENT_KINDS = ("partial_offload_below_stage3", "offload_param_below_stage3", "incompatible_optimizer")
+STAGE_DEPENDENT_KEYS = ("compute_grad_norm", "fp16_master_weights_and_grads", "bf16_master_weights_and_grads",
+                        "bf16_optimizer_states", "gradient_allreduce_op")
+
+
+def _with_auto_stage_note(found: ConfigIssue, stage_for_auto: int) -> ConfigIssue:
+    """Say which stage "auto" stood for in an issue that depends on it."""
+    if found.kind not in STAGE_DEPENDENT_KINDS and not (
+            found.kind == "invalid_combination" and found.path[-1:] and found.path[-1] in STAGE_DEPENDENT_KEYS):
+        return found
+    if stage_for_auto:
+        note = f'"stage": "auto" is {stage_for_auto} here, what HF Trainer / Accelerate fill in by default'
+    else:
+        note = '"stage": "auto" is stage 0 under a plain DeepSpeed launch'
+    return replace(found, message=f"{found.message} ({note}.)")
+
+
+def _check_zero(config: dict, zero_raw: Any, out: list[ConfigIssue],
+                stage_for_auto: int = 0) -> Optional[models.ZeroConfig]:
     if "zero_optimization" not in config:
         return models.ZeroConfig()
     if isinstance(zero_raw, bool):
@@ -262,15 +295,12 @@ def _check_zero(config: dict, zero_raw: Any, out: list[ConfigIssue]) -> Optional
                 out.append(issue("invalid_value", ("allgather_size",), "value",
                                  f"DeepSpeed refuses {err.get('input')!r} for 'allgather_size': {err['msg']}."))
             return None
-    stage_from_launcher = is_auto(zero_raw.get("stage")) if isinstance(zero_raw, dict) else False
-    found: list[ConfigIssue] = []
-    zero = _validate_section(zero_raw, ("zero_optimization",), found)
-    if stage_from_launcher:  # Accelerate fills the stage: nothing that depends on it can be judged
-        found = [i for i in found if i.kind != "partial_offload_below_stage3" and i.path != (
-            "zero_optimization", "compute_grad_norm")]
-        if zero is None and not any(i.severity == "error" for i in found):
-            zero = _validate_section({**zero_raw, "stage": 3}, ("zero_optimization",), [])
-    out.extend(found)
+    auto_stage = isinstance(zero_raw, dict) and is_auto(zero_raw.get("stage"))
+    if auto_stage and stage_for_auto:  # the launcher writes the stage in before DeepSpeed reads the section
+        zero_raw = {**zero_raw, "stage": stage_for_auto}
+    zero = _validate_section(zero_raw, ("zero_optimization",), out)
+    if auto_stage and not stage_for_auto:
+        out.append(issue("auto_not_filled", ("zero_optimization", "stage"), "value", AUTO_STAGE_BARE))
     if zero is None:
         return None
     assert isinstance(zero, models.ZeroConfig)
@@ -283,12 +313,12 @@ def _check_zero(config: dict, zero_raw: Any, out: list[ConfigIssue]) -> Optional
                              f"'zero_optimization.{old}' is deprecated{instead}.", replacement=new))
     param_offloaded = (zero.offload_param is not None and zero.offload_param.device != "none") or bool(
         zero.cpu_offload_param)
-    if param_offloaded and int(zero.stage) < 3 and not stage_from_launcher:
+    if param_offloaded and int(zero.stage) < 3:
         key = "offload_param" if zero.offload_param is not None else "cpu_offload_param"
         out.append(issue("offload_param_below_stage3", ("zero_optimization", key), "key",
                          f"'zero_optimization.{key}' only works with ZeRO stage 3; at stage {int(zero.stage)}"
                          f" DeepSpeed silently ignores it and parameters stay on the GPU."))
-    return None if stage_from_launcher else zero
+    return zero
 
 
 def _check_precision(config: dict, stage: Optional[int], out: list[ConfigIssue]) -> None:
@@ -360,14 +390,19 @@ def _check_unfilled_auto(config: dict, out: list[ConfigIssue]) -> None:
             walk(value, (key,))
 
 
+@functools.lru_cache(maxsize=1024)
+def _near_top_level(key: str) -> list[str]:
+    """The known top-level key an unknown one is a typo of (cached: the same keys come every keystroke)."""
+    return difflib.get_close_matches(key, sorted(KNOWN_TOP_LEVEL_KEYS), n=1, cutoff=0.85)
+
+
 def _check_unknown_top_level(config: dict, out: list[ConfigIssue]) -> None:
-    candidates = sorted(KNOWN_TOP_LEVEL_KEYS)
     for key in config:
         if not isinstance(key, str) or key in KNOWN_TOP_LEVEL_KEYS or key == OUR_TOP_LEVEL_KEY:
             continue
         if key in REMOVED_TOP_LEVEL_KEYS:
             continue
-        match = difflib.get_close_matches(key, candidates, n=1, cutoff=0.85)
+        match = _near_top_level(key)
         if match:
             out.append(issue("top_level_near_miss", (key,), "key",
                              f"Unknown top-level key '{key}' is ignored by DeepSpeed. Did you mean '{match[0]}'?",

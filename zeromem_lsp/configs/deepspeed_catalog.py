@@ -103,6 +103,11 @@ HF_AUTO_FILLED_PATHS: frozenset[tuple[str, ...]] = frozenset(
     }
 )
 
+#: What `"stage": "auto"` becomes under HF: Transformers' TrainingArguments hands its DeepSpeed config to
+#: Accelerate's DeepSpeedPlugin, which fills it with int(ACCELERATE_DEEPSPEED_ZERO_STAGE) or 2 when that is
+#: unset (`accelerate launch --zero_stage N` sets it). Transformers itself never fills the stage.
+HF_AUTO_STAGE = 2
+
 #: Places where "auto" is a genuine DeepSpeed value (not a placeholder).
 AUTO_IS_A_VALUE: frozenset[tuple[str, ...]] = frozenset(
     {

@@ -15,6 +15,7 @@ from .deepspeed_catalog import (
     TORCH_OPTIMIZERS,
     ZERO_TESTED_OPTIMIZERS,
 )
+from .deepspeed_data_efficiency import check_data_efficiency
 from .deepspeed_issue import ConfigIssue, dotted, is_auto, issue, mapping_error
 
 
@@ -166,9 +167,7 @@ def check_loose_sections(config: dict, out: list[ConfigIssue]) -> None:
             out.append(mapping_error(("autotuning", "model_info"), info))
     efficiency = config.get("data_efficiency")
     if isinstance(efficiency, dict):
-        for key in ("data_sampling", "data_routing"):
-            if key in efficiency and not isinstance(efficiency[key], dict):
-                out.append(mapping_error(("data_efficiency", key), efficiency[key]))
+        check_data_efficiency(efficiency, out)
     vocab = config.get("vocabulary_size")
     if vocab:
         try:  # DeepSpeed checks the alignment with "%"

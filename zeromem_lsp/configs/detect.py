@@ -6,6 +6,7 @@ Anything that is not recognisably a training config gets no findings at all.
 from __future__ import annotations
 
 import re
+from typing import Literal, get_args
 
 DEEPSPEED_STRONG = frozenset(
     {
@@ -51,7 +52,12 @@ def _looks_fsdp(keys: set[str]) -> bool:
     return any(k.startswith("fsdp_") for k in keys) or FSDP_CONFIG_KEYS & keys != set()
 
 
-def detect_kind(root_keys: set[str] | None, name: str | None = None) -> str | None:
+#: The kinds of training config zeromem reads (each has a reader in readers.py).
+Kind = Literal["deepspeed", "accelerate", "fsdp", "hf-arguments"]
+KINDS: tuple[Kind, ...] = get_args(Kind)
+
+
+def detect_kind(root_keys: set[str] | None, name: str | None = None) -> Kind | None:
     """'deepspeed', 'fsdp' (a --fsdp_config dict), 'hf-arguments', 'accelerate' or None (not a training config).
 
     `root_keys` is None when the document has no object at its root.

@@ -17,7 +17,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from zeromem_lsp.configs.deepspeed_issue import ConfigIssue
+from zeromem_lsp.configs.issue import ConfigIssue
 
 Path = tuple[str | int, ...]
 
@@ -45,20 +45,8 @@ TRANSFORMERS_IGNORED = {
     "offload_params": 'offload comes from the `--fsdp` option string (e.g. --fsdp "full_shard offload")',
 }
 
-ISSUE_KINDS = {
-    "invalid_value": "error",
-    "offload_alone": "error",
-    "full_shard_with_shard_grad_op": "error",
-    "min_params_with_layer_cls": "error",
-    "ram_efficient_without_sync": "error",
-    "fsdp2_rejects": "error",
-    "deprecated_key": "warning",
-    "ignored_setting": "warning",
-}
-
-
 def _issue(kind: str, path: Path, target: str, message: str, replacement: str | None = None) -> ConfigIssue:
-    return ConfigIssue(kind, ISSUE_KINDS[kind], tuple(path), target, message, replacement)
+    return ConfigIssue(kind, tuple(path), target, message, replacement, "fsdp")
 
 
 @dataclass(frozen=True)

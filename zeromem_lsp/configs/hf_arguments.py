@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from zeromem_lsp.configs.deepspeed import validate_deepspeed
-from zeromem_lsp.configs.deepspeed_issue import ConfigIssue
+from zeromem_lsp.configs.deepspeed_catalog import HF_AUTO_STAGE
+from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.configs.fsdp import FsdpSetup, validate_fsdp_options, validate_transformers_fsdp
 
 Path = tuple[str | int, ...]
@@ -31,7 +32,13 @@ class HfArgumentsSetup:
 
 
 def _prefixed(issue: ConfigIssue, base: Path) -> ConfigIssue:
-    return ConfigIssue(issue.kind, issue.severity, (*base, *issue.path), issue.target, issue.message, issue.replacement)
+    return replace(issue, path=(*base, *issue.path))
+
+
+def unreadable_reason(loader: Loader, path: str) -> str:
+    """Why `loader` returned nothing for `path`: its own `why_unreadable` when it has one."""
+    explain = getattr(loader, "why_unreadable", None)
+    return explain(path) if explain is not None else "file not found"
 
 
 def _load_json(loader: Loader | None, path: str) -> tuple[object, str | None]:
@@ -39,7 +46,7 @@ def _load_json(loader: Loader | None, path: str) -> tuple[object, str | None]:
         return None, f"{path} (no file access)"
     text = loader(path)
     if text is None:
-        return None, f"{path} (not found next to this file)"
+        return None, f"{path} ({unreadable_reason(loader, path)})"
     try:
         return json.loads(text), None
     except ValueError as error:
@@ -64,8 +71,8 @@ def validate_hf_arguments(data: dict, loader: Loader | None = None) -> tuple[lis
             unread.append(f"fsdp_config {problem}")
         if isinstance(config, dict):
             issues, fsdp_setup = validate_transformers_fsdp(config, ("fsdp_config",), options, ("fsdp",))
-            fsdp_issues += [ConfigIssue(i.kind, i.severity, ("fsdp_config",), "value",
-                                        f"in {data['fsdp_config']}: {i.message}") for i in issues]
+            fsdp_issues += [replace(i, path=("fsdp_config",), target="value", replacement=None,
+                                    message=f"in {data['fsdp_config']}: {i.message}") for i in issues]
     elif isinstance(config, dict):
         issues, fsdp_setup = validate_transformers_fsdp(config, ("fsdp_config",), options, ("fsdp",))
         fsdp_issues += issues
@@ -78,7 +85,7 @@ def validate_hf_arguments(data: dict, loader: Loader | None = None) -> tuple[lis
     if isinstance(deepspeed, dict):
         deepspeed_config, deepspeed_path = deepspeed, ("deepspeed",)
         plain = {key: value for key, value in deepspeed.items() if key != "zeromem"}
-        deepspeed_issues += [_prefixed(issue, ("deepspeed",)) for issue in validate_deepspeed(plain)]
+        deepspeed_issues += [_prefixed(issue, ("deepspeed",)) for issue in validate_deepspeed(plain, stage_for_auto=HF_AUTO_STAGE)]
         if "zeromem" in deepspeed and block_path is None:
             block_path, block = ("deepspeed", "zeromem"), deepspeed["zeromem"]
     elif isinstance(deepspeed, str) and deepspeed:

@@ -26,6 +26,7 @@ class ParameterCount:
     total: int
     model_type: str
     note: str  # e.g. "llama: 32 layers, tied embeddings"
+    largest_layer: int = 0  # parameters of the largest decoder layer (what FSDP gathers per wrapped unit)
 
 
 #: Upper bounds on what a config.json may declare: counts (layers, heads, experts) and sizes (widths,
@@ -126,6 +127,7 @@ def _llama_like(config: dict, model_type: str) -> ParameterCount:
         experts = _int(config, "num_local_experts")
         moe = experts * 3 * hidden * intermediate + hidden * experts
         total_layers = layers * (attention + moe + per_layer_norms)
+        largest = attention + moe + per_layer_norms
         note += f", {experts} experts"
     elif model_type == "qwen3_moe":
         experts = _int(config, "num_experts", minimum=0)  # 0: every layer is dense
@@ -138,12 +140,15 @@ def _llama_like(config: dict, model_type: str) -> ParameterCount:
         if experts > 0:
             sparse = layers // step - sum(1 for index in dense_only if index < layers and (index + 1) % step == 0)
         total_layers = layers * (attention + per_layer_norms) + sparse * moe + (layers - sparse) * dense_mlp
+        largest = attention + per_layer_norms + max(moe if sparse else 0, dense_mlp if sparse < layers else 0)
         note += f", {experts} experts"
     else:
         total_layers = layers * (attention + dense_mlp + per_layer_norms)
+        largest = attention + dense_mlp + per_layer_norms
     tied = _tied(config, tie_default)
     total = vocab * hidden + total_layers + hidden + (0 if tied else vocab * hidden)
-    return ParameterCount(total, model_type, f"{model_type}: {note}, {'tied' if tied else 'untied'} embeddings")
+    return ParameterCount(total, model_type, f"{model_type}: {note}, {'tied' if tied else 'untied'} embeddings",
+                          largest)
 
 
 def _gpt2(config: dict) -> ParameterCount:
@@ -160,7 +165,8 @@ def _gpt2(config: dict) -> ParameterCount:
                  + inner * hidden + hidden)  # mlp c_proj
     tied = _tied(config, True)
     total = vocab * hidden + positions * hidden + layers * per_layer + 2 * hidden + (0 if tied else vocab * hidden)
-    return ParameterCount(total, "gpt2", f"gpt2: {layers} layers, {'tied' if tied else 'untied'} embeddings")
+    return ParameterCount(total, "gpt2", f"gpt2: {layers} layers, {'tied' if tied else 'untied'} embeddings",
+                          per_layer)
 
 
 def _gpt_neox(config: dict) -> ParameterCount:
@@ -174,7 +180,8 @@ def _gpt_neox(config: dict) -> ParameterCount:
     per_layer = 4 * hidden + attention + mlp  # two LayerNorms (weight + bias)
     tied = _tied(config, False)
     total = vocab * hidden + layers * per_layer + 2 * hidden + (0 if tied else vocab * hidden)
-    return ParameterCount(total, "gpt_neox", f"gpt_neox: {layers} layers, {'tied' if tied else 'untied'} embeddings")
+    return ParameterCount(total, "gpt_neox", f"gpt_neox: {layers} layers, {'tied' if tied else 'untied'} embeddings",
+                          per_layer)
 
 
 def _phi(config: dict) -> ParameterCount:
@@ -194,18 +201,25 @@ def _phi(config: dict) -> ParameterCount:
     tied = _tied(config, False)
     head = 0 if tied else vocab * hidden + vocab  # phi's lm_head has a bias
     total = vocab * hidden + layers * per_layer + 2 * hidden + head
-    return ParameterCount(total, "phi", f"phi: {layers} layers, {'tied' if tied else 'untied'} embeddings")
+    return ParameterCount(total, "phi", f"phi: {layers} layers, {'tied' if tied else 'untied'} embeddings",
+                          per_layer)
 
 
-def count_parameters(config: dict) -> ParameterCount:
-    """Exact parameter count of the model a config.json describes; raises UnsupportedModel."""
+def _language_model(config: object) -> tuple[dict, str | None]:
+    """The config and model_type of the language model (a multimodal wrapper's text_config)."""
     if not isinstance(config, dict):
         raise UnsupportedModel("config.json is not a JSON object")
     model_type = config.get("model_type")
     if model_type is not None and not isinstance(model_type, str):
         raise UnsupportedModel(f"config.json model_type must be a string, got {_show(model_type)}")
     if isinstance(config.get("text_config"), dict) and model_type not in SUPPORTED:
-        return count_parameters({**config["text_config"], "model_type": config["text_config"].get("model_type")})
+        return _language_model({**config["text_config"], "model_type": config["text_config"].get("model_type")})
+    return config, model_type
+
+
+def count_parameters(config: dict) -> ParameterCount:
+    """Exact parameter count of the model a config.json describes; raises UnsupportedModel."""
+    config, model_type = _language_model(config)
     if model_type in LLAMA_LIKE:
         counted = _llama_like(config, model_type)
     elif model_type == "gpt2":
@@ -223,7 +237,8 @@ def count_parameters(config: dict) -> ParameterCount:
     return counted
 
 
-def count_parameters_from_text(text: str) -> ParameterCount:
+def _from_text(text: str, reader):
+    """`reader(config)` on the parsed text; every failure becomes UnsupportedModel."""
     try:
         config = json.loads(text)
     except ValueError as error:
@@ -231,8 +246,178 @@ def count_parameters_from_text(text: str) -> ParameterCount:
     except RecursionError:
         raise UnsupportedModel("config.json is nested too deeply to read") from None
     try:
-        return count_parameters(config)
+        return reader(config)
     except (ArithmeticError, TypeError, ValueError, RecursionError) as error:
         if isinstance(error, UnsupportedModel):
             raise
         raise UnsupportedModel(f"config.json cannot be counted: {type(error).__name__}: {error}") from None
+
+
+def count_parameters_from_text(text: str) -> ParameterCount:
+    return _from_text(text, count_parameters)
+
+
+# --- the shape the activation model needs (zeromem_lsp.activations) ---
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What a config.json says about a model's activations; defaults are the Transformers config defaults."""
+
+    model_type: str
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int  # dense MLP width (gpt2: n_inner, else 4 × n_embd)
+    vocab: int
+    tied: bool
+    attention_dropout: float = 0.0  # probability on the attention weights (eager keeps its mask)
+    hidden_dropout: float = 0.0  # residual / hidden-state dropout after attention and MLP
+    embedding_dropout: float = 0.0
+    experts: int = 0  # MoE: experts per sparse layer (0: dense)
+    experts_per_token: int = 0
+    expert_intermediate: int = 0
+    sparse_layers: int = 0  # layers whose MLP is the MoE block
+    normalize_top_k: bool = False  # MoE: top-k routing weights renormalized to sum 1 (mixtral always)
+    attention_softcap: bool = False  # gemma2: tanh softcapping of the attention scores
+    final_softcap: bool = False  # gemma2 / gemma3: tanh softcapping of the logits
+    rotary_dim: int = 0  # gpt_neox: rotated channels per head (partial rotary)
+    parallel_residual: bool = False  # gpt_neox: attention and MLP read the same input
+    sliding_window: int = 0  # tokens a sliding-attention layer sees (0: no sliding layers)
+    sliding_layers: int = 0  # layers with sliding-window attention
+
+
+def _probability(config: dict, name: str, default: float = 0.0) -> float:
+    value = config.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise UnsupportedModel(f"config.json {name} must be a probability between 0 and 1, got {_show(value)}")
+    return float(value)
+
+
+def _softcap(config: dict, name: str, default: float | None) -> bool:
+    value = config.get(name, default)
+    if value is None:
+        return False
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise UnsupportedModel(f"config.json {name} must be a positive number or null, got {_show(value)}")
+    return True
+
+
+def _rotary_fraction(config: dict) -> float:
+    rope = config.get("rope_parameters") if isinstance(config.get("rope_parameters"), dict) else {}
+    name = "rotary_pct" if "rotary_pct" in config else "rope_parameters.partial_rotary_factor"
+    value = config.get("rotary_pct", rope.get("partial_rotary_factor", 0.25))
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise UnsupportedModel(f"config.json {name} must be a fraction in (0, 1], got {_show(value)}")
+    return float(value)
+
+
+def _sliding(config: dict, model_type: str, layers: int) -> tuple[int, int]:
+    """(window, sliding layers) the way each family's config lays out its layer types."""
+    default = {"gemma2": 4096, "gemma3_text": 4096, "mistral": 4096}.get(model_type)
+    window = config.get("sliding_window", default)
+    if model_type in ("qwen2", "qwen3", "qwen3_moe") and not config.get("use_sliding_window", False):
+        window = None
+    if window is None or model_type in ("llama", "gemma"):
+        return 0, 0
+    window = _checked("sliding_window", window)
+    types = config.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) > MAX_COUNT or not all(isinstance(t, str) for t in types):
+            raise UnsupportedModel(f"config.json layer_types must be a list of strings, got {_show(types)}")
+        return window, sum(1 for kind in types[:layers] if kind == "sliding_attention")
+    if model_type == "gemma2":
+        return window, (layers + 1) // 2  # layers 0, 2, 4, ... slide
+    if model_type == "gemma3_text":
+        pattern = _int(config, "sliding_window_pattern", default=6)
+        return window, layers - layers // pattern  # every pattern-th layer is global
+    if model_type.startswith("qwen"):
+        return window, max(0, layers - _int(config, "max_window_layers", default=28, minimum=0))
+    return window, layers
+
+
+def _llama_like_shape(config: dict, model_type: str) -> ModelShape:
+    hidden = _int(config, "hidden_size")
+    heads = _int(config, "num_attention_heads")
+    experts = per_token = expert_width = sparse = 0
+    layers = _int(config, "num_hidden_layers")
+    normalize = model_type == "mixtral"
+    if model_type == "mixtral":
+        experts = _int(config, "num_local_experts")
+        per_token = _int(config, "num_experts_per_tok", default=2)
+        expert_width, sparse = _int(config, "intermediate_size"), layers
+    elif model_type == "qwen3_moe":
+        experts = _int(config, "num_experts", minimum=0)
+        per_token = _int(config, "num_experts_per_tok", default=8)
+        expert_width = _int(config, "moe_intermediate_size")
+        step = _int(config, "decoder_sparse_step", default=1)
+        dense_only = _layer_indices(config, "mlp_only_layers")
+        normalize = config.get("norm_topk_prob", False) is True
+        if experts:
+            sparse = layers // step - sum(1 for index in dense_only if index < layers and (index + 1) % step == 0)
+    if experts and per_token > experts:
+        raise UnsupportedModel(f"config.json num_experts_per_tok ({per_token}) exceeds the {experts} experts")
+    gemma2 = model_type == "gemma2"
+    window, sliding = _sliding(config, model_type, layers)
+    return ModelShape(
+        model_type=model_type, hidden=hidden, layers=layers, heads=heads,
+        kv_heads=_int(config, "num_key_value_heads", default=heads),
+        head_dim=_int(config, "head_dim", default=hidden // heads),
+        intermediate=_int(config, "intermediate_size"), vocab=_int(config, "vocab_size"),
+        tied=_tied(config, LLAMA_LIKE[model_type][4]),
+        attention_dropout=_probability(config, "attention_dropout"),
+        hidden_dropout=_probability(config, "resid_pdrop") if model_type == "phi3" else 0.0,
+        experts=experts, experts_per_token=per_token, expert_intermediate=expert_width, sparse_layers=sparse,
+        sliding_window=window, sliding_layers=sliding, normalize_top_k=normalize,
+        attention_softcap=model_type in ("gemma2", "gemma3_text") and _softcap(
+            config, "attn_logit_softcapping", 50.0 if gemma2 else None),
+        final_softcap=model_type in ("gemma2", "gemma3_text") and _softcap(
+            config, "final_logit_softcapping", 30.0 if gemma2 else None))
+
+
+def _gpt2_shape(config: dict) -> ModelShape:
+    hidden = _int(config, "n_embd", "hidden_size")
+    heads = _int(config, "n_head", "num_attention_heads")
+    head_dim = _checked("head_dim", hidden // heads, label="n_embd / n_head")
+    return ModelShape(
+        model_type="gpt2", hidden=hidden, layers=_int(config, "n_layer", "num_hidden_layers"), heads=heads,
+        kv_heads=heads, head_dim=head_dim, intermediate=_int(config, "n_inner", default=4 * hidden),
+        vocab=_int(config, "vocab_size"), tied=_tied(config, True),
+        attention_dropout=_probability(config, "attn_pdrop", 0.1),
+        hidden_dropout=_probability(config, "resid_pdrop", 0.1),
+        embedding_dropout=_probability(config, "embd_pdrop", 0.1))
+
+
+def _gpt_neox_shape(config: dict) -> ModelShape:
+    hidden = _int(config, "hidden_size")
+    heads = _int(config, "num_attention_heads")
+    head_dim = _checked("head_dim", hidden // heads, label="hidden_size / num_attention_heads")
+    parallel = config.get("use_parallel_residual", True)
+    return ModelShape(
+        model_type="gpt_neox", hidden=hidden, layers=_int(config, "num_hidden_layers"), heads=heads,
+        kv_heads=heads, head_dim=head_dim, intermediate=_int(config, "intermediate_size"),
+        vocab=_int(config, "vocab_size"), tied=_tied(config, False),
+        attention_dropout=_probability(config, "attention_dropout"),
+        hidden_dropout=_probability(config, "hidden_dropout"),
+        embedding_dropout=_probability(config, "hidden_dropout"),  # GPTNeoXModel.emb_dropout
+        rotary_dim=int(head_dim * _rotary_fraction(config)), parallel_residual=parallel is not False)
+
+
+def model_shape(config: dict) -> ModelShape:
+    """The activation-relevant shape of a config.json; raises UnsupportedModel naming the field."""
+    config, model_type = _language_model(config)
+    if model_type in LLAMA_LIKE:
+        return _llama_like_shape(config, model_type)
+    if model_type == "gpt2":
+        return _gpt2_shape(config)
+    if model_type == "gpt_neox":
+        return _gpt_neox_shape(config)
+    supported = ", ".join(name for name in SUPPORTED if name != "phi")
+    raise UnsupportedModel(f"no activation model for model_type {model_type!r}; supported: {supported}")
+
+
+def model_shape_from_text(text: str) -> ModelShape:
+    return _from_text(text, model_shape)

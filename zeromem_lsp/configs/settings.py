@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
 
+from zeromem_lsp.configs.model_config import MAX_COUNT, MAX_SIZE
 from zeromem_lsp.precision import OPTIMIZERS, PRECISIONS
 from zeromem_lsp.units import UnitError, parse_bytes, parse_parameter_count
 
@@ -25,6 +26,11 @@ SETTING_NAMES = (
     "world_size",
     "gpu_memory",
     "warn_fraction",
+    "sequence_length",
+    "micro_batch",
+    "gradient_checkpointing",
+    "attention",
+    "reserved",
 )
 
 
@@ -138,13 +144,36 @@ class ZeromemSettings(BaseModel):
         None, gt=0, le=1, description="Warn when the chosen stage uses more than this fraction of gpu_memory (default 0.9)."
     )
 
+    sequence_length: int | None = Field(
+        None, ge=1, le=MAX_SIZE, strict=True,
+        description="Tokens per training sequence, for the activation estimate; default: the config's "
+        "`max_seq_length` / `max_length` (TrainingArguments / TRL).",
+    )
+    micro_batch: int | None = Field(
+        None, ge=1, le=MAX_COUNT, strict=True,
+        description="Sequences per GPU per step, for the activation estimate; default: the config's "
+        "`train_micro_batch_size_per_gpu` / `per_device_train_batch_size`.",
+    )
+    gradient_checkpointing: bool | None = Field(
+        None, strict=True,
+        description="Whether the training script enables gradient (activation) checkpointing; default: the "
+        "config's `gradient_checkpointing` / `activation_checkpointing`, else false.",
+    )
+    attention: Literal["sdpa", "eager"] | None = Field(
+        None, description="Attention implementation for the activation estimate: `sdpa` (default; what flash "
+        "attention keeps too) or `eager` (keeps the s×s probabilities).",
+    )
+    reserved: ByteSize | None = Field(
+        None, description='Per-GPU bytes for the CUDA context, library workspaces and the allocator, added to the '
+        'peak; default "1GiB" (docs/memory-model.md).', examples=["1GiB"],
+    )
+
     def merged_over(self, lower: ZeromemSettings) -> ZeromemSettings:
         """These settings, falling back to `lower` for anything unset."""
         values = {name: getattr(self, name) for name in SETTING_NAMES}
         return lower.model_copy(update={k: v for k, v in values.items() if v is not None})
 
 
-DEFAULT_WARN_FRACTION = 0.9
 
 
 @dataclass(frozen=True)

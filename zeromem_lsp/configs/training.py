@@ -55,7 +55,7 @@ def positive_int(value: object) -> int | None:
     return value if value is not None and value > 0 else None
 
 
-def _stage(data: dict) -> tuple[int | None, Path | None]:
+def _stage(data: dict, stage_for_auto: int | None) -> tuple[int | None, Path | None]:
     zero = data.get("zero_optimization")
     if zero is None:
         return 0, None
@@ -67,6 +67,8 @@ def _stage(data: dict) -> tuple[int | None, Path | None]:
         return None, ("zero_optimization",)
     if "stage" not in zero:
         return 0, ("zero_optimization",)
+    if zero["stage"] == "auto" and stage_for_auto is not None:
+        return stage_for_auto, ("zero_optimization", "stage")
     stage = as_integer(zero["stage"])
     return (stage if stage in (0, 1, 2, 3) else None), ("zero_optimization", "stage")
 
@@ -117,9 +119,10 @@ def _optimizer(data: dict) -> tuple[str | None, Path | None, str]:
     return name, ("optimizer", "type"), f"optimizer.type is {kind!r}"
 
 
-def read_training_setup(data: object) -> TrainingSetup:
+def read_training_setup(data: object, stage_for_auto: int | None = None) -> TrainingSetup:
+    """`stage_for_auto`: what a launcher writes over "stage": "auto" (None: nobody, the stage is unknown)."""
     data = data if isinstance(data, dict) else {}
-    stage, stage_path = _stage(data)
+    stage, stage_path = _stage(data, stage_for_auto)
     offload_optimizer, offload_param = _offload(data)
     precision, precision_path, precision_note = _precision(data)
     optimizer, optimizer_path, optimizer_note = _optimizer(data)

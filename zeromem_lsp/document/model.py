@@ -40,6 +40,10 @@ class Node:
                 return member
         return None
 
+    def decoded(self) -> dict | list | None:
+        """The plain value of a container decoded while parsing (strict JSON), else None."""
+        return None
+
     def __repr__(self) -> str:
         if self.kind == "object":
             detail = f"members={len(self.members or ())}"
@@ -73,6 +77,7 @@ class Problem:
     Kinds: ``syntax``; ``duplicate_key`` (``related`` = offset of the first occurrence);
     relaxations that hjson accepts and strict JSON does not: ``comment``,
     ``trailing_comma``, ``missing_comma``, ``unquoted_key``, ``quoteless_value``,
+    ``quoteless_comma`` (an unquoted value that swallowed the comma after it),
     ``single_quoted``, ``multiline_string``, ``braceless_root``; and ``bom``.
     """
 
@@ -115,6 +120,7 @@ class Document:
     # Containers whose closing bracket is missing (they run to where parsing stopped) and
     # a root object without braces: for these the end offset is inside, not after.
     open_ended: set[int] = field(default_factory=set, repr=False)
+    flavour: str = "json"  # "json" (JSON and hjson) | "yaml": how edits spell keys and values
 
     def __repr__(self) -> str:
         return (
@@ -134,6 +140,9 @@ class Document:
         root = self.root
         if root is None:
             return None
+        decoded = root.decoded()
+        if decoded is not None:
+            return decoded  # strict JSON: decoded in C while parsing
         result = _empty(root)
         if result is None:
             return root.value

@@ -11,11 +11,14 @@ See docs/parser.md.
 
 from __future__ import annotations
 
+import json
+
 import gc
 import re
 
 from .model import Document, Member, Node, Problem
 from .positions import LineIndex
+from .strict_json import parse_strict
 
 __all__ = ["parse_document"]
 
@@ -74,6 +77,9 @@ def parse_document(text: str) -> Document:
         text = bytes(text).decode("utf-8", "surrogateescape")
     elif not isinstance(text, str):
         text = str(text)
+    strict = parse_strict(text)
+    if strict is not None:
+        return strict
     # The tree is acyclic and large documents make hundreds of thousands of objects: the
     # cyclic collector's repeated passes over them would more than double the parse time.
     collecting = gc.isenabled()
@@ -103,6 +109,15 @@ class _Frame:
         self.braceless = braceless
 
 
+def _swallowed_comma_message(value_text: str) -> str:
+    word = value_text[:-1].strip()
+    literal = {"true": "true", "false": "false", "null": "null", "none": "null"}.get(word.lower())
+    hint = f"; write {literal} for the JSON literal" if literal else "; quote the value"
+    shown = value_text if len(value_text) <= 40 else value_text[:39] + "…"
+    return (f"Unquoted value {shown} is read as the string {json.dumps(shown)}, comma included:"
+            f" hjson takes an unquoted value to the end of the line{hint}")
+
+
 class _Parser:
     def __init__(self, text: str, allow_braceless: bool = True) -> None:
         self.allow_braceless = allow_braceless
@@ -111,6 +126,7 @@ class _Parser:
         self.problems: list[Problem] = []
         self.lines = LineIndex(text)
         self.open_ended: set[int] = set()
+        self.swallowed_comma: set[int] = set()  # ends of unquoted values whose last character is a comma
         self.stack: list[_Frame] = []
 
     # -- small helpers -------------------------------------------------------------
@@ -622,7 +638,7 @@ class _Parser:
                 elif char == "}" or char == "]":
                     i, state = self.mismatched_close(i, state)
                 else:
-                    if top.last_ok:
+                    if top.last_ok and top.last_end not in self.swallowed_comma:
                         add(Problem("missing_comma", "Missing comma between members", top.last_end, top.last_end))
                     state = _KEY
                 continue
@@ -657,7 +673,7 @@ class _Parser:
                     self.error("Unexpected ':'", i, i + 1)
                     i += 1
                 else:
-                    if top.last_ok:
+                    if top.last_ok and top.last_end not in self.swallowed_comma:
                         add(Problem("missing_comma", "Missing comma between items", top.last_end, top.last_end))
                     state = _VALUE
                 continue
@@ -704,7 +720,10 @@ class _Parser:
         value_text = segment.strip()
         start = i + len(segment) - len(segment.lstrip())
         end = start + len(value_text)
-        self.problems.append(
-            Problem("quoteless_value", f"Unquoted string {_short(value_text)} (read to the end of the line)", start, end)
-        )
+        if value_text.endswith(","):  # `"x": True,` -- the comma the author meant as a separator
+            self.swallowed_comma.add(end)
+            self.problems.append(Problem("quoteless_comma", _swallowed_comma_message(value_text), start, end))
+        else:
+            self.problems.append(Problem(
+                "quoteless_value", f"Unquoted string {_short(value_text)} (read to the end of the line)", start, end))
         return Node("quoteless", start, end, value_text, value_text, None, None), stop

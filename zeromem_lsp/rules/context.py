@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.configs.training import Path, TrainingSetup
+from zeromem_lsp.configs.workload import Workload
 from zeromem_lsp.document import Document, Member, Node
 from zeromem_lsp.findings import Finding, Fix
 from zeromem_lsp.plan import MemoryPlan, Unplanned
-from zeromem_lsp.rules.registry import rule
+from zeromem_lsp.rules.registry import Rule
 
 
 @dataclass
@@ -19,6 +20,7 @@ class Context:
     settings: ZeromemSettings
     setup: TrainingSetup
     plan: MemoryPlan | Unplanned
+    workload: Workload = field(default_factory=Workload)  # the config's batch, sequence and buffer values
 
     def span(self, path: Path | None, target: str = "value") -> tuple[int, int]:
         """Range of the value (or key) at path; the nearest existing ancestor's key when absent."""
@@ -42,7 +44,7 @@ class Context:
 
     def finding(
         self,
-        code: str,
+        rule: Rule,
         message: str,
         path: Path | None = None,
         target: str = "value",
@@ -50,4 +52,4 @@ class Context:
         span: tuple[int, int] | None = None,
     ) -> Finding:
         start, end = span if span is not None else self.span(path, target)
-        return Finding(code, rule(code).severity, message, start, end, fixes)
+        return rule.at(message, start, end, fixes)

@@ -26,6 +26,7 @@ def rule_markdown(rule: Rule) -> str:
         f"**Why is this bad?** {rule.rationale}\n\n"
         f"**Example**\n\n```jsonc\n{rule.example}\n```\n\n"
         f"**Use instead.** {rule.fix}\n"
+        + ("\n**Fix.** Safe: `zeromem check --fix` applies it.\n" if rule.safe_fix else "")
     )
 
 

@@ -1,44 +1,31 @@
-"""ZM3xx: what HF Transformers, Accelerate and PyTorch FSDP refuse (errors) or silently ignore (warnings).
+"""ZM3xx: quick fixes for what HF Transformers, Accelerate and PyTorch FSDP refuse or silently ignore.
 
-The judgements are in `configs.fsdp` and `configs.accelerate`; this module gives each issue its code,
-its range and, where one is obvious, a fix, plus the quick fixes of ZM101 for FSDP plans
+The judgements are in `configs.fsdp` and `configs.accelerate`, their rules in `rules.kinds`; this module
+gives an issue a fix where one is obvious, plus the quick fixes of ZM101 for FSDP plans
 (switch the sharding strategy, enable CPU offload).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
-from zeromem_lsp.configs.deepspeed_issue import ConfigIssue
+from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.configs.fsdp import FSDP_OPTIONS, parse_fsdp_options
 from zeromem_lsp.document import Member
-from zeromem_lsp.edits import flavour_of, rename_key, replace_value, set_value
-from zeromem_lsp.findings import Finding, Fix, TextEdit, overlapping
+from zeromem_lsp.edits import rename_key, replace_value, set_value
+from zeromem_lsp.findings import Fix, TextEdit, overlapping
 from zeromem_lsp.plan import MemoryPlan, Suggestion
-from zeromem_lsp.present import FSDP_LABELS
+from zeromem_lsp.present import describe_suggestion
+from zeromem_lsp.stages import FSDP_KEYS, stage as stage_named
 from zeromem_lsp.rules.context import Context
 
-CODES = {
-    "invalid_value": "ZM301",
-    "offload_alone": "ZM302",
-    "full_shard_with_shard_grad_op": "ZM303",
-    "min_params_with_layer_cls": "ZM304",
-    "ram_efficient_without_sync": "ZM305",
-    "fsdp2_rejects": "ZM306",
-    "unknown_key": "ZM307",
-    "accelerate_value": "ZM308",
-    "deepspeed_file_conflict": "ZM309",
-    "deprecated_key": "ZM351",
-    "ignored_setting": "ZM352",
-}
 #: ZeRO-stage name of a plan -> the FSDP strategy with the same persistent state.
-STRATEGY_FOR_STAGE = {stage: FSDP_LABELS[stage] for stage in ("ddp", "zero2", "zero3")}
+STRATEGY_FOR_STAGE = {key: stage_named(key).fsdp for key in FSDP_KEYS}
 
 
 def scalar(context: Context, value: object) -> str:
     """A value written in the document's own syntax (plain scalars in YAML)."""
-    if flavour_of(context.document) == "yaml":
+    if context.document.flavour == "yaml":
         if isinstance(value, bool):
             return "true" if value else "false"
         if isinstance(value, str) and value.replace("_", "").isalnum():
@@ -51,35 +38,68 @@ def _member(context: Context, path) -> Member | None:
     return found if isinstance(found, Member) else None
 
 
-def _fixes(context: Context, issue: ConfigIssue, code: str) -> tuple[Fix, ...]:
-    member = _member(context, issue.path)
-    if member is None:
-        return ()
-    if issue.replacement and code in ("ZM307", "ZM351", "ZM352"):
-        return (Fix(f"Rename {member.key!r} to {issue.replacement!r}",
-                    (rename_key(member, issue.replacement, context.document),), preferred=True),)
-    if code == "ZM308" and issue.replacement and member.value is not None:
-        return (Fix(f"Use {issue.replacement}", (replace_value(member, issue.replacement),), preferred=True),)
-    if code == "ZM305":
-        return (Fix("Set sync_module_states to true", (replace_value(member, scalar(context, True)),), preferred=True),)
-    if code == "ZM306" and member.key.endswith("reshard_after_forward"):
-        return (Fix("Set reshard_after_forward to true (≈ FULL_SHARD)",
-                    (replace_value(member, scalar(context, True)),), preferred=True),)
-    if code in ("ZM302", "ZM303") and member.value is not None:
-        options, _ = parse_fsdp_options(member.value.value)
-        if code == "ZM302":
-            fixed = ["full_shard", "offload"]
-        else:
-            fixed = [option for option in options if option != "shard_grad_op"]
-        return (Fix(f'Use --fsdp "{" ".join(fixed)}"', (replace_value(member, json.dumps(" ".join(fixed))),),
-                    preferred=True),)
-    return ()
+def _rename(context: Context, member: Member, issue: ConfigIssue) -> Fix | None:
+    if not issue.replacement:
+        return None
+    return Fix(f"Rename {member.key!r} to {issue.replacement!r}",
+               (rename_key(member, issue.replacement, context.document),), preferred=True)
 
 
-def check_issues(context: Context, issues: list[ConfigIssue]) -> Iterator[Finding]:
-    for issue in issues:
-        code = CODES[issue.kind]
-        yield context.finding(code, issue.message, tuple(issue.path), issue.target, _fixes(context, issue, code))
+def _use_value(context: Context, member: Member, issue: ConfigIssue) -> Fix | None:
+    if not issue.replacement or member.value is None:
+        return None
+    return Fix(f"Use {issue.replacement}", (replace_value(member, issue.replacement),), preferred=True)
+
+
+def _sync_module_states(context: Context, member: Member, issue: ConfigIssue) -> Fix | None:
+    return Fix("Set sync_module_states to true", (replace_value(member, scalar(context, True)),), preferred=True)
+
+
+def _reshard_after_forward(context: Context, member: Member, issue: ConfigIssue) -> Fix | None:
+    if not member.key.endswith("reshard_after_forward"):
+        return None
+    return Fix("Set reshard_after_forward to true (≈ FULL_SHARD)",
+               (replace_value(member, scalar(context, True)),), preferred=True)
+
+
+def _offload_alone(context: Context, member: Member, issue: ConfigIssue) -> Fix | None:
+    return _options_fix(member, ["full_shard", "offload"])
+
+
+def _both_shardings(context: Context, member: Member, issue: ConfigIssue) -> Fix | None:
+    if member.value is None:
+        return None
+    options, _ = parse_fsdp_options(member.value.value)
+    return _options_fix(member, [option for option in options if option != "shard_grad_op"])
+
+
+def _options_fix(member: Member, fixed: list[str]) -> Fix | None:
+    if member.value is None:
+        return None
+    text = " ".join(fixed)
+    return Fix(f'Use --fsdp "{text}"', (replace_value(member, json.dumps(text)),), preferred=True)
+
+
+#: namespaced issue kind -> its quick fix (kinds without one are absent).
+FIXERS = {
+    "accelerate.unknown_key": _rename,
+    "fsdp.deprecated_key": _rename,
+    "fsdp.ignored_setting": _rename,
+    "accelerate.ignored_setting": _rename,
+    "accelerate.accelerate_value": _use_value,
+    "fsdp.ram_efficient_without_sync": _sync_module_states,
+    "fsdp.fsdp2_rejects": _reshard_after_forward,
+    "fsdp.offload_alone": _offload_alone,
+    "fsdp.full_shard_with_shard_grad_op": _both_shardings,
+}
+
+
+def fixes_for(context: Context, issue: ConfigIssue) -> tuple[Fix, ...]:
+    """The quick fix of an FSDP or Accelerate issue, if one is obvious."""
+    fixer = FIXERS.get(issue.key)
+    member = _member(context, issue.path) if fixer is not None else None
+    fix = fixer(context, member, issue) if member is not None else None
+    return (fix,) if fix is not None else ()
 
 
 def _fsdp_section(context: Context) -> tuple[tuple, str] | None:
@@ -97,10 +117,8 @@ def _fsdp_section(context: Context) -> tuple[tuple, str] | None:
 
 
 def _deepspeed_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion, base: tuple, reader: str):
-    from zeromem_lsp.estimate import STAGE_NUMBERS
-
     edits = []
-    number = STAGE_NUMBERS[suggestion.stage]
+    number = stage_named(suggestion.stage).number
     if reader == "accelerate-deepspeed":
         if isinstance(context.data.get("deepspeed_config"), dict) and context.data["deepspeed_config"].get("deepspeed_config_file"):
             return ()
@@ -141,12 +159,10 @@ def suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion)
     if plan.family != "fsdp":
         if reader not in ("accelerate-deepspeed", "inline-deepspeed"):
             return ()
-        from zeromem_lsp.rules.memory import describe_suggestion
-
         edits = _deepspeed_fixes(context, plan, suggestion, base, reader)
         if not edits or any(edit is None for edit in edits):
             return ()
-        return (Fix(f"Switch to {describe_suggestion(suggestion)}", tuple(edits), preferred=True),)
+        return (Fix(f"Switch to {describe_suggestion(suggestion, plan.family)}", tuple(edits), preferred=True),)
     if reader not in ("options", "accelerate"):
         return ()
     strategy = STRATEGY_FOR_STAGE[suggestion.stage]

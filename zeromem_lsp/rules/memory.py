@@ -8,11 +8,15 @@ from collections.abc import Iterator
 from zeromem_lsp.configs.training import implied_world_size
 from zeromem_lsp.document import Document, Member
 from zeromem_lsp.edits import insert_member, replace_value, set_value
-from zeromem_lsp.estimate import STAGE_LABELS, STAGE_NUMBERS
+from zeromem_lsp.stages import stage as stage_named
 from zeromem_lsp.findings import Finding, Fix, TextEdit, overlapping
-from zeromem_lsp.plan import FsdpOffload, MemoryPlan, Suggestion, Unplanned
-from zeromem_lsp.present import percent_of, stage_label
+from zeromem_lsp.plan import MemoryPlan, Suggestion, Unplanned
+from zeromem_lsp.present import describe_suggestion, percent_of, stage_label
+from zeromem_lsp.rules import fsdp as fsdp_rules
 from zeromem_lsp.rules.context import Context
+from zeromem_lsp.rules.registry import rule
+
+EXCEEDS, NEAR, NOT_COMPUTABLE, WORLD_SIZE_CONFLICT = rule("ZM101"), rule("ZM102"), rule("ZM103"), rule("ZM105")
 from zeromem_lsp.units import format_bytes, format_count
 
 
@@ -24,40 +28,26 @@ def _budget_span_path(context: Context, plan_stage_path):
     return None
 
 
-def _label(stage: str, offload: object = None, family: str = "deepspeed") -> str:
-    return stage_label(stage, "fsdp" if isinstance(offload, FsdpOffload) else family)
-
-
-def describe_suggestion(suggestion: Suggestion) -> str:
-    offload = suggestion.offload
-    text = _label(suggestion.stage, offload)
-    if offload.optimizer or offload.param:
-        text += f" with {offload.describe()}"
-    return f"{text} ({format_bytes(suggestion.gpu_bytes)}/GPU)"
-
-
 def _suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion | None) -> tuple[Fix, ...]:
     if suggestion is None:
         return ()
-    from zeromem_lsp.rules import fsdp as fsdp_rules  # FSDP / Accelerate / TrainingArguments documents
-
     delegated = fsdp_rules.suggestion_fixes(context, plan, suggestion)
     if delegated is not None:
         return delegated
     updates: dict[str, str] = {}
     if suggestion.stage != plan.stage:
-        updates["stage"] = str(STAGE_NUMBERS[suggestion.stage])
+        updates["stage"] = str(stage_named(suggestion.stage).number)
     if suggestion.offload.optimizer and not plan.offload.optimizer:
         updates["offload_optimizer"] = '{"device": "cpu"}'
     if suggestion.offload.param and not plan.offload.param:
         updates["offload_param"] = '{"device": "cpu"}'
-    edits = _zero_edits(context.document, updates) if updates else None
+    edits = zero_edits(context.document, updates) if updates else None
     if not edits or overlapping(edits):
         return ()
-    return (Fix(f"Switch to {describe_suggestion(suggestion)}", tuple(edits), preferred=True),)
+    return (Fix(f"Switch to {describe_suggestion(suggestion, plan.family)}", tuple(edits), preferred=True),)
 
 
-def _zero_edits(document: Document, updates: dict[str, str]) -> list[TextEdit] | None:
+def zero_edits(document: Document, updates: dict[str, str]) -> list[TextEdit] | None:
     """Set keys of zero_optimization: replace those present, insert the missing ones in one edit."""
     section = document.find(("zero_optimization",))
     container = section.value if isinstance(section, Member) else None
@@ -85,21 +75,21 @@ def budget_findings(context: Context) -> Iterator[Finding]:
     if isinstance(plan, Unplanned):
         missing = "; ".join(plan.missing)
         path = _budget_span_path(context, context.setup.stage_path)
-        yield context.finding("ZM103", f"cannot check the {format_bytes(budget)} GPU budget: missing {missing}", path)
+        yield context.finding(NOT_COMPUTABLE, f"cannot check the {format_bytes(budget)} GPU budget: missing {missing}", path)
         return
     path = _budget_span_path(context, plan.stage_path)
-    label = _label(plan.stage, plan.offload, plan.family)
+    label = stage_label(plan.stage, plan.family)
     figure = plan.gpu_bytes
     if plan.exceeds:
         excess = figure - budget
         suggestion = plan.cheapest_fit()
         advice = (
-            f"the cheapest that fits is {describe_suggestion(suggestion)}"
+            f"the cheapest that fits is {describe_suggestion(suggestion, plan.family)}"
             if suggestion
             else "nothing fits even with ZeRO-3 and full offload; add GPUs"
         )
         yield context.finding(
-            "ZM101",
+            EXCEEDS,
             f"{label} needs {format_bytes(figure)} per GPU ({format_count(figure)} B) for model state, "
             f"{format_bytes(excess)} over the {format_bytes(budget)} budget; {advice}",
             path,
@@ -107,7 +97,7 @@ def budget_findings(context: Context) -> Iterator[Finding]:
         )
     elif plan.near_budget:
         yield context.finding(
-            "ZM102",
+            NEAR,
             f"{label} needs {format_bytes(figure)} per GPU ({format_count(figure)} B), {percent_of(figure, budget)} of the "
             f"{format_bytes(budget)} budget (warn above {plan.warn_fraction:g}); activations come on top",
             path,
@@ -122,7 +112,7 @@ def world_size_findings(context: Context) -> Iterator[Finding]:
         return
     setup = context.setup
     yield context.finding(
-        "ZM105",
+        WORLD_SIZE_CONFLICT,
         f"world_size {declared} contradicts the batch sizes: train_batch_size {setup.train_batch_size} / "
         f"(micro {setup.micro_batch_size} × accumulation {setup.gradient_accumulation_steps}) = {implied}",
         ("zeromem", "world_size"),

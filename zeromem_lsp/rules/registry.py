@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from zeromem_lsp.findings import Finding, Fix
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -18,6 +20,12 @@ class Rule:
     rationale: str  # why it matters
     example: str  # a config that triggers it
     fix: str  # what to do instead
+    safe_fix: bool = False  # its quick fix keeps what the launcher does (a rename): `zeromem check --fix` applies it
+
+    def at(self, message: str, start: int, end: int, fixes: tuple[Fix, ...] = (),
+           related: tuple[tuple[int, int, str], ...] = ()) -> Finding:
+        """A finding of this rule over [start, end): the only way findings are made."""
+        return Finding(self.code, self.severity, message, start, end, fixes, related)
 
 
 def _rules(*rules: Rule) -> dict[str, Rule]:
@@ -89,6 +97,20 @@ RULES: dict[str, Rule] = _rules(
         "Fix `world_size` or the batch sizes so that they agree (here world size 8).",
     ),
     Rule(
+        "ZM106", "peak-exceeds-gpu-memory", "warning",
+        "The chosen stage's model state fits the `gpu_memory` budget, but its estimated peak — model state + "
+        "ZeRO/FSDP buffers + activations + the fp32 logits copy + `reserved` — does not.",
+        "Model state is only what the optimizer keeps; the step also holds the activations of one micro-batch "
+        "(HF's loss upcasts the logits to fp32: 4 bytes × micro-batch × sequence × vocabulary), the communication "
+        "buckets and the CUDA context. The job fails with out-of-memory in the first forward or backward. The "
+        "estimate follows the Transformers modelling code (docs/memory-model.md), so it is a warning, not an error.",
+        '{"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 2},\n'
+        ' "bf16": {"enabled": true}, "zeromem": {"parameters": {"from_config": "qwen2-0.5b/config.json"},\n'
+        ' "world_size": 8, "sequence_length": 8192, "gpu_memory": "80GiB"}}',
+        "Halve the micro-batch and double `gradient_accumulation_steps` (the global batch stays the same), enable "
+        "gradient checkpointing, or shrink the bucket sizes — whichever the message names as the largest part.",
+    ),
+    Rule(
         "ZM201", "unknown-key-in-strict-section", "error",
         "A key DeepSpeed does not know appears in a section DeepSpeed validates strictly "
         "(`zero_optimization`, offload sections, `fp16`, `bf16`, ...).",
@@ -96,6 +118,7 @@ RULES: dict[str, Rule] = _rules(
         "'Extra inputs are not permitted' after the job has been scheduled.",
         '{"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_sz": 5e7}}',
         '{"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 5e7}}',
+        safe_fix=True,
     ),
     Rule(
         "ZM202", "invalid-value", "error",
@@ -146,6 +169,7 @@ RULES: dict[str, Rule] = _rules(
         "DeepSpeed cannot tell which one you mean and refuses the config.",
         '{"zero_optimization": {"cpu_offload": true, "offload_optimizer": {"device": "cpu"}}}',
         "Delete the deprecated key.",
+        safe_fix=True,
     ),
     Rule(
         "ZM209", "partial-offload-below-stage-3", "error",
@@ -192,6 +216,7 @@ RULES: dict[str, Rule] = _rules(
         "Deprecated keys are removed in later releases; the successor is what the docs describe.",
         '{"zero_optimization": {"stage": 2, "cpu_offload": true}}',
         '{"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}',
+        safe_fix=True,
     ),
     Rule(
         "ZM252", "ignored-setting", "warning",
@@ -280,6 +305,7 @@ RULES: dict[str, Rule] = _rules(
         "`fsdp_config` or `deepspeed_config`, whose keys Accelerate does not check.",
         "distributed_type: FSDP\nnum_process: 8",
         "distributed_type: FSDP\nnum_processes: 8",
+        safe_fix=True,
     ),
     Rule(
         "ZM308", "invalid-accelerate-value", "error",
@@ -305,6 +331,7 @@ RULES: dict[str, Rule] = _rules(
         "The setting is silently dropped: the default applies instead of what the file says.",
         "distributed_type: FSDP\nfsdp_config:\n  fsdp_backward_prefetch_policy: BACKWARD_PRE",
         "distributed_type: FSDP\nfsdp_config:\n  fsdp_backward_prefetch: BACKWARD_PRE",
+        safe_fix=True,
     ),
     Rule(
         "ZM352", "ignored-fsdp-setting", "warning",
@@ -321,3 +348,8 @@ RULES: dict[str, Rule] = _rules(
 
 def rule(code: str) -> Rule:
     return RULES[code]
+
+
+def rule_named(name: str) -> Rule:
+    """The rule called `name` (front ends outside rules/ refer to rules by name, not by code literal)."""
+    return next(found for found in RULES.values() if found.name == name)

@@ -15,6 +15,11 @@ export interface ExtensionSettings {
   precision?: string | null;
   optimizer?: string | null;
   warnFraction?: string | number | null;
+  sequenceLength?: string | number | null;
+  microBatch?: string | number | null;
+  gradientCheckpointing?: string | boolean | null;
+  attention?: string | null;
+  reserved?: string | null;
   [other: string]: unknown;
 }
 
@@ -26,10 +31,15 @@ export const SERVER_SETTING_KEYS = [
   "precision",
   "optimizer",
   "warnFraction",
+  "sequenceLength",
+  "microBatch",
+  "gradientCheckpointing",
+  "attention",
+  "reserved",
 ] as const;
 
 export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];
-export type ServerSettings = Partial<Record<ServerSettingKey, string | number>>;
+export type ServerSettings = Partial<Record<ServerSettingKey, string | number | boolean>>;
 
 export interface ServerCommand {
   command: string;
@@ -111,8 +121,10 @@ export function serverSettings(settings: ExtensionSettings): ServerSettings {
     if (typeof value === "string") {
       const text = value.trim();
       if (text === "" || (CHOICE_SETTINGS.has(key) && text === UNSET_CHOICE)) continue;
-      result[key] = NUMBER_SETTINGS.has(key) && NUMBER.test(text) ? Number(text) : text;
-    } else if (typeof value === "number" && Number.isFinite(value)) {
+      if (NUMBER_SETTINGS.has(key) && NUMBER.test(text)) result[key] = Number(text);
+      else if (BOOLEAN_SETTINGS.has(key) && (text === "true" || text === "false")) result[key] = text === "true";
+      else result[key] = text;
+    } else if ((typeof value === "number" && Number.isFinite(value)) || typeof value === "boolean") {
       result[key] = value; // settings.json written before these became strings
     }
   }
@@ -121,9 +133,11 @@ export function serverSettings(settings: ExtensionSettings): ServerSettings {
 
 /** The dropdowns' "unset" choice: the Settings UI cannot offer null. */
 export const UNSET_CHOICE = "default";
-const CHOICE_SETTINGS: ReadonlySet<string> = new Set(["precision", "optimizer"]);
+const CHOICE_SETTINGS: ReadonlySet<string> = new Set(["precision", "optimizer", "gradientCheckpointing", "attention"]);
 /** Numbers typed into the Settings UI's text boxes (it has no box for an optional number). */
-const NUMBER_SETTINGS: ReadonlySet<string> = new Set(["worldSize", "warnFraction"]);
+const NUMBER_SETTINGS: ReadonlySet<string> = new Set(["worldSize", "warnFraction", "sequenceLength", "microBatch"]);
+/** Dropdowns for an optional boolean: "true" / "false" (or "default"). */
+const BOOLEAN_SETTINGS: ReadonlySet<string> = new Set(["gradientCheckpointing"]);
 const NUMBER = /^[0-9]*\.?[0-9]+$/;
 
 /**

@@ -23,6 +23,7 @@ import {
 
 import {
   ExtensionSettings,
+  SERVER_SETTING_KEYS,
   ServerCommand,
   ServerSettings,
   documentSelector,
@@ -39,7 +40,7 @@ const SECTION = "zeromem";
 const OPEN_SETTINGS = "Open Settings";
 const SHOW_OUTPUT = "Show Output";
 
-const SETTING_KEYS = ["path", "interpreter", "gpuMemory", "parameters", "worldSize", "precision", "optimizer", "warnFraction"];
+const SETTING_KEYS = ["path", "interpreter", ...SERVER_SETTING_KEYS];
 /** After a failed start, re-read the settings this long after it (ms) and start if they changed. */
 const REREAD_AFTER_FAILURE = [1000, 3000, 10000];
 

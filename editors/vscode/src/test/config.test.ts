@@ -15,6 +15,7 @@ import {
   findExecutable,
   needsRestart,
   onSettings,
+  SERVER_SETTING_KEYS,
   Serial,
   serverCommand,
   serverSettings,
@@ -68,14 +69,13 @@ describe("serverCommand", () => {
 });
 
 describe("serverSettings", () => {
-  it("passes the server's six settings, camelCase, and nothing else", () => {
-    const options = serverSettings({
-      path: "/x/zeromem", interpreter: "/x/python", trace: { server: "verbose" },
+  it("passes the server's eleven settings, camelCase, and nothing else", () => {
+    const server = {
       gpuMemory: "24GiB", parameters: "7B", worldSize: 8, precision: "bf16", optimizer: "adamw", warnFraction: 0.85,
-    });
-    assert.deepEqual(options, {
-      gpuMemory: "24GiB", parameters: "7B", worldSize: 8, precision: "bf16", optimizer: "adamw", warnFraction: 0.85,
-    });
+      sequenceLength: 4096, microBatch: 2, gradientCheckpointing: true, attention: "eager", reserved: "2GiB",
+    };
+    const options = serverSettings({ path: "/x/zeromem", interpreter: "/x/python", trace: { server: "verbose" }, ...server });
+    assert.deepEqual(options, server);
   });
 
   it("leaves out unset values so the server's defaults apply", () => {
@@ -88,6 +88,9 @@ describe("serverSettings", () => {
       { worldSize: 8, warnFraction: 0.85 });
     assert.deepEqual(serverSettings({ worldSize: "", warnFraction: "", precision: "bf16", optimizer: "lion" }),
       { precision: "bf16", optimizer: "lion" });
+    assert.deepEqual(serverSettings({ sequenceLength: "4096", microBatch: " 2 ", gradientCheckpointing: "false", attention: "default" }),
+      { sequenceLength: 4096, microBatch: 2, gradientCheckpointing: false });
+    assert.deepEqual(serverSettings({ gradientCheckpointing: "default", reserved: "" }), {});
     // not a number: passed on as typed, so the server names the problem
     assert.deepEqual(serverSettings({ worldSize: "eight" }), { worldSize: "eight" });
   });
@@ -189,7 +192,7 @@ describe("package.json", () => {
   const properties = manifest.contributes.configuration.properties;
 
   it("declares every setting the extension reads and mirrors the server's", () => {
-    for (const key of ["path", "interpreter", "gpuMemory", "parameters", "worldSize", "precision", "optimizer", "warnFraction", "trace.server"]) {
+    for (const key of ["path", "interpreter", ...SERVER_SETTING_KEYS, "trace.server"]) {
       assert.ok(properties[`zeromem.${key}`], `zeromem.${key} missing from contributes.configuration`);
     }
   });
@@ -208,7 +211,7 @@ describe("package.json", () => {
   });
 
   it("uses types the Settings UI edits: strings and enums, no null", () => {
-    for (const key of ["gpuMemory", "parameters", "worldSize", "precision", "optimizer", "warnFraction"]) {
+    for (const key of SERVER_SETTING_KEYS) {
       const property = properties[`zeromem.${key}`];
       assert.equal(property.type, "string", key);
       assert.equal(typeof property.default, "string", key);

@@ -1,0 +1,244 @@
+"""Measure the bytes autograd saves for backward in real Hugging Face model code (CPU, random weights).
+
+Run with a venv holding torch 2.13.0 (CPU) and transformers, outside the repository:
+
+    /work/venvs/torch-hf/bin/python benchmarks/activations/measure.py            # all cases -> JSON
+    /work/venvs/torch-hf/bin/python benchmarks/activations/measure.py --only llama --explain
+
+Each case builds the model from a config dict (never downloaded) at 1 and at 2 layers, each in its own
+forked process, runs `model(input_ids=ids, labels=ids)` in training mode inside
+`torch.autograd.graph.saved_tensors_hooks` and sums the unique storages the hook sees (parameters
+excluded). With gradient checkpointing (use_reentrant=False) the checkpointed layers' saved tensors
+never reach the hook; what the checkpoint keeps alive instead are the layer's inputs, which are added by
+wrapping each layer's checkpoint function. Results go to tests/data/activations/measured.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import multiprocessing
+import sys
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parents[2] / "tests" / "data" / "activations" / "measured.json"
+
+# Small but architecture-faithful shapes: GQA and MHA, head_dim != hidden/heads where the family allows it,
+# tied and untied embeddings, MoE top-k. Dropout fields are set explicitly (0 unless a case turns it on).
+BASE = {
+    "llama": {"model_type": "llama", "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 48, "intermediate_size": 320, "vocab_size": 1000, "tie_word_embeddings": False,
+              "attention_dropout": 0.0},
+    "mistral": {"model_type": "mistral", "hidden_size": 128, "num_attention_heads": 8, "num_key_value_heads": 8,
+                "intermediate_size": 256, "vocab_size": 800, "tie_word_embeddings": False,
+                "attention_dropout": 0.0, "sliding_window": None},
+    "qwen2": {"model_type": "qwen2", "hidden_size": 96, "num_attention_heads": 6, "num_key_value_heads": 2,
+              "intermediate_size": 224, "vocab_size": 1500, "tie_word_embeddings": True, "attention_dropout": 0.0},
+    "qwen3": {"model_type": "qwen3", "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 64, "intermediate_size": 256, "vocab_size": 1200, "tie_word_embeddings": True,
+              "attention_dropout": 0.0},
+    "gemma": {"model_type": "gemma", "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 1,
+              "head_dim": 64, "intermediate_size": 256, "vocab_size": 1000, "attention_dropout": 0.0},
+    "gemma2": {"model_type": "gemma2", "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+               "head_dim": 48, "intermediate_size": 256, "vocab_size": 1000, "query_pre_attn_scalar": 48,
+               "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "sliding_window": 4096,
+               "attention_dropout": 0.0},
+    "gemma3_text": {"model_type": "gemma3_text", "hidden_size": 128, "num_attention_heads": 4,
+                    "num_key_value_heads": 2, "head_dim": 64, "intermediate_size": 256, "vocab_size": 1000,
+                    "query_pre_attn_scalar": 64, "sliding_window": 4096, "attention_dropout": 0.0},
+    "phi3": {"model_type": "phi3", "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 4,
+             "intermediate_size": 256, "vocab_size": 1000, "tie_word_embeddings": False,
+             "attention_dropout": 0.0, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "pad_token_id": 0},
+    "gpt2": {"model_type": "gpt2", "n_embd": 128, "n_head": 4, "n_positions": 512, "vocab_size": 1000,
+             "attn_pdrop": 0.0, "resid_pdrop": 0.0, "embd_pdrop": 0.0},
+    "gpt_neox": {"model_type": "gpt_neox", "hidden_size": 128, "num_attention_heads": 4, "intermediate_size": 512,
+                 "vocab_size": 1000, "rotary_pct": 0.25, "tie_word_embeddings": False,
+                 "attention_dropout": 0.0, "hidden_dropout": 0.0, "use_parallel_residual": True},
+    "mixtral": {"model_type": "mixtral", "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "intermediate_size": 192, "vocab_size": 1000, "num_local_experts": 4, "num_experts_per_tok": 2,
+                "tie_word_embeddings": False, "attention_dropout": 0.0, "sliding_window": None},
+    "qwen3_moe": {"model_type": "qwen3_moe", "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+                  "head_dim": 64, "intermediate_size": 256, "moe_intermediate_size": 96, "num_experts": 8,
+                  "num_experts_per_tok": 2, "norm_topk_prob": False, "vocab_size": 1000,
+                  "tie_word_embeddings": False, "attention_dropout": 0.0},
+}
+LAYER_FIELD = {"gpt2": "n_layer"}
+DROPOUT = {  # the family's dropout fields, set to 0.1 in the dropout cases
+    "gpt2": ("attn_pdrop", "resid_pdrop", "embd_pdrop"),
+    "gpt_neox": ("attention_dropout", "hidden_dropout"),
+    "phi3": ("attention_dropout", "resid_pdrop", "embd_pdrop"),
+}
+# (sequence, micro-batch, dtype, checkpointing, attention, dropout): every family runs each variant
+VARIANTS = [
+    (64, 2, "bfloat16", False, "sdpa", False),
+    (128, 1, "float32", False, "sdpa", False),
+    (32, 3, "bfloat16", False, "eager", False),
+    (64, 2, "bfloat16", False, "eager", True),
+    (96, 2, "bfloat16", True, "sdpa", False),
+    (64, 1, "float32", True, "eager", True),
+]
+# Extra shape variations beyond the base shapes
+EXTRA = [
+    ("llama", {"num_key_value_heads": 4, "head_dim": 32, "tie_word_embeddings": True}, (128, 2, "bfloat16", False, "sdpa", False)),
+    ("qwen2", {"tie_word_embeddings": False, "num_key_value_heads": 6}, (64, 4, "bfloat16", False, "sdpa", False)),
+    ("gpt_neox", {"use_parallel_residual": False, "rotary_pct": 1.0}, (64, 2, "bfloat16", False, "sdpa", False)),
+    ("gemma2", {"sliding_window": 32}, (96, 1, "bfloat16", False, "eager", False)),
+    ("gemma3_text", {"sliding_window": 32}, (96, 1, "bfloat16", False, "sdpa", False)),
+    ("mixtral", {"num_local_experts": 8, "num_experts_per_tok": 1}, (64, 2, "bfloat16", False, "sdpa", False)),
+    ("phi3", {"num_key_value_heads": 2}, (64, 2, "float32", False, "sdpa", False)),
+    ("gpt2", {"n_inner": 256, "tie_word_embeddings": False}, (128, 1, "bfloat16", False, "sdpa", False)),
+    ("llama", {"hidden_size": 256, "num_attention_heads": 8, "head_dim": 32, "intermediate_size": 688},
+     (512, 1, "bfloat16", False, "eager", True)),
+    ("qwen2", {"hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 2, "intermediate_size": 704},
+     (1024, 1, "bfloat16", False, "sdpa", False)),
+    ("qwen3_moe", {"norm_topk_prob": True, "mlp_only_layers": [1], "num_experts_per_tok": 3},
+     (64, 2, "bfloat16", False, "sdpa", False)),
+]
+
+
+def cases() -> list[dict]:
+    out = []
+    for family, base in BASE.items():
+        variants = [(family, {}, variant) for variant in VARIANTS]
+        variants += [extra for extra in EXTRA if extra[0] == family]
+        for index, (_, changes, (seq, batch, dtype, checkpointing, attention, dropout)) in enumerate(variants):
+            config = {**base, **changes}
+            if dropout:
+                for field in DROPOUT.get(family, ("attention_dropout",)):
+                    config[field] = 0.1
+            if family == "gemma2":
+                attention = "eager"  # Transformers 5.x has no sdpa path for Gemma 2 (it loads eager by default)
+            case = {"id": f"{family}-{index}", "config": dict(sorted(config.items())), "sequence_length": seq,
+                    "micro_batch": batch, "dtype": dtype, "gradient_checkpointing": checkpointing,
+                    "attention": attention}
+            if family in ("gemma2", "gemma3_text"):  # one sliding and one full layer at 2 layers
+                case["extra_fields"] = {str(layers): {"layer_types": [
+                    "sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]}
+                    for layers in (1, 2)}
+            out.append(case)
+    return out
+
+
+def _storages(value, found: dict) -> None:
+    """Record the storages of every tensor in value (tuples, lists, dicts, partials walked)."""
+    import torch
+    if isinstance(value, torch.Tensor):
+        storage = value.untyped_storage()
+        found[storage.data_ptr()] = storage.nbytes()
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _storages(item, found)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _storages(item, found)
+    elif isinstance(value, functools.partial):
+        _storages(value.args, found)
+        _storages(value.keywords, found)
+
+
+def measure(case: dict, layers: int, explain: bool = False) -> int:
+    """Saved-for-backward bytes of one forward + loss at `layers` layers (runs in a child process)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    fields = dict(case["config"])
+    fields[LAYER_FIELD.get(fields["model_type"], "num_hidden_layers")] = layers
+    fields.update(case.get("extra_fields", {}).get(str(layers), {}))
+    model_type = fields.pop("model_type")
+    config = AutoConfig.for_model(model_type, **fields)
+    config._attn_implementation = case["attention"]
+    dtype = getattr(torch, case["dtype"])
+    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    model.train()
+    if case["gradient_checkpointing"]:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    found: dict[int, int] = {}
+    shapes: list[str] = []
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in params:
+            if explain and storage.data_ptr() not in found:
+                shapes.append(f"{tuple(tensor.shape)} {tensor.dtype} {storage.nbytes()}")
+            found[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    if case["gradient_checkpointing"]:
+        for module in model.modules():
+            inner = getattr(module, "_gradient_checkpointing_func", None)
+            if inner is not None:
+                def recording(function, *args, _inner=inner, **kwargs):
+                    kept: dict[int, int] = {}
+                    _storages((function, args, kwargs), kept)
+                    for pointer, size in kept.items():
+                        if pointer not in params:
+                            if explain and pointer not in found:
+                                shapes.append(f"checkpoint input {size}")
+                            found[pointer] = size
+                    return _inner(function, *args, **kwargs)
+                module._gradient_checkpointing_func = recording
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, fields["vocab_size"], (case["micro_batch"], case["sequence_length"]), generator=generator)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()  # proves the graph is complete
+    if explain:
+        print(f"--- {case['id']} layers={layers}", *shapes, sep="\n  ")
+    return sum(found.values())
+
+
+def _child(arguments) -> int | str:
+    case, layers, explain = arguments
+    try:
+        return measure(case, layers, explain)
+    except Exception as error:  # reported per case, the other cases still run
+        return f"{case['id']}: {type(error).__name__}: {error}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="only case ids starting with this")
+    parser.add_argument("--explain", action="store_true", help="print every saved tensor, write nothing")
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--merge", action="store_true", help="replace only the selected cases in --out")
+    args = parser.parse_args(argv)
+    import torch
+    import transformers
+    import warnings
+    warnings.filterwarnings("ignore")
+    transformers.logging.set_verbosity_error()
+    selected = [case for case in cases() if not args.only or case["id"].startswith(args.only)]
+    jobs = [(case, layers, args.explain) for case in selected for layers in (1, 2)]
+    # One forked process per measurement: memory is never handed back between models.
+    with multiprocessing.get_context("fork").Pool(1, maxtasksperchild=1) as pool:
+        results = []
+        for result in pool.imap(_child, jobs, chunksize=1):
+            results.append(result)
+            print(f"{len(results)}/{len(jobs)} {result}", file=sys.stderr, flush=True)
+    if args.explain:
+        return 0
+    failed = [result for result in results if isinstance(result, str)]
+    if failed:
+        print(*failed, sep="\n", file=sys.stderr)
+        return 1
+    for index, case in enumerate(selected):
+        case["saved_bytes"] = {"1": results[2 * index], "2": results[2 * index + 1]}
+    if args.merge:
+        fresh = {case["id"]: case for case in selected}
+        kept = {case["id"]: case for case in json.loads(args.out.read_text())["cases"]}
+        selected = [fresh.get(case["id"], kept.get(case["id"])) for case in cases()]
+        selected = [case for case in selected if case is not None]
+    record = {"torch": torch.__version__, "transformers": transformers.__version__, "device": "cpu",
+              "method": "saved_tensors_hooks, unique storages, parameters excluded; checkpoint inputs added",
+              "cases": selected}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    print(f"{len(selected)} cases -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

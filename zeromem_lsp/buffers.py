@@ -1,0 +1,94 @@
+"""Transient communication and gathering buffers of ZeRO and FSDP, per GPU (pure, exact ints).
+
+Rules and sources (docs/memory-model.md, "Buffers"):
+- ZeRO 1-2: one reduce bucket (`reduce_bucket_size` elements) and one all-gather bucket
+  (`allgather_bucket_size`); with `overlap_comm` both cost 4.5x (Transformers' DeepSpeed guide: 5e8 + 5e8
+  elements of 2 bytes with overlap_comm need 9 GB).
+- ZeRO-3: the reduce bucket, the prefetch bucket (`stage3_prefetch_bucket_size`) and up to
+  `stage3_max_live_parameters` gathered parameters (never more than the model has).
+- FSDP: one wrapped unit's unsharded parameters, two when the next one is prefetched.
+- Unset sizes take DeepSpeed's defaults (deepspeed/runtime/zero/config.py); `"auto"` is filled from
+  the model's hidden size the way Transformers' DeepSpeed integration fills it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: DeepSpeedZeroConfig defaults (elements); overlap_comm defaults to True only at stage 3.
+DEEPSPEED_DEFAULTS = {"reduce_bucket_size": 500_000_000, "allgather_bucket_size": 500_000_000,
+                      "stage3_prefetch_bucket_size": 50_000_000, "stage3_max_live_parameters": 1_000_000_000,
+                      "stage3_param_persistence_threshold": 100_000}
+
+
+@dataclass(frozen=True)
+class BufferPart:
+    name: str  # the setting (or FSDP unit) it comes from
+    elements: int
+    bytes: int
+    rule: str  # how bytes follow from elements, e.g. "4.5 × 2 B × 500,000,000"
+
+
+@dataclass(frozen=True)
+class Buffers:
+    parts: tuple[BufferPart, ...]
+
+    @property
+    def total(self) -> int:
+        return sum(part.bytes for part in self.parts)
+
+
+@dataclass(frozen=True)
+class AutoSizes:
+    """What Transformers writes for `"auto"` (transformers/integrations/deepspeed.py)."""
+
+    reduce_bucket_size: int  # hidden²
+    stage3_prefetch_bucket_size: int  # int(0.9 · hidden²)
+    stage3_param_persistence_threshold: int  # 10 · hidden
+
+
+def hf_auto_sizes(hidden_size: int) -> AutoSizes:
+    # Transformers computes int(0.9 * hidden_size * hidden_size) in floating point; mirrored as written so
+    # the integer DeepSpeed receives is reproduced exactly, including its truncation.
+    return AutoSizes(hidden_size * hidden_size, int(0.9 * hidden_size * hidden_size), 10 * hidden_size)
+
+
+def _bucket(name: str, elements: int, element_bytes: int, overlap: bool) -> BufferPart:
+    if overlap:  # 4.5 × elements × bytes, rounded up (exact for even element sizes)
+        return BufferPart(name, elements, -(-9 * elements * element_bytes // 2),
+                          f"4.5 × {element_bytes} B × {elements:,} (overlap_comm)")
+    return BufferPart(name, elements, elements * element_bytes, f"{element_bytes} B × {elements:,}")
+
+
+def zero_buffers(stage: int, *, reduce_bucket_size: int | None = None, allgather_bucket_size: int | None = None,
+                 overlap_comm: bool | None = None, prefetch_bucket_size: int | None = None,
+                 max_live_parameters: int | None = None, parameters: int | None = None,
+                 element_bytes: int = 2) -> Buffers:
+    """Buffers of a ZeRO stage (0-3) per GPU; None takes DeepSpeed's default. Stage 0 (plain DDP under
+    DeepSpeed) is counted like stages 1-2."""
+    if stage not in (0, 1, 2, 3):
+        raise ValueError(f"ZeRO stage must be 0-3, got {stage!r}")
+    reduce = DEEPSPEED_DEFAULTS["reduce_bucket_size"] if reduce_bucket_size is None else reduce_bucket_size
+    overlap = (stage == 3) if overlap_comm is None else overlap_comm
+    if stage < 3:
+        gather = DEEPSPEED_DEFAULTS["allgather_bucket_size"] if allgather_bucket_size is None else allgather_bucket_size
+        return Buffers((_bucket("reduce_bucket_size", reduce, element_bytes, overlap),
+                        _bucket("allgather_bucket_size", gather, element_bytes, overlap)))
+    prefetch = (DEEPSPEED_DEFAULTS["stage3_prefetch_bucket_size"] if prefetch_bucket_size is None
+                else prefetch_bucket_size)
+    live = DEEPSPEED_DEFAULTS["stage3_max_live_parameters"] if max_live_parameters is None else max_live_parameters
+    live_rule = f"{element_bytes} B × {live:,}"
+    if parameters is not None and parameters < live:
+        live, live_rule = parameters, f"{element_bytes} B × {parameters:,} (the whole model)"
+    return Buffers((_bucket("reduce_bucket_size", reduce, element_bytes, False),
+                    _bucket("stage3_prefetch_bucket_size", prefetch, element_bytes, False),
+                    BufferPart("stage3_max_live_parameters", live, live * element_bytes, live_rule)))
+
+
+def fsdp_buffers(layer_parameters: int, element_bytes: int, prefetch: bool) -> Buffers:
+    """FSDP gathers one wrapped unit (a decoder layer) at a time; with backward/forward prefetch the
+    next unit is gathered while the current one computes."""
+    units = 2 if prefetch else 1
+    return Buffers(tuple(BufferPart("unsharded layer" if unit == 0 else "prefetched layer", layer_parameters,
+                                    layer_parameters * element_bytes, f"{element_bytes} B × {layer_parameters:,}")
+                         for unit in range(units)))

@@ -1,0 +1,146 @@
+"""What a config says about one training step beyond the model: micro-batch, sequence length,
+activation checkpointing, ZeRO bucket sizes and FSDP prefetch — read tolerantly from plain dicts.
+
+Each value keeps where it was written (`Given.path`, a document path; None when it came from another
+file or a library default), so hovers and findings can point at it. Validation is elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from zeromem_lsp.configs.training import Path, positive_int
+
+#: zero_optimization keys that size ZeRO's buffers (zeromem_lsp.buffers).
+ZERO_BUFFER_KEYS = ("reduce_bucket_size", "allgather_bucket_size", "overlap_comm", "stage3_prefetch_bucket_size",
+                    "stage3_max_live_parameters")
+#: DeepSpeed's older spellings of the ZeRO-3 sizes (DeepSpeedZeroConfig aliases).
+ZERO_ALIASES = {"prefetch_bucket_size": "stage3_prefetch_bucket_size",
+                "max_live_parameters": "stage3_max_live_parameters"}
+#: TrainingArguments.per_device_train_batch_size when the JSON does not set it.
+HF_DEFAULT_MICRO_BATCH = 8
+
+
+@dataclass(frozen=True)
+class Given:
+    value: object
+    note: str  # where it came from, e.g. "train_micro_batch_size_per_gpu"
+    path: Path | None = None
+
+
+@dataclass(frozen=True)
+class Workload:
+    micro_batch: Given | None = None
+    sequence_length: Given | None = None
+    checkpointing: Given | None = None
+    zero: dict[str, Given] = field(default_factory=dict)  # ZERO_BUFFER_KEYS as written ("auto" kept)
+    fsdp_prefetch: Given | None = None  # whether FSDP gathers the next unit ahead
+    compute_dtype: Given | None = None  # mixed-precision compute dtype (bf16 / fp16) the config asks for
+    checkpointing_path: Path | None = None  # where this document switches activation checkpointing on
+    zero_root: Path | None = None  # where the DeepSpeed config sits in this document (None: elsewhere or none)
+
+
+def _at(root: Path | None, *keys: str) -> Path | None:
+    return None if root is None else (*root, *keys)
+
+
+def _flag(value: object) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return None
+
+
+def deepspeed_workload(config: object, root: Path | None, where: str = "") -> Workload:
+    """A DeepSpeed config at `root` in this document (None: read from another file named `where`)."""
+    config = config if isinstance(config, dict) else {}
+    suffix = f" (in {where})" if where else ""
+    micro = positive_int(config.get("train_micro_batch_size_per_gpu"))
+    given = Given(micro, f"train_micro_batch_size_per_gpu{suffix}",
+                  _at(root, "train_micro_batch_size_per_gpu")) if micro else None
+    zero = config.get("zero_optimization")
+    buffers = {}
+    if isinstance(zero, dict):
+        for written in (*ZERO_BUFFER_KEYS, *ZERO_ALIASES):
+            key = ZERO_ALIASES.get(written, written)
+            if zero.get(written) is not None and key not in buffers:
+                buffers[key] = Given(zero[written], f"zero_optimization.{written}{suffix}",
+                                     _at(root, "zero_optimization", written))
+    return Workload(micro_batch=given, zero=buffers, zero_root=root if not where else None)
+
+
+def _fsdp_workload(section: object, root: Path) -> Workload:
+    """An FSDP section (HF fsdp_config or Accelerate's, `fsdp_`-prefixed keys) at `root`."""
+    if not isinstance(section, dict):
+        return Workload()
+    keys = {key.removeprefix("fsdp_"): key for key in section if isinstance(key, str)}
+    checkpointing = prefetch = None
+    if "activation_checkpointing" in keys:
+        written = keys["activation_checkpointing"]
+        value = _flag(section[written])
+        if value is not None:
+            checkpointing = Given(value, f"{'.'.join(map(str, root))}.{written}", (*root, written))
+    backward = section.get(keys.get("backward_prefetch", "backward_prefetch"))
+    forward = _flag(section.get(keys.get("forward_prefetch", "forward_prefetch")))
+    if isinstance(backward, str) and backward.strip().upper() == "NO_PREFETCH" and not forward:
+        written = keys["backward_prefetch"]
+        prefetch = Given(False, f"{'.'.join(map(str, root))}.{written} is NO_PREFETCH", (*root, written))
+    switch = keys.get("activation_checkpointing") or ("fsdp_activation_checkpointing" if root == ("fsdp_config",)
+                                                      and any(key.startswith("fsdp_") for key in section)
+                                                      else "activation_checkpointing")
+    return Workload(checkpointing=checkpointing, fsdp_prefetch=prefetch, checkpointing_path=(*root, switch))
+
+
+def fsdp_file_workload(data: dict) -> Workload:
+    """A standalone fsdp_config JSON."""
+    if not isinstance(data, dict):
+        return Workload()
+    keys = {key.removeprefix("fsdp_"): key for key in data if isinstance(key, str)}
+    found = _fsdp_workload(data, ())
+    if found.checkpointing is not None:
+        written = keys["activation_checkpointing"]
+        found = replace(found, checkpointing=Given(found.checkpointing.value, written, (written,)))
+    return found
+
+
+def _compute_dtype(value: object, note: str, path: Path) -> Given | None:
+    return Given(value, note, path) if value in ("bf16", "fp16") else None
+
+
+def accelerate_workload(data: dict) -> Workload:
+    found = _fsdp_workload(data.get("fsdp_config"), ("fsdp_config",))
+    found = replace(found, compute_dtype=_compute_dtype(data.get("mixed_precision"), "mixed_precision",
+                                                        ("mixed_precision",)))
+    if found.checkpointing_path is None and isinstance(data.get("fsdp_config"), dict):
+        found = replace(found, checkpointing_path=("fsdp_config", "fsdp_activation_checkpointing"))
+    return found
+
+
+def hf_arguments_workload(data: dict, deepspeed: Workload) -> Workload:
+    """TrainingArguments / TRL JSON: its own batch and sequence keys over the DeepSpeed config it names
+    (HF fills an "auto" micro-batch from per_device_train_batch_size)."""
+    micro = positive_int(data.get("per_device_train_batch_size"))
+    if micro:
+        batch = Given(micro, "per_device_train_batch_size", ("per_device_train_batch_size",))
+    elif deepspeed.micro_batch is not None:
+        batch = deepspeed.micro_batch
+    else:
+        batch = Given(HF_DEFAULT_MICRO_BATCH, "per_device_train_batch_size absent: TrainingArguments' default")
+    sequence = None
+    for key in ("max_seq_length", "max_length"):
+        length = positive_int(data.get(key))
+        if length:
+            sequence = Given(length, key, (key,))
+            break
+    checkpointing = None
+    flag = _flag(data.get("gradient_checkpointing"))
+    if flag is not None:
+        checkpointing = Given(flag, "gradient_checkpointing", ("gradient_checkpointing",))
+    fsdp = _fsdp_workload(data.get("fsdp_config"), ("fsdp_config",))
+    if checkpointing is None or (not checkpointing.value and fsdp.checkpointing is not None):
+        checkpointing = fsdp.checkpointing or checkpointing
+    mixed = next((name for name in ("bf16", "fp16") if data.get(name) is True), None)
+    return Workload(micro_batch=batch, sequence_length=sequence, checkpointing=checkpointing, zero=deepspeed.zero,
+                    fsdp_prefetch=fsdp.fsdp_prefetch, checkpointing_path=("gradient_checkpointing",),
+                    zero_root=deepspeed.zero_root, compute_dtype=_compute_dtype(mixed, f"{mixed}: true", (mixed,)))

@@ -1,0 +1,188 @@
+"""Peak GPU bytes per stage: model state + buffers + activations + the transient fp32 logits + reserved.
+
+Beside the model-state plan, never instead of it: `state` is the plan's per-stage GPU figure (the seed
+formula), untouched. Activations (zeromem_lsp.activations) do not depend on the stage; buffers
+(zeromem_lsp.buffers) do. Pure arithmetic on exact ints; docs/memory-model.md, "Peak".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from zeromem_lsp.activations import DTYPE_BYTES, F32, ActivationInputError, Activations, estimate_activations
+from zeromem_lsp.buffers import DEEPSPEED_DEFAULTS, Buffers, fsdp_buffers, hf_auto_sizes, zero_buffers
+from zeromem_lsp.configs.model_config import ModelShape
+from zeromem_lsp.stages import stage as stage_named
+
+#: CUDA context, library workspaces and allocator slack per GPU when `reserved` is not set (docs/memory-model.md).
+DEFAULT_RESERVED = 2**30
+NO_SHAPE = 'declare "parameters": {"from_config": "path/to/config.json"}'
+AUTO_FILLED = {"reduce_bucket_size": "reduce_bucket_size", "stage3_prefetch_bucket_size": "stage3_prefetch_bucket_size"}
+
+
+@dataclass(frozen=True)
+class Input:
+    """A resolved input of the peak, with where it came from (a note and, if written here, its path)."""
+
+    name: str  # "micro-batch", "sequence length", ...
+    value: object
+    note: str
+    path: tuple | None = None
+
+
+@dataclass(frozen=True)
+class PeakInputs:
+    shape: ModelShape | None = None
+    shape_problem: str | None = None  # why there is no shape: no from_config, or what was wrong with it
+    sequence_length: Input | None = None
+    micro_batch: Input | None = None
+    checkpointing: Input = Input("gradient checkpointing", False, "default: off")
+    attention: Input = Input("attention", "sdpa", "default: sdpa")
+    dtype: Input | None = None
+    reserved: Input = Input("reserved", DEFAULT_RESERVED, "default (CUDA context + allocator)")
+    zero: dict[str, Input] = field(default_factory=dict)  # zero_optimization buffer keys as written
+    fsdp_prefetch: Input = Input("FSDP prefetch", True, "FSDP's default BACKWARD_PRE gathers the next layer ahead")
+    parameters: int | None = None
+    largest_layer: int | None = None  # parameters of the largest decoder layer (from_config)
+
+
+@dataclass(frozen=True)
+class Peak:
+    state: dict[str, int]  # model state per stage (the plan's GPU figures)
+    buffers: dict[str, Buffers] | None
+    activations: Activations | None
+    transient_logits: int  # the fp32 copy of the logits (forward) / their fp32 gradient (backward): 4·b·s·V
+    reserved: int
+    inputs: tuple[Input, ...]  # what was used, with origins, for display
+    missing: tuple[str, ...]  # each missing input, named
+    zero_sizes: dict = field(default_factory=dict)  # zero_buffers' keyword arguments (DeepSpeed plans)
+
+    @property
+    def activation_bytes(self) -> int:
+        """Activations live at the peak: everything saved, plus the recomputed layer with checkpointing."""
+        if self.activations is None:
+            return 0
+        return self.activations.total + self.activations.recompute_bytes
+
+    def buffer_bytes(self, stage: str) -> int:
+        return self.buffers[stage].total if self.buffers is not None else 0
+
+    def at(self, stage: str) -> int | None:
+        """Peak bytes per GPU at `stage`, or None while an input is missing."""
+        if self.missing:
+            return None
+        return (self.state[stage] + self.buffer_bytes(stage) + self.activation_bytes + self.transient_logits
+                + self.reserved)
+
+    @property
+    def peaks(self) -> dict[str, int] | None:
+        if self.missing:
+            return None
+        return {stage: self.at(stage) for stage in self.state}  # type: ignore[misc]
+
+    def to_json(self) -> dict:
+        """"activations", "buffers", "peak" (exact ints; null while an input is missing) and the inputs used."""
+        acts = self.activations
+        activations = None if acts is None else {
+            "bytes": acts.total, "per_layer_bytes": acts.per_layer_bytes, "layers": acts.layers,
+            "layer_bytes": acts.layer_bytes, "embedding_bytes": acts.embedding_bytes,
+            "shared_bytes": acts.shared_bytes, "final_norm_bytes": acts.final_norm_bytes,
+            "logits_bytes": acts.logits_bytes, "checkpointing": acts.checkpointing,
+            "checkpoint_bytes": acts.checkpoint_bytes, "recompute_bytes": acts.recompute_bytes,
+            "attention": acts.attention, "at_peak_bytes": self.activation_bytes,
+            "transient_logits_bytes": self.transient_logits,
+        }
+        buffers = None if self.buffers is None else {
+            stage: {"bytes": found.total, "parts": [{"name": part.name, "elements": part.elements, "bytes": part.bytes,
+                                                     "rule": part.rule} for part in found.parts]}
+            for stage, found in self.buffers.items()}
+        return {"activations": activations, "buffers": buffers, "reserved_bytes": self.reserved, "peak": self.peaks,
+                "peak_inputs": {item.name: {"value": item.value, "from": item.note} for item in self.inputs},
+                "peak_missing": list(self.missing)}
+
+    def components(self, stage: str) -> list[tuple[str, int]]:
+        """(name, bytes) of everything beside model state at `stage`, largest first."""
+        parts = [("activations", self.activation_bytes), ("fp32 logits copy", self.transient_logits),
+                 ("buffers", self.buffer_bytes(stage)), ("reserved", self.reserved)]
+        return sorted(parts, key=lambda part: -part[1])
+
+
+def _element_count(entry: Input | None, key: str, shape: ModelShape | None, missing: list[str]) -> int | None:
+    """A bucket size as DeepSpeed receives it: DeepSpeed's default when unset, HF's fill for "auto"."""
+    if entry is None:
+        return None
+    value = entry.value
+    if value == "auto":
+        if key not in AUTO_FILLED:
+            return None  # HF leaves it to DeepSpeed's default
+        if shape is None:
+            missing.append(f'the model\'s hidden size, to fill "auto" {key} as HF does (parameters.from_config)')
+            return None
+        return getattr(hf_auto_sizes(shape.hidden), AUTO_FILLED[key])
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None  # invalid: reported by the DeepSpeed rules; DeepSpeed's default is counted
+    return value
+
+
+def zero_sizes(inputs: PeakInputs, element_bytes: int, missing: list[str]) -> dict:
+    """zero_buffers' keyword arguments for this config: sizes as DeepSpeed receives them."""
+    sizes = {key: _element_count(inputs.zero.get(key), key, inputs.shape, missing)
+             for key in ("reduce_bucket_size", "allgather_bucket_size", "stage3_prefetch_bucket_size",
+                         "stage3_max_live_parameters")}
+    overlap = inputs.zero.get("overlap_comm")
+    return {"reduce_bucket_size": sizes["reduce_bucket_size"], "allgather_bucket_size": sizes["allgather_bucket_size"],
+            "overlap_comm": overlap.value if overlap is not None and isinstance(overlap.value, bool) else None,
+            "prefetch_bucket_size": sizes["stage3_prefetch_bucket_size"],
+            "max_live_parameters": sizes["stage3_max_live_parameters"], "parameters": inputs.parameters,
+            "element_bytes": element_bytes}
+
+
+def _fsdp_stage_buffers(inputs: PeakInputs, stages: tuple[str, ...], element_bytes: int,
+                        missing: list[str]) -> dict[str, Buffers] | None:
+    if inputs.largest_layer is None:
+        missing.append("the largest layer's parameters, for FSDP's gathered layer (parameters.from_config)")
+        return None
+    prefetch = inputs.fsdp_prefetch.value is not False
+    return {stage: Buffers(()) if stage == "ddp" else fsdp_buffers(inputs.largest_layer, element_bytes, prefetch)
+            for stage in stages}
+
+
+def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs) -> Peak:
+    """The peak per stage of `state` (the plan's model state), or a Peak naming what is missing."""
+    missing: list[str] = []
+    if inputs.shape is None:
+        missing.append(f"the model shape: {inputs.shape_problem or NO_SHAPE}")
+    if inputs.sequence_length is None:
+        missing.append('the sequence length: declare "sequence_length" in the zeromem block')
+    if inputs.micro_batch is None:
+        missing.append('the micro-batch per GPU: set train_micro_batch_size_per_gpu or declare "micro_batch"')
+    if inputs.dtype is None or inputs.dtype.value not in DTYPE_BYTES:
+        missing.append('the training precision: declare "precision" in the zeromem block')
+    element_bytes = DTYPE_BYTES.get(inputs.dtype.value, 2) if inputs.dtype is not None else 2  # type: ignore[arg-type]
+    stages, sizes = tuple(state), {}
+    if family == "fsdp":
+        buffers = _fsdp_stage_buffers(inputs, stages, element_bytes, missing)
+    else:
+        sizes = zero_sizes(inputs, element_bytes, missing)
+        buffers = {stage: zero_buffers(stage_named(stage).number, **sizes) for stage in stages}
+    activations, transient = None, 0
+    if not missing:
+        try:
+            activations = estimate_activations(inputs.shape, inputs.sequence_length.value,  # type: ignore[union-attr,arg-type]
+                                               inputs.micro_batch.value, inputs.dtype.value,  # type: ignore[union-attr,arg-type]
+                                               bool(inputs.checkpointing.value), str(inputs.attention.value))
+        except ActivationInputError as error:
+            missing.append(str(error))
+        else:
+            tokens = inputs.micro_batch.value * inputs.sequence_length.value  # type: ignore[union-attr,operator]
+            transient = F32 * tokens * inputs.shape.vocab  # type: ignore[union-attr]
+    used = tuple(item for item in (inputs.sequence_length, inputs.micro_batch, inputs.checkpointing, inputs.attention,
+                                   inputs.dtype, inputs.reserved) if item is not None)
+    return Peak(state=dict(state), buffers=buffers, activations=activations, transient_logits=transient,
+                reserved=int(inputs.reserved.value), inputs=used, missing=tuple(missing),  # type: ignore[arg-type]
+                zero_sizes=sizes)
+
+
+__all__ = ["DEFAULT_RESERVED", "DEEPSPEED_DEFAULTS", "Input", "Peak", "PeakInputs", "estimate_peak"]

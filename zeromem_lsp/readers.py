@@ -1,0 +1,131 @@
+"""One reader per config kind: plain data → (issues, where the zeromem block may be, setup, plan).
+
+The pipeline in analysis.py calls the reader of a document's kind and does everything else once:
+settings resolution, the plan through planner.py, the rules. A reader's `issues` and `plan` take
+the resolved settings (DeepSpeed's batch check needs the world size; plans need the model size).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from zeromem_lsp.configs.deepspeed import validate_deepspeed
+from zeromem_lsp.configs.deepspeed_catalog import HF_AUTO_STAGE
+from zeromem_lsp.configs.issue import ConfigIssue
+from zeromem_lsp.configs.settings import ZeromemSettings
+from zeromem_lsp.configs.training import Path, TrainingSetup, read_training_setup
+from zeromem_lsp.configs.workload import (
+    Workload, accelerate_workload, deepspeed_workload, fsdp_file_workload, hf_arguments_workload,
+)
+from zeromem_lsp.document import parse_document
+from zeromem_lsp.plan import MemoryPlan, Unplanned
+from zeromem_lsp.planner import build_plan, plan_fsdp_family
+
+#: Reads a file named in the document (path as written; relative to the analysed file) -> text, or None.
+Loader = Callable[[str], "str | None"]
+Planner = Callable[[ZeromemSettings, Path], MemoryPlan | Unplanned]
+BLANK_SETUP = read_training_setup({})
+TOP_BLOCK: tuple[Path, ...] = (("zeromem",),)
+
+
+@dataclass(frozen=True)
+class Reading:
+    data: object  # the document as plain Python
+    issues: Callable[[ZeromemSettings], list[ConfigIssue]]  # issue paths are document paths
+    block_paths: tuple[Path, ...]  # where a zeromem block may be; the first one written wins
+    setup: TrainingSetup | None  # the DeepSpeed setup the document uses, if any
+    rule_setup: TrainingSetup  # what the rules see (blank outside a plain DeepSpeed config)
+    plan: Planner  # (resolved settings, block path) -> the plan
+    workload: Workload = Workload()  # micro-batch, sequence length, checkpointing, buffer sizes as written
+
+
+def read_deepspeed(data: object, loader: Loader | None) -> Reading:
+    setup = read_training_setup(data)
+    config = {key: value for key, value in data.items() if key != "zeromem"} if isinstance(data, dict) else {}
+
+    def issues(settings: ZeromemSettings) -> list[ConfigIssue]:
+        if not isinstance(data, dict):  # a top-level array, string, null: DeepSpeed says it wants an object
+            return validate_deepspeed(data)
+        return validate_deepspeed(config, world_size=settings.world_size)
+
+    return Reading(data, issues, TOP_BLOCK, setup, setup, lambda settings, block_path: build_plan(setup, settings),
+                   deepspeed_workload(config, ()))
+
+
+def _rerooted(setup: TrainingSetup, root: tuple | None) -> TrainingSetup:
+    """A DeepSpeed setup read from a dict at `root` in this document, its paths made document paths.
+
+    `root` None: the config came from another file, so none of its paths is a position here."""
+
+    def at(path):
+        return None if path is None or root is None else (*root, *path)
+
+    return replace(setup, stage_path=at(setup.stage_path), precision_path=at(setup.precision_path),
+                   optimizer_path=at(setup.optimizer_path))
+
+
+NO_SETUP = "an FSDP or DeepSpeed setup in this file"
+
+
+def _family_reading(data: dict, issues: list[ConfigIssue], block_paths: tuple[Path, ...], fsdp_setup,
+                    accelerate, setup: TrainingSetup | None, missing: str, workload: Workload) -> Reading:
+    machines_written = "num_machines" in data
+
+    def plan(settings: ZeromemSettings, block_path: Path):
+        return plan_fsdp_family(fsdp_setup, accelerate, setup, settings, block_path, machines_written, missing)
+
+    return Reading(data, lambda settings: issues, block_paths, setup, BLANK_SETUP, plan, workload)
+
+
+def read_accelerate(data: dict, loader: Loader | None) -> Reading:
+    from zeromem_lsp.configs.accelerate import validate_accelerate
+
+    issues, accelerate = validate_accelerate(data)
+    setup, missing, workload = None, NO_SETUP, accelerate_workload(data)
+    if accelerate.fsdp is None and accelerate.deepspeed is not None:
+        setup = accelerate.deepspeed
+    elif accelerate.fsdp is None and accelerate.deepspeed_file:
+        loaded = loader(accelerate.deepspeed_file) if loader is not None else None
+        if loaded is None:
+            missing = f"the DeepSpeed config {accelerate.deepspeed_file!r} (could not be read next to this file)"
+        else:
+            config = parse_document(loaded).to_python()  # Accelerate fills "stage": "auto" (HF_AUTO_STAGE)
+            setup = _rerooted(read_training_setup(config, HF_AUTO_STAGE), None)
+            workload = deepspeed_workload(config, None, accelerate.deepspeed_file)
+    blocks = (("fsdp_config", "zeromem"), ("deepspeed_config", "zeromem"), ("zeromem",))
+    return _family_reading(data, issues, blocks, accelerate.fsdp, accelerate, setup, missing, workload)
+
+
+def read_fsdp(data: dict, loader: Loader | None) -> Reading:
+    from zeromem_lsp.configs.fsdp import validate_transformers_fsdp
+
+    issues, fsdp_setup = validate_transformers_fsdp(data, ())
+    return _family_reading(data, issues, TOP_BLOCK, fsdp_setup, None, None, NO_SETUP, fsdp_file_workload(data))
+
+
+def read_hf_arguments(data: dict, loader: Loader | None) -> Reading:
+    from zeromem_lsp.configs.hf_arguments import validate_hf_arguments
+
+    fsdp_issues, deepspeed_issues, hf_setup = validate_hf_arguments(data, loader)
+    setup, missing = None, NO_SETUP
+    if hf_setup.fsdp is None and hf_setup.deepspeed is not None:
+        setup = read_training_setup(hf_setup.deepspeed, HF_AUTO_STAGE)  # via Accelerate's DeepSpeedPlugin
+        setup = _rerooted(setup, hf_setup.deepspeed_path)
+    elif hf_setup.fsdp is None and hf_setup.unread:
+        missing = "; ".join(f"the referenced {item}" for item in hf_setup.unread)
+    blocks = ((hf_setup.block_path,) if hf_setup.block_path else ()) + TOP_BLOCK
+    deepspeed = deepspeed_workload(hf_setup.deepspeed, hf_setup.deepspeed_path,
+                                   "" if hf_setup.deepspeed_path else str(data.get("deepspeed")))
+    workload = hf_arguments_workload(data, deepspeed)
+    return _family_reading(data, [*fsdp_issues, *deepspeed_issues], blocks, hf_setup.fsdp, None, setup, missing,
+                           workload)
+
+
+#: document kind -> its reader; FSDP-family readers get the top level as a dict.
+READERS: dict[str, Callable[[object, Loader | None], Reading]] = {
+    "deepspeed": read_deepspeed,
+    "accelerate": read_accelerate,
+    "fsdp": read_fsdp,
+    "hf-arguments": read_hf_arguments,
+}

@@ -1,0 +1,135 @@
+"""ZM106: the chosen stage's model state fits the budget but its peak does not; ZM103 when a peak was asked
+for (a sequence length is known) but an input is missing. ZM101 stays the model-state error."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from zeromem_lsp.buffers import zero_buffers
+from zeromem_lsp.findings import Finding, Fix, overlapping
+from zeromem_lsp.edits import set_value
+from zeromem_lsp.peak import Peak
+from zeromem_lsp.plan import MemoryPlan
+from zeromem_lsp.present import peak_sum, stage_label
+from zeromem_lsp.rules.context import Context
+from zeromem_lsp.rules.memory import zero_edits
+from zeromem_lsp.rules.registry import rule
+from zeromem_lsp.stages import stage as stage_named
+from zeromem_lsp.units import format_bytes
+
+PEAK_EXCEEDS, NOT_COMPUTABLE = rule("ZM106"), rule("ZM103")
+ACTIVATION_PARTS = ("activations", "fp32 logits copy")
+
+
+def _input(peak: Peak, name: str):
+    return next((item for item in peak.inputs if item.name == name), None)
+
+
+def _driver_path(context: Context, plan: MemoryPlan, largest: str):
+    """Where the value that drives the largest component is written: micro-batch, sequence length, a bucket."""
+    peak = plan.peak
+    candidates = []
+    if largest in ACTIVATION_PARTS:
+        candidates = [_input(peak, "micro-batch"), _input(peak, "sequence length")]
+    elif largest == "buffers" and peak.buffers is not None:
+        parts = sorted(peak.buffers[plan.stage].parts, key=lambda part: -part.bytes)
+        candidates = [context.workload.zero.get(part.name) for part in parts]
+    elif largest == "reserved":
+        candidates = [_input(peak, "reserved")]
+    for item in candidates:
+        if item is not None and item.path is not None and context.exists(item.path):
+            return item.path
+    return plan.stage_path
+
+
+def _halve_micro_batch(context: Context, peak: Peak) -> Fix | None:
+    micro = _input(peak, "micro-batch")
+    if micro is None or micro.path is None or not context.exists(micro.path) or micro.value % 2:
+        return None
+    accumulation_path = (*micro.path[:-1], "gradient_accumulation_steps")
+    container = context.data
+    for step in micro.path[:-1]:
+        container = container.get(step) if isinstance(container, dict) else None
+    written = container.get("gradient_accumulation_steps") if isinstance(container, dict) else None
+    edits = [set_value(context.document, micro.path, str(micro.value // 2))]
+    if written is None and isinstance(container, dict) and "train_batch_size" in container:
+        title = f"Halve the micro-batch to {micro.value // 2} (DeepSpeed doubles the derived accumulation)"
+    elif written is None or (isinstance(written, int) and not isinstance(written, bool) and written > 0):
+        steps = 1 if written is None else written
+        edits.append(set_value(context.document, accumulation_path, str(2 * steps)))
+        title = (f"Halve the micro-batch to {micro.value // 2} and double gradient accumulation to {2 * steps} "
+                 "(global batch unchanged)")
+    else:
+        return None
+    if any(edit is None for edit in edits) or overlapping(edits):
+        return None
+    return Fix(title, tuple(edits))
+
+
+def _enable_checkpointing(context: Context, peak: Peak) -> Fix | None:
+    current = _input(peak, "gradient checkpointing")
+    if current is not None and current.value:
+        return None
+    path = context.workload.checkpointing_path or ("zeromem", "gradient_checkpointing")
+    edit = set_value(context.document, path, "true")
+    if edit is None:
+        return None
+    title = ("Enable gradient checkpointing" if context.workload.checkpointing_path else
+             "Declare gradient checkpointing (and enable it in the training script)")
+    return Fix(title, (edit,))
+
+
+def shrunk_bucket_size(plan: MemoryPlan, budget: int) -> int | None:
+    """The largest element count which, given to every bucket of the chosen ZeRO stage, brings its peak within
+    the budget (exact: a bisection over zeromem_lsp.buffers)."""
+    peak, stage = plan.peak, plan.stage
+    target = peak.buffer_bytes(stage) - (peak.at(stage) - budget)
+    number = stage_named(stage).number
+
+    def total(size: int) -> int:
+        sizes = {**peak.zero_sizes, "reduce_bucket_size": size, "allgather_bucket_size": size,
+                 "prefetch_bucket_size": size}
+        return zero_buffers(number, **sizes).total
+
+    low, high = 0, max(part.elements for part in peak.buffers[stage].parts)
+    while low < high:  # the largest size with total(size) <= target; total grows with size
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if total(middle) <= target else (low, middle - 1)
+    return low or None
+
+
+def _shrink_buckets(context: Context, plan: MemoryPlan) -> Fix | None:
+    if plan.family != "deepspeed" or context.workload.zero_root != () or not plan.peak.zero_sizes:
+        return None
+    size = shrunk_bucket_size(plan, context.settings.gpu_memory)
+    if size is None:
+        return None
+    names = [part.name for part in plan.peak.buffers[plan.stage].parts if part.name != "stage3_max_live_parameters"]
+    edits = zero_edits(context.document, {name: str(size) for name in names})
+    if not edits or overlapping(edits):
+        return None
+    return Fix(f"Shrink {' and '.join(names)} to {size:,} elements", tuple(edits))
+
+
+def check(context: Context) -> Iterator[Finding]:
+    plan, budget = context.plan, context.settings.gpu_memory
+    if budget is None or not isinstance(plan, MemoryPlan) or plan.peak is None or plan.exceeds:
+        return
+    peak, label = plan.peak, stage_label(plan.stage, plan.family)
+    if peak.missing:
+        if _input(peak, "sequence length") is not None:
+            yield context.finding(NOT_COMPUTABLE, f"cannot check the peak of {label} against the "
+                                  f"{format_bytes(budget)} budget: missing {'; '.join(peak.missing)}", plan.stage_path)
+        return
+    total = peak.at(plan.stage)
+    if total <= budget:
+        return
+    largest, size = peak.components(plan.stage)[0]
+    fixes = tuple(fix for fix in (_halve_micro_batch(context, peak), _enable_checkpointing(context, peak),
+                                  _shrink_buckets(context, plan)) if fix is not None)
+    yield context.finding(
+        PEAK_EXCEEDS,
+        f"{label} peaks at {format_bytes(total)} per GPU, {format_bytes(total - budget)} over the "
+        f"{format_bytes(budget)} budget, though its model state ({format_bytes(peak.state[plan.stage])}) fits: "
+        f"{peak_sum(peak, plan.stage)}; the largest part beside model state is {largest} ({format_bytes(size)})",
+        _driver_path(context, plan, largest), fixes=fixes)

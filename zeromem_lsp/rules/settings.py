@@ -1,0 +1,47 @@
+"""ZM002, ZM003, ZM104: the input itself — too large, not UTF-8, or invalid zeromem settings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from zeromem_lsp.document import LineIndex
+from zeromem_lsp.findings import Finding
+from zeromem_lsp.rules.context import Context
+from zeromem_lsp.rules.registry import rule
+from zeromem_lsp.units import format_count
+
+TOO_LARGE, UNREADABLE, INVALID_SETTING = rule("ZM002"), rule("ZM003"), rule("ZM104")
+
+
+def too_large(length: int, limit: int) -> Finding:
+    return TOO_LARGE.at(f"document not analysed: {format_count(length)} characters exceeds the "
+                        f"{format_count(limit)} limit", 0, 0)
+
+
+def unreadable(problem: str, start: int = 0, end: int = 0) -> Finding:
+    return UNREADABLE.at(problem, start, end)
+
+
+def block_findings(context: Context, problems: Iterable[tuple]) -> list[Finding]:
+    """ZM104 for each (path, message, target) problem of a zeromem block in the document."""
+    return [context.finding(INVALID_SETTING, message, path, target) for path, message, target in problems]
+
+
+def project_findings_on_config(source_name: str, problems: Iterable, text: str) -> list[Finding]:
+    """ZM104 for a project settings file's problems, shown on the config they apply to (its start):
+    for a front end that cannot show them on the settings file itself."""
+    end = min(1, len(text))
+    return [INVALID_SETTING.at(f"{source_name} line {problem.line + 1}: {problem.message}", 0, end)
+            for problem in problems]
+
+
+def project_findings(text: str, problems: Iterable) -> list[Finding]:
+    """ZM104 for problems of a project settings file (pyproject.toml / zeromem.toml), each on its line."""
+    lines = LineIndex(text)
+    last_line = text.count("\n")
+    findings = []
+    for problem in problems:
+        start = lines.offset(problem.line, 0, "utf-32")
+        end = lines.offset(problem.line + 1, 0, "utf-32") if problem.line < last_line else len(text)
+        findings.append(INVALID_SETTING.at(problem.message, start, max(start, end - 1)))
+    return findings
