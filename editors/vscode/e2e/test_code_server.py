@@ -191,14 +191,24 @@ def setting(page, key: str):
     return row
 
 
-def type_into(row, text: str) -> None:
-    """Type into a setting's text box as a user does (VS Code saves it after a short delay)."""
+def type_into(row, text: str, workspace: Path, key: str) -> None:
+    """Type into a setting's text box as a user does, until VS Code has saved it to the User settings."""
     box = row.locator("input")
-    box.click()
-    box.press("Control+a")
-    box.press_sequentially(text)
-    box.press("Enter")
-    time.sleep(1.5)
+    settings = workspace / "data" / "User" / "settings.json"
+
+    def saved() -> bool:
+        return json.loads(settings.read_text(encoding="utf-8")).get(key) == text
+
+    for _ in range(3):  # a re-render of the Settings UI under load can eat keystrokes: type again
+        box.click()
+        box.fill(text)
+        box.press("End")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not saved():
+            time.sleep(0.25)
+        if saved():
+            return
+    raise AssertionError(f"{key} = {text!r} not saved; settings.json: {settings.read_text(encoding='utf-8')}")
 
 
 def close_settings(page) -> None:
@@ -214,7 +224,7 @@ def test_a_failed_start_is_retried_when_the_settings_change(page, workspace):
     assert "no-such-venv" in toast.first.inner_text()  # the User value was read (scope: window)
     assert "ZM101" not in problems(page)
     # the user fixes the setting in the Settings UI
-    type_into(setting(page, "zeromem.interpreter"), os.environ["ZEROMEM_PYTHON"])
+    type_into(setting(page, "zeromem.interpreter"), os.environ["ZEROMEM_PYTHON"], workspace, "zeromem.interpreter")
     close_settings(page)
     wait_for(lambda: "ZM101" in problems(page), "ZM101 after fixing zeromem.interpreter")
 
@@ -279,7 +289,7 @@ def test_a_remote_value_added_then_removed_falls_back_to_the_user_value(page, wo
     assert page.locator(".notifications-toasts", has_text="not found on PATH").count() == 0
 
 
-def test_settings_ui_edits_every_setting(page):
+def test_settings_ui_edits_every_setting(page, workspace):
     """Text boxes for the free-form settings, dropdowns with a "default" choice (no "null")."""
     for key in ("gpuMemory", "parameters", "worldSize", "warnFraction", "sequenceLength", "microBatch", "reserved"):
         row = setting(page, f"zeromem.{key}")
@@ -292,7 +302,7 @@ def test_settings_ui_edits_every_setting(page):
         assert "null" not in options
     # a number typed into World Size reaches the server: 4 ranks instead of the 8 the batch sizes
     # imply make ZeRO-1 = 14e9 + 14e9 + ⌈84e9/4⌉ = 49e9 B = 45.6 GiB
-    type_into(setting(page, "zeromem.worldSize"), "4")
+    type_into(setting(page, "zeromem.worldSize"), "4", workspace, "zeromem.worldSize")
     screenshot(page, "vscode-settings.png")
     close_settings(page)
     wait_for(lambda: "45.6 GiB per GPU (49,000,000,000 B)" in problems(page), "ZM101 with worldSize 4")
