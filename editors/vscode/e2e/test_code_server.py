@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -105,7 +106,7 @@ def server(workspace):
          "--user-data-dir", str(data), "--extensions-dir", str(extensions), "--disable-telemetry",
          "--disable-update-check", "--disable-workspace-trust", "--disable-getting-started-override",
          str(workspace / "project")],
-        env=env, stdout=log, stderr=subprocess.STDOUT)
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # its own process group
     deadline = time.monotonic() + 120
     while True:
         try:
@@ -118,6 +119,10 @@ def server(workspace):
     yield f"http://127.0.0.1:{port}/?folder={workspace / 'project'}"
     process.terminate()
     process.wait(timeout=30)
+    try:  # the extension host, file watcher and language servers it started
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
     log.close()
 
 
