@@ -48,9 +48,12 @@ def test_estimate_does_not_load_pydantic_or_the_models():
 def test_the_server_answers_initialize_before_loading_the_analysis():
     """`zeromem serve` imports only pygls and its thin adapters until `initialized` (issue 13)."""
     probe = (
-        "import sys, zeromem_lsp.cli, zeromem_lsp.server\n"
+        "import sys, zeromem_lsp.cli\n"
+        "zeromem_lsp.cli.build_parser('serve')\n"
+        "import zeromem_lsp.server\n"
         "print('LOADED=' + ','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'yaml')\n"
-        "      or m in ('zeromem_lsp.analysis', 'zeromem_lsp.configs', 'zeromem_lsp.rules.registry'))))\n")
+        "      or m in ('zeromem_lsp.analysis', 'zeromem_lsp.configs', 'zeromem_lsp.rules.registry',\n"
+        "               'zeromem_lsp.estimate', 'zeromem_lsp.activations'))))\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "LOADED="
