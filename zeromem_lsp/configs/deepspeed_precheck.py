@@ -58,13 +58,30 @@ def vouch(model: str, data: Any) -> Optional[Vouched]:
             return None
         values[field] = value
     given = set(values)
-    for field, spec in fields.items():
-        if field not in values:
-            values[field] = _default(spec[4])
+    values = _with_defaults(model, values)
     after = section["after"]
     if after is not None and _AFTER[after](values, given, DEPRECATED_PAIRS.get(model, ())) is not None:
         return None
     return Vouched(model, values, given)
+
+
+def _with_defaults(model: str, given: dict) -> dict:
+    """`given` completed with the defaults of every other field (made fresh where pydantic does)."""
+    plan = _DEFAULT_PLANS.get(model)
+    if plan is None:
+        fields = SECTIONS[model]["fields"]
+        plain = {field: spec[4][1] for field, spec in fields.items() if spec[4][0] == "value"}
+        made = [(field, spec[4]) for field, spec in fields.items() if spec[4][0] != "value"]
+        plan = _DEFAULT_PLANS[model] = (plain, made)
+    plain, made = plan
+    values = {**plain, **given}
+    for field, default in made:
+        if field not in given:
+            values[field] = _default(default)
+    return values
+
+
+_DEFAULT_PLANS: dict[str, tuple[dict, list]] = {}
 
 
 def _default(default: tuple) -> Any:
@@ -75,8 +92,7 @@ def _default(default: tuple) -> Any:
 
 
 def _defaults_of(model: str) -> Vouched:
-    fields = SECTIONS[model]["fields"]
-    return Vouched(model, {field: _default(spec[4]) for field, spec in fields.items()}, set())
+    return Vouched(model, _with_defaults(model, {}), set())
 
 
 def _field_value(spec: tuple, field: str, value: Any) -> Any:
