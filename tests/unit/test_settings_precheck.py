@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import math
+import pickle
 
 import pytest
 from hypothesis import given, settings
@@ -75,4 +77,5 @@ def test_the_plain_value_behaves_like_the_model_did():
     assert ZeromemSettings(gpu_memory="24GB").merged_over(a) == ZeromemSettings(parameters="7B", world_size=8, gpu_memory=24 * 10**9)
     with pytest.raises(TypeError):
         a.world_size = 2
+    assert copy.deepcopy(a) == a == pickle.loads(pickle.dumps(a))
     assert ZeromemSettings.model_fields["gpu_memory"].description  # hover reads the model's descriptions

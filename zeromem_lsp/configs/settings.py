@@ -122,6 +122,15 @@ class ZeromemSettings:
     def __setattr__(self, name: str, value: object) -> None:
         raise TypeError("ZeromemSettings is immutable; use model_copy(update=...)")
 
+    def __copy__(self) -> ZeromemSettings:  # immutable: a copy is itself
+        return self
+
+    def __deepcopy__(self, memo: dict) -> ZeromemSettings:
+        return self
+
+    def __reduce__(self) -> tuple:
+        return ZeromemSettings.from_checked, (dict(zip(SETTING_NAMES, self._values())),)
+
     def _values(self) -> tuple:
         return tuple(getattr(self, name) for name in SETTING_NAMES)
 
