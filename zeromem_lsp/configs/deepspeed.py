@@ -126,7 +126,7 @@ def _drop_auto(raw: dict, model: str, path: Path, out: list[ConfigIssue]) -> dic
                     f" DeepSpeed drops the key{default}.",
                 ))
             continue
-        sub_model = STRICT_SECTION_NAMES.get(tuple(str(p) for p in sub_path))
+        sub_model = STRICT_SECTION_NAMES.get(tuple(map(str, sub_path)))
         is_field = key in SECTIONS[model]["keys"]  # a field name or alias of the model
         if sub_model is not None and isinstance(value, dict) and is_field:
             value = _drop_auto(value, sub_model, sub_path, out)
@@ -401,7 +401,7 @@ def _check_unfilled_auto(config: dict, out: list[ConfigIssue]) -> None:
     """Warn about "auto" outside strict sections (those are handled in _drop_auto)."""
 
     def walk(value: Any, path: Path) -> None:
-        if tuple(str(p) for p in path) in STRICT_SECTION_NAMES or path[:2] == ("timers", "throughput"):
+        if tuple(map(str, path)) in STRICT_SECTION_NAMES or path[:2] == ("timers", "throughput"):
             return
         if is_auto(value):
             if path not in HF_AUTO_FILLED_PATHS and path not in AUTO_IS_A_VALUE and path[:1] not in (

@@ -10,7 +10,6 @@ generated); the rules from deepspeed_section_checks.py, which the models call to
 
 from __future__ import annotations
 
-import copy
 import math
 from typing import Any, Optional
 
@@ -88,7 +87,16 @@ def _default(default: tuple) -> Any:
     how, value = default
     if how == "model":
         return _defaults_of(value)
-    return copy.deepcopy(value) if how == "copy" else value
+    return _fresh(value) if how == "copy" else value
+
+
+def _fresh(value: Any) -> Any:
+    """A new copy of a literal default (lists and dicts of plain values), as a default_factory makes."""
+    if type(value) is list:
+        return [_fresh(item) for item in value]
+    if type(value) is dict:
+        return {key: _fresh(item) for key, item in value.items()}
+    return value
 
 
 def _defaults_of(model: str) -> Vouched:
