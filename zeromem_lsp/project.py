@@ -17,10 +17,15 @@ from pathlib import Path
 
 from zeromem_lsp.configs.settings import ParametersFromConfig, ZeromemSettings, validate_settings
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+
+
+def _toml():
+    """The TOML reader, imported only when a settings file is found (most checks have none)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    return tomllib
 
 SETTINGS_FILES = ("zeromem.toml", "pyproject.toml")
 NO_SETTINGS = ZeromemSettings()
@@ -103,6 +108,7 @@ def _zeromem_table(path: Path, data: dict) -> tuple[dict | None, str]:
 
 def load_settings_file(path: Path) -> ProjectSettings | None:
     """Settings from one file; None when it has no zeromem settings (keep searching upward)."""
+    tomllib = _toml()
     try:
         text = path.read_text(encoding="utf-8")
         data = tomllib.loads(text)
