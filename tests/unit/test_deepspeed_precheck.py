@@ -7,6 +7,7 @@ real corpus in ../shared when present, and hypothesis-made sections.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -84,6 +85,7 @@ def _sections_of(config: object):
             yield name, ds._drop_auto(value, name, path, [])
 
 
+@functools.cache
 def _oracle_configs() -> dict[str, object]:
     cases: dict[str, object] = {}
     for family, generate in oracle_sections.GENERATORS.items():
@@ -97,6 +99,7 @@ def _oracle_configs() -> dict[str, object]:
     return cases
 
 
+@functools.cache
 def _file_texts() -> dict[str, str]:
     paths = [*sorted((ROOT / "tests").rglob("*.json")), *sorted((ROOT / "examples").rglob("*.json"))]
     if CORPUS.is_dir():
@@ -104,17 +107,13 @@ def _file_texts() -> dict[str, str]:
     return {str(p.relative_to(p.parents[1])): p.read_text(encoding="utf-8", errors="replace") for p in paths}
 
 
-ORACLE = _oracle_configs()
-FILES = _file_texts()
-
-
 def test_every_section_the_precheck_vouches_for_pydantic_accepts_with_the_same_values():
     vouched = seen = 0
-    for config in ORACLE.values():
+    for config in _oracle_configs().values():
         for name, data in _sections_of(config):
             seen += 1
             vouched += _check_section(name, data)
-    for text in FILES.values():
+    for text in _file_texts().values():
         try:
             config = json.loads(text)
         except ValueError:
@@ -177,7 +176,7 @@ def sections(draw):
     return name, _section_data(draw, name)
 
 
-@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sections())
 def test_hypothesis_sections_agree_with_pydantic(case):
     _check_section(*case)
@@ -206,19 +205,19 @@ def without_precheck(monkeypatch):
 
 
 def test_every_oracle_config_gets_identical_issues_with_and_without_the_precheck(without_precheck):
-    for name, config in ORACLE.items():
+    for name, config in _oracle_configs().items():
         for world_size, stage_for_auto in ((None, 0), (8, 2)):
             assert _issues(config, world_size, stage_for_auto) == without_precheck(
                 _issues, config, world_size, stage_for_auto), name
 
 
 def test_every_file_gets_identical_findings_with_and_without_the_precheck(without_precheck):
-    assert FILES
-    for name, text in FILES.items():
+    assert _file_texts()
+    for name, text in _file_texts().items():
         assert _findings(text, name) == without_precheck(_findings, text, name), name
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(sections(), max_size=3), st.sampled_from([0, 1, 2, 3, "auto"]))
 def test_hypothesis_configs_get_identical_issues(sections_, stage):
     config: dict = {"train_batch_size": 8, "zero_optimization": {"stage": stage}}
