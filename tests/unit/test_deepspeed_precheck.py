@@ -234,3 +234,12 @@ def test_hypothesis_configs_get_identical_issues(sections_, stage):
         assert ours == _issues(config, 8, 2)
     finally:
         ds.vouch = original
+
+
+@pytest.mark.parametrize("allgather", [None, 5e8, 2**40, -5, 1.5, "x", True])
+@pytest.mark.parametrize("legacy", [True, False])
+def test_the_legacy_boolean_zero_section_gets_identical_issues(without_precheck, legacy, allgather):
+    config = {"train_batch_size": 8, "zero_optimization": legacy}
+    if allgather is not None:
+        config["allgather_size"] = allgather
+    assert _issues(config) == without_precheck(_issues, config)

@@ -315,6 +315,9 @@ def _check_zero(config: dict, zero_raw: Any, out: list[ConfigIssue],
         data: dict = {"stage": 1 if zero_raw else 0}
         if zero_raw:
             data["allgather_bucket_size"] = config.get("allgather_size", 500_000_000)
+        vouched = vouch("ZeroConfig", data)
+        if vouched is not None:
+            return vouched
         from pydantic import ValidationError
 
         try:
