@@ -4,7 +4,7 @@
 
 Each round starts both servers (alternating which goes first) and times from spawning the process
 to receiving the `initialize` result; then it times didOpen of a 3 KB config → the
-first diagnostics, zeromem only. Prints medians and the difference to the peer.
+first diagnostics and the server's RSS then, zeromem only. Prints medians and the difference to the peer.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ async def first_diagnostics(session: Session, root: str) -> float:
 
 async def main(repeat: int) -> None:
     root = str(HERE.parent)
-    ours, peer, diagnostics = [], [], []
+    ours, peer, diagnostics, rss = [], [], [], []
     for round_ in range(repeat):
         order = [("zeromem", ZEROMEM), ("trivial", TRIVIAL)]
         for name, command in order if round_ % 2 == 0 else reversed(order):
@@ -51,6 +51,7 @@ async def main(repeat: int) -> None:
             if name == "zeromem":
                 ours.append(elapsed)
                 diagnostics.append(await first_diagnostics(session, root))
+                rss.append(session.rss_bytes())
             else:
                 peer.append(elapsed)
             await session.stop()
@@ -58,6 +59,7 @@ async def main(repeat: int) -> None:
     print("| measurement | zeromem | trivial pygls server | difference |")
     print("|---|---|---|---|")
     print(f"| spawn → initialize (median of {repeat}) | {ours_ms:.0f} ms | {peer_ms:.0f} ms | +{ours_ms - peer_ms:.0f} ms |")
+    print(f"| RSS after that first 3 KB config (median) | {statistics.median(rss) / 2**20:.1f} MiB | n/a | |")
     print(f"| didOpen 3 KB (right after initialize) → first diagnostics | {statistics.median(diagnostics) * 1000:.0f} ms | n/a | |")
 
 

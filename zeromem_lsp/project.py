@@ -17,10 +17,15 @@ from pathlib import Path
 
 from zeromem_lsp.configs.settings import ParametersFromConfig, ZeromemSettings, validate_settings
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+
+
+def _toml():
+    """The TOML reader, imported only when a settings file is found (most checks have none)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    return tomllib
 
 SETTINGS_FILES = ("zeromem.toml", "pyproject.toml")
 NO_SETTINGS = ZeromemSettings()
@@ -114,6 +119,7 @@ def load_settings_file(path: Path) -> ProjectSettings | None:
 
 def settings_from_text(path: Path, text: str) -> ProjectSettings | None:
     """Settings from the text of the settings file at `path` (as on disk, or as open in an editor)."""
+    tomllib = _toml()
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:

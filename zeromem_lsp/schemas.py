@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from zeromem_lsp.configs.deepspeed_models import DeepSpeedTopLevel
-from zeromem_lsp.configs.settings import ZeromemSettings
+from zeromem_lsp.configs.settings_model import ZeromemSettings
 
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 BASE_URI = "https://raw.githubusercontent.com/zeromem-lsp/zeromem-lsp/main/schemas/"

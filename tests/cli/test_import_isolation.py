@@ -48,9 +48,36 @@ def test_estimate_does_not_load_pydantic_or_the_models():
 def test_the_server_answers_initialize_before_loading_the_analysis():
     """`zeromem serve` imports only pygls and its thin adapters until `initialized` (issue 13)."""
     probe = (
-        "import sys, zeromem_lsp.cli, zeromem_lsp.server\n"
+        "import sys, zeromem_lsp.cli\n"
+        "zeromem_lsp.cli.build_parser('serve')\n"
+        "import zeromem_lsp.server\n"
         "print('LOADED=' + ','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'yaml')\n"
-        "      or m in ('zeromem_lsp.analysis', 'zeromem_lsp.configs', 'zeromem_lsp.rules.registry'))))\n")
+        "      or m in ('zeromem_lsp.analysis', 'zeromem_lsp.configs', 'zeromem_lsp.rules.registry',\n"
+        "               'zeromem_lsp.estimate', 'zeromem_lsp.activations'))))\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "LOADED="
+
+
+def test_checking_a_typical_valid_config_does_not_load_pydantic_or_the_models():
+    """The pre-checks vouch for its sections and its zeromem block (the models stay the judge of doubt)."""
+    probe = PROBE.replace("('pygls', 'lsprotocol', 'cattrs')", "('pydantic', 'pydantic_core')").replace(
+        "print('HEAVY='", "heavy += [m for m in sys.modules if m.endswith(('deepspeed_models', 'settings_model'))]\nprint('HEAVY='")
+    argv = ["check", "--format", "json", "tests/data/deepspeed/clean_stage3_offload.json"]
+    done = subprocess.run([sys.executable, "-c", probe.format(argv=argv)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "HEAVY="
+
+
+def test_a_doubtful_section_still_goes_through_pydantic():
+    """The negative control: an invalid value is judged by the models (their message, their import)."""
+    probe = PROBE.replace("('pygls', 'lsprotocol', 'cattrs')", "('pydantic',)")
+    config = '{"train_batch_size": 8, "zero_optimization": {"stage": 7}}'
+    code = f"open('bad_ds_config.json', 'w').write({config!r})\n" + probe.format(
+        argv=["check", "--quiet", "bad_ds_config.json"])
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=folder)
+    assert "ZM202" in done.stdout and "Input should be 0, 1, 2 or 3" in done.stdout  # pydantic's wording
+    assert "pydantic" in done.stdout.strip().splitlines()[-1].removeprefix("HEAVY=").split(",")

@@ -19,14 +19,16 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
+COMMANDS = ("estimate", "check", "rules", "serve", "schema")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line; with `only`, just that subcommand is registered (and imported), so
+    `zeromem serve` does not load the calculator nor `zeromem check` the estimate's modules."""
     parser = _Parser(prog="zeromem", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"zeromem {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    from zeromem_lsp.cli import estimate
-
-    estimate.register(commands)
-    for name in ("check", "rules", "serve", "schema"):
+    for name in COMMANDS if only is None else (only,):
         module = _optional_command(name)
         if module is not None:
             module.register(commands)
@@ -45,7 +47,8 @@ def _optional_command(name: str):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(words[0] if words and words[0] in COMMANDS else None)
     try:
         args = parser.parse_args(argv)
         if args.command is None:

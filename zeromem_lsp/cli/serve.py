@@ -5,8 +5,6 @@ pygls and lsprotocol are imported only inside `run`, so other commands start fas
 
 from __future__ import annotations
 
-import logging
-
 from zeromem_lsp.cli.errors import UsageError
 
 
@@ -33,6 +31,8 @@ def run(args) -> int:
     if args.stdio and args.tcp:
         raise UsageError("give either --stdio or --tcp, not both")
     address = parse_address(args.tcp) if args.tcp else None
+    import logging  # here, not at the top: `check` and `estimate` start without it
+
     logging.basicConfig(level=logging.WARNING, format="zeromem-lsp %(levelname)s %(name)s: %(message)s")
     from zeromem_lsp.server import server
 

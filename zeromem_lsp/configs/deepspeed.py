@@ -47,11 +47,8 @@ import difflib
 import functools
 from dataclasses import replace
 
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
-from pydantic import BaseModel, ValidationError
-
-from . import deepspeed_models as models
 from .deepspeed_batch import batch_issues
 from .deepspeed_toplevel import check_loose_sections, check_optimizer, check_top_level_values
 from .deepspeed_catalog import (
@@ -62,13 +59,18 @@ from .deepspeed_catalog import (
     KNOWN_TOP_LEVEL_KEYS,
     REMOVED_TOP_LEVEL_KEYS,
     REMOVED_ZERO_KEYS,
-    STRICT_SECTIONS,
+    STRICT_SECTION_NAMES,
     FieldDoc,
     field_doc,
     section_keys,
 )
 from .deepspeed_issue import ENGINE_LEVEL_KINDS, ISSUE_KINDS, dotted, is_auto, issue, mapping_error
 from .issue import ConfigIssue
+from .deepspeed_facts import SECTIONS
+from .deepspeed_precheck import vouch
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = [
     "ConfigIssue",
@@ -79,6 +81,7 @@ __all__ = [
     "HF_AUTO_FILLED_PATHS",
     "DEPRECATED_KEYS",
     "STRICT_SECTIONS",
+    "STRICT_SECTION_NAMES",
     "validate_deepspeed",
     "field_doc",
     "section_keys",
@@ -88,10 +91,30 @@ OUR_TOP_LEVEL_KEY = "zeromem"
 Path = tuple[Union[str, int], ...]
 
 
+def __getattr__(name: str) -> Any:
+    if name == "STRICT_SECTIONS":  # path -> model class; importing it builds the models
+        from . import deepspeed_catalog
+
+        return deepspeed_catalog.STRICT_SECTIONS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _models():
+    """The pydantic models, imported only when a section needs them (the pre-check could not vouch)."""
+    from . import deepspeed_models
+
+    return deepspeed_models
+
+
+def _strict_model(path: Path) -> Optional[type[BaseModel]]:
+    name = STRICT_SECTION_NAMES.get(tuple(str(p) for p in path))
+    return getattr(_models(), name) if name is not None else None
+
+
 # ------------------------------------------------------------------- strict sections
 
 
-def _drop_auto(raw: dict, model: type[BaseModel], path: Path, out: list[ConfigIssue]) -> dict:
+def _drop_auto(raw: dict, model: str, path: Path, out: list[ConfigIssue]) -> dict:
     """Mirror DeepSpeed: a strict section drops every key whose value is "auto" (recursively)."""
     cleaned: dict = {}
     for key, value in raw.items():
@@ -106,8 +129,8 @@ def _drop_auto(raw: dict, model: type[BaseModel], path: Path, out: list[ConfigIs
                     f" DeepSpeed drops the key{default}.",
                 ))
             continue
-        sub_model = STRICT_SECTIONS.get(tuple(str(p) for p in sub_path))
-        is_field = key in model.model_fields or any(i.alias == key for i in model.model_fields.values())
+        sub_model = STRICT_SECTION_NAMES.get(tuple(map(str, sub_path)))
+        is_field = key in SECTIONS[model]["keys"]  # a field name or alias of the model
         if sub_model is not None and isinstance(value, dict) and is_field:
             value = _drop_auto(value, sub_model, sub_path, out)
         cleaned[key] = value
@@ -163,7 +186,7 @@ def _map_error(err: dict, model: type[BaseModel], raw: dict, base: Path) -> Conf
     section = dotted(path[:-1]) or "the config"
     if kind == "extra_forbidden":
         key = str(path[-1])
-        section_model = STRICT_SECTIONS.get(tuple(str(p) for p in path[:-1]))
+        section_model = _strict_model(path[:-1])
         if section_model is not None:
             field = section_model.model_fields.get(key)
             if field is not None and field.alias and field.alias != key:
@@ -190,12 +213,19 @@ def _map_error(err: dict, model: type[BaseModel], raw: dict, base: Path) -> Conf
                  f"DeepSpeed refuses {value!r} for '{where}': {msg}.")
 
 
-def _validate_section(raw: Any, path: Path, out: list[ConfigIssue]) -> Optional[BaseModel]:
-    model = STRICT_SECTIONS[tuple(str(p) for p in path)]
+def _validate_section(raw: Any, path: Path, out: list[ConfigIssue]) -> Any:
+    """The validated section (a model instance, or the pre-check's equivalent), else None."""
+    name = STRICT_SECTION_NAMES[tuple(str(p) for p in path)]
     if not isinstance(raw, dict):
         out.append(mapping_error(path, raw))
         return None
-    cleaned = _drop_auto(raw, model, path, out)
+    cleaned = _drop_auto(raw, name, path, out)
+    vouched = vouch(name, cleaned)
+    if vouched is not None:
+        return vouched
+    model = getattr(_models(), name)
+    from pydantic import ValidationError
+
     try:
         return model.model_validate(cleaned)
     except ValidationError as exc:
@@ -278,9 +308,9 @@ def _with_auto_stage_note(found: ConfigIssue, stage_for_auto: int) -> ConfigIssu
 
 
 def _check_zero(config: dict, zero_raw: Any, out: list[ConfigIssue],
-                stage_for_auto: int = 0) -> Optional[models.ZeroConfig]:
+                stage_for_auto: int = 0) -> Any:
     if "zero_optimization" not in config:
-        return models.ZeroConfig()
+        return vouch("ZeroConfig", {}) or _models().ZeroConfig()
     if isinstance(zero_raw, bool):
         out.append(issue("deprecated_key", ("zero_optimization",), "value",
                          f"\"zero_optimization\": {str(zero_raw).lower()} is a legacy form (means stage"
@@ -288,8 +318,13 @@ def _check_zero(config: dict, zero_raw: Any, out: list[ConfigIssue],
         data: dict = {"stage": 1 if zero_raw else 0}
         if zero_raw:
             data["allgather_bucket_size"] = config.get("allgather_size", 500_000_000)
+        vouched = vouch("ZeroConfig", data)
+        if vouched is not None:
+            return vouched
+        from pydantic import ValidationError
+
         try:
-            return models.ZeroConfig.model_validate(data)
+            return _models().ZeroConfig.model_validate(data)
         except ValidationError as exc:
             for err in exc.errors():
                 out.append(issue("invalid_value", ("allgather_size",), "value",
@@ -303,7 +338,6 @@ def _check_zero(config: dict, zero_raw: Any, out: list[ConfigIssue],
         out.append(issue("auto_not_filled", ("zero_optimization", "stage"), "value", AUTO_STAGE_BARE))
     if zero is None:
         return None
-    assert isinstance(zero, models.ZeroConfig)
     for old in ("cpu_offload", "cpu_offload_param", "cpu_offload_use_pin_memory",
                 "stage3_gather_fp16_weights_on_model_save"):
         if old in zero.model_fields_set and not any(i.kind == "deprecated_with_replacement" for i in out):
@@ -373,7 +407,7 @@ def _check_unfilled_auto(config: dict, out: list[ConfigIssue]) -> None:
     """Warn about "auto" outside strict sections (those are handled in _drop_auto)."""
 
     def walk(value: Any, path: Path) -> None:
-        if tuple(str(p) for p in path) in STRICT_SECTIONS or path[:2] == ("timers", "throughput"):
+        if tuple(map(str, path)) in STRICT_SECTION_NAMES or path[:2] == ("timers", "throughput"):
             return
         if is_auto(value):
             if path not in HF_AUTO_FILLED_PATHS and path not in AUTO_IS_A_VALUE and path[:1] not in (

@@ -7,41 +7,57 @@ from __future__ import annotations
 import enum
 import typing
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
-from pydantic import BaseModel
-from pydantic_core import PydanticUndefined
+from . import deepspeed_facts as facts
 
-from . import deepspeed_models as m
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 Path = tuple[Union[str, int], ...]
 
-#: Strict sections: path -> model. DeepSpeed refuses unknown keys inside these.
-STRICT_SECTIONS: dict[tuple[str, ...], type[BaseModel]] = {
-    ("zero_optimization",): m.ZeroConfig,
-    ("zero_optimization", "offload_param"): m.OffloadParamConfig,
-    ("zero_optimization", "offload_optimizer"): m.OffloadOptimizerConfig,
-    ("zero_optimization", "leaf_module"): m.LeafModuleConfig,
-    ("zero_optimization", "zenflow"): m.ZenFlowConfig,
-    ("fp16",): m.FP16Config,
-    ("bf16",): m.BF16Config,
-    ("bfloat16",): m.BF16Config,
-    ("hybrid_engine",): m.HybridEngineConfig,
-    ("compile",): m.CompileConfig,
-    ("weight_quantization",): m.WeightQuantizationConfig,
-    ("tensorboard",): m.TensorBoardConfig,
-    ("wandb",): m.WandbConfig,
-    ("csv_monitor",): m.CSVMonitorConfig,
-    ("comet",): m.CometConfig,
-    ("comms_logger",): m.CommsLoggerConfig,
-    ("timers", "throughput"): m.ThroughputTimerConfig,
-    ("tensor_parallel",): m.TensorParallelConfig,
-    ("tensor_parallel", "tp"): m.TPSubConfig,
-    ("tensor_parallel", "tensor_parallel"): m.TPSubConfig,
+#: Strict sections: path -> model name in deepspeed_models. DeepSpeed refuses unknown keys inside these.
+#: `STRICT_SECTIONS` (path -> model class) imports the models on first use.
+STRICT_SECTION_NAMES: dict[tuple[str, ...], str] = {
+    ("zero_optimization",): "ZeroConfig",
+    ("zero_optimization", "offload_param"): "OffloadParamConfig",
+    ("zero_optimization", "offload_optimizer"): "OffloadOptimizerConfig",
+    ("zero_optimization", "leaf_module"): "LeafModuleConfig",
+    ("zero_optimization", "zenflow"): "ZenFlowConfig",
+    ("fp16",): "FP16Config",
+    ("bf16",): "BF16Config",
+    ("bfloat16",): "BF16Config",
+    ("hybrid_engine",): "HybridEngineConfig",
+    ("compile",): "CompileConfig",
+    ("weight_quantization",): "WeightQuantizationConfig",
+    ("tensorboard",): "TensorBoardConfig",
+    ("wandb",): "WandbConfig",
+    ("csv_monitor",): "CSVMonitorConfig",
+    ("comet",): "CometConfig",
+    ("comms_logger",): "CommsLoggerConfig",
+    ("timers", "throughput"): "ThroughputTimerConfig",
+    ("tensor_parallel",): "TensorParallelConfig",
+    ("tensor_parallel", "tp"): "TPSubConfig",
+    ("tensor_parallel", "tensor_parallel"): "TPSubConfig",
 }
 
+
+def _models():
+    """The pydantic models (importing them builds them: only where a file needs them)."""
+    from . import deepspeed_models
+
+    return deepspeed_models
+
+
+def __getattr__(name: str) -> Any:
+    if name == "STRICT_SECTIONS":
+        models = _models()
+        return {path: getattr(models, model) for path, model in STRICT_SECTION_NAMES.items()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 #: Every top-level key DeepSpeed 0.19.8 reads (``zeromem`` is ours and always fine).
-KNOWN_TOP_LEVEL_KEYS: frozenset[str] = frozenset(m.DeepSpeedTopLevel.model_fields)
+KNOWN_TOP_LEVEL_KEYS: frozenset[str] = frozenset(facts.KNOWN_TOP_LEVEL_KEYS)
 
 #: Top-level keys of features DeepSpeed removed: any of them aborts launch.
 REMOVED_TOP_LEVEL_KEYS: dict[str, str] = {
@@ -165,6 +181,8 @@ def _unwrap(annotation: Any) -> Any:
 
 
 def _model_of(annotation: Any) -> Optional[type[BaseModel]]:
+    from pydantic import BaseModel
+
     inner = _unwrap(annotation)
     candidates = typing.get_args(inner) if typing.get_origin(inner) is Union else (inner,)
     for cand in candidates:
@@ -174,6 +192,8 @@ def _model_of(annotation: Any) -> Optional[type[BaseModel]]:
 
 
 def _type_name(annotation: Any) -> str:
+    from pydantic import BaseModel
+
     inner = _unwrap(annotation)
     if isinstance(inner, type):
         if issubclass(inner, enum.Enum):
@@ -218,6 +238,7 @@ def field_doc(path: Any) -> Optional[FieldDoc]:
     keys = tuple(str(k) for k in path)
     if not keys:
         return None
+    m = _models()
     if keys[:2] == ("timers", "throughput"):
         if len(keys) == 2:
             return FieldDoc(keys, "object", None, m.ThroughputTimerConfig.__doc__ or "")
@@ -235,7 +256,9 @@ def _doc_walk(model: type[BaseModel], keys: tuple[str, ...], depth: int, strict:
         sub = _model_of(info.annotation)
         if sub is None:
             return None
-        return _doc_walk(sub, keys, depth + 1, issubclass(sub, m.StrictSection))
+        return _doc_walk(sub, keys, depth + 1, issubclass(sub, _models().StrictSection))
+    from pydantic_core import PydanticUndefined
+
     default = info.default
     if default is PydanticUndefined:
         default = info.default_factory() if info.default_factory else None  # type: ignore[call-arg]
@@ -248,7 +271,7 @@ def _doc_walk(model: type[BaseModel], keys: tuple[str, ...], depth: int, strict:
         default=default,
         description=info.description or "",
         enum_values=_enum_values(info.annotation),
-        is_deprecated=bool(extra.get(m.DEPRECATED)),
+        is_deprecated=bool(extra.get(_models().DEPRECATED)),
         replacement=extra.get("replacement"),
         aliases=tuple(a for a in (name, info.alias) if a and a != key),
         strict=strict,
@@ -264,13 +287,13 @@ def section_keys(path: Any) -> list[str]:
     keys = tuple(str(k) for k in path)
     if not keys:
         return sorted(KNOWN_TOP_LEVEL_KEYS)
-    model = STRICT_SECTIONS.get(keys)
-    if model is None:
+    if keys not in STRICT_SECTION_NAMES:
         return []
+    model = getattr(_models(), STRICT_SECTION_NAMES[keys])
     live, old = [], []
     for name, info in model.model_fields.items():
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-        bucket = old if extra.get(m.DEPRECATED) else live
+        bucket = old if extra.get(_models().DEPRECATED) else live
         if name == "steps_per_epoch":  # set by DeepSpeed at run time, never by users
             continue
         bucket.append(name)

@@ -16,14 +16,15 @@ The cross-field rules DeepSpeed checks in validators are reproduced with
 
 from __future__ import annotations
 
-import math
 import sys
-from enum import Enum
 from pathlib import Path
 from typing import Any, Dict, List, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
+
+from .deepspeed_enums import OffloadDevice, QuantType, ZeroStage  # noqa: F401  (re-exported)
+from .deepspeed_section_checks import fp16_dynamic_scaling, fp16_integer_only, fp16_loss_scale, zero_cross_field
 
 DEPRECATED = "deprecated"
 
@@ -49,33 +50,6 @@ class StrictSection(BaseModel):
         protected_namespaces=(),
         json_schema_extra=_add_unprefixed_names,
     )
-
-
-# ---------------------------------------------------------------------------- enums
-
-
-class ZeroStage(int, Enum):
-    """ZeRO partitioning stage."""
-
-    disabled = 0
-    optimizer_states = 1
-    gradients = 2
-    weights = 3
-
-
-class OffloadDevice(str, Enum):
-    """Where offloaded tensors live."""
-
-    none = "none"
-    cpu = "cpu"
-    nvme = "nvme"
-
-
-class QuantType(str, Enum):
-    """Weight quantization scheme."""
-
-    symmetric = "symmetric"
-    asymmetric = "asymmetric"
 
 
 # ------------------------------------------------------------------ zero_optimization
@@ -180,6 +154,16 @@ class ZenFlowConfig(StrictSection):
 
 def _dep(replacement: Optional[str]) -> dict[str, Any]:
     return {DEPRECATED: True, "replacement": replacement}
+
+
+def deprecated_pairs(model: type[BaseModel]) -> list[tuple[str, str]]:
+    """(deprecated field, its replacement) for every deprecated field that has one."""
+    pairs = []
+    for old, info in model.model_fields.items():
+        extra = info.json_schema_extra
+        if isinstance(extra, dict) and extra.get(DEPRECATED) and extra.get("replacement"):
+            pairs.append((old, extra["replacement"]))
+    return pairs
 
 
 class ZeroConfig(StrictSection):
@@ -302,31 +286,10 @@ class ZeroConfig(StrictSection):
 
     @model_validator(mode="after")
     def _cross_field(self) -> "ZeroConfig":
-        stage = int(self.stage)
-        if not self.compute_grad_norm and stage not in (1, 2):
-            raise PydanticCustomError(
-                "invalid_combination",
-                "compute_grad_norm=false is only supported with ZeRO stage 1 or 2 (stage is {stage})",
-                {"stage": stage, "path": ("compute_grad_norm",)},
-            )
-        offload = self.offload_optimizer
-        if offload is not None and offload.ratio < 1.0 and stage != 3:
-            raise PydanticCustomError(
-                "partial_offload_below_stage3",
-                "offload_optimizer.ratio {ratio} (partial offload) needs ZeRO stage 3, but stage is {stage}",
-                {"ratio": offload.ratio, "stage": stage, "path": ("offload_optimizer", "ratio")},
-            )
-        for old, info in type(self).model_fields.items():
-            extra = info.json_schema_extra
-            if not (isinstance(extra, dict) and extra.get(DEPRECATED) and extra.get("replacement")):
-                continue
-            new = extra["replacement"]
-            if old in self.model_fields_set and new in self.model_fields_set:
-                raise PydanticCustomError(
-                    "deprecated_with_replacement",
-                    "deprecated key '{old}' and its replacement '{new}' cannot be given together",
-                    {"old": old, "new": new, "path": (old,)},
-                )
+        problem = zero_cross_field(int(self.stage), self.compute_grad_norm, self.offload_optimizer,
+                                   self.model_fields_set, deprecated_pairs(type(self)))
+        if problem is not None:
+            raise PydanticCustomError(*problem)
         return self
 
 
@@ -351,42 +314,18 @@ class FP16Config(StrictSection):
     @field_validator("loss_scale", mode="before")
     @classmethod
     def _loss_scale(cls, value: Any) -> float:
-        if isinstance(value, bool):
-            raise ValueError("fp16.loss_scale must be a number, not a boolean")
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
-            raise ValueError("fp16.loss_scale must be a number") from None
-        if not math.isfinite(value):
-            raise ValueError("fp16.loss_scale must be finite")
-        if value < 0:
-            raise ValueError("fp16.loss_scale must be >= 0 (0 means dynamic loss scaling)")
-        return value
+        return fp16_loss_scale(value)
 
     @field_validator("loss_scale_window", "min_loss_scale", mode="before")
     @classmethod
     def _integer_only(cls, value: Any, info: Any) -> Any:
-        name = f"fp16.{info.field_name}"
-        if isinstance(value, bool):
-            raise ValueError(f"{name} must be an integer, not a boolean")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"{name} must be finite")
-        try:
-            int(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} must be an integer") from None
-        return value
+        return fp16_integer_only(info.field_name, value)
 
     @model_validator(mode="after")
     def _dynamic_scaling(self) -> "FP16Config":
-        if self.enabled and self.loss_scale == 0:
-            for name in ("loss_scale_window", "min_loss_scale"):
-                if getattr(self, name) <= 0:
-                    raise PydanticCustomError(
-                        "invalid_combination",
-                        "fp16.{name} must be > 0 when dynamic loss scaling is on (loss_scale 0)",
-                        {"name": name, "path": (name,)},
-                    )
+        problem = fp16_dynamic_scaling(self.enabled, self.loss_scale, self.loss_scale_window, self.min_loss_scale)
+        if problem is not None:
+            raise PydanticCustomError(*problem)
         return self
 
 

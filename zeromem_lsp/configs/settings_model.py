@@ -1,0 +1,150 @@
+"""The pydantic model of the `zeromem` settings: the source of the JSON Schema (schemas/) and the
+validator of record. Its checks are the plain functions of settings.py; settings.py answers alone
+when it is certain a value is valid, and comes here for everything else (and for every message).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
+
+from zeromem_lsp.configs import settings_values as plain
+from zeromem_lsp.configs.settings_values import BYTE_SIZE_PATTERN, COUNT_PATTERN, SETTING_NAMES, SettingProblem
+from zeromem_lsp.configs.model_config import MAX_COUNT, MAX_SIZE
+from zeromem_lsp.precision import OPTIMIZERS, PRECISIONS
+
+ByteSize = Annotated[
+    int,
+    BeforeValidator(plain.check_bytes),
+    Field(ge=0),
+    WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": BYTE_SIZE_PATTERN}]}),
+]
+ParameterCount = Annotated[
+    int,
+    BeforeValidator(plain.check_count),
+    Field(gt=0),
+    WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": COUNT_PATTERN}]}),
+]
+Precision = Literal[PRECISIONS]  # type: ignore[valid-type]
+Optimizer = Literal[OPTIMIZERS]  # type: ignore[valid-type]
+
+
+class ParametersFromConfig(BaseModel):
+    """Count the parameters from a local Hugging Face `config.json` (path relative to the config file;
+    in project settings, relative to the settings file)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    from_config: str = Field(..., min_length=1, description="Path to a model's config.json.")
+
+
+def _parameters_setting(value: object) -> object:
+    """The plain check, its {"from_config": ...} answer made this module's model."""
+    if isinstance(value, ParametersFromConfig):
+        return value
+    checked = plain.check_parameters(value)
+    if isinstance(checked, plain.ParametersFromConfig):
+        return ParametersFromConfig(from_config=checked.from_config)
+    return checked
+
+
+ParametersSetting = Annotated[
+    int | ParametersFromConfig,
+    BeforeValidator(_parameters_setting),
+    WithJsonSchema({"anyOf": [
+        {"type": "integer", "minimum": 1}, {"type": "string", "pattern": COUNT_PATTERN},
+        {"type": "object", "properties": {"from_config": {"type": "string", "minLength": 1,
+         "description": "Path to a Hugging Face model config.json; the parameters are counted exactly."}},
+         "required": ["from_config"], "additionalProperties": False},
+    ]}),
+]
+
+
+class ZeromemSettings(BaseModel):
+    """Declarations for zeromem; DeepSpeed ignores this top-level block."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    parameters: ParametersSetting | None = Field(
+        None,
+        description='Model parameter count, e.g. "7B", "350M" or 8030261248, or {"from_config": "path/to/config.json"} '
+        "to count it exactly from a Hugging Face model config.",
+        examples=["7B", {"from_config": "model/config.json"}],
+    )
+    parameter_bytes: ByteSize | None = Field(
+        None, description="P: total parameter bytes (instead of `parameters`), e.g. \"14GB\"."
+    )
+    gradient_bytes: ByteSize | None = Field(None, description="G: total gradient bytes (with `parameter_bytes`).")
+    optimizer_bytes: ByteSize | None = Field(
+        None, description="O: total optimizer-state bytes (with `parameter_bytes`)."
+    )
+    precision: Precision | None = Field(
+        None, description="Training precision; default: from the fp16/bf16 sections (neither enabled = fp32)."
+    )
+    optimizer: Optimizer | None = Field(
+        None, description="Optimizer for the state size; default: the config's `optimizer.type`, else AdamW."
+    )
+    world_size: int | None = Field(
+        None, ge=1, strict=True, description="Number of ranks (GPUs); default: implied by the batch triple."
+    )
+    gpu_memory: ByteSize | None = Field(
+        None, description='Per-GPU memory budget, e.g. "80GiB" or "24GB".', examples=["80GiB"]
+    )
+    warn_fraction: float | None = Field(
+        None, gt=0, le=1, description="Warn when the chosen stage uses more than this fraction of gpu_memory (default 0.9)."
+    )
+    sequence_length: int | None = Field(
+        None, ge=1, le=MAX_SIZE, strict=True,
+        description="Tokens per training sequence, for the activation estimate; default: the config's "
+        "`max_seq_length` / `max_length` (TrainingArguments / TRL).",
+    )
+    micro_batch: int | None = Field(
+        None, ge=1, le=MAX_COUNT, strict=True,
+        description="Sequences per GPU per step, for the activation estimate; default: the config's "
+        "`train_micro_batch_size_per_gpu` / `per_device_train_batch_size`.",
+    )
+    gradient_checkpointing: bool | None = Field(
+        None, strict=True,
+        description="Whether the training script enables gradient (activation) checkpointing; default: the "
+        "config's `gradient_checkpointing` / `activation_checkpointing`, else false.",
+    )
+    attention: Literal[plain.ATTENTIONS] | None = Field(  # type: ignore[valid-type]
+        None, description="Attention implementation for the activation estimate: `sdpa` (default; what flash "
+        "attention keeps too) or `eager` (keeps the s×s probabilities).",
+    )
+    reserved: ByteSize | None = Field(
+        None, description='Per-GPU bytes for the CUDA context, library workspaces and the allocator, added to the '
+        'peak; default "1GiB" (docs/memory-model.md).', examples=["1GiB"],
+    )
+
+
+def _plain(model: ZeromemSettings) -> dict:
+    """The validated values as settings.py holds them (its own ParametersFromConfig)."""
+    values = {name: getattr(model, name) for name in SETTING_NAMES}
+    if isinstance(values["parameters"], ParametersFromConfig):
+        values["parameters"] = plain.ParametersFromConfig(values["parameters"].from_config)
+    return values
+
+
+def construct(values: dict) -> dict:
+    """`ZeromemSettings(**values)` through pydantic, as plain values: raises its ValidationError on a bad value."""
+    return _plain(ZeromemSettings(**values))
+
+
+def validate(values: dict) -> tuple[dict, list[SettingProblem]]:
+    """Settings from raw values: every problem reported, the valid values kept."""
+    try:
+        return _plain(ZeromemSettings.model_validate(values)), []
+    except ValidationError as error:
+        problems = []
+        for item in error.errors():
+            name = str(item["loc"][0]) if item["loc"] else ""
+            unknown = item["type"] == "extra_forbidden"
+            message = "unknown setting" if unknown else item["msg"].removeprefix("Value error, ")
+            problems.append(SettingProblem(name, message, unknown))
+    bad = {problem.name for problem in problems}
+    try:
+        return _plain(ZeromemSettings.model_validate({k: v for k, v in values.items() if k not in bad})), problems
+    except ValidationError:  # pragma: no cover - only valid values are left
+        return {}, problems
