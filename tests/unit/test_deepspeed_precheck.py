@@ -121,7 +121,7 @@ def test_every_section_the_precheck_vouches_for_pydantic_accepts_with_the_same_v
         for name, data in _sections_of(config):
             seen += 1
             vouched += _check_section(name, data)
-    assert seen > 400 and 0 < vouched < seen  # both paths really exercised
+    assert seen > 300 and 0 < vouched < seen  # both paths really exercised (~390 sections without ../shared)
 
 
 VALUES = st.one_of(
