@@ -13,7 +13,6 @@ from functools import cached_property
 from typing import Literal
 
 from zeromem_lsp.configs.detect import Kind, detect_kind
-from zeromem_lsp.configs.hf_arguments import unreadable_reason
 from zeromem_lsp.configs.settings import validate_settings, ParametersFromConfig, ZeromemSettings
 from zeromem_lsp.configs.training import Path, TrainingSetup
 from zeromem_lsp.findings import Finding
@@ -71,6 +70,8 @@ def resolve_parameters(settings: ZeromemSettings, loader: Loader | None) -> tupl
     path = wanted.from_config
     text = loader(path) if loader is not None else None
     if text is None:
+        from zeromem_lsp.configs.hf_arguments import unreadable_reason  # the failure path only
+
         reason = "no file access in this front end" if loader is None else unreadable_reason(loader, path)
         problem = f"parameters.from_config: cannot read {path!r} ({reason})"
         return cleared, None, problem, ModelRead(shape_problem=problem)
