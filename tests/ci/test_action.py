@@ -92,6 +92,7 @@ def test_bad_inputs_are_clear_errors(repo, inputs, message):
     assert done.returncode == 2 and f"::error title=zeromem action::{message}" in done.stdout
 
 
+@pytest.mark.install
 def test_install_step_installs_zeromem_from_the_actions_own_checkout(repo):
     done, _ = run_step(STEPS["Install zeromem"], repo, path=os.environ["PATH"])
     assert done.returncode == 0, done.stdout + done.stderr

@@ -176,7 +176,7 @@ def sections(draw):
     return name, _section_data(draw, name)
 
 
-@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sections())
 def test_hypothesis_sections_agree_with_pydantic(case):
     _check_section(*case)

@@ -36,7 +36,7 @@ def _same(ours, theirs) -> None:
     assert ours == theirs or (isinstance(ours, float) and math.isnan(ours) and math.isnan(theirs))
 
 
-@settings(max_examples=4000, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(VALUES)
 def test_values_answered_without_pydantic_are_what_pydantic_gives(values):
     checked = certainly_valid(values)
