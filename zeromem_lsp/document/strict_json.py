@@ -52,6 +52,17 @@ _SCAN = json.scanner.make_scanner(json.JSONDecoder(
     object_pairs_hook=_pairs, parse_float=_finite, parse_constant=_no_constant))
 
 
+def _scanned_on_read(slot) -> property:
+    """A property over Node's slot that scans the container's text the first time it is read."""
+
+    def read(node: LazyNode):
+        if node.text is not None:
+            node._scan()
+        return slot.__get__(node)
+
+    return property(read, slot.__set__)
+
+
 class LazyNode(Node):
     """An object or array whose members / items are scanned from the text on first use."""
 
@@ -65,25 +76,8 @@ class LazyNode(Node):
     def decoded(self) -> dict | list | None:
         return self.data
 
-    @property
-    def members(self) -> list[Member] | None:  # type: ignore[override]
-        if self.text is not None:
-            self._scan()
-        return _MEMBERS.__get__(self)
-
-    @members.setter
-    def members(self, value: list[Member] | None) -> None:
-        _MEMBERS.__set__(self, value)
-
-    @property
-    def items(self) -> list[Node] | None:  # type: ignore[override]
-        if self.text is not None:
-            self._scan()
-        return _ITEMS.__get__(self)
-
-    @items.setter
-    def items(self, value: list[Node] | None) -> None:
-        _ITEMS.__set__(self, value)
+    members = _scanned_on_read(_MEMBERS)  # type: ignore[assignment]
+    items = _scanned_on_read(_ITEMS)  # type: ignore[assignment]
 
     def _scan(self) -> list | dict:
         """Make the members / items from the text; return their decoded values as a dict / list.
