@@ -214,11 +214,18 @@ def place(inputs: Inputs, offload: Offload) -> Placement:
     """Bytes per rank at every stage: what stays on the GPU, and what offload moves to the host."""
     gpu, host = {}, {}
     p, g, o, r = inputs.parameter_bytes, inputs.gradient_bytes, inputs.optimizer_bytes, inputs.world_size
+    figures: dict[tuple[int, int, int], dict[str, int]] = {}  # the same P, G, O at several stages: once
+
+    def per_stage(pgo: tuple[int, int, int]) -> dict[str, int]:
+        if pgo not in figures:
+            figures[pgo] = model_state_bytes(*pgo, r)
+        return figures[pgo]
+
     for stage in STAGES:
         moves_p, moves_g, moves_o = offload.moves(stage)
         stays = (0 if moves_p else p, 0 if moves_g else g, 0 if moves_o else o)
-        gpu[stage] = model_state_bytes(*stays, r)[stage]
-        host[stage] = model_state_bytes(p - stays[0], g - stays[1], o - stays[2], r)[stage]
+        gpu[stage] = per_stage(stays)[stage]
+        host[stage] = per_stage((p - stays[0], g - stays[1], o - stays[2]))[stage]
     return Placement(gpu=gpu, host=host)
 
 

@@ -129,10 +129,10 @@ def _drop_auto(raw: dict, model: str, path: Path, out: list[ConfigIssue]) -> dic
                     f" DeepSpeed drops the key{default}.",
                 ))
             continue
-        sub_model = STRICT_SECTION_NAMES.get(tuple(map(str, sub_path)))
-        is_field = key in SECTIONS[model]["keys"]  # a field name or alias of the model
-        if sub_model is not None and isinstance(value, dict) and is_field:
-            value = _drop_auto(value, sub_model, sub_path, out)
+        if isinstance(value, dict) and key in SECTIONS[model]["keys"]:  # a field name or alias of the model
+            sub_model = STRICT_SECTION_NAMES.get(tuple(map(str, sub_path)))
+            if sub_model is not None:
+                value = _drop_auto(value, sub_model, sub_path, out)
         cleaned[key] = value
     return cleaned
 
@@ -407,6 +407,8 @@ def _check_unfilled_auto(config: dict, out: list[ConfigIssue]) -> None:
     """Warn about "auto" outside strict sections (those are handled in _drop_auto)."""
 
     def walk(value: Any, path: Path) -> None:
+        if not isinstance(value, (str, dict)):
+            return  # numbers, booleans, lists: neither "auto" nor a section to look into
         if tuple(map(str, path)) in STRICT_SECTION_NAMES or path[:2] == ("timers", "throughput"):
             return
         if is_auto(value):

@@ -85,8 +85,11 @@ class ZeromemSettings:
 
     def merged_over(self, lower: ZeromemSettings) -> ZeromemSettings:
         """These settings, falling back to `lower` for anything unset."""
-        values = {name: getattr(self, name) for name in SETTING_NAMES}
-        return lower.model_copy(update={k: v for k, v in values.items() if v is not None})
+        merged = object.__new__(ZeromemSettings)
+        for name in SETTING_NAMES:
+            value = getattr(self, name)
+            object.__setattr__(merged, name, value if value is not None else getattr(lower, name))
+        return merged
 
 
 

@@ -6,6 +6,7 @@ value checks both call. Imports neither of them, so the two do not import each o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from zeromem_lsp.units import UnitError, parse_bytes, parse_parameter_count
 
@@ -44,9 +45,15 @@ def _size(parse, value: object) -> object:
     if not isinstance(value, (int, str)):
         raise ValueError(f"expected a number or a string, got {value!r}")
     try:
-        return parse(value)
+        return _parsed(parse, value) if type(value) is str else parse(value)
     except UnitError as error:
         raise ValueError(str(error)) from None
+
+
+@lru_cache(maxsize=512)
+def _parsed(parse, text: str) -> int:
+    """A size written as text, parsed once: every config of a project repeats "80GiB" and "7B"."""
+    return parse(text)
 
 
 def check_bytes(value: object) -> object:
