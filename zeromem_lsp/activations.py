@@ -14,7 +14,7 @@ I intermediate size, V vocabulary, w the 16- or 32-bit width of the model's dtyp
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from zeromem_lsp.configs.model_config import MAX_COUNT, MAX_SIZE, ModelShape
 
@@ -29,8 +29,7 @@ class ActivationInputError(ValueError):
     """An input the activation model cannot use (named in the message)."""
 
 
-@dataclass(frozen=True)
-class Activations:
+class Activations(NamedTuple):
     """Saved-for-backward bytes of one forward + causal-LM loss for one micro-batch."""
 
     per_layer_bytes: int  # one decoder layer (the largest, if they differ)

@@ -8,7 +8,7 @@ that parsed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
@@ -117,7 +117,7 @@ def with_parameter_origin(plan, block: ZeromemSettings, forced: ZeromemSettings,
         origin = Origin("project or editor settings")
     if note:
         origin = Origin(f"{origin.note}: {note}", origin.path)
-    return replace(plan, origins={**plan.origins, "parameters": origin})
+    return plan._replace(origins={**plan.origins, "parameters": origin})
 
 
 def _settings_block(data: object, block_paths: tuple[Path, ...]) -> tuple[ZeromemSettings, list[tuple], Path]:

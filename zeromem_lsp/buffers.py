@@ -13,7 +13,7 @@ Rules and sources (docs/memory-model.md, "Buffers"):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 #: DeepSpeedZeroConfig defaults (elements); overlap_comm defaults to True only at stage 3.
 DEEPSPEED_DEFAULTS = {"reduce_bucket_size": 500_000_000, "allgather_bucket_size": 500_000_000,
@@ -21,16 +21,14 @@ DEEPSPEED_DEFAULTS = {"reduce_bucket_size": 500_000_000, "allgather_bucket_size"
                       "stage3_param_persistence_threshold": 100_000}
 
 
-@dataclass(frozen=True)
-class BufferPart:
+class BufferPart(NamedTuple):
     name: str  # the setting (or FSDP unit) it comes from
     elements: int
     bytes: int
     rule: str  # how bytes follow from elements, e.g. "4.5 × 2 B × 500,000,000"
 
 
-@dataclass(frozen=True)
-class Buffers:
+class Buffers(NamedTuple):
     parts: tuple[BufferPart, ...]
 
     @property
@@ -38,8 +36,7 @@ class Buffers:
         return sum(part.bytes for part in self.parts)
 
 
-@dataclass(frozen=True)
-class AutoSizes:
+class AutoSizes(NamedTuple):
     """What Transformers writes for `"auto"` (transformers/integrations/deepspeed.py)."""
 
     reduce_bucket_size: int  # hidden²

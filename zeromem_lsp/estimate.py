@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from zeromem_lsp.plan import Inputs, MemoryPlan, inputs_from_parameters, plan_of_inputs
 from zeromem_lsp.stages import ALL
@@ -14,8 +14,7 @@ from zeromem_lsp.stages import ALL
 __all__ = ["Estimate", "Inputs", "estimate", "inputs_from_parameters"]
 
 
-@dataclass(frozen=True)
-class Estimate:
+class Estimate(NamedTuple):
     plan: MemoryPlan
 
     @property

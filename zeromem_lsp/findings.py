@@ -5,34 +5,31 @@ Offsets index the analysed `str` (code points); front ends convert to line/chara
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 SEVERITIES = ("error", "warning", "information", "hint")
 
 
-@dataclass(frozen=True, slots=True)
-class TextEdit:
+class TextEdit(NamedTuple):
     start: int
     end: int
     new_text: str
 
 
-@dataclass(frozen=True, slots=True)
-class Fix:
+class Fix(NamedTuple):
     title: str
     edits: tuple[TextEdit, ...]
     preferred: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Finding:
+class Finding(NamedTuple):
     code: str
     severity: str
     message: str
     start: int
     end: int
-    fixes: tuple[Fix, ...] = field(default=())
-    related: tuple[tuple[int, int, str], ...] = field(default=())  # (start, end, note) elsewhere in the file
+    fixes: tuple[Fix, ...] = ()
+    related: tuple[tuple[int, int, str], ...] = ()  # (start, end, note) elsewhere in the file
 
 
 def overlapping(edits: tuple[TextEdit, ...] | list[TextEdit]) -> bool:

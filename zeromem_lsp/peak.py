@@ -8,6 +8,7 @@ formula), untouched. Activations (zeromem_lsp.activations) do not depend on the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from zeromem_lsp.activations import DTYPE_BYTES, F32, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.buffers import DEEPSPEED_DEFAULTS, Buffers, fsdp_buffers, hf_auto_sizes, zero_buffers
@@ -20,8 +21,7 @@ NO_SHAPE = 'declare "parameters": {"from_config": "path/to/config.json"}'
 AUTO_FILLED = {"reduce_bucket_size": "reduce_bucket_size", "stage3_prefetch_bucket_size": "stage3_prefetch_bucket_size"}
 
 
-@dataclass(frozen=True)
-class Input:
+class Input(NamedTuple):
     """A resolved input of the peak, with where it came from (a note and, if written here, its path)."""
 
     name: str  # "micro-batch", "sequence length", ...

@@ -8,7 +8,7 @@ library defaults. Every input keeps its origin for the hover.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from zeromem_lsp.configs.model_config import ModelShape, ParameterCount, UnsupportedModel, model_shape_from_text
 from zeromem_lsp.configs.settings import ZeromemSettings
@@ -18,8 +18,7 @@ from zeromem_lsp.peak import DEFAULT_RESERVED, Input, PeakInputs, estimate_peak
 from zeromem_lsp.plan import MemoryPlan
 
 
-@dataclass(frozen=True)
-class ModelRead:
+class ModelRead(NamedTuple):
     """What the config.json of `parameters.from_config` gave: the count and the activation shape."""
 
     counted: ParameterCount | None = None
@@ -35,8 +34,7 @@ def read_model(text: str, counted: ParameterCount, path: str) -> ModelRead:
         return ModelRead(counted, None, f"{path}: {error}", path)
 
 
-@dataclass(frozen=True)
-class Layers:
+class Layers(NamedTuple):
     """The settings layers, to say which one supplied a value."""
 
     block: ZeromemSettings
@@ -108,4 +106,4 @@ def with_peak(plan, workload: Workload, settings: ZeromemSettings, layers: Layer
         largest_layer=model.counted.largest_layer if model.counted is not None else None,
     )
     state = {stage: plan.placement.gpu[stage] for stage in plan.stages}
-    return replace(plan, peak=estimate_peak(state, plan.family, inputs))
+    return plan._replace(peak=estimate_peak(state, plan.family, inputs))

@@ -9,10 +9,10 @@ module loads neither pydantic nor the config models (the `zeromem estimate` path
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 
-from typing import TYPE_CHECKING
+from typing import NamedTuple, TYPE_CHECKING
 
 from zeromem_lsp.core import STAGES, model_state_bytes
 from zeromem_lsp.precision import BytesPerParameter
@@ -25,8 +25,7 @@ Path = tuple  # a key path in a document, e.g. ("zero_optimization", "stage")
 DEFAULT_WARN_FRACTION = 0.9  # ZM102 above this share of the budget (zeromem.warn_fraction)
 
 
-@dataclass(frozen=True)
-class Inputs:
+class Inputs(NamedTuple):
     """P, G, O in bytes and R ranks, plus how they were obtained (for display)."""
 
     parameter_bytes: int
@@ -35,7 +34,7 @@ class Inputs:
     world_size: int
     parameters: int | None = None
     per_parameter: BytesPerParameter | None = None
-    assumptions: tuple[str, ...] = field(default=())
+    assumptions: tuple[str, ...] = ()
 
 
 
@@ -54,8 +53,7 @@ def inputs_from_parameters(
     )
 
 
-@dataclass(frozen=True)
-class Origin:
+class Origin(NamedTuple):
     """Where an input came from: a human note and, when it is in the document, its key path."""
 
     note: str
@@ -117,8 +115,7 @@ def _fsdp_candidates(current: Offload) -> list[Offload]:
     return [current, FSDP_CPU_OFFLOAD]
 
 
-@dataclass(frozen=True)
-class Family:
+class Family(NamedTuple):
     """What differs between DeepSpeed and FSDP plans: the stages there are and what offload can do."""
 
     name: str  # "deepspeed" | "fsdp"
@@ -130,23 +127,20 @@ DEEPSPEED = Family("deepspeed", STAGES, _deepspeed_candidates)
 FSDP = Family("fsdp", FSDP_KEYS, _fsdp_candidates)
 
 
-@dataclass(frozen=True)
-class Placement:
+class Placement(NamedTuple):
     """Per-stage bytes per rank on the GPU and on the offload target."""
 
     gpu: dict[str, int]
     host: dict[str, int]
 
 
-@dataclass(frozen=True)
-class Suggestion:
+class Suggestion(NamedTuple):
     stage: str
     offload: Offload
     gpu_bytes: int
 
 
-@dataclass(frozen=True)
-class MemoryPlan:
+class MemoryPlan(NamedTuple):
     """Per-stage bytes per rank for these inputs and offload, the chosen stage and the budget."""
 
     stage: str | None  # the configured stage; None in the calculator (no config chose one)
@@ -229,8 +223,7 @@ def place(inputs: Inputs, offload: Offload) -> Placement:
     return Placement(gpu=gpu, host=host)
 
 
-@dataclass(frozen=True)
-class Unplanned:
+class Unplanned(NamedTuple):
     """Why no figure can be computed: each missing input with what would supply it."""
 
     missing: tuple[str, ...]

@@ -7,8 +7,6 @@ bytes, the parameter count, what is missing, the budget and warn fraction — is
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.configs.training import Path, TrainingSetup, implied_world_size
 from zeromem_lsp.plan import (
@@ -180,7 +178,7 @@ def build_fsdp_plan(
                  FSDP_CPU_OFFLOAD if offload else FsdpOffload(), ranks, ranks_origin, per_parameter, settings,
                  missing, block_path)
     if isinstance(plan, MemoryPlan):
-        plan = replace(plan, origins={**plan.origins, "strategy": strategy_origin})
+        plan = plan._replace(origins={**plan.origins, "strategy": strategy_origin})
     return plan
 
 
@@ -214,6 +212,6 @@ def plan_fsdp_family(fsdp_setup, accelerate, deepspeed_setup: TrainingSetup | No
     if settings.world_size is None and accelerate is not None and accelerate.world_size:
         plan = build_plan(deepspeed_setup, settings.model_copy(update={"world_size": accelerate.world_size}))
         if isinstance(plan, MemoryPlan):
-            plan = replace(plan, origins={**plan.origins, "world_size": Origin("num_processes", ("num_processes",))})
+            plan = plan._replace(origins={**plan.origins, "world_size": Origin("num_processes", ("num_processes",))})
         return plan
     return build_plan(deepspeed_setup, settings)

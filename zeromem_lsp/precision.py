@@ -15,8 +15,8 @@ with ``gradient_dtype="fp32"``. The table in ``docs/memory-model.md`` is checked
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from fractions import Fraction
+from typing import NamedTuple
 
 __all__ = [
     "PRECISIONS",
@@ -49,8 +49,7 @@ _STATE: dict[str, tuple[int, str]] = {
 assert set(_STATE) == set(OPTIMIZERS)
 
 
-@dataclass(frozen=True)
-class BytesPerParameter:
+class BytesPerParameter(NamedTuple):
     """Bytes per parameter for P, G and O under one precision and optimizer."""
 
     parameter: int

@@ -5,7 +5,7 @@ Keeping it in one place is what makes the numbers agree everywhere.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from zeromem_lsp.core import STAGES
 from zeromem_lsp.estimate import Estimate
@@ -54,8 +54,7 @@ def fit_word(value: int, budget: int | None) -> str:
     return "fits" if value <= budget else "exceeds"
 
 
-@dataclass(frozen=True)
-class StageRow:
+class StageRow(NamedTuple):
     """One stage's figures as every table shows them (CLI text, hover Markdown)."""
 
     stage: str

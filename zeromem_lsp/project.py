@@ -11,9 +11,8 @@ from __future__ import annotations
 import fnmatch
 import re
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-
+from typing import NamedTuple
 
 from zeromem_lsp.configs.settings import ParametersFromConfig, ZeromemSettings, validate_settings
 
@@ -31,19 +30,17 @@ SETTINGS_FILES = ("zeromem.toml", "pyproject.toml")
 NO_SETTINGS = ZeromemSettings()
 
 
-@dataclass(frozen=True)
-class SettingsProblem:
+class SettingsProblem(NamedTuple):
     path: Path
     line: int  # zero-based
     message: str
 
 
-@dataclass(frozen=True)
-class ProjectSettings:
+class ProjectSettings(NamedTuple):
     source: Path | None
     defaults: ZeromemSettings = NO_SETTINGS
     overrides: tuple[tuple[tuple[str, ...], ZeromemSettings], ...] = ()
-    problems: tuple[SettingsProblem, ...] = field(default=())
+    problems: tuple[SettingsProblem, ...] = ()
 
     def for_file(self, path: Path) -> ZeromemSettings:
         settings = self.defaults
@@ -165,8 +162,7 @@ def discover(start: Path) -> ProjectSettings:
 MAX_LOADED_BYTES = 16 * 2**20
 
 
-@dataclass(frozen=True)
-class FileLoader:
+class FileLoader(NamedTuple):
     """Reads files a config names, relative to the config's folder (absolute paths as given).
 
     Called with a name it returns the text, or None; `why_unreadable(name)` then says why."""

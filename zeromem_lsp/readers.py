@@ -8,7 +8,7 @@ the resolved settings (DeepSpeed's batch check needs the world size; plans need 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from zeromem_lsp.configs.deepspeed import validate_deepspeed
 from zeromem_lsp.configs.deepspeed_catalog import HF_AUTO_STAGE
@@ -29,8 +29,7 @@ BLANK_SETUP = read_training_setup({})
 TOP_BLOCK: tuple[Path, ...] = (("zeromem",),)
 
 
-@dataclass(frozen=True)
-class Reading:
+class Reading(NamedTuple):
     data: object  # the document as plain Python
     issues: Callable[[ZeromemSettings], list[ConfigIssue]]  # issue paths are document paths
     block_paths: tuple[Path, ...]  # where a zeromem block may be; the first one written wins
@@ -61,7 +60,7 @@ def _rerooted(setup: TrainingSetup, root: tuple | None) -> TrainingSetup:
     def at(path):
         return None if path is None or root is None else (*root, *path)
 
-    return replace(setup, stage_path=at(setup.stage_path), precision_path=at(setup.precision_path),
+    return setup._replace(stage_path=at(setup.stage_path), precision_path=at(setup.precision_path),
                    optimizer_path=at(setup.optimizer_path))
 
 

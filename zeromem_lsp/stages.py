@@ -3,13 +3,12 @@ sharding strategy that keeps the same persistent state per rank (docs/fsdp-accel
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from zeromem_lsp.core import STAGES
 
 
-@dataclass(frozen=True)
-class Stage:
+class Stage(NamedTuple):
     key: str  # the name in core.model_state_bytes: "ddp" | "zero1" | "zero2" | "zero3"
     number: int  # zero_optimization.stage
     label: str  # "ZeRO-2"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 
@@ -123,7 +122,7 @@ def test_bad_values_raise_naming_them_and_listing_valid_ones(args, kwargs, bad):
 def test_bytes_per_parameter_is_frozen():
     bpp = bytes_per_parameter("bf16", "adam")
     assert isinstance(bpp, BytesPerParameter)
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):  # immutable
         bpp.parameter = 4  # type: ignore[misc]
 
 

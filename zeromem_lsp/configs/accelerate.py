@@ -158,7 +158,7 @@ def validate_accelerate(data: dict) -> tuple[list[ConfigIssue], AccelerateSetup]
         if distributed == "FSDP":
             issues, fsdp_setup = validate_accelerate_fsdp(fsdp_block, ("fsdp_config",))
             out += issues
-            fsdp_setup = FsdpSetup(**{**fsdp_setup.__dict__, "mixed_precision": precision})
+            fsdp_setup = fsdp_setup._replace(mixed_precision=precision)
         elif any(key != "zeromem" for key in fsdp_block):
             out.append(_issue("ignored_setting", ("fsdp_config",), "key",
                               f"fsdp_config is ignored: distributed_type is {distributed!r}, not FSDP"))

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-from dataclasses import replace
 
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -304,7 +303,7 @@ def _with_auto_stage_note(found: ConfigIssue, stage_for_auto: int) -> ConfigIssu
         note = f'"stage": "auto" is {stage_for_auto} here, what HF Trainer / Accelerate fill in by default'
     else:
         note = '"stage": "auto" is stage 0 under a plain DeepSpeed launch'
-    return replace(found, message=f"{found.message} ({note}.)")
+    return found._replace(message=f"{found.message} ({note}.)")
 
 
 def _check_zero(config: dict, zero_raw: Any, out: list[ConfigIssue],

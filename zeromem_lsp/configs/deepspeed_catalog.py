@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import enum
 import typing
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import Any, NamedTuple, Optional, TYPE_CHECKING, Union
 
 from . import deepspeed_facts as facts
 
@@ -157,8 +156,7 @@ DTYPE_NAMES = (
 # ---------------------------------------------------------------- hover / completion
 
 
-@dataclass(frozen=True)
-class FieldDoc:
+class FieldDoc(NamedTuple):
     """What an editor shows for one config key."""
 
     path: tuple[str, ...]

@@ -15,7 +15,7 @@ Pure: plain dicts in, ``ConfigIssue`` records and an ``FsdpSetup`` out.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from zeromem_lsp.configs.issue import ConfigIssue
 
@@ -49,8 +49,7 @@ def _issue(kind: str, path: Path, target: str, message: str, replacement: str | 
     return ConfigIssue(kind, tuple(path), target, message, replacement, "fsdp")
 
 
-@dataclass(frozen=True)
-class FsdpSetup:
+class FsdpSetup(NamedTuple):
     """What the memory plan needs from an FSDP config; None = unknown/unusable."""
 
     version: int

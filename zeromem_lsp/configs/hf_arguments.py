@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from zeromem_lsp.configs.deepspeed import validate_deepspeed
 from zeromem_lsp.configs.deepspeed_catalog import HF_AUTO_STAGE
@@ -32,7 +32,7 @@ class HfArgumentsSetup:
 
 
 def _prefixed(issue: ConfigIssue, base: Path) -> ConfigIssue:
-    return replace(issue, path=(*base, *issue.path))
+    return issue._replace(path=(*base, *issue.path))
 
 
 def unreadable_reason(loader: Loader, path: str) -> str:
@@ -71,7 +71,7 @@ def validate_hf_arguments(data: dict, loader: Loader | None = None) -> tuple[lis
             unread.append(f"fsdp_config {problem}")
         if isinstance(config, dict):
             issues, fsdp_setup = validate_transformers_fsdp(config, ("fsdp_config",), options, ("fsdp",))
-            fsdp_issues += [replace(i, path=("fsdp_config",), target="value", replacement=None,
+            fsdp_issues += [i._replace(path=("fsdp_config",), target="value", replacement=None,
                                     message=f"in {data['fsdp_config']}: {i.message}") for i in issues]
     elif isinstance(config, dict):
         issues, fsdp_setup = validate_transformers_fsdp(config, ("fsdp_config",), options, ("fsdp",))

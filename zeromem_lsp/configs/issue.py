@@ -5,14 +5,12 @@ Which rule (and so which severity) an issue is, is decided by `rules.kinds`, not
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional, Union
+from typing import NamedTuple, Optional, Union
 
 from zeromem_lsp.rules.kinds import rule_for_kind
 
 
-@dataclass(frozen=True)
-class ConfigIssue:
+class ConfigIssue(NamedTuple):
     """One problem a reader found in a config."""
 
     kind: str  # the reader's own kind name, e.g. "unknown_key"

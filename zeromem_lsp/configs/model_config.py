@@ -14,15 +14,14 @@ Mistral-7B-v0.1 7,241,732,096; GPT-2 124,439,808; ...).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
 class UnsupportedModel(ValueError):
     """The config cannot be counted (unknown model_type or a missing field)."""
 
 
-@dataclass(frozen=True)
-class ParameterCount:
+class ParameterCount(NamedTuple):
     total: int
     model_type: str
     note: str  # e.g. "llama: 32 layers, tied embeddings"
@@ -259,8 +258,7 @@ def count_parameters_from_text(text: str) -> ParameterCount:
 
 # --- the shape the activation model needs (zeromem_lsp.activations) ---
 
-@dataclass(frozen=True)
-class ModelShape:
+class ModelShape(NamedTuple):
     """What a config.json says about a model's activations; defaults are the Transformers config defaults."""
 
     model_type: str

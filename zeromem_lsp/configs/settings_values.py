@@ -5,8 +5,8 @@ value checks both call. Imports neither of them, so the two do not import each o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from zeromem_lsp.units import UnitError, parse_bytes, parse_parameter_count
 
@@ -66,8 +66,7 @@ def check_count(value: object) -> object:
     return _size(parse_parameter_count, value)
 
 
-@dataclass(frozen=True)
-class ParametersFromConfig:
+class ParametersFromConfig(NamedTuple):
     """Count the parameters from a local Hugging Face `config.json` (path relative to the config file;
     in project settings, relative to the settings file)."""
 
@@ -91,8 +90,7 @@ def check_parameters(value: object) -> object:
     return count
 
 
-@dataclass(frozen=True)
-class SettingProblem:
+class SettingProblem(NamedTuple):
     """One invalid setting: its name, why, and whether the name itself is unknown."""
 
     name: str

@@ -6,7 +6,7 @@ half-valid config still yields whatever figures can be computed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from zeromem_lsp.precision import normalize_precision, optimizer_from_deepspeed_type
 
@@ -14,8 +14,7 @@ Path = tuple[str | int, ...]
 OFFLOAD_DEVICES = ("cpu", "nvme")
 
 
-@dataclass(frozen=True)
-class TrainingSetup:
+class TrainingSetup(NamedTuple):
     stage: int | None  # None: the value is present but unusable
     stage_path: Path | None  # where the stage is written (None: DeepSpeed's default 0)
     offload_optimizer: str | None  # "cpu" | "nvme" | None

@@ -8,6 +8,7 @@ file or a library default), so hovers and findings can point at it. Validation i
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from zeromem_lsp.configs.training import Path, positive_int
 
@@ -21,8 +22,7 @@ ZERO_ALIASES = {"prefetch_bucket_size": "stage3_prefetch_bucket_size",
 HF_DEFAULT_MICRO_BATCH = 8
 
 
-@dataclass(frozen=True)
-class Given:
+class Given(NamedTuple):
     value: object
     note: str  # where it came from, e.g. "train_micro_batch_size_per_gpu"
     path: Path | None = None

@@ -6,13 +6,12 @@ returned (undecodable bytes replaced) so the rest of the file can be checked.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 BINARY_PROBE = 8192
 
 
-@dataclass(frozen=True)
-class Decoded:
+class Decoded(NamedTuple):
     text: str
     problem: str | None = None  # why DeepSpeed could not read these bytes
     offset: int = 0  # character offset in `text` where the problem is

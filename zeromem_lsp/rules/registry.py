@@ -6,13 +6,12 @@ this table. Codes are stable forever once released.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from zeromem_lsp.findings import Finding, Fix
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     code: str
     name: str  # kebab-case description of the bad pattern
     severity: str

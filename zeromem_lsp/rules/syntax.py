@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 
 from zeromem_lsp.findings import Finding
 from zeromem_lsp.rules.context import Context
@@ -35,7 +34,7 @@ def check(context: Context) -> Iterator[Finding]:
             finding = context.finding(DUPLICATE_KEY, problem.message, span=(problem.start, problem.end))
             if problem.related is not None:
                 first_key = (problem.related, problem.related + problem.end - problem.start, "first occurrence")
-                finding = replace(finding, related=(first_key,))
+                finding = finding._replace(related=(first_key,))
             yield finding
         elif problem.kind == "quoteless_comma":  # its own message: the value is not what the author wrote
             yield context.finding(NOT_STRICT_JSON, f"{problem.message}. HF Transformers and Accelerate (json.load) fail here",
