@@ -85,6 +85,16 @@ trap 'rm -rf "$WORK"' EXIT
 )
 say "built $(basename "$WORK/zeromem.vsix")"
 
-ZEROMEM_CODE_SERVER=$CODE_SERVER ZEROMEM_NODE=$NODE ZEROMEM_VSIX=$WORK/zeromem.vsix ZEROMEM_PYTHON=$PYTHON \
-ZEROMEM_CHROMIUM=$CHROMIUM ZEROMEM_SCREENSHOTS=${ZEROMEM_SCREENSHOTS:-$WORK/screenshots} \
-  "$PW/bin/python" -m pytest -q -p no:cacheprovider --rootdir editors/vscode/e2e -c /dev/null editors/vscode/e2e
+run_e2e() {
+  ZEROMEM_CODE_SERVER=$CODE_SERVER ZEROMEM_NODE=$NODE ZEROMEM_VSIX=$WORK/zeromem.vsix ZEROMEM_PYTHON=$PYTHON \
+  ZEROMEM_CHROMIUM=$CHROMIUM ZEROMEM_SCREENSHOTS=${ZEROMEM_SCREENSHOTS:-$WORK/screenshots} \
+    "$PW/bin/python" -m pytest -q -p no:cacheprovider --rootdir editors/vscode/e2e -c /dev/null editors/vscode/e2e
+}
+# A browser driving a whole IDE on a loaded 2-core machine can lose a key press; as Playwright's own
+# runner does (`retries`), a failed run is repeated once from scratch (fresh code-server and browser),
+# and the first failure stays in the log. Two failures in a row fail CI.
+if ! run_e2e; then
+  say "RETRY: the run above failed; running the whole e2e module once more from scratch"
+  run_e2e
+  say "passed on the retry (the failure above is kept for inspection)"
+fi
