@@ -6,6 +6,7 @@ commands start without loading pydantic and the models.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -93,6 +94,9 @@ def check(args, fixes=None):
     (`fixes`: a cli.fix.FixSession for --fix/--diff)."""
     from zeromem_lsp.lint import LintInputError, lint
 
+    # The modules just imported live as long as the process: keep the collector from walking them
+    # again on every collection while thousands of configs are analysed (~10% of a large run).
+    gc.freeze()
     select, ignore = parse_codes(args.select), parse_codes(args.ignore)
     forced = forced_settings(args)
     progress = Progress(not args.quiet)
