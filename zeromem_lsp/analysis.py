@@ -144,16 +144,27 @@ def analyse(
     settings: ZeromemSettings = NO_SETTINGS,
     forced: ZeromemSettings = NO_SETTINGS,
     loader: Loader | None = None,
+    previous: Document | None = None,
+    edit: tuple[int, int, int] | None = None,
 ) -> Analysis:
     """Findings for one document: text → document → kind → reader → settings → plan → rules.
 
     `settings`: project and editor defaults (below the file's own zeromem block);
     `forced`: command-line values (above it); `loader`: reads files the document names
     (a model config.json, a DeepSpeed or fsdp_config file) — without it they are not read.
+    `previous` and `edit` (start, old end, new end): the document before one edit, so that only
+    the value the edit is in is parsed again (document/splice.py checks it can; else a full parse).
     """
     if len(text) > MAX_DOCUMENT_CHARS:
         return Analysis(text, None, None, [settings_rules.too_large(len(text), MAX_DOCUMENT_CHARS)], refused="oversized")
-    if name is not None and name.lower().endswith(YAML_SUFFIXES):
+    document = None
+    if previous is not None and edit is not None:
+        from zeromem_lsp.document.splice import reparse
+
+        document = reparse(previous, text, *edit)
+    if document is not None:
+        pass
+    elif name is not None and name.lower().endswith(YAML_SUFFIXES):
         from zeromem_lsp.document.yaml_document import parse_yaml_document
 
         document = parse_yaml_document(text)

@@ -58,6 +58,24 @@ class LineIndex:
     def __repr__(self) -> str:
         return f"LineIndex(lines={len(self.starts)}, length={len(self.text)})"
 
+    def spliced(self, text: str, start: int, old_end: int, new_end: int) -> LineIndex:
+        """The index of ``text``: this index's text with ``[start, old_end)`` replaced by
+        ``text[start:new_end]`` (the caller has checked that). Lines before the edit are kept, those
+        after it move; only the edited span is searched for line breaks."""
+        if "\r" in text or "\r" in self.text:
+            return LineIndex(text)  # a "\r\n" could be split or joined by the edit
+        starts = self.starts
+        before = bisect_right(starts, start)  # line starts at or before the edit (their break is before it)
+        after = bisect_right(starts, old_end)  # the first line start past the replaced span
+        inserted = text[start:new_end]
+        breaks = list(accumulate(map((1).__add__, map(len, inserted.split("\n"))), initial=start))[1:-1]
+        delta = new_end - old_end
+        index = LineIndex.__new__(LineIndex)
+        index.text = text
+        index.starts = [*starts[:before], *breaks, *[line + delta for line in starts[after:]]] if delta else [
+            *starts[:before], *breaks, *starts[after:]]
+        return index
+
     @property
     def line_count(self) -> int:
         return len(self.starts)

@@ -19,7 +19,7 @@ from json.decoder import scanstring
 from .model import Document, Member, Node
 from .positions import LineIndex
 
-__all__ = ["LazyNode", "parse_strict"]
+__all__ = ["LazyNode", "NotStrict", "decode_value", "new_root", "parse_strict"]
 
 _WS = re.compile(r"[ \t\n\r]*")
 _MEMBERS = Node.__dict__["members"]  # the slot descriptors LazyNode's properties wrap
@@ -134,6 +134,17 @@ def _node(text: str, start: int) -> Node:
 
 def _value(node: Node) -> object:
     return node.data if type(node) is LazyNode else node.value
+
+
+def new_root(kind: str, start: int, end: int, children: list, data: dict | list) -> LazyNode:
+    """A root whose children are already made (document/splice.py)."""
+    root = LazyNode(kind, start, end, None, data)
+    (_MEMBERS if kind == "object" else _ITEMS).__set__(root, children)
+    return root
+
+
+decode_value = _node  # the positioned node of the value at an offset (document/splice.py)
+NotStrict = _NotStrict
 
 
 def _root(text: str, start: int) -> LazyNode:
