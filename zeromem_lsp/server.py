@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import sys
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,6 +48,15 @@ class ZeromemServer(LanguageServer):
         self._refreshing: set[str] = set()
         self._dirty: set[str] = set()
         self._projects: dict[Path, ProjectSettings] = {}  # folder -> its project settings, until a file changes
+
+    def start_io(self, stdin=None, stdout=None) -> None:
+        from zeromem_lsp.pipe_io import own_pipe, serve_pipe
+
+        stdin, stdout = stdin or sys.stdin.buffer, stdout or sys.stdout.buffer
+        if own_pipe(stdin, stdout):
+            serve_pipe(self, stdin, stdout)
+        else:
+            super().start_io(stdin, stdout)
 
     # ------------------------------------------------------------ client facts
 
