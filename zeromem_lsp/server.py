@@ -48,6 +48,7 @@ class ZeromemServer(LanguageServer):
         self._refreshing: set[str] = set()
         self._dirty: set[str] = set()
         self._projects: dict[Path, ProjectSettings] = {}  # folder -> its project settings, until a file changes
+        self._settings: dict[str, tuple[int, ZeromemSettings]] = {}  # uri -> (generation, its defaults)
 
     def start_io(self, stdin=None, stdout=None) -> None:
         from zeromem_lsp.pipe_io import own_pipe, serve_pipe
@@ -115,7 +116,16 @@ class ZeromemServer(LanguageServer):
 
     def settings_for(self, uri: str) -> ZeromemSettings:
         """Defaults for `uri` below its own zeromem block: project files ([tool.zeromem], zeromem.toml)
-        over editor settings."""
+        over editor settings; kept per open document until either changes (the generation moves)."""
+        cached = self._settings.get(uri)
+        if cached is not None and cached[0] == self.generation:
+            return cached[1]
+        settings = self._discover_settings(uri)
+        if uri in self.workspace.text_documents:  # forgotten on close: the cache holds open documents only
+            self._settings[uri] = (self.generation, settings)
+        return settings
+
+    def _discover_settings(self, uri: str) -> ZeromemSettings:
         path = document_path(uri)
         if path is None:
             return self.editor_settings
@@ -234,6 +244,7 @@ class ZeromemServer(LanguageServer):
 
     def forget(self, uri: str) -> None:
         self._analyses.pop(uri, None)
+        self._settings.pop(uri, None)
 
     def log(self, message: str, kind: types.MessageType = types.MessageType.Log) -> None:
         self.window_log_message(types.LogMessageParams(type=kind, message=message))
