@@ -49,6 +49,7 @@ class ZeromemServer(LanguageServer):
         self._dirty: set[str] = set()
         self._projects: dict[Path, ProjectSettings] = {}  # folder -> its project settings, until a file changes
         self._settings: dict[str, tuple[int, ZeromemSettings]] = {}  # uri -> (generation, its defaults)
+        self._running: dict[str, tuple[tuple[int | None, int], asyncio.Future]] = {}  # uri -> analysis in a thread
 
     def start_io(self, stdin=None, stdout=None) -> None:
         from zeromem_lsp.pipe_io import own_pipe, serve_pipe
@@ -186,14 +187,32 @@ class ZeromemServer(LanguageServer):
                 project.source.name, project.problems, analysis.text)
         return analysis
 
-    def current(self, uri: str) -> tuple[TextDocument, Analysis, LineIndex]:
+    async def analysis_async(self, uri: str, version: int | None, text: str) -> Analysis:
+        """`analysis_of` without blocking the loop on a large document: it is analysed in a worker
+        thread, once per (version, generation) however many handlers ask (push, pull, hover...); an
+        older version still being analysed is waited for first rather than run beside it."""
+        if len(text) <= INLINE_ANALYSIS_CHARS:  # ~1 ms: a thread hop would cost as much
+            return self.analysis_of(uri, version, text)
+        while True:
+            key, cached, running = (version, self.generation), self._analyses.get(uri), self._running.get(uri)
+            if cached is not None and version is not None and cached[:2] == key:
+                return cached[2]
+            if running is None:
+                future = asyncio.ensure_future(asyncio.to_thread(self.analysis_of, uri, version, text))
+                self._running[uri] = running = (key, future)
+                future.add_done_callback(lambda done: self._running.get(uri, (None, None))[1] is done
+                                         and self._running.pop(uri))
+            if running[0] == key:
+                return await asyncio.shield(running[1])
+            await asyncio.wait([running[1]])  # superseded: let it finish (threads cannot be stopped)
+
+    async def current(self, uri: str) -> tuple[TextDocument, Analysis, LineIndex]:
         """The open document, its analysis and line index; `DocumentNotOpen` for anything else."""
         document = self.workspace.text_documents.get(uri)
         if document is None:
             raise DocumentNotOpen(uri)
-        analysis = self.analysis_of(uri, document.version, document.source)
-        lines = analysis.lines
-        return document, analysis, lines
+        analysis = await self.analysis_async(uri, document.version, document.source)
+        return document, analysis, analysis.lines
 
     def diagnostics(self, uri: str, analysis: Analysis) -> list[types.Diagnostic]:
         lines = analysis.lines
@@ -221,11 +240,8 @@ class ZeromemServer(LanguageServer):
                 document = self.workspace.text_documents.get(uri)
                 if document is None:
                     return
-                version, text = document.version, document.source
-                if len(text) <= INLINE_ANALYSIS_CHARS:  # ~1 ms: a thread hop would cost as much
-                    analysis = self.analysis_of(uri, version, text)
-                else:  # the loop keeps answering other documents meanwhile
-                    analysis = await asyncio.to_thread(self.analysis_of, uri, version, text)
+                version = document.version
+                analysis = await self.analysis_async(uri, version, document.source)
                 latest = self.workspace.text_documents.get(uri)
                 if not self.pull_mode and latest is not None and latest.version == version:
                     self.publish(uri, analysis, version)
@@ -439,7 +455,7 @@ async def pull_diagnostics(ls: ZeromemServer, params: types.DocumentDiagnosticPa
     if not ls.pull_mode:  # this client gets pushes (it cannot be asked to re-pull): each problem once
         return _empty_report()
     await wait_for_settings(ls)
-    document, analysis, _ = ls.current(params.text_document.uri)
+    document, analysis, _ = await ls.current(params.text_document.uri)
     result_id = f"{document.version}:{ls.generation}"
     if params.previous_result_id == result_id:
         return types.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
@@ -451,30 +467,30 @@ async def pull_diagnostics(ls: ZeromemServer, params: types.DocumentDiagnosticPa
 
 @server.feature(types.TEXT_DOCUMENT_HOVER)
 @guarded()
-def hover(ls: ZeromemServer, params: types.HoverParams):
+async def hover(ls: ZeromemServer, params: types.HoverParams):
     from zeromem_lsp.assist.hover import hover_at
 
-    document, analysis, lines = ls.current(params.text_document.uri)
+    document, analysis, lines = await ls.current(params.text_document.uri)
     found = hover_at(analysis, to_offset(lines, params.position, ls.encoding))
     return to_hover(found, lines, ls.encoding) if found else None
 
 
 @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
 @guarded()
-def inlay_hint(ls: ZeromemServer, params: types.InlayHintParams):
+async def inlay_hint(ls: ZeromemServer, params: types.InlayHintParams):
     from zeromem_lsp.assist.inlay import inlay_hints
 
-    document, analysis, lines = ls.current(params.text_document.uri)
+    document, analysis, lines = await ls.current(params.text_document.uri)
     start, end = to_offsets(lines, params.range, ls.encoding)
     return [to_inlay_hint(hint, lines, ls.encoding) for hint in inlay_hints(analysis, start, end)] or None
 
 
 @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=['"', ":"]))
 @guarded()
-def completion(ls: ZeromemServer, params: types.CompletionParams):
+async def completion(ls: ZeromemServer, params: types.CompletionParams):
     from zeromem_lsp.assist.completion import complete
 
-    document, analysis, lines = ls.current(params.text_document.uri)
+    document, analysis, lines = await ls.current(params.text_document.uri)
     candidates = complete(analysis, to_offset(lines, params.position, ls.encoding))
     if not candidates:
         return None
@@ -483,11 +499,11 @@ def completion(ls: ZeromemServer, params: types.CompletionParams):
 
 @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]))
 @guarded()
-def code_action(ls: ZeromemServer, params: types.CodeActionParams):
+async def code_action(ls: ZeromemServer, params: types.CodeActionParams):
     only = params.context.only
     if only and not any(types.CodeActionKind.QuickFix.startswith(kind) for kind in only):
         return None
-    document, analysis, lines = ls.current(params.text_document.uri)
+    document, analysis, lines = await ls.current(params.text_document.uri)
     start, end = to_offsets(lines, params.range, ls.encoding)
     versioned = bool(ls._capability("workspace", "workspace_edit", "document_changes"))
     actions = []
