@@ -2,9 +2,10 @@
 
 pygls reads stdio through a thread pool: one hop per header line and one for the body, three per
 message, each a thread wake-up and a GIL hand-over (~0.1 ms apiece on two busy cores). When stdin
-is a pipe of its own (how editors and pytest-lsp start servers), an asyncio stream reads it from
-the loop's own poll. Anything else (a file, a terminal, one descriptor for both directions,
-Windows) keeps pygls' reader, whose blocking reads are safe everywhere.
+is a pipe or socket of its own (how editors start servers: Node and Neovim hand over one socket per
+stream, Python's subprocess a pipe), an asyncio stream reads it from the loop's own poll. Anything
+else (a file, a terminal, one descriptor for both directions, Windows) keeps pygls' reader, whose
+blocking reads are safe everywhere.
 """
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ READ_CHUNK = 2**20  # bytes buffered before reading pauses (a 10 MB didOpen arri
 
 
 def own_pipe(stdin, stdout) -> bool:
-    """stdin is a pipe not shared with stdout: making it non-blocking cannot affect our writes."""
+    """stdin is a pipe or socket apart from stdout: making it non-blocking cannot affect our writes."""
     if sys.platform == "win32":
         return False
     try:
         read, written = os.fstat(stdin.fileno()), os.fstat(stdout.fileno())
     except (AttributeError, OSError, ValueError):
         return False
-    return stat.S_ISFIFO(read.st_mode) and (read.st_dev, read.st_ino) != (written.st_dev, written.st_ino)
+    streamed = stat.S_ISFIFO(read.st_mode) or stat.S_ISSOCK(read.st_mode)
+    return streamed and (read.st_dev, read.st_ino) != (written.st_dev, written.st_ino)
 
 
 async def _serve(server, stdin) -> None:

@@ -41,7 +41,7 @@ def next_with(stream, predicate) -> dict:
     return message
 
 
-def test_own_pipe_only_for_a_pipe_apart_from_stdout():
+def test_own_pipe_only_for_a_pipe_or_socket_apart_from_stdout():
     read_end, write_end = os.pipe()
     other_read, other_write = os.pipe()
     left, right = socket.socketpair()
@@ -53,6 +53,8 @@ def test_own_pipe_only_for_a_pipe_apart_from_stdout():
         with tempfile.TemporaryFile() as regular, open(other_write, "wb", closefd=False) as stdout:
             assert not own_pipe(regular, stdout)
         with left.makefile("rb") as stdin, open(other_write, "wb", closefd=False) as stdout:
+            assert own_pipe(stdin, stdout)  # Node and Neovim give their servers one socket per stream
+        with left.makefile("rb") as stdin, left.makefile("wb") as stdout:
             assert not own_pipe(stdin, stdout)
     finally:
         for fd in (read_end, write_end, other_read, other_write):
@@ -99,3 +101,24 @@ def test_stdin_from_a_regular_file_uses_the_blocking_reader(tmp_path):
     stream = io.BytesIO(done.stdout)
     assert "capabilities" in read_message(stream)["result"]
     assert read_message(stream) == {"jsonrpc": "2.0", "id": 2, "result": None}
+
+
+def test_one_socket_per_stream_as_node_and_neovim_start_servers():
+    parent_in, child_in = socket.socketpair()
+    parent_out, child_out = socket.socketpair()
+    server = subprocess.Popen(SERVER, stdin=child_in, stdout=child_out, stderr=subprocess.DEVNULL)
+    child_in.close()
+    child_out.close()
+    try:
+        parent_in.sendall(frame(INITIALIZE))
+        with parent_out.makefile("rb") as replies:
+            assert "capabilities" in read_message(replies)["result"]
+            parent_in.sendall(frame({"jsonrpc": "2.0", "id": 2, "method": "shutdown"}))
+            assert read_message(replies) == {"jsonrpc": "2.0", "id": 2, "result": None}
+        parent_in.sendall(frame({"jsonrpc": "2.0", "method": "exit"}))
+        assert server.wait(timeout=15) == 0
+    finally:
+        server.kill()
+        server.wait()
+        parent_in.close()
+        parent_out.close()
