@@ -7,6 +7,8 @@ text on the same line.
 
 from __future__ import annotations
 
+import functools
+
 from lsprotocol import types
 
 from typing import TYPE_CHECKING
@@ -51,26 +53,53 @@ def to_offsets(lines: LineIndex, range_: types.Range, encoding: str) -> tuple[in
     return to_offset(lines, range_.start, encoding), to_offset(lines, range_.end, encoding)
 
 
-def to_diagnostic(finding: Finding, lines: LineIndex, encoding: str, uri: str) -> types.Diagnostic:
-    related = [
-        types.DiagnosticRelatedInformation(
-            location=types.Location(uri=uri, range=to_range(lines, start, end, encoding)), message=note
-        )
-        for start, end, note in finding.related
-    ]
+def range_json(lines: LineIndex, start: int, end: int, encoding: str) -> dict:
+    (start_line, start_character), (end_line, end_character) = (
+        lines.position(start, encoding), lines.position(end, encoding))
+    return {"start": {"line": start_line, "character": start_character},
+            "end": {"line": end_line, "character": end_character}}
+
+
+def diagnostic_json(finding: Finding, lines: LineIndex, encoding: str, uri: str) -> dict:
+    """A Diagnostic as it goes on the wire: what lsprotocol's converter makes of the typed one, key for
+    key and in its order, without building it (publishDiagnostics runs on every keystroke)."""
     from zeromem_lsp.rules.registry import RULES
 
+    diagnostic = {
+        "range": range_json(lines, finding.start, finding.end, encoding),
+        "message": finding.message,
+        "severity": SEVERITIES.get(finding.severity, types.DiagnosticSeverity.Warning).value,
+        "code": finding.code,
+        "source": SOURCE,
+    }
     known = RULES.get(finding.code)
-    deprecated = known is not None and "deprecated" in known.name
-    return types.Diagnostic(
-        range=to_range(lines, finding.start, finding.end, encoding),
-        message=finding.message,
-        severity=SEVERITIES.get(finding.severity, types.DiagnosticSeverity.Warning),
-        code=finding.code,
-        source=SOURCE,
-        related_information=related or None,
-        tags=[types.DiagnosticTag.Deprecated] if deprecated else None,
-    )
+    if known is not None and "deprecated" in known.name:
+        diagnostic["tags"] = [types.DiagnosticTag.Deprecated.value]
+    if finding.related:
+        diagnostic["relatedInformation"] = [
+            {"location": {"uri": uri, "range": range_json(lines, start, end, encoding)}, "message": note}
+            for start, end, note in finding.related]
+    return diagnostic
+
+
+def publish_diagnostics_json(uri: str, diagnostics: list[dict], version: int | None) -> dict:
+    """The textDocument/publishDiagnostics notification as pygls' converter writes it."""
+    params = {"uri": uri, "diagnostics": diagnostics}
+    if version is not None:
+        params["version"] = version
+    return {"params": params, "method": types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, "jsonrpc": "2.0"}
+
+
+def to_diagnostic(finding: Finding, lines: LineIndex, encoding: str, uri: str) -> types.Diagnostic:
+    """The typed Diagnostic (pull reports, code actions), made from the same wire form."""
+    return _converter().structure(diagnostic_json(finding, lines, encoding, uri), types.Diagnostic)
+
+
+@functools.cache
+def _converter():
+    from lsprotocol.converters import get_converter
+
+    return get_converter()
 
 
 def to_workspace_edit(

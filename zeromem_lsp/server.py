@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import sys
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,8 +28,8 @@ if TYPE_CHECKING:
     from zeromem_lsp.project import ProjectSettings
 
 from zeromem_lsp.lsp_convert import (
-    encoding_name, to_code_action, to_completion_item, to_diagnostic, to_hover, to_inlay_hint, to_offset,
-    to_offsets, to_workspace_edit,
+    diagnostic_json, encoding_name, publish_diagnostics_json, to_code_action, to_completion_item, to_diagnostic,
+    to_hover, to_inlay_hint, to_offset, to_offsets, to_workspace_edit,
 )
 
 SETTINGS_TIMEOUT = 2.0  # seconds to wait for workspace/configuration before analysing with what we have
@@ -47,6 +48,17 @@ class ZeromemServer(LanguageServer):
         self._refreshing: set[str] = set()
         self._dirty: set[str] = set()
         self._projects: dict[Path, ProjectSettings] = {}  # folder -> its project settings, until a file changes
+        self._settings: dict[str, tuple[int, ZeromemSettings]] = {}  # uri -> (generation, its defaults)
+        self._running: dict[str, tuple[tuple[int | None, int], asyncio.Future]] = {}  # uri -> analysis in a thread
+
+    def start_io(self, stdin=None, stdout=None) -> None:
+        from zeromem_lsp.pipe_io import own_pipe, serve_pipe
+
+        stdin, stdout = stdin or sys.stdin.buffer, stdout or sys.stdout.buffer
+        if own_pipe(stdin, stdout):
+            serve_pipe(self, stdin, stdout)
+        else:
+            super().start_io(stdin, stdout)
 
     # ------------------------------------------------------------ client facts
 
@@ -105,7 +117,16 @@ class ZeromemServer(LanguageServer):
 
     def settings_for(self, uri: str) -> ZeromemSettings:
         """Defaults for `uri` below its own zeromem block: project files ([tool.zeromem], zeromem.toml)
-        over editor settings."""
+        over editor settings; kept per open document until either changes (the generation moves)."""
+        cached = self._settings.get(uri)
+        if cached is not None and cached[0] == self.generation:
+            return cached[1]
+        settings = self._discover_settings(uri)
+        if uri in self.workspace.text_documents:  # forgotten on close: the cache holds open documents only
+            self._settings[uri] = (self.generation, settings)
+        return settings
+
+    def _discover_settings(self, uri: str) -> ZeromemSettings:
         path = document_path(uri)
         if path is None:
             return self.editor_settings
@@ -166,18 +187,45 @@ class ZeromemServer(LanguageServer):
                 project.source.name, project.problems, analysis.text)
         return analysis
 
-    def current(self, uri: str) -> tuple[TextDocument, Analysis, LineIndex]:
+    async def analysis_async(self, uri: str, version: int | None, text: str) -> Analysis:
+        """`analysis_of` without blocking the loop on a large document: it is analysed in a worker
+        thread, once per (version, generation) however many handlers ask (push, pull, hover...); an
+        older version still being analysed is waited for first rather than run beside it."""
+        if len(text) <= INLINE_ANALYSIS_CHARS:  # ~1 ms: a thread hop would cost as much
+            return self.analysis_of(uri, version, text)
+        while True:
+            key, cached, running = (version, self.generation), self._analyses.get(uri), self._running.get(uri)
+            if cached is not None and version is not None and cached[:2] == key:
+                return cached[2]
+            if running is None:
+                future = asyncio.ensure_future(asyncio.to_thread(self.analysis_of, uri, version, text))
+                self._running[uri] = running = (key, future)
+                future.add_done_callback(lambda done: self._running.get(uri, (None, None))[1] is done
+                                         and self._running.pop(uri))
+            if running[0] == key:
+                return await asyncio.shield(running[1])
+            await asyncio.wait([running[1]])  # superseded: let it finish (threads cannot be stopped)
+
+    async def current(self, uri: str) -> tuple[TextDocument, Analysis, LineIndex]:
         """The open document, its analysis and line index; `DocumentNotOpen` for anything else."""
         document = self.workspace.text_documents.get(uri)
         if document is None:
             raise DocumentNotOpen(uri)
-        analysis = self.analysis_of(uri, document.version, document.source)
-        lines = analysis.lines
-        return document, analysis, lines
+        analysis = await self.analysis_async(uri, document.version, document.source)
+        return document, analysis, analysis.lines
 
     def diagnostics(self, uri: str, analysis: Analysis) -> list[types.Diagnostic]:
         lines = analysis.lines
         return [to_diagnostic(finding, lines, self.encoding, uri) for finding in analysis.findings]
+
+    def publish(self, uri: str, analysis: Analysis | None, version: int | None = None) -> None:
+        """textDocument/publishDiagnostics, written as JSON directly: the same bytes pygls' converter
+        would write for the typed notification, at a fraction of the cost (tests/lsp/test_wire_form.py)."""
+        diagnostics = []
+        if analysis is not None:
+            encoding, lines = self.encoding, analysis.lines
+            diagnostics = [diagnostic_json(finding, lines, encoding, uri) for finding in analysis.findings]
+        self.protocol._send_data(publish_diagnostics_json(uri, diagnostics, version))
 
     async def refresh(self, uri: str) -> None:
         """Analyse the newest version of `uri` and push it; a result for an older version is dropped."""
@@ -192,15 +240,11 @@ class ZeromemServer(LanguageServer):
                 document = self.workspace.text_documents.get(uri)
                 if document is None:
                     return
-                version, text = document.version, document.source
-                if len(text) <= INLINE_ANALYSIS_CHARS:  # ~1 ms: a thread hop would cost as much
-                    analysis = self.analysis_of(uri, version, text)
-                else:  # the loop keeps answering other documents meanwhile
-                    analysis = await asyncio.to_thread(self.analysis_of, uri, version, text)
+                version = document.version
+                analysis = await self.analysis_async(uri, version, document.source)
                 latest = self.workspace.text_documents.get(uri)
                 if not self.pull_mode and latest is not None and latest.version == version:
-                    self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
-                        uri=uri, diagnostics=self.diagnostics(uri, analysis), version=version))
+                    self.publish(uri, analysis, version)
                 if uri not in self._dirty:
                     return
         finally:
@@ -216,6 +260,7 @@ class ZeromemServer(LanguageServer):
 
     def forget(self, uri: str) -> None:
         self._analyses.pop(uri, None)
+        self._settings.pop(uri, None)
 
     def log(self, message: str, kind: types.MessageType = types.MessageType.Log) -> None:
         self.window_log_message(types.LogMessageParams(type=kind, message=message))
@@ -396,7 +441,7 @@ def did_close(ls: ZeromemServer, params: types.DidCloseTextDocumentParams):
     if is_settings_file(params.text_document.uri):  # its problems go back onto the configs
         ls.project_settings_changed()
     if not ls.pull_mode:
-        ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
+        ls.publish(params.text_document.uri, None)
 
 
 def _empty_report():
@@ -410,7 +455,7 @@ async def pull_diagnostics(ls: ZeromemServer, params: types.DocumentDiagnosticPa
     if not ls.pull_mode:  # this client gets pushes (it cannot be asked to re-pull): each problem once
         return _empty_report()
     await wait_for_settings(ls)
-    document, analysis, _ = ls.current(params.text_document.uri)
+    document, analysis, _ = await ls.current(params.text_document.uri)
     result_id = f"{document.version}:{ls.generation}"
     if params.previous_result_id == result_id:
         return types.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
@@ -422,30 +467,30 @@ async def pull_diagnostics(ls: ZeromemServer, params: types.DocumentDiagnosticPa
 
 @server.feature(types.TEXT_DOCUMENT_HOVER)
 @guarded()
-def hover(ls: ZeromemServer, params: types.HoverParams):
+async def hover(ls: ZeromemServer, params: types.HoverParams):
     from zeromem_lsp.assist.hover import hover_at
 
-    document, analysis, lines = ls.current(params.text_document.uri)
+    document, analysis, lines = await ls.current(params.text_document.uri)
     found = hover_at(analysis, to_offset(lines, params.position, ls.encoding))
     return to_hover(found, lines, ls.encoding) if found else None
 
 
 @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
 @guarded()
-def inlay_hint(ls: ZeromemServer, params: types.InlayHintParams):
+async def inlay_hint(ls: ZeromemServer, params: types.InlayHintParams):
     from zeromem_lsp.assist.inlay import inlay_hints
 
-    document, analysis, lines = ls.current(params.text_document.uri)
+    document, analysis, lines = await ls.current(params.text_document.uri)
     start, end = to_offsets(lines, params.range, ls.encoding)
     return [to_inlay_hint(hint, lines, ls.encoding) for hint in inlay_hints(analysis, start, end)] or None
 
 
 @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=['"', ":"]))
 @guarded()
-def completion(ls: ZeromemServer, params: types.CompletionParams):
+async def completion(ls: ZeromemServer, params: types.CompletionParams):
     from zeromem_lsp.assist.completion import complete
 
-    document, analysis, lines = ls.current(params.text_document.uri)
+    document, analysis, lines = await ls.current(params.text_document.uri)
     candidates = complete(analysis, to_offset(lines, params.position, ls.encoding))
     if not candidates:
         return None
@@ -454,11 +499,11 @@ def completion(ls: ZeromemServer, params: types.CompletionParams):
 
 @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]))
 @guarded()
-def code_action(ls: ZeromemServer, params: types.CodeActionParams):
+async def code_action(ls: ZeromemServer, params: types.CodeActionParams):
     only = params.context.only
     if only and not any(types.CodeActionKind.QuickFix.startswith(kind) for kind in only):
         return None
-    document, analysis, lines = ls.current(params.text_document.uri)
+    document, analysis, lines = await ls.current(params.text_document.uri)
     start, end = to_offsets(lines, params.range, ls.encoding)
     versioned = bool(ls._capability("workspace", "workspace_edit", "document_changes"))
     actions = []
