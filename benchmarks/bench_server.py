@@ -65,6 +65,16 @@ def position_of(text: str, needle: str) -> dict:
     return {"line": line, "character": offset - (text.rfind("\n", 0, offset) + 1)}
 
 
+def stage_edit(text: str, stage: int) -> tuple[str, dict]:
+    """The text with its first `"stage": 1` set to `stage`, and the change an editor sends for that
+    keystroke: the one character's range and its new text (both servers sync incrementally)."""
+    start = position_of(text, '"stage": 1')
+    start["character"] += len('"stage": ')
+    end = {"line": start["line"], "character": start["character"] + 1}
+    return text.replace('"stage": 1', f'"stage": {stage}', 1), {"range": {"start": start, "end": end},
+                                                                 "text": str(stage)}
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
@@ -98,10 +108,10 @@ async def measure(name: str, command: list[str], init_options: dict, config: dic
             await session.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "json", "version": 1, "text": text}})
             arrived, _ = await session.wait_diagnostics(uri)
             opened.append(arrived - sent)
-            edited = text.replace('"stage": 1', f'"stage": {1 + index % 3}', 1)
+            edited, change = stage_edit(text, 1 + index % 3)
             sent = time.perf_counter()
             await session.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2},
-                                                            "contentChanges": [{"text": edited}]})
+                                                            "contentChanges": [change]})
             arrived, _ = await session.wait_diagnostics(uri)
             changed.append(arrived - sent)
             position = position_of(edited, '"stage"')
@@ -131,10 +141,10 @@ async def memory_profile(session: Session, root: str, text: str) -> dict:
     await session.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "json", "version": 1, "text": text}})
     await session.wait_diagnostics(uri)
     before = session.rss_bytes()
-    for version in range(2, 1002):
-        edited = text.replace('"stage": 1', f'"stage": {version % 4}', 1)
+    for version in range(2, 1002):  # each keystroke sets the stage digit (ranged changes, as editors send)
+        _, change = stage_edit(text, version % 4)
         await session.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": version},
-                                                        "contentChanges": [{"text": edited}]})
+                                                        "contentChanges": [change]})
     await session.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 1}})
     after_edits = session.rss_bytes()
     cycles = []

@@ -23,7 +23,7 @@ from pygls.workspace import TextDocument
 from zeromem_lsp import __version__
 if TYPE_CHECKING:
     from zeromem_lsp.analysis import Analysis
-    from zeromem_lsp.document import LineIndex
+    from zeromem_lsp.document import Document, LineIndex
     from zeromem_lsp.configs.settings import ZeromemSettings
     from zeromem_lsp.project import ProjectSettings
 
@@ -50,6 +50,7 @@ class ZeromemServer(LanguageServer):
         self._projects: dict[Path, ProjectSettings] = {}  # folder -> its project settings, until a file changes
         self._settings: dict[str, tuple[int, ZeromemSettings]] = {}  # uri -> (generation, its defaults)
         self._running: dict[str, tuple[tuple[int | None, int], asyncio.Future]] = {}  # uri -> analysis in a thread
+        self._edits: dict[str, tuple[Document, tuple[int, int, int]]] = {}  # uri -> (document before, its one edit)
 
     def start_io(self, stdin=None, stdout=None) -> None:
         from zeromem_lsp.pipe_io import own_pipe, serve_pipe
@@ -180,7 +181,9 @@ class ZeromemServer(LanguageServer):
         from zeromem_lsp.rules import settings as settings_rules
 
         loader = file_loader(path) if path is not None else None
-        analysis = analyse(text, document_name(uri), self.settings_for(uri), loader=loader)
+        previous, edit = self._edits.pop(uri, (None, None))  # checked against `text` before it is used
+        analysis = analyse(text, document_name(uri), self.settings_for(uri), loader=loader, previous=previous,
+                           edit=edit)
         project = self.project_for(path) if path is not None else None
         if project is not None and project.problems and analysis.reported and not self.is_open(project.source):
             analysis.findings[:0] = settings_rules.project_findings_on_config(
@@ -258,9 +261,25 @@ class ZeromemServer(LanguageServer):
         if self._capability("workspace", "inlay_hint", "refresh_support"):
             ignore_reply(self.workspace_inlay_hint_refresh(None))
 
+    def note_edit(self, uri: str, changes: list) -> None:
+        """Remember a single ranged change against the last analysed text, so that the next analysis
+        parses again only the value it is in (document/splice.py proves it applies, or parses in full)."""
+        self._edits.pop(uri, None)
+        cached = self._analyses.get(uri)
+        if len(changes) != 1 or not isinstance(changes[0], types.TextDocumentContentChangePartial) or cached is None:
+            return
+        document, change = cached[2].document, changes[0]
+        if document is None:
+            return
+        lines, encoding = cached[2].lines, self.encoding
+        start = lines.offset(change.range.start.line, change.range.start.character, encoding)
+        end = lines.offset(change.range.end.line, change.range.end.character, encoding)
+        self._edits[uri] = (document, (start, end, start + len(change.text)))
+
     def forget(self, uri: str) -> None:
         self._analyses.pop(uri, None)
         self._settings.pop(uri, None)
+        self._edits.pop(uri, None)
 
     def log(self, message: str, kind: types.MessageType = types.MessageType.Log) -> None:
         self.window_log_message(types.LogMessageParams(type=kind, message=message))
@@ -425,6 +444,7 @@ async def did_open(ls: ZeromemServer, params: types.DidOpenTextDocumentParams):
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 @guarded()
 async def did_change(ls: ZeromemServer, params: types.DidChangeTextDocumentParams):
+    ls.note_edit(params.text_document.uri, params.content_changes)
     await ls.refresh(params.text_document.uri)
 
 
