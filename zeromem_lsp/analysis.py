@@ -138,6 +138,21 @@ def _syntax_findings(kind: str, context: Context) -> list[Finding]:
     return list(syntax_rules.check_strict(context, "Transformers" if kind == "fsdp" else "HfArgumentParser"))
 
 
+def _parse(text: str, name: str | None, previous: Document | None, edit: tuple[int, int, int] | None) -> Document:
+    """The positioned document: only the edited value parsed again when that provably suffices."""
+    if previous is not None and edit is not None:
+        from zeromem_lsp.document.splice import reparse
+
+        document = reparse(previous, text, *edit)
+        if document is not None:
+            return document
+    if name is not None and name.lower().endswith(YAML_SUFFIXES):
+        from zeromem_lsp.document.yaml_document import parse_yaml_document
+
+        return parse_yaml_document(text)
+    return parse_document(text)
+
+
 def analyse(
     text: str,
     name: str | None = None,
@@ -157,19 +172,7 @@ def analyse(
     """
     if len(text) > MAX_DOCUMENT_CHARS:
         return Analysis(text, None, None, [settings_rules.too_large(len(text), MAX_DOCUMENT_CHARS)], refused="oversized")
-    document = None
-    if previous is not None and edit is not None:
-        from zeromem_lsp.document.splice import reparse
-
-        document = reparse(previous, text, *edit)
-    if document is not None:
-        pass
-    elif name is not None and name.lower().endswith(YAML_SUFFIXES):
-        from zeromem_lsp.document.yaml_document import parse_yaml_document
-
-        document = parse_yaml_document(text)
-    else:
-        document = parse_document(text)
+    document = _parse(text, name, previous, edit)
     root = document.root
     keys = {m.key for m in root.members} if root is not None and root.kind == "object" else None
     kind = _yaml_kind(keys, document) if document.flavour == "yaml" else detect_kind(keys, name)
