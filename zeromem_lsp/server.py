@@ -271,9 +271,7 @@ class ZeromemServer(LanguageServer):
         document, change = cached[2].document, changes[0]
         if document is None:
             return
-        lines, encoding = cached[2].lines, self.encoding
-        start = lines.offset(change.range.start.line, change.range.start.character, encoding)
-        end = lines.offset(change.range.end.line, change.range.end.character, encoding)
+        start, end = to_offsets(cached[2].lines, change.range, self.encoding)
         self._edits[uri] = (document, (start, end, start + len(change.text)))
 
     def forget(self, uri: str) -> None:

@@ -17,7 +17,7 @@ scanned again from the new text when first read (``LazyNode``), so nothing old i
 from __future__ import annotations
 
 from .model import Document, Member, Node
-from .strict_json import LazyNode, NotStrict, decode_value, new_root
+from .strict_json import LazyNode, decode_value, new_root
 
 __all__ = ["reparse"]
 
@@ -40,11 +40,8 @@ def reparse(previous: Document, text: str, start: int, old_end: int, new_end: in
     if index is None:
         return None
     edited = children[index].value if is_object else children[index]
-    try:
-        value = decode_value(text, edited.start)
-    except (NotStrict, ValueError, RecursionError, IndexError, StopIteration):
-        return None
-    if value.end != edited.end + delta:
+    value = decode_value(text, edited.start)
+    if value is None or value.end != edited.end + delta:
         return None  # the edit reached past the value (a comma, a new member...)
     moved = [value if i == index else _moved(child, i > index, delta, text, is_object)
              for i, child in enumerate(children)]

@@ -19,7 +19,7 @@ from json.decoder import scanstring
 from .model import Document, Member, Node
 from .positions import LineIndex
 
-__all__ = ["LazyNode", "NotStrict", "decode_value", "new_root", "parse_strict"]
+__all__ = ["LazyNode", "decode_value", "new_root", "parse_strict"]
 
 _WS = re.compile(r"[ \t\n\r]*")
 _MEMBERS = Node.__dict__["members"]  # the slot descriptors LazyNode's properties wrap
@@ -28,6 +28,9 @@ _ITEMS = Node.__dict__["items"]
 
 class _NotStrict(Exception):
     """The text needs the tolerant parser."""
+
+
+_DECLINED = (_NotStrict, ValueError, RecursionError, IndexError, StopIteration)  # json's errors, huge ints, bad text
 
 
 def _pairs(pairs: list[tuple[str, object]]) -> dict:
@@ -143,8 +146,12 @@ def new_root(kind: str, start: int, end: int, children: list, data: dict | list)
     return root
 
 
-decode_value = _node  # the positioned node of the value at an offset (document/splice.py)
-NotStrict = _NotStrict
+def decode_value(text: str, start: int) -> Node | None:
+    """The positioned node of the strict-JSON value at ``start``, or None (document/splice.py)."""
+    try:
+        return _node(text, start)
+    except _DECLINED:
+        return None
 
 
 def _root(text: str, start: int) -> LazyNode:
@@ -162,7 +169,7 @@ def parse_strict(text: str) -> Document | None:
         return None
     try:
         root = _root(text, start)
-    except (_NotStrict, ValueError, RecursionError, IndexError, StopIteration):  # json's errors, huge ints, bad text
+    except _DECLINED:
         return None
     if _WS.match(text, root.end).end() != len(text):
         return None
