@@ -1,0 +1,1 @@
+"""The memory model: the pooled formula, bytes per parameter, stages, the plan, activations, buffers and the peak."""
