@@ -19,7 +19,7 @@ from zeromem_lsp.findings import Finding
 from zeromem_lsp.document import Document, LineIndex, parse_document
 from zeromem_lsp.document.decoding import decode_config
 from zeromem_lsp.peak_inputs import Layers, ModelRead, read_model, with_peak
-from zeromem_lsp.plan import MemoryPlan, Origin, Unplanned
+from zeromem_lsp.memory.plan import MemoryPlan, Origin, Unplanned
 from zeromem_lsp.readers import READERS, Loader
 from zeromem_lsp.rules import issues as issue_rules
 from zeromem_lsp.rules import memory as memory_rules

@@ -14,8 +14,8 @@ from zeromem_lsp.configs.model_config import ModelShape, ParameterCount, Unsuppo
 from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.configs.training import Path, TrainingSetup
 from zeromem_lsp.configs.workload import Given, Workload
-from zeromem_lsp.peak import DEFAULT_RESERVED, Input, PeakInputs, estimate_peak
-from zeromem_lsp.plan import MemoryPlan
+from zeromem_lsp.memory.peak import DEFAULT_RESERVED, Input, PeakInputs, estimate_peak
+from zeromem_lsp.memory.plan import MemoryPlan
 
 
 class ModelRead(NamedTuple):

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from zeromem_lsp.core import STAGES
-from zeromem_lsp.estimate import Estimate
-from zeromem_lsp.stages import stage as stage_named
+from zeromem_lsp.memory.model_state import STAGES
+from zeromem_lsp.memory.estimate import Estimate
+from zeromem_lsp.memory.stages import stage as stage_named
 from zeromem_lsp.units import format_bytes, format_bytes_with_count, format_count
 
 EIGHTHS = " ▏▎▍▌▋▊▉"

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from zeromem_lsp.configs.deepspeed import validate_deepspeed
-from zeromem_lsp.configs.deepspeed_catalog import HF_AUTO_STAGE
+from zeromem_lsp.configs.deepspeed.validation import validate_deepspeed
+from zeromem_lsp.configs.deepspeed.catalog import HF_AUTO_STAGE
 from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.configs.training import Path, TrainingSetup, read_training_setup
@@ -19,8 +19,8 @@ from zeromem_lsp.configs.workload import (
     Workload, accelerate_workload, deepspeed_workload, fsdp_file_workload, hf_arguments_workload,
 )
 from zeromem_lsp.document import parse_document
-from zeromem_lsp.plan import MemoryPlan, Unplanned
-from zeromem_lsp.planner import build_plan, plan_fsdp_family
+from zeromem_lsp.memory.plan import MemoryPlan, Unplanned
+from zeromem_lsp.memory.planner import build_plan, plan_fsdp_family
 
 #: Reads a file named in the document (path as written; relative to the analysed file) -> text, or None.
 Loader = Callable[[str], "str | None"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from zeromem_lsp.configs.deepspeed_models import DeepSpeedTopLevel
+from zeromem_lsp.configs.deepspeed.models import DeepSpeedTopLevel
 from zeromem_lsp.configs.settings_model import ZeromemSettings
 
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"

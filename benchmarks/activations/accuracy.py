@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from zeromem_lsp.activations import Activations, estimate_activations
+from zeromem_lsp.memory.activations import Activations, estimate_activations
 from zeromem_lsp.configs.model_config import model_shape
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -50,10 +50,10 @@ def test_the_server_answers_initialize_before_loading_the_analysis():
     probe = (
         "import sys, zeromem_lsp.cli\n"
         "zeromem_lsp.cli.build_parser('serve')\n"
-        "import zeromem_lsp.server\n"
+        "import zeromem_lsp.lsp.server\n"
         "print('LOADED=' + ','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'yaml')\n"
         "      or m in ('zeromem_lsp.analysis', 'zeromem_lsp.configs', 'zeromem_lsp.rules.registry',\n"
-        "               'zeromem_lsp.estimate', 'zeromem_lsp.activations'))))\n")
+        "               'zeromem_lsp.memory.estimate', 'zeromem_lsp.memory.activations'))))\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "LOADED="
@@ -62,7 +62,7 @@ def test_the_server_answers_initialize_before_loading_the_analysis():
 def test_checking_a_typical_valid_config_does_not_load_pydantic_or_the_models():
     """The pre-checks vouch for its sections and its zeromem block (the models stay the judge of doubt)."""
     probe = PROBE.replace("('pygls', 'lsprotocol', 'cattrs')", "('pydantic', 'pydantic_core')").replace(
-        "print('HEAVY='", "heavy += [m for m in sys.modules if m.endswith(('deepspeed_models', 'settings_model'))]\nprint('HEAVY='")
+        "print('HEAVY='", "heavy += [m for m in sys.modules if m.endswith(('deepspeed.models', 'settings_model'))]\nprint('HEAVY='")
     argv = ["check", "--format", "json", "tests/data/deepspeed/clean_stage3_offload.json"]
     done = subprocess.run([sys.executable, "-c", probe.format(argv=argv)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

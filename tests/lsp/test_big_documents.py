@@ -14,7 +14,7 @@ import pytest
 from lsp_session import OVERFLOW, client_fixture, open_doc
 from lsprotocol import types
 
-from zeromem_lsp.server import INLINE_ANALYSIS_CHARS
+from zeromem_lsp.lsp.server import INLINE_ANALYSIS_CHARS
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -15,7 +15,7 @@ import tempfile
 
 from lsp_session import OVERFLOW, SERVER
 
-from zeromem_lsp.pipe_io import READ_CHUNK, own_pipe
+from zeromem_lsp.lsp.pipe_io import READ_CHUNK, own_pipe
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
               "params": {"processId": None, "rootUri": None, "capabilities": {}}}

@@ -10,8 +10,8 @@ from lsprotocol import types
 
 from zeromem_lsp.document import LineIndex
 from zeromem_lsp.findings import Finding, Fix, TextEdit
-from zeromem_lsp.lsp_convert import diagnostic_json, publish_diagnostics_json, to_diagnostic
-from zeromem_lsp.server import ZeromemServer
+from zeromem_lsp.lsp.convert import diagnostic_json, publish_diagnostics_json, to_diagnostic
+from zeromem_lsp.lsp.server import ZeromemServer
 
 URI = "file:///work/ds%20config.json"
 TEXT = '{\n  "a😀é": 1,\r\n  "zero_optimization": {"stage": 3, "cpu_offload": true},\n  "b": "x"\n}\n'

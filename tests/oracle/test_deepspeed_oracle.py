@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from zeromem_lsp.configs.deepspeed import ENGINE_LEVEL_KINDS, validate_deepspeed
+from zeromem_lsp.configs.deepspeed.validation import ENGINE_LEVEL_KINDS, validate_deepspeed
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CORPUS = REPO_ROOT.parent / "shared" / "corpus" / "real"

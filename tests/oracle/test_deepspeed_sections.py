@@ -298,8 +298,8 @@ def test_pairs_are_one_accepted_and_one_refused(deepspeed_available):
 
 def test_auto_stage_filled_by_hf_is_judged_as_deepspeed_judges_the_filled_stage(deepspeed_available, capsys):
     """TrainingArguments/Accelerate write HF_AUTO_STAGE over "auto" before DeepSpeed reads the config."""
-    from zeromem_lsp.configs.deepspeed import ENGINE_LEVEL_KINDS
-    from zeromem_lsp.configs.deepspeed_catalog import HF_AUTO_STAGE
+    from zeromem_lsp.configs.deepspeed.validation import ENGINE_LEVEL_KINDS
+    from zeromem_lsp.configs.deepspeed.catalog import HF_AUTO_STAGE
 
     wrong, cases = [], _model_cases(STAGED)
     for name, config in cases.items():

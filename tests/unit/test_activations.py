@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from zeromem_lsp.activations import ActivationInputError, estimate_activations
+from zeromem_lsp.memory.activations import ActivationInputError, estimate_activations
 from zeromem_lsp.configs.model_config import UnsupportedModel, model_shape, model_shape_from_text
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,8 +2,8 @@
 
 import pytest
 
-from zeromem_lsp.buffers import DEEPSPEED_DEFAULTS, fsdp_buffers, hf_auto_sizes, zero_buffers
-from zeromem_lsp.configs.deepspeed_models import ZeroConfig
+from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS, fsdp_buffers, hf_auto_sizes, zero_buffers
+from zeromem_lsp.configs.deepspeed.models import ZeroConfig
 
 
 def test_overlap_comm_at_the_defaults_is_the_documented_9_gb():

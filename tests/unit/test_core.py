@@ -4,7 +4,7 @@ from fractions import Fraction
 import pytest
 from hypothesis import given, strategies as st
 
-from zeromem_lsp.core import STAGES, model_state_bytes
+from zeromem_lsp.memory.model_state import STAGES, model_state_bytes
 
 SEEDS = [
     ((400, 400, 800, 4), {"ddp": 1600, "zero1": 1000, "zero2": 700, "zero3": 400}),

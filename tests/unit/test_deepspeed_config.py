@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from zeromem_lsp.configs import deepspeed_models as models
-from zeromem_lsp.configs.deepspeed import (
+from zeromem_lsp.configs.deepspeed import models
+from zeromem_lsp.configs.deepspeed.validation import (
     DEPRECATED_KEYS,
     ENGINE_LEVEL_KINDS,
     HF_AUTO_FILLED_PATHS,
@@ -93,7 +93,7 @@ def test_issue_is_frozen_and_kinds_are_documented():
     assert isinstance(issue, ConfigIssue)
     with pytest.raises(AttributeError):
         issue.kind = "x"  # type: ignore[misc]
-    import zeromem_lsp.configs.deepspeed as mod
+    import zeromem_lsp.configs.deepspeed.validation as mod
 
     for kind, severity in ISSUE_KINDS.items():
         assert severity in ("error", "warning")
@@ -400,7 +400,7 @@ def test_auto_stage_is_stage_0_for_a_plain_deepspeed_launch():
 
 
 def test_auto_stage_filled_by_hf_is_judged_at_the_filled_stage():
-    from zeromem_lsp.configs.deepspeed_catalog import HF_AUTO_STAGE
+    from zeromem_lsp.configs.deepspeed.catalog import HF_AUTO_STAGE
 
     assert HF_AUTO_STAGE == 2  # Accelerate's DeepSpeedPlugin: ACCELERATE_DEEPSPEED_ZERO_STAGE, default 2
     assert errors(z(stage="auto", compute_grad_norm=False), stage_for_auto=HF_AUTO_STAGE) == []

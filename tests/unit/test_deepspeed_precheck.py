@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
 from zeromem_lsp.analysis import analyse
-from zeromem_lsp.configs import deepspeed as ds
-from zeromem_lsp.configs import deepspeed_models as models
-from zeromem_lsp.configs.deepspeed_catalog import STRICT_SECTION_NAMES
-from zeromem_lsp.configs.deepspeed_facts import SECTIONS
-from zeromem_lsp.configs.deepspeed_facts_render import TARGET, render
-from zeromem_lsp.configs.deepspeed_precheck import Vouched, vouch
+from zeromem_lsp.configs.deepspeed import validation as ds
+from zeromem_lsp.configs.deepspeed import models
+from zeromem_lsp.configs.deepspeed.catalog import STRICT_SECTION_NAMES
+from zeromem_lsp.configs.deepspeed.facts import SECTIONS
+from zeromem_lsp.configs.deepspeed.facts_render import TARGET, render
+from zeromem_lsp.configs.deepspeed.precheck import Vouched, vouch
 from tests.oracle import test_deepspeed_oracle as oracle
 from tests.oracle import test_deepspeed_sections as oracle_sections
 
@@ -33,8 +33,8 @@ CORPUS = ROOT.parent / "shared" / "corpus"
 
 def test_generated_facts_are_current():
     assert TARGET.read_text(encoding="utf-8") == render(), (
-        "zeromem_lsp/configs/deepspeed_facts.py is stale: run "
-        "`python -m zeromem_lsp.configs.deepspeed_facts_render --write`")
+        "zeromem_lsp/configs/deepspeed/facts.py is stale: run "
+        "`python -m zeromem_lsp.configs.deepspeed.facts_render --write`")
 
 
 def test_the_sections_of_a_typical_config_are_vouchable():

@@ -7,7 +7,7 @@ import pytest
 from zeromem_lsp.analysis import analyse
 from zeromem_lsp.document.yaml_document import parse_yaml_document
 from zeromem_lsp.findings import apply_edits
-from zeromem_lsp.plan import MemoryPlan, Unplanned
+from zeromem_lsp.memory.plan import MemoryPlan, Unplanned
 
 GIB = 2**30
 HEAD = "distributed_type: FSDP\nnum_processes: 8\nmixed_precision: bf16\n"

@@ -65,7 +65,7 @@ def test_every_reported_kind_has_a_rule_in_its_namespace():
     configs = PACKAGE / "configs"
     reported = {f"fsdp.{k}" for k in _reported_kinds(configs / "fsdp.py", "_issue")}
     reported |= {f"accelerate.{k}" for k in _reported_kinds(configs / "accelerate.py", "_issue")}
-    for path in configs.glob("deepspeed*.py"):
+    for path in (configs / "deepspeed").glob("*.py"):
         reported |= {f"deepspeed.{k}" for k in _reported_kinds(path, "issue")}
     assert len(reported) > 20
     assert reported - set(KIND_RULES) == set()
@@ -77,7 +77,7 @@ def test_same_kind_name_in_two_readers_may_be_two_rules():
 
 
 def test_issue_severity_is_its_rules_severity():
-    from zeromem_lsp.configs.deepspeed import validate_deepspeed
+    from zeromem_lsp.configs.deepspeed.validation import validate_deepspeed
 
     issues = validate_deepspeed({"train_batch_size": 8, "zero_optimization": {"stage": 9, "cpu_offload": True}})
     assert issues

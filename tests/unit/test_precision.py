@@ -1,4 +1,4 @@
-"""zeromem_lsp.precision: bytes per parameter, name normalisation, and the docs table kept in sync."""
+"""zeromem_lsp.memory.precision: bytes per parameter, name normalisation, and the docs table kept in sync."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from zeromem_lsp.precision import (
+from zeromem_lsp.memory.precision import (
     OPTIMIZERS,
     PRECISIONS,
     BytesPerParameter,

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from zeromem_lsp.analysis import Analysis
 from zeromem_lsp.assist.cursor import Cursor, KeyPath, cursor_at
 from zeromem_lsp.assist.key_docs import key_doc, setting_values
-from zeromem_lsp.configs.deepspeed_catalog import field_doc, section_keys
+from zeromem_lsp.configs.deepspeed.catalog import field_doc, section_keys
 from zeromem_lsp.configs.settings import SETTING_NAMES
-from zeromem_lsp.stages import ALL as ALL_STAGES
-from zeromem_lsp.plan import MemoryPlan
+from zeromem_lsp.memory.stages import ALL as ALL_STAGES
+from zeromem_lsp.memory.plan import MemoryPlan
 from zeromem_lsp.present import per_gpu_summary
 
 STAGE_PATH = ("zero_optimization", "stage")

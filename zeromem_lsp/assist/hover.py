@@ -15,7 +15,7 @@ from zeromem_lsp.assist.key_docs import key_doc
 from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.configs.training import TrainingSetup, implied_world_size
 from zeromem_lsp.configs.workload import ZERO_ALIASES
-from zeromem_lsp.plan import FSDP_CPU_OFFLOAD, MemoryPlan, Offload, Unplanned
+from zeromem_lsp.memory.plan import FSDP_CPU_OFFLOAD, MemoryPlan, Offload, Unplanned
 from zeromem_lsp.present import (
     activation_lines, buffer_sum, count_times_bytes, describe_suggestion, fit_word, human_and_exact, input_notes,
     peak_sum, per_gpu_summary, percent_of, stage_label, stage_rows,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from zeromem_lsp.analysis import Analysis
 from zeromem_lsp.document import Member
-from zeromem_lsp.plan import MemoryPlan
+from zeromem_lsp.memory.plan import MemoryPlan
 from zeromem_lsp.present import peak_sum, per_gpu_summary, percent_of, stage_label
 from zeromem_lsp.units import format_bytes, format_count
 

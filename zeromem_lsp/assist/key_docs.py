@@ -7,7 +7,7 @@ import json
 import typing
 
 from zeromem_lsp.assist.cursor import KeyPath
-from zeromem_lsp.configs.deepspeed_catalog import field_doc
+from zeromem_lsp.configs.deepspeed.catalog import field_doc
 from zeromem_lsp.configs.settings import SETTING_NAMES, ZeromemSettings
 from zeromem_lsp.present import human_and_exact
 from zeromem_lsp.units import format_count, format_parameters

@@ -6,17 +6,17 @@ import json
 import sys
 from pathlib import Path
 
-from zeromem_lsp.activations import ATTENTION
+from zeromem_lsp.memory.activations import ATTENTION
 from zeromem_lsp.cli.errors import UsageError
 from zeromem_lsp.configs.model_config import UnsupportedModel, count_parameters_from_text, model_shape_from_text
-from zeromem_lsp.peak import Input, Peak, PeakInputs, estimate_peak
-from zeromem_lsp.estimate import Estimate, Inputs, estimate, inputs_from_parameters
+from zeromem_lsp.memory.peak import Input, Peak, PeakInputs, estimate_peak
+from zeromem_lsp.memory.estimate import Estimate, Inputs, estimate, inputs_from_parameters
 from zeromem_lsp.rules.registry import rule_named
-from zeromem_lsp.precision import OPTIMIZERS, PRECISIONS, bytes_per_parameter
+from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS, bytes_per_parameter
 from zeromem_lsp.present import (
     activation_lines, buffer_sum, fit_word, human_and_exact, input_notes, peak_sum, stage_table,
 )
-from zeromem_lsp.stages import ALL as ALL_STAGES, stage as stage_named
+from zeromem_lsp.memory.stages import ALL as ALL_STAGES, stage as stage_named
 from zeromem_lsp.units import UnitError, format_bytes, format_bytes_decimal, format_count, format_parameters, parse_bytes, parse_parameter_count
 
 

@@ -34,7 +34,7 @@ def run(args) -> int:
     import logging  # here, not at the top: `check` and `estimate` start without it
 
     logging.basicConfig(level=logging.WARNING, format="zeromem-lsp %(levelname)s %(name)s: %(message)s")
-    from zeromem_lsp.server import server
+    from zeromem_lsp.lsp.server import server
 
     if address is not None:
         server.start_tcp(*address)

@@ -85,6 +85,6 @@ GENERIC_KEYS = frozenset({"optimizer", "scheduler", "checkpoint", "log_level", "
 
 
 def _deepspeed_top_level() -> frozenset[str]:
-    from zeromem_lsp.configs.deepspeed import KNOWN_TOP_LEVEL_KEYS, REMOVED_TOP_LEVEL_KEYS
+    from zeromem_lsp.configs.deepspeed.validation import KNOWN_TOP_LEVEL_KEYS, REMOVED_TOP_LEVEL_KEYS
 
     return frozenset(KNOWN_TOP_LEVEL_KEYS) | frozenset(REMOVED_TOP_LEVEL_KEYS)

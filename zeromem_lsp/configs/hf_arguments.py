@@ -12,8 +12,8 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from zeromem_lsp.configs.deepspeed import validate_deepspeed
-from zeromem_lsp.configs.deepspeed_catalog import HF_AUTO_STAGE
+from zeromem_lsp.configs.deepspeed.validation import validate_deepspeed
+from zeromem_lsp.configs.deepspeed.catalog import HF_AUTO_STAGE
 from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.configs.fsdp import FsdpSetup, validate_fsdp_options, validate_transformers_fsdp
 

@@ -256,7 +256,7 @@ def count_parameters_from_text(text: str) -> ParameterCount:
     return _from_text(text, count_parameters)
 
 
-# --- the shape the activation model needs (zeromem_lsp.activations) ---
+# --- the shape the activation model needs (zeromem_lsp.memory.activations) ---
 
 class ModelShape(NamedTuple):
     """What a config.json says about a model's activations; defaults are the Transformers config defaults."""

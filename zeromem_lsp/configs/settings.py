@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from zeromem_lsp.configs.model_config import MAX_COUNT, MAX_SIZE
-from zeromem_lsp.precision import OPTIMIZERS, PRECISIONS
+from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS
 
 from zeromem_lsp.configs.settings_values import (  # re-exported: the names every caller uses
     _BYTE_FIELDS, ATTENTIONS, BYTE_SIZE_PATTERN, COUNT_PATTERN, DEFAULT_WARN_FRACTION, SETTING_NAMES,

@@ -12,7 +12,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from zeromem_lsp.configs import settings_values as plain
 from zeromem_lsp.configs.settings_values import BYTE_SIZE_PATTERN, COUNT_PATTERN, SETTING_NAMES, SettingProblem
 from zeromem_lsp.configs.model_config import MAX_COUNT, MAX_SIZE
-from zeromem_lsp.precision import OPTIMIZERS, PRECISIONS
+from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS
 
 ByteSize = Annotated[
     int,

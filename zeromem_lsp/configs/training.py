@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from zeromem_lsp.precision import normalize_precision, optimizer_from_deepspeed_type
+from zeromem_lsp.memory.precision import normalize_precision, optimizer_from_deepspeed_type
 
 Path = tuple[str | int, ...]
 OFFLOAD_DEVICES = ("cpu", "nvme")

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from zeromem_lsp.configs.training import Path, positive_int
 
-#: zero_optimization keys that size ZeRO's buffers (zeromem_lsp.buffers).
+#: zero_optimization keys that size ZeRO's buffers (zeromem_lsp.memory.buffers).
 ZERO_BUFFER_KEYS = ("reduce_bucket_size", "allgather_bucket_size", "overlap_comm", "stage3_prefetch_bucket_size",
                     "stage3_max_live_parameters")
 #: DeepSpeed's older spellings of the ZeRO-3 sizes (DeepSpeedZeroConfig aliases).

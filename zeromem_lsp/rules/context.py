@@ -9,7 +9,7 @@ from zeromem_lsp.configs.training import Path, TrainingSetup
 from zeromem_lsp.configs.workload import Workload
 from zeromem_lsp.document import Document, Member, Node
 from zeromem_lsp.findings import Finding, Fix
-from zeromem_lsp.plan import MemoryPlan, Unplanned
+from zeromem_lsp.memory.plan import MemoryPlan, Unplanned
 from zeromem_lsp.rules.registry import Rule
 
 

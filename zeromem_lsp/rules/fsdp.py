@@ -14,9 +14,9 @@ from zeromem_lsp.configs.fsdp import FSDP_OPTIONS, parse_fsdp_options
 from zeromem_lsp.document import Member
 from zeromem_lsp.edits import rename_key, replace_value, set_value
 from zeromem_lsp.findings import Fix, TextEdit, overlapping
-from zeromem_lsp.plan import MemoryPlan, Suggestion
+from zeromem_lsp.memory.plan import MemoryPlan, Suggestion
 from zeromem_lsp.present import describe_suggestion
-from zeromem_lsp.stages import FSDP_KEYS, stage as stage_named
+from zeromem_lsp.memory.stages import FSDP_KEYS, stage as stage_named
 from zeromem_lsp.rules.context import Context
 
 #: ZeRO-stage name of a plan -> the FSDP strategy with the same persistent state.

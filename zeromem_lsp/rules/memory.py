@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from zeromem_lsp.configs.training import implied_world_size
 from zeromem_lsp.document import Document, Member
 from zeromem_lsp.edits import insert_member, replace_value, set_value
-from zeromem_lsp.stages import stage as stage_named
+from zeromem_lsp.memory.stages import stage as stage_named
 from zeromem_lsp.findings import Finding, Fix, TextEdit, overlapping
-from zeromem_lsp.plan import MemoryPlan, Suggestion, Unplanned
+from zeromem_lsp.memory.plan import MemoryPlan, Suggestion, Unplanned
 from zeromem_lsp.present import describe_suggestion, percent_of, stage_label
 from zeromem_lsp.rules import fsdp as fsdp_rules
 from zeromem_lsp.rules.context import Context

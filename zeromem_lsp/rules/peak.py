@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from zeromem_lsp.buffers import zero_buffers
+from zeromem_lsp.memory.buffers import zero_buffers
 from zeromem_lsp.findings import Finding, Fix, overlapping
 from zeromem_lsp.edits import set_value
-from zeromem_lsp.peak import Peak
-from zeromem_lsp.plan import MemoryPlan
+from zeromem_lsp.memory.peak import Peak
+from zeromem_lsp.memory.plan import MemoryPlan
 from zeromem_lsp.present import peak_sum, stage_label
 from zeromem_lsp.rules.context import Context
 from zeromem_lsp.rules.memory import zero_edits
 from zeromem_lsp.rules.registry import rule
-from zeromem_lsp.stages import stage as stage_named
+from zeromem_lsp.memory.stages import stage as stage_named
 from zeromem_lsp.units import format_bytes
 
 PEAK_EXCEEDS, NOT_COMPUTABLE = rule("ZM106"), rule("ZM103")
@@ -81,7 +81,7 @@ def _enable_checkpointing(context: Context, peak: Peak) -> Fix | None:
 
 def shrunk_bucket_size(plan: MemoryPlan, budget: int) -> int | None:
     """The largest element count which, given to every bucket of the chosen ZeRO stage, brings its peak within
-    the budget (exact: a bisection over zeromem_lsp.buffers)."""
+    the budget (exact: a bisection over zeromem_lsp.memory.buffers)."""
     peak, stage = plan.peak, plan.stage
     target = peak.buffer_bytes(stage) - (peak.at(stage) - budget)
     number = stage_named(stage).number

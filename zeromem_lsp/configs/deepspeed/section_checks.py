@@ -1,7 +1,7 @@
 """The DeepSpeed section rules that pydantic validators apply, as plain functions.
 
-The models in deepspeed_models.py call them from their validators (raising pydantic errors), and
-the generated pre-check (deepspeed_precheck.py) calls the same functions, so a rule has one text.
+The models in models.py call them from their validators (raising pydantic errors), and
+the generated pre-check (precheck.py) calls the same functions, so a rule has one text.
 A cross-field rule returns None when it holds, else (error type, message template, context) — the
 arguments of pydantic_core.PydanticCustomError. A field rule returns the value to validate next or
 raises ValueError.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from zeromem_lsp.core import STAGES
+from zeromem_lsp.memory.model_state import STAGES
 
 
 class Stage(NamedTuple):

@@ -1,11 +1,11 @@
-"""Generate deepspeed_facts.py from the pydantic models: what the pydantic-free pre-check and the
+"""Generate facts.py from the pydantic models: what the pydantic-free pre-check and the
 catalog need (field names, aliases, kinds, bounds, enums, defaults, which rules apply).
 
-Run `python -m zeromem_lsp.configs.deepspeed_facts_render --write` after changing the models;
+Run `python -m zeromem_lsp.configs.deepspeed.facts_render --write` after changing the models;
 tests/unit/test_deepspeed_precheck.py fails while the committed module is stale.
 
 A section is "vouchable" only when every validator it has is one whose rule lives in
-deepspeed_section_checks.py (listed in SHARED_RULES) and its configuration is StrictSection's.
+section_checks.py (listed in SHARED_RULES) and its configuration is StrictSection's.
 Fields of a kind the pre-check does not model are "other": present in a file, they send the section
 to pydantic.
 """
@@ -24,11 +24,11 @@ import annotated_types
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from . import deepspeed_models as m
-from .deepspeed_catalog import STRICT_SECTION_NAMES
+from . import models as m
+from .catalog import STRICT_SECTION_NAMES
 
-TARGET = Path(__file__).with_name("deepspeed_facts.py")
-#: Validator (model, method) -> the plain function in deepspeed_section_checks.py it calls.
+TARGET = Path(__file__).with_name("facts.py")
+#: Validator (model, method) -> the plain function in section_checks.py it calls.
 SHARED_RULES = {
     ("ZeroConfig", "_cross_field"): "zero_cross_field",
     ("FP16Config", "_dynamic_scaling"): "fp16_dynamic_scaling",
@@ -37,14 +37,14 @@ SHARED_RULES = {
 }
 BOUNDS = (("ge", annotated_types.Ge), ("gt", annotated_types.Gt), ("le", annotated_types.Le), ("lt", annotated_types.Lt))
 BASIC = {bool: "bool", int: "int", float: "float", str: "str"}
-HEADER = '''"""GENERATED from deepspeed_models.py by `python -m zeromem_lsp.configs.deepspeed_facts_render --write`.
+HEADER = '''"""GENERATED from models.py by `python -m zeromem_lsp.configs.deepspeed.facts_render --write`.
 Do not edit: tests/unit/test_deepspeed_precheck.py fails when this is stale.
 
 SECTIONS: model name -> {"vouch": the pre-check may accept it, "keys": accepted key -> field,
 "fields": field -> (kind, detail, optional, bounds, default, rule before), "after": rule after}.
 """
 
-from zeromem_lsp.configs.deepspeed_enums import OffloadDevice, QuantType, ZeroStage  # noqa: F401
+from zeromem_lsp.configs.deepspeed.enums import OffloadDevice, QuantType, ZeroStage  # noqa: F401
 
 '''
 
@@ -185,7 +185,7 @@ def main(argv: list[str]) -> int:
         TARGET.write_text(text, encoding="utf-8")
         return 0
     current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""
-    print("deepspeed_facts.py is current" if current == text else "deepspeed_facts.py is stale: run with --write")
+    print("facts.py is current" if current == text else "facts.py is stale: run with --write")
     return 0 if current == text else 1
 
 

@@ -1,8 +1,8 @@
 """Peak GPU bytes per stage: model state + buffers + activations + the transient fp32 logits + reserved.
 
 Beside the model-state plan, never instead of it: `state` is the plan's per-stage GPU figure (the seed
-formula), untouched. Activations (zeromem_lsp.activations) do not depend on the stage; buffers
-(zeromem_lsp.buffers) do. Pure arithmetic on exact ints; docs/memory-model.md, "Peak".
+formula), untouched. Activations (zeromem_lsp.memory.activations) do not depend on the stage; buffers
+(zeromem_lsp.memory.buffers) do. Pure arithmetic on exact ints; docs/memory-model.md, "Peak".
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from zeromem_lsp.activations import DTYPE_BYTES, F32, ActivationInputError, Activations, estimate_activations
-from zeromem_lsp.buffers import DEEPSPEED_DEFAULTS, Buffers, fsdp_buffers, hf_auto_sizes, zero_buffers
+from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, ActivationInputError, Activations, estimate_activations
+from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS, Buffers, fsdp_buffers, hf_auto_sizes, zero_buffers
 from zeromem_lsp.configs.model_config import ModelShape
-from zeromem_lsp.stages import stage as stage_named
+from zeromem_lsp.memory.stages import stage as stage_named
 
 #: CUDA context, library workspaces and allocator slack per GPU when `reserved` is not set (docs/memory-model.md).
 DEFAULT_RESERVED = 2**30

@@ -1,5 +1,5 @@
 """Enums of the DeepSpeed section models, kept free of pydantic so the generated facts
-(deepspeed_facts.py) can name their defaults without importing the models."""
+(facts.py) can name their defaults without importing the models."""
 
 from __future__ import annotations
 

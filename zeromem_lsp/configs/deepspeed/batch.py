@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .deepspeed_issue import ConfigIssue, issue
+from .issue import ConfigIssue, issue
 
 T, M, G = "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"
 

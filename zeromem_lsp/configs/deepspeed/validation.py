@@ -48,9 +48,9 @@ import functools
 
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from .deepspeed_batch import batch_issues
-from .deepspeed_toplevel import check_loose_sections, check_optimizer, check_top_level_values
-from .deepspeed_catalog import (
+from .batch import batch_issues
+from .toplevel import check_loose_sections, check_optimizer, check_top_level_values
+from .catalog import (
     AUTO_IS_A_VALUE,
     DEPRECATED_KEYS,
     HF_AUTO_FILLED_PATHS,
@@ -63,10 +63,10 @@ from .deepspeed_catalog import (
     field_doc,
     section_keys,
 )
-from .deepspeed_issue import ENGINE_LEVEL_KINDS, ISSUE_KINDS, dotted, is_auto, issue, mapping_error
-from .issue import ConfigIssue
-from .deepspeed_facts import SECTIONS
-from .deepspeed_precheck import vouch
+from .issue import ENGINE_LEVEL_KINDS, ISSUE_KINDS, dotted, is_auto, issue, mapping_error
+from ..issue import ConfigIssue
+from .facts import SECTIONS
+from .precheck import vouch
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -92,17 +92,17 @@ Path = tuple[Union[str, int], ...]
 
 def __getattr__(name: str) -> Any:
     if name == "STRICT_SECTIONS":  # path -> model class; importing it builds the models
-        from . import deepspeed_catalog
+        from . import catalog
 
-        return deepspeed_catalog.STRICT_SECTIONS
+        return catalog.STRICT_SECTIONS
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _models():
     """The pydantic models, imported only when a section needs them (the pre-check could not vouch)."""
-    from . import deepspeed_models
+    from . import models
 
-    return deepspeed_models
+    return models
 
 
 def _strict_model(path: Path) -> Optional[type[BaseModel]]:
@@ -159,7 +159,7 @@ def _user_loc(model: type[BaseModel], raw: Any, loc: tuple) -> Path:
 
 
 def _sub_model(info: Any) -> Optional[type[BaseModel]]:
-    from .deepspeed_catalog import _model_of
+    from .catalog import _model_of
 
     return _model_of(info.annotation)
 

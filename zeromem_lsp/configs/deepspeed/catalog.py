@@ -8,14 +8,14 @@ import enum
 import typing
 from typing import Any, NamedTuple, Optional, TYPE_CHECKING, Union
 
-from . import deepspeed_facts as facts
+from . import facts as facts
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
 Path = tuple[Union[str, int], ...]
 
-#: Strict sections: path -> model name in deepspeed_models. DeepSpeed refuses unknown keys inside these.
+#: Strict sections: path -> model name in models. DeepSpeed refuses unknown keys inside these.
 #: `STRICT_SECTIONS` (path -> model class) imports the models on first use.
 STRICT_SECTION_NAMES: dict[tuple[str, ...], str] = {
     ("zero_optimization",): "ZeroConfig",
@@ -43,9 +43,9 @@ STRICT_SECTION_NAMES: dict[tuple[str, ...], str] = {
 
 def _models():
     """The pydantic models (importing them builds them: only where a file needs them)."""
-    from . import deepspeed_models
+    from . import models
 
-    return deepspeed_models
+    return models
 
 
 def __getattr__(name: str) -> Any:

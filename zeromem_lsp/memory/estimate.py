@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from zeromem_lsp.plan import Inputs, MemoryPlan, inputs_from_parameters, plan_of_inputs
-from zeromem_lsp.stages import ALL
+from zeromem_lsp.memory.plan import Inputs, MemoryPlan, inputs_from_parameters, plan_of_inputs
+from zeromem_lsp.memory.stages import ALL
 
 __all__ = ["Estimate", "Inputs", "estimate", "inputs_from_parameters"]
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.configs.training import Path, TrainingSetup, implied_world_size
-from zeromem_lsp.plan import (
+from zeromem_lsp.memory.plan import (
     DEEPSPEED, DEFAULT_WARN_FRACTION, FSDP, FSDP_CPU_OFFLOAD, Family, FsdpOffload, Inputs, MemoryPlan, Offload, Origin, Unplanned,
     inputs_from_parameters, place,
 )
-from zeromem_lsp.precision import BytesPerParameter, bytes_per_parameter
-from zeromem_lsp.stages import FSDP_STRATEGY_STAGE, by_number
+from zeromem_lsp.memory.precision import BytesPerParameter, bytes_per_parameter
+from zeromem_lsp.memory.stages import FSDP_STRATEGY_STAGE, by_number
 
 def resolve_world_size(setup: TrainingSetup, settings: ZeromemSettings) -> tuple[int | None, Origin | None]:
     if settings.world_size is not None:
@@ -113,7 +113,7 @@ def fsdp_bytes_per_parameter(dtype: str, optimizer: str) -> BytesPerParameter:
     """FSDP's convention: the sharded parameters keep the dtype the model was loaded in (mixed precision
     only casts the gathered copy for compute), gradients are kept in that dtype for the optimizer, and
     torch.optim allocates its state like the parameter. No separate master copy."""
-    from zeromem_lsp.precision import DTYPE_BYTES, optimizer_state_bytes
+    from zeromem_lsp.memory.precision import DTYPE_BYTES, optimizer_state_bytes
 
     size = DTYPE_BYTES[dtype]
     state = optimizer_state_bytes(optimizer)

@@ -4,8 +4,8 @@
 as attributes, `model_fields_set`) when it can prove the section is valid, and None at the least
 doubt: an unknown key, a value of any type or form the check does not model, a name and its alias
 together, a bound not met, a rule broken. The caller then validates with pydantic exactly as before,
-so every error message stays pydantic's. The facts come from the models (deepspeed_facts.py,
-generated); the rules from deepspeed_section_checks.py, which the models call too.
+so every error message stays pydantic's. The facts come from the models (facts.py,
+generated); the rules from section_checks.py, which the models call too.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any, Optional
 
-from .deepspeed_facts import DEPRECATED_PAIRS, SECTIONS
-from .deepspeed_section_checks import fp16_dynamic_scaling, fp16_integer_only, fp16_loss_scale, zero_cross_field
+from .facts import DEPRECATED_PAIRS, SECTIONS
+from .section_checks import fp16_dynamic_scaling, fp16_integer_only, fp16_loss_scale, zero_cross_field
 
 _DOUBT = object()
 _BEFORE = {

@@ -14,12 +14,12 @@ from fractions import Fraction
 
 from typing import NamedTuple, TYPE_CHECKING
 
-from zeromem_lsp.core import STAGES, model_state_bytes
-from zeromem_lsp.precision import BytesPerParameter
-from zeromem_lsp.stages import FSDP_KEYS
+from zeromem_lsp.memory.model_state import STAGES, model_state_bytes
+from zeromem_lsp.memory.precision import BytesPerParameter
+from zeromem_lsp.memory.stages import FSDP_KEYS
 
 if TYPE_CHECKING:
-    from zeromem_lsp.peak import Peak
+    from zeromem_lsp.memory.peak import Peak
 
 Path = tuple  # a key path in a document, e.g. ("zero_optimization", "stage")
 DEFAULT_WARN_FRACTION = 0.9  # ZM102 above this share of the budget (zeromem.warn_fraction)

@@ -8,15 +8,15 @@ from __future__ import annotations
 import difflib
 from typing import Any, Optional
 
-from .deepspeed_catalog import (
+from .catalog import (
     DEEPSPEED_OPTIMIZERS,
     DTYPE_NAMES,
     REMOVED_OPTIMIZERS,
     TORCH_OPTIMIZERS,
     ZERO_TESTED_OPTIMIZERS,
 )
-from .deepspeed_data_efficiency import check_data_efficiency
-from .deepspeed_issue import ConfigIssue, dotted, is_auto, issue, mapping_error
+from .data_efficiency import check_data_efficiency
+from .issue import ConfigIssue, dotted, is_auto, issue, mapping_error
 
 
 def check_top_level_values(config: dict, stage: Optional[int], zero: Any, compile_cfg: Any,

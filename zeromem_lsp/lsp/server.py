@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from zeromem_lsp.configs.settings import ZeromemSettings
     from zeromem_lsp.project import ProjectSettings
 
-from zeromem_lsp.lsp_convert import (
+from zeromem_lsp.lsp.convert import (
     diagnostic_json, encoding_name, publish_diagnostics_json, to_code_action, to_completion_item, to_diagnostic,
     to_hover, to_inlay_hint, to_offset, to_offsets, to_workspace_edit,
 )
@@ -53,7 +53,7 @@ class ZeromemServer(LanguageServer):
         self._edits: dict[str, tuple[Document, tuple[int, int, int]]] = {}  # uri -> (document before, its one edit)
 
     def start_io(self, stdin=None, stdout=None) -> None:
-        from zeromem_lsp.pipe_io import own_pipe, serve_pipe
+        from zeromem_lsp.lsp.pipe_io import own_pipe, serve_pipe
 
         stdin, stdout = stdin or sys.stdin.buffer, stdout or sys.stdout.buffer
         if own_pipe(stdin, stdout):

@@ -5,7 +5,7 @@ DeepSpeed's own config classes enforce, so that ``Model.model_validate(section)`
 and rejects the same inputs DeepSpeed does.  Descriptions are our own wording.
 
 Two DeepSpeed behaviours are *not* reproduced inside the models, because they happen
-before pydantic sees the data; :mod:`zeromem_lsp.configs.deepspeed` applies them first:
+before pydantic sees the data; :mod:`zeromem_lsp.configs.deepspeed.validation` applies them first:
 
 * every strict section drops a key whose value is the string ``"auto"``;
 * the deprecated-key rewrite (``cpu_offload`` -> ``offload_optimizer`` ...).
@@ -23,8 +23,8 @@ from typing import Any, Dict, List, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from .deepspeed_enums import OffloadDevice, QuantType, ZeroStage  # noqa: F401  (re-exported)
-from .deepspeed_section_checks import fp16_dynamic_scaling, fp16_integer_only, fp16_loss_scale, zero_cross_field
+from .enums import OffloadDevice, QuantType, ZeroStage  # noqa: F401  (re-exported)
+from .section_checks import fp16_dynamic_scaling, fp16_integer_only, fp16_loss_scale, zero_cross_field
 
 DEPRECATED = "deprecated"
 

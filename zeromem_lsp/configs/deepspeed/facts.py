@@ -1,11 +1,11 @@
-"""GENERATED from deepspeed_models.py by `python -m zeromem_lsp.configs.deepspeed_facts_render --write`.
+"""GENERATED from models.py by `python -m zeromem_lsp.configs.deepspeed.facts_render --write`.
 Do not edit: tests/unit/test_deepspeed_precheck.py fails when this is stale.
 
 SECTIONS: model name -> {"vouch": the pre-check may accept it, "keys": accepted key -> field,
 "fields": field -> (kind, detail, optional, bounds, default, rule before), "after": rule after}.
 """
 
-from zeromem_lsp.configs.deepspeed_enums import OffloadDevice, QuantType, ZeroStage  # noqa: F401
+from zeromem_lsp.configs.deepspeed.enums import OffloadDevice, QuantType, ZeroStage  # noqa: F401
 
 KNOWN_TOP_LEVEL_KEYS = ('train_batch_size',
  'train_micro_batch_size_per_gpu',

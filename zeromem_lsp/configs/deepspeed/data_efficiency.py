@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .deepspeed_issue import ConfigIssue, dotted, issue, mapping_error
+from .issue import ConfigIssue, dotted, issue, mapping_error
 
 #: dynamic_batching keys converted with int() whenever present, enabled or not.
 INT_CONVERTED = ("min_batch_size", "max_batch_size")
