@@ -8,13 +8,15 @@ that parsed.
 
 from __future__ import annotations
 
+from zeromem_lsp.provenance import Path
+
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
 from zeromem_lsp.configs.detect import Kind, detect_kind
 from zeromem_lsp.configs.settings import validate_settings, ParametersFromConfig, ZeromemSettings
-from zeromem_lsp.configs.training import Path, TrainingSetup
+from zeromem_lsp.configs.training import TrainingSetup
 from zeromem_lsp.findings import Finding
 from zeromem_lsp.document import Document, LineIndex, parse_document
 from zeromem_lsp.document.decoding import decode_config

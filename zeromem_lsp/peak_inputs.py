@@ -8,11 +8,13 @@ library defaults. Every input keeps its origin for the hover.
 
 from __future__ import annotations
 
+from zeromem_lsp.provenance import Path
+
 from typing import NamedTuple
 
 from zeromem_lsp.configs.model_config import ModelShape, ParameterCount, UnsupportedModel, model_shape_from_text
 from zeromem_lsp.configs.settings import ZeromemSettings
-from zeromem_lsp.configs.training import Path, TrainingSetup
+from zeromem_lsp.configs.training import TrainingSetup
 from zeromem_lsp.configs.workload import Given, Workload
 from zeromem_lsp.memory.peak import DEFAULT_RESERVED, Input, PeakInputs, estimate_peak
 from zeromem_lsp.memory.plan import MemoryPlan

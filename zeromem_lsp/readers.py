@@ -7,6 +7,8 @@ the resolved settings (DeepSpeed's batch check needs the world size; plans need 
 
 from __future__ import annotations
 
+from zeromem_lsp.provenance import Path
+
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -14,7 +16,7 @@ from zeromem_lsp.configs.deepspeed.validation import validate_deepspeed
 from zeromem_lsp.configs.deepspeed.catalog import HF_AUTO_STAGE
 from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.configs.settings import ZeromemSettings
-from zeromem_lsp.configs.training import Path, TrainingSetup, read_training_setup
+from zeromem_lsp.configs.training import TrainingSetup, read_training_setup
 from zeromem_lsp.configs.workload import (
     Workload, accelerate_workload, deepspeed_workload, fsdp_file_workload, hf_arguments_workload,
 )

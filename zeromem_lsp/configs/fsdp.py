@@ -14,12 +14,13 @@ Pure: plain dicts in, ``ConfigIssue`` records and an ``FsdpSetup`` out.
 
 from __future__ import annotations
 
+from zeromem_lsp.provenance import Path
+
 import difflib
 from typing import NamedTuple
 
 from zeromem_lsp.configs.issue import ConfigIssue
 
-Path = tuple[str | int, ...]
 
 #: torch.distributed.fsdp.ShardingStrategy, in Accelerate's order (FSDP_SHARDING_STRATEGY): value = index + 1.
 SHARDING_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2")

@@ -5,6 +5,7 @@ when it is certain a value is valid, and comes here for everything else (and for
 
 from __future__ import annotations
 
+
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema

@@ -8,6 +8,8 @@ module loads neither pydantic nor the config models (the `zeromem estimate` path
 
 from __future__ import annotations
 
+from zeromem_lsp.provenance import Path
+
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -21,7 +23,6 @@ from zeromem_lsp.memory.stages import FSDP_KEYS
 if TYPE_CHECKING:
     from zeromem_lsp.memory.peak import Peak
 
-Path = tuple  # a key path in a document, e.g. ("zero_optimization", "stage")
 DEFAULT_WARN_FRACTION = 0.9  # ZM102 above this share of the budget (zeromem.warn_fraction)
 
 

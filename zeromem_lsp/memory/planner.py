@@ -7,8 +7,10 @@ bytes, the parameter count, what is missing, the budget and warn fraction — is
 
 from __future__ import annotations
 
+from zeromem_lsp.provenance import Path
+
 from zeromem_lsp.configs.settings import ZeromemSettings
-from zeromem_lsp.configs.training import Path, TrainingSetup, implied_world_size
+from zeromem_lsp.configs.training import TrainingSetup, implied_world_size
 from zeromem_lsp.memory.plan import (
     DEEPSPEED, DEFAULT_WARN_FRACTION, FSDP, FSDP_CPU_OFFLOAD, Family, FsdpOffload, Inputs, MemoryPlan, Offload, Origin, Unplanned,
     inputs_from_parameters, place,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from zeromem_lsp.provenance import Path
+
 from dataclasses import dataclass, field
 
 from zeromem_lsp.configs.settings import ZeromemSettings
-from zeromem_lsp.configs.training import Path, TrainingSetup
+from zeromem_lsp.configs.training import TrainingSetup
 from zeromem_lsp.configs.workload import Workload
 from zeromem_lsp.document import Document, Member, Node
 from zeromem_lsp.findings import Finding, Fix

@@ -4,6 +4,8 @@ HF-filled "auto" paths, optimizer names; plus `field_doc` / `section_keys` for h
 
 from __future__ import annotations
 
+from zeromem_lsp.provenance import Path
+
 import enum
 import typing
 from typing import Any, NamedTuple, Optional, TYPE_CHECKING, Union
@@ -13,7 +15,6 @@ from . import facts as facts
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-Path = tuple[Union[str, int], ...]
 
 #: Strict sections: path -> model name in models. DeepSpeed refuses unknown keys inside these.
 #: `STRICT_SECTIONS` (path -> model class) imports the models on first use.

@@ -43,6 +43,8 @@ optimizer, not by ``DeepSpeedConfig`` itself (so ``DeepSpeedConfig`` alone accep
 
 from __future__ import annotations
 
+from zeromem_lsp.provenance import Path
+
 import difflib
 import functools
 
@@ -87,7 +89,6 @@ __all__ = [
 ]
 
 OUR_TOP_LEVEL_KEY = "zeromem"
-Path = tuple[Union[str, int], ...]
 
 
 def __getattr__(name: str) -> Any:
