@@ -1,9 +1,10 @@
 """`analyse(text, name, settings)`: the single entry both front ends call, one pipeline for every kind.
 
-text → positioned document → kind → the kind's reader (readers.py) → one settings resolution
-(file block over project files over editor/CLI settings; from_config; ZM104) → one plan
-(planner.py) → rules. A broken document still gets every stage that makes sense for the part
-that parsed.
+text → positioned document → kind → the kind's reader (readers.py: plain data) → one settings
+resolution (configs/layers.py: command line over the file's block over project over editor, each
+value with its origin; then from_config counted; problems are ZM104) → the plan built once with its
+peak (memory/planner.py) → rules. A broken document still gets every stage that makes sense for the
+part that parsed.
 """
 
 from __future__ import annotations
@@ -15,14 +16,17 @@ from functools import cached_property
 from typing import Literal
 
 from zeromem_lsp.configs.detect import Kind, detect_kind
+from zeromem_lsp.configs.layers import Resolved, SettingsLayer, as_layers, command_line, file_block, resolve
 from zeromem_lsp.configs.settings import validate_settings, ParametersFromConfig, ZeromemSettings
 from zeromem_lsp.configs.training import TrainingSetup
 from zeromem_lsp.findings import Finding
 from zeromem_lsp.document import Document, LineIndex, parse_document
 from zeromem_lsp.document.decoding import decode_config
-from zeromem_lsp.peak_inputs import Layers, ModelRead, read_model, with_peak
-from zeromem_lsp.memory.plan import MemoryPlan, Origin, Unplanned
-from zeromem_lsp.readers import READERS, Loader
+from zeromem_lsp.memory.peak_inputs import ModelRead, PeakSource, read_model
+from zeromem_lsp.memory.plan import MemoryPlan, Unplanned
+from zeromem_lsp.memory.planner import plan as build_plan
+from zeromem_lsp.provenance import Origin
+from zeromem_lsp.readers import READERS, Loader, issues_with
 from zeromem_lsp.rules import issues as issue_rules
 from zeromem_lsp.rules import memory as memory_rules
 from zeromem_lsp.rules import peak as peak_rules
@@ -48,6 +52,7 @@ class Analysis:
     setup: TrainingSetup | None = None
     plan: MemoryPlan | Unplanned | None = None
     parameter_source: str | None = None  # e.g. "llama: 32 layers, untied embeddings (model/config.json)"
+    origins: dict[str, Origin] = field(default_factory=dict)  # setting name -> the layer that supplied it
     refused: Refusal | None = None  # the input was not analysed at all: too large, or not text
 
     @property
@@ -61,14 +66,17 @@ class Analysis:
         return self.document.lines if self.document is not None else LineIndex(self.text)
 
 
-def resolve_parameters(settings: ZeromemSettings, loader: Loader | None) -> tuple[ZeromemSettings, str | None, str | None, ModelRead]:
-    """Replace {"from_config": path} by the exact count: (settings, note, problem message, what the file gave)."""
+def resolve_parameters(resolved: Resolved, loader: Loader | None) -> tuple[Resolved, str | None, str | None, ModelRead]:
+    """Replace {"from_config": path} by the exact count: (resolved, note, problem message, what the file gave).
+
+    The count keeps the origin of the layer that named the file, with how it was counted."""
+    settings = resolved.settings
     wanted = settings.parameters
     if not isinstance(wanted, ParametersFromConfig):
-        return settings, None, None, NO_MODEL
+        return resolved, None, None, NO_MODEL
     from zeromem_lsp.configs.model_config import UnsupportedModel, count_parameters_from_text
 
-    cleared = settings.model_copy(update={"parameters": None})
+    cleared = Resolved(settings.model_copy(update={"parameters": None}), resolved.origins)
     path = wanted.from_config
     text = loader(path) if loader is not None else None
     if text is None:
@@ -83,7 +91,10 @@ def resolve_parameters(settings: ZeromemSettings, loader: Loader | None) -> tupl
         problem = f"parameters.from_config {path!r}: {error}"
         return cleared, None, problem, ModelRead(shape_problem=problem)
     note = f"{format_count(counted.total)} parameters counted from {path} ({counted.note})"
-    return settings.model_copy(update={"parameters": counted.total}), note, None, read_model(text, counted, path)
+    named = resolved.origins["parameters"]
+    origins = {**resolved.origins, "parameters": Origin(f"{named.note}: {note}", named.path)}
+    counted_settings = settings.model_copy(update={"parameters": counted.total})
+    return Resolved(counted_settings, origins), note, None, read_model(text, counted, path)
 
 
 def _nested_block(data: object, block_path: Path) -> tuple[ZeromemSettings, list[tuple]]:
@@ -105,21 +116,6 @@ def _nested_block(data: object, block_path: Path) -> tuple[ZeromemSettings, list
             message = f"zeromem.{problem.name}: {problem.message}"
         problems.append(((*block_path, problem.name), message, "key" if problem.unknown else "value"))
     return settings, problems
-
-
-def with_parameter_origin(plan, block: ZeromemSettings, forced: ZeromemSettings, note: str | None):
-    """Say which layer supplied the parameter count (and how a from_config count was made)."""
-    if not isinstance(plan, MemoryPlan) or "parameters" not in plan.origins:
-        return plan
-    if forced.parameters is not None:
-        origin = Origin("--parameters")
-    elif block.parameters is not None:
-        origin = plan.origins["parameters"]
-    else:
-        origin = Origin("project or editor settings")
-    if note:
-        origin = Origin(f"{origin.note}: {note}", origin.path)
-    return plan._replace(origins={**plan.origins, "parameters": origin})
 
 
 def _settings_block(data: object, block_paths: tuple[Path, ...]) -> tuple[ZeromemSettings, list[tuple], Path]:
@@ -158,7 +154,7 @@ def _parse(text: str, name: str | None, previous: Document | None, edit: tuple[i
 def analyse(
     text: str,
     name: str | None = None,
-    settings: ZeromemSettings = NO_SETTINGS,
+    settings: ZeromemSettings | tuple[SettingsLayer, ...] = NO_SETTINGS,
     forced: ZeromemSettings = NO_SETTINGS,
     loader: Loader | None = None,
     previous: Document | None = None,
@@ -166,8 +162,9 @@ def analyse(
 ) -> Analysis:
     """Findings for one document: text → document → kind → reader → settings → plan → rules.
 
-    `settings`: project and editor defaults (below the file's own zeromem block);
-    `forced`: command-line values (above it); `loader`: reads files the document names
+    `settings`: project and editor settings, below the file's own zeromem block — layers
+    (configs/layers.py, highest first) that name where each value was written, or one plain value;
+    `forced`: command-line values, above the block; `loader`: reads files the document names
     (a model config.json, a DeepSpeed or fsdp_config file) — without it they are not read.
     `previous` and `edit` (start, old end, new end): the document before one edit, so that only
     the value the edit is in is parsed again (document/splice.py checks it can; else a full parse).
@@ -186,23 +183,23 @@ def analyse(
         data = {}
     reading = reader(data, loader)
     block, block_problems, block_path = _settings_block(data, reading.block_paths)
-    effective = forced.merged_over(block.merged_over(settings))
-    effective, parameter_note, parameter_problem, model = resolve_parameters(effective, loader)
+    layers = (command_line(forced), file_block(block, block_path), *as_layers(settings))
+    resolved, parameter_note, parameter_problem, model = resolve_parameters(resolve(layers), loader)  # once
+    effective = resolved.settings
     if parameter_problem:
         block_problems.append(((*block_path, "parameters"), parameter_problem, "value"))
     elif model.shape_problem and effective.sequence_length is not None:  # activations asked for, shape refused
         block_problems.append(((*block_path, "parameters"), f"parameters.from_config {model.shape_problem}", "value"))
-    plan = with_parameter_origin(reading.plan(effective, block_path), block, forced, parameter_note)
-    plan = with_peak(plan, reading.workload, effective, Layers(block, forced, block_path), reading.setup, model)
+    plan = build_plan(reading.source, resolved, PeakSource(reading.workload, reading.setup, model))
     context = Context(document, data, effective, reading.rule_setup, plan, reading.workload)
     findings = _syntax_findings(kind, context)
     findings += settings_rules.block_findings(context, block_problems)
     if root is not None and (isinstance(data, dict) or not document.syntax_errors):
-        findings += issue_rules.check(context, reading.issues(effective))  # else the syntax error says why
+        findings += issue_rules.check(context, issues_with(reading, effective.world_size))  # else the syntax error says why
     findings += memory_rules.check(context)
     findings += peak_rules.check(context)
     findings.sort(key=lambda f: (f.start, f.end, f.code))
-    return Analysis(text, kind, document, findings, effective, reading.setup, plan, parameter_note)
+    return Analysis(text, kind, document, findings, effective, reading.setup, plan, parameter_note, resolved.origins)
 
 
 def _yaml_kind(keys: set[str] | None, document: Document) -> str | None:
@@ -218,7 +215,7 @@ def _yaml_kind(keys: set[str] | None, document: Document) -> str | None:
 def analyse_bytes(
     data: bytes,
     name: str | None = None,
-    settings: ZeromemSettings = NO_SETTINGS,
+    settings: ZeromemSettings | tuple[SettingsLayer, ...] = NO_SETTINGS,
     forced: ZeromemSettings = NO_SETTINGS,
     loader: Loader | None = None,
 ) -> Analysis:

@@ -142,7 +142,7 @@ def lint(
                 settings_result.findings = [f for f in settings_result.findings if _keep(f, select, ignore)]
                 result.files.append(settings_result)
         data = read_bytes(path)
-        analysis = analyse_bytes(data, path.name, project.for_file(path), forced, file_loader(path))
+        analysis = analyse_bytes(data, path.name, project.layers_for(path), forced, file_loader(path))
         if progress is not None:
             progress(number, len(files))
         if not analysis.reported:
@@ -154,7 +154,7 @@ def lint(
         result.checked += 1
         if fixer is not None:
             analysis = fixer(path, data, analysis, lambda text: analyse_bytes(  # noqa: B023 (called now)
-                text.encode("utf-8"), path.name, project.for_file(path), forced, file_loader(path)),
+                text.encode("utf-8"), path.name, project.layers_for(path), forced, file_loader(path)),
                 lambda f: _keep(f, select, ignore))
         findings = [f for f in analysis.findings if _keep(f, select, ignore)]
         result.files.append(FileResult(str(path), findings, analysis.lines))

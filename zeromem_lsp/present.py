@@ -193,7 +193,9 @@ def peak_sum(peak, stage: str) -> str:
 
 def input_notes(peak) -> list[str]:
     """`sequence length 4096 — zeromem.sequence_length` per input of the peak."""
-    return [f"{item.name} {_shown(item.value)} — {item.note}" for item in peak.inputs]
+    from zeromem_lsp.memory.peak import INPUT_LABELS
+
+    return [f"{INPUT_LABELS[name]} {_shown(item.value)} — {item.note}" for name, item in peak.inputs.items()]
 
 
 def _shown(value: object) -> str:

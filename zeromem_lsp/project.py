@@ -3,7 +3,8 @@
 Found from a config file's directory upward (the nearest file that has zeromem settings wins).
 Keys are spelled with hyphens or underscores (`gpu-memory` = `gpu_memory`). `overrides` apply to
 files matching their globs (relative to the settings file). Precedence, highest first: command-line
-flags, the file's own `zeromem` block, matching overrides (later ones win), defaults.
+flags, the file's own `zeromem` block, matching overrides (later ones win), these defaults, editor
+settings (configs/layers.py resolves them once).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
+from zeromem_lsp.configs.layers import PROJECT, SettingsLayer, resolve
 from zeromem_lsp.configs.settings import ParametersFromConfig, ZeromemSettings, validate_settings
 
 
@@ -43,21 +45,34 @@ class ProjectSettings(NamedTuple):
     problems: tuple[SettingsProblem, ...] = ()
 
     def for_file(self, path: Path) -> ZeromemSettings:
-        settings = self.defaults
+        """The project settings in effect for the config at `path` (overrides merged over the defaults)."""
+        return resolve(self.layers_for(path)).settings
+
+    def layers_for(self, path: Path) -> tuple[SettingsLayer, ...]:
+        """The project's layers for the config at `path`, highest first: matching overrides (later ones
+        first), then the defaults; each names the file and table it was written in."""
         if self.source is None:
-            return settings
+            return (SettingsLayer(self.defaults, PROJECT, "project settings"),)
         try:
             relative = path.resolve().relative_to(self.source.parent.resolve()).as_posix()
         except ValueError:
             relative = path.name
+        table = "" if self.source.name == "zeromem.toml" else "tool.zeromem"
+        layers = [SettingsLayer(self._absolute(self.defaults), PROJECT,
+                                f"{self.source.name} [{table}]" if table else self.source.name)]
         for globs, override in self.overrides:
             if any(fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(path.name, pattern) for pattern in globs):
-                settings = override.merged_over(settings)
+                where = f"{self.source.name} [[{table + '.' if table else ''}overrides]]"
+                layers.insert(0, SettingsLayer(self._absolute(override), PROJECT, where))
+        return tuple(layers)
+
+    def _absolute(self, settings: ZeromemSettings) -> ZeromemSettings:
+        """`parameters.from_config` is relative to the settings file, not to the config."""
         wanted = settings.parameters
-        if isinstance(wanted, ParametersFromConfig):  # relative to the settings file, not the config
-            absolute = (self.source.parent / wanted.from_config).resolve()
-            settings = settings.model_copy(update={"parameters": ParametersFromConfig(from_config=str(absolute))})
-        return settings
+        if not isinstance(wanted, ParametersFromConfig) or self.source is None:
+            return settings
+        absolute = (self.source.parent / wanted.from_config).resolve()
+        return settings.model_copy(update={"parameters": ParametersFromConfig(from_config=str(absolute))})
 
 
 def _normalise(table: dict) -> dict:

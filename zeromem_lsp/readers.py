@@ -1,13 +1,10 @@
-"""One reader per config kind: plain data → (issues, where the zeromem block may be, setup, plan).
-
-The pipeline in analysis.py calls the reader of a document's kind and does everything else once:
-settings resolution, the plan through planner.py, the rules. A reader's `issues` and `plan` take
-the resolved settings (DeepSpeed's batch check needs the world size; plans need the model size).
+"""One reader per config kind: plain data in, plain data out — issues, where the zeromem block may be,
+the setup, what to plan (a planner.PlanSource) and the workload. No closures: the pipeline in
+analysis.py resolves the settings once, then plans through planner.plan and runs the rules.
+A DeepSpeed config's batch check needs the resolved world size: `issues_with(reading, world_size)`.
 """
 
 from __future__ import annotations
-
-from zeromem_lsp.provenance import Path
 
 from collections.abc import Callable
 from typing import NamedTuple
@@ -15,43 +12,45 @@ from typing import NamedTuple
 from zeromem_lsp.configs.deepspeed.validation import validate_deepspeed
 from zeromem_lsp.configs.deepspeed.catalog import HF_AUTO_STAGE
 from zeromem_lsp.configs.issue import ConfigIssue
-from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.configs.training import TrainingSetup, read_training_setup
 from zeromem_lsp.configs.workload import (
     Workload, accelerate_workload, deepspeed_workload, fsdp_file_workload, hf_arguments_workload,
 )
 from zeromem_lsp.document import parse_document
-from zeromem_lsp.memory.plan import MemoryPlan, Unplanned
-from zeromem_lsp.memory.planner import build_plan, plan_fsdp_family
+from zeromem_lsp.memory.planner import DeepSpeedSource, FsdpSource, NoSource, PlanSource
+from zeromem_lsp.provenance import Given, Path
 
 #: Reads a file named in the document (path as written; relative to the analysed file) -> text, or None.
 Loader = Callable[[str], "str | None"]
-Planner = Callable[[ZeromemSettings, Path], MemoryPlan | Unplanned]
 BLANK_SETUP = read_training_setup({})
 TOP_BLOCK: tuple[Path, ...] = (("zeromem",),)
 
 
 class Reading(NamedTuple):
     data: object  # the document as plain Python
-    issues: Callable[[ZeromemSettings], list[ConfigIssue]]  # issue paths are document paths
+    issues: list[ConfigIssue]  # issue paths are document paths
     block_paths: tuple[Path, ...]  # where a zeromem block may be; the first one written wins
     setup: TrainingSetup | None  # the DeepSpeed setup the document uses, if any
     rule_setup: TrainingSetup  # what the rules see (blank outside a plain DeepSpeed config)
-    plan: Planner  # (resolved settings, block path) -> the plan
+    source: PlanSource  # what to plan: planner.plan(source, resolved settings, peak source)
     workload: Workload = Workload()  # micro-batch, sequence length, checkpointing, buffer sizes as written
+    deepspeed_config: dict | None = None  # a plain DeepSpeed config, validated once the world size is resolved
+
+
+def issues_with(reading: Reading, world_size: int | None) -> list[ConfigIssue]:
+    """The reader's issues; a plain DeepSpeed config is validated here, with the resolved world size
+    (DeepSpeed's batch check needs it)."""
+    if reading.deepspeed_config is None:
+        return reading.issues
+    return validate_deepspeed(reading.deepspeed_config, world_size=world_size)
 
 
 def read_deepspeed(data: object, loader: Loader | None) -> Reading:
     setup = read_training_setup(data)
-    config = {key: value for key, value in data.items() if key != "zeromem"} if isinstance(data, dict) else {}
-
-    def issues(settings: ZeromemSettings) -> list[ConfigIssue]:
-        if not isinstance(data, dict):  # a top-level array, string, null: DeepSpeed says it wants an object
-            return validate_deepspeed(data)
-        return validate_deepspeed(config, world_size=settings.world_size)
-
-    return Reading(data, issues, TOP_BLOCK, setup, setup, lambda settings, block_path: build_plan(setup, settings),
-                   deepspeed_workload(config, ()))
+    if not isinstance(data, dict):  # a top-level array, string, null: DeepSpeed says it wants an object
+        return Reading(data, validate_deepspeed(data), TOP_BLOCK, setup, setup, DeepSpeedSource(setup))
+    config = {key: value for key, value in data.items() if key != "zeromem"}
+    return Reading(data, [], TOP_BLOCK, setup, setup, DeepSpeedSource(setup), deepspeed_workload(config, ()), config)
 
 
 def _rerooted(setup: TrainingSetup, root: tuple | None) -> TrainingSetup:
@@ -71,12 +70,15 @@ NO_SETUP = "an FSDP or DeepSpeed setup in this file"
 
 def _family_reading(data: dict, issues: list[ConfigIssue], block_paths: tuple[Path, ...], fsdp_setup,
                     accelerate, setup: TrainingSetup | None, missing: str, workload: Workload) -> Reading:
-    machines_written = "num_machines" in data
-
-    def plan(settings: ZeromemSettings, block_path: Path):
-        return plan_fsdp_family(fsdp_setup, accelerate, setup, settings, block_path, machines_written, missing)
-
-    return Reading(data, lambda settings: issues, block_paths, setup, BLANK_SETUP, plan, workload)
+    if fsdp_setup is not None:
+        source: PlanSource = FsdpSource(fsdp_setup, accelerate, "num_machines" in data)
+    elif setup is not None:
+        launcher = (Given(accelerate.world_size, "num_processes", ("num_processes",))
+                    if accelerate is not None and accelerate.world_size else None)
+        source = DeepSpeedSource(setup, launcher)
+    else:
+        source = NoSource(missing)
+    return Reading(data, issues, block_paths, setup, BLANK_SETUP, source, workload)
 
 
 def read_accelerate(data: dict, loader: Loader | None) -> Reading:

@@ -235,11 +235,16 @@ def test_a_non_object_zeromem_block_is_analysed():
 
 
 def test_hover_says_which_layer_gave_the_parameter_count():
+    from zeromem_lsp.configs.layers import PROJECT, SettingsLayer
     from zeromem_lsp.configs.settings import ZeromemSettings
 
     text = '{"train_batch_size": 64, "bf16": {"enabled": true}, "zero_optimization": {"stage": 1}}'
     project = ZeromemSettings(parameters="7B", world_size=8)
-    from_project = hover_at(analyse(text, "ds.json", project), text.index("stage") + 1).markdown
-    assert "7B from project or editor settings" in from_project
+    unnamed = hover_at(analyse(text, "ds.json", project), text.index("stage") + 1).markdown
+    assert "7B from zeromem.parameters (project or editor settings)" in unnamed
+    layers = (SettingsLayer(project, PROJECT, "pyproject.toml [tool.zeromem]"),)
+    from_project = hover_at(analyse(text, "ds.json", layers), text.index("stage") + 1).markdown
+    assert "7B from pyproject.toml [tool.zeromem]" in from_project
+    assert "R = 8 ranks — pyproject.toml [tool.zeromem]" in from_project
     forced = hover_at(analyse(text, "ds.json", project, ZeromemSettings(parameters="13B")), text.index("stage") + 1)
     assert "13B from --parameters" in forced.markdown

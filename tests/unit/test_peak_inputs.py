@@ -17,7 +17,7 @@ def _analyse(tmp_path, text: str, name: str = "ds_config.json", settings=Zeromem
 
 
 def _inputs(analysis) -> dict:
-    return {item.name: item for item in analysis.plan.peak.inputs}
+    return analysis.plan.peak.inputs  # keyed by field name (the zeromem setting of the same name)
 
 
 def _block(tmp_path, **extra) -> dict:
@@ -27,20 +27,20 @@ def _block(tmp_path, **extra) -> dict:
 def test_micro_batch_derived_from_the_triple(tmp_path):
     text = json.dumps({"train_batch_size": 64, "gradient_accumulation_steps": 2, "zero_optimization": {"stage": 1},
                        "zeromem": _block(tmp_path, sequence_length=64)})
-    micro = _inputs(_analyse(tmp_path, text))["micro-batch"]
+    micro = _inputs(_analyse(tmp_path, text))["micro_batch"]
     assert micro.value == 4 and "64 / (2 × 8)" in micro.note
 
 
 def test_the_config_value_wins_over_the_setting(tmp_path):
     text = json.dumps({"train_micro_batch_size_per_gpu": 4, "zeromem": _block(tmp_path, micro_batch=2)})
-    micro = _inputs(_analyse(tmp_path, text))["micro-batch"]
+    micro = _inputs(_analyse(tmp_path, text))["micro_batch"]
     assert (micro.value, micro.path) == (4, ("train_micro_batch_size_per_gpu",))
 
 
 def test_editor_settings_fill_what_the_config_does_not_say(tmp_path):
     text = json.dumps({"train_micro_batch_size_per_gpu": 4, "zeromem": _block(tmp_path)})
     inputs = _inputs(_analyse(tmp_path, text, settings=ZeromemSettings(sequence_length=128, attention="eager")))
-    assert inputs["sequence length"].value == 128 and "project or editor settings" in inputs["sequence length"].note
+    assert inputs["sequence_length"].value == 128 and "project or editor settings" in inputs["sequence_length"].note
     assert inputs["attention"].value == "eager"
 
 
@@ -57,11 +57,11 @@ def test_training_arguments(tmp_path):
     args = {"output_dir": "out", "max_length": 256, "gradient_checkpointing": True,
             "deepspeed": {"zero_optimization": {"stage": 2}, "zeromem": _block(tmp_path)}}
     inputs = _inputs(_analyse(tmp_path, json.dumps(args), "training_args.json"))
-    assert (inputs["sequence length"].value, inputs["sequence length"].path) == (256, ("max_length",))
-    assert inputs["gradient checkpointing"].value is True
-    assert inputs["micro-batch"].value == 8 and "default" in inputs["micro-batch"].note  # TrainingArguments' 8
+    assert (inputs["sequence_length"].value, inputs["sequence_length"].path) == (256, ("max_length",))
+    assert inputs["gradient_checkpointing"].value is True
+    assert inputs["micro_batch"].value == 8 and "default" in inputs["micro_batch"].note  # TrainingArguments' 8
     args["deepspeed"]["zeromem"]["micro_batch"] = 3  # a declared value replaces the library default
-    assert _inputs(_analyse(tmp_path, json.dumps(args), "training_args.json"))["micro-batch"].value == 3
+    assert _inputs(_analyse(tmp_path, json.dumps(args), "training_args.json"))["micro_batch"].value == 3
 
 
 def _accelerate(tmp_path, top: str, fsdp: str):
@@ -75,8 +75,8 @@ def _accelerate(tmp_path, top: str, fsdp: str):
 def test_accelerate_fsdp_checkpointing_and_gathered_layers(tmp_path):
     analysis = _accelerate(tmp_path, "", "  fsdp_activation_checkpointing: true\n")
     inputs = _inputs(analysis)
-    assert inputs["gradient checkpointing"].value is True
-    assert inputs["gradient checkpointing"].path == ("fsdp_config", "fsdp_activation_checkpointing")
+    assert inputs["gradient_checkpointing"].value is True
+    assert inputs["gradient_checkpointing"].path == ("fsdp_config", "fsdp_activation_checkpointing")
     gathered = analysis.plan.peak.buffers["zero3"]
     assert gathered.total == 2 * LAYER * 4  # two fp32 layers: the one computing and the prefetched one
     assert analysis.plan.peak.buffers["ddp"].total == 0
@@ -87,7 +87,7 @@ def test_fsdp_config_without_prefetch(tmp_path):
                        "backward_prefetch": "NO_PREFETCH",
                        "zeromem": _block(tmp_path, sequence_length=64, micro_batch=1, precision="bf16")})
     analysis = _analyse(tmp_path, text, "fsdp_config.json")
-    assert _inputs(analysis)["gradient checkpointing"].path == ("activation_checkpointing",)
+    assert _inputs(analysis)["gradient_checkpointing"].path == ("activation_checkpointing",)
     assert analysis.plan.peak.buffers["zero3"].total == LAYER * 2
 
 

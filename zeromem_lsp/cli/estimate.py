@@ -9,7 +9,8 @@ from pathlib import Path
 from zeromem_lsp.memory.activations import ATTENTION
 from zeromem_lsp.cli.errors import UsageError
 from zeromem_lsp.configs.model_config import UnsupportedModel, count_parameters_from_text, model_shape_from_text
-from zeromem_lsp.memory.peak import Input, Peak, PeakInputs, estimate_peak
+from zeromem_lsp.memory.peak import Peak, PeakInputs, estimate_peak
+from zeromem_lsp.provenance import Given
 from zeromem_lsp.memory.estimate import Estimate, Inputs, estimate, inputs_from_parameters
 from zeromem_lsp.rules.registry import rule_named
 from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS, bytes_per_parameter
@@ -132,13 +133,13 @@ def _peak(args, result: Estimate, counted, shape, problem) -> Peak | None:
     reserved = _bytes("--reserved", args.reserved) if args.reserved else None
     inputs = PeakInputs(
         shape=shape, shape_problem=problem or ("give --model-config PATH" if args.model_config is None else None),
-        sequence_length=Input("sequence length", sequence, "--sequence-length") if sequence else None,
-        micro_batch=Input("micro-batch", micro, "--micro-batch") if micro else None,
-        checkpointing=Input("gradient checkpointing", args.gradient_checkpointing,
-                            "--gradient-checkpointing" if args.gradient_checkpointing else "default: off"),
-        attention=Input("attention", args.attention, "--attention"),
-        dtype=Input("dtype", args.precision, "--precision"),
-        reserved=Input("reserved", reserved, "--reserved") if reserved is not None else PeakInputs.reserved,
+        sequence_length=Given(sequence, "--sequence-length") if sequence else None,
+        micro_batch=Given(micro, "--micro-batch") if micro else None,
+        gradient_checkpointing=Given(args.gradient_checkpointing,
+                                     "--gradient-checkpointing" if args.gradient_checkpointing else "default: off"),
+        attention=Given(args.attention, "--attention"),
+        dtype=Given(args.precision, "--precision"),
+        reserved=Given(reserved, "--reserved") if reserved is not None else PeakInputs.reserved,
         parameters=result.inputs.parameters,
         largest_layer=counted.largest_layer if counted is not None else None)
     return estimate_peak(dict(result.figures), "deepspeed", inputs)

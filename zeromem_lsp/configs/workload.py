@@ -7,10 +7,9 @@ file or a library default), so hovers and findings can point at it. Validation i
 
 from __future__ import annotations
 
-from zeromem_lsp.provenance import Path
+from zeromem_lsp.provenance import Given, Path
 
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
 
 from zeromem_lsp.configs.training import positive_int
 
@@ -22,12 +21,6 @@ ZERO_ALIASES = {"prefetch_bucket_size": "stage3_prefetch_bucket_size",
                 "max_live_parameters": "stage3_max_live_parameters"}
 #: TrainingArguments.per_device_train_batch_size when the JSON does not set it.
 HF_DEFAULT_MICRO_BATCH = 8
-
-
-class Given(NamedTuple):
-    value: object
-    note: str  # where it came from, e.g. "train_micro_batch_size_per_gpu"
-    path: Path | None = None
 
 
 @dataclass(frozen=True)

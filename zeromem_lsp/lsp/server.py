@@ -24,6 +24,7 @@ from zeromem_lsp import __version__
 if TYPE_CHECKING:
     from zeromem_lsp.analysis import Analysis
     from zeromem_lsp.document import Document, LineIndex
+    from zeromem_lsp.configs.layers import SettingsLayer
     from zeromem_lsp.configs.settings import ZeromemSettings
     from zeromem_lsp.project import ProjectSettings
 
@@ -48,7 +49,7 @@ class ZeromemServer(LanguageServer):
         self._refreshing: set[str] = set()
         self._dirty: set[str] = set()
         self._projects: dict[Path, ProjectSettings] = {}  # folder -> its project settings, until a file changes
-        self._settings: dict[str, tuple[int, ZeromemSettings]] = {}  # uri -> (generation, its defaults)
+        self._settings: dict[str, tuple[int, tuple[SettingsLayer, ...]]] = {}  # uri -> (generation, its layers)
         self._running: dict[str, tuple[tuple[int | None, int], asyncio.Future]] = {}  # uri -> analysis in a thread
         self._edits: dict[str, tuple[Document, tuple[int, int, int]]] = {}  # uri -> (document before, its one edit)
 
@@ -116,9 +117,10 @@ class ZeromemServer(LanguageServer):
         return any((open_path := document_path(uri)) is not None and open_path.resolve() == target
                    for uri in self.workspace.text_documents)
 
-    def settings_for(self, uri: str) -> ZeromemSettings:
-        """Defaults for `uri` below its own zeromem block: project files ([tool.zeromem], zeromem.toml)
-        over editor settings; kept per open document until either changes (the generation moves)."""
+    def settings_for(self, uri: str) -> tuple[SettingsLayer, ...]:
+        """The layers for `uri` below its own zeromem block, highest first: project files
+        ([tool.zeromem], zeromem.toml), then editor settings; kept per open document until either
+        changes (the generation moves)."""
         cached = self._settings.get(uri)
         if cached is not None and cached[0] == self.generation:
             return cached[1]
@@ -127,11 +129,13 @@ class ZeromemServer(LanguageServer):
             self._settings[uri] = (self.generation, settings)
         return settings
 
-    def _discover_settings(self, uri: str) -> ZeromemSettings:
+    def _discover_settings(self, uri: str) -> tuple[SettingsLayer, ...]:
+        from zeromem_lsp.configs.layers import editor
+
         path = document_path(uri)
         if path is None:
-            return self.editor_settings
-        return self.project_for(path).for_file(path).merged_over(self.editor_settings)
+            return (editor(self.editor_settings),)
+        return (*self.project_for(path).layers_for(path), editor(self.editor_settings))
 
     def apply_settings(self, *sources: object) -> None:
         from zeromem_lsp.assist.settings import resolve_settings

@@ -8,12 +8,12 @@ formula), untouched. Activations (zeromem_lsp.memory.activations) do not depend 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS, Buffers, fsdp_buffers, hf_auto_sizes, zero_buffers
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.memory.stages import stage as stage_named
+from zeromem_lsp.provenance import Given
 
 #: CUDA context, library workspaces and allocator slack per GPU when `reserved` is not set (docs/memory-model.md).
 DEFAULT_RESERVED = 2**30
@@ -21,29 +21,31 @@ NO_SHAPE = 'declare "parameters": {"from_config": "path/to/config.json"}'
 AUTO_FILLED = {"reduce_bucket_size": "reduce_bucket_size", "stage3_prefetch_bucket_size": "stage3_prefetch_bucket_size"}
 
 
-class Input(NamedTuple):
-    """A resolved input of the peak, with where it came from (a note and, if written here, its path)."""
-
-    name: str  # "micro-batch", "sequence length", ...
-    value: object
-    note: str
-    path: tuple | None = None
+#: The peak's inputs by field name (the `zeromem` setting of the same name), with their display labels.
+INPUT_LABELS = {"sequence_length": "sequence length", "micro_batch": "micro-batch",
+                "gradient_checkpointing": "gradient checkpointing", "attention": "attention", "dtype": "dtype",
+                "reserved": "reserved"}
 
 
 @dataclass(frozen=True)
 class PeakInputs:
     shape: ModelShape | None = None
     shape_problem: str | None = None  # why there is no shape: no from_config, or what was wrong with it
-    sequence_length: Input | None = None
-    micro_batch: Input | None = None
-    checkpointing: Input = Input("gradient checkpointing", False, "default: off")
-    attention: Input = Input("attention", "sdpa", "default: sdpa")
-    dtype: Input | None = None
-    reserved: Input = Input("reserved", DEFAULT_RESERVED, "default (CUDA context + allocator)")
-    zero: dict[str, Input] = field(default_factory=dict)  # zero_optimization buffer keys as written
-    fsdp_prefetch: Input = Input("FSDP prefetch", True, "FSDP's default BACKWARD_PRE gathers the next layer ahead")
+    sequence_length: Given | None = None
+    micro_batch: Given | None = None
+    gradient_checkpointing: Given = Given(False, "default: off")
+    attention: Given = Given("sdpa", "default: sdpa")
+    dtype: Given | None = None
+    reserved: Given = Given(DEFAULT_RESERVED, "default (CUDA context + allocator)")
+    zero: dict[str, Given] = field(default_factory=dict)  # zero_optimization buffer keys as written
+    fsdp_prefetch: Given = Given(True, "FSDP's default BACKWARD_PRE gathers the next layer ahead")
     parameters: int | None = None
     largest_layer: int | None = None  # parameters of the largest decoder layer (from_config)
+
+    def used(self) -> dict[str, Given]:
+        """The inputs given, by field name (INPUT_LABELS order)."""
+        found = {name: getattr(self, name) for name in INPUT_LABELS}
+        return {name: given for name, given in found.items() if given is not None}
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ class Peak:
     activations: Activations | None
     transient_logits: int  # the fp32 copy of the logits (forward) / their fp32 gradient (backward): 4·b·s·V
     reserved: int
-    inputs: tuple[Input, ...]  # what was used, with origins, for display
+    inputs: dict[str, Given]  # what was used by field name (INPUT_LABELS), with origins, for display
     missing: tuple[str, ...]  # each missing input, named
     zero_sizes: dict = field(default_factory=dict)  # zero_buffers' keyword arguments (DeepSpeed plans)
 
@@ -97,7 +99,7 @@ class Peak:
                                                      "rule": part.rule} for part in found.parts]}
             for stage, found in self.buffers.items()}
         return {"activations": activations, "buffers": buffers, "reserved_bytes": self.reserved, "peak": self.peaks,
-                "peak_inputs": {item.name: {"value": item.value, "from": item.note} for item in self.inputs},
+                "peak_inputs": {name: {"value": item.value, "from": item.note} for name, item in self.inputs.items()},
                 "peak_missing": list(self.missing)}
 
     def components(self, stage: str) -> list[tuple[str, int]]:
@@ -107,7 +109,7 @@ class Peak:
         return sorted(parts, key=lambda part: -part[1])
 
 
-def _element_count(entry: Input | None, key: str, shape: ModelShape | None, missing: list[str]) -> int | None:
+def _element_count(entry: Given | None, key: str, shape: ModelShape | None, missing: list[str]) -> int | None:
     """A bucket size as DeepSpeed receives it: DeepSpeed's default when unset, HF's fill for "auto"."""
     if entry is None:
         return None
@@ -172,17 +174,15 @@ def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs) -> Pea
         try:
             activations = estimate_activations(inputs.shape, inputs.sequence_length.value,  # type: ignore[union-attr,arg-type]
                                                inputs.micro_batch.value, inputs.dtype.value,  # type: ignore[union-attr,arg-type]
-                                               bool(inputs.checkpointing.value), str(inputs.attention.value))
+                                               bool(inputs.gradient_checkpointing.value), str(inputs.attention.value))
         except ActivationInputError as error:
             missing.append(str(error))
         else:
             tokens = inputs.micro_batch.value * inputs.sequence_length.value  # type: ignore[union-attr,operator]
             transient = F32 * tokens * inputs.shape.vocab  # type: ignore[union-attr]
-    used = tuple(item for item in (inputs.sequence_length, inputs.micro_batch, inputs.checkpointing, inputs.attention,
-                                   inputs.dtype, inputs.reserved) if item is not None)
     return Peak(state=dict(state), buffers=buffers, activations=activations, transient_logits=transient,
-                reserved=int(inputs.reserved.value), inputs=used, missing=tuple(missing),  # type: ignore[arg-type]
+                reserved=int(inputs.reserved.value), inputs=inputs.used(), missing=tuple(missing),  # type: ignore[arg-type]
                 zero_sizes=sizes)
 
 
-__all__ = ["DEFAULT_RESERVED", "DEEPSPEED_DEFAULTS", "Input", "Peak", "PeakInputs", "estimate_peak"]
+__all__ = ["DEFAULT_RESERVED", "DEEPSPEED_DEFAULTS", "INPUT_LABELS", "Peak", "PeakInputs", "estimate_peak"]

@@ -1,26 +1,64 @@
-"""A config's training setup + zeromem settings → its memory plan, through one builder.
+"""A reader's plan source + the resolved settings → the finished memory plan, built once.
 
-`build` takes the family policy (DeepSpeed or FSDP) and the parts each family reads differently:
-the stage, the ranks, the bytes per parameter and their origins. Everything else — explicit
-bytes, the parameter count, what is missing, the budget and warn fraction — is done once.
+`plan(source, resolved, peak)` takes what a reader found (plain data: a DeepSpeed setup, or an FSDP
+setup with its launcher's ranks, or why there is nothing to plan) and the settings resolved once
+(configs/layers.py). `build` does what every family shares — explicit bytes, the parameter count,
+what is missing, the budget, the peak — and constructs the `MemoryPlan` once; every origin comes from
+the source or from `resolved`, never from a guess about where a setting was written.
 """
 
 from __future__ import annotations
 
-from zeromem_lsp.provenance import Path
+from typing import NamedTuple
 
-from zeromem_lsp.configs.settings import ZeromemSettings
+from zeromem_lsp.configs.layers import Resolved
 from zeromem_lsp.configs.training import TrainingSetup, implied_world_size
+from zeromem_lsp.memory.peak import estimate_peak
+from zeromem_lsp.memory.peak_inputs import PeakSource, peak_inputs
 from zeromem_lsp.memory.plan import (
-    DEEPSPEED, DEFAULT_WARN_FRACTION, FSDP, FSDP_CPU_OFFLOAD, Family, FsdpOffload, Inputs, MemoryPlan, Offload, Origin, Unplanned,
-    inputs_from_parameters, place,
+    DEEPSPEED, DEFAULT_WARN_FRACTION, FSDP, FSDP_CPU_OFFLOAD, Family, FsdpOffload, Inputs, MemoryPlan, Offload,
+    Origin, Unplanned, inputs_from_parameters, place,
 )
 from zeromem_lsp.memory.precision import BytesPerParameter, bytes_per_parameter
 from zeromem_lsp.memory.stages import FSDP_STRATEGY_STAGE, by_number
+from zeromem_lsp.provenance import Given, Path
 
-def resolve_world_size(setup: TrainingSetup, settings: ZeromemSettings) -> tuple[int | None, Origin | None]:
-    if settings.world_size is not None:
-        return settings.world_size, Origin("zeromem.world_size", ("zeromem", "world_size"))
+
+class DeepSpeedSource(NamedTuple):
+    """A DeepSpeed setup to plan; `ranks`: what the launcher around it runs (Accelerate's num_processes)."""
+
+    setup: TrainingSetup
+    ranks: Given | None = None
+
+
+class FsdpSource(NamedTuple):
+    """An FSDP setup (fsdp.FsdpSetup) and the Accelerate setup around it, if any."""
+
+    fsdp: object
+    accelerate: object | None = None
+    machines_written: bool = False
+
+
+class NoSource(NamedTuple):
+    """Nothing to plan: what would supply a setup."""
+
+    missing: str
+
+
+PlanSource = DeepSpeedSource | FsdpSource | NoSource
+
+
+def _setting(resolved: Resolved, name: str) -> Origin:
+    return resolved.origin(name) or Origin(f"zeromem.{name}")
+
+
+def resolve_world_size(setup: TrainingSetup, resolved: Resolved,
+                       launcher: Given | None = None) -> tuple[int | None, Origin | None]:
+    """The settings' world size, else the launcher's, else what the three batch sizes imply."""
+    if resolved.settings.world_size is not None:
+        return resolved.settings.world_size, _setting(resolved, "world_size")
+    if launcher is not None:
+        return launcher.value, launcher.origin  # type: ignore[return-value]
     implied = implied_world_size(setup)
     if implied is not None:
         return implied, Origin(
@@ -39,46 +77,55 @@ def build(
     ranks: int | None,
     ranks_origin: Origin | None,
     per_parameter,
-    settings: ZeromemSettings,
+    resolved: Resolved,
     missing: list[str],
-    block_path: Path = ("zeromem",),
+    peak: PeakSource | None = None,
+    read_origins: dict[str, Origin] | None = None,
 ) -> MemoryPlan | Unplanned:
-    """The plan, once the family has read its stage, offload and ranks.
+    """The finished plan, once the family has read its stage, offload and ranks.
 
-    `per_parameter()` -> (BytesPerParameter, {"precision": Origin, "optimizer": Origin}, extra
-    assumptions), or None with `missing` extended; called only when no explicit bytes are declared."""
+    `per_parameter(missing)` -> (BytesPerParameter, {"precision": Origin, "optimizer": Origin}, extra
+    assumptions), or None with `missing` extended; called only when no explicit bytes are declared.
+    `peak`: what the peak needs beyond the plan (None: no peak, as in the calculator)."""
+    settings = resolved.settings
     explicit = (settings.parameter_bytes, settings.gradient_bytes, settings.optimizer_bytes)
-    origins: dict[str, Origin] = {}
+    origins: dict[str, Origin] = dict(read_origins or {})
     inputs = None
     if all(value is not None for value in explicit):
         if ranks is not None:
             inputs = Inputs(*explicit, world_size=ranks, assumptions=("P, G and O declared in bytes",))
-        origins["bytes"] = Origin("zeromem.parameter_bytes / gradient_bytes / optimizer_bytes", block_path)
+        origins["bytes"] = _setting(resolved, "parameter_bytes")
     else:
         if settings.parameters is None:
             missing.append('the model size: declare "parameters" (e.g. "7B") in the zeromem block')
         read = per_parameter(missing)
         if not missing and read is not None:
-            bytes_each, read_origins, extra = read
-            origins.update(read_origins)
-            origins["parameters"] = Origin("zeromem.parameters", (*block_path, "parameters"))
+            bytes_each, bytes_origins, extra = read
+            origins.update(bytes_origins)
+            origins["parameters"] = _setting(resolved, "parameters")
             assumptions = [f"precision: {origins['precision'].note}", f"optimizer: {origins['optimizer'].note}", *extra]
             inputs = inputs_from_parameters(settings.parameters, bytes_each, ranks, tuple(assumptions))
     if missing or inputs is None:
         return Unplanned(tuple(missing))
     origins["world_size"] = ranks_origin or Origin("world size")
+    placement = place(inputs, offload)
+    estimated = None
+    if peak is not None:
+        state = {key: placement.gpu[key] for key in family.stages}
+        estimated = estimate_peak(state, family.name, peak_inputs(peak, resolved, inputs, origins.get("precision")))
     warn = settings.warn_fraction if settings.warn_fraction is not None else DEFAULT_WARN_FRACTION
     return MemoryPlan(stage=stage, stage_path=stage_path, inputs=inputs, origins=origins, offload=offload,
-                      placement=place(inputs, offload), gpu_memory=settings.gpu_memory, warn_fraction=warn,
-                      policy=family)
+                      placement=placement, gpu_memory=settings.gpu_memory, warn_fraction=warn, policy=family,
+                      peak=estimated)
 
 
-def build_plan(setup: TrainingSetup, settings: ZeromemSettings) -> MemoryPlan | Unplanned:
+def deepspeed_plan(source: DeepSpeedSource, resolved: Resolved, peak: PeakSource | None = None) -> MemoryPlan | Unplanned:
     """A DeepSpeed config's plan: its stage and offload, DeepSpeed's bytes per parameter."""
+    setup, settings = source.setup, resolved.settings
     missing: list[str] = []
     if setup.stage is None:
         missing.append("a valid zero_optimization.stage (0-3)")
-    world_size, world_origin = resolve_world_size(setup, settings)
+    world_size, world_origin = resolve_world_size(setup, resolved, source.ranks)
     if world_size is None:
         missing.append('the world size: declare "world_size" in the zeromem block, or give all three batch sizes')
 
@@ -92,9 +139,9 @@ def build_plan(setup: TrainingSetup, settings: ZeromemSettings) -> MemoryPlan | 
         if missing:
             return None
         origins = {
-            "precision": Origin("zeromem.precision", ("zeromem", "precision")) if settings.precision
+            "precision": _setting(resolved, "precision") if settings.precision
             else Origin(setup.precision_note, setup.precision_path),
-            "optimizer": Origin("zeromem.optimizer", ("zeromem", "optimizer")) if settings.optimizer
+            "optimizer": _setting(resolved, "optimizer") if settings.optimizer
             else Origin(setup.optimizer_note, setup.optimizer_path),
         }
         extra = ([f"gradients accumulate in {setup.gradient_dtype} (data_types.grad_accum_dtype)"]
@@ -103,8 +150,8 @@ def build_plan(setup: TrainingSetup, settings: ZeromemSettings) -> MemoryPlan | 
 
     stage = by_number(setup.stage).key if setup.stage is not None else None
     offload = Offload(optimizer=setup.offload_optimizer, param=setup.offload_param)
-    return build(DEEPSPEED, stage, setup.stage_path, offload, world_size, world_origin, per_parameter, settings,
-                 missing)
+    return build(DEEPSPEED, stage, setup.stage_path, offload, world_size, world_origin, per_parameter, resolved,
+                 missing, peak)
 
 
 HYBRID = ("HYBRID_SHARD", "HYBRID_SHARD_ZERO2")
@@ -127,34 +174,26 @@ def fsdp_bytes_per_parameter(dtype: str, optimizer: str) -> BytesPerParameter:
                              optimizer_name=optimizer, explanation=explanation)
 
 
-def build_fsdp_plan(
-    strategy: str | None,
-    strategy_origin: Origin,
-    offload: bool,
-    settings: ZeromemSettings,
-    world_size: int | None,
-    world_origin: Origin | None,
-    shard_group: int | None = None,
-    shard_origin: Origin | None = None,
-    block_path: Path = ("zeromem",),
-) -> MemoryPlan | Unplanned:
+def fsdp_plan(source: FsdpSource, resolved: Resolved, peak: PeakSource | None = None) -> MemoryPlan | Unplanned:
     """An FSDP setup → the plan at the ZeRO stage with the same persistent state per rank.
 
-    `shard_group`: the ranks one copy is sharded over for HYBRID strategies (GPUs per node).
-    `block_path`: where the zeromem block sits in this document (for origins)."""
+    For HYBRID strategies the ranks one copy is sharded over are the shard group (GPUs per node)."""
+    fsdp, settings = source.fsdp, resolved.settings
+    strategy, strategy_origin = fsdp.strategy, Origin(fsdp.strategy_note, fsdp.strategy_path)
+    world_size, world_origin, shard_group, shard_origin = accelerate_ranks(source.accelerate, source.machines_written)
     missing: list[str] = []
     if strategy is None:
         missing.append("a valid sharding strategy")
     if settings.world_size is not None:
-        world_size, world_origin = settings.world_size, Origin("zeromem.world_size", (*block_path, "world_size"))
+        world_size, world_origin = settings.world_size, _setting(resolved, "world_size")
     ranks, ranks_origin = world_size, world_origin
     if strategy in HYBRID:
         if shard_group is not None and settings.world_size is None:
             ranks, ranks_origin = shard_group, shard_origin
         elif world_size is not None and settings.world_size is not None:
+            declared = _setting(resolved, "world_size")
             ranks, ranks_origin = world_size, Origin(
-                "zeromem.world_size, taken as the shard group (GPUs per node) of the hybrid strategy",
-                (*block_path, "world_size"))
+                f"{declared.note}, taken as the shard group (GPUs per node) of the hybrid strategy", declared.path)
         else:
             ranks = None
     if strategy == "NO_SHARD" and ranks is None:
@@ -166,22 +205,19 @@ def build_fsdp_plan(
     def per_parameter(missing: list[str]):
         if missing:
             return None
-        origins = {
-            "precision": Origin("zeromem.precision: the dtype the model is loaded in", (*block_path, "precision"))
-            if settings.precision else
-            Origin("FSDP keeps sharded parameters in the loaded dtype (assumed fp32; mixed_precision casts "
-                   "only the gathered copy for compute)"),
-            "optimizer": Origin("zeromem.optimizer", (*block_path, "optimizer")) if settings.optimizer
-            else Origin("AdamW (HF Trainer's default)"),
-        }
+        if settings.precision:
+            declared = _setting(resolved, "precision")
+            precision = Origin(f"{declared.note}: the dtype the model is loaded in", declared.path)
+        else:
+            precision = Origin("FSDP keeps sharded parameters in the loaded dtype (assumed fp32; mixed_precision "
+                               "casts only the gathered copy for compute)")
+        optimizer = _setting(resolved, "optimizer") if settings.optimizer else Origin("AdamW (HF Trainer's default)")
+        origins = {"precision": precision, "optimizer": optimizer}
         return fsdp_bytes_per_parameter(settings.precision or "fp32", settings.optimizer or "adamw"), origins, []
 
-    plan = build(FSDP, FSDP_STRATEGY_STAGE.get(strategy), strategy_origin.path,
-                 FSDP_CPU_OFFLOAD if offload else FsdpOffload(), ranks, ranks_origin, per_parameter, settings,
-                 missing, block_path)
-    if isinstance(plan, MemoryPlan):
-        plan = plan._replace(origins={**plan.origins, "strategy": strategy_origin})
-    return plan
+    return build(FSDP, FSDP_STRATEGY_STAGE.get(strategy), strategy_origin.path,
+                 FSDP_CPU_OFFLOAD if fsdp.offload else FsdpOffload(), ranks, ranks_origin, per_parameter, resolved,
+                 missing, peak, {"strategy": strategy_origin})
 
 
 def accelerate_ranks(accelerate, machines_written: bool):
@@ -200,20 +236,10 @@ def accelerate_ranks(accelerate, machines_written: bool):
     return world, world_origin, accelerate.shard_group, group_origin
 
 
-def plan_fsdp_family(fsdp_setup, accelerate, deepspeed_setup: TrainingSetup | None, settings: ZeromemSettings,
-                     block_path: Path, machines_written: bool, missing: str) -> MemoryPlan | Unplanned:
-    """The plan of an Accelerate / --fsdp_config / TrainingArguments document: FSDP when it shards with
-    FSDP, else DeepSpeed (with Accelerate's num_processes as the world size unless declared)."""
-    if fsdp_setup is not None:
-        world, world_origin, group, group_origin = accelerate_ranks(accelerate, machines_written)
-        strategy_origin = Origin(fsdp_setup.strategy_note, fsdp_setup.strategy_path)
-        return build_fsdp_plan(fsdp_setup.strategy, strategy_origin, fsdp_setup.offload, settings, world,
-                               world_origin, group, group_origin, block_path)
-    if deepspeed_setup is None:
-        return Unplanned((missing,))
-    if settings.world_size is None and accelerate is not None and accelerate.world_size:
-        plan = build_plan(deepspeed_setup, settings.model_copy(update={"world_size": accelerate.world_size}))
-        if isinstance(plan, MemoryPlan):
-            plan = plan._replace(origins={**plan.origins, "world_size": Origin("num_processes", ("num_processes",))})
-        return plan
-    return build_plan(deepspeed_setup, settings)
+def plan(source: PlanSource, resolved: Resolved, peak: PeakSource | None = None) -> MemoryPlan | Unplanned:
+    """The plan of whatever a reader found: FSDP when it shards with FSDP, else DeepSpeed."""
+    if isinstance(source, FsdpSource):
+        return fsdp_plan(source, resolved, peak)
+    if isinstance(source, DeepSpeedSource):
+        return deepspeed_plan(source, resolved, peak)
+    return Unplanned((source.missing,))

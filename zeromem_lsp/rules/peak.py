@@ -21,21 +21,17 @@ PEAK_EXCEEDS, NOT_COMPUTABLE = rule("ZM106"), rule("ZM103")
 ACTIVATION_PARTS = ("activations", "fp32 logits copy")
 
 
-def _input(peak: Peak, name: str):
-    return next((item for item in peak.inputs if item.name == name), None)
-
-
 def _driver_path(context: Context, plan: MemoryPlan, largest: str):
     """Where the value that drives the largest component is written: micro-batch, sequence length, a bucket."""
     peak = plan.peak
     candidates = []
     if largest in ACTIVATION_PARTS:
-        candidates = [_input(peak, "micro-batch"), _input(peak, "sequence length")]
+        candidates = [peak.inputs.get("micro_batch"), peak.inputs.get("sequence_length")]
     elif largest == "buffers" and peak.buffers is not None:
         parts = sorted(peak.buffers[plan.stage].parts, key=lambda part: -part.bytes)
         candidates = [context.workload.zero.get(part.name) for part in parts]
     elif largest == "reserved":
-        candidates = [_input(peak, "reserved")]
+        candidates = [peak.inputs.get("reserved")]
     for item in candidates:
         if item is not None and item.path is not None and context.exists(item.path):
             return item.path
@@ -43,7 +39,7 @@ def _driver_path(context: Context, plan: MemoryPlan, largest: str):
 
 
 def _halve_micro_batch(context: Context, peak: Peak) -> Fix | None:
-    micro = _input(peak, "micro-batch")
+    micro = peak.inputs.get("micro_batch")
     if micro is None or micro.path is None or not context.exists(micro.path) or micro.value % 2:
         return None
     accumulation_path = (*micro.path[:-1], "gradient_accumulation_steps")
@@ -67,7 +63,7 @@ def _halve_micro_batch(context: Context, peak: Peak) -> Fix | None:
 
 
 def _enable_checkpointing(context: Context, peak: Peak) -> Fix | None:
-    current = _input(peak, "gradient checkpointing")
+    current = peak.inputs.get("gradient_checkpointing")
     if current is not None and current.value:
         return None
     path = context.workload.checkpointing_path or ("zeromem", "gradient_checkpointing")
@@ -117,7 +113,7 @@ def check(context: Context) -> Iterator[Finding]:
         return
     peak, label = plan.peak, stage_label(plan.stage, plan.family)
     if peak.missing:
-        if _input(peak, "sequence length") is not None:
+        if peak.inputs.get("sequence_length") is not None:
             yield context.finding(NOT_COMPUTABLE, f"cannot check the peak of {label} against the "
                                   f"{format_bytes(budget)} budget: missing {'; '.join(peak.missing)}", plan.stage_path)
         return

@@ -1,0 +1,94 @@
+"""The inputs of the peak for one document: the config's own values, then the resolved zeromem settings.
+
+A value the training config sets (train_micro_batch_size_per_gpu, per_device_train_batch_size,
+max_seq_length, gradient_checkpointing, ...) is what will run, so it wins; the resolved settings
+(configs/layers.py: command line, the file's block, project, editor) supply what the config does not
+say, and replace library defaults. Every input keeps its origin. Called by planner.build, so a plan
+is built once with its peak.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from zeromem_lsp.configs.layers import Resolved
+from zeromem_lsp.configs.model_config import ModelShape, ParameterCount, UnsupportedModel, model_shape_from_text
+from zeromem_lsp.configs.training import TrainingSetup
+from zeromem_lsp.configs.workload import Workload
+from zeromem_lsp.memory.peak import PeakInputs
+from zeromem_lsp.memory.plan import Inputs
+from zeromem_lsp.provenance import Given, Origin
+
+
+class ModelRead(NamedTuple):
+    """What the config.json of `parameters.from_config` gave: the count and the activation shape."""
+
+    counted: ParameterCount | None = None
+    shape: ModelShape | None = None
+    shape_problem: str | None = None
+    path: str | None = None
+
+
+def read_model(text: str, counted: ParameterCount, path: str) -> ModelRead:
+    try:
+        return ModelRead(counted, model_shape_from_text(text), None, path)
+    except UnsupportedModel as error:
+        return ModelRead(counted, None, f"{path}: {error}", path)
+
+
+class PeakSource(NamedTuple):
+    """What the peak needs beside the model state: the workload as written, the DeepSpeed setup, the model."""
+
+    workload: Workload = Workload()
+    setup: TrainingSetup | None = None
+    model: ModelRead = ModelRead()
+
+
+def _pick(given: Given | None, name: str, resolved: Resolved, default: Given | None = None) -> Given | None:
+    """The config's value unless it is only a library default; else the setting `name`; else `default`."""
+    if given is not None and not given.note.endswith("default"):
+        return given
+    value = getattr(resolved.settings, name)
+    if value is not None:
+        return Given.of(value, resolved.origin(name) or Origin(f"zeromem.{name}"))
+    return given if given is not None else default
+
+
+def _derived_micro_batch(setup: TrainingSetup | None, world_size: int) -> Given | None:
+    """train_batch_size / (gradient_accumulation_steps × world size), when it divides."""
+    if setup is None or setup.train_batch_size is None or setup.gradient_accumulation_steps is None:
+        return None
+    micro, rest = divmod(setup.train_batch_size, setup.gradient_accumulation_steps * world_size)
+    if rest or micro < 1:
+        return None
+    return Given(micro, f"train_batch_size / (gradient_accumulation_steps × world size) = "
+                 f"{setup.train_batch_size} / ({setup.gradient_accumulation_steps} × {world_size})")
+
+
+def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precision_origin: Origin | None) -> PeakInputs:
+    """Every input of the peak, each with its origin, for a plan of these `inputs`."""
+    workload, settings = source.workload, resolved.settings
+    micro = _pick(workload.micro_batch, "micro_batch", resolved) or _derived_micro_batch(source.setup,
+                                                                                        inputs.world_size)
+    precision = inputs.per_parameter.precision if inputs.per_parameter is not None else settings.precision
+    origin = precision_origin or resolved.origin("precision") or Origin("zeromem.precision")
+    dtype = Given.of(precision, origin) if precision else None
+    if workload.compute_dtype is not None:  # mixed precision: activations and gathered layers in the compute dtype
+        given = workload.compute_dtype
+        dtype = Given(given.value, f"{given.note} (mixed-precision compute)", given.path)
+    model = source.model
+    return PeakInputs(
+        shape=model.shape,
+        shape_problem=model.shape_problem,
+        sequence_length=_pick(workload.sequence_length, "sequence_length", resolved),
+        micro_batch=micro,
+        gradient_checkpointing=_pick(workload.checkpointing, "gradient_checkpointing", resolved,
+                                     PeakInputs.gradient_checkpointing),
+        attention=_pick(None, "attention", resolved, PeakInputs.attention),
+        dtype=dtype,
+        reserved=_pick(None, "reserved", resolved, PeakInputs.reserved),
+        zero=dict(workload.zero),
+        fsdp_prefetch=workload.fsdp_prefetch or PeakInputs.fsdp_prefetch,
+        parameters=inputs.parameters,
+        largest_layer=model.counted.largest_layer if model.counted is not None else None,
+    )
