@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from zeromem_lsp.configs.deepspeed.models import DeepSpeedTopLevel
-from zeromem_lsp.configs.settings_model import ZeromemSettings
+from zeromem_lsp.configs.settings_model import ZeromemSettingsModel
 
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 BASE_URI = "https://raw.githubusercontent.com/zeromem-lsp/zeromem-lsp/main/schemas/"
@@ -40,7 +40,7 @@ def _allow_auto(schema: dict) -> dict:
 
 
 def _zeromem_block() -> dict:
-    schema = ZeromemSettings.model_json_schema()
+    schema = ZeromemSettingsModel.model_json_schema()
     schema.pop("title", None)
     schema["description"] = (
         "zeromem's declarations (ignored by DeepSpeed): model size, ranks and the per-GPU memory budget."

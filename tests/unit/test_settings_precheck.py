@@ -26,7 +26,7 @@ VALUES = st.dictionaries(st.sampled_from([*SETTING_NAMES, "unknown"]), ANY, max_
 
 
 def _as_plain(value):
-    if isinstance(value, settings_model.ParametersFromConfig):
+    if isinstance(value, settings_model.ParametersFromConfigModel):
         return ParametersFromConfig(value.from_config)
     return value
 
@@ -44,7 +44,7 @@ def test_values_answered_without_pydantic_are_what_pydantic_gives(values):
     if checked is None:
         return
     assert problems == []
-    reference = settings_model.ZeromemSettings.model_validate(values)
+    reference = settings_model.ZeromemSettingsModel.model_validate(values)
     for name in SETTING_NAMES:
         _same(checked.get(name), _as_plain(getattr(reference, name)))
     assert validate_settings(values) == (ZeromemSettings.from_checked(model_settings), [])

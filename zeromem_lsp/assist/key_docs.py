@@ -8,11 +8,10 @@ import typing
 
 from zeromem_lsp.assist.cursor import KeyPath
 from zeromem_lsp.configs.deepspeed.catalog import field_doc
-from zeromem_lsp.configs.settings import SETTING_NAMES, ZeromemSettings
+from zeromem_lsp.configs.settings import BYTE_SETTINGS, SETTING_NAMES, ZeromemSettings
 from zeromem_lsp.present import human_and_exact
 from zeromem_lsp.units import format_count, format_parameters
 
-BYTE_SETTINGS = {"parameter_bytes", "gradient_bytes", "optimizer_bytes", "gpu_memory"}
 
 def _type_text(type_name: str) -> str:
     return " | ".join(part for part in type_name.split(" | ") if part != "NoneType")

@@ -18,7 +18,7 @@ from zeromem_lsp.configs.model_config import MAX_COUNT, MAX_SIZE
 from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS
 
 from zeromem_lsp.configs.settings_values import (  # re-exported: the names every caller uses
-    _BYTE_FIELDS, ATTENTIONS, BYTE_SIZE_PATTERN, COUNT_PATTERN, DEFAULT_WARN_FRACTION, SETTING_NAMES,
+    BYTE_SETTINGS, ATTENTIONS, BYTE_SIZE_PATTERN, COUNT_PATTERN, DEFAULT_WARN_FRACTION, SETTING_NAMES,
     ParametersFromConfig, SettingProblem, check_bytes, check_count, check_parameters,
 )
 
@@ -27,9 +27,9 @@ class _ModelFields:
     """`ZeromemSettings.model_fields`: the pydantic model's fields (descriptions for hover), on demand."""
 
     def __get__(self, instance: object, owner: type) -> dict:
-        from zeromem_lsp.configs.settings_model import ZeromemSettings as Model
+        from zeromem_lsp.configs.settings_model import ZeromemSettingsModel
 
-        return Model.model_fields
+        return ZeromemSettingsModel.model_fields
 
 
 class ZeromemSettings:
@@ -120,7 +120,7 @@ def _certain(name: str, value: object) -> object:
     if name == "parameters":
         result = check_parameters(value)
         return result if type(result) is ParametersFromConfig or (type(result) is int and result > 0) else _DOUBT
-    if name in _BYTE_FIELDS:
+    if name in BYTE_SETTINGS:
         result = check_bytes(value)
         return result if type(result) is int and result >= 0 else _DOUBT
     if name == "precision":

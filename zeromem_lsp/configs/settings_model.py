@@ -31,27 +31,27 @@ Precision = Literal[PRECISIONS]  # type: ignore[valid-type]
 Optimizer = Literal[OPTIMIZERS]  # type: ignore[valid-type]
 
 
-class ParametersFromConfig(BaseModel):
+class ParametersFromConfigModel(BaseModel):
     """Count the parameters from a local Hugging Face `config.json` (path relative to the config file;
     in project settings, relative to the settings file)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, title="ParametersFromConfig")
 
     from_config: str = Field(..., min_length=1, description="Path to a model's config.json.")
 
 
 def _parameters_setting(value: object) -> object:
     """The plain check, its {"from_config": ...} answer made this module's model."""
-    if isinstance(value, ParametersFromConfig):
+    if isinstance(value, ParametersFromConfigModel):
         return value
     checked = plain.check_parameters(value)
     if isinstance(checked, plain.ParametersFromConfig):
-        return ParametersFromConfig(from_config=checked.from_config)
+        return ParametersFromConfigModel(from_config=checked.from_config)
     return checked
 
 
 ParametersSetting = Annotated[
-    int | ParametersFromConfig,
+    int | ParametersFromConfigModel,
     BeforeValidator(_parameters_setting),
     WithJsonSchema({"anyOf": [
         {"type": "integer", "minimum": 1}, {"type": "string", "pattern": COUNT_PATTERN},
@@ -62,10 +62,10 @@ ParametersSetting = Annotated[
 ]
 
 
-class ZeromemSettings(BaseModel):
+class ZeromemSettingsModel(BaseModel):
     """Declarations for zeromem; DeepSpeed ignores this top-level block."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, title="ZeromemSettings")
 
     parameters: ParametersSetting | None = Field(
         None,
@@ -120,23 +120,23 @@ class ZeromemSettings(BaseModel):
     )
 
 
-def _plain(model: ZeromemSettings) -> dict:
+def _plain(model: ZeromemSettingsModel) -> dict:
     """The validated values as settings.py holds them (its own ParametersFromConfig)."""
     values = {name: getattr(model, name) for name in SETTING_NAMES}
-    if isinstance(values["parameters"], ParametersFromConfig):
+    if isinstance(values["parameters"], ParametersFromConfigModel):
         values["parameters"] = plain.ParametersFromConfig(values["parameters"].from_config)
     return values
 
 
 def construct(values: dict) -> dict:
-    """`ZeromemSettings(**values)` through pydantic, as plain values: raises its ValidationError on a bad value."""
-    return _plain(ZeromemSettings(**values))
+    """`ZeromemSettingsModel(**values)` through pydantic, as plain values: raises its ValidationError on a bad value."""
+    return _plain(ZeromemSettingsModel(**values))
 
 
 def validate(values: dict) -> tuple[dict, list[SettingProblem]]:
     """Settings from raw values: every problem reported, the valid values kept."""
     try:
-        return _plain(ZeromemSettings.model_validate(values)), []
+        return _plain(ZeromemSettingsModel.model_validate(values)), []
     except ValidationError as error:
         problems = []
         for item in error.errors():
@@ -146,6 +146,6 @@ def validate(values: dict) -> tuple[dict, list[SettingProblem]]:
             problems.append(SettingProblem(name, message, unknown))
     bad = {problem.name for problem in problems}
     try:
-        return _plain(ZeromemSettings.model_validate({k: v for k, v in values.items() if k not in bad})), problems
+        return _plain(ZeromemSettingsModel.model_validate({k: v for k, v in values.items() if k not in bad})), problems
     except ValidationError:  # pragma: no cover - only valid values are left
         return {}, problems

@@ -30,7 +30,8 @@ BYTE_SIZE_PATTERN = r"^\s*[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*([kKMGTPE
 COUNT_PATTERN = r"^\s*[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*[kKmMbBtT]?\s*$"
 DEFAULT_WARN_FRACTION = 0.9
 ATTENTIONS = ("sdpa", "eager")
-_BYTE_FIELDS = ("parameter_bytes", "gradient_bytes", "optimizer_bytes", "gpu_memory", "reserved")
+#: The settings that are byte sizes ("80GiB"): checked as bytes, shown as bytes (hover, completion).
+BYTE_SETTINGS = ("parameter_bytes", "gradient_bytes", "optimizer_bytes", "gpu_memory", "reserved")
 
 
 def _size(parse, value: object) -> object:
