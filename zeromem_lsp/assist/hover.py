@@ -175,7 +175,9 @@ def stage_markdown(plan: MemoryPlan) -> list[str]:
         cells.append(f"`{row.bar.rstrip()}`")
         lines.append(_row(cells))
     if budget:
-        lines += ["", f"Budget {human_and_exact(budget)} per GPU (`│` on the bars)."]
+        origin = plan.origins.get("gpu_memory")
+        source = f" — {origin.note}" if origin else ""
+        lines += ["", f"Budget {human_and_exact(budget)} per GPU{source} (`│` on the bars)."]
     return lines
 
 

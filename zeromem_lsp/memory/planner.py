@@ -108,6 +108,8 @@ def build(
     if missing or inputs is None:
         return Unplanned(tuple(missing))
     origins["world_size"] = ranks_origin or Origin("world size")
+    if settings.gpu_memory is not None:
+        origins["gpu_memory"] = _setting(resolved, "gpu_memory")
     placement = place(inputs, offload)
     estimated = None
     if peak is not None:
