@@ -191,7 +191,7 @@ def analyse(
     elif model.shape_problem and effective.sequence_length is not None:  # activations asked for, shape refused
         block_problems.append(((*block_path, "parameters"), f"parameters.from_config {model.shape_problem}", "value"))
     plan = build_plan(reading.source, resolved, PeakSource(reading.workload, reading.setup, model))
-    context = Context(document, data, effective, reading.rule_setup, plan, reading.workload)
+    context = Context(document, data, effective, reading.rule_setup, plan, reading.workload, resolved.origins)
     findings = _syntax_findings(kind, context)
     findings += settings_rules.block_findings(context, block_problems)
     if root is not None and (isinstance(data, dict) or not document.syntax_errors):

@@ -135,3 +135,13 @@ def test_hovering_a_byte_setting_shows_bytes(name):
     text = json.dumps({"train_batch_size": 8, "zeromem": {name: "2GiB"}})
     hover = hover_at(analyse(text, "ds_config.json"), text.index(f'"{name}"') + 1).markdown
     assert "In effect: 2.0 GiB (2,147,483,648 B)" in hover, hover
+
+
+def test_hovering_a_zeromem_key_says_which_layer_is_in_effect():
+    text = json.dumps({"train_batch_size": 8, "zeromem": {"world_size": 2, "gpu_memory": "24GiB"}})
+    analysis = analyse(text, "ds_config.json", (editor(ZeromemSettings(gpu_memory="80GiB")),),
+                       ZeromemSettings(world_size=4))
+    world = hover_at(analysis, text.index('"world_size"') + 1).markdown
+    budget = hover_at(analysis, text.index('"gpu_memory"') + 1).markdown
+    assert "In effect: `4` — --world-size" in world
+    assert "In effect: 24.0 GiB (25,769,803,776 B) — zeromem.gpu_memory" in budget

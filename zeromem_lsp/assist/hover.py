@@ -67,7 +67,7 @@ def hover_at(analysis: Analysis, offset: int) -> HoverText | None:
         sections.append(buffer_cost_section(analysis.plan, ZERO_ALIASES.get(path[-1], path[-1])))
     elif path in {(key,) for key in BATCH_KEYS} and analysis.setup is not None:
         sections.append(world_size_section(analysis.setup, analysis.settings))
-    sections.append(key_doc(path, analysis.settings))
+    sections.append(key_doc(path, analysis.settings, analysis.origins))
     text = RULE.join(section for section in sections if section)
     if not text:
         return None

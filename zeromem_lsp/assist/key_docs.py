@@ -10,6 +10,7 @@ from zeromem_lsp.assist.cursor import KeyPath
 from zeromem_lsp.configs.deepspeed.catalog import field_doc
 from zeromem_lsp.configs.settings import BYTE_SETTINGS, SETTING_NAMES, ZeromemSettings
 from zeromem_lsp.present import human_and_exact
+from zeromem_lsp.provenance import Origin
 from zeromem_lsp.units import format_count, format_parameters
 
 
@@ -24,10 +25,11 @@ def _json(value: object) -> str:
         return repr(value)
 
 
-def key_doc(path: KeyPath, settings: ZeromemSettings) -> str:
-    """Type, default and meaning of a DeepSpeed key or a zeromem setting."""
+def key_doc(path: KeyPath, settings: ZeromemSettings, origins: dict[str, Origin] | None = None) -> str:
+    """Type, default and meaning of a DeepSpeed key or a zeromem setting (with the value in effect and
+    the layer it came from, when `origins` says)."""
     if path[0] == "zeromem":
-        return zeromem_doc(path[1:], settings)
+        return zeromem_doc(path[1:], settings, origins)
     doc = field_doc(path)
     if doc is None:
         return ""
@@ -77,7 +79,7 @@ def _in_effect(name: str, value: object) -> str:
     return f"`{_json(value)}`"
 
 
-def zeromem_doc(rest: tuple[str, ...], settings: ZeromemSettings) -> str:
+def zeromem_doc(rest: tuple[str, ...], settings: ZeromemSettings, origins: dict[str, Origin] | None = None) -> str:
     if not rest:
         names = ", ".join(f"`{name}`" for name in SETTING_NAMES)
         return f"**`zeromem`** — {ZeromemSettings.__doc__}\n\nSettings: {names}"
@@ -91,5 +93,6 @@ def zeromem_doc(rest: tuple[str, ...], settings: ZeromemSettings) -> str:
         lines += ["", "Values: " + " · ".join(f"`{value}`" for value in values)]
     effective = _in_effect(name, getattr(settings, name))
     if effective:
-        lines += ["", f"In effect: {effective}"]
+        origin = (origins or {}).get(name)
+        lines += ["", f"In effect: {effective}" + (f" — {origin.note}" if origin else "")]
     return "\n".join(lines)

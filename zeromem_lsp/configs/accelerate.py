@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.configs.fsdp import FsdpSetup, validate_accelerate_fsdp
 from zeromem_lsp.configs.training import TrainingSetup, as_integer, positive_int
+from zeromem_lsp.memory.stages import by_number
 
 
 BASE_KEYS = ("compute_environment", "distributed_type", "mixed_precision", "use_cpu", "debug")
@@ -85,8 +86,8 @@ def _parallel_divisor(config: object) -> int | None:
 
 
 def _deepspeed_setup(block: dict, precision: str | None) -> TrainingSetup:
-    stage = as_integer(block.get("zero_stage", 2))  # the plugin's default
-    stage = stage if stage in ZERO_STAGES else None
+    number = as_integer(block.get("zero_stage", 2))  # the plugin's default
+    stage = by_number(number).key if number in ZERO_STAGES else None
 
     def device(name: str) -> str | None:
         value = str(block.get(name, "none")).lower()

@@ -10,13 +10,14 @@ from zeromem_lsp.provenance import Path
 
 from typing import NamedTuple
 
+from zeromem_lsp.memory.stages import by_number
 from zeromem_lsp.memory.precision import normalize_precision, optimizer_from_deepspeed_type
 
 OFFLOAD_DEVICES = ("cpu", "nvme")
 
 
 class TrainingSetup(NamedTuple):
-    stage: int | None  # None: the value is present but unusable
+    stage: str | None  # the stage key of memory/stages.py ("zero2"); None: the value is present but unusable
     stage_path: Path | None  # where the stage is written (None: DeepSpeed's default 0)
     offload_optimizer: str | None  # "cpu" | "nvme" | None
     offload_param: str | None
@@ -122,7 +123,8 @@ def _optimizer(data: dict) -> tuple[str | None, Path | None, str]:
 def read_training_setup(data: object, stage_for_auto: int | None = None) -> TrainingSetup:
     """`stage_for_auto`: what a launcher writes over "stage": "auto" (None: nobody, the stage is unknown)."""
     data = data if isinstance(data, dict) else {}
-    stage, stage_path = _stage(data, stage_for_auto)
+    number, stage_path = _stage(data, stage_for_auto)
+    stage = by_number(number).key if number is not None else None
     offload_optimizer, offload_param = _offload(data)
     precision, precision_path, precision_note = _precision(data)
     optimizer, optimizer_path, optimizer_note = _optimizer(data)

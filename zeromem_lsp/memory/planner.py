@@ -20,7 +20,7 @@ from zeromem_lsp.memory.plan import (
     Origin, Unplanned, inputs_from_parameters, place,
 )
 from zeromem_lsp.memory.precision import BytesPerParameter, bytes_per_parameter
-from zeromem_lsp.memory.stages import FSDP_STRATEGY_STAGE, by_number
+from zeromem_lsp.memory.stages import FSDP_STRATEGY_STAGE
 from zeromem_lsp.provenance import Given, Path
 
 
@@ -150,9 +150,8 @@ def deepspeed_plan(source: DeepSpeedSource, resolved: Resolved, peak: PeakSource
                  if setup.gradient_dtype else [])
         return bytes_per_parameter(precision, optimizer, gradient_dtype=setup.gradient_dtype), origins, extra
 
-    stage = by_number(setup.stage).key if setup.stage is not None else None
     offload = Offload(optimizer=setup.offload_optimizer, param=setup.offload_param)
-    return build(DEEPSPEED, stage, setup.stage_path, offload, world_size, world_origin, per_parameter, resolved,
+    return build(DEEPSPEED, setup.stage, setup.stage_path, offload, world_size, world_origin, per_parameter, resolved,
                  missing, peak)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zeromem_lsp.provenance import Path
+from zeromem_lsp.provenance import Origin, Path
 
 from dataclasses import dataclass, field
 
@@ -23,6 +23,7 @@ class Context:
     setup: TrainingSetup
     plan: MemoryPlan | Unplanned
     workload: Workload = field(default_factory=Workload)  # the config's batch, sequence and buffer values
+    origins: dict[str, Origin] = field(default_factory=dict)  # setting name -> the layer that supplied it
 
     def span(self, path: Path | None, target: str = "value") -> tuple[int, int]:
         """Range of the value (or key) at path; the nearest existing ancestor's key when absent."""

@@ -23,8 +23,9 @@ from zeromem_lsp.units import format_bytes, format_count
 def _budget_span_path(context: Context, plan_stage_path):
     if plan_stage_path is not None:
         return plan_stage_path
-    if context.exists(("zeromem", "gpu_memory")):
-        return ("zeromem", "gpu_memory")
+    written = context.origins.get("gpu_memory")  # a budget declared in this file's block: there
+    if written is not None and written.path is not None and context.exists(written.path):
+        return written.path
     return None
 
 
