@@ -9,8 +9,6 @@ part that parsed.
 
 from __future__ import annotations
 
-from zeromem_lsp.provenance import Path
-
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
@@ -24,8 +22,8 @@ from zeromem_lsp.document import Document, LineIndex, parse_document
 from zeromem_lsp.document.decoding import decode_config
 from zeromem_lsp.memory.peak_inputs import ModelRead, PeakSource, read_model
 from zeromem_lsp.memory.plan import MemoryPlan, Unplanned
-from zeromem_lsp.memory.planner import plan as build_plan
-from zeromem_lsp.provenance import Origin
+from zeromem_lsp.memory import planner
+from zeromem_lsp.provenance import Origin, Path
 from zeromem_lsp.readers import READERS, Loader, issues_with
 from zeromem_lsp.rules import issues as issue_rules
 from zeromem_lsp.rules import memory as memory_rules
@@ -190,7 +188,7 @@ def analyse(
         block_problems.append(((*block_path, "parameters"), parameter_problem, "value"))
     elif model.shape_problem and effective.sequence_length is not None:  # activations asked for, shape refused
         block_problems.append(((*block_path, "parameters"), f"parameters.from_config {model.shape_problem}", "value"))
-    plan = build_plan(reading.source, resolved, PeakSource(reading.workload, reading.setup, model))
+    plan = planner.plan(reading.source, resolved, PeakSource(reading.workload, reading.setup, model))
     context = Context(document, data, effective, reading.rule_setup, plan, reading.workload, resolved.origins)
     findings = _syntax_findings(kind, context)
     findings += settings_rules.block_findings(context, block_problems)

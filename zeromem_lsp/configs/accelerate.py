@@ -13,8 +13,6 @@ Pure: a plain dict in, issues and the memory-relevant facts out.
 
 from __future__ import annotations
 
-from zeromem_lsp.provenance import Path
-
 import difflib
 from dataclasses import dataclass
 
@@ -22,6 +20,7 @@ from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.configs.fsdp import FsdpSetup, validate_accelerate_fsdp
 from zeromem_lsp.configs.training import TrainingSetup, as_integer, positive_int
 from zeromem_lsp.memory.stages import by_number
+from zeromem_lsp.provenance import Path
 
 
 BASE_KEYS = ("compute_environment", "distributed_type", "mixed_precision", "use_cpu", "debug")

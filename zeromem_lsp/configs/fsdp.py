@@ -14,12 +14,11 @@ Pure: plain dicts in, ``ConfigIssue`` records and an ``FsdpSetup`` out.
 
 from __future__ import annotations
 
-from zeromem_lsp.provenance import Path
-
 import difflib
 from typing import NamedTuple
 
 from zeromem_lsp.configs.issue import ConfigIssue
+from zeromem_lsp.provenance import Path
 
 
 #: torch.distributed.fsdp.ShardingStrategy, in Accelerate's order (FSDP_SHARDING_STRATEGY): value = index + 1.

@@ -8,8 +8,6 @@ the analysed file); without one, or when the file is missing, the referenced par
 
 from __future__ import annotations
 
-from zeromem_lsp.provenance import Path
-
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +16,7 @@ from zeromem_lsp.configs.deepspeed.validation import validate_deepspeed
 from zeromem_lsp.configs.deepspeed.catalog import HF_AUTO_STAGE
 from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.configs.fsdp import FsdpSetup, validate_fsdp_options, validate_transformers_fsdp
+from zeromem_lsp.provenance import Path
 
 Loader = Callable[[str], "str | None"]
 

@@ -6,12 +6,11 @@ half-valid config still yields whatever figures can be computed.
 
 from __future__ import annotations
 
-from zeromem_lsp.provenance import Path
-
 from typing import NamedTuple
 
 from zeromem_lsp.memory.stages import by_number
 from zeromem_lsp.memory.precision import normalize_precision, optimizer_from_deepspeed_type
+from zeromem_lsp.provenance import Path
 
 OFFLOAD_DEVICES = ("cpu", "nvme")
 

@@ -7,11 +7,10 @@ file or a library default), so hovers and findings can point at it. Validation i
 
 from __future__ import annotations
 
-from zeromem_lsp.provenance import Given, Path
-
 from dataclasses import dataclass, field, replace
 
 from zeromem_lsp.configs.training import positive_int
+from zeromem_lsp.provenance import Given, Path
 
 #: zero_optimization keys that size ZeRO's buffers (zeromem_lsp.memory.buffers).
 ZERO_BUFFER_KEYS = ("reduce_bucket_size", "allgather_bucket_size", "overlap_comm", "stage3_prefetch_bucket_size",

@@ -8,8 +8,6 @@ module loads neither pydantic nor the config models (the `zeromem estimate` path
 
 from __future__ import annotations
 
-from zeromem_lsp.provenance import Path
-
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -19,6 +17,7 @@ from typing import NamedTuple, TYPE_CHECKING
 from zeromem_lsp.memory.model_state import STAGES, model_state_bytes
 from zeromem_lsp.memory.precision import BytesPerParameter
 from zeromem_lsp.memory.stages import FSDP_KEYS
+from zeromem_lsp.provenance import Origin, Path  # noqa: F401  (Origin: the plan's origins)
 
 if TYPE_CHECKING:
     from zeromem_lsp.memory.peak import Peak
@@ -52,13 +51,6 @@ def inputs_from_parameters(
         per_parameter=per_parameter,
         assumptions=(per_parameter.explanation, *assumptions),
     )
-
-
-class Origin(NamedTuple):
-    """Where an input came from: a human note and, when it is in the document, its key path."""
-
-    note: str
-    path: Path | None = None
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from zeromem_lsp.provenance import Origin, Path
-
 from dataclasses import dataclass, field
 
 from zeromem_lsp.configs.settings import ZeromemSettings
@@ -12,6 +10,7 @@ from zeromem_lsp.configs.workload import Workload
 from zeromem_lsp.document import Document, Member, Node
 from zeromem_lsp.findings import Finding, Fix
 from zeromem_lsp.memory.plan import MemoryPlan, Unplanned
+from zeromem_lsp.provenance import Origin, Path
 from zeromem_lsp.rules.registry import Rule
 
 

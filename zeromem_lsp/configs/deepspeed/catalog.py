@@ -4,8 +4,6 @@ HF-filled "auto" paths, optimizer names; plus `field_doc` / `section_keys` for h
 
 from __future__ import annotations
 
-from zeromem_lsp.provenance import Path
-
 import enum
 import typing
 from typing import Any, NamedTuple, Optional, TYPE_CHECKING, Union

@@ -43,8 +43,6 @@ optimizer, not by ``DeepSpeedConfig`` itself (so ``DeepSpeedConfig`` alone accep
 
 from __future__ import annotations
 
-from zeromem_lsp.provenance import Path
-
 import difflib
 import functools
 
@@ -69,6 +67,7 @@ from .issue import ENGINE_LEVEL_KINDS, ISSUE_KINDS, dotted, is_auto, issue, mapp
 from ..issue import ConfigIssue
 from .facts import SECTIONS
 from .precheck import vouch
+from zeromem_lsp.provenance import Path
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
