@@ -21,7 +21,7 @@
 ;;
 ;; The server checks DeepSpeed configs and says nothing about other JSON files.  Settings:
 ;; gpu_memory, parameters, world_size, precision, optimizer, warn_fraction; a config's own
-;; top-level "zeromem" block wins over them.
+;; "zeromem" block and the project's [tool.zeromem] both rank above them.
 
 ;;; Code:
 
