@@ -42,7 +42,7 @@ def test_stage_3_never_keeps_more_live_parameters_than_the_model_has():
     small = zero_buffers(3, parameters=124_439_808)  # GPT-2 small
     assert small.parts[2].bytes == 2 * 124_439_808
     assert "whole model" in small.parts[2].rule
-    assert zero_buffers(3, max_live_parameters=10, parameters=124_439_808).parts[2].bytes == 20
+    assert zero_buffers(3, stage3_max_live_parameters=10, parameters=124_439_808).parts[2].bytes == 20
 
 
 def test_defaults_are_deepspeeds():

@@ -58,11 +58,11 @@ def _bucket(name: str, elements: int, element_bytes: int, overlap: bool) -> Buff
 
 
 def zero_buffers(stage: int, *, reduce_bucket_size: int | None = None, allgather_bucket_size: int | None = None,
-                 overlap_comm: bool | None = None, prefetch_bucket_size: int | None = None,
-                 max_live_parameters: int | None = None, parameters: int | None = None,
+                 overlap_comm: bool | None = None, stage3_prefetch_bucket_size: int | None = None,
+                 stage3_max_live_parameters: int | None = None, parameters: int | None = None,
                  element_bytes: int = 2) -> Buffers:
     """Buffers of a ZeRO stage (0-3) per GPU; None takes DeepSpeed's default. Stage 0 (plain DDP under
-    DeepSpeed) is counted like stages 1-2."""
+    DeepSpeed) is counted like stages 1-2. Sizes are named by their zero_optimization field."""
     if stage not in (0, 1, 2, 3):
         raise ValueError(f"ZeRO stage must be 0-3, got {stage!r}")
     reduce = DEEPSPEED_DEFAULTS["reduce_bucket_size"] if reduce_bucket_size is None else reduce_bucket_size
@@ -71,9 +71,10 @@ def zero_buffers(stage: int, *, reduce_bucket_size: int | None = None, allgather
         gather = DEEPSPEED_DEFAULTS["allgather_bucket_size"] if allgather_bucket_size is None else allgather_bucket_size
         return Buffers((_bucket("reduce_bucket_size", reduce, element_bytes, overlap),
                         _bucket("allgather_bucket_size", gather, element_bytes, overlap)))
-    prefetch = (DEEPSPEED_DEFAULTS["stage3_prefetch_bucket_size"] if prefetch_bucket_size is None
-                else prefetch_bucket_size)
-    live = DEEPSPEED_DEFAULTS["stage3_max_live_parameters"] if max_live_parameters is None else max_live_parameters
+    prefetch = (DEEPSPEED_DEFAULTS["stage3_prefetch_bucket_size"] if stage3_prefetch_bucket_size is None
+                else stage3_prefetch_bucket_size)
+    live = (DEEPSPEED_DEFAULTS["stage3_max_live_parameters"] if stage3_max_live_parameters is None
+            else stage3_max_live_parameters)
     live_rule = f"{element_bytes} B × {live:,}"
     if parameters is not None and parameters < live:
         live, live_rule = parameters, f"{element_bytes} B × {parameters:,} (the whole model)"

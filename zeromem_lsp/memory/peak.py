@@ -19,6 +19,8 @@ from zeromem_lsp.provenance import Given
 DEFAULT_RESERVED = 2**30
 NO_SHAPE = 'declare "parameters": {"from_config": "path/to/config.json"}'
 AUTO_FILLED = {"reduce_bucket_size": "reduce_bucket_size", "stage3_prefetch_bucket_size": "stage3_prefetch_bucket_size"}
+#: The zero_optimization sizes that make ZeRO's buffers, by field name (zero_buffers' keywords).
+BUCKET_KEYS = ("reduce_bucket_size", "allgather_bucket_size", "stage3_prefetch_bucket_size", "stage3_max_live_parameters")
 
 
 #: The peak's inputs by field name (the `zeromem` setting of the same name), with their display labels.
@@ -129,16 +131,12 @@ def _element_count(entry: Given | None, key: str, shape: ModelShape | None, miss
 
 
 def zero_sizes(inputs: PeakInputs, element_bytes: int, missing: list[str]) -> dict:
-    """zero_buffers' keyword arguments for this config: sizes as DeepSpeed receives them."""
-    sizes = {key: _element_count(inputs.zero.get(key), key, inputs.shape, missing)
-             for key in ("reduce_bucket_size", "allgather_bucket_size", "stage3_prefetch_bucket_size",
-                         "stage3_max_live_parameters")}
+    """zero_buffers' keyword arguments for this config, keyed by zero_optimization field: sizes as
+    DeepSpeed receives them."""
+    sizes: dict = {key: _element_count(inputs.zero.get(key), key, inputs.shape, missing) for key in BUCKET_KEYS}
     overlap = inputs.zero.get("overlap_comm")
-    return {"reduce_bucket_size": sizes["reduce_bucket_size"], "allgather_bucket_size": sizes["allgather_bucket_size"],
-            "overlap_comm": overlap.value if overlap is not None and isinstance(overlap.value, bool) else None,
-            "prefetch_bucket_size": sizes["stage3_prefetch_bucket_size"],
-            "max_live_parameters": sizes["stage3_max_live_parameters"], "parameters": inputs.parameters,
-            "element_bytes": element_bytes}
+    sizes["overlap_comm"] = overlap.value if overlap is not None and isinstance(overlap.value, bool) else None
+    return {**sizes, "parameters": inputs.parameters, "element_bytes": element_bytes}
 
 
 def _fsdp_stage_buffers(inputs: PeakInputs, stages: tuple[str, ...], element_bytes: int,

@@ -84,7 +84,7 @@ def shrunk_bucket_size(plan: MemoryPlan, budget: int) -> int | None:
 
     def total(size: int) -> int:
         sizes = {**peak.zero_sizes, "reduce_bucket_size": size, "allgather_bucket_size": size,
-                 "prefetch_bucket_size": size}
+                 "stage3_prefetch_bucket_size": size}
         return zero_buffers(number, **sizes).total
 
     low, high = 0, max(part.elements for part in peak.buffers[stage].parts)
