@@ -90,7 +90,7 @@ def test_a_block_nested_in_training_arguments_deepspeed_is_credited_where_it_is(
 
 def test_the_project_file_is_credited(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
-        f'[tool.zeromem]\nworld-size = 4\nsequence-length = 16\nparameters = {{ from_config = "config.json" }}\n'
+        '[tool.zeromem]\nworld-size = 4\nsequence-length = 16\nparameters = { from_config = "config.json" }\n'
         '[[tool.zeromem.overrides]]\nfiles = ["ds_*.json"]\nreserved = "2GiB"\n')
     write_config(tmp_path, "llama-0")
     text, analysis = _analysis(tmp_path, DEEPSPEED, settings=None)
