@@ -19,6 +19,7 @@ from zeromem_lsp.configs.workload import (
     Workload, accelerate_workload, deepspeed_workload, fsdp_file_workload, hf_arguments_workload,
 )
 from zeromem_lsp.document import parse_document
+from zeromem_lsp.document.hjson_numbers import hjson_numbers
 from zeromem_lsp.plan import MemoryPlan, Unplanned
 from zeromem_lsp.planner import build_plan, plan_fsdp_family
 
@@ -40,12 +41,13 @@ class Reading(NamedTuple):
 
 
 def read_deepspeed(data: object, loader: Loader | None) -> Reading:
-    setup = read_training_setup(data)
-    config = {key: value for key, value in data.items() if key != "zeromem"} if isinstance(data, dict) else {}
+    loaded = hjson_numbers(data)  # DeepSpeed opens the path with hjson: `1.0` is 1 there
+    setup = read_training_setup(loaded)
+    config = {key: value for key, value in loaded.items() if key != "zeromem"} if isinstance(loaded, dict) else {}
 
     def issues(settings: ZeromemSettings) -> list[ConfigIssue]:
         if not isinstance(data, dict):  # a top-level array, string, null: DeepSpeed says it wants an object
-            return validate_deepspeed(data)
+            return validate_deepspeed(loaded)
         return validate_deepspeed(config, world_size=settings.world_size)
 
     return Reading(data, issues, TOP_BLOCK, setup, setup, lambda settings, block_path: build_plan(setup, settings),
