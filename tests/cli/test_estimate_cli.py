@@ -93,3 +93,18 @@ def test_console_script_matches_module(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0
     assert json.loads(done.stdout) == json.loads(zeromem("estimate", "--parameters", "1B", "-R", "2", "--format", "json").stdout)
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_exit_1_when_a_budget_is_given_and_no_stage_fits(output):
+    """7B bf16 AdamW on one GPU: 112e9 B in every stage, above an 80 GiB budget; 8 GPUs fit at ZeRO-3."""
+    alone = zeromem("estimate", "--parameters", "7B", "-R", "1", "--gpu-memory", "80GiB", "--format", output)
+    assert alone.returncode == 1, alone.stderr
+    if output == "text":
+        assert "no stage fits 80.0 GiB per GPU" in alone.stdout
+    else:
+        assert json.loads(alone.stdout)["cheapest_fitting_stage"] is None
+    shared = zeromem("estimate", "--parameters", "7B", "-R", "8", "--gpu-memory", "80GiB", "--format", output)
+    assert shared.returncode == 0
+    unbudgeted = zeromem("estimate", "--parameters", "7B", "-R", "1", "--format", output)
+    assert unbudgeted.returncode == 0

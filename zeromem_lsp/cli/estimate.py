@@ -27,7 +27,9 @@ def register(commands) -> None:
     parser = commands.add_parser(
         "estimate",
         help="per-GPU model-state bytes for DDP and ZeRO 1-3",
-        description="Per-GPU persistent model-state bytes for DDP and ZeRO stages 1-3 (exact integers).",
+        description="Per-GPU persistent model-state bytes for DDP and ZeRO stages 1-3 (exact integers). "
+                    "Exit status: 0, or 1 when --gpu-memory is given and no stage's model state fits it; "
+                    "2 bad usage.",
     )
     explicit = parser.add_argument_group("explicit bytes (all three)")
     explicit.add_argument("--parameter-bytes", metavar="N", help="P: parameter bytes, e.g. 14e9 or 13GiB")
@@ -161,7 +163,12 @@ def run(args) -> int:
         print(json.dumps(data, indent=2))
     else:
         print("\n".join(render_text(result) + (render_peak(peak, result.gpu_memory) if peak is not None else [])))
-    return 0
+    return exit_status(result)
+
+
+def exit_status(result: Estimate) -> int:
+    """1 when a budget is given and no stage's model state fits it (as `check` fails on ZM101), else 0."""
+    return 1 if result.gpu_memory is not None and result.cheapest_fitting is None else 0
 
 
 def render_peak(peak: Peak, budget: int | None) -> list[str]:
