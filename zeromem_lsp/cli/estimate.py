@@ -103,7 +103,12 @@ def inputs_from_args(args, counted=None) -> Inputs:
         parameters = parse_parameter_count(args.parameters)
     except UnitError as error:
         raise UsageError(f"--parameters: {error}") from None
-    return inputs_from_parameters(parameters, per_parameter, world_size)
+    notes = ()
+    if counted is not None and counted.total != parameters:
+        notes = (f"--parameters {args.parameters} ({format_count(parameters)}) wins over the "
+                 f"{format_count(counted.total)} parameters {args.model_config} counts; the config still gives "
+                 "the model shape for activations",)
+    return inputs_from_parameters(parameters, per_parameter, world_size, notes)
 
 
 def _read_model(args):
