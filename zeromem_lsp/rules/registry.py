@@ -196,8 +196,12 @@ RULES: dict[str, Rule] = _rules(
         "`deepspeed.initialize` refuses this although the config file itself loads: an optimizer DeepSpeed "
         "no longer has or that ZeRO cannot use, or an optimizer parameter DeepSpeed rejects.",
         "The config passes DeepSpeed's config loader, so nothing complains until the engine is built on every "
-        "rank of the job. It is a warning because whether it fails depends on how the optimizer is created "
-        "(a client optimizer passed in code bypasses the section).",
+        "rank of the job. It is a warning because whether it fails depends on how the optimizer is created: "
+        "the optimizer checks (including `optimizer.params.max_grad_norm`) apply only when DeepSpeed builds the "
+        "optimizer from the `optimizer` section, which it always does under HF Trainer and Accelerate (they "
+        "refuse a code optimizer beside the section); a client optimizer passed to `deepspeed.initialize` in "
+        "code, as Megatron-DeepSpeed does, never reaches them (deepspeed/runtime/engine.py, "
+        "`_configure_optimizer`).",
         '{"optimizer": {"type": "OneBitAdam"}, "zero_optimization": {"stage": 2}}',
         'Use an optimizer DeepSpeed supports with ZeRO (e.g. `"type": "AdamW"`); move `max_grad_norm` to the '
         "top-level `gradient_clipping`.",
