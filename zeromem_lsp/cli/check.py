@@ -72,6 +72,14 @@ def forced_settings(args):
     return settings
 
 
+def budget_note(args) -> str | None:
+    """`--gpu-memory 80GB`: the note that a GPU sold as "80 GB" has 80 GiB."""
+    from zeromem_lsp.configs.settings_values import decimal_budget_note
+
+    note = decimal_budget_note(args.gpu_memory)
+    return f"zeromem: note: --gpu-memory {note}" if note else None
+
+
 class Progress:
     """A one-line counter on a terminal's stderr, for long runs."""
 
@@ -143,6 +151,8 @@ def run(args) -> int:
               f" ({len(result.skipped)} skipped)", file=sys.stderr)
     if fixes and not args.quiet:
         print(fixes.summary(), file=sys.stderr)
+    if not args.quiet and budget_note(args):
+        print(budget_note(args), file=sys.stderr)
     status = exit_status(result, args.fail_on)  # of the fixed text
     return max(status, fixes.status()) if fixes else status
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from zeromem_lsp.activations import ATTENTION
 from zeromem_lsp.cli.errors import UsageError
 from zeromem_lsp.configs.model_config import UnsupportedModel, count_parameters_from_text, model_shape_from_text
+from zeromem_lsp.configs.settings_values import check_memory, check_parameters, check_reserve, decimal_budget_note
 from zeromem_lsp.peak import Input, Peak, PeakInputs, estimate_peak
 from zeromem_lsp.estimate import Estimate, Inputs, estimate, inputs_from_parameters
 from zeromem_lsp.rules.registry import rule_named
@@ -17,7 +18,7 @@ from zeromem_lsp.present import (
     activation_lines, buffer_sum, fit_word, human_and_exact, input_notes, peak_sum, stage_table,
 )
 from zeromem_lsp.stages import ALL as ALL_STAGES, stage as stage_named
-from zeromem_lsp.units import UnitError, format_bytes, format_bytes_decimal, format_count, format_parameters, parse_bytes, parse_parameter_count
+from zeromem_lsp.units import UnitError, format_bytes, format_bytes_decimal, format_count, format_parameters, parse_bytes
 
 
 INVALID = rule_named("invalid-zeromem-setting").code  # a bad --model-config is reported as the settings error
@@ -60,6 +61,14 @@ def _bytes(option: str, text: str) -> int:
         raise UsageError(f"{option}: {error}") from None
 
 
+def _checked(option: str, check, text: str) -> int:
+    """A value through the check the zeromem block uses for it: one message, a usage error here."""
+    try:
+        return check(text)
+    except ValueError as error:
+        raise UsageError(f"{option}: {error}") from None
+
+
 def _world_size(text: str) -> int:
     return _positive("--world-size", text)  # type: ignore[return-value]
 
@@ -99,10 +108,7 @@ def inputs_from_args(args, counted=None) -> Inputs:
     if args.parameters is None:
         raise UsageError("give --parameters COUNT, --model-config PATH, or --parameter-bytes, --gradient-bytes and "
                          "--optimizer-bytes")
-    try:
-        parameters = parse_parameter_count(args.parameters)
-    except UnitError as error:
-        raise UsageError(f"--parameters: {error}") from None
+    parameters = _checked("--parameters", check_parameters, args.parameters)
     notes = ()
     if counted is not None and counted.total != parameters:
         notes = (f"--parameters {args.parameters} ({format_count(parameters)}) wins over the "
@@ -136,7 +142,7 @@ def _peak(args, result: Estimate, counted, shape, problem) -> Peak | None:
         return None
     sequence = _positive("--sequence-length", args.sequence_length)
     micro = _positive("--micro-batch", args.micro_batch)
-    reserved = _bytes("--reserved", args.reserved) if args.reserved else None
+    reserved = _checked("--reserved", check_reserve, args.reserved) if args.reserved else None
     inputs = PeakInputs(
         shape=shape, shape_problem=problem or ("give --model-config PATH" if args.model_config is None else None),
         sequence_length=Input("sequence length", sequence, "--sequence-length") if sequence else None,
@@ -157,10 +163,13 @@ def run(args) -> int:
     if problem and counted is None and args.parameters is None and not explicit:
         raise UsageError(problem)  # no model-state figure without a parameter count
     result = estimate(inputs_from_args(args, counted),
-                      _bytes("--gpu-memory", args.gpu_memory) if args.gpu_memory else None)
+                      _checked("--gpu-memory", check_memory, args.gpu_memory) if args.gpu_memory else None)
     peak = _peak(args, result, counted, shape, problem)
     if problem:
         print(f"zeromem: {problem}", file=sys.stderr)
+    note = decimal_budget_note(args.gpu_memory)
+    if note:
+        print(f"zeromem: note: --gpu-memory {note}", file=sys.stderr)
     if args.format == "json":
         data = result.to_json()
         if peak is not None:

@@ -11,11 +11,20 @@ HJSON_INT_LIMIT = 1e10  # hjson: `if int(res) == res and abs(res) < 1e10: res = 
 
 
 def hjson_numbers(value: object) -> object:
-    """`value` with every whole float below 1e10 made an int, as hjson reads it (a new tree)."""
-    if type(value) is float:
-        return int(value) if value.is_integer() and abs(value) < HJSON_INT_LIMIT else value
-    if isinstance(value, dict):
-        return {key: hjson_numbers(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [hjson_numbers(item) for item in value]
-    return value
+    """`value` with every whole float below 1e10 made an int, as hjson reads it (a new tree; no
+    recursion, so a deeply nested document is no problem)."""
+    root = [value]
+    pending: list[tuple[list | dict, object]] = [(root, 0)]
+    while pending:
+        parent, key = pending.pop()
+        item = parent[key]
+        if type(item) is float:
+            if item.is_integer() and abs(item) < HJSON_INT_LIMIT:
+                parent[key] = int(item)
+        elif isinstance(item, dict):
+            parent[key] = copy = dict(item)
+            pending.extend((copy, name) for name in copy)
+        elif isinstance(item, list):
+            parent[key] = copy = list(item)
+            pending.extend((copy, index) for index in range(len(copy)))
+    return root[0]
