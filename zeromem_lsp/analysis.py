@@ -199,6 +199,8 @@ def analyse(
         findings += issue_rules.check(context, reading.issues(effective))  # else the syntax error says why
     findings += memory_rules.check(context)
     findings += peak_rules.check(context)
+    if kind == "deepspeed" and document.flavour != "yaml":
+        findings = syntax_rules.with_placeholders(context, findings)
     findings.sort(key=lambda f: (f.start, f.end, f.code))
     return Analysis(text, kind, document, findings, effective, reading.setup, plan, parameter_note)
 
