@@ -108,3 +108,17 @@ def test_exit_1_when_a_budget_is_given_and_no_stage_fits(output):
     assert shared.returncode == 0
     unbudgeted = zeromem("estimate", "--parameters", "7B", "-R", "1", "--format", output)
     assert unbudgeted.returncode == 0
+
+
+def test_mixed_precision_estimate_names_the_fsdp_parameter_dtype():
+    """Issue 21 item 13: DeepSpeed's 2 + 2 + 12 is not FSDP's 4 + 4 + 8 under bf16; the output says which is which."""
+    text = zeromem("estimate", "--parameters", "13B", "-R", "8")
+    assert ("note: these are DeepSpeed's bytes per parameter (bf16 parameters, fp32 master copy). FSDP parameter "
+            "dtype under bf16 mixed precision: fp32") in text.stdout
+    assert "FSDP holds 4 + 4 + 8 bytes/parameter with no master copy" in text.stdout
+    data = json.loads(zeromem("estimate", "--parameters", "13B", "-R", "8", "--optimizer", "sgd",
+                              "--format", "json").stdout)
+    [note] = data["notes"]
+    assert "FSDP holds 4 + 4 + 0 bytes/parameter" in note
+    full = zeromem("estimate", "--parameters", "13B", "-R", "8", "--precision", "fp32", "--format", "json")
+    assert json.loads(full.stdout)["notes"] == []

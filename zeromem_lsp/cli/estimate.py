@@ -170,13 +170,16 @@ def run(args) -> int:
     note = decimal_budget_note(args.gpu_memory)
     if note:
         print(f"zeromem: note: --gpu-memory {note}", file=sys.stderr)
+    notes = [fsdp_note(result)] if fsdp_note(result) else []
     if args.format == "json":
         data = result.to_json()
         if peak is not None:
             data.update(peak.to_json())
+        data["notes"] = notes
         print(json.dumps(data, indent=2))
     else:
-        print("\n".join(render_text(result) + (render_peak(peak, result.gpu_memory) if peak is not None else [])))
+        lines = render_text(result) + [f"note: {note}" for note in notes]
+        print("\n".join(lines + (render_peak(peak, result.gpu_memory) if peak is not None else [])))
     return exit_status(result)
 
 
@@ -199,6 +202,21 @@ def render_peak(peak: Peak, budget: int | None) -> list[str]:
         verdict = f" — {fit_word(peak.at(stage.key), budget)} {format_bytes(budget)}" if budget else ""
         lines.append(f"  {stage.label:<7} peak = {peak_sum(peak, stage.key)}{verdict}")
     return lines
+
+
+def fsdp_note(result: Estimate) -> str | None:
+    """Under mixed precision, the FSDP parameter dtype: fp32 sharded parameters, not DeepSpeed's 16-bit ones."""
+    from zeromem_lsp.planner import fsdp_bytes_per_parameter
+
+    bpp = result.inputs.per_parameter
+    if bpp is None or bpp.precision not in ("bf16", "fp16"):
+        return None
+    fsdp = fsdp_bytes_per_parameter("fp32", bpp.optimizer_name)
+    return (f"these are DeepSpeed's bytes per parameter ({bpp.precision} parameters, fp32 master copy). FSDP "
+            f"parameter dtype under {bpp.precision} mixed precision: fp32 (Accelerate upcasts the sharded "
+            f"parameters; only the gathered copy is {bpp.precision}), so FSDP holds {fsdp.parameter} + "
+            f"{fsdp.gradient} + {fsdp.optimizer} bytes/parameter with no master copy — what `zeromem check` "
+            "counts for an FSDP config (docs/fsdp-accelerate.md)")
 
 
 def render_text(result: Estimate) -> list[str]:
