@@ -195,6 +195,7 @@ def analyse(
     context = Context(document, data, effective, reading.rule_setup, plan, reading.workload)
     findings = _syntax_findings(kind, context)
     findings += settings_rules.block_findings(context, block_problems)
+    findings += settings_rules.budget_note(context, block_path)
     if root is not None and (isinstance(data, dict) or not document.syntax_errors):
         findings += issue_rules.check(context, reading.issues(effective))  # else the syntax error says why
     findings += memory_rules.check(context)

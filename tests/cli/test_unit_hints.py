@@ -75,3 +75,21 @@ def test_decimal_gigabytes_budget_gets_a_note(tmp_path, command):
             "write 80GiB for it") in done.stderr
     binary = run_zeromem(command, *where, "--gpu-memory", "80GiB")
     assert "note" not in binary.stderr
+
+
+@pytest.mark.parametrize(("name", "text", "value", "fixed"), [
+    ("ds_config.json", CONFIG % ',\n  "zeromem": {"gpu_memory": "80GB", "parameters": "7B", "world_size": 8}',
+     '"80GB"', '"gpu_memory": "80GiB"'),
+    ("accelerate.yaml", "distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
+     "  zeromem:\n    gpu_memory: 24 GB\n    parameters: 7B\n", "24 GB", 'gpu_memory: "24GiB"'),
+])
+def test_decimal_gigabytes_in_the_block_is_a_positioned_note_with_a_fix(tmp_path, check_json, name, text, value,
+                                                                         fixed):
+    findings, _, status = check_json(text, name)
+    [note] = [f for f in findings if f["code"] == "ZM107"]
+    assert note["severity"] == "information" and text_at(text, note["range"]) == value
+    number = value.strip('"').split()[0].removesuffix("GB")
+    assert f'a GPU sold as "{number} GB" has {number} GiB: write {number}GiB for it' in note["message"]
+    done = run_zeromem("check", "--fix", "--unsafe-fixes", "--select", "ZM107", str(tmp_path / name))
+    assert fixed in (tmp_path / name).read_text() and done.returncode == 0
+    assert "ZM107" not in run_zeromem("check", str(tmp_path / name)).stdout

@@ -107,7 +107,12 @@ def decimal_budget_note(value: object) -> str | None:
         return None
     number = _as_written(value)
     return (f"{value.strip()} is {format_count(size)} B ({format_bytes(size)}); a GPU sold as \"{number} GB\" has "
-            f"{number} GiB: write {number}GiB for it")
+            f"{number} GiB: write {binary_budget(value)} for it")
+
+
+def binary_budget(value: str) -> str:
+    """The budget an "80 GB" GPU has, spelt in GiB: "80GB" -> "80GiB"."""
+    return f"{_as_written(value)}GiB"
 
 
 def check_count(value: object) -> object:

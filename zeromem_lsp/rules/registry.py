@@ -110,6 +110,15 @@ RULES: dict[str, Rule] = _rules(
         "gradient checkpointing, or shrink the bucket sizes — whichever the message names as the largest part.",
     ),
     Rule(
+        "ZM107", "gpu-memory-in-decimal-gigabytes", "information",
+        "`gpu_memory` is written in decimal gigabytes (`80GB` = 80 × 10⁹ bytes), but a GPU sold as \"80 GB\" has "
+        "80 GiB (80 × 2³⁰ bytes).",
+        "The budget is then 7% smaller than the card, so a stage that fits the card can be reported as not "
+        "fitting. `GB` is read as 10⁹ on purpose (docs/memory-model.md); this note only says what the card has.",
+        '{"zero_optimization": {"stage": 2}, "zeromem": {"gpu_memory": "80GB"}}',
+        'Write `"gpu_memory": "80GiB"` for an 80 GB card (`nvidia-smi` shows 81920MiB).',
+    ),
+    Rule(
         "ZM201", "unknown-key-in-strict-section", "error",
         "A key DeepSpeed does not know appears in a section DeepSpeed validates strictly "
         "(`zero_optimization`, offload sections, `fp16`, `bf16`, ...).",
