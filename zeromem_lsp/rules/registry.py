@@ -225,10 +225,11 @@ RULES: dict[str, Rule] = _rules(
     Rule(
         "ZM258", "unfilled-placeholder", "warning",
         "The file is a template: values such as `ZERO_STAGE`, `${LR}` or `<MICRO_BATCH>` are still unquoted "
-        "placeholders. One finding per file names them all.",
-        "hjson reads an unquoted placeholder as a string (with the comma after it), so DeepSpeed refuses the file "
-        "as written and json.load (HF Transformers, Accelerate) fails on it. Each placeholder would otherwise give "
-        "a ZM253 and a ZM202 of its own; they are left out, and the values are checked once filled in.",
+        "placeholders. One finding per file names them all: this warning when DeepSpeed's config loader lets "
+        "their strings through, a ZM202 error when it refuses one (a number, boolean or choice is read there).",
+        "hjson reads an unquoted placeholder as a string (with the comma after it), and json.load (HF "
+        "Transformers, Accelerate) fails on the file. Each placeholder would otherwise give a ZM253 and a ZM202 of "
+        "its own; they are left out, and the values are checked once filled in.",
         '{"zero_optimization": {"stage": ZERO_STAGE}, "train_micro_batch_size_per_gpu": MICRO_BATCH}',
         "Fill the template (the launcher script's `sed` or `envsubst`) and check the filled file, or exclude "
         "templates with `--exclude` / `--ignore ZM258`.",

@@ -1,5 +1,6 @@
 """ZM001 syntax errors, ZM203 duplicate keys, ZM253 what hjson accepts but json.load does not, ZM258
-unfilled template placeholders (one finding per file instead of a ZM253 and a ZM202 per placeholder)."""
+unfilled template placeholders (one finding per file instead of a ZM253 and a ZM202 per placeholder; a
+ZM202 error when DeepSpeed refuses them)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from zeromem_lsp.rules.context import Context
 from zeromem_lsp.rules.registry import rule
 
 SYNTAX_ERROR, DUPLICATE_KEY, NOT_STRICT_JSON = rule("ZM001"), rule("ZM203"), rule("ZM253")
-PLACEHOLDER = rule("ZM258")
+PLACEHOLDER, REFUSED_VALUE = rule("ZM258"), rule("ZM202")
 
 #: ZERO_STAGE, TRAIN_BATCH, $LR, ${LR}, <MICRO_BATCH>, %GAS%, @STAGE@ as a whole unquoted value.
 _PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*|\$\{?[A-Za-z_]\w*\}?|<[A-Za-z_]\w*>|%[A-Za-z_]\w*%|@[A-Za-z_]\w*@")
@@ -46,7 +47,8 @@ def placeholders(document: Document) -> list[tuple[str, int, int]]:
 
 
 def with_placeholders(context: Context, findings: list[Finding]) -> list[Finding]:
-    """`findings` with those on a placeholder's value replaced by one ZM258 naming every placeholder."""
+    """`findings` with those on a placeholder's value replaced by one finding naming every placeholder:
+    ZM258, or ZM202 (an error) when DeepSpeed refuses the string a placeholder is read as."""
     spans = placeholders(context.document)
     if not spans:
         return findings
@@ -68,7 +70,8 @@ def with_placeholders(context: Context, findings: list[Finding]) -> list[Finding
                f"{'it' if len(names) == 1 else 'them'} in before launch; the values are checked once filled")
     (_, start, end), others = spans[0], spans[1:]
     related = tuple((s, e, f"placeholder {name}") for name, s, e in others)
-    return [f for f in findings if covered(f) is None] + [PLACEHOLDER.at(message, start, end, related=related)]
+    chosen = REFUSED_VALUE if refused else PLACEHOLDER
+    return [f for f in findings if covered(f) is None] + [chosen.at(message, start, end, related=related)]
 
 
 def check(context: Context) -> Iterator[Finding]:
