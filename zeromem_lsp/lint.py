@@ -170,8 +170,11 @@ def lint(
 def unrecognised(analysis) -> str:
     """Why a file named on the command line is not checked: what its top level holds."""
     root = analysis.document.root if analysis.document is not None else None
-    if root is None or root.kind != "object":
-        shape = "nothing" if root is None else f"a{'n' if root.kind[0] in 'aeiou' else ''} {root.kind}"
+    if root is None:
+        why = "it is empty" if not analysis.text.strip() else "it does not parse as JSON or YAML"
+        return f"not a training config ({why}); not checked"
+    if root.kind != "object":
+        shape = f"a{'n' if root.kind[0] in 'aeiou' else ''} {root.kind}"
         return f"not a training config (its top level is {shape}, not an object); not checked"
     keys = [member.key for member in root.members]
     shown = ", ".join(keys[:4]) + (", ..." if len(keys) > 4 else "") if keys else "none"

@@ -25,8 +25,10 @@ def test_a_named_file_that_is_not_a_config_is_reported(tmp_path):
             "what DeepSpeed, FSDP, Accelerate or TrainingArguments read); not checked") in done.stderr
     assert "no findings in 0 configs (1 skipped)" in done.stderr
     assert "warning" not in run_zeromem("check", "-q", str(package)).stderr
-    (tmp_path / "list.json").write_text("[1, 2]")
-    assert "its top level is an array, not an object" in run_zeromem("check", str(tmp_path / "list.json")).stderr
+    for name, text, why in (("list.json", "[1, 2]", "its top level is an array, not an object"),
+                            ("empty.json", "", "it is empty"), ("broken.yaml", "a: [\n", "it does not parse")):
+        (tmp_path / name).write_text(text)
+        assert f"{name}: not a training config ({why}" in run_zeromem("check", str(tmp_path / name)).stderr
 
 
 def test_files_found_in_a_directory_are_skipped_without_a_warning_each(tmp_path):
