@@ -192,10 +192,13 @@ def analyse(
     context = Context(document, data, effective, reading.rule_setup, plan, reading.workload, resolved.origins)
     findings = _syntax_findings(kind, context)
     findings += settings_rules.block_findings(context, block_problems)
+    findings += settings_rules.budget_note(context, block_path)
     if root is not None and (isinstance(data, dict) or not document.syntax_errors):
         findings += issue_rules.check(context, issues_with(reading, effective.world_size))  # else the syntax error says why
     findings += memory_rules.check(context)
     findings += peak_rules.check(context)
+    if kind == "deepspeed" and document.flavour != "yaml":
+        findings = syntax_rules.with_placeholders(context, findings)
     findings.sort(key=lambda f: (f.start, f.end, f.code))
     return Analysis(text, kind, document, findings, effective, reading.setup, plan, parameter_note, resolved.origins)
 

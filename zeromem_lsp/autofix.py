@@ -54,6 +54,13 @@ def fix_pass(text: str, findings: list[Finding], unsafe_fixes: bool = False) -> 
     return FixPass(apply_edits(text, edits), tuple(applied), tuple(held_back))
 
 
+def fixable(findings: list[Finding]) -> tuple[int, int]:
+    """(findings `--fix` would fix, findings only `--unsafe-fixes` would): those whose fix edits the text."""
+    with_fix = [f for f in findings if (fix := chosen_fix(f)) is not None and fix.edits]
+    safe = sum(is_safe(f) for f in with_fix)
+    return safe, len(with_fix) - safe
+
+
 def still_parses(before: list[Finding], after: list[Finding]) -> bool:
     """The fixed text parses at least as well as the original: no syntax error it did not have."""
     def count(findings: list[Finding]) -> int:

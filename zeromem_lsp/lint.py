@@ -45,6 +45,7 @@ class LintResult:
     files: list[FileResult] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
     checked: int = 0  # configs analysed
+    unchecked: list[tuple[str, str]] = field(default_factory=list)  # (path named, why it gave no config)
 
     @property
     def findings(self) -> list[Finding]:
@@ -128,6 +129,7 @@ def lint(
     result = LintResult()
     files = discover_files(paths, list(exclude), result.skipped)
     named = {str(Path(name)) for name in paths}
+    checked: list[Path] = []
     projects: dict[Path, ProjectSettings] = {}
     reported_settings: set[Path] = set()
     for number, path in enumerate(files, 1):
@@ -147,6 +149,8 @@ def lint(
             progress(number, len(files))
         if not analysis.reported:
             result.skipped.append((str(path), "not a training config"))
+            if str(path) in named:
+                result.unchecked.append((str(path), unrecognised(analysis)))
             continue
         if analysis.refused == "binary" and str(path) not in named:
             result.skipped.append((str(path), "binary data"))
@@ -158,4 +162,35 @@ def lint(
                 lambda f: _keep(f, select, ignore))
         findings = [f for f in analysis.findings if _keep(f, select, ignore)]
         result.files.append(FileResult(str(path), findings, analysis.lines))
+        checked.append(path)
+    result.unchecked += empty_directories(paths, files, checked)
     return result
+
+
+def unrecognised(analysis) -> str:
+    """Why a file named on the command line is not checked: what its top level holds."""
+    root = analysis.document.root if analysis.document is not None else None
+    if root is None:
+        why = "it is empty" if not analysis.text.strip() else "it does not parse as JSON or YAML"
+        return f"not a training config ({why}); not checked"
+    if root.kind != "object":
+        shape = f"a{'n' if root.kind[0] in 'aeiou' else ''} {root.kind}"
+        return f"not a training config (its top level is {shape}, not an object); not checked"
+    keys = [member.key for member in root.members]
+    shown = ", ".join(keys[:4]) + (", ..." if len(keys) > 4 else "") if keys else "none"
+    return (f"not a training config (top-level keys: {shown}; none is what DeepSpeed, FSDP, Accelerate or "
+            "TrainingArguments read); not checked")
+
+
+def empty_directories(paths: list[str], files: list[Path], checked: list[Path]) -> list[tuple[str, str]]:
+    """Directories named on the command line in which no config was checked, with what they held."""
+    empty = []
+    for name in paths:
+        folder = Path(name)
+        if not folder.is_dir() or any(folder in path.parents for path in checked):
+            continue
+        found = sum(folder in path.parents for path in files)
+        held = (f"{found} JSON/YAML file{'s' if found != 1 else ''}, none a training config" if found
+                else f"no {'/'.join(CONFIG_SUFFIXES)} files")
+        empty.append((name, f"no configs ({held})"))
+    return empty

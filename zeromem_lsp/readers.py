@@ -19,6 +19,7 @@ from zeromem_lsp.configs.workload import (
 from zeromem_lsp.document import parse_document
 from zeromem_lsp.memory.planner import DeepSpeedSource, FsdpSource, NoSource, PlanSource
 from zeromem_lsp.provenance import Given, Path
+from zeromem_lsp.document.hjson_numbers import hjson_numbers
 
 #: Reads a file named in the document (path as written; relative to the analysed file) -> text, or None.
 Loader = Callable[[str], "str | None"]
@@ -46,10 +47,11 @@ def issues_with(reading: Reading, world_size: int | None) -> list[ConfigIssue]:
 
 
 def read_deepspeed(data: object, loader: Loader | None) -> Reading:
-    setup = read_training_setup(data)
-    if not isinstance(data, dict):  # a top-level array, string, null: DeepSpeed says it wants an object
-        return Reading(data, validate_deepspeed(data), TOP_BLOCK, setup, setup, DeepSpeedSource(setup))
-    config = {key: value for key, value in data.items() if key != "zeromem"}
+    loaded = hjson_numbers(data)  # DeepSpeed opens the path with hjson: `1.0` is 1 there
+    setup = read_training_setup(loaded)
+    if not isinstance(loaded, dict):  # a top-level array, string, null: DeepSpeed says it wants an object
+        return Reading(data, validate_deepspeed(loaded), TOP_BLOCK, setup, setup, DeepSpeedSource(setup))
+    config = {key: value for key, value in loaded.items() if key != "zeromem"}
     return Reading(data, [], TOP_BLOCK, setup, setup, DeepSpeedSource(setup), deepspeed_workload(config, ()), config)
 
 

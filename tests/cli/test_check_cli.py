@@ -45,7 +45,10 @@ def test_non_config_json_gets_no_findings(tmp_path):
     (tmp_path / "tsconfig.json").write_text('{"compilerOptions": {"strict": true}}')
     done = run_zeromem("check", "--format", "json", str(tmp_path / "package.json"), str(tmp_path / "tsconfig.json"))
     assert done.returncode == 0
-    assert json.loads(done.stdout) == {"findings": []}
+    report = json.loads(done.stdout)
+    assert report["findings"] == []
+    assert [item["path"] for item in report["summary"]["not_checked"]] == [
+        str(tmp_path / "package.json"), str(tmp_path / "tsconfig.json")]  # named, so said (issue 21 item 6)
 
 
 def test_directory_reports_only_training_configs(tmp_path):

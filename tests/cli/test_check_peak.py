@@ -83,17 +83,17 @@ def test_peak_inputs_missing_are_named(tmp_path):
     ({"model_type": "bloom", "hidden_size": 64}, "model_type"),
     ({**CASES["llama-0"]["config"], "num_hidden_layers": 2, "attention_dropout": 7}, "attention_dropout"),
     ({"model_type": "phi", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-      "intermediate_size": 128, "vocab_size": 100}, "model_type"),
+      "intermediate_size": 128, "vocab_size": 10_000}, "model_type"),
 ])
 def test_bad_model_config_is_zm104_and_model_state_still_shows(tmp_path, config, field):
     (tmp_path / "config.json").write_text(json.dumps(config))
     text = json.dumps({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2},
                        "zeromem": {"parameters": {"from_config": "config.json"}, "world_size": 8,
-                                   "sequence_length": 64, "gpu_memory": "1KiB"}})
+                                   "sequence_length": 64, "gpu_memory": "1MiB"}})
     findings, status = check(tmp_path, text)
     [problem] = [f for f in findings if f["code"] == "ZM104"]
     assert field in problem["message"] and status == 1
-    if config["model_type"] != "bloom":  # countable: the model-state check still runs (1 KiB is far too small)
+    if config["model_type"] != "bloom":  # countable: the model-state check still runs (1 MiB is far too small)
         assert [f for f in findings if f["code"] == "ZM101"]
 
 

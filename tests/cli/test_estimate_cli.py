@@ -93,3 +93,32 @@ def test_console_script_matches_module(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0
     assert json.loads(done.stdout) == json.loads(zeromem("estimate", "--parameters", "1B", "-R", "2", "--format", "json").stdout)
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_exit_1_when_a_budget_is_given_and_no_stage_fits(output):
+    """7B bf16 AdamW on one GPU: 112e9 B in every stage, above an 80 GiB budget; 8 GPUs fit at ZeRO-3."""
+    alone = zeromem("estimate", "--parameters", "7B", "-R", "1", "--gpu-memory", "80GiB", "--format", output)
+    assert alone.returncode == 1, alone.stderr
+    if output == "text":
+        assert "no stage fits 80.0 GiB per GPU" in alone.stdout
+    else:
+        assert json.loads(alone.stdout)["cheapest_fitting_stage"] is None
+    shared = zeromem("estimate", "--parameters", "7B", "-R", "8", "--gpu-memory", "80GiB", "--format", output)
+    assert shared.returncode == 0
+    unbudgeted = zeromem("estimate", "--parameters", "7B", "-R", "1", "--format", output)
+    assert unbudgeted.returncode == 0
+
+
+def test_mixed_precision_estimate_names_the_fsdp_parameter_dtype():
+    """Issue 21 item 13: DeepSpeed's 2 + 2 + 12 is not FSDP's 4 + 4 + 8 under bf16; the output says which is which."""
+    text = zeromem("estimate", "--parameters", "13B", "-R", "8")
+    assert ("note: these are DeepSpeed's bytes per parameter (bf16 parameters, fp32 master copy). FSDP parameter "
+            "dtype under bf16 mixed precision: fp32") in text.stdout
+    assert "FSDP holds 4 + 4 + 8 bytes/parameter with no master copy" in text.stdout
+    data = json.loads(zeromem("estimate", "--parameters", "13B", "-R", "8", "--optimizer", "sgd",
+                              "--format", "json").stdout)
+    [note] = data["notes"]
+    assert "FSDP holds 4 + 4 + 0 bytes/parameter" in note
+    full = zeromem("estimate", "--parameters", "13B", "-R", "8", "--precision", "fp32", "--format", "json")
+    assert json.loads(full.stdout)["notes"] == []

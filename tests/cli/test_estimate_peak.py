@@ -124,3 +124,18 @@ def test_shape_refused_but_count_works(tmp_path):
     done = zeromem("estimate", "--model-config", str(path), "-R", "2", "--sequence-length", "8", "--micro-batch", "1")
     assert done.returncode == 0 and "ZM104" in done.stderr and "model_type" in done.stderr
     assert "ZeRO-3  = ceil((P + G + O) / R)" in done.stdout and "not computable" in done.stdout
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_parameters_beside_a_model_config_says_which_wins(tmp_path, output):
+    """Issue 21 item 7: --parameters is the count used for model state; the notes say so, with both counts."""
+    path = write_config(tmp_path, "llama-0")
+    counted = llama0_parameters()
+    done = zeromem("estimate", "--model-config", str(path), "--parameters", "7B", "-R", "8", "--format", output)
+    assert done.returncode == 0, done.stderr
+    shown = done.stdout if output == "text" else " ".join(json.loads(done.stdout)["assumptions"])
+    assert f"--parameters 7B (7,000,000,000) wins over the {counted:,} parameters {path} counts" in shown
+    if output == "json":
+        assert json.loads(done.stdout)["ddp"] == 7 * 10**9 * 16
+    same = zeromem("estimate", "--model-config", str(path), "--parameters", str(counted), "-R", "8")
+    assert "wins over" not in same.stdout

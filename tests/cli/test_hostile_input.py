@@ -61,5 +61,5 @@ def test_fifty_megabytes_is_refused_quickly_with_information(tmp_path):
 def test_binary_files_found_in_directories_are_skipped_quietly(tmp_path):
     (tmp_path / "blob.json").write_bytes(b"\x00\x01\x02binary")
     done = run_zeromem("check", "--format", "json", "-v", str(tmp_path))
-    assert json.loads(done.stdout) == {"findings": []}
+    assert json.loads(done.stdout)["findings"] == []
     assert "blob.json: binary data" in done.stderr

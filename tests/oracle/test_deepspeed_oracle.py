@@ -344,6 +344,11 @@ MORE_MUTATIONS: dict[str, dict] = {
     "timers throughput enabled str": {**B, "timers": {"throughput": {"enabled": "x"}}},
     "timers throughput synchronized ok": {**B, "timers": {"throughput": {"enabled": True, "synchronized": False}}},
     "timers string": {**B, "timers": "x"},
+    "timers string naming throughput": {**B, "timers": "throughput"},
+    "timers string holding throughput": {**B, "timers": "no throughput"},
+    "timers list naming throughput": {**B, "timers": ["throughput"]},
+    "timers list": {**B, "timers": ["x"]},
+    "timers number": {**B, "timers": 1},
     "timers null": {**B, "timers": None},
     "flops_profiler typo": {**B, "flops_profiler": {"enabled": True, "profile_stp": 1}},
     "flops_profiler str": {**B, "flops_profiler": "x"},
@@ -629,6 +634,40 @@ def test_mutation_agreement_rate(deepspeed_available, capsys):
     with capsys.disabled():
         print(f"\nDeepSpeed oracle agreement on mutations: {agree}/{len(MUTATIONS)}")
     assert agree == len(MUTATIONS)
+
+
+# The same text as a file: DeepSpeedConfig(path) reads it with hjson, which makes `1.0` the int 1.
+FILES = {
+    "wall_clock_breakdown 1.0": '{"train_batch_size": 8, "wall_clock_breakdown": 1.0}',
+    "wall_clock_breakdown 0.0": '{"train_batch_size": 8, "wall_clock_breakdown": 0.0}',
+    "wall_clock_breakdown 1e0": '{"train_batch_size": 8, "wall_clock_breakdown": 1e0}',
+    "wall_clock_breakdown 1.5": '{"train_batch_size": 8, "wall_clock_breakdown": 1.5}',
+    "flops_profiler enabled 1.0": '{"train_batch_size": 8, "flops_profiler": {"enabled": 1.0}}',
+    "flops_profiler enabled 0.5": '{"train_batch_size": 8, "flops_profiler": {"enabled": 0.5}}',
+    "stage 3.0 overlap 1.0": '{"train_batch_size": 8.0, "zero_optimization": {"stage": 3.0, "overlap_comm": 1.0}}',
+    "overlap 2.0": '{"train_batch_size": 8, "zero_optimization": {"overlap_comm": 2.0}}',
+    "bf16 enabled 1.0": '{"train_batch_size": 8, "bf16": {"enabled": 1.0}}',
+    "timers string throughput": '{"train_batch_size": 8, "timers": "throughput"}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_file_matches_deepspeed(deepspeed_available, name, tmp_path):
+    """`zeromem check` on a file against DeepSpeedConfig(path) on the same file."""
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    from tests.cli.conftest import run_zeromem
+
+    path = tmp_path / "ds_config.json"
+    path.write_text(FILES[name], encoding="utf-8")
+    try:
+        DeepSpeedConfig(str(path))
+        theirs = "accept"
+    except Exception:  # noqa: BLE001 - any exception is a refusal
+        theirs = "reject"
+    done = run_zeromem("check", "--format", "json", str(path))
+    errors = [f for f in json.loads(done.stdout)["findings"] if f["severity"] == "error"]
+    assert ("reject" if errors else "accept") == theirs, f"{name}: DeepSpeed {theirs}; ours {errors}"
 
 
 # Engine-level refusals (deepspeed.initialize, not DeepSpeedConfig): DeepSpeedConfig accepts these.

@@ -36,6 +36,8 @@ STAGE3_NOTES = {
                                                  "transient at save time outside the training peak",
 }
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+#: Where an FSDP config (Accelerate YAML, TrainingArguments) sets its mixed precision.
+PRECISION_PATHS = {("mixed_precision",), ("bf16",), ("fp16",)}
 BAR_WIDTH = 16
 RULE = "\n\n---\n\n"
 
@@ -65,6 +67,8 @@ def hover_at(analysis: Analysis, offset: int) -> HoverText | None:
     elif len(path) >= 2 and path[-2] == "zero_optimization" and (
             path[-1] in BUFFER_KEYS or path[-1].startswith("stage3_")):
         sections.append(buffer_cost_section(analysis.plan, ZERO_ALIASES.get(path[-1], path[-1])))
+    elif path in PRECISION_PATHS and isinstance(plan, MemoryPlan) and plan.family == "fsdp":
+        sections.append(fsdp_dtype_line(plan))
     elif path in {(key,) for key in BATCH_KEYS} and analysis.setup is not None:
         sections.append(world_size_section(analysis.setup, analysis.settings))
     sections.append(key_doc(path, analysis.settings, analysis.origins))
@@ -93,6 +97,7 @@ def memory_section(plan: MemoryPlan | Unplanned | None) -> str:
         "",
         *stage_markdown(plan),
         "",
+        *([fsdp_dtype_line(plan), ""] if plan.family == "fsdp" and plan.inputs.per_parameter else []),
         *input_lines(plan),
         "",
         offload_text(plan),
@@ -104,6 +109,22 @@ def memory_section(plan: MemoryPlan | Unplanned | None) -> str:
     if plan.peak is not None:
         lines += ["", *peak_markdown(plan)]
     return "\n".join(lines)
+
+
+def fsdp_dtype_line(plan: MemoryPlan) -> str:
+    """FSDP's parameter dtype, which the figures use: fp32 under mixed precision, not the compute dtype."""
+    bpp, origin = plan.inputs.per_parameter, plan.origins.get("precision")
+    if bpp is None:
+        return ""
+    head = (f"**FSDP parameter dtype: {bpp.precision}** ({bpp.parameter} B per parameter; gradients and optimizer "
+            "state follow it)")
+    if origin is not None and origin.path is not None:
+        return f"{head} — zeromem.precision."
+    return (f"{head} — with mixed precision (bf16/fp16) Accelerate, and HF Trainer through it, upcasts the "
+            "trainable sharded parameters to fp32 and casts only the gathered copy for compute "
+            "(accelerate `prepare_model`, `fsdp2_prepare_model`); without it they keep the dtype the model is "
+            'loaded in. Declare `"precision": "bf16"` in the zeromem block only for a bf16 model trained without '
+            "mixed precision.")
 
 
 def peak_markdown(plan: MemoryPlan) -> list[str]:

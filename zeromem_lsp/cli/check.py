@@ -21,7 +21,10 @@ def register(commands) -> None:
         description="Lint DeepSpeed, FSDP, Accelerate and TrainingArguments configs: loader validity and memory per GPU.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="files, directories (recursive) or globs")
-    parser.add_argument("--format", choices=FORMATS, default="text")
+    parser.add_argument("--format", choices=FORMATS, default="text",
+                        help="text (path:line:column, 1-based), json (LSP ranges: 0-based lines, UTF-16 "
+                        "characters; with a summary), sarif (1-based, UTF-16 columns), github (workflow "
+                        "annotations, 1-based); the summary goes to stderr except with -q")
     parser.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="skip matching paths")
     parser.add_argument("--select", metavar="CODES", help="only these codes or prefixes, comma-separated (ZM1,ZM203)")
     parser.add_argument("--ignore", metavar="CODES", help="drop these codes or prefixes, comma-separated")
@@ -70,6 +73,14 @@ def forced_settings(args):
     if problems:
         raise UsageError(f"--{problems[0].name.replace('_', '-')}: {problems[0].message}")
     return settings
+
+
+def budget_note(args) -> str | None:
+    """`--gpu-memory 80GB`: the note that a GPU sold as "80 GB" has 80 GiB."""
+    from zeromem_lsp.configs.settings_values import decimal_budget_note
+
+    note = decimal_budget_note(args.gpu_memory)
+    return f"zeromem: note: --gpu-memory {note}" if note else None
 
 
 class Progress:
@@ -124,10 +135,11 @@ def run(args) -> int:
     fixes = fix_session(args)
     result = check(args, fixes)
     colour = args.format == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    summary = run_summary(result)
     if fixes and args.diff:
         sys.stdout.write("".join(fixes.diffs))
     else:
-        sys.stdout.write(REPORTERS[args.format]([r for r in result.files if r.findings], colour))
+        sys.stdout.write(REPORTERS[args.format]([r for r in result.files if r.findings], colour, summary))
     summary_stream = sys.stdout if args.format == "text" else sys.stderr
     if args.statistics:
         for code, count in sorted(result.counts(lambda f: f.code).items()):
@@ -135,16 +147,45 @@ def run(args) -> int:
     if args.verbose:
         for name, reason in result.skipped:
             print(f"skipped {name}: {reason}", file=sys.stderr)
-    if not args.quiet and args.format == "text":
+    if not args.quiet:
+        for name, reason in result.unchecked:
+            print(f"zeromem: warning: {name}: {reason}", file=sys.stderr)
         counts = result.counts(lambda f: f.severity)
         parts = [f"{counts[s]} {s}{'s' if counts[s] != 1 and s != 'information' else ''}" for s in SEVERITIES if counts[s]]
         checked = result.checked
         print(f"{', '.join(parts) or 'no findings'} in {checked} config{'s' if checked != 1 else ''}"
               f" ({len(result.skipped)} skipped)", file=sys.stderr)
+        if not fixes and fixable_line(summary):
+            print(fixable_line(summary), file=sys.stderr)
     if fixes and not args.quiet:
         print(fixes.summary(), file=sys.stderr)
+    if not args.quiet and budget_note(args):
+        print(budget_note(args), file=sys.stderr)
     status = exit_status(result, args.fail_on)  # of the fixed text
     return max(status, fixes.status()) if fixes else status
+
+
+def run_summary(result) -> dict:
+    """What the run found, as JSON and SARIF carry it: counts per severity, configs checked, files
+    skipped, findings --fix / --unsafe-fixes would fix, and paths named that gave no config."""
+    from zeromem_lsp.autofix import fixable
+
+    counts = result.counts(lambda f: f.severity)
+    safe, unsafe = fixable(result.findings)
+    return {"errors": counts["error"], "warnings": counts["warning"], "information": counts["information"],
+            "hints": counts["hint"], "configs_checked": result.checked, "skipped": len(result.skipped),
+            "fixable": safe, "unsafe_fixable": unsafe,
+            "not_checked": [{"path": name, "reason": reason} for name, reason in result.unchecked]}
+
+
+def fixable_line(summary: dict) -> str | None:
+    """ruff's line: `[*] 2 fixable with the --fix option (1 hidden fix can be enabled with ...)`."""
+    safe, unsafe = summary["fixable"], summary["unsafe_fixable"]
+    hidden = (f" ({unsafe} hidden fix{'es' if unsafe != 1 else ''} can be enabled with the --unsafe-fixes option)"
+              if unsafe else "")
+    if safe:
+        return f"[*] {safe} fixable with the --fix option{hidden}."
+    return f"No fixes available{hidden}." if unsafe else None
 
 
 def fix_session(args):

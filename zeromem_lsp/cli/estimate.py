@@ -12,6 +12,7 @@ from zeromem_lsp.configs.model_config import UnsupportedModel, count_parameters_
 from zeromem_lsp.memory.peak import Peak, PeakInputs, estimate_peak
 from zeromem_lsp.provenance import Given
 from zeromem_lsp.memory.estimate import Estimate, Inputs, estimate, inputs_from_parameters
+from zeromem_lsp.configs.settings_values import check_memory, check_parameters, check_reserve, decimal_budget_note
 from zeromem_lsp.rules.registry import rule_named
 from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS, bytes_per_parameter
 from zeromem_lsp.present import (
@@ -28,7 +29,9 @@ def register(commands) -> None:
     parser = commands.add_parser(
         "estimate",
         help="per-GPU model-state bytes for DDP and ZeRO 1-3",
-        description="Per-GPU persistent model-state bytes for DDP and ZeRO stages 1-3 (exact integers).",
+        description="Per-GPU persistent model-state bytes for DDP and ZeRO stages 1-3 (exact integers). "
+                    "Exit status: 0, or 1 when --gpu-memory is given and no stage's model state fits it; "
+                    "2 bad usage.",
     )
     explicit = parser.add_argument_group("explicit bytes (all three)")
     explicit.add_argument("--parameter-bytes", metavar="N", help="P: parameter bytes, e.g. 14e9 or 13GiB")
@@ -56,6 +59,14 @@ def _bytes(option: str, text: str) -> int:
     try:
         return parse_bytes(text)
     except UnitError as error:
+        raise UsageError(f"{option}: {error}") from None
+
+
+def _checked(option: str, check, text: str) -> int:
+    """A value through the check the zeromem block uses for it: one message, a usage error here."""
+    try:
+        return check(text)
+    except ValueError as error:
         raise UsageError(f"{option}: {error}") from None
 
 
@@ -98,11 +109,13 @@ def inputs_from_args(args, counted=None) -> Inputs:
     if args.parameters is None:
         raise UsageError("give --parameters COUNT, --model-config PATH, or --parameter-bytes, --gradient-bytes and "
                          "--optimizer-bytes")
-    try:
-        parameters = parse_parameter_count(args.parameters)
-    except UnitError as error:
-        raise UsageError(f"--parameters: {error}") from None
-    return inputs_from_parameters(parameters, per_parameter, world_size)
+    parameters = _checked("--parameters", check_parameters, args.parameters)
+    notes = ()
+    if counted is not None and counted.total != parameters:
+        notes = (f"--parameters {args.parameters} ({format_count(parameters)}) wins over the "
+                 f"{format_count(counted.total)} parameters {args.model_config} counts; the config still gives "
+                 "the model shape for activations",)
+    return inputs_from_parameters(parameters, per_parameter, world_size, notes)
 
 
 def _read_model(args):
@@ -130,7 +143,7 @@ def _peak(args, result: Estimate, counted, shape, problem) -> Peak | None:
         return None
     sequence = _positive("--sequence-length", args.sequence_length)
     micro = _positive("--micro-batch", args.micro_batch)
-    reserved = _bytes("--reserved", args.reserved) if args.reserved else None
+    reserved = _checked("--reserved", check_reserve, args.reserved) if args.reserved else None
     inputs = PeakInputs(
         shape=shape, shape_problem=problem or ("give --model-config PATH" if args.model_config is None else None),
         sequence_length=Given(sequence, "--sequence-length") if sequence else None,
@@ -151,18 +164,29 @@ def run(args) -> int:
     if problem and counted is None and args.parameters is None and not explicit:
         raise UsageError(problem)  # no model-state figure without a parameter count
     result = estimate(inputs_from_args(args, counted),
-                      _bytes("--gpu-memory", args.gpu_memory) if args.gpu_memory else None)
+                      _checked("--gpu-memory", check_memory, args.gpu_memory) if args.gpu_memory else None)
     peak = _peak(args, result, counted, shape, problem)
     if problem:
         print(f"zeromem: {problem}", file=sys.stderr)
+    note = decimal_budget_note(args.gpu_memory)
+    if note:
+        print(f"zeromem: note: --gpu-memory {note}", file=sys.stderr)
+    notes = [fsdp_note(result)] if fsdp_note(result) else []
     if args.format == "json":
         data = result.to_json()
         if peak is not None:
             data.update(peak.to_json())
+        data["notes"] = notes
         print(json.dumps(data, indent=2))
     else:
-        print("\n".join(render_text(result) + (render_peak(peak, result.gpu_memory) if peak is not None else [])))
-    return 0
+        lines = render_text(result) + [f"note: {note}" for note in notes]
+        print("\n".join(lines + (render_peak(peak, result.gpu_memory) if peak is not None else [])))
+    return exit_status(result)
+
+
+def exit_status(result: Estimate) -> int:
+    """1 when a budget is given and no stage's model state fits it (as `check` fails on ZM101), else 0."""
+    return 1 if result.gpu_memory is not None and result.cheapest_fitting is None else 0
 
 
 def render_peak(peak: Peak, budget: int | None) -> list[str]:
@@ -179,6 +203,21 @@ def render_peak(peak: Peak, budget: int | None) -> list[str]:
         verdict = f" — {fit_word(peak.at(stage.key), budget)} {format_bytes(budget)}" if budget else ""
         lines.append(f"  {stage.label:<7} peak = {peak_sum(peak, stage.key)}{verdict}")
     return lines
+
+
+def fsdp_note(result: Estimate) -> str | None:
+    """Under mixed precision, the FSDP parameter dtype: fp32 sharded parameters, not DeepSpeed's 16-bit ones."""
+    from zeromem_lsp.memory.planner import fsdp_bytes_per_parameter
+
+    bpp = result.inputs.per_parameter
+    if bpp is None or bpp.precision not in ("bf16", "fp16"):
+        return None
+    fsdp = fsdp_bytes_per_parameter("fp32", bpp.optimizer_name)
+    return (f"these are DeepSpeed's bytes per parameter ({bpp.precision} parameters, fp32 master copy). FSDP "
+            f"parameter dtype under {bpp.precision} mixed precision: fp32 (Accelerate upcasts the sharded "
+            f"parameters; only the gathered copy is {bpp.precision}), so FSDP holds {fsdp.parameter} + "
+            f"{fsdp.gradient} + {fsdp.optimizer} bytes/parameter with no master copy — what `zeromem check` "
+            "counts for an FSDP config (docs/fsdp-accelerate.md)")
 
 
 def render_text(result: Estimate) -> list[str]:

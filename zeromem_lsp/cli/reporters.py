@@ -1,7 +1,9 @@
 """Output formats for `zeromem check`: text, json, sarif, github.
 
 Text uses 1-based lines and columns counted in characters; JSON uses LSP's zero-based lines and
-UTF-16 characters; SARIF and GitHub use 1-based lines and UTF-16 columns.
+UTF-16 characters (and says so in its `positions`); SARIF and GitHub use 1-based lines and UTF-16
+columns. JSON and SARIF carry the run's summary (counts, fixable findings, paths not checked); text and
+GitHub get it as lines on stderr from cli/check.py.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ def _span(result: FileResult, finding: Finding, encoding: str) -> tuple[int, int
     return sl, sc, el, ec
 
 
-def text_report(results: list[FileResult], colour: bool = False) -> str:
+def text_report(results: list[FileResult], colour: bool = False, summary: dict | None = None) -> str:
     lines = []
     for result in results:
         for finding in result.findings:
@@ -40,7 +42,10 @@ def text_report(results: list[FileResult], colour: bool = False) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def json_report(results: list[FileResult], colour: bool = False) -> str:
+JSON_POSITIONS = {"line": "0-based", "character": "0-based, UTF-16 code units (as LSP)"}
+
+
+def json_report(results: list[FileResult], colour: bool = False, summary: dict | None = None) -> str:
     findings = []
     for result in results:
         for finding in result.findings:
@@ -52,7 +57,10 @@ def json_report(results: list[FileResult], colour: bool = False) -> str:
                 "message": finding.message,
                 "range": {"start": {"line": sl, "character": sc}, "end": {"line": el, "character": ec}},
             })
-    return json.dumps({"findings": findings}, indent=2, ensure_ascii=False) + "\n"
+    report = {"findings": findings, "positions": JSON_POSITIONS}
+    if summary is not None:
+        report["summary"] = summary
+    return json.dumps(report, indent=2, ensure_ascii=False) + "\n"
 
 
 def sarif_rules() -> list[dict]:
@@ -70,7 +78,7 @@ def sarif_rules() -> list[dict]:
     ]
 
 
-def sarif_report(results: list[FileResult], colour: bool = False) -> str:
+def sarif_report(results: list[FileResult], colour: bool = False, summary: dict | None = None) -> str:
     index = {code: number for number, code in enumerate(RULES)}
     sarif_results = []
     for result in results:
@@ -100,6 +108,7 @@ def sarif_report(results: list[FileResult], colour: bool = False) -> str:
             }},
             "columnKind": "utf16CodeUnits",
             "results": sarif_results,
+            **({"properties": {"summary": summary}} if summary is not None else {}),
         }],
     }
     return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
@@ -112,7 +121,7 @@ def _github_escape(text: str, property_value: bool = False) -> str:
     return text
 
 
-def github_report(results: list[FileResult], colour: bool = False) -> str:
+def github_report(results: list[FileResult], colour: bool = False, summary: dict | None = None) -> str:
     lines = []
     for result in results:
         for finding in result.findings:

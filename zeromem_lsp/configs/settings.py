@@ -19,7 +19,7 @@ from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS
 
 from zeromem_lsp.configs.settings_values import (  # re-exported: the names every caller uses
     BYTE_SETTINGS, ATTENTIONS, BYTE_SIZE_PATTERN, COUNT_PATTERN, DEFAULT_WARN_FRACTION, SETTING_NAMES,
-    ParametersFromConfig, SettingProblem, check_bytes, check_count, check_parameters,
+    ParametersFromConfig, SettingProblem, check_bytes, check_count, check_memory, check_parameters, check_reserve,
 )
 
 
@@ -121,7 +121,7 @@ def _certain(name: str, value: object) -> object:
         result = check_parameters(value)
         return result if type(result) is ParametersFromConfig or (type(result) is int and result > 0) else _DOUBT
     if name in BYTE_SETTINGS:
-        result = check_bytes(value)
+        result = (check_memory if name == "gpu_memory" else check_reserve if name == "reserved" else check_bytes)(value)
         return result if type(result) is int and result >= 0 else _DOUBT
     if name == "precision":
         return value if type(value) is str and value in PRECISIONS else _DOUBT

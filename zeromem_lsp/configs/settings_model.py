@@ -21,6 +21,18 @@ ByteSize = Annotated[
     Field(ge=0),
     WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": BYTE_SIZE_PATTERN}]}),
 ]
+GpuMemory = Annotated[
+    int,
+    BeforeValidator(plain.check_memory),
+    WithJsonSchema({"anyOf": [{"type": "integer", "minimum": plain.MIN_MEMORY},
+                              {"type": "string", "pattern": BYTE_SIZE_PATTERN}]}),
+]
+Reserve = Annotated[
+    int,
+    BeforeValidator(plain.check_reserve),
+    WithJsonSchema({"anyOf": [{"type": "integer", "enum": [0]}, {"type": "integer", "minimum": plain.MIN_MEMORY},
+                              {"type": "string", "pattern": BYTE_SIZE_PATTERN}]}),
+]
 ParameterCount = Annotated[
     int,
     BeforeValidator(plain.check_count),
@@ -54,7 +66,7 @@ ParametersSetting = Annotated[
     int | ParametersFromConfigModel,
     BeforeValidator(_parameters_setting),
     WithJsonSchema({"anyOf": [
-        {"type": "integer", "minimum": 1}, {"type": "string", "pattern": COUNT_PATTERN},
+        {"type": "integer", "minimum": plain.MIN_PARAMETERS}, {"type": "string", "pattern": COUNT_PATTERN},
         {"type": "object", "properties": {"from_config": {"type": "string", "minLength": 1,
          "description": "Path to a Hugging Face model config.json; the parameters are counted exactly."}},
          "required": ["from_config"], "additionalProperties": False},
@@ -89,7 +101,7 @@ class ZeromemSettingsModel(BaseModel):
     world_size: int | None = Field(
         None, ge=1, strict=True, description="Number of ranks (GPUs); default: implied by the batch triple."
     )
-    gpu_memory: ByteSize | None = Field(
+    gpu_memory: GpuMemory | None = Field(
         None, description='Per-GPU memory budget, e.g. "80GiB" or "24GB".', examples=["80GiB"]
     )
     warn_fraction: float | None = Field(
@@ -114,7 +126,7 @@ class ZeromemSettingsModel(BaseModel):
         None, description="Attention implementation for the activation estimate: `sdpa` (default; what flash "
         "attention keeps too) or `eager` (keeps the s×s probabilities).",
     )
-    reserved: ByteSize | None = Field(
+    reserved: Reserve | None = Field(
         None, description='Per-GPU bytes for the CUDA context, library workspaces and the allocator, added to the '
         'peak; default "1GiB" (docs/memory-model.md).', examples=["1GiB"],
     )

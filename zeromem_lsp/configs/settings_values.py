@@ -5,10 +5,11 @@ value checks both call. Imports neither of them, so the two do not import each o
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import NamedTuple
 
-from zeromem_lsp.units import UnitError, parse_bytes, parse_parameter_count
+from zeromem_lsp.units import UnitError, format_bytes, format_count, parse_bytes, parse_parameter_count
 
 SETTING_NAMES = (
     "parameters",
@@ -32,6 +33,12 @@ DEFAULT_WARN_FRACTION = 0.9
 ATTENTIONS = ("sdpa", "eager")
 #: The settings that are byte sizes ("80GiB"): checked as bytes, shown as bytes (hover, completion).
 BYTE_SETTINGS = ("parameter_bytes", "gradient_bytes", "optimizer_bytes", "gpu_memory", "reserved")
+#: A GPU budget or reserve under 1 MiB, or a model under 1,000 parameters, is a size written without its
+#: unit ("gpu_memory": 80 is 80 bytes): an error with a hint. P, G, O bytes have no floor (exact inputs
+#: of the formula, small in its worked examples).
+MIN_MEMORY = 2**20
+MIN_PARAMETERS = 1000
+_UNIT_LETTERS = re.compile(r"\s*[A-Za-z]*\s*$")
 
 
 def _size(parse, value: object) -> object:
@@ -62,6 +69,53 @@ def check_bytes(value: object) -> object:
     return _size(parse_bytes, value)
 
 
+def _as_written(value: object) -> str:
+    """The number as written, without its unit letters: the base of a "did you mean" hint."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return _UNIT_LETTERS.sub("", value.strip()) if isinstance(value, str) else str(value)
+
+
+def _unitless(value: object) -> bool:
+    return not isinstance(value, str) or _as_written(value) == value.strip()
+
+
+def check_memory(value: object, zero_allowed: bool = False, hint_unit: str = "GiB") -> object:
+    """A GPU budget (or, with `zero_allowed`, a reserve): a byte size of at least 1 MiB."""
+    size = check_bytes(value)
+    if type(size) is int and size < MIN_MEMORY and not (zero_allowed and size == 0):
+        if size == 0:
+            raise ValueError(f"a budget of 0 B: give the memory of one GPU, e.g. 80{hint_unit}")
+        shown = value.strip() if isinstance(value, str) else _as_written(value)
+        why = ": a size without a unit is bytes" if _unitless(value) else ""
+        raise ValueError(f"{shown} is {format_count(size)} B, under 1 MiB{why}; "
+                         f"did you mean {_as_written(value)}{hint_unit}?")
+    return size
+
+
+def check_reserve(value: object) -> object:
+    """`reserved`: 0 (no reserve) or at least 1 MiB."""
+    return check_memory(value, zero_allowed=True, hint_unit="MiB")
+
+
+def decimal_budget_note(value: object) -> str | None:
+    """For a GPU budget written in decimal gigabytes ("80GB"): a GPU sold as "80 GB" has 80 GiB."""
+    if not isinstance(value, str) or _UNIT_LETTERS.search(value.strip()).group().strip().lower() not in ("g", "gb"):
+        return None
+    try:
+        size = parse_bytes(value)
+    except UnitError:
+        return None
+    number = _as_written(value)
+    return (f"{value.strip()} is {format_count(size)} B ({format_bytes(size)}); a GPU sold as \"{number} GB\" has "
+            f"{number} GiB: write {binary_budget(value)} for it")
+
+
+def binary_budget(value: str) -> str:
+    """The budget an "80 GB" GPU has, spelt in GiB: "80GB" -> "80GiB"."""
+    return f"{_as_written(value)}GiB"
+
+
 def check_count(value: object) -> object:
     """A parameter count ("7B", 7e9) -> exact int; ValueError with the reason otherwise."""
     return _size(parse_parameter_count, value)
@@ -88,6 +142,10 @@ def check_parameters(value: object) -> object:
     count = check_count(value)
     if isinstance(count, int) and count <= 0:
         raise ValueError("Input should be greater than 0")
+    if isinstance(count, int) and count < MIN_PARAMETERS:
+        shown = value.strip() if isinstance(value, str) else _as_written(value)
+        why = ": a count without a suffix is whole parameters" if _unitless(value) else ""
+        raise ValueError(f"{shown} is {count} parameters, under 1,000{why}; did you mean {_as_written(value)}B?")
     return count
 
 

@@ -110,6 +110,15 @@ RULES: dict[str, Rule] = _rules(
         "gradient checkpointing, or shrink the bucket sizes — whichever the message names as the largest part.",
     ),
     Rule(
+        "ZM107", "gpu-memory-in-decimal-gigabytes", "information",
+        "`gpu_memory` is written in decimal gigabytes (`80GB` = 80 × 10⁹ bytes), but a GPU sold as \"80 GB\" has "
+        "80 GiB (80 × 2³⁰ bytes).",
+        "The budget is then 7% smaller than the card, so a stage that fits the card can be reported as not "
+        "fitting. `GB` is read as 10⁹ on purpose (docs/memory-model.md); this note only says what the card has.",
+        '{"zero_optimization": {"stage": 2}, "zeromem": {"gpu_memory": "80GB"}}',
+        'Write `"gpu_memory": "80GiB"` for an 80 GB card (`nvidia-smi` shows 81920MiB).',
+    ),
+    Rule(
         "ZM201", "unknown-key-in-strict-section", "error",
         "A key DeepSpeed does not know appears in a section DeepSpeed validates strictly "
         "(`zero_optimization`, offload sections, `fp16`, `bf16`, ...).",
@@ -196,8 +205,12 @@ RULES: dict[str, Rule] = _rules(
         "`deepspeed.initialize` refuses this although the config file itself loads: an optimizer DeepSpeed "
         "no longer has or that ZeRO cannot use, or an optimizer parameter DeepSpeed rejects.",
         "The config passes DeepSpeed's config loader, so nothing complains until the engine is built on every "
-        "rank of the job. It is a warning because whether it fails depends on how the optimizer is created "
-        "(a client optimizer passed in code bypasses the section).",
+        "rank of the job. It is a warning because whether it fails depends on how the optimizer is created: "
+        "the optimizer checks (including `optimizer.params.max_grad_norm`) apply only when DeepSpeed builds the "
+        "optimizer from the `optimizer` section, which it always does under HF Trainer and Accelerate (they "
+        "refuse a code optimizer beside the section); a client optimizer passed to `deepspeed.initialize` in "
+        "code, as Megatron-DeepSpeed does, never reaches them (deepspeed/runtime/engine.py, "
+        "`_configure_optimizer`).",
         '{"optimizer": {"type": "OneBitAdam"}, "zero_optimization": {"stage": 2}}',
         'Use an optimizer DeepSpeed supports with ZeRO (e.g. `"type": "AdamW"`); move `max_grad_norm` to the '
         "top-level `gradient_clipping`.",
@@ -208,6 +221,18 @@ RULES: dict[str, Rule] = _rules(
         "DeepSpeed converts or ignores it silently, so the run differs from the file.",
         '{"train_micro_batch_size_per_gpu": 2.5}',
         "Write the value you mean, as a whole number or a known choice.",
+    ),
+    Rule(
+        "ZM258", "unfilled-placeholder", "warning",
+        "The file is a template: values such as `ZERO_STAGE`, `${LR}` or `<MICRO_BATCH>` are still unquoted "
+        "placeholders. One finding per file names them all: this warning when DeepSpeed's config loader lets "
+        "their strings through, a ZM202 error when it refuses one (a number, boolean or choice is read there).",
+        "hjson reads an unquoted placeholder as a string (with the comma after it), and json.load (HF "
+        "Transformers, Accelerate) fails on the file. Each placeholder would otherwise give a ZM253 and a ZM202 of "
+        "its own; they are left out, and the values are checked once filled in.",
+        '{"zero_optimization": {"stage": ZERO_STAGE}, "train_micro_batch_size_per_gpu": MICRO_BATCH}',
+        "Fill the template (the launcher script's `sed` or `envsubst`) and check the filled file, or exclude "
+        "templates with `--exclude` / `--ignore ZM258`.",
     ),
     Rule(
         "ZM251", "deprecated-key", "warning",

@@ -1,16 +1,21 @@
-"""ZM002, ZM003, ZM104: the input itself — too large, not UTF-8, or invalid zeromem settings."""
+"""ZM002, ZM003, ZM104, ZM107: the input itself — too large, not UTF-8, invalid zeromem settings, a GPU
+budget in decimal gigabytes."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
+from zeromem_lsp.configs.settings_values import binary_budget, decimal_budget_note
 from zeromem_lsp.document import LineIndex
-from zeromem_lsp.findings import Finding
+from zeromem_lsp.edits import set_value
+from zeromem_lsp.findings import Finding, Fix
 from zeromem_lsp.rules.context import Context
 from zeromem_lsp.rules.registry import rule
 from zeromem_lsp.units import format_count
 
 TOO_LARGE, UNREADABLE, INVALID_SETTING = rule("ZM002"), rule("ZM003"), rule("ZM104")
+DECIMAL_BUDGET = rule("ZM107")
 
 
 def too_large(length: int, limit: int) -> Finding:
@@ -25,6 +30,20 @@ def unreadable(problem: str, start: int = 0, end: int = 0) -> Finding:
 def block_findings(context: Context, problems: Iterable[tuple]) -> list[Finding]:
     """ZM104 for each (path, message, target) problem of a zeromem block in the document."""
     return [context.finding(INVALID_SETTING, message, path, target) for path, message, target in problems]
+
+
+def budget_note(context: Context, block_path: tuple) -> list[Finding]:
+    """ZM107 on the block's `gpu_memory` when it is written in decimal gigabytes ("80GB")."""
+    value = context.data
+    for key in (*block_path, "gpu_memory"):
+        value = value.get(key) if isinstance(value, dict) else None
+    note = decimal_budget_note(value)
+    if not note:
+        return []
+    edit = set_value(context.document, (*block_path, "gpu_memory"), json.dumps(binary_budget(value)))
+    fixes = (Fix(f"Write {binary_budget(value)} (what a GPU sold as {value.strip()!r} has)", (edit,),
+                 preferred=True),) if edit else ()
+    return [context.finding(DECIMAL_BUDGET, note, (*block_path, "gpu_memory"), fixes=fixes)]
 
 
 def project_findings_on_config(source_name: str, problems: Iterable, text: str) -> list[Finding]:

@@ -107,8 +107,10 @@ def check_optimizer(config: dict, stage: Optional[int], out: list[ConfigIssue]) 
                              f"DeepSpeed fails on {params['max_grad_norm']!r} for 'optimizer.params.max_grad_norm';"
                              " remove it and use the top-level 'gradient_clipping'."))
         out.append(issue("unsupported_optimizer_param", ("optimizer", "params", "max_grad_norm"), "key",
-                         "deepspeed.initialize refuses 'optimizer.params.max_grad_norm'; use the top-level"
-                         " 'gradient_clipping' instead.", replacement="gradient_clipping"))
+                         "deepspeed.initialize refuses 'optimizer.params.max_grad_norm' when it builds the"
+                         " optimizer from this section (always under HF Trainer and Accelerate; an optimizer"
+                         " passed to deepspeed.initialize in code, as Megatron-DeepSpeed does, never reads it);"
+                         " use the top-level 'gradient_clipping' instead.", replacement="gradient_clipping"))
     known = name.lower() in DEEPSPEED_OPTIMIZERS or name in TORCH_OPTIMIZERS
     if not known:
         if name.lower() in REMOVED_OPTIMIZERS:

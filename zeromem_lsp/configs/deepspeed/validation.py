@@ -395,10 +395,21 @@ def _check_precision(config: dict, stage: Optional[int], out: list[ConfigIssue])
 
 
 def _check_timers(config: dict, out: list[ConfigIssue]) -> None:
+    """DeepSpeed reads `timers["throughput"]` when `"throughput" in timers` (utils/config.py,
+    get_timers_config): a string or list holding it fails there, and one without it is ignored."""
     timers = config.get("timers")
     if isinstance(timers, dict) and "throughput" in timers:
         _validate_section(timers["throughput"], ("timers", "throughput"), out)
-    elif "timers" in config and not isinstance(timers, (dict, list, str, tuple)):
+    elif isinstance(timers, (str, list)) and "throughput" in timers:
+        indices = "string" if isinstance(timers, str) else "list"
+        out.append(issue("invalid_value", ("timers",), "value",
+                         f"'timers' must be an object, got {timers!r}: DeepSpeed fails on it at launch "
+                         f"(it looks up timers['throughput']: {indices} indices must be integers)."))
+    elif isinstance(timers, (str, list)):
+        out.append(issue("suspicious_value", ("timers",), "value",
+                         f"'timers' should be an object such as {{\"throughput\": {{\"enabled\": true}}}}, got "
+                         f"{timers!r}: DeepSpeed ignores it and keeps the default throughput timer."))
+    elif "timers" in config and not isinstance(timers, (dict, tuple)):
         out.append(mapping_error(("timers",), timers))
 
 
