@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from zeromem_lsp.configs.settings import ParametersFromConfig, ZeromemSettings, validate_settings
+from zeromem_lsp.model_source import ModelSource, find_model_config, is_repo_id, read_small_text
 
 
 
@@ -56,6 +57,8 @@ class ProjectSettings(NamedTuple):
         wanted = settings.parameters
         if isinstance(wanted, ParametersFromConfig):  # relative to the settings file, not the config
             absolute = (self.source.parent / wanted.from_config).resolve()
+            if not absolute.exists() and is_repo_id(wanted.from_config):
+                return settings  # a hub id, looked up in the Hugging Face cache
             settings = settings.model_copy(update={"parameters": ParametersFromConfig(from_config=str(absolute))})
         return settings
 
@@ -159,38 +162,22 @@ def discover(start: Path) -> ProjectSettings:
     return ProjectSettings(None)
 
 
-MAX_LOADED_BYTES = 16 * 2**20
-
-
 class FileLoader(NamedTuple):
     """Reads files a config names, relative to the config's folder (absolute paths as given).
 
-    Called with a name it returns the text, or None; `why_unreadable(name)` then says why."""
+    Called with a name it returns the text, or None; `why_unreadable(name)` then says why.
+    `model_config(name)` also finds a model directory's or a cached hub id's config.json."""
 
     folder: Path
 
     def __call__(self, name: str) -> str | None:
-        target = self.folder / name
-        try:
-            if not target.is_file() or target.stat().st_size > MAX_LOADED_BYTES:
-                return None
-            return target.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
+        return read_small_text(self.folder / name)[0]
 
     def why_unreadable(self, name: str) -> str:
-        target = self.folder / name
-        try:
-            if not target.exists():
-                return "file not found"
-            if not target.is_file():
-                return "not a regular file" + (": a directory" if target.is_dir() else "")
-            if target.stat().st_size > MAX_LOADED_BYTES:
-                return f"larger than {MAX_LOADED_BYTES // 2**20} MiB"
-            target.read_bytes()
-        except OSError as error:
-            return f"cannot be read: {error.strerror or error}"
-        return "file not found"
+        return read_small_text(self.folder / name)[1] or "file not found"
+
+    def model_config(self, name: str) -> ModelSource:
+        return find_model_config(name, self.folder)
 
 
 def file_loader(path: Path) -> FileLoader:
