@@ -36,7 +36,8 @@ class ParametersFromConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    from_config: str = Field(..., min_length=1, description="Path to a model's config.json.")
+    from_config: str = Field(..., min_length=1, description="A model's config.json, its directory, or a hub id in "
+                             "the local Hugging Face cache.")
 
 
 def _parameters_setting(value: object) -> object:
@@ -55,7 +56,8 @@ ParametersSetting = Annotated[
     WithJsonSchema({"anyOf": [
         {"type": "integer", "minimum": 1}, {"type": "string", "pattern": COUNT_PATTERN},
         {"type": "object", "properties": {"from_config": {"type": "string", "minLength": 1,
-         "description": "Path to a Hugging Face model config.json; the parameters are counted exactly."}},
+         "description": "A Hugging Face model's config.json, its directory, or a hub id (org/name) in the "
+                        "local Hugging Face cache; the parameters are counted exactly."}},
          "required": ["from_config"], "additionalProperties": False},
     ]}),
 ]
