@@ -18,10 +18,14 @@ REPO = "google/gemma-3-4b-it"
 
 
 def hub_cache(root: Path) -> Path:
-    """A Hugging Face hub cache holding google/gemma-3-4b-it's config.json at revision main."""
+    """A Hugging Face hub cache holding google/gemma-3-4b-it's config.json at revision main, laid out as
+    huggingface_hub writes it: the file is a symlink from the snapshot into blobs/."""
     snapshot = root / "models--google--gemma-3-4b-it" / "snapshots" / "4cf7f3e8"
     snapshot.mkdir(parents=True)
-    shutil.copy(GEMMA3_4B, snapshot / "config.json")
+    blobs = root / "models--google--gemma-3-4b-it" / "blobs"
+    blobs.mkdir()
+    shutil.copy(GEMMA3_4B, blobs / "a1b2c3")
+    (snapshot / "config.json").symlink_to(Path("..", "..", "blobs", "a1b2c3"))
     (root / "models--google--gemma-3-4b-it" / "refs").mkdir()
     (root / "models--google--gemma-3-4b-it" / "refs" / "main").write_text("4cf7f3e8")
     return root
