@@ -64,6 +64,22 @@ class Analysis:
         return self.document.lines if self.document is not None else LineIndex(self.text)
 
 
+def _model_text(loader: Loader | None, name: str) -> tuple[str | None, str, str]:
+    """(text, where it was found, why not): a project FileLoader also finds model directories and hub ids."""
+    if loader is None:
+        return None, name, "no file access in this front end"
+    find = getattr(loader, "model_config", None)
+    if find is not None:
+        source = find(name)
+        return source.text, source.shown, source.why
+    text = loader(name)
+    if text is not None:
+        return text, name, ""
+    from zeromem_lsp.configs.hf_arguments import unreadable_reason  # the failure path only
+
+    return None, name, unreadable_reason(loader, name)
+
+
 def resolve_parameters(resolved: Resolved, loader: Loader | None) -> tuple[Resolved, str | None, str | None, ModelRead]:
     """Replace {"from_config": path} by the exact count: (resolved, note, problem message, what the file gave).
 
@@ -75,13 +91,9 @@ def resolve_parameters(resolved: Resolved, loader: Loader | None) -> tuple[Resol
     from zeromem_lsp.configs.model_config import UnsupportedModel, count_parameters_from_text
 
     cleared = Resolved(settings.model_copy(update={"parameters": None}), resolved.origins)
-    path = wanted.from_config
-    text = loader(path) if loader is not None else None
+    text, path, reason = _model_text(loader, wanted.from_config)
     if text is None:
-        from zeromem_lsp.configs.hf_arguments import unreadable_reason  # the failure path only
-
-        reason = "no file access in this front end" if loader is None else unreadable_reason(loader, path)
-        problem = f"parameters.from_config: cannot read {path!r} ({reason})"
+        problem = f"parameters.from_config: cannot read {wanted.from_config!r} ({reason})"
         return cleared, None, problem, ModelRead(shape_problem=problem)
     try:
         counted = count_parameters_from_text(text)

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from zeromem_lsp.configs.layers import PROJECT, SettingsLayer, resolve
 from zeromem_lsp.configs.settings import ParametersFromConfig, ZeromemSettings, validate_settings
+from zeromem_lsp.configs.model_source import ModelSource, find_model_config, is_repo_id, read_small_text
 
 
 
@@ -72,6 +73,8 @@ class ProjectSettings(NamedTuple):
         if not isinstance(wanted, ParametersFromConfig) or self.source is None:
             return settings
         absolute = (self.source.parent / wanted.from_config).resolve()
+        if not absolute.exists() and is_repo_id(wanted.from_config):
+            return settings  # a hub id, looked up in the Hugging Face cache
         return settings.model_copy(update={"parameters": ParametersFromConfig(from_config=str(absolute))})
 
 
@@ -174,38 +177,22 @@ def discover(start: Path) -> ProjectSettings:
     return ProjectSettings(None)
 
 
-MAX_LOADED_BYTES = 16 * 2**20
-
-
 class FileLoader(NamedTuple):
     """Reads files a config names, relative to the config's folder (absolute paths as given).
 
-    Called with a name it returns the text, or None; `why_unreadable(name)` then says why."""
+    Called with a name it returns the text, or None; `why_unreadable(name)` then says why.
+    `model_config(name)` also finds a model directory's or a cached hub id's config.json."""
 
     folder: Path
 
     def __call__(self, name: str) -> str | None:
-        target = self.folder / name
-        try:
-            if not target.is_file() or target.stat().st_size > MAX_LOADED_BYTES:
-                return None
-            return target.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
+        return read_small_text(self.folder / name)[0]
 
     def why_unreadable(self, name: str) -> str:
-        target = self.folder / name
-        try:
-            if not target.exists():
-                return "file not found"
-            if not target.is_file():
-                return "not a regular file" + (": a directory" if target.is_dir() else "")
-            if target.stat().st_size > MAX_LOADED_BYTES:
-                return f"larger than {MAX_LOADED_BYTES // 2**20} MiB"
-            target.read_bytes()
-        except OSError as error:
-            return f"cannot be read: {error.strerror or error}"
-        return "file not found"
+        return read_small_text(self.folder / name)[1] or "file not found"
+
+    def model_config(self, name: str) -> ModelSource:
+        return find_model_config(name, self.folder)
 
 
 def file_loader(path: Path) -> FileLoader:

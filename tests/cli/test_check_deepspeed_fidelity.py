@@ -133,7 +133,8 @@ def test_swallowed_comma_is_not_reported_as_a_missing_comma(findings):
     assert "newline instead of a comma" not in messages
 
 
-@pytest.mark.parametrize("target, reason", [("/dev/zero", "not a regular file"), (".", "not a regular file"),
+@pytest.mark.parametrize("target, reason", [("/dev/zero", "not a regular file"),
+                                            (".", "config.json (file not found)"),  # a model directory
                                             ("missing.json", "file not found")])
 def test_from_config_says_why_it_cannot_read(check_json, target, reason):
     text = '{%s, "zeromem": {"parameters": {"from_config": %s}}}' % (B, json.dumps(target))

@@ -97,8 +97,8 @@ def test_missing_input_is_named_and_model_state_still_shows(tmp_path):
 
 @pytest.mark.parametrize(("config", "field"), [
     ({"model_type": "bloom", "hidden_size": 64}, "model_type"),
-    ({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 8,
-      "vocab_size": 10}, "hidden_size"),
+    ({"model_type": "llama", "hidden_size": None, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "intermediate_size": 8, "vocab_size": 10}, "hidden_size"),  # null: LlamaConfig's default does not apply
     ({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 10**12, "num_attention_heads": 4,
       "intermediate_size": 8, "vocab_size": 10}, "num_hidden_layers"),
 ])

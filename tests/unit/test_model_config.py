@@ -67,8 +67,8 @@ def test_unknown_model_type_is_a_clear_error():
         count_parameters({"model_type": "t5"})
     with pytest.raises(UnsupportedModel, match="not valid JSON"):
         count_parameters_from_text("{nope")
-    with pytest.raises(UnsupportedModel, match="no integer hidden_size"):
-        count_parameters({"model_type": "llama"})
+    with pytest.raises(UnsupportedModel, match="no integer hidden_size"):  # null: no default applies
+        count_parameters({"model_type": "llama", "hidden_size": None})
 
 
 # --- hostile or odd config.json files: UnsupportedModel naming the field, never a crash or a hang ---

@@ -13,6 +13,7 @@ from zeromem_lsp.memory.peak import Peak, PeakInputs, estimate_peak
 from zeromem_lsp.provenance import Given
 from zeromem_lsp.memory.estimate import Estimate, Inputs, estimate, inputs_from_parameters
 from zeromem_lsp.configs.settings_values import check_memory, check_parameters, check_reserve, decimal_budget_note
+from zeromem_lsp.configs.model_source import find_model_config
 from zeromem_lsp.rules.registry import rule_named
 from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS, bytes_per_parameter
 from zeromem_lsp.present import (
@@ -42,7 +43,8 @@ def register(commands) -> None:
     model.add_argument("--precision", choices=PRECISIONS, default="bf16", help="training precision (default bf16)")
     model.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw", help="optimizer (default adamw)")
     model.add_argument("--model-config", metavar="PATH",
-                       help="a Hugging Face config.json: counts the parameters and gives the shape for activations")
+                       help="a Hugging Face config.json, a model directory, or a hub id in the local Hugging Face cache "
+                            "(HF_HUB_CACHE / HF_HOME): counts the parameters and gives the shape for activations")
     peak = parser.add_argument_group("peak per GPU (beside model state): activations, buffers, reserve")
     peak.add_argument("--sequence-length", metavar="N", help="tokens per sequence")
     peak.add_argument("--micro-batch", metavar="N", help="sequences per GPU per step")
@@ -119,19 +121,21 @@ def inputs_from_args(args, counted=None) -> Inputs:
 
 
 def _read_model(args):
-    """(ParameterCount | None, ModelShape | None, problem): a bad config.json is ZM104, never a traceback."""
+    """(ParameterCount | None, ModelShape | None, problem): a bad config.json is ZM104, never a traceback.
+
+    --model-config names a config.json, a model directory or a hub id in the local Hugging Face cache."""
     if args.model_config is None:
         return None, None, None
+    source = find_model_config(args.model_config, Path.cwd())
+    if source.text is None:
+        raise UsageError(f"--model-config: cannot read {args.model_config!r} ({source.why})")
+    args.model_config = source.shown  # what the notes name
     try:
-        text = Path(args.model_config).read_text(encoding="utf-8", errors="replace")
-    except OSError as error:
-        raise UsageError(f"--model-config: cannot read {args.model_config}: {error.strerror or error}") from None
-    try:
-        counted = count_parameters_from_text(text)
+        counted = count_parameters_from_text(source.text)
     except UnsupportedModel as error:
         return None, None, f"{INVALID} --model-config {args.model_config}: {error}"
     try:
-        return counted, model_shape_from_text(text), None
+        return counted, model_shape_from_text(source.text), None
     except UnsupportedModel as error:
         return counted, None, f"{INVALID} --model-config {args.model_config}: {error}"
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from typing import NamedTuple
 
+from zeromem_lsp.configs.model_defaults import FilledConfig, text_model_type
+
 
 class UnsupportedModel(ValueError):
     """The config cannot be counted (unknown model_type or a missing field)."""
@@ -204,16 +206,23 @@ def _phi(config: dict) -> ParameterCount:
                           per_layer)
 
 
-def _language_model(config: object) -> tuple[dict, str | None]:
-    """The config and model_type of the language model (a multimodal wrapper's text_config)."""
+def _language_model(config: object) -> tuple[FilledConfig, str | None]:
+    """The language model's config (a multimodal wrapper's text_config) over Transformers' defaults, and its
+    model_type."""
     if not isinstance(config, dict):
         raise UnsupportedModel("config.json is not a JSON object")
     model_type = config.get("model_type")
     if model_type is not None and not isinstance(model_type, str):
         raise UnsupportedModel(f"config.json model_type must be a string, got {_show(model_type)}")
-    if isinstance(config.get("text_config"), dict) and model_type not in SUPPORTED:
-        return _language_model({**config["text_config"], "model_type": config["text_config"].get("model_type")})
-    return config, model_type
+    text = config.get("text_config")
+    if isinstance(text, dict) and model_type not in SUPPORTED:
+        return _language_model({**text, "model_type": text_model_type(model_type, text)})
+    return FilledConfig(config, model_type), model_type
+
+
+def _with_defaults_note(counted: ParameterCount, config: FilledConfig) -> ParameterCount:
+    note = config.defaults_note()
+    return counted._replace(note=f"{counted.note}; {note}") if note else counted
 
 
 def count_parameters(config: dict) -> ParameterCount:
@@ -233,7 +242,7 @@ def count_parameters(config: dict) -> ParameterCount:
             '(declare "parameters" as a number instead)')
     if counted.total <= 0:
         raise UnsupportedModel(f"config.json describes a model of {counted.total} parameters")
-    return counted
+    return _with_defaults_note(counted, config)
 
 
 def _from_text(text: str, reader):

@@ -49,7 +49,8 @@ class ParametersFromConfigModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, title="ParametersFromConfig")
 
-    from_config: str = Field(..., min_length=1, description="Path to a model's config.json.")
+    from_config: str = Field(..., min_length=1, description="A model's config.json, its directory, or a hub id in "
+                             "the local Hugging Face cache.")
 
 
 def _parameters_setting(value: object) -> object:
@@ -68,7 +69,8 @@ ParametersSetting = Annotated[
     WithJsonSchema({"anyOf": [
         {"type": "integer", "minimum": plain.MIN_PARAMETERS}, {"type": "string", "pattern": COUNT_PATTERN},
         {"type": "object", "properties": {"from_config": {"type": "string", "minLength": 1,
-         "description": "Path to a Hugging Face model config.json; the parameters are counted exactly."}},
+         "description": "A Hugging Face model's config.json, its directory, or a hub id (org/name) in the "
+                        "local Hugging Face cache; the parameters are counted exactly."}},
          "required": ["from_config"], "additionalProperties": False},
     ]}),
 ]

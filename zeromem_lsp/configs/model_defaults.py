@@ -1,0 +1,58 @@
+"""A config.json as Transformers reads it: the fields it leaves out take the configuration class's defaults.
+
+`PreTrainedConfig.from_dict` builds `cls(**config_dict)` (transformers/configuration_utils.py), so an absent
+key gets the class's default (recorded per Transformers version in `transformers_defaults.py`), and a key
+written under an alias of the class's `attribute_map` (gpt2's `hidden_size` for `n_embd`) sets that field.
+A composite (multimodal) config's `text_config` is built by `SubConfigSpec.create_subconfig`: a fixed class
+(gemma3 → gemma3_text) whatever the dict says, else the dict's own model_type, else the spec's default.
+"""
+
+from __future__ import annotations
+
+from zeromem_lsp.configs.transformers_defaults import ALIASES, DEFAULTS, TEXT_CONFIGS, TRANSFORMERS_VERSION
+
+
+class FilledConfig(dict):
+    """The config's own fields over the class defaults; remembers which defaults were read."""
+
+    def __init__(self, own: dict, model_type: str | None) -> None:
+        own = dict(own)
+        aliases = ALIASES.get(model_type or "", {})
+        for alias, field in aliases.items():
+            if alias in own and field not in own:
+                own[field] = own[alias]
+        filled = {**DEFAULTS.get(model_type or "", {}), **own}
+        for alias, field in aliases.items():  # readable under either name
+            if alias not in filled and field in filled:
+                filled[alias] = filled[field]
+        super().__init__(filled)
+        self.defaulted = frozenset(filled) - frozenset(own)
+        self.read: set[str] = set()
+
+    def get(self, key, default=None):
+        if key in self.defaulted:
+            self.read.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        if key in self.defaulted:
+            self.read.add(key)
+        return super().__getitem__(key)
+
+    def defaults_note(self) -> str:
+        """The defaults the count used, e.g. "Transformers 5.24.0 defaults: head_dim=256, vocab_size=262208"."""
+        used = sorted(key for key in self.read if dict.get(self, key) is not None)
+        if not used:
+            return ""
+        return f"Transformers {TRANSFORMERS_VERSION} defaults: " + ", ".join(
+            f"{key}={dict.get(self, key)!r}" for key in used)
+
+
+def text_model_type(composite: str | None, text_config: dict) -> object:
+    """The model_type Transformers builds a composite's text_config as."""
+    spec = TEXT_CONFIGS.get(composite or "")
+    if spec is None:
+        return text_config.get("model_type")
+    default, fixed = spec
+    own = text_config.get("model_type")
+    return default if fixed or own is None else own
