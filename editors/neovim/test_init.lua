@@ -242,6 +242,8 @@ local function main()
   local client = zeromem_client(bufnr)
   result.server = client.server_capabilities and client.server_capabilities.hoverProvider ~= nil
   result.offset_encoding = client.offset_encoding
+  -- offered pull diagnostics? (Neovim 0.12 pulls but cannot be asked to re-pull: it gets pushes instead)
+  result.diagnostic_provider = client.server_capabilities.diagnosticProvider ~= nil
 
   local function zeromem_diagnostics()
     local found = {}

@@ -131,6 +131,7 @@ def default_session(nvim, tmp_path_factory):
 def test_the_session_ran_clean(session):
     assert session["errors"] == []
     assert session["messages"] == []  # nothing shown to the user but the diagnostics
+    assert session["diagnostic_provider"] is False  # pushed to (no workspace.diagnostics.refreshSupport): no pull
     assert session["returncode"] == 0
     assert session["filetype"] == "json"
     assert session["nvim"] == session["expected_version"]
