@@ -11,6 +11,7 @@ import os
 import sys
 
 from zeromem_lsp.cli.errors import UsageError
+from zeromem_lsp.precision import OPTIMIZERS, PRECISIONS  # plain tuples: no pydantic
 
 FORMATS = ("github", "json", "sarif", "text")
 
@@ -21,7 +22,8 @@ def register(commands) -> None:
         description="Lint DeepSpeed, FSDP, Accelerate and TrainingArguments configs: loader validity and memory per GPU.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="files, directories (recursive) or globs")
-    parser.add_argument("--format", choices=FORMATS, default="text")
+    parser.add_argument("--format", choices=FORMATS, default="text",
+                        help="text (default); json (0-based lines); sarif (SARIF 2.1.0); github (::error annotations)")
     parser.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="skip matching paths")
     parser.add_argument("--select", metavar="CODES", help="only these codes or prefixes, comma-separated (ZM1,ZM203)")
     parser.add_argument("--ignore", metavar="CODES", help="drop these codes or prefixes, comma-separated")
@@ -36,12 +38,13 @@ def register(commands) -> None:
                         help="with --fix or --diff: also fixes that change the run (stage, offload, batch sizes)")
     parser.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
     settings = parser.add_argument_group("settings (override the file's zeromem block and project settings)")
-    settings.add_argument("--gpu-memory", metavar="SIZE")
-    settings.add_argument("--parameters", metavar="COUNT")
-    settings.add_argument("--world-size", metavar="R", type=int)
-    settings.add_argument("--precision")
-    settings.add_argument("--optimizer")
-    settings.add_argument("--warn-fraction", type=float, metavar="F")
+    settings.add_argument("--gpu-memory", metavar="SIZE", help="per-GPU budget, e.g. 80GiB or 24GB")
+    settings.add_argument("--parameters", metavar="COUNT", help="model parameter count, e.g. 7B, 350M")
+    settings.add_argument("--world-size", metavar="R", type=int, help="number of ranks (GPUs)")
+    settings.add_argument("--precision", help=f"one of {', '.join(PRECISIONS)} (default: from the config)")
+    settings.add_argument("--optimizer", help=f"one of {', '.join(OPTIMIZERS)} (default: from the config)")
+    settings.add_argument("--warn-fraction", type=float, metavar="F",
+                          help="warn when model state exceeds this fraction of --gpu-memory (default 0.9)")
     parser.set_defaults(run=run)
 
 
