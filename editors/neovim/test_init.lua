@@ -4,9 +4,9 @@
 --     nvim --headless --noplugin -n -i NONE -u editors/neovim/test_init.lua
 --
 -- Loads editors/neovim (require("zeromem").setup), opens the file, waits for zeromem's diagnostics,
--- requests hover at the "stage" value, opens it as `K` would, and writes to ZEROMEM_TEST_OUT:
--- the Neovim version, the diagnostics, the hover, inlay hints, code actions, and a text rendering of
--- the screen (windows, diagnostic virtual text, the hover float). Exit status 0 when it got both.
+-- (without settings when ZEROMEM_TEST_NO_SETTINGS is set), requests hover at the "stage" value, opens it as `K` would, and writes to ZEROMEM_TEST_OUT:
+-- the Neovim version, the server's window/showMessage texts, the diagnostics, the hover, inlay hints,
+-- code actions, and a text rendering of the screen (windows, diagnostic virtual text, the hover float). Exit status 0 when it got both.
 local here = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h")
 vim.opt.runtimepath:prepend(here)
 vim.o.columns = tonumber(os.getenv("ZEROMEM_TEST_COLUMNS") or "") or 120
@@ -215,11 +215,19 @@ local function main()
     or (vim.fn.has("nvim-0.8") == 1 and "vim.lsp.start" or "vim.lsp.start_client")
 
   vim.diagnostic.config({ virtual_text = { prefix = "■" }, signs = false, underline = false, update_in_insert = false })
-  require("zeromem").setup({
-    cmd = { python, "-m", "zeromem_lsp", "serve" },
+  -- what the server shows the user (window/showMessage), recorded before Neovim shows it
+  result.messages = {}
+  local show_message = vim.lsp.handlers["window/showMessage"]
+  vim.lsp.handlers["window/showMessage"] = function(err, message, ctx, config)
+    table.insert(result.messages, message and message.message or vim.inspect(err))
+    return show_message(err, message, ctx, config)
+  end
+  local opts = { cmd = { python, "-m", "zeromem_lsp", "serve" } }
+  if os.getenv("ZEROMEM_TEST_NO_SETTINGS") == nil then
     -- the file's zeromem block gives the model; the budget comes from the editor settings
-    settings = { gpu_memory = os.getenv("ZEROMEM_TEST_GPU_MEMORY") or "24GiB" },
-  })
+    opts.settings = { gpu_memory = os.getenv("ZEROMEM_TEST_GPU_MEMORY") or "24GiB" }
+  end -- else the shipped default: settings = {}, which Lua sends as []
+  require("zeromem").setup(opts)
 
   vim.cmd("edit " .. vim.fn.fnameescape(file))
   local bufnr = vim.api.nvim_get_current_buf()
@@ -234,6 +242,8 @@ local function main()
   local client = zeromem_client(bufnr)
   result.server = client.server_capabilities and client.server_capabilities.hoverProvider ~= nil
   result.offset_encoding = client.offset_encoding
+  -- offered pull diagnostics? (Neovim 0.12 pulls but cannot be asked to re-pull: it gets pushes instead)
+  result.diagnostic_provider = client.server_capabilities.diagnosticProvider ~= nil
 
   local function zeromem_diagnostics()
     local found = {}

@@ -2,12 +2,14 @@
 path, and the hook's `entry` gets the matching paths as arguments. An over-budget Accelerate YAML
 must fail it; JSON and YAML that are not training configs must pass."""
 
+import os
 import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,3 +45,36 @@ def test_yaml_and_json_that_are_not_training_configs_pass(tmp_path):
     assert sorted(selected) == sorted(files)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ZM" not in done.stdout
+
+
+def documented_configs() -> list[str]:
+    """The `.pre-commit-config.yaml` snippets of docs/ci.md, in order."""
+    ci = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8").split("## pre-commit", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```yaml\n(.*?)```", ci, re.S)
+
+
+@pytest.mark.install
+def test_the_documented_pre_commit_configs_work_pinned_to_a_commit(tmp_path):
+    """docs/ci.md's two snippets, run by pre-commit itself: the repository (here its local path, as
+    a clone's) at a commit SHA it really has (there are no tags), and `repo: local` with zeromem on PATH."""
+    pinned, local = documented_configs()
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    pinned = pinned.replace("<repository URL>", str(ROOT)).replace("<commit SHA>", sha)
+    tools = tmp_path / "tools"
+    subprocess.run([sys.executable, "-m", "venv", str(tools)], check=True)
+    subprocess.run([tools / "bin" / "pip", "install", "-q", "pre-commit"], check=True, capture_output=True)
+    project = tmp_path / "project"
+    (project / "configs").mkdir(parents=True)
+    (project / "configs" / "accelerate_config.yaml").write_text(ACCELERATE_OVER_BUDGET, encoding="utf-8")
+    (project / "package.json").write_text('{"name": "x", "version": "1.0.0"}', encoding="utf-8")
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # zeromem for `repo: local`
+    for config in (pinned, local):
+        (project / ".pre-commit-config.yaml").write_text(config, encoding="utf-8")
+        subprocess.run(["git", "add", "."], cwd=project, check=True)
+        done = subprocess.run([tools / "bin" / "pre-commit", "run", "--all-files"], cwd=project, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "configs/accelerate_config.yaml:12:" in done.stdout and "ZM101" in done.stdout
+        assert "package.json" not in done.stdout

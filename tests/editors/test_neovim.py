@@ -71,7 +71,7 @@ STRATEGY_LINE = 4
 STRATEGY_BYTE = ACCELERATE.splitlines()[STRATEGY_LINE].index("SHARD_GRAD_OP")
 
 
-def run_neovim(nvim: str, work: Path, name: str, text: str, hover_pattern: str | None = None) -> dict:
+def run_neovim(nvim: str, work: Path, name: str, text: str, hover_pattern: str | None = None, **extra_env: str) -> dict:
     config = work / name
     config.write_text(text, encoding="utf-8")
     out = work / f"{name}.result.json"
@@ -88,6 +88,7 @@ def run_neovim(nvim: str, work: Path, name: str, text: str, hover_pattern: str |
     }
     if hover_pattern:
         env["ZEROMEM_TEST_HOVER_PATTERN"] = hover_pattern
+    env.update(extra_env)
     # -u <file> (not -u NONE, which leaves filetype detection off); test_init.lua runs `filetype on`
     command = [nvim, "--headless", "--noplugin", "-n", "-i", "NONE", "-u", str(INIT)]
     run = subprocess.run(command, env=env, cwd=work, capture_output=True, text=True, timeout=180)
@@ -118,8 +119,19 @@ def yaml_session(nvim, tmp_path_factory):
                       hover_pattern="fsdp_sharding_strategy:%s*")
 
 
+@pytest.fixture(scope="module")
+def default_session(nvim, tmp_path_factory):
+    """The shipped setup as a user calls it, without settings: Lua sends its empty table as []."""
+    _, binary = nvim
+    own_budget = CONFIG.replace('"parameters": "7B"', '"parameters": "7B", "gpu_memory": "24GiB"')
+    return run_neovim(binary, tmp_path_factory.mktemp("neovim-default"), "ds_config.json", own_budget,
+                      ZEROMEM_TEST_NO_SETTINGS="1")
+
+
 def test_the_session_ran_clean(session):
     assert session["errors"] == []
+    assert session["messages"] == []  # nothing shown to the user but the diagnostics
+    assert session["diagnostic_provider"] is False  # pushed to (no workspace.diagnostics.refreshSupport): no pull
     assert session["returncode"] == 0
     assert session["filetype"] == "json"
     assert session["nvim"] == session["expected_version"]
@@ -179,3 +191,10 @@ def test_accelerate_yaml_gets_diagnostics_and_hover(yaml_session):
     assert "24.0 GiB budget" in overflow["message"]
     assert yaml_session["hover_position"]["line"] == STRATEGY_LINE
     assert "66.6 GiB" in yaml_session["hover"]
+
+
+def test_no_settings_is_no_warning(default_session):
+    """Issue 21: every start without settings showed "zeromem settings must be an object, got list"."""
+    assert default_session["errors"] == []
+    assert default_session["messages"] == []
+    assert [d["code"] for d in default_session["diagnostics"]] == ["ZM101"]  # the file's own block

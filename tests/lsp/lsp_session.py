@@ -98,6 +98,7 @@ def client_fixture(*, scope: str = "module", profiles=CLIENTS, server=SERVER, in
         result = await lsp_client.initialize_session(types.InitializeParams(
             capabilities=capabilities, initialization_options=initialization_options))
         lsp_client.profile = request.param
+        lsp_client.server_capabilities = result.capabilities
         encoding = result.capabilities.position_encoding
         lsp_client.encoding = getattr(encoding, "value", encoding) or "utf-16"
         yield

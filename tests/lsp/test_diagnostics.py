@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pygls.exceptions import JsonRpcMethodNotFound
 from lsprotocol import types
 
 from lsp_session import EXPECTED_ENCODING, OVERFLOW, example, open_doc
@@ -66,12 +67,15 @@ async def test_rename_typo_fix(client):
     assert "ZM201" not in [d.code for d in await doc.diagnostics()]
 
 
-async def test_a_client_that_gets_pushes_pulls_nothing(client):
-    """Neovim 0.11+ pulls as well as taking pushes, but cannot be asked to re-pull after a settings
-    change: it gets the pushes, and its pulls come back empty, so each problem shows once."""
+async def test_a_client_that_gets_pushes_is_not_offered_pull(client):
+    """A client that cannot be asked to re-pull after a settings change (Neovim 0.11+ pulls, but has no
+    workspace.diagnostics.refreshSupport) gets pushes, and no diagnosticProvider: it is never told to
+    pull and then given nothing."""
+    assert client.server_capabilities.diagnostic_provider is None
     doc = open_doc(client, "ds_config.json", OVERFLOW)
     assert [d.code for d in await doc.diagnostics()] == ["ZM101"]
-    assert await doc.pull() == []
+    with pytest.raises(JsonRpcMethodNotFound):
+        await doc.pull()
 
 
 @pytest.mark.parametrize("name, text", [
@@ -82,7 +86,6 @@ async def test_a_client_that_gets_pushes_pulls_nothing(client):
 async def test_non_config_json_gets_nothing(client, name, text):
     doc = open_doc(client, name, text)
     assert await doc.diagnostics() == []
-    assert await doc.pull() == []
     end = doc.position(len(text))
     assert await client.text_document_hover_async(types.HoverParams(text_document=doc.identifier, position=doc.position(2))) is None
     assert await client.text_document_completion_async(types.CompletionParams(text_document=doc.identifier, position=end)) is None

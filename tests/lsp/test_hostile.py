@@ -54,5 +54,5 @@ async def test_hostile_document_gets_a_finding_and_the_session_continues(client,
 
 async def test_random_unicode_is_not_a_config_and_breaks_nothing(client):
     doc = open_doc(client, "notes.json", _garbage())
-    assert await doc.pull() == []
+    assert await doc.diagnostics() == []
     assert errors_logged(client) == []

@@ -1,4 +1,5 @@
-"""A client that pulls diagnostics (and can be asked to re-pull) gets no pushes."""
+"""A client that pulls diagnostics (and can be asked to re-pull) is offered pull and gets no pushes; any
+other client is not offered pull (tests/lsp/test_diagnostics.py: it gets pushes)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ puller = client_fixture(profiles=["neovim"], configuration={"parameters": "7B"},
 
 
 async def test_pull_only_and_refresh_after_settings_change(puller):
+    assert puller.server_capabilities.diagnostic_provider.identifier == "zeromem"
     doc = open_doc(puller, "ds_config.json", OVERFLOW.replace('"parameters": "7B", ', ""))
     report = await puller.text_document_diagnostic_async(types.DocumentDiagnosticParams(text_document=doc.identifier))
     assert [d.code for d in report.items] == ["ZM101"]  # 7B from workspace/configuration

@@ -21,7 +21,6 @@ async def every_request(doc, offset):
         client.text_document_code_action_async(types.CodeActionParams(
             text_document=doc.identifier, range=types.Range(start=position, end=position),
             context=types.CodeActionContext(diagnostics=[]))),
-        doc.pull(),
     )
 
 

@@ -97,6 +97,7 @@ def test_stdin_from_a_regular_file_uses_the_blocking_reader(tmp_path):
     with script.open("rb") as stdin:
         done = subprocess.run(SERVER, stdin=stdin, capture_output=True, timeout=30)
     assert done.returncode == 0, done.stderr.decode()
+    assert done.stderr == b""  # not a terminal: nothing said beside the protocol
 
     stream = io.BytesIO(done.stdout)
     assert "capabilities" in read_message(stream)["result"]

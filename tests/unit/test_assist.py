@@ -208,6 +208,8 @@ def test_invalid_settings_are_reported_and_dropped():
     assert resolve_settings(None) == (ZeromemSettings(), [])
     assert resolve_settings({"path": "/bin/zeromem", "trace": {"server": "off"}}) == (ZeromemSettings(), [])
     assert resolve_settings([1, 2])[1] == ["zeromem settings must be an object, got list"]
+    assert resolve_settings({"zeromem": [1]})[1] == ["zeromem settings must be an object, got list"]
+    assert resolve_settings([]) == resolve_settings({"zeromem": []}) == (ZeromemSettings(), [])  # Lua's {}
 
 
 # ---------------------------------------------------------------- never raises

@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -199,6 +201,7 @@ def without_precheck(monkeypatch):
     def run(function, *args, **kwargs):
         with monkeypatch.context() as patch:
             patch.setattr(ds, "vouch", lambda *a: None)
+            patch.setattr(ds, "unknown_keys", lambda *a: None)  # misspelt keys worded without pydantic
             return function(*args, **kwargs)
 
     return run
@@ -228,12 +231,12 @@ def test_hypothesis_configs_get_identical_issues(sections_, stage):
             target = target.setdefault(key, {}) if isinstance(target.get(key, {}), dict) else {}
         target[paths[0][-1]] = data
     ours = _issues(config, 8, 2)
-    original = ds.vouch
-    ds.vouch = lambda *a: None
+    original = ds.vouch, ds.unknown_keys
+    ds.vouch = ds.unknown_keys = lambda *a: None
     try:
         assert ours == _issues(config, 8, 2)
     finally:
-        ds.vouch = original
+        ds.vouch, ds.unknown_keys = original
 
 
 @pytest.mark.parametrize("allgather", [None, 5e8, 2**40, -5, 1.5, "x", True])
@@ -243,3 +246,26 @@ def test_the_legacy_boolean_zero_section_gets_identical_issues(without_precheck,
     if allgather is not None:
         config["allgather_size"] = allgather
     assert _issues(config) == without_precheck(_issues, config)
+
+
+def test_did_you_mean_candidates_are_the_models_keys():
+    """The did-you-mean of an unknown key reads the accepted keys from the facts, not the models."""
+    from zeromem_lsp.configs.deepspeed.catalog import section_keys
+    from zeromem_lsp.configs.deepspeed.precheck import accepted_keys
+
+    for path, name in STRICT_SECTION_NAMES.items():
+        assert accepted_keys(name) == sorted(section_keys(path)), path
+
+
+def test_misspelt_keys_are_reported_without_loading_pydantic():
+    """A config whose only validity problems are misspelt keys (the common finding) is checked
+    without importing pydantic or the models, with pydantic's wording (the tests above compare)."""
+    probe = (
+        "import sys\n"
+        "from zeromem_lsp.configs.deepspeed import validate_deepspeed\n"
+        "issues = validate_deepspeed({'train_batch_size': 8, 'fp16': {'enabled': False, 'loss_scale_windw': 1},"
+        " 'zero_optimization': {'stage': 2, 'overlap_com': True}})\n"
+        "print([i.kind for i in issues], 'pydantic' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["['unknown_key',", "'unknown_key']", "False"], done.stderr

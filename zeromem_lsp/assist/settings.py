@@ -2,7 +2,7 @@
 
 Raw client options are untrusted: camelCase names (the VS Code extension sends `gpuMemory`) are
 accepted, unset values (None, "") are ignored, and anything invalid is reported and dropped, so the
-rest still applies.
+rest still applies. An empty list is no settings too: Lua (Neovim) encodes an empty table as `[]`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ def snake_case(name: str) -> str:
 
 
 def settings_section(raw: object) -> object:
-    """The `zeromem` section if `raw` holds one ({"zeromem": {...}}), else `raw` itself."""
-    if isinstance(raw, dict) and isinstance(raw.get("zeromem"), dict):
+    """The `zeromem` section if `raw` holds one ({"zeromem": ...}: no setting has that name), else `raw`."""
+    if isinstance(raw, dict) and "zeromem" in raw:
         return raw["zeromem"]
     return raw
 
@@ -30,7 +30,7 @@ def settings_section(raw: object) -> object:
 def resolve_settings(raw: object) -> tuple[ZeromemSettings, list[str]]:
     """Valid settings from raw editor options, and one message per problem."""
     raw = settings_section(raw)
-    if raw is None:
+    if raw is None or raw == []:  # [] is Lua's empty table (Neovim's default `settings = {}`)
         return ZeromemSettings(), []
     if not isinstance(raw, dict):
         return ZeromemSettings(), [f"zeromem settings must be an object, got {type(raw).__name__}"]

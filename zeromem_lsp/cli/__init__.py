@@ -20,12 +20,15 @@ class _Parser(argparse.ArgumentParser):
 
 
 COMMANDS = ("estimate", "check", "rules", "serve", "schema")
+DESCRIPTION = ("Lint distributed-training configs (DeepSpeed ds_config.json, HF FSDP / TrainingArguments JSON, "
+               "Accelerate YAML) for what their loaders refuse and for per-GPU memory (DDP, ZeRO 1-3, FSDP), "
+               "in CI (check) or in the editor (serve).")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line; with `only`, just that subcommand is registered (and imported), so
     `zeromem serve` does not load the calculator nor `zeromem check` the estimate's modules."""
-    parser = _Parser(prog="zeromem", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="zeromem", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"zeromem {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS if only is None else (only,):

@@ -11,6 +11,7 @@ import os
 import sys
 
 from zeromem_lsp.cli.errors import UsageError
+from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS  # plain tuples: no pydantic
 
 FORMATS = ("github", "json", "sarif", "text")
 
@@ -39,12 +40,13 @@ def register(commands) -> None:
                         help="with --fix or --diff: also fixes that change the run (stage, offload, batch sizes)")
     parser.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
     settings = parser.add_argument_group("settings (override the file's zeromem block and project settings)")
-    settings.add_argument("--gpu-memory", metavar="SIZE")
-    settings.add_argument("--parameters", metavar="COUNT")
-    settings.add_argument("--world-size", metavar="R", type=int)
-    settings.add_argument("--precision")
-    settings.add_argument("--optimizer")
-    settings.add_argument("--warn-fraction", type=float, metavar="F")
+    settings.add_argument("--gpu-memory", metavar="SIZE", help="per-GPU budget, e.g. 80GiB or 24GB")
+    settings.add_argument("--parameters", metavar="COUNT", help="model parameter count, e.g. 7B, 350M")
+    settings.add_argument("--world-size", metavar="R", type=int, help="number of ranks (GPUs)")
+    settings.add_argument("--precision", help=f"one of {', '.join(PRECISIONS)} (default: from the config)")
+    settings.add_argument("--optimizer", help=f"one of {', '.join(OPTIMIZERS)} (default: from the config)")
+    settings.add_argument("--warn-fraction", type=float, metavar="F",
+                          help="warn when model state exceeds this fraction of --gpu-memory (default 0.9)")
     parser.set_defaults(run=run)
 
 

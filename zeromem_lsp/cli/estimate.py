@@ -53,7 +53,8 @@ def register(commands) -> None:
     peak.add_argument("--reserved", metavar="SIZE", help="CUDA context + allocator reserve (default 1GiB)")
     parser.add_argument("--world-size", "-R", metavar="R", required=True, help="number of ranks (GPUs)")
     parser.add_argument("--gpu-memory", metavar="SIZE", help="per-GPU budget, e.g. 80GiB or 24GB")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--format", choices=("text", "json"), default="text",
+                        help="text (default) or json (exact integers)")
     parser.set_defaults(run=run)
 
 

@@ -372,6 +372,8 @@ server = ZeromemServer()
 @guarded()
 def initialize(ls: ZeromemServer, params: types.InitializeParams):
     ls.initialization_options = params.initialization_options  # applied in `initialized`
+    if not ls.pull_mode:  # pushed to: not told to pull (pygls builds the capabilities after this handler)
+        ls.protocol.fm.features.pop(types.TEXT_DOCUMENT_DIAGNOSTIC, None)
 
 
 @server.feature(types.INITIALIZED)
@@ -474,9 +476,7 @@ def _empty_report():
                 types.DiagnosticOptions(identifier="zeromem", inter_file_dependencies=False, workspace_diagnostics=False))
 @guarded(_empty_report)
 async def pull_diagnostics(ls: ZeromemServer, params: types.DocumentDiagnosticParams):
-    if not ls.pull_mode:  # this client gets pushes (it cannot be asked to re-pull): each problem once
-        return _empty_report()
-    await wait_for_settings(ls)
+    await wait_for_settings(ls)  # only pull-mode clients are offered this request (see `initialize`)
     document, analysis, _ = await ls.current(params.text_document.uri)
     result_id = f"{document.version}:{ls.generation}"
     if params.previous_result_id == result_id:

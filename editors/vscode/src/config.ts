@@ -197,10 +197,11 @@ export function startFailureMessage(command: ServerCommand, reason: string): str
       return `${what} Check the setting zeromem.path: it must name the \`zeromem\` executable ` +
         "(e.g. .venv/bin/zeromem), or clear it to use zeromem.interpreter or `zeromem` on PATH.";
     case "zeromem.interpreter":
-      return `${what} Install the server into that Python (\`${quotePath(command.command)} -m pip install zeromem-lsp\`), ` +
-        "or fix the setting zeromem.interpreter.";
+      return `${what} Install the server into that Python (\`${quotePath(command.command)} -m pip install /path/to/zeromem-lsp\`: ` +
+        "a clone of the repository; it is not on PyPI), or fix the setting zeromem.interpreter.";
     default:
-      return `${what} Install it (\`pip install zeromem-lsp\`, or \`pipx install zeromem-lsp\`) so that ` +
+      return `${what} Install it from a clone of the repository (\`pip install /path/to/zeromem-lsp\` or ` +
+        "`pipx install /path/to/zeromem-lsp`; it is not on PyPI) so that " +
         "`zeromem` is on PATH, or set zeromem.path to the executable, or zeromem.interpreter to a Python that has it.";
   }
 }

@@ -141,3 +141,24 @@ def _within(value: Any, bounds: tuple) -> bool:
     ge, gt, le, lt = bounds
     return ((ge is None or value >= ge) and (gt is None or value > gt)
             and (le is None or value <= le) and (lt is None or value < lt))
+
+
+def unknown_keys(model: str, data: Any) -> Optional[list[str]]:
+    """The keys of `data` that `model` refuses as unknown, when they are its only problem (everything
+    else vouches); else None. Then pydantic would report exactly one `extra_forbidden` per such key,
+    so the caller words them without loading the models (a misspelt key is the common finding)."""
+    section = SECTIONS.get(model)
+    if section is None or not section["vouch"] or type(data) is not dict:
+        return None
+    keys, fields = section["keys"], section["fields"]
+    unknown = [key for key in data if key not in keys]
+    if not unknown or any(type(key) is not str or key in fields for key in unknown):
+        return None  # a field's own name refused in favour of its alias: pydantic words that differently
+    rest = {key: value for key, value in data.items() if key in keys}
+    return unknown if vouch(model, rest) is not None else None
+
+
+def accepted_keys(model: str) -> list[str]:
+    """Every key `model` accepts (field names and aliases), as `section_keys` lists them for a strict
+    section, without the models: the candidates of a did-you-mean."""
+    return sorted(key for key in SECTIONS[model]["keys"] if key != "steps_per_epoch")

@@ -66,7 +66,7 @@ from .catalog import (
 from .issue import ENGINE_LEVEL_KINDS, ISSUE_KINDS, dotted, is_auto, issue, mapping_error
 from ..issue import ConfigIssue
 from .facts import SECTIONS
-from .precheck import vouch
+from .precheck import accepted_keys, unknown_keys, vouch
 from zeromem_lsp.provenance import Path
 
 if TYPE_CHECKING:
@@ -194,13 +194,7 @@ def _map_error(err: dict, model: type[BaseModel], raw: dict, base: Path) -> Conf
                     f"'{key}' and '{field.alias}' in {section} are the same setting; DeepSpeed refuses both"
                     f" together. Keep one.", replacement=field.alias,
                 )
-        suggestion = _did_you_mean(key, section_keys(path[:-1]), path)
-        hint = f" Did you mean '{suggestion}'?" if suggestion else ""
-        return issue(
-            "unknown_key", path, "key",
-            f"Unknown key '{key}' in {section}: DeepSpeed refuses unknown keys in this section.{hint}",
-            replacement=suggestion,
-        )
+        return _unknown_key(path)
     value = err.get("input")
     msg = err["msg"]
     if msg.startswith("Value error, "):
@@ -210,6 +204,24 @@ def _map_error(err: dict, model: type[BaseModel], raw: dict, base: Path) -> Conf
     where = dotted(path) or section
     return issue("invalid_value", path, "value" if path[len(base):] else "key",
                  f"DeepSpeed refuses {value!r} for '{where}': {msg}.")
+
+
+def _unknown_key(path: Path) -> ConfigIssue:
+    key, section = str(path[-1]), dotted(path[:-1]) or "the config"
+    suggestion = _did_you_mean(key, _key_candidates(path[:-1]), path)
+    hint = f" Did you mean '{suggestion}'?" if suggestion else ""
+    return issue(
+        "unknown_key", path, "key",
+        f"Unknown key '{key}' in {section}: DeepSpeed refuses unknown keys in this section.{hint}",
+        replacement=suggestion,
+    )
+
+
+def _key_candidates(section: Path) -> list[str]:
+    """`section_keys(section)` without loading the models for a strict section: the same keys (a
+    did-you-mean does not depend on their order)."""
+    name = STRICT_SECTION_NAMES.get(tuple(str(p) for p in section))
+    return accepted_keys(name) if name is not None else section_keys(section)
 
 
 def _validate_section(raw: Any, path: Path, out: list[ConfigIssue]) -> Any:
@@ -222,6 +234,10 @@ def _validate_section(raw: Any, path: Path, out: list[ConfigIssue]) -> Any:
     vouched = vouch(name, cleaned)
     if vouched is not None:
         return vouched
+    unknown = unknown_keys(name, cleaned)
+    if unknown is not None:  # only misspelt keys: pydantic's issues, worded without loading the models
+        out.extend(_unknown_key(path + (key,)) for key in unknown)
+        return None
     model = getattr(_models(), name)
     from pydantic import ValidationError
 

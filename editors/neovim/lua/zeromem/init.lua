@@ -87,7 +87,8 @@ local function start_legacy(bufnr, config)
     })
     if id == nil then
       vim.notify("zeromem: cannot start " .. table.concat(config.cmd, " ")
-        .. " — install it (pip install zeromem-lsp) or pass cmd to require('zeromem').setup()", vim.log.levels.ERROR)
+        .. " — install it (pip install /path/to/zeromem-lsp: a clone, it is not on PyPI) or pass cmd to require('zeromem').setup()",
+        vim.log.levels.ERROR)
       return nil
     end
     clients_by_root[root] = id
@@ -101,7 +102,7 @@ function M.start(bufnr, opts)
   bufnr = bufnr or vim.api.nvim_get_current_buf()
   local config = M.config(opts)
   if vim.fn.executable(config.cmd[1]) == 0 then
-    vim.notify("zeromem: " .. config.cmd[1] .. " is not executable — install the server (pip install zeromem-lsp) "
+    vim.notify("zeromem: " .. config.cmd[1] .. " is not executable — install the server (pip install /path/to/zeromem-lsp) "
       .. "or pass cmd = { '/path/to/python', '-m', 'zeromem_lsp', 'serve' } to require('zeromem').setup()",
       vim.log.levels.ERROR)
     return nil

@@ -166,14 +166,15 @@ describe("startFailureMessage", () => {
   it("says how to fix a missing zeromem on PATH", () => {
     const message = startFailureMessage(serverCommand({}), "not found on PATH");
     assert.match(message, /`zeromem serve`/);
-    assert.match(message, /pip install zeromem-lsp/);
+    assert.match(message, /pip install \/path\/to\/zeromem-lsp/);
+    assert.match(message, /not on PyPI/);
     assert.match(message, /zeromem\.path/);
     assert.match(message, /zeromem\.interpreter/);
   });
   it("points at the setting that chose the command", () => {
     assert.match(startFailureMessage(serverCommand({ path: "/bad" }), "no such executable file"), /Check the setting zeromem\.path/);
     const message = startFailureMessage(serverCommand({ interpreter: "/venv/bin/python" }), "exit code 1");
-    assert.match(message, /\/venv\/bin\/python -m pip install zeromem-lsp/);
+    assert.match(message, /\/venv\/bin\/python -m pip install \/path\/to\/zeromem-lsp/);
   });
 });
 
