@@ -77,4 +77,6 @@ def test_the_documented_pre_commit_configs_work_pinned_to_a_commit(tmp_path):
                               capture_output=True, text=True, timeout=600)
         assert done.returncode == 1, done.stdout + done.stderr
         assert "configs/accelerate_config.yaml:12:" in done.stdout and "ZM101" in done.stdout
-        assert "package.json" not in done.stdout
+        # package.json gets no finding; pre-commit shows a hook's output only when it fails, and then the
+        # note that it is not a training config (issue 21 item 6) is part of it
+        assert not re.search(r"package\.json:\d+:", done.stdout), done.stdout
