@@ -1,0 +1,112 @@
+"""Bytes autograd saves for backward with LoRA adapters on a frozen base (PEFT, CPU, random weights).
+
+    /work/venv-measure/bin/python benchmarks/adapters/activations.py   # -> tests/data/adapters/lora_activations.json
+
+Same method as benchmarks/activations/measure.py (saved_tensors_hooks, unique storages, parameters -- the
+frozen base and the adapters -- excluded), with the model wrapped by `get_peft_model` first. Measured at 1
+and 2 layers (or 2 and 3), each in its own forked process: 2 layers - 1 layer is one layer whose input requires
+grad; the first layer's input (the frozen embedding's output) does not, so it keeps less.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "tests" / "data" / "adapters" / "lora_activations.json"
+sys.path.insert(0, str(ROOT / "benchmarks" / "activations"))
+from measure import BASE  # noqa: E402
+
+LORA = [  # (family, LoraConfig fields, autocast_adapter_dtype, sequence, micro-batch[, attention, layer counts])
+    ("llama", {"r": 8, "target_modules": ["q_proj", "v_proj"]}, True, 64, 2),
+    ("llama", {"r": 16, "target_modules": "all-linear"}, True, 64, 2),
+    ("llama", {"r": 16, "target_modules": "all-linear"}, False, 64, 2),
+    ("llama", {"r": 8, "target_modules": ["o_proj", "down_proj"]}, True, 32, 3),
+    ("qwen2", {"r": 8, "target_modules": "all-linear"}, True, 64, 2),
+    ("mistral", {"r": 4, "target_modules": ["q_proj", "k_proj", "v_proj"]}, True, 96, 1),
+    ("gemma", {"r": 8, "target_modules": "all-linear"}, True, 64, 2),
+    ("qwen3", {"r": 8, "target_modules": ["q_proj", "v_proj", "up_proj"]}, False, 64, 2),
+    ("llama", {"r": 16, "target_modules": "all-linear"}, True, 32, 2, "eager"),
+    ("gemma", {"r": 8, "target_modules": ["q_proj", "v_proj"]}, False, 48, 2, "eager"),
+    ("qwen2", {"r": 4, "target_modules": ["gate_proj", "up_proj", "down_proj"]}, False, 128, 1),
+    ("mistral", {"r": 8, "target_modules": ["v_proj"]}, True, 64, 2),
+    ("llama", {"r": 8, "target_modules": ["layers.1.self_attn.q_proj", "layers.2.mlp.down_proj"]}, True, 64, 2,
+     "sdpa", (2, 3)),
+]
+
+
+def cases() -> list[dict]:
+    out = []
+    for index, (family, lora, autocast, seq, batch, *rest) in enumerate(LORA):
+        attention, layers = (rest + ["sdpa", (1, 2)][len(rest):])[:2]
+        out.append({"id": f"{family}-{index}", "config": dict(sorted(BASE[family].items())), "lora": lora,
+                    "autocast_adapter_dtype": autocast, "sequence_length": seq, "micro_batch": batch,
+                    "dtype": "bfloat16", "attention": attention, "gradient_checkpointing": False,
+                    "layer_counts": list(layers)})
+    return out
+
+
+def measure(arguments) -> int | str:
+    case, layers = arguments
+    try:
+        import warnings
+        warnings.filterwarnings("ignore")
+        import torch
+        import transformers
+        from peft import LoraConfig, get_peft_model
+        from transformers import AutoConfig, AutoModelForCausalLM
+        transformers.logging.set_verbosity_error()
+        torch.manual_seed(0)
+        fields = {**case["config"], "num_hidden_layers": layers}
+        model_type = fields.pop("model_type")
+        config = AutoConfig.for_model(model_type, **fields)
+        config._attn_implementation = case["attention"]
+        model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, case["dtype"]))
+        model = get_peft_model(model, LoraConfig(**case["lora"]), autocast_adapter_dtype=case["autocast_adapter_dtype"])
+        model.train()
+        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        found: dict[int, int] = {}
+
+        def pack(tensor):
+            storage = tensor.untyped_storage()
+            if storage.data_ptr() not in params:
+                found[storage.data_ptr()] = storage.nbytes()
+            return tensor
+
+        ids = torch.randint(0, fields["vocab_size"], (case["micro_batch"], case["sequence_length"]),
+                            generator=torch.Generator().manual_seed(1))
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        return sum(found.values())
+    except Exception as error:
+        return f"{case['id']}: {type(error).__name__}: {error}"
+
+
+def main() -> int:
+    import peft
+    import torch
+    import transformers
+    selected = cases()
+    jobs = [(case, layers) for case in selected for layers in case["layer_counts"]]
+    with multiprocessing.get_context("fork").Pool(1, maxtasksperchild=1) as pool:
+        results = list(pool.imap(measure, jobs, chunksize=1))
+    failed = [result for result in results if isinstance(result, str)]
+    if failed:
+        print(*failed, sep="\n", file=sys.stderr)
+        return 1
+    for index, case in enumerate(selected):
+        case["saved_bytes"] = {str(layers): results[2 * index + k] for k, layers in enumerate(case["layer_counts"])}
+    record = {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__,
+              "device": "cpu", "method": "saved_tensors_hooks, unique storages, parameters (base and adapters) excluded",
+              "cases": selected}
+    OUT.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    print(f"{len(selected)} cases -> {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""The LoRA activation model against PEFT on CPU (tests/data/adapters/lora_activations.json, written by
+benchmarks/adapters/activations.py); no torch needed."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from zeromem_lsp.activations import ActivationInputError, estimate_activations
+from zeromem_lsp.configs.model_config import model_shape
+from zeromem_lsp.memory.adapters import LoraSettings, count_adapters
+from zeromem_lsp.memory.lora_activations import FAMILIES, estimate_lora_activations
+
+RECORD = json.loads((Path(__file__).resolve().parents[1] / "data" / "adapters" / "lora_activations.json").read_text())
+ROWS = [(case, layers) for case in RECORD["cases"] for layers in case["layer_counts"]]
+
+
+def estimate(case: dict, layers: int):
+    config = {**case["config"], "num_hidden_layers": layers}
+    lora = case["lora"]
+    targets = lora["target_modules"]
+    count = count_adapters(config, LoraSettings(lora["r"], targets if isinstance(targets, str) else tuple(targets)))
+    return estimate_lora_activations(model_shape(config), count, case["sequence_length"], case["micro_batch"],
+                                     "bf16", "fp32" if case["autocast_adapter_dtype"] else "bf16", case["attention"])
+
+
+def test_the_record_covers_families_dtypes_attention_and_partial_targets():
+    cases = RECORD["cases"]
+    assert {case["config"]["model_type"] for case in cases} == set(FAMILIES)
+    assert {case["autocast_adapter_dtype"] for case in cases} == {True, False}
+    assert {case["attention"] for case in cases} == {"sdpa", "eager"}
+    assert any(case["layer_counts"] == [2, 3] for case in cases)  # adapters on later layers only
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[f"{case['id']}-L{layers}" for case, layers in ROWS])
+def test_every_measured_lora_case_is_exact(row):
+    case, layers = row
+    assert estimate(case, layers).total == case["saved_bytes"][str(layers)]
+
+
+def test_one_llama_layer_with_q_and_v_adapters_by_hand():
+    case = next(case for case in RECORD["cases"] if case["id"] == "llama-0")  # b=2, s=64: T=128, h=128, I=320, bf16
+    norms = 2 * (4 * 128 * 128 + 4 * 128)  # frozen RMSNorms keep the fp32 input and 1/rms only
+    attention = 2 * 128 * 192 + 2 * 2 * 128 * 96 + 2 * 128 * 192 + 4 * 2 * 4 * 64  # sdpa: q, k, v, out, lse
+    mlp = 3 * 2 * 128 * 320  # gate out, silu out, up out; the frozen down_proj keeps no input
+    adapters = 2 * (4 * 128 * 128 + 4 * 128 * 8)  # per adapter: fp32 copy of its input, A's output (r=8)
+    layer = norms + attention + mlp + adapters
+    assert layer == 666_624 == case["saved_bytes"]["2"] - case["saved_bytes"]["1"]
+    assert estimate(case, 2).per_layer_bytes == layer
+    full = estimate_activations(model_shape({**case["config"], "num_hidden_layers": 2}), 64, 2, "bf16")
+    assert full.per_layer_bytes - layer == 740_352 - 666_624  # less than full fine-tuning here
+
+
+def test_unmeasured_settings_are_refused_by_name():
+    gpt2 = {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 32, "vocab_size": 100}
+    count = count_adapters(gpt2, LoraSettings(8, ("c_attn",)))
+    with pytest.raises(ActivationInputError, match="no LoRA activation model for 'gpt2'"):
+        estimate_lora_activations(model_shape(gpt2), count, 16, 1)
+    llama = {**RECORD["cases"][0]["config"], "num_hidden_layers": 2}
+    saved = count_adapters(llama, LoraSettings(8, ("q_proj",), ("lm_head",)))
+    with pytest.raises(ActivationInputError, match="linear projections only"):
+        estimate_lora_activations(model_shape(llama), saved, 16, 1)

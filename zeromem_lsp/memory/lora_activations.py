@@ -1,0 +1,142 @@
+"""Saved-for-backward bytes with LoRA adapters on a frozen base: the full fine-tuning model
+(zeromem_lsp/activations.py) minus what frozen weights no longer keep, plus what the adapters keep.
+
+Read off autograd and PEFT's lora.Linear.forward (peft/tuners/lora/layer.py): `result = base_layer(x)`, then
+per adapter `x = self._cast_input_dtype(x, lora_A.weight.dtype)` and `lora_B(lora_A(dropout(x)))`.
+- A frozen linear keeps no input (its weight needs no gradient); a frozen norm weight keeps no normalized
+  copy of its input; a frozen embedding keeps no token ids; ops whose inputs need no gradient keep nothing,
+  so the first layer (fed by the frozen embedding) keeps less than the others.
+- Each adapter keeps its own input for A's gradient: a fresh copy when the adapter dtype differs from the
+  model's (PEFT's fp32 default: one copy per adapted module, even when they read the same tensor), else
+  the shared input itself, once. B keeps A's output (T·r in the adapter dtype).
+Checked against PEFT on CPU (benchmarks/adapters/activations.py → tests/data/adapters/lora_activations.json).
+Families measured: llama, mistral, qwen2, qwen3, gemma; sdpa and eager, no checkpointing, lora_dropout 0.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from zeromem_lsp.activations import DTYPE_BYTES, F32, I64, ActivationInputError, estimate_activations
+from zeromem_lsp.configs.model_config import ModelShape
+from zeromem_lsp.memory.adapters import AdapterCount
+
+FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma")
+# which tensor each adapted module reads: the attention input, the attention output, the MLP input, the product
+SOURCES = {"q_proj": "attn_in", "k_proj": "attn_in", "v_proj": "attn_in", "o_proj": "attn_out",
+           "gate_proj": "mlp_in", "up_proj": "mlp_in", "down_proj": "down_in"}
+
+
+class LoraActivations(NamedTuple):
+    per_layer_bytes: int  # a layer whose input needs a gradient (every layer after the first adapted one)
+    first_layer_bytes: int  # the first adapted layer (its input, from the frozen embedding, needs none)
+    layer_bytes: int  # all layers
+    outside_bytes: int  # embedding, rotary tables, final norm, loss
+    total: int
+
+
+def _frozen_savings(shape: ModelShape, tokens: int, w: int, attention: str) -> int:
+    """What a layer of the full fine-tuning model keeps only for its own weights' gradients."""
+    h, qd, kvd = shape.hidden, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
+    gemma = shape.model_type.startswith("gemma")
+    per_norm = (F32 if gemma else w) * tokens * h  # the normalized input the norm weight's gradient reads
+    saved = 2 * (per_norm + w * tokens * h)  # + the norm output the next linear keeps
+    if shape.model_type == "qwen3":
+        saved += w * tokens * (qd + kvd)
+    if attention == "eager":
+        saved += w * tokens * qd  # o_proj's contiguous copy of the attention output
+    return saved + w * tokens * shape.intermediate  # down_proj's input
+
+
+def _norm_bytes(shape: ModelShape, tokens: int) -> int:
+    """A frozen RMSNorm on a gradient-carrying input: fp32 input and 1/rms (gemma: + fp32 (1 + weight))."""
+    return F32 * tokens * shape.hidden + F32 * tokens + (F32 * shape.hidden if shape.model_type == "gemma" else 0)
+
+
+def _adapter_bytes(shape: ModelShape, adapted: dict[str, int], tokens: int, w: int, a: int, attention: str) -> int:
+    """What the adapters of one layer keep: their inputs (a copy each when cast, else the input once)
+    and A's output."""
+    widths = {"attn_in": shape.hidden, "attn_out": shape.heads * shape.head_dim, "mlp_in": shape.hidden,
+              "down_in": shape.intermediate}
+    kept = sum(a * tokens * rank for rank in adapted.values())
+    if a != w:
+        return kept + sum(a * tokens * widths[SOURCES[name]] for name in adapted)
+    sources = {SOURCES[name] for name in adapted}
+    if attention == "sdpa":
+        sources.discard("attn_out")  # the attention kernel keeps its output already
+    return kept + sum(w * tokens * widths[source] for source in sources)
+
+
+def _first_layer_savings(shape: ModelShape, adapted: dict[str, int], b: int, s: int, w: int, a: int,
+                         attention: str) -> int:
+    """The first adapted layer's input (from the frozen embedding) needs no gradient: its input norm keeps
+    nothing, and each op keeps only what the gradient of an input that needs one reads."""
+    tokens = b * s
+    qd, kvd, I = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim, shape.intermediate
+    gq, gk, gv = ("q_proj" in adapted), ("k_proj" in adapted), ("v_proj" in adapted)
+    saved = _norm_bytes(shape, tokens)
+    if shape.model_type == "qwen3":  # q_norm / k_norm keep their fp32 input and 1/rms only for adapted q / k
+        for grad, width, heads in ((gq, qd, shape.heads), (gk, kvd, shape.kv_heads)):
+            if not grad:
+                saved += F32 * tokens * width + F32 * tokens * heads
+    if attention == "sdpa":
+        if not (gq or gk or gv):  # the kernel keeps q, k, v, its output and the log-sum-exp only for a gradient
+            saved += w * tokens * (2 * qd + 2 * kvd) + F32 * tokens * shape.heads
+            if "o_proj" in adapted and a == w:
+                saved -= w * tokens * qd  # the o_proj adapter keeps the attention output itself
+    else:
+        saved += _eager_savings(shape, b, s, w, gq, gk, gv)
+    if not {"q_proj", "k_proj", "v_proj", "o_proj"} & set(adapted):
+        saved += _norm_bytes(shape, tokens)  # the MLP's input norm reads no gradient-carrying input either
+        gate, up = "gate_proj" in adapted, "up_proj" in adapted
+        # silu keeps its input and the product keeps up's output only for gate's gradient; silu's output only for up's
+        saved += w * tokens * I * (3 - 2 * gate - up)
+    return saved
+
+
+def _eager_savings(shape: ModelShape, b: int, s: int, w: int, gq: bool, gk: bool, gv: bool) -> int:
+    """Eager attention without a gradient on every one of q, k, v: q·kᵀ keeps q only for k's gradient and k
+    for q's; the fp32 softmax and the repeated v are kept only when the scores need a gradient; the
+    probabilities in the model dtype only for v's."""
+    if shape.attention_dropout > 0:
+        raise ActivationInputError("the LoRA activation model is measured without attention dropout")
+    query = w * b * s * shape.heads * shape.head_dim
+    v_kept = query if shape.kv_heads < shape.heads else w * b * s * shape.kv_heads * shape.head_dim
+    scores = b * shape.heads * s * s
+    saved = (0 if gk else query) + (0 if gq else query)
+    if not (gq or gk):
+        saved += v_kept + F32 * scores
+    if not gv and w != F32:
+        saved += w * scores
+    return saved
+
+
+def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_length: int, micro_batch: int,
+                              dtype: str = "bf16", adapter_dtype: str = "fp32",
+                              attention: str = "sdpa") -> LoraActivations:
+    """Saved bytes of one micro-batch with LoRA (no checkpointing); raises ActivationInputError."""
+    if shape.model_type not in FAMILIES:
+        raise ActivationInputError(f"no LoRA activation model for {shape.model_type!r}; measured: {', '.join(FAMILIES)}")
+    if adapter_dtype not in DTYPE_BYTES:
+        raise ActivationInputError(f"adapter_dtype must be one of {', '.join(DTYPE_BYTES)}, got {adapter_dtype!r}")
+    full = estimate_activations(shape, sequence_length, micro_batch, dtype, False, attention)
+    tokens, w, a = sequence_length * micro_batch, DTYPE_BYTES[dtype], DTYPE_BYTES[adapter_dtype]
+    if count.saved or any(t.weight.kind not in ("linear",) or t.layers is None for t in count.targets):
+        raise ActivationInputError("the LoRA activation model covers adapters on the layers' linear projections only")
+    by_layer: dict[int, dict[str, int]] = {}
+    for target in count.targets:
+        for index in target.layers:
+            by_layer.setdefault(index, {})[target.weight.path.rsplit(".", 1)[-1]] = target.rank
+    base = full.per_layer_bytes - _frozen_savings(shape, tokens, w, attention)
+    start = min(by_layer)  # layers before the first adapter see no gradient-carrying input: they keep nothing
+    sizes = [0 if i < start else base + _adapter_bytes(shape, by_layer.get(i, {}), tokens, w, a, attention)
+             for i in range(shape.layers)]
+    sizes[start] -= _first_layer_savings(shape, by_layer[start], micro_batch, sequence_length, w, a, attention)
+    gemma = shape.model_type == "gemma"
+    # frozen embedding: no token ids (nor gemma's scale); frozen final norm and head: no normalized copy, no input
+    outside = (full.total - full.layer_bytes - I64 * tokens - (w if gemma else 0)
+               - (F32 if gemma else w) * tokens * shape.hidden - w * tokens * shape.hidden)
+    if start == shape.layers - 1 and not {"q_proj", "k_proj"} & set(by_layer[start]):
+        outside -= full.shared_bytes  # rotary tables are kept by q·cos only when q or k carries a gradient
+    middle = max(sizes[start + 1:], default=sizes[start])
+    return LoraActivations(middle, sizes[start], sum(sizes), outside, sum(sizes) + outside)
