@@ -96,6 +96,8 @@ def test_the_quantized_model_is_what_bitsandbytes_keeps(case):
     assert set(case["measured"]["modules"]) == quantized_names  # head, embeddings, experts, router stay 16-bit
     as_loaded = frozen_bytes(found, counted, q, "bf16", kbit_upcast=False)
     assert as_loaded.total == case["measured"]["loaded"]["unique_storage_bytes"]
+    loaded_parameters = sum(case["measured"]["loaded"]["parameter_bytes"].values())
+    assert as_loaded.total - as_loaded.constant_bytes == loaded_parameters  # constants live beside the parameters
     prepared = frozen_bytes(found, counted, q, "bf16", kbit_upcast=True)
     assert prepared.float_bytes == case["measured"]["prepared_frozen_bytes"]["float32"]
 

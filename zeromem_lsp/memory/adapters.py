@@ -407,8 +407,14 @@ def peft_reported_all(found: Inventory, count: AdapterCount, quantization: Quant
     return count.all + sum(w.instances * (w.elements % 2) for w in found.weights if quantized(w))
 
 
+def packed_bytes(elements: int, quantization: Quantization) -> int:
+    """The quantized values alone (the parameter's own storage), without absmax / scale / code constants."""
+    return elements if quantization.kind == "int8" else (elements + 1) // 2
+
+
 class FrozenBytes(NamedTuple):
     quantized_bytes: int  # packed weights and their constants
+    constant_bytes: int  # of which QuantState / SCB constants: attributes, not parameters (no ZeRO-3 partition)
     quantized_weights: int  # weight elements stored quantized
     other_parameters: int  # frozen parameters kept as floats (embeddings, head, norms, biases, experts)
     float_bytes: int  # their bytes
@@ -424,15 +430,17 @@ def frozen_bytes(found: Inventory, count: AdapterCount, quantization: Quantizati
                                 f"got {quantization.kind!r}")
     if dtype not in DTYPE_BYTES:
         raise AdapterInputError("dtype", f"dtype must be one of {', '.join(DTYPE_BYTES)}, got {dtype!r}")
-    packed = elements = 0
+    stored = constants = elements = 0
     if quantization.kind != "none":
         for weight in found.weights:
             if quantized(weight):
-                packed += weight.instances * quantized_weight_bytes(weight.elements, weight.out_features, quantization)
+                kept = quantized_weight_bytes(weight.elements, weight.out_features, quantization)
+                stored += weight.instances * kept
+                constants += weight.instances * (kept - packed_bytes(weight.elements, quantization))
                 elements += weight.instances * weight.elements
     other = count.frozen - elements
     width = 4 if quantization.kind != "none" and kbit_upcast else DTYPE_BYTES[dtype]
-    return FrozenBytes(packed, elements, other, other * width, packed + other * width)
+    return FrozenBytes(stored, constants, elements, other, other * width, stored + other * width)
 
 
 # --- P, G, O ---
