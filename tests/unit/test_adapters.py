@@ -205,3 +205,24 @@ def test_other_bad_settings_are_named():
         frozen_bytes(inventory(LLAMA), count_adapters(LLAMA, LoraSettings(8)), Quantization("int4"))
     with pytest.raises(AdapterInputError, match="engine must be one of"):
         model_state(LLAMA, LoraSettings(8), engine="megatron")
+
+
+SHARDING = json.loads((DATA / "sharding.json").read_text())
+
+
+def test_engines_shard_and_grade_as_measured():
+    # benchmarks/adapters/sharding.py: one adapter on layer 1's q_proj of a 2-layer llama, fp32
+    runs, lora = SHARDING["runs"], LoraSettings(SHARDING["lora"]["r"], tuple(SHARDING["lora"]["target_modules"]))
+    counted = count_adapters(SHARDING["config"], lora)
+    assert counted.trainable == runs["fsdp2"]["gradient_elements"]  # FSDP2: gradients for trainable parameters only
+    for stage in ("zero1", "zero2"):  # ZeRO-1/2 flatten only trainable parameters; frozen ones stay whole
+        assert runs[stage]["flattened_elements"] == counted.trainable
+        assert runs[stage]["frozen_elements_per_rank"] == counted.frozen and not runs[stage]["frozen_partitioned"]
+    zero3 = runs["zero3"]  # ZeRO-3 partitions every parameter, frozen ones included
+    assert zero3["all_full_elements"] == counted.all and zero3["frozen_full_elements"] == counted.frozen
+    assert zero3["frozen_elements_per_rank"] == -(-counted.frozen // zero3["world_size"])
+    # FSDP1 use_orig_params=True: the unit mixing frozen and trainable parameters keeps a gradient for all of it
+    mixed = model_state(SHARDING["config"], lora, engine="fsdp1", dtype="fp32", fsdp_mixed_units=True)
+    assert mixed.gradient_bytes // 4 == sum(unit["gradient_elements"] for unit in runs["fsdp1"]["units"])
+    alone = model_state(SHARDING["config"], lora, engine="fsdp2", dtype="fp32")
+    assert alone.gradient_bytes // 4 == counted.trainable
