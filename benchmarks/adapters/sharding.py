@@ -10,7 +10,8 @@ decoder layer mixes frozen and trainable parameters and the other is all frozen.
 - FSDP2 (fully_shard per decoder layer, 1 rank): the elements of every gradient;
 - DeepSpeed ZeRO-1/2/3 (2 ranks, torch AdamW as client optimizer): at stages 1-2 the elements the optimizer
   flattens (bit16_groups) and whether frozen parameters stay whole; at stage 3 each rank's partition of every
-  parameter (ds_tensor), frozen ones included.
+  parameter (ds_tensor), frozen ones included; with bf16 enabled (a bf16 base, PEFT's fp32 adapters), the
+  adapters' dtype before and after deepspeed.initialize.
 Each engine runs in fresh processes.
 """
 
@@ -34,14 +35,14 @@ CONFIG = {**BASE["llama"], "num_hidden_layers": 2}
 LORA = {"r": 8, "target_modules": ["layers.1.self_attn.q_proj"]}
 
 
-def _model():
+def _model(dtype: str = "float32"):
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoConfig, AutoModelForCausalLM
     torch.manual_seed(0)
     fields = dict(CONFIG)
     model_type = fields.pop("model_type")
-    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **fields), dtype=torch.float32)
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **fields), dtype=getattr(torch, dtype))
     return get_peft_model(model, LoraConfig(**LORA))
 
 
@@ -91,18 +92,21 @@ def fsdp2(rank: int, world: int, port: int, out: str) -> None:
     Path(out).write_text(json.dumps({"gradient_elements": sum(grads.values()), "gradients": sorted(grads)}))
 
 
-def zero(stage: int, rank: int, world: int, port: int, out: str) -> None:
+def zero(stage: int, rank: int, world: int, port: int, out: str, bf16: bool = False) -> None:
     import deepspeed
     import torch
     _init(rank, world, port)
-    model = _model()
+    model = _model("bfloat16" if bf16 else "float32")
     trainable = [p for p in model.parameters() if p.requires_grad]
+    before = sorted({str(p.dtype) for p in trainable})
     config = {"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": stage},
-              "zero_allow_untested_optimizer": True, "zero_force_ds_cpu_optimizer": False}
+              "zero_allow_untested_optimizer": True, "zero_force_ds_cpu_optimizer": False,
+              "bf16": {"enabled": bf16}}
     engine, optimizer, *_ = deepspeed.initialize(model=model, optimizer=torch.optim.AdamW(trainable, lr=1e-3),
                                                  config=config)
     frozen = [p for p in engine.module.parameters() if not p.requires_grad]
-    record = {"stage": stage, "world_size": world}
+    record = {"stage": stage, "world_size": world, "bf16": bf16, "trainable_dtypes_before": before,
+              "trainable_dtypes": sorted({str(p.dtype) for p in engine.module.parameters() if p.requires_grad})}
     if stage < 3:
         inner = optimizer
         record["flattened_elements"] = sum(p.numel() for group in inner.bit16_groups for p in group)
@@ -125,7 +129,7 @@ def _worker(rank: int, job: str, world: int, port: int, folder: str) -> None:
     elif job == "fsdp2":
         fsdp2(rank, world, port, out)
     else:
-        zero(int(job[-1]), rank, world, port, out)
+        zero(int(job[4]), rank, world, port, out, bf16=job.endswith("bf16"))
 
 
 def main() -> int:
@@ -134,7 +138,7 @@ def main() -> int:
     import torch
     record = {"torch": torch.__version__, "peft": peft.__version__, "deepspeed": deepspeed.__version__,
               "device": "cpu", "config": CONFIG, "lora": LORA, "runs": {}}
-    jobs = [("fsdp1", 1), ("fsdp2", 1), ("zero1", 2), ("zero2", 2), ("zero3", 2)]
+    jobs = [("fsdp1", 1), ("fsdp2", 1), ("zero1", 2), ("zero2", 2), ("zero3", 2), ("zero2_bf16", 2)]
     with tempfile.TemporaryDirectory() as folder:
         for index, (job, world) in enumerate(jobs):
             mp.spawn(_worker, args=(job, world, 29600 + index, folder), nprocs=world, join=True)

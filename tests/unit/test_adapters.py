@@ -226,3 +226,12 @@ def test_engines_shard_and_grade_as_measured():
     assert mixed.gradient_bytes // 4 == sum(unit["gradient_elements"] for unit in runs["fsdp1"]["units"])
     alone = model_state(SHARDING["config"], lora, engine="fsdp2", dtype="fp32")
     assert alone.gradient_bytes // 4 == counted.trainable
+
+
+def test_deepspeed_recasts_peft_fp32_adapters_to_bf16_as_measured():
+    run = SHARDING["runs"]["zero2_bf16"]
+    assert (run["trainable_dtypes_before"], run["trainable_dtypes"]) == (["torch.float32"], ["torch.bfloat16"])
+    lora = LoraSettings(SHARDING["lora"]["r"], tuple(SHARDING["lora"]["target_modules"]))
+    counted = count_adapters(SHARDING["config"], lora)
+    state = model_state(SHARDING["config"], lora, engine="deepspeed", dtype="bf16")
+    assert state.parameter_bytes == 2 * counted.all and state.gradient_bytes == 2 * counted.trainable
