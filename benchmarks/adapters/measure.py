@@ -7,7 +7,8 @@ Run with the measurement venv (torch 2.13.0 CPU, transformers, peft, bitsandbyte
 
 `counts`: each model is built from a config dict (AutoModelForCausalLM.from_config, never downloaded) and
 wrapped with `get_peft_model`; the record keeps `PeftModel.get_nb_trainable_parameters()` and the bytes of
-the trainable parameters by dtype (PEFT's autocast_adapter_dtype upcasts adapters to fp32).
+the trainable parameters by dtype (PEFT's autocast_adapter_dtype upcasts adapters to fp32), or PEFT's error
+when it refuses the config.
 `quantized`: the random model is saved to a temporary directory and loaded back with a BitsAndBytesConfig
 on the CPU (transformers' own replace_with_bnb_linear path); the record keeps, per quantized module, the
 bytes of every tensor bitsandbytes keeps (packed weight, absmax, code, nested state), the model's unique
@@ -54,6 +55,17 @@ def lora_cases() -> list[dict]:
         for index, lora in enumerate(settings):
             out.append({"id": f"{family}-{index}", "config": dict(sorted(config.items())),
                         "lora": {k: v for k, v in lora.items() if v is not None}})
+    extra_cases = [  # transformers 5's fused experts: PEFT maps v4 names onto them (and off the dense layers)
+        ("qwen3_moe", {"mlp_only_layers": [1]}, {"r": 8, "target_modules": "all-linear"}),
+        ("qwen3_moe", {"mlp_only_layers": [0]}, {"r": 4, "target_modules": ["q_proj", "gate_proj", "up_proj"]}),
+        ("qwen3_moe", {}, {"r": 4, "target_modules": ["gate", "o_proj"]}),
+        ("mixtral", {}, {"r": 4, "target_modules": ["w1", "w3", "k_proj"]}),
+        ("mixtral", {}, {"r": 4, "target_modules": ["w1", "w2"]}),  # refused: w1 is fused with w3
+        ("llama", {}, {"r": 8, "target_modules": ["query", "value"]}),  # refused: no such module
+    ]
+    for index, (family, changes, lora) in enumerate(extra_cases):
+        config = {**BASE[family], **changes, "num_hidden_layers": 2}
+        out.append({"id": f"{family}_extra-{index}", "config": dict(sorted(config.items())), "lora": lora})
     odd = {**ODD, "num_hidden_layers": 3}
     out.append({"id": "llama_odd-0", "config": dict(sorted(odd.items())), "lora": {"r": 3, "target_modules": "all-linear"}})
     return out
@@ -96,7 +108,10 @@ def count(case: dict) -> dict:
     import torch
     from peft import LoraConfig, get_peft_model
     torch.manual_seed(0)
-    model = get_peft_model(_model(case["config"], torch.bfloat16), LoraConfig(**case["lora"]))
+    try:
+        model = get_peft_model(_model(case["config"], torch.bfloat16), LoraConfig(**case["lora"]))
+    except ValueError as error:  # PEFT refuses the config: recorded, the model must refuse it too
+        return {"error": str(error)}
     trainable, total = model.get_nb_trainable_parameters()
     return {"trainable": trainable, "all": total,
             "trainable_bytes": _bytes_by_dtype(p for p in model.parameters() if p.requires_grad),
