@@ -214,6 +214,12 @@ def test_other_bad_settings_are_named():
         count_adapters(LLAMA, LoraSettings(8, ("q_proj",), ("score",)))
     with pytest.raises(AdapterInputError, match="quantization must be one of"):
         frozen_bytes(inventory(LLAMA), count_adapters(LLAMA, LoraSettings(8)), Quantization("int4"))
+    with pytest.raises(AdapterInputError, match="must name modules"):
+        count_adapters(LLAMA, LoraSettings(8, ("q_proj",), (None,)))
+    with pytest.raises(AdapterInputError, match="must name modules"):
+        count_adapters(LLAMA, LoraSettings(8, ()))
+    with pytest.raises(AdapterInputError, match="not a bitsandbytes quantization"):
+        quantized_weight_bytes(64, 8, Quantization("none"))
     with pytest.raises(AdapterInputError, match="engine must be one of"):
         model_state(LLAMA, LoraSettings(8), engine="megatron")
 

@@ -267,6 +267,8 @@ def _saved_modules(inventory_: Inventory, names: tuple[str, ...]) -> list[Weight
     """modules_to_save: every module whose name ends with a listed name (peft/utils/other.py _set_trainable)."""
     saved = []
     for name in names:
+        if not isinstance(name, str) or not name:
+            raise AdapterInputError("modules_to_save", f"modules_to_save must name modules, got {name!r}")
         found = [w for w in inventory_.weights if w.kind in LINEAR_KINDS + ("head", "embedding")
                  and _suffix_match(w, name)]
         if not found:
@@ -386,6 +388,8 @@ def quantized_weight_bytes(elements: int, rows: int, quantization: Quantization)
     int8_vectorwise_quant): 1 B per value and one fp32 scale (SCB) per output row."""
     if quantization.kind == "int8":
         return elements + 4 * rows
+    if quantization.kind not in ("nf4", "fp4"):
+        raise AdapterInputError("quantization", f"{quantization.kind!r} is not a bitsandbytes quantization")
     blocks = -(-elements // BLOCKSIZE)
     kept = (elements + 1) // 2 + NF4_CODE_BYTES
     if quantization.double_quant:
