@@ -18,9 +18,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "tests" / "data" / "adapters" / "lora_activations.json"
 sys.path.insert(0, str(ROOT / "benchmarks" / "activations"))
-from measure import BASE  # noqa: E402
+from measure import BASE, _storages  # noqa: E402
 
-LORA = [  # (family, LoraConfig fields, autocast_adapter_dtype, sequence, micro-batch[, attention, layer counts])
+LORA = [  # (family, LoraConfig fields, autocast_adapter_dtype, sequence, micro-batch[, attention, layer counts,
+    #          gradient checkpointing])
     ("llama", {"r": 8, "target_modules": ["q_proj", "v_proj"]}, True, 64, 2),
     ("llama", {"r": 16, "target_modules": "all-linear"}, True, 64, 2),
     ("llama", {"r": 16, "target_modules": "all-linear"}, False, 64, 2),
@@ -35,16 +36,19 @@ LORA = [  # (family, LoraConfig fields, autocast_adapter_dtype, sequence, micro-
     ("mistral", {"r": 8, "target_modules": ["v_proj"]}, True, 64, 2),
     ("llama", {"r": 8, "target_modules": ["layers.1.self_attn.q_proj", "layers.2.mlp.down_proj"]}, True, 64, 2,
      "sdpa", (2, 3)),
+    ("llama", {"r": 8, "target_modules": ["q_proj", "v_proj"]}, True, 64, 2, "sdpa", (1, 2), True),
+    ("qwen2", {"r": 8, "target_modules": "all-linear"}, False, 64, 2, "sdpa", (1, 2), True),
+    ("gemma", {"r": 16, "target_modules": "all-linear"}, True, 48, 2, "eager", (1, 2), True),
 ]
 
 
 def cases() -> list[dict]:
     out = []
     for index, (family, lora, autocast, seq, batch, *rest) in enumerate(LORA):
-        attention, layers = (rest + ["sdpa", (1, 2)][len(rest):])[:2]
+        attention, layers, checkpointing = (rest + ["sdpa", (1, 2), False][len(rest):])[:3]
         out.append({"id": f"{family}-{index}", "config": dict(sorted(BASE[family].items())), "lora": lora,
                     "autocast_adapter_dtype": autocast, "sequence_length": seq, "micro_batch": batch,
-                    "dtype": "bfloat16", "attention": attention, "gradient_checkpointing": False,
+                    "dtype": "bfloat16", "attention": attention, "gradient_checkpointing": checkpointing,
                     "layer_counts": list(layers)})
     return out
 
@@ -76,6 +80,17 @@ def measure(arguments) -> int | str:
                 found[storage.data_ptr()] = storage.nbytes()
             return tensor
 
+        if case["gradient_checkpointing"]:  # non-reentrant; what a checkpoint keeps are its inputs (as measure.py)
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            for module in model.modules():
+                inner = getattr(module, "_gradient_checkpointing_func", None)
+                if inner is not None:
+                    def recording(function, *args, _inner=inner, **kwargs):
+                        kept: dict[int, int] = {}
+                        _storages((function, args, kwargs), kept)
+                        found.update({pointer: size for pointer, size in kept.items() if pointer not in params})
+                        return _inner(function, *args, **kwargs)
+                    module._gradient_checkpointing_func = recording
         ids = torch.randint(0, fields["vocab_size"], (case["micro_batch"], case["sequence_length"]),
                             generator=torch.Generator().manual_seed(1))
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):

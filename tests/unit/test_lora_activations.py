@@ -21,7 +21,8 @@ def estimate(case: dict, layers: int):
     targets = lora["target_modules"]
     count = count_adapters(config, LoraSettings(lora["r"], targets if isinstance(targets, str) else tuple(targets)))
     return estimate_lora_activations(model_shape(config), count, case["sequence_length"], case["micro_batch"],
-                                     "bf16", "fp32" if case["autocast_adapter_dtype"] else "bf16", case["attention"])
+                                     "bf16", "fp32" if case["autocast_adapter_dtype"] else "bf16", case["attention"],
+                                     case["gradient_checkpointing"])
 
 
 def test_the_record_covers_families_dtypes_attention_and_partial_targets():
@@ -30,6 +31,7 @@ def test_the_record_covers_families_dtypes_attention_and_partial_targets():
     assert {case["autocast_adapter_dtype"] for case in cases} == {True, False}
     assert {case["attention"] for case in cases} == {"sdpa", "eager"}
     assert any(case["layer_counts"] == [2, 3] for case in cases)  # adapters on later layers only
+    assert {case["gradient_checkpointing"] for case in cases} == {True, False}
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[f"{case['id']}-L{layers}" for case, layers in ROWS])
@@ -49,6 +51,17 @@ def test_one_llama_layer_with_q_and_v_adapters_by_hand():
     assert estimate(case, 2).per_layer_bytes == layer
     full = estimate_activations(model_shape({**case["config"], "num_hidden_layers": 2}), 64, 2, "bf16")
     assert full.per_layer_bytes - layer == 740_352 - 666_624  # less than full fine-tuning here
+
+
+def test_checkpointing_keeps_the_layer_inputs_as_without_adapters():
+    case = next(case for case in RECORD["cases"] if case["gradient_checkpointing"] and case["id"].startswith("llama"))
+    config = {**case["config"], "num_hidden_layers": 2}
+    full = estimate_activations(model_shape(config), 64, 2, "bf16", True, "sdpa")
+    lora = estimate(case, 2)
+    assert lora.checkpoint_bytes == full.checkpoint_bytes
+    # the frozen embedding keeps no ids (8·T), the frozen final norm and head no bf16 copies (2 × 2·T·h)
+    assert full.total - lora.total == 8 * 128 + 2 * 2 * 128 * 128 == 66_560
+    assert lora.recompute_bytes == estimate({**case, "gradient_checkpointing": False}, 2).per_layer_bytes
 
 
 def test_unmeasured_settings_are_refused_by_name():

@@ -10,7 +10,8 @@ per adapter `x = self._cast_input_dtype(x, lora_A.weight.dtype)` and `lora_B(lor
   model's (PEFT's fp32 default: one copy per adapted module, even when they read the same tensor), else
   the shared input itself, once. B keeps A's output (T·r in the adapter dtype).
 Checked against PEFT on CPU (benchmarks/adapters/activations.py → tests/data/adapters/lora_activations.json).
-Families measured: llama, mistral, qwen2, qwen3, gemma; sdpa and eager, no checkpointing, lora_dropout 0.
+Families measured: llama, mistral, qwen2, qwen3, gemma; sdpa and eager, with and without (non-reentrant)
+gradient checkpointing, lora_dropout 0.
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ class LoraActivations(NamedTuple):
     first_layer_bytes: int  # the first adapted layer (its input, from the frozen embedding, needs none)
     layer_bytes: int  # all layers
     outside_bytes: int  # embedding, rotary tables, final norm, loss
-    total: int
+    checkpointing: bool
+    checkpoint_bytes: int  # with checkpointing: every layer's input and the shared inputs, as without adapters
+    recompute_bytes: int  # with checkpointing: the largest layer re-run during backward
+    total: int  # everything saved at the end of forward (recompute not included)
 
 
 def _frozen_savings(shape: ModelShape, tokens: int, w: int, attention: str) -> int:
@@ -112,14 +116,17 @@ def _eager_savings(shape: ModelShape, b: int, s: int, w: int, gq: bool, gk: bool
 
 
 def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_length: int, micro_batch: int,
-                              dtype: str = "bf16", adapter_dtype: str = "fp32",
-                              attention: str = "sdpa") -> LoraActivations:
-    """Saved bytes of one micro-batch with LoRA (no checkpointing); raises ActivationInputError."""
+                              dtype: str = "bf16", adapter_dtype: str = "fp32", attention: str = "sdpa",
+                              checkpointing: bool = False) -> LoraActivations:
+    """Saved bytes of one micro-batch with LoRA; raises ActivationInputError.
+
+    With (non-reentrant) checkpointing each layer keeps its input whether or not it needs a gradient, as in
+    full fine-tuning; only the parts outside the layers change, and the re-run layer is a LoRA layer."""
     if shape.model_type not in FAMILIES:
         raise ActivationInputError(f"no LoRA activation model for {shape.model_type!r}; measured: {', '.join(FAMILIES)}")
     if adapter_dtype not in DTYPE_BYTES:
         raise ActivationInputError(f"adapter_dtype must be one of {', '.join(DTYPE_BYTES)}, got {adapter_dtype!r}")
-    full = estimate_activations(shape, sequence_length, micro_batch, dtype, False, attention)
+    full = estimate_activations(shape, sequence_length, micro_batch, dtype, checkpointing, attention)
     tokens, w, a = sequence_length * micro_batch, DTYPE_BYTES[dtype], DTYPE_BYTES[adapter_dtype]
     if count.saved or any(t.weight.kind not in ("linear",) or t.layers is None for t in count.targets):
         raise ActivationInputError("the LoRA activation model covers adapters on the layers' linear projections only")
@@ -134,9 +141,13 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
     sizes[start] -= _first_layer_savings(shape, by_layer[start], micro_batch, sequence_length, w, a, attention)
     gemma = shape.model_type == "gemma"
     # frozen embedding: no token ids (nor gemma's scale); frozen final norm and head: no normalized copy, no input
-    outside = (full.total - full.layer_bytes - I64 * tokens - (w if gemma else 0)
-               - (F32 if gemma else w) * tokens * shape.hidden - w * tokens * shape.hidden)
+    outside = (full.embedding_bytes + full.shared_bytes + full.final_norm_bytes + full.logits_bytes
+               - I64 * tokens - (w if gemma else 0) - (F32 if gemma else w) * tokens * shape.hidden
+               - w * tokens * shape.hidden)
+    if checkpointing:  # the checkpoints keep the layers' inputs (rotary tables included) whatever needs a gradient
+        return LoraActivations(max(sizes), sizes[start], sum(sizes), outside, True, full.checkpoint_bytes,
+                               max(sizes), outside + full.checkpoint_bytes)
     if start == shape.layers - 1 and not {"q_proj", "k_proj"} & set(by_layer[start]):
         outside -= full.shared_bytes  # rotary tables are kept by q·cos only when q or k carries a gradient
     middle = max(sizes[start + 1:], default=sizes[start])
-    return LoraActivations(middle, sizes[start], sum(sizes), outside, sum(sizes) + outside)
+    return LoraActivations(middle, sizes[start], sum(sizes), outside, False, 0, 0, sum(sizes) + outside)
