@@ -5,7 +5,8 @@
 Same method as benchmarks/activations/measure.py (saved_tensors_hooks, unique storages, parameters -- the
 frozen base and the adapters -- excluded), with the model wrapped by `get_peft_model` first. Measured at 1
 and 2 layers (or 2 and 3), each in its own forked process: 2 layers - 1 layer is one layer whose input requires
-grad; the first layer's input (the frozen embedding's output) does not, so it keeps less.
+grad; the first layer's input (the frozen embedding's output) does not, so it keeps less. QLoRA cases load the
+base quantized by bitsandbytes on the CPU, with and without peft's prepare_model_for_kbit_training.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,6 +42,14 @@ LORA = [  # (family, LoraConfig fields, autocast_adapter_dtype, sequence, micro-
     ("qwen2", {"r": 8, "target_modules": "all-linear"}, False, 64, 2, "sdpa", (1, 2), True),
     ("gemma", {"r": 16, "target_modules": "all-linear"}, True, 48, 2, "eager", (1, 2), True),
 ]
+# QLoRA: (index into LORA, bitsandbytes config, prepare_model_for_kbit_training)
+QUANTIZED = [
+    (0, {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}, False),
+    (0, {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}, True),
+    (1, {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True}, True),
+    (4, {"load_in_8bit": True}, True),
+    (6, {"load_in_4bit": True, "bnb_4bit_quant_type": "fp4"}, False),
+]
 
 
 def cases() -> list[dict]:
@@ -50,6 +60,9 @@ def cases() -> list[dict]:
                     "autocast_adapter_dtype": autocast, "sequence_length": seq, "micro_batch": batch,
                     "dtype": "bfloat16", "attention": attention, "gradient_checkpointing": checkpointing,
                     "layer_counts": list(layers)})
+    for index, (base, bnb, prepare) in enumerate(QUANTIZED, start=len(out)):
+        case = dict(out[base])
+        out.append({**case, "id": f"{case['config']['model_type']}-{index}", "bnb": bnb, "prepare_kbit": prepare})
     return out
 
 
@@ -69,6 +82,17 @@ def measure(arguments) -> int | str:
         config = AutoConfig.for_model(model_type, **fields)
         config._attn_implementation = case["attention"]
         model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, case["dtype"]))
+        if case.get("bnb"):  # saved and loaded back quantized on the CPU, as transformers loads a QLoRA base
+            from peft import prepare_model_for_kbit_training
+            from transformers import BitsAndBytesConfig
+            with tempfile.TemporaryDirectory() as folder:
+                model.save_pretrained(folder)
+                model = AutoModelForCausalLM.from_pretrained(
+                    folder, dtype=getattr(torch, case["dtype"]), device_map="cpu",
+                    attn_implementation=case["attention"],
+                    quantization_config=BitsAndBytesConfig(**case["bnb"], bnb_4bit_compute_dtype=torch.bfloat16))
+            if case["prepare_kbit"]:
+                model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
         model = get_peft_model(model, LoraConfig(**case["lora"]), autocast_adapter_dtype=case["autocast_adapter_dtype"])
         model.train()
         params = {p.untyped_storage().data_ptr() for p in model.parameters()}

@@ -9,7 +9,7 @@ import pytest
 from zeromem_lsp.activations import ActivationInputError, estimate_activations
 from zeromem_lsp.configs.model_config import model_shape
 from zeromem_lsp.memory.adapters import LoraSettings, count_adapters
-from zeromem_lsp.memory.lora_activations import FAMILIES, estimate_lora_activations
+from zeromem_lsp.memory.lora_activations import FAMILIES, activation_dtype, estimate_lora_activations
 
 RECORD = json.loads((Path(__file__).resolve().parents[1] / "data" / "adapters" / "lora_activations.json").read_text())
 ROWS = [(case, layers) for case in RECORD["cases"] for layers in case["layer_counts"]]
@@ -20,8 +20,9 @@ def estimate(case: dict, layers: int):
     lora = case["lora"]
     targets = lora["target_modules"]
     count = count_adapters(config, LoraSettings(lora["r"], targets if isinstance(targets, str) else tuple(targets)))
+    dtype = activation_dtype("bf16", bool(case.get("bnb")), case.get("prepare_kbit", False))
     return estimate_lora_activations(model_shape(config), count, case["sequence_length"], case["micro_batch"],
-                                     "bf16", "fp32" if case["autocast_adapter_dtype"] else "bf16", case["attention"],
+                                     dtype, "fp32" if case["autocast_adapter_dtype"] else dtype, case["attention"],
                                      case["gradient_checkpointing"])
 
 
@@ -32,6 +33,9 @@ def test_the_record_covers_families_dtypes_attention_and_partial_targets():
     assert {case["attention"] for case in cases} == {"sdpa", "eager"}
     assert any(case["layer_counts"] == [2, 3] for case in cases)  # adapters on later layers only
     assert {case["gradient_checkpointing"] for case in cases} == {True, False}
+    quantized = [case for case in cases if case.get("bnb")]  # QLoRA: 4-bit and 8-bit, with and without k-bit prep
+    assert {case["prepare_kbit"] for case in quantized} == {True, False}
+    assert any(case["bnb"].get("load_in_8bit") for case in quantized)
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[f"{case['id']}-L{layers}" for case, layers in ROWS])
@@ -51,6 +55,16 @@ def test_one_llama_layer_with_q_and_v_adapters_by_hand():
     assert estimate(case, 2).per_layer_bytes == layer
     full = estimate_activations(model_shape({**case["config"], "num_hidden_layers": 2}), 64, 2, "bf16")
     assert full.per_layer_bytes - layer == 740_352 - 666_624  # less than full fine-tuning here
+
+
+def test_qlora_keeps_what_lora_keeps_and_runs_in_fp32_after_kbit_preparation():
+    plain = next(case for case in RECORD["cases"] if case["id"] == "llama-0")
+    for case in RECORD["cases"]:
+        if case.get("bnb") and case["lora"] == plain["lora"]:
+            if case["prepare_kbit"]:
+                assert case["saved_bytes"]["2"] > plain["saved_bytes"]["2"]
+            else:  # a bitsandbytes linear keeps no input: the 4-bit base changes nothing
+                assert case["saved_bytes"] == plain["saved_bytes"]
 
 
 def test_checkpointing_keeps_the_layer_inputs_as_without_adapters():

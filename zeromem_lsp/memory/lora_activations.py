@@ -9,6 +9,7 @@ per adapter `x = self._cast_input_dtype(x, lora_A.weight.dtype)` and `lora_B(lor
 - Each adapter keeps its own input for A's gradient: a fresh copy when the adapter dtype differs from the
   model's (PEFT's fp32 default: one copy per adapted module, even when they read the same tensor), else
   the shared input itself, once. B keeps A's output (T·r in the adapter dtype).
+- QLoRA: see `activation_dtype`.
 Checked against PEFT on CPU (benchmarks/adapters/activations.py → tests/data/adapters/lora_activations.json).
 Families measured: llama, mistral, qwen2, qwen3, gemma; sdpa and eager, with and without (non-reentrant)
 gradient checkpointing, lora_dropout 0.
@@ -26,6 +27,14 @@ FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma")
 # which tensor each adapted module reads: the attention input, the attention output, the MLP input, the product
 SOURCES = {"q_proj": "attn_in", "k_proj": "attn_in", "v_proj": "attn_in", "o_proj": "attn_out",
            "gate_proj": "mlp_in", "up_proj": "mlp_in", "down_proj": "down_in"}
+
+
+def activation_dtype(dtype: str, quantized: bool, kbit_upcast: bool) -> str:
+    """The dtype the forward runs in. With a bitsandbytes base (4- or 8-bit), a quantized linear keeps no input
+    (bitsandbytes/autograd/_functions.py, MatMul4Bit.forward keeps only the packed weight), so QLoRA keeps what
+    LoRA keeps; but prepare_model_for_kbit_training upcasts the embeddings, norms and head to fp32 and the
+    hidden states follow them: the whole forward then keeps fp32 tensors (measured, 4-bit and 8-bit)."""
+    return "fp32" if quantized and kbit_upcast else dtype
 
 
 class LoraActivations(NamedTuple):
