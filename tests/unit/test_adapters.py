@@ -14,6 +14,7 @@ from zeromem_lsp.memory.adapters import (
     LoraSettings,
     Quantization,
     count_adapters,
+    dequantized_transient_bytes,
     frozen_bytes,
     inventory,
     model_state,
@@ -157,6 +158,12 @@ def test_qlora_keeps_head_and_embeddings_in_16_bit_and_upcasts_them_when_prepare
     assert plain.other_parameters == 8_030_261_248 - linear == 2 * 128256 * 4096 + 65 * 4096
     upcast = frozen_bytes(found, counted, Quantization("nf4", True))
     assert upcast.float_bytes == 2 * plain.float_bytes
+
+
+def test_the_largest_dequantized_weight_is_the_mlp():
+    found = inventory(LLAMA)
+    assert dequantized_transient_bytes(found, Quantization("nf4", True)) == 2 * 4096 * 14336
+    assert dequantized_transient_bytes(found, Quantization("none")) == 0
 
 
 def test_fsdp1_mixed_units_cost_gradients_for_their_frozen_parameters():

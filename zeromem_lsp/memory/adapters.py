@@ -447,6 +447,15 @@ def frozen_bytes(found: Inventory, count: AdapterCount, quantization: Quantizati
     return FrozenBytes(stored, constants, elements, other, other * width, stored + other * width)
 
 
+def dequantized_transient_bytes(found: Inventory, quantization: Quantization, compute_dtype: str = "bf16") -> int:
+    """The largest weight bitsandbytes dequantizes at a time: MatMul4Bit.backward computes grad_A against
+    `F.dequantize_4bit(B, state).to(grad_output.dtype)` (bitsandbytes/autograd/_functions.py), one
+    out × in weight in the compute dtype, freed after its layer; 0 without quantization."""
+    if quantization.kind == "none":
+        return 0
+    return max((w.elements for w in found.weights if quantized(w)), default=0) * DTYPE_BYTES[compute_dtype]
+
+
 # --- P, G, O ---
 
 class AdapterState(NamedTuple):
