@@ -62,6 +62,8 @@ def lora_cases() -> list[dict]:
         ("mixtral", {}, {"r": 4, "target_modules": ["w1", "w3", "k_proj"]}),
         ("mixtral", {}, {"r": 4, "target_modules": ["w1", "w2"]}),  # refused: w1 is fused with w3
         ("llama", {}, {"r": 8, "target_modules": ["query", "value"]}),  # refused: no such module
+        ("llama", {}, {"r": 4, "target_modules": ["down_proj"], "modules_to_save": ["layers.1.mlp.down_proj"]}),
+        ("qwen3", {}, {"r": 4, "target_modules": ["q_proj"], "modules_to_save": ["norm"]}),  # every *norm module
     ]
     for index, (family, changes, lora) in enumerate(extra_cases):
         config = {**BASE[family], **changes, "num_hidden_layers": 2}

@@ -263,30 +263,36 @@ def _moe_targets(inventory_: Inventory, names: set[str], rank: int) -> tuple[lis
     return chosen, used
 
 
-def _saved_modules(inventory_: Inventory, names: tuple[str, ...]) -> list[Weight]:
+def _saved_modules(inventory_: Inventory, names: tuple[str, ...]) -> list[Target]:
     """modules_to_save: every module whose name ends with a listed name (peft/utils/other.py _set_trainable)."""
-    saved = []
+    saved: dict[Weight, set[int] | None] = {}
     for name in names:
         if not isinstance(name, str) or not name:
             raise AdapterInputError("modules_to_save", f"modules_to_save must name modules, got {name!r}")
-        found = [w for w in inventory_.weights if w.kind in LINEAR_KINDS + ("head", "embedding")
-                 and _suffix_match(w, name)]
+        found = False
+        for weight in inventory_.weights:
+            layers = _suffix_layers(weight, name)
+            if layers is not None and weight.kind not in ("router", "experts"):
+                found = True
+                saved[weight] = None if weight.layers is None else (saved.get(weight) or set()) | set(layers)
         if not found:
             known = ", ".join(w.path.rsplit(".", 1)[-1] for w in inventory_.weights if w.layers is None)
             raise AdapterInputError("modules_to_save", f"modules_to_save {name!r} names no module of this "
                                     f"{inventory_.model_type} model (modules outside the layers: {known})")
-        saved += found
-    return list(dict.fromkeys(saved))
+    return [Target(weight, None if layers is None else tuple(sorted(layers)), 0) for weight, layers in saved.items()]
 
 
-def _suffix_match(weight: Weight, name: str) -> bool:
-    """_set_trainable's test `key.endswith(target_key)` (no dot required), on the module name."""
+def _suffix_layers(weight: Weight, name: str) -> tuple[int, ...] | None:
+    """_set_trainable's test `key.endswith(target_key)` (no dot required): the matching instances, or None."""
     if weight.layers is None:
-        return weight.path.endswith(name)
-    return weight.path.replace("{i}", "0").endswith(name)
+        return () if weight.path.endswith(name) else None
+    if not any(character.isdigit() for character in name):  # the layer index cannot matter
+        return weight.layers if weight.path.replace("{i}", "0").endswith(name) else None
+    layers = tuple(i for i in weight.layers if weight.path.replace("{i}", str(i)).endswith(name))
+    return layers or None
 
 
-def resolve_targets(inventory_: Inventory, lora: LoraSettings) -> tuple[tuple[Target, ...], tuple[Weight, ...]]:
+def resolve_targets(inventory_: Inventory, lora: LoraSettings) -> tuple[tuple[Target, ...], tuple[Target, ...]]:
     """(adapted weights, modules_to_save copies); raises AdapterInputError naming the setting."""
     rank = _check_rank(lora.rank)
     saved = _saved_modules(inventory_, tuple(lora.modules_to_save))
@@ -306,9 +312,9 @@ def resolve_targets(inventory_: Inventory, lora: LoraSettings) -> tuple[tuple[Ta
         if not names or not all(isinstance(name, str) and name for name in names):
             raise AdapterInputError("lora_target_modules", f"target_modules must name modules, got {lora.targets!r}")
     chosen, used = _moe_targets(inventory_, names, rank)
-    saved_paths = {w.path for w in saved}
+    excluded = {target.weight: set(target.layers or ()) for target in saved}
     for weight in inventory_.weights:
-        if weight.kind in ("router", "experts") or weight.path in saved_paths:
+        if weight.kind in ("router", "experts") or (weight in excluded and not excluded[weight]):
             continue  # MoE parameters are reached only through the v4 aliases; modules_to_save wins
         if whole and weight.kind not in LINEAR_KINDS:
             continue
@@ -319,7 +325,8 @@ def resolve_targets(inventory_: Inventory, lora: LoraSettings) -> tuple[tuple[Ta
             if found is not None:
                 hit = True
                 layers |= set(found)
-        if hit:
+        layers -= excluded.get(weight, set())
+        if hit and (weight.layers is None or layers):
             chosen.append(Target(weight, None if weight.layers is None else tuple(sorted(layers)), rank))
     if not chosen:
         listed = ALL_LINEAR if whole else ", ".join(sorted(names))
@@ -355,7 +362,7 @@ class AdapterCount(NamedTuple):
     saved_copies: int
     base: int
     targets: tuple[Target, ...]
-    saved: tuple[Weight, ...]
+    saved: tuple[Target, ...]  # modules_to_save copies (rank 0)
 
     @property
     def frozen(self) -> int:
@@ -367,7 +374,7 @@ def count_adapters(config: dict, lora: LoraSettings) -> AdapterCount:
     found = inventory(config)
     targets, saved = resolve_targets(found, lora)
     adapters = sum(adapter_parameters(target, lora) for target in targets)
-    copies = sum(weight.parameters * weight.instances for weight in saved)
+    copies = sum(target.weight.parameters * target.instances for target in saved)
     return AdapterCount(adapters + copies, found.total + adapters + copies, adapters, copies, found.total,
                         targets, saved)
 
