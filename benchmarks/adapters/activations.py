@@ -41,6 +41,13 @@ LORA = [  # (family, LoraConfig fields, autocast_adapter_dtype, sequence, micro-
     ("llama", {"r": 8, "target_modules": ["q_proj", "v_proj"]}, True, 64, 2, "sdpa", (1, 2), True),
     ("qwen2", {"r": 8, "target_modules": "all-linear"}, False, 64, 2, "sdpa", (1, 2), True),
     ("gemma", {"r": 16, "target_modules": "all-linear"}, True, 48, 2, "eager", (1, 2), True),
+    ("phi3", {"r": 8, "target_modules": ["qkv_proj"]}, True, 64, 2),
+    ("phi3", {"r": 8, "target_modules": "all-linear"}, False, 64, 2),
+    ("phi3", {"r": 4, "target_modules": ["o_proj", "down_proj"]}, True, 32, 2, "eager"),
+    ("gemma2", {"r": 8, "target_modules": "all-linear"}, True, 64, 2, "eager"),
+    ("gemma2", {"r": 8, "target_modules": ["q_proj", "v_proj"]}, False, 48, 1, "eager"),
+    ("gemma3_text", {"r": 8, "target_modules": "all-linear"}, True, 64, 2),
+    ("gemma3_text", {"r": 8, "target_modules": ["q_proj", "v_proj"]}, False, 48, 2, "eager"),
 ]
 # QLoRA: (index into LORA, bitsandbytes config, prepare_model_for_kbit_training)
 QUANTIZED = [

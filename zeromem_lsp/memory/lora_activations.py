@@ -11,7 +11,7 @@ per adapter `x = self._cast_input_dtype(x, lora_A.weight.dtype)` and `lora_B(lor
   the shared input itself, once. B keeps A's output (T·r in the adapter dtype).
 - QLoRA: see `activation_dtype`.
 Checked against PEFT on CPU (benchmarks/adapters/activations.py → tests/data/adapters/lora_activations.json).
-Families measured: llama, mistral, qwen2, qwen3, gemma; sdpa and eager, with and without (non-reentrant)
+Families measured: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3; sdpa and eager, with and without (non-reentrant)
 gradient checkpointing, lora_dropout 0.
 """
 
@@ -23,10 +23,13 @@ from zeromem_lsp.activations import DTYPE_BYTES, F32, I64, ActivationInputError,
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.memory.adapters import AdapterCount
 
-FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma")
+FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3")
 # which tensor each adapted module reads: the attention input, the attention output, the MLP input, the product
-SOURCES = {"q_proj": "attn_in", "k_proj": "attn_in", "v_proj": "attn_in", "o_proj": "attn_out",
-           "gate_proj": "mlp_in", "up_proj": "mlp_in", "down_proj": "down_in"}
+SOURCES = {"q_proj": "attn_in", "k_proj": "attn_in", "v_proj": "attn_in", "qkv_proj": "attn_in",
+           "o_proj": "attn_out", "gate_proj": "mlp_in", "up_proj": "mlp_in", "gate_up_proj": "mlp_in",
+           "down_proj": "down_in"}
+# phi3's fused projections stand for their parts
+PARTS = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
 
 
 def activation_dtype(dtype: str, quantized: bool, kbit_upcast: bool) -> str:
@@ -48,22 +51,43 @@ class LoraActivations(NamedTuple):
     total: int  # everything saved at the end of forward (recompute not included)
 
 
+def _gemma(shape: ModelShape) -> bool:
+    return shape.model_type.startswith("gemma")
+
+
+def _four_norms(shape: ModelShape) -> bool:
+    """Gemma 2 / 3: post-attention and post-feedforward norms feed the residual, pre-feedforward the MLP."""
+    return shape.model_type in ("gemma2", "gemma3_text")
+
+
+def _qk_norms(shape: ModelShape) -> bool:
+    return shape.model_type in ("qwen3", "gemma3_text")
+
+
 def _frozen_savings(shape: ModelShape, tokens: int, w: int, attention: str) -> int:
     """What a layer of the full fine-tuning model keeps only for its own weights' gradients."""
     h, qd, kvd = shape.hidden, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
-    gemma = shape.model_type.startswith("gemma")
-    per_norm = (F32 if gemma else w) * tokens * h  # the normalized input the norm weight's gradient reads
-    saved = 2 * (per_norm + w * tokens * h)  # + the norm output the next linear keeps
-    if shape.model_type == "qwen3":
-        saved += w * tokens * (qd + kvd)
-    if attention == "eager":
-        saved += w * tokens * qd  # o_proj's contiguous copy of the attention output
+    normalized = F32 if _gemma(shape) else w  # the normalized input the norm weight's gradient reads
+    saved = (4 if _four_norms(shape) else 2) * normalized * tokens * h
+    saved += 2 * w * tokens * h  # the outputs of the two norms that feed linears, kept by those linears
+    if _qk_norms(shape):
+        saved += normalized * tokens * (qd + kvd)
+    if attention == "eager" or shape.model_type == "phi3":
+        saved += w * tokens * qd  # o_proj's copy of the attention output
     return saved + w * tokens * shape.intermediate  # down_proj's input
 
 
-def _norm_bytes(shape: ModelShape, tokens: int) -> int:
+def _norm_bytes(shape: ModelShape, rows: int, width: int) -> int:
     """A frozen RMSNorm on a gradient-carrying input: fp32 input and 1/rms (gemma: + fp32 (1 + weight))."""
-    return F32 * tokens * shape.hidden + F32 * tokens + (F32 * shape.hidden if shape.model_type == "gemma" else 0)
+    return F32 * rows * width + F32 * rows + (F32 * width if _gemma(shape) else 0)
+
+
+def _names(adapted: dict[str, int]) -> set[str]:
+    names = set(adapted)
+    for fused, parts in PARTS.items():
+        if fused in adapted:
+            names |= set(parts)
+    return names
 
 
 def _adapter_bytes(shape: ModelShape, adapted: dict[str, int], tokens: int, w: int, a: int, attention: str) -> int:
@@ -75,7 +99,7 @@ def _adapter_bytes(shape: ModelShape, adapted: dict[str, int], tokens: int, w: i
     if a != w:
         return kept + sum(a * tokens * widths[SOURCES[name]] for name in adapted)
     sources = {SOURCES[name] for name in adapted}
-    if attention == "sdpa":
+    if attention == "sdpa" and shape.model_type != "phi3":
         sources.discard("attn_out")  # the attention kernel keeps its output already
     return kept + sum(w * tokens * widths[source] for source in sources)
 
@@ -86,31 +110,36 @@ def _first_layer_savings(shape: ModelShape, adapted: dict[str, int], b: int, s: 
     nothing, and each op keeps only what the gradient of an input that needs one reads."""
     tokens = b * s
     qd, kvd, I = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim, shape.intermediate
-    gq, gk, gv = ("q_proj" in adapted), ("k_proj" in adapted), ("v_proj" in adapted)
-    saved = _norm_bytes(shape, tokens)
-    if shape.model_type == "qwen3":  # q_norm / k_norm keep their fp32 input and 1/rms only for adapted q / k
-        for grad, width, heads in ((gq, qd, shape.heads), (gk, kvd, shape.kv_heads)):
+    names = _names(adapted)
+    gq, gk, gv = ("q_proj" in names), ("k_proj" in names), ("v_proj" in names)
+    saved = _norm_bytes(shape, tokens, shape.hidden)
+    if _qk_norms(shape):  # q_norm / k_norm keep their input and 1/rms only for adapted q / k
+        for grad, heads in ((gq, shape.heads), (gk, shape.kv_heads)):
             if not grad:
-                saved += F32 * tokens * width + F32 * tokens * heads
+                saved += _norm_bytes(shape, tokens * heads, shape.head_dim)
     if attention == "sdpa":
         if not (gq or gk or gv):  # the kernel keeps q, k, v, its output and the log-sum-exp only for a gradient
             saved += w * tokens * (2 * qd + 2 * kvd) + F32 * tokens * shape.heads
-            if "o_proj" in adapted and a == w:
+            if "o_proj" in adapted and a == w and shape.model_type != "phi3":
                 saved -= w * tokens * qd  # the o_proj adapter keeps the attention output itself
     else:
         saved += _eager_savings(shape, b, s, w, gq, gk, gv)
-    if not {"q_proj", "k_proj", "v_proj", "o_proj"} & set(adapted):
-        saved += _norm_bytes(shape, tokens)  # the MLP's input norm reads no gradient-carrying input either
-        gate, up = "gate_proj" in adapted, "up_proj" in adapted
+    attention_adapted = bool({"q_proj", "k_proj", "v_proj", "o_proj"} & names)
+    if not attention_adapted:
+        # the norms up to the MLP read no gradient-carrying input either
+        saved += (2 if _four_norms(shape) else 1) * _norm_bytes(shape, tokens, shape.hidden)
+        gate, up = "gate_proj" in names, "up_proj" in names
         # silu keeps its input and the product keeps up's output only for gate's gradient; silu's output only for up's
         saved += w * tokens * I * (3 - 2 * gate - up)
+        if _four_norms(shape) and not {"gate_proj", "up_proj", "down_proj"} & names:
+            saved += _norm_bytes(shape, tokens, shape.hidden)  # post_feedforward_layernorm
     return saved
 
 
 def _eager_savings(shape: ModelShape, b: int, s: int, w: int, gq: bool, gk: bool, gv: bool) -> int:
     """Eager attention without a gradient on every one of q, k, v: q·kᵀ keeps q only for k's gradient and k
-    for q's; the fp32 softmax and the repeated v are kept only when the scores need a gradient; the
-    probabilities in the model dtype only for v's."""
+    for q's; the fp32 softmax, a softcap's tanh and the repeated v are kept only when the scores need a
+    gradient; the probabilities in the model dtype only for v's."""
     if shape.attention_dropout > 0:
         raise ActivationInputError("the LoRA activation model is measured without attention dropout")
     query = w * b * s * shape.heads * shape.head_dim
@@ -118,7 +147,7 @@ def _eager_savings(shape: ModelShape, b: int, s: int, w: int, gq: bool, gk: bool
     scores = b * shape.heads * s * s
     saved = (0 if gk else query) + (0 if gq else query)
     if not (gq or gk):
-        saved += v_kept + F32 * scores
+        saved += v_kept + F32 * scores + (w * scores if shape.attention_softcap else 0)
     if not gv and w != F32:
         saved += w * scores
     return saved
@@ -148,7 +177,7 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
     sizes = [0 if i < start else base + _adapter_bytes(shape, by_layer.get(i, {}), tokens, w, a, attention)
              for i in range(shape.layers)]
     sizes[start] -= _first_layer_savings(shape, by_layer[start], micro_batch, sequence_length, w, a, attention)
-    gemma = shape.model_type == "gemma"
+    gemma = _gemma(shape)
     # frozen embedding: no token ids (nor gemma's scale); frozen final norm and head: no normalized copy, no input
     outside = (full.embedding_bytes + full.shared_bytes + full.final_norm_bytes + full.logits_bytes
                - I64 * tokens - (w if gemma else 0) - (F32 if gemma else w) * tokens * shape.hidden
@@ -156,7 +185,7 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
     if checkpointing:  # the checkpoints keep the layers' inputs (rotary tables included) whatever needs a gradient
         return LoraActivations(max(sizes), sizes[start], sum(sizes), outside, True, full.checkpoint_bytes,
                                max(sizes), outside + full.checkpoint_bytes)
-    if start == shape.layers - 1 and not {"q_proj", "k_proj"} & set(by_layer[start]):
+    if start == shape.layers - 1 and not {"q_proj", "k_proj"} & _names(by_layer[start]):
         outside -= full.shared_bytes  # rotary tables are kept by q·cos only when q or k carries a gradient
     middle = max(sizes[start + 1:], default=sizes[start])
     return LoraActivations(middle, sizes[start], sum(sizes), outside, False, 0, 0, sum(sizes) + outside)
