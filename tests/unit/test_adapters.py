@@ -148,6 +148,18 @@ def test_pooled_inputs_with_frozen_weights():
     assert per_rank["zero3"] == -(-(2 * (8_030_261_248 + n) + 14 * n) // 8)
 
 
+def test_without_deepspeed_saved_copies_and_16_bit_adapters_keep_their_dtype_and_no_master_copy():
+    n = 6_815_744
+    copies = model_state(LLAMA, LoraSettings(16, ("q_proj", "v_proj"), ("lm_head",)))
+    head = 128256 * 4096  # the trainable copy of the head, bf16 like the model (measured in peft_counts.json)
+    assert copies.parameter_bytes == 2 * (8_030_261_248 + head) + 4 * n
+    assert (copies.gradient_bytes, copies.optimizer_bytes) == (4 * n + 2 * head, 8 * n + 4 * head)
+    bf16 = model_state(LLAMA, LoraSettings(16, ("q_proj", "v_proj")), adapter_dtype="bf16")
+    assert (bf16.gradient_bytes, bf16.optimizer_bytes) == (2 * n, 4 * n)  # torch AdamW: m, v in bf16
+    eight_bit = model_state(LLAMA, LoraSettings(16, ("q_proj", "v_proj")), optimizer_state=2, state_follows_dtype=False)
+    assert eight_bit.optimizer_bytes == 2 * n
+
+
 def test_qlora_keeps_head_and_embeddings_in_16_bit_and_upcasts_them_when_prepared():
     lora = LoraSettings(16, "all-linear")
     counted = count_adapters(LLAMA, lora)
@@ -171,7 +183,7 @@ def test_fsdp1_mixed_units_cost_gradients_for_their_frozen_parameters():
     alone = model_state(LLAMA, lora, engine="fsdp1")
     mixed = model_state(LLAMA, lora, engine="fsdp1", fsdp_mixed_units=True)
     layer = (8_030_261_248 - 2 * 128256 * 4096 - 4096) // 32
-    assert mixed.gradient_bytes - alone.gradient_bytes == 4 * layer
+    assert mixed.gradient_bytes - alone.gradient_bytes == 2 * layer  # one flat parameter, one dtype: the model's
     assert mixed.parameter_bytes == alone.parameter_bytes
 
 

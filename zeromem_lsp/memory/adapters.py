@@ -478,40 +478,48 @@ class AdapterState(NamedTuple):
 
 def model_state(config: dict, lora: LoraSettings, quantization: Quantization = Quantization(),
                 engine: str = "peft", dtype: str = "bf16", adapter_dtype: str = "fp32", optimizer_state: int = 8,
-                gradient_dtype: str = "", kbit_upcast: bool = True, fsdp_mixed_units: bool = False) -> AdapterState:
+                gradient_dtype: str = "", kbit_upcast: bool = True, fsdp_mixed_units: bool = False,
+                state_follows_dtype: bool = True) -> AdapterState:
     """P, G, O (bytes) for LoRA training; the stage then applies zeromem_lsp.core.model_state_bytes.
 
-    engine "peft": adapters in `adapter_dtype` (PEFT's autocast_adapter_dtype: fp32), their gradients alike,
-    `optimizer_state` bytes per trainable parameter and a 4-byte master copy only for 16-bit adapters.
+    `optimizer_state`: the optimizer's bytes per fp32 parameter (Adam 8). engine "peft" (and "fsdp1"/"fsdp2"):
+    adapters in `adapter_dtype` (PEFT's autocast_adapter_dtype: fp32), modules_to_save copies in the model
+    dtype, gradients alike; no master copy, and a torch optimizer keeps its state in each parameter's dtype
+    (torch/optim/adam.py: `torch.zeros_like(param)`; `state_follows_dtype=False` for 8-bit optimizers).
     "deepspeed": the engine casts every float parameter to the training dtype (_cast_module_mixed_precision),
-    adapters and any fp32-upcast frozen parameter included; the optimizer keeps an fp32 master copy.
-    "fsdp1" with `fsdp_mixed_units` (use_orig_params=True, a wrapped unit holding frozen and trainable
-    parameters): the gradient covers the frozen parameters of every decoder layer that holds an adapter."""
+    adapters and any fp32-upcast frozen parameter included; the optimizer keeps fp32 state and an fp32 master
+    copy of 16-bit parameters. "fsdp1" with `fsdp_mixed_units` (use_orig_params=True, a wrapped unit holding
+    frozen and trainable parameters): the gradient covers the frozen parameters of every decoder layer that
+    holds an adapter."""
     if engine not in ENGINES:
         raise AdapterInputError("engine", f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    for name, value in (("adapter_dtype", adapter_dtype), ("dtype", dtype)):
+    for name, value in (("adapter_dtype", adapter_dtype), ("dtype", dtype), ("gradient_dtype", gradient_dtype or dtype)):
         if value not in DTYPE_BYTES:
             raise AdapterInputError(name, f"{name} must be one of {', '.join(DTYPE_BYTES)}, got {value!r}")
     found = inventory(config)
     count = count_adapters(config, lora)
     notes = [f"{count.trainable:,} trainable of {count.all:,} parameters (LoRA r={lora.rank})"]
     if engine == "deepspeed":
-        adapter_dtype = dtype
-        kbit_upcast = False
         notes.append(f"DeepSpeed casts every float parameter to {dtype}, adapters and upcast ones included")
-    frozen = frozen_bytes(found, count, quantization, dtype, kbit_upcast)
-    width = DTYPE_BYTES[adapter_dtype]
-    master = 4 if width < 4 else 0
-    gradient_width = DTYPE_BYTES[gradient_dtype] if gradient_dtype else width
-    gradients = count.trainable
-    if engine == "fsdp1" and fsdp_mixed_units:
-        gradients += _mixed_unit_frozen(found, count)
-        notes.append("FSDP1 use_orig_params=True: units mixing frozen and trainable parameters keep a gradient "
-                     "for all of them")
-    return AdapterState(parameter_bytes=frozen.total + count.trainable * width,
-                        gradient_bytes=gradients * gradient_width,
-                        optimizer_bytes=count.trainable * (optimizer_state + master),
-                        trainable=count.trainable, frozen=frozen, notes=tuple(notes))
+        frozen = frozen_bytes(found, count, quantization, dtype, kbit_upcast=False)
+        width = DTYPE_BYTES[dtype]
+        parameters = count.trainable * width
+        gradients = count.trainable * (DTYPE_BYTES[gradient_dtype] if gradient_dtype else width)
+        optimizer = count.trainable * (optimizer_state + (4 if width < 4 else 0))
+    else:
+        frozen = frozen_bytes(found, count, quantization, dtype, kbit_upcast)
+        groups = ((count.adapters, DTYPE_BYTES[adapter_dtype]), (count.saved_copies, DTYPE_BYTES[dtype]))
+        parameters = sum(n * width for n, width in groups)
+        gradients = sum(n * (DTYPE_BYTES[gradient_dtype] if gradient_dtype else width) for n, width in groups)
+        optimizer = sum(n * (optimizer_state * width // 4 if state_follows_dtype else optimizer_state)
+                        for n, width in groups)
+        if engine == "fsdp1" and fsdp_mixed_units:
+            unit_width = DTYPE_BYTES[gradient_dtype] if gradient_dtype else DTYPE_BYTES[dtype]
+            gradients += _mixed_unit_frozen(found, count) * unit_width
+            notes.append("FSDP1 use_orig_params=True: units mixing frozen and trainable parameters keep a "
+                         "gradient for all of them")
+    return AdapterState(parameter_bytes=frozen.total + parameters, gradient_bytes=gradients,
+                        optimizer_bytes=optimizer, trainable=count.trainable, frozen=frozen, notes=tuple(notes))
 
 
 def _mixed_unit_frozen(found: Inventory, count: AdapterCount) -> int:
