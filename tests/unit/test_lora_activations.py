@@ -83,6 +83,10 @@ def test_unmeasured_settings_are_refused_by_name():
     count = count_adapters(gpt2, LoraSettings(8, ("c_attn",)))
     with pytest.raises(ActivationInputError, match="no LoRA activation model for 'gpt2'"):
         estimate_lora_activations(model_shape(gpt2), count, 16, 1)
+    gemma3 = {**next(case for case in RECORD["cases"] if case["config"]["model_type"] == "gemma3_text")["config"],
+              "num_hidden_layers": 2, "sliding_window": 32, "layer_types": ["sliding_attention", "full_attention"]}
+    with pytest.raises(ActivationInputError, match="sliding-window"):
+        estimate_lora_activations(model_shape(gemma3), count_adapters(gemma3, LoraSettings(8)), 64, 1)
     llama = {**RECORD["cases"][0]["config"], "num_hidden_layers": 2}
     saved = count_adapters(llama, LoraSettings(8, ("q_proj",), ("lm_head",)))
     with pytest.raises(ActivationInputError, match="linear projections only"):

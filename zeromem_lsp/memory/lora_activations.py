@@ -166,6 +166,9 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
         raise ActivationInputError(f"adapter_dtype must be one of {', '.join(DTYPE_BYTES)}, got {adapter_dtype!r}")
     full = estimate_activations(shape, sequence_length, micro_batch, dtype, checkpointing, attention)
     tokens, w, a = sequence_length * micro_batch, DTYPE_BYTES[dtype], DTYPE_BYTES[adapter_dtype]
+    if full.per_layer_bytes * shape.layers != full.layer_bytes:
+        raise ActivationInputError("the LoRA activation model is measured with layers that all keep the same: "
+                                   "not for sliding-window layers the sequence outgrows under sdpa")
     if count.saved or any(t.weight.kind not in ("linear",) or t.layers is None for t in count.targets):
         raise ActivationInputError("the LoRA activation model covers adapters on the layers' linear projections only")
     by_layer: dict[int, dict[str, int]] = {}
