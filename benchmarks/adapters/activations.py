@@ -48,6 +48,14 @@ LORA = [  # (family, LoraConfig fields, autocast_adapter_dtype, sequence, micro-
     ("gemma2", {"r": 8, "target_modules": ["q_proj", "v_proj"]}, False, 48, 1, "eager"),
     ("gemma3_text", {"r": 8, "target_modules": "all-linear"}, True, 64, 2),
     ("gemma3_text", {"r": 8, "target_modules": ["q_proj", "v_proj"]}, False, 48, 2, "eager"),
+    ("gpt2", {"r": 8, "target_modules": ["c_attn"]}, True, 64, 2),
+    ("gpt2", {"r": 8, "target_modules": "all-linear"}, False, 64, 2, "eager"),
+    ("gpt_neox", {"r": 8, "target_modules": ["query_key_value"]}, True, 64, 2),
+    ("gpt_neox", {"r": 8, "target_modules": "all-linear"}, False, 48, 2, "eager"),
+    ("gpt2", {"r": 4, "target_modules": ["mlp.c_proj"]}, True, 64, 2),
+    ("gpt2", {"r": 4, "target_modules": ["c_fc", "attn.c_proj"]}, False, 32, 2, "eager"),
+    ("gpt_neox", {"r": 4, "target_modules": ["dense_4h_to_h"]}, True, 64, 2),
+    ("gpt_neox", {"r": 4, "target_modules": ["dense_h_to_4h"]}, False, 64, 2),
 ]
 # QLoRA: (index into LORA, bitsandbytes config, prepare_model_for_kbit_training)
 QUANTIZED = [

@@ -79,10 +79,10 @@ def test_checkpointing_keeps_the_layer_inputs_as_without_adapters():
 
 
 def test_unmeasured_settings_are_refused_by_name():
-    gpt2 = {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 32, "vocab_size": 100}
-    count = count_adapters(gpt2, LoraSettings(8, ("c_attn",)))
-    with pytest.raises(ActivationInputError, match="no LoRA activation model for 'gpt2'"):
-        estimate_lora_activations(model_shape(gpt2), count, 16, 1)
+    mixtral = {**RECORD["cases"][0]["config"], "model_type": "mixtral", "num_local_experts": 4, "num_hidden_layers": 2}
+    count = count_adapters(mixtral, LoraSettings(8, ("q_proj",)))
+    with pytest.raises(ActivationInputError, match="no LoRA activation model for 'mixtral'"):
+        estimate_lora_activations(model_shape(mixtral), count, 16, 1)
     gemma3 = {**next(case for case in RECORD["cases"] if case["config"]["model_type"] == "gemma3_text")["config"],
               "num_hidden_layers": 2, "sliding_window": 32, "layer_types": ["sliding_attention", "full_attention"]}
     with pytest.raises(ActivationInputError, match="sliding-window"):

@@ -11,7 +11,7 @@ per adapter `x = self._cast_input_dtype(x, lora_A.weight.dtype)` and `lora_B(lor
   the shared input itself, once. B keeps A's output (T·r in the adapter dtype).
 - QLoRA: see `activation_dtype`.
 Checked against PEFT on CPU (benchmarks/adapters/activations.py → tests/data/adapters/lora_activations.json).
-Families measured: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3; sdpa and eager, with and without (non-reentrant)
+Families measured: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, gpt2, gpt_neox; sdpa and eager, with and without (non-reentrant)
 gradient checkpointing, lora_dropout 0.
 """
 
@@ -23,11 +23,16 @@ from zeromem_lsp.activations import DTYPE_BYTES, F32, I64, ActivationInputError,
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.memory.adapters import AdapterCount
 
-FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3")
+FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "gpt2", "gpt_neox")
+LAYER_NORM = ("gpt2", "gpt_neox")  # LayerNorm keeps its input and statistics whatever needs a gradient
 # which tensor each adapted module reads: the attention input, the attention output, the MLP input, the product
 SOURCES = {"q_proj": "attn_in", "k_proj": "attn_in", "v_proj": "attn_in", "qkv_proj": "attn_in",
            "o_proj": "attn_out", "gate_proj": "mlp_in", "up_proj": "mlp_in", "gate_up_proj": "mlp_in",
-           "down_proj": "down_in"}
+           "down_proj": "down_in", "fc_in": "mlp_in"}
+# GPT-2 / GPT-NeoX module names by the role they play
+ROLES = {"attn.c_attn": "qkv_proj", "attn.c_proj": "o_proj", "mlp.c_fc": "fc_in", "mlp.c_proj": "down_proj",
+         "attention.query_key_value": "qkv_proj", "attention.dense": "o_proj", "mlp.dense_h_to_4h": "fc_in",
+         "mlp.dense_4h_to_h": "down_proj"}
 # phi3's fused projections stand for their parts
 PARTS = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
 
@@ -68,18 +73,26 @@ def _frozen_savings(shape: ModelShape, tokens: int, w: int, attention: str) -> i
     """What a layer of the full fine-tuning model keeps only for its own weights' gradients."""
     h, qd, kvd = shape.hidden, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
     normalized = F32 if _gemma(shape) else w  # the normalized input the norm weight's gradient reads
-    saved = (4 if _four_norms(shape) else 2) * normalized * tokens * h
+    saved = 0 if shape.model_type in LAYER_NORM else (4 if _four_norms(shape) else 2) * normalized * tokens * h
     saved += 2 * w * tokens * h  # the outputs of the two norms that feed linears, kept by those linears
     if _qk_norms(shape):
         saved += normalized * tokens * (qd + kvd)
-    if attention == "eager" or shape.model_type == "phi3":
+    if attention == "eager" or shape.model_type in ("phi3", "gpt_neox"):
         saved += w * tokens * qd  # o_proj's copy of the attention output
     return saved + w * tokens * shape.intermediate  # down_proj's input
 
 
-def _norm_bytes(shape: ModelShape, rows: int, width: int) -> int:
-    """A frozen RMSNorm on a gradient-carrying input: fp32 input and 1/rms (gemma: + fp32 (1 + weight))."""
+def _norm_bytes(shape: ModelShape, rows: int, width: int, w: int = 2) -> int:
+    """A frozen norm on a gradient-carrying input. RMSNorm: fp32 input and 1/rms (gemma: + fp32 (1 + weight));
+    LayerNorm: its input, mean and 1/std in the model dtype."""
+    if shape.model_type in LAYER_NORM:
+        return w * rows * width + 2 * w * rows
     return F32 * rows * width + F32 * rows + (F32 * width if _gemma(shape) else 0)
+
+
+def _role(path: str) -> str:
+    """The role of an adapted module: its own name, or for GPT-2 / GPT-NeoX the llama-style name of its role."""
+    return ROLES.get(".".join(path.rsplit(".", 2)[-2:]), path.rsplit(".", 1)[-1])
 
 
 def _names(adapted: dict[str, int]) -> set[str]:
@@ -99,7 +112,7 @@ def _adapter_bytes(shape: ModelShape, adapted: dict[str, int], tokens: int, w: i
     if a != w:
         return kept + sum(a * tokens * widths[SOURCES[name]] for name in adapted)
     sources = {SOURCES[name] for name in adapted}
-    if attention == "sdpa" and shape.model_type != "phi3":
+    if attention == "sdpa" and shape.model_type not in ("phi3", "gpt_neox"):
         sources.discard("attn_out")  # the attention kernel keeps its output already
     return kept + sum(w * tokens * widths[source] for source in sources)
 
@@ -112,19 +125,22 @@ def _first_layer_savings(shape: ModelShape, adapted: dict[str, int], b: int, s: 
     qd, kvd, I = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim, shape.intermediate
     names = _names(adapted)
     gq, gk, gv = ("q_proj" in names), ("k_proj" in names), ("v_proj" in names)
-    saved = _norm_bytes(shape, tokens, shape.hidden)
+    saved = _norm_bytes(shape, tokens, shape.hidden, w)
     if _qk_norms(shape):  # q_norm / k_norm keep their input and 1/rms only for adapted q / k
         for grad, heads in ((gq, shape.heads), (gk, shape.kv_heads)):
             if not grad:
                 saved += _norm_bytes(shape, tokens * heads, shape.head_dim)
     if attention == "sdpa":
         if not (gq or gk or gv):  # the kernel keeps q, k, v, its output and the log-sum-exp only for a gradient
-            saved += w * tokens * (2 * qd + 2 * kvd) + F32 * tokens * shape.heads
-            if "o_proj" in adapted and a == w and shape.model_type != "phi3":
+            v = 3 * shape.hidden if shape.model_type == "gpt2" else kvd  # gpt2's v is a view of c_attn's output
+            saved += w * tokens * (2 * qd + kvd + v) + F32 * tokens * shape.heads
+            if "o_proj" in adapted and a == w and shape.model_type not in ("phi3", "gpt_neox"):
                 saved -= w * tokens * qd  # the o_proj adapter keeps the attention output itself
     else:
         saved += _eager_savings(shape, b, s, w, gq, gk, gv)
     attention_adapted = bool({"q_proj", "k_proj", "v_proj", "o_proj"} & names)
+    if shape.model_type in LAYER_NORM:
+        return saved + _layer_norm_mlp_savings(shape, names, attention_adapted, tokens, w)
     if not attention_adapted:
         # the norms up to the MLP read no gradient-carrying input either
         saved += (2 if _four_norms(shape) else 1) * _norm_bytes(shape, tokens, shape.hidden)
@@ -136,6 +152,21 @@ def _first_layer_savings(shape: ModelShape, adapted: dict[str, int], b: int, s: 
     return saved
 
 
+def _layer_norm_mlp_savings(shape: ModelShape, names: set[str], attention_adapted: bool, tokens: int, w: int) -> int:
+    """GPT-2 / GPT-NeoX first layer, MLP side: its input needs a gradient only after attention adapters (or,
+    with NeoX's parallel residual, never: both branches read the layer input); the activation after the first
+    linear keeps its input only when that linear is adapted or its input needs a gradient."""
+    parallel = shape.model_type == "gpt_neox" and shape.parallel_residual
+    if parallel:  # the second norm reads the layer input: it keeps only its statistics normally, now nothing
+        saved, grad_in = 2 * w * tokens, False
+    else:
+        saved, grad_in = (0, True) if attention_adapted else (_norm_bytes(shape, tokens, shape.hidden, w), False)
+    if not grad_in and "fc_in" not in names:
+        # gpt2's gelu_new keeps x, tanh, 0.5·x and 1 + tanh; NeoX's gelu its input
+        saved += (4 if shape.model_type == "gpt2" else 1) * w * tokens * shape.intermediate
+    return saved
+
+
 def _eager_savings(shape: ModelShape, b: int, s: int, w: int, gq: bool, gk: bool, gv: bool) -> int:
     """Eager attention without a gradient on every one of q, k, v: q·kᵀ keeps q only for k's gradient and k
     for q's; the fp32 softmax, a softcap's tanh and the repeated v are kept only when the scores need a
@@ -143,8 +174,10 @@ def _eager_savings(shape: ModelShape, b: int, s: int, w: int, gq: bool, gk: bool
     if shape.attention_dropout > 0:
         raise ActivationInputError("the LoRA activation model is measured without attention dropout")
     query = w * b * s * shape.heads * shape.head_dim
-    v_kept = query if shape.kv_heads < shape.heads else w * b * s * shape.kv_heads * shape.head_dim
     scores = b * shape.heads * s * s
+    if shape.model_type == "gpt2":  # c_attn adapts q, k and v together: all of them need a gradient or none
+        return 0 if gq else 3 * query + w * scores
+    v_kept = query if shape.kv_heads < shape.heads else w * b * s * shape.kv_heads * shape.head_dim
     saved = (0 if gk else query) + (0 if gq else query)
     if not (gq or gk):
         saved += v_kept + F32 * scores + (w * scores if shape.attention_softcap else 0)
@@ -169,22 +202,24 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
     if full.per_layer_bytes * shape.layers != full.layer_bytes:
         raise ActivationInputError("the LoRA activation model is measured with layers that all keep the same: "
                                    "not for sliding-window layers the sequence outgrows under sdpa")
-    if count.saved or any(t.weight.kind not in ("linear",) or t.layers is None for t in count.targets):
+    if count.saved or any(t.weight.kind not in ("linear", "conv1d") or t.layers is None for t in count.targets):
         raise ActivationInputError("the LoRA activation model covers adapters on the layers' linear projections only")
     by_layer: dict[int, dict[str, int]] = {}
     for target in count.targets:
         for index in target.layers:
-            by_layer.setdefault(index, {})[target.weight.path.rsplit(".", 1)[-1]] = target.rank
+            by_layer.setdefault(index, {})[_role(target.weight.path)] = target.rank
     base = full.per_layer_bytes - _frozen_savings(shape, tokens, w, attention)
     start = min(by_layer)  # layers before the first adapter see no gradient-carrying input: they keep nothing
     sizes = [0 if i < start else base + _adapter_bytes(shape, by_layer.get(i, {}), tokens, w, a, attention)
              for i in range(shape.layers)]
     sizes[start] -= _first_layer_savings(shape, by_layer[start], micro_batch, sequence_length, w, a, attention)
     gemma = _gemma(shape)
-    # frozen embedding: no token ids (nor gemma's scale); frozen final norm and head: no normalized copy, no input
+    # frozen embedding: no token ids (nor gemma's scale); frozen final norm and head: no normalized copy (RMSNorm),
+    # no input for the head
+    normalized = 0 if shape.model_type in LAYER_NORM else (F32 if gemma else w) * tokens * shape.hidden
+    positions = I64 * sequence_length if shape.model_type == "gpt2" else 0  # the frozen wpe keeps no position ids
     outside = (full.embedding_bytes + full.shared_bytes + full.final_norm_bytes + full.logits_bytes
-               - I64 * tokens - (w if gemma else 0) - (F32 if gemma else w) * tokens * shape.hidden
-               - w * tokens * shape.hidden)
+               - I64 * tokens - positions - (w if gemma else 0) - normalized - w * tokens * shape.hidden)
     if checkpointing:  # the checkpoints keep the layers' inputs (rotary tables included) whatever needs a gradient
         return LoraActivations(max(sizes), sizes[start], sum(sizes), outside, True, full.checkpoint_bytes,
                                max(sizes), outside + full.checkpoint_bytes)
