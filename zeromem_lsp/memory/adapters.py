@@ -86,7 +86,8 @@ class Inventory(NamedTuple):
     @property
     def linear_names(self) -> tuple[str, ...]:
         """The leaf names of the linear layers, for messages (PEFT's all-linear leaves the head out)."""
-        return tuple(dict.fromkeys(w.path.rsplit(".", 1)[-1] for w in self.weights if w.kind in LINEAR_KINDS + ("head",)))
+        kinds = LINEAR_KINDS + ("head",)
+        return tuple(dict.fromkeys(w.path.rsplit(".", 1)[-1] for w in self.weights if w.kind in kinds))
 
 
 def _llama_like_weights(config: dict, shape: ModelShape) -> list[Weight]:
@@ -126,7 +127,8 @@ def _llama_like_weights(config: dict, shape: ModelShape) -> list[Weight]:
         norms += ("pre_feedforward_layernorm", "post_feedforward_layernorm")
     weights += [Weight(prefix + name, 1, h, layers, "norm") for name in norms]
     if shape.model_type in ("qwen3", "qwen3_moe", "gemma3_text"):
-        weights += [Weight(prefix + f"self_attn.{name}", 1, shape.head_dim, layers, "norm") for name in ("q_norm", "k_norm")]
+        weights += [Weight(prefix + f"self_attn.{name}", 1, shape.head_dim, layers, "norm")
+                    for name in ("q_norm", "k_norm")]
     return weights + [Weight("model.norm", 1, h, None, "norm"), Weight("lm_head", h, shape.vocab, None, "head")]
 
 
@@ -166,7 +168,8 @@ def _gpt_neox_weights(config: dict, shape: ModelShape) -> list[Weight]:
             Weight(prefix + "mlp.dense_4h_to_h", inner, h, layers, bias=True),
             Weight(prefix + "input_layernorm", 1, h, layers, "norm", True),
             Weight(prefix + "post_attention_layernorm", 1, h, layers, "norm", True),
-            Weight("gpt_neox.final_layer_norm", 1, h, None, "norm", True), Weight("lm_head", h, shape.vocab, None, "head")]
+            Weight("gpt_neox.final_layer_norm", 1, h, None, "norm", True),
+            Weight("lm_head", h, shape.vocab, None, "head")]
 
 
 def inventory(config: dict) -> Inventory:
@@ -493,7 +496,8 @@ def model_state(config: dict, lora: LoraSettings, quantization: Quantization = Q
     holds an adapter."""
     if engine not in ENGINES:
         raise AdapterInputError("engine", f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    for name, value in (("adapter_dtype", adapter_dtype), ("dtype", dtype), ("gradient_dtype", gradient_dtype or dtype)):
+    checked = (("adapter_dtype", adapter_dtype), ("dtype", dtype), ("gradient_dtype", gradient_dtype or dtype))
+    for name, value in checked:
         if value not in DTYPE_BYTES:
             raise AdapterInputError(name, f"{name} must be one of {', '.join(DTYPE_BYTES)}, got {value!r}")
     found = inventory(config)

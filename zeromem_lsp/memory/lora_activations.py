@@ -11,8 +11,8 @@ per adapter `x = self._cast_input_dtype(x, lora_A.weight.dtype)` and `lora_B(lor
   the shared input itself, once. B keeps A's output (T·r in the adapter dtype).
 - QLoRA: see `activation_dtype`.
 Checked against PEFT on CPU (benchmarks/adapters/activations.py → tests/data/adapters/lora_activations.json).
-Families measured: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, gpt2, gpt_neox; sdpa and eager, with and without (non-reentrant)
-gradient checkpointing, lora_dropout 0.
+Families measured: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, gpt2, gpt_neox; sdpa and
+eager, with and without (non-reentrant) gradient checkpointing, lora_dropout 0.
 """
 
 from __future__ import annotations
@@ -194,7 +194,8 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
     With (non-reentrant) checkpointing each layer keeps its input whether or not it needs a gradient, as in
     full fine-tuning; only the parts outside the layers change, and the re-run layer is a LoRA layer."""
     if shape.model_type not in FAMILIES:
-        raise ActivationInputError(f"no LoRA activation model for {shape.model_type!r}; measured: {', '.join(FAMILIES)}")
+        raise ActivationInputError(
+            f"no LoRA activation model for {shape.model_type!r}; measured: {', '.join(FAMILIES)}")
     if adapter_dtype not in DTYPE_BYTES:
         raise ActivationInputError(f"adapter_dtype must be one of {', '.join(DTYPE_BYTES)}, got {adapter_dtype!r}")
     full = estimate_activations(shape, sequence_length, micro_batch, dtype, checkpointing, attention)
