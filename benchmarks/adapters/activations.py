@@ -1,0 +1,166 @@
+"""Bytes autograd saves for backward with LoRA adapters on a frozen base (PEFT, CPU, random weights).
+
+    /work/venv-measure/bin/python benchmarks/adapters/activations.py   # -> tests/data/adapters/lora_activations.json
+
+Same method as benchmarks/activations/measure.py (saved_tensors_hooks, unique storages, parameters -- the
+frozen base and the adapters -- excluded), with the model wrapped by `get_peft_model` first. Measured at 1
+and 2 layers (or 2 and 3), each in its own forked process: 2 layers - 1 layer is one layer whose input requires
+grad; the first layer's input (the frozen embedding's output) does not, so it keeps less. QLoRA cases load the
+base quantized by bitsandbytes on the CPU, with and without peft's prepare_model_for_kbit_training.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "tests" / "data" / "adapters" / "lora_activations.json"
+sys.path.insert(0, str(ROOT / "benchmarks" / "activations"))
+from measure import BASE, _storages  # noqa: E402
+
+LORA = [  # (family, LoraConfig fields, autocast_adapter_dtype, sequence, micro-batch[, attention, layer counts,
+    #          gradient checkpointing])
+    ("llama", {"r": 8, "target_modules": ["q_proj", "v_proj"]}, True, 64, 2),
+    ("llama", {"r": 16, "target_modules": "all-linear"}, True, 64, 2),
+    ("llama", {"r": 16, "target_modules": "all-linear"}, False, 64, 2),
+    ("llama", {"r": 8, "target_modules": ["o_proj", "down_proj"]}, True, 32, 3),
+    ("qwen2", {"r": 8, "target_modules": "all-linear"}, True, 64, 2),
+    ("mistral", {"r": 4, "target_modules": ["q_proj", "k_proj", "v_proj"]}, True, 96, 1),
+    ("gemma", {"r": 8, "target_modules": "all-linear"}, True, 64, 2),
+    ("qwen3", {"r": 8, "target_modules": ["q_proj", "v_proj", "up_proj"]}, False, 64, 2),
+    ("llama", {"r": 16, "target_modules": "all-linear"}, True, 32, 2, "eager"),
+    ("gemma", {"r": 8, "target_modules": ["q_proj", "v_proj"]}, False, 48, 2, "eager"),
+    ("qwen2", {"r": 4, "target_modules": ["gate_proj", "up_proj", "down_proj"]}, False, 128, 1),
+    ("mistral", {"r": 8, "target_modules": ["v_proj"]}, True, 64, 2),
+    ("llama", {"r": 8, "target_modules": ["layers.1.self_attn.q_proj", "layers.2.mlp.down_proj"]}, True, 64, 2,
+     "sdpa", (2, 3)),
+    ("llama", {"r": 8, "target_modules": ["q_proj", "v_proj"]}, True, 64, 2, "sdpa", (1, 2), True),
+    ("qwen2", {"r": 8, "target_modules": "all-linear"}, False, 64, 2, "sdpa", (1, 2), True),
+    ("gemma", {"r": 16, "target_modules": "all-linear"}, True, 48, 2, "eager", (1, 2), True),
+    ("phi3", {"r": 8, "target_modules": ["qkv_proj"]}, True, 64, 2),
+    ("phi3", {"r": 8, "target_modules": "all-linear"}, False, 64, 2),
+    ("phi3", {"r": 4, "target_modules": ["o_proj", "down_proj"]}, True, 32, 2, "eager"),
+    ("gemma2", {"r": 8, "target_modules": "all-linear"}, True, 64, 2, "eager"),
+    ("gemma2", {"r": 8, "target_modules": ["q_proj", "v_proj"]}, False, 48, 1, "eager"),
+    ("gemma3_text", {"r": 8, "target_modules": "all-linear"}, True, 64, 2),
+    ("gemma3_text", {"r": 8, "target_modules": ["q_proj", "v_proj"]}, False, 48, 2, "eager"),
+    ("gpt2", {"r": 8, "target_modules": ["c_attn"]}, True, 64, 2),
+    ("gpt2", {"r": 8, "target_modules": "all-linear"}, False, 64, 2, "eager"),
+    ("gpt_neox", {"r": 8, "target_modules": ["query_key_value"]}, True, 64, 2),
+    ("gpt_neox", {"r": 8, "target_modules": "all-linear"}, False, 48, 2, "eager"),
+    ("gpt2", {"r": 4, "target_modules": ["mlp.c_proj"]}, True, 64, 2),
+    ("gpt2", {"r": 4, "target_modules": ["c_fc", "attn.c_proj"]}, False, 32, 2, "eager"),
+    ("gpt_neox", {"r": 4, "target_modules": ["dense_4h_to_h"]}, True, 64, 2),
+    ("gpt_neox", {"r": 4, "target_modules": ["dense_h_to_4h"]}, False, 64, 2),
+]
+# QLoRA: (index into LORA, bitsandbytes config, prepare_model_for_kbit_training)
+QUANTIZED = [
+    (0, {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}, False),
+    (0, {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}, True),
+    (1, {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True}, True),
+    (4, {"load_in_8bit": True}, True),
+    (6, {"load_in_4bit": True, "bnb_4bit_quant_type": "fp4"}, False),
+]
+
+
+def cases() -> list[dict]:
+    out = []
+    for index, (family, lora, autocast, seq, batch, *rest) in enumerate(LORA):
+        attention, layers, checkpointing = (rest + ["sdpa", (1, 2), False][len(rest):])[:3]
+        out.append({"id": f"{family}-{index}", "config": dict(sorted(BASE[family].items())), "lora": lora,
+                    "autocast_adapter_dtype": autocast, "sequence_length": seq, "micro_batch": batch,
+                    "dtype": "bfloat16", "attention": attention, "gradient_checkpointing": checkpointing,
+                    "layer_counts": list(layers)})
+    for index, (base, bnb, prepare) in enumerate(QUANTIZED, start=len(out)):
+        case = dict(out[base])
+        out.append({**case, "id": f"{case['config']['model_type']}-{index}", "bnb": bnb, "prepare_kbit": prepare})
+    return out
+
+
+def measure(arguments) -> int | str:
+    case, layers = arguments
+    try:
+        import warnings
+        warnings.filterwarnings("ignore")
+        import torch
+        import transformers
+        from peft import LoraConfig, get_peft_model
+        from transformers import AutoConfig, AutoModelForCausalLM
+        transformers.logging.set_verbosity_error()
+        torch.manual_seed(0)
+        fields = {**case["config"], "num_hidden_layers": layers}
+        model_type = fields.pop("model_type")
+        config = AutoConfig.for_model(model_type, **fields)
+        config._attn_implementation = case["attention"]
+        model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, case["dtype"]))
+        if case.get("bnb"):  # saved and loaded back quantized on the CPU, as transformers loads a QLoRA base
+            from peft import prepare_model_for_kbit_training
+            from transformers import BitsAndBytesConfig
+            with tempfile.TemporaryDirectory() as folder:
+                model.save_pretrained(folder)
+                model = AutoModelForCausalLM.from_pretrained(
+                    folder, dtype=getattr(torch, case["dtype"]), device_map="cpu",
+                    attn_implementation=case["attention"],
+                    quantization_config=BitsAndBytesConfig(**case["bnb"], bnb_4bit_compute_dtype=torch.bfloat16))
+            if case["prepare_kbit"]:
+                model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+        model = get_peft_model(model, LoraConfig(**case["lora"]), autocast_adapter_dtype=case["autocast_adapter_dtype"])
+        model.train()
+        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        found: dict[int, int] = {}
+
+        def pack(tensor):
+            storage = tensor.untyped_storage()
+            if storage.data_ptr() not in params:
+                found[storage.data_ptr()] = storage.nbytes()
+            return tensor
+
+        if case["gradient_checkpointing"]:  # non-reentrant; what a checkpoint keeps are its inputs (as measure.py)
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            for module in model.modules():
+                inner = getattr(module, "_gradient_checkpointing_func", None)
+                if inner is not None:
+                    def recording(function, *args, _inner=inner, **kwargs):
+                        kept: dict[int, int] = {}
+                        _storages((function, args, kwargs), kept)
+                        found.update({pointer: size for pointer, size in kept.items() if pointer not in params})
+                        return _inner(function, *args, **kwargs)
+                    module._gradient_checkpointing_func = recording
+        ids = torch.randint(0, fields["vocab_size"], (case["micro_batch"], case["sequence_length"]),
+                            generator=torch.Generator().manual_seed(1))
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        return sum(found.values())
+    except Exception as error:
+        return f"{case['id']}: {type(error).__name__}: {error}"
+
+
+def main() -> int:
+    import peft
+    import torch
+    import transformers
+    selected = cases()
+    jobs = [(case, layers) for case in selected for layers in case["layer_counts"]]
+    with multiprocessing.get_context("fork").Pool(1, maxtasksperchild=1) as pool:
+        results = list(pool.imap(measure, jobs, chunksize=1))
+    failed = [result for result in results if isinstance(result, str)]
+    if failed:
+        print(*failed, sep="\n", file=sys.stderr)
+        return 1
+    for index, case in enumerate(selected):
+        case["saved_bytes"] = {str(layers): results[2 * index + k] for k, layers in enumerate(case["layer_counts"])}
+    record = {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__,
+              "device": "cpu", "method": "saved_tensors_hooks, unique storages, parameters (base and adapters) excluded",
+              "cases": selected}
+    OUT.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    print(f"{len(selected)} cases -> {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

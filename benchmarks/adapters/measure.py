@@ -1,0 +1,219 @@
+"""Record PEFT's own trainable-parameter counts and bitsandbytes' stored bytes (CPU, random weights).
+
+Run with the measurement venv (torch 2.13.0 CPU, transformers, peft, bitsandbytes), never in CI:
+
+    /work/venv-measure/bin/python benchmarks/adapters/measure.py counts    # -> tests/data/adapters/peft_counts.json
+    /work/venv-measure/bin/python benchmarks/adapters/measure.py quantized # -> tests/data/adapters/bnb_bytes.json
+
+`counts`: each model is built from a config dict (AutoModelForCausalLM.from_config, never downloaded) and
+wrapped with `get_peft_model`; the record keeps `PeftModel.get_nb_trainable_parameters()` and the bytes of
+the trainable parameters by dtype (PEFT's autocast_adapter_dtype upcasts adapters to fp32), or PEFT's error
+when it refuses the config.
+`quantized`: the random model is saved to a temporary directory and loaded back with a BitsAndBytesConfig
+on the CPU (transformers' own replace_with_bnb_linear path); the record keeps, per quantized module, the
+bytes of every tensor bitsandbytes keeps (packed weight, absmax, code, nested state), the model's unique
+storages in total, and PEFT's counts after prepare_model_for_kbit_training. One forked process per case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "tests" / "data" / "adapters"
+sys.path.insert(0, str(ROOT / "benchmarks" / "activations"))
+from measure import BASE  # noqa: E402  (the activation benchmark's small, architecture-faithful shapes)
+# Odd sizes: weights with an odd element count and a partial last 64-block, more than 256 blocks
+
+FAMILIES = ("llama", "qwen2", "mistral", "gemma", "gpt2", "gpt_neox", "mixtral", "qwen3_moe", "phi3")
+ODD = {"model_type": "llama", "hidden_size": 105, "num_attention_heads": 5, "num_key_value_heads": 1, "head_dim": 26,
+       "intermediate_size": 251, "vocab_size": 1001, "tie_word_embeddings": False, "attention_dropout": 0.0}
+ATTENTION_PAIR = {"gpt2": ["c_attn"], "gpt_neox": ["query_key_value"], "phi3": ["qkv_proj"]}
+
+
+def lora_cases() -> list[dict]:
+    out = []
+    for family in FAMILIES:
+        config = {**BASE[family], ("n_layer" if family == "gpt2" else "num_hidden_layers"): 2}
+        pair = ATTENTION_PAIR.get(family, ["q_proj", "v_proj"])
+        settings = [
+            {"r": 8, "target_modules": pair},
+            {"r": 16, "target_modules": "all-linear"},
+            {"r": 4, "target_modules": "all-linear", "modules_to_save": ["lm_head"]},
+            {"r": 8, "target_modules": "all-linear", "use_dora": True},
+            {"r": 64, "target_modules": pair, "lora_bias": True},
+        ]
+        if family in ("llama", "qwen2", "gemma"):
+            settings.append({"r": 8, "target_modules": ["q_proj", "embed_tokens"],
+                             "modules_to_save": ["embed_tokens"] if family == "qwen2" else None})
+            settings.append({"r": 2, "target_modules": ["layers.1.self_attn.o_proj", "down_proj"]})
+        for index, lora in enumerate(settings):
+            out.append({"id": f"{family}-{index}", "config": dict(sorted(config.items())),
+                        "lora": {k: v for k, v in lora.items() if v is not None}})
+    extra_cases = [  # transformers 5's fused experts: PEFT maps v4 names onto them (and off the dense layers)
+        ("qwen3_moe", {"mlp_only_layers": [1]}, {"r": 8, "target_modules": "all-linear"}),
+        ("qwen3_moe", {"mlp_only_layers": [0]}, {"r": 4, "target_modules": ["q_proj", "gate_proj", "up_proj"]}),
+        ("qwen3_moe", {}, {"r": 4, "target_modules": ["gate", "o_proj"]}),
+        ("mixtral", {}, {"r": 4, "target_modules": ["w1", "w3", "k_proj"]}),
+        ("mixtral", {}, {"r": 4, "target_modules": ["w1", "w2"]}),  # refused: w1 is fused with w3
+        ("llama", {}, {"r": 8, "target_modules": ["query", "value"]}),  # refused: no such module
+        ("llama", {}, {"r": 4, "target_modules": ["down_proj"], "modules_to_save": ["layers.1.mlp.down_proj"]}),
+        ("qwen3", {}, {"r": 4, "target_modules": ["q_proj"], "modules_to_save": ["norm"]}),  # every *norm module
+    ]
+    for index, (family, changes, lora) in enumerate(extra_cases):
+        config = {**BASE[family], **changes, "num_hidden_layers": 2}
+        out.append({"id": f"{family}_extra-{index}", "config": dict(sorted(config.items())), "lora": lora})
+    odd = {**ODD, "num_hidden_layers": 3}
+    out.append({"id": "llama_odd-0", "config": dict(sorted(odd.items())), "lora": {"r": 3, "target_modules": "all-linear"}})
+    return out
+
+
+def quantized_cases() -> list[dict]:
+    out = []
+    shapes = {"llama": BASE["llama"], "llama_odd": ODD, "qwen2": BASE["qwen2"], "gpt2": BASE["gpt2"],
+              "mixtral": BASE["mixtral"]}
+    variants = [{"load_in_4bit": True, "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": False},
+                {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True},
+                {"load_in_4bit": True, "bnb_4bit_quant_type": "fp4", "bnb_4bit_use_double_quant": True},
+                {"load_in_8bit": True}]
+    for family, base in shapes.items():
+        config = {**base, ("n_layer" if family == "gpt2" else "num_hidden_layers"): 2}
+        for index, bnb in enumerate(variants):
+            if family in ("qwen2", "gpt2", "mixtral") and index == 2:
+                continue
+            out.append({"id": f"{family}-{index}", "config": dict(sorted(config.items())), "bnb": bnb,
+                        "lora": {"r": 8, "target_modules": "all-linear"}})
+    return out
+
+
+def _model(config: dict, dtype):
+    from transformers import AutoConfig, AutoModelForCausalLM
+    fields = dict(config)
+    model_type = fields.pop("model_type")
+    return AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **fields), dtype=dtype)
+
+
+def _bytes_by_dtype(parameters) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for parameter in parameters:
+        key = str(parameter.dtype).removeprefix("torch.")
+        found[key] = found.get(key, 0) + parameter.numel() * parameter.element_size()
+    return dict(sorted(found.items()))
+
+
+def count(case: dict) -> dict:
+    import torch
+    from peft import LoraConfig, get_peft_model
+    torch.manual_seed(0)
+    try:
+        model = get_peft_model(_model(case["config"], torch.bfloat16), LoraConfig(**case["lora"]))
+    except ValueError as error:  # PEFT refuses the config: recorded, the model must refuse it too
+        return {"error": str(error)}
+    trainable, total = model.get_nb_trainable_parameters()
+    return {"trainable": trainable, "all": total,
+            "trainable_bytes": _bytes_by_dtype(p for p in model.parameters() if p.requires_grad),
+            "frozen_bytes": _bytes_by_dtype(p for p in model.parameters() if not p.requires_grad)}
+
+
+def _tensor_bytes(tensor) -> int:
+    return tensor.untyped_storage().nbytes()
+
+
+def _state_tensors(state) -> dict[str, object]:
+    """The tensors a bitsandbytes QuantState holds, by name (nested state included)."""
+    import torch
+    found = {}
+    for name in ("absmax", "code", "offset"):
+        value = getattr(state, name, None)
+        if isinstance(value, torch.Tensor):
+            found[name] = value
+    if getattr(state, "state2", None) is not None:
+        for name in ("absmax", "code"):
+            found[f"state2.{name}"] = getattr(state.state2, name)
+    return found
+
+
+def quantize(case: dict) -> dict:
+    import torch
+    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+    torch.manual_seed(0)
+    with tempfile.TemporaryDirectory() as folder:
+        _model(case["config"], torch.bfloat16).save_pretrained(folder)
+        model = AutoModelForCausalLM.from_pretrained(
+            folder, dtype=torch.bfloat16, device_map="cpu",
+            quantization_config=BitsAndBytesConfig(**case["bnb"], bnb_4bit_compute_dtype=torch.bfloat16))
+    modules, storages = {}, {}
+    for name, module in model.named_modules():
+        weight = getattr(module, "weight", None)
+        kind = type(weight).__name__
+        if kind == "Params4bit":
+            tensors = {"weight": weight, **_state_tensors(weight.quant_state)}
+        elif kind == "Int8Params":
+            tensors = {"weight": weight, "SCB": weight.SCB}
+        else:
+            continue
+        modules[name] = {"class": type(module).__name__, "shape": list(weight.quant_state.shape) if kind == "Params4bit"
+                         else list(weight.shape), "bytes": {key: _tensor_bytes(t) for key, t in tensors.items()},
+                         "dtypes": {key: str(t.dtype).removeprefix("torch.") for key, t in tensors.items()}}
+        for tensor in tensors.values():
+            storages[tensor.untyped_storage().data_ptr()] = _tensor_bytes(tensor)
+    for parameter in model.parameters():
+        storages[parameter.untyped_storage().data_ptr()] = _tensor_bytes(parameter)
+    loaded = {"unique_storage_bytes": sum(storages.values()),
+              "parameter_bytes": _bytes_by_dtype(model.parameters())}
+    prepared = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+    peft_model = get_peft_model(prepared, LoraConfig(**case["lora"]))
+    trainable, total = peft_model.get_nb_trainable_parameters()
+    return {"modules": modules, "loaded": loaded, "trainable": trainable, "all": total,
+            "prepared_frozen_bytes": _bytes_by_dtype(p for p in peft_model.parameters() if not p.requires_grad),
+            "trainable_bytes": _bytes_by_dtype(p for p in peft_model.parameters() if p.requires_grad)}
+
+
+def _child(arguments):
+    what, case = arguments
+    import warnings
+    warnings.filterwarnings("ignore")
+    import transformers
+    transformers.logging.set_verbosity_error()
+    try:
+        return (count if what == "counts" else quantize)(case)
+    except Exception as error:  # reported per case
+        return f"{case['id']}: {type(error).__name__}: {error}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=("counts", "quantized"))
+    parser.add_argument("--only", help="only case ids starting with this")
+    args = parser.parse_args(argv)
+    import bitsandbytes
+    import peft
+    import torch
+    import transformers
+    selected = [case for case in (lora_cases() if args.what == "counts" else quantized_cases())
+                if not args.only or case["id"].startswith(args.only)]
+    with multiprocessing.get_context("fork").Pool(1, maxtasksperchild=1) as pool:
+        results = list(pool.imap(_child, [(args.what, case) for case in selected], chunksize=1))
+    failed = [result for result in results if isinstance(result, str)]
+    for case, result in zip(selected, results):
+        if not isinstance(result, str):
+            case["measured"] = result
+    print(*failed, sep="\n", file=sys.stderr)
+    record = {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__,
+              "bitsandbytes": bitsandbytes.__version__, "device": "cpu",
+              "cases": [case for case in selected if "measured" in case]}
+    name = "peft_counts.json" if args.what == "counts" else "bnb_bytes.json"
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / name).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    print(f"{len(record['cases'])} cases -> {OUT / name}; {len(failed)} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,273 @@
+"""The adapter model against PEFT's own counts and bitsandbytes' stored bytes (no torch needed).
+
+tests/data/adapters/*.json are written by benchmarks/adapters/measure.py in the measurement venv.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from zeromem_lsp.memory.model_state import model_state_bytes
+from zeromem_lsp.memory.adapters import (
+    AdapterInputError,
+    LoraSettings,
+    Quantization,
+    count_adapters,
+    dequantized_transient_bytes,
+    frozen_bytes,
+    inventory,
+    model_state,
+    peft_reported_all,
+    quantized_weight_bytes,
+)
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "adapters"
+COUNTS = json.loads((DATA / "peft_counts.json").read_text())
+BNB = json.loads((DATA / "bnb_bytes.json").read_text())
+
+
+def settings(lora: dict) -> LoraSettings:
+    targets = lora["target_modules"]
+    return LoraSettings(lora["r"], targets if isinstance(targets, str) else tuple(targets),
+                        tuple(lora.get("modules_to_save") or ()), lora.get("use_dora", False),
+                        lora.get("lora_bias", False))
+
+
+def quantization(bnb: dict) -> Quantization:
+    if bnb.get("load_in_8bit"):
+        return Quantization("int8")
+    return Quantization(bnb["bnb_4bit_quant_type"], bnb["bnb_4bit_use_double_quant"])
+
+
+def test_the_records_cover_what_the_issue_asks():
+    families = {case["config"]["model_type"] for case in COUNTS["cases"]}
+    assert {"llama", "qwen2", "mistral", "gemma", "gpt2", "gpt_neox", "mixtral", "qwen3_moe"} <= families
+    loras = [case["lora"] for case in COUNTS["cases"]]
+    assert any(lora["target_modules"] == "all-linear" for lora in loras)
+    assert any(lora.get("modules_to_save") for lora in loras) and any(lora.get("use_dora") for lora in loras)
+    assert len({lora["r"] for lora in loras}) >= 4
+    assert len(REFUSED) >= 2  # DoRA on MoE parameters
+    kinds = {json.dumps(case["bnb"], sort_keys=True) for case in BNB["cases"]}
+    assert len(kinds) == 4  # nf4, nf4 + double quantization, fp4 + double quantization, int8
+    assert COUNTS["peft"] and BNB["bitsandbytes"]
+
+
+COUNTED = [case for case in COUNTS["cases"] if "error" not in case["measured"]]
+REFUSED = [case for case in COUNTS["cases"] if "error" in case["measured"]]
+
+
+@pytest.mark.parametrize("case", COUNTED, ids=[case["id"] for case in COUNTED])
+def test_trainable_and_all_parameters_equal_peft(case):
+    counted = count_adapters(case["config"], settings(case["lora"]))
+    assert (counted.trainable, counted.all) == (case["measured"]["trainable"], case["measured"]["all"])
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=[case["id"] for case in REFUSED])
+def test_what_peft_refuses_is_refused(case):
+    with pytest.raises(AdapterInputError):
+        count_adapters(case["config"], settings(case["lora"]))
+
+
+@pytest.mark.parametrize("case", COUNTED, ids=[case["id"] for case in COUNTED])
+def test_adapters_are_fp32_and_saved_copies_keep_the_model_dtype(case):
+    # PEFT's autocast_adapter_dtype upcasts the adapters; a modules_to_save copy keeps bf16
+    counted = count_adapters(case["config"], settings(case["lora"]))
+    expected = {"float32": 4 * counted.adapters}
+    if counted.saved_copies:
+        expected["bfloat16"] = 2 * counted.saved_copies
+    assert case["measured"]["trainable_bytes"] == expected
+
+
+@pytest.mark.parametrize("case", COUNTS["cases"], ids=[case["id"] for case in COUNTS["cases"]])
+def test_the_inventory_adds_up_to_the_parameter_count(case):
+    found = inventory(case["config"])
+    assert sum(w.parameters * w.instances for w in found.weights if not (w.kind == "head" and found.tied)) == found.total
+
+
+@pytest.mark.parametrize("case", BNB["cases"], ids=[case["id"] for case in BNB["cases"]])
+def test_every_quantized_weight_has_the_bytes_bitsandbytes_stores(case):
+    q = quantization(case["bnb"])
+    modules = case["measured"]["modules"]
+    assert modules
+    for name, module in modules.items():
+        out_features, in_features = module["shape"]
+        assert quantized_weight_bytes(out_features * in_features, out_features, q) == sum(module["bytes"].values()), name
+
+
+@pytest.mark.parametrize("case", BNB["cases"], ids=[case["id"] for case in BNB["cases"]])
+def test_the_quantized_model_is_what_bitsandbytes_keeps(case):
+    lora = settings(case["lora"])
+    q = quantization(case["bnb"])
+    found = inventory(case["config"])
+    counted = count_adapters(case["config"], lora)
+    assert counted.trainable == case["measured"]["trainable"]
+    assert peft_reported_all(found, counted, q) == case["measured"]["all"]
+    quantized_names = {w.path.replace("{i}", str(i)) for w in found.weights if w.kind in ("linear", "conv1d")
+                       for i in (w.layers or ())}
+    assert set(case["measured"]["modules"]) == quantized_names  # head, embeddings, experts, router stay 16-bit
+    as_loaded = frozen_bytes(found, counted, q, "bf16", kbit_upcast=False)
+    assert as_loaded.total == case["measured"]["loaded"]["unique_storage_bytes"]
+    loaded_parameters = sum(case["measured"]["loaded"]["parameter_bytes"].values())
+    assert as_loaded.total - as_loaded.constant_bytes == loaded_parameters  # constants live beside the parameters
+    prepared = frozen_bytes(found, counted, q, "bf16", kbit_upcast=True)
+    assert prepared.float_bytes == case["measured"]["prepared_frozen_bytes"]["float32"]
+
+
+def test_four_bit_bytes_by_hand():
+    # 128 × 320 weight: 40,960 values → 20,480 packed bytes, 640 blocks of 64, the 16-value fp32 code
+    assert quantized_weight_bytes(40_960, 128, Quantization("nf4")) == 20_480 + 640 * 4 + 64
+    # double quantization: 640 one-byte absmax, an fp32 offset, ceil(640 / 256) = 3 fp32 absmax, a 256-value code
+    assert quantized_weight_bytes(40_960, 128, Quantization("nf4", True)) == 20_480 + 64 + 640 + 4 + 3 * 4 + 1024
+    assert quantized_weight_bytes(40_960, 128, Quantization("int8")) == 40_960 + 128 * 4
+    assert quantized_weight_bytes(7, 1, Quantization("fp4")) == 4 + 64 + 4  # odd count: padded to a full byte
+
+
+LLAMA = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+         "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256}
+
+
+def test_llama3_8b_lora_by_hand():
+    counted = count_adapters(LLAMA, LoraSettings(16, ("q_proj", "v_proj")))
+    assert counted.trainable == 32 * 16 * ((4096 + 4096) + (4096 + 1024)) == 6_815_744
+    assert counted.all == 8_030_261_248 + 6_815_744
+
+
+def test_pooled_inputs_with_frozen_weights():
+    lora = LoraSettings(16, ("q_proj", "v_proj"))
+    state = model_state(LLAMA, lora)  # PEFT: bf16 base, fp32 adapters, fp32 gradients, AdamW m + v
+    n = 6_815_744
+    assert state.parameter_bytes == 2 * 8_030_261_248 + 4 * n
+    assert (state.gradient_bytes, state.optimizer_bytes) == (4 * n, 8 * n)
+    recast = model_state(LLAMA, lora, engine="deepspeed")  # bf16 adapters, fp32 master copy in the optimizer
+    assert (recast.parameter_bytes, recast.gradient_bytes, recast.optimizer_bytes) == (
+        2 * (8_030_261_248 + n), 2 * n, 12 * n)
+    # ZeRO-2 shards only G and O, the frozen 16 GB stay on every rank; ZeRO-3 partitions them too
+    per_rank = model_state_bytes(recast.parameter_bytes, recast.gradient_bytes, recast.optimizer_bytes, 8)
+    assert per_rank["zero2"] == recast.parameter_bytes + -(-(14 * n) // 8)
+    assert per_rank["zero3"] == -(-(2 * (8_030_261_248 + n) + 14 * n) // 8)
+
+
+def test_without_deepspeed_saved_copies_and_16_bit_adapters_keep_their_dtype_and_no_master_copy():
+    n = 6_815_744
+    copies = model_state(LLAMA, LoraSettings(16, ("q_proj", "v_proj"), ("lm_head",)))
+    head = 128256 * 4096  # the trainable copy of the head, bf16 like the model (measured in peft_counts.json)
+    assert copies.parameter_bytes == 2 * (8_030_261_248 + head) + 4 * n
+    assert (copies.gradient_bytes, copies.optimizer_bytes) == (4 * n + 2 * head, 8 * n + 4 * head)
+    bf16 = model_state(LLAMA, LoraSettings(16, ("q_proj", "v_proj")), adapter_dtype="bf16")
+    assert (bf16.gradient_bytes, bf16.optimizer_bytes) == (2 * n, 4 * n)  # torch AdamW: m, v in bf16
+    eight_bit = model_state(LLAMA, LoraSettings(16, ("q_proj", "v_proj")), optimizer_state=2, state_follows_dtype=False)
+    assert eight_bit.optimizer_bytes == 2 * n
+
+
+def test_qlora_keeps_head_and_embeddings_in_16_bit_and_upcasts_them_when_prepared():
+    lora = LoraSettings(16, "all-linear")
+    counted = count_adapters(LLAMA, lora)
+    found = inventory(LLAMA)
+    linear = sum(w.elements * w.instances for w in found.weights if w.kind == "linear")
+    plain = frozen_bytes(found, counted, Quantization("nf4", True), kbit_upcast=False)
+    assert plain.quantized_weights == linear
+    assert plain.other_parameters == 8_030_261_248 - linear == 2 * 128256 * 4096 + 65 * 4096
+    upcast = frozen_bytes(found, counted, Quantization("nf4", True))
+    assert upcast.float_bytes == 2 * plain.float_bytes
+
+
+def test_the_largest_dequantized_weight_is_the_mlp():
+    found = inventory(LLAMA)
+    assert dequantized_transient_bytes(found, Quantization("nf4", True)) == 2 * 4096 * 14336
+    assert dequantized_transient_bytes(found, Quantization("none")) == 0
+
+
+def test_fsdp1_mixed_units_cost_gradients_for_their_frozen_parameters():
+    lora = LoraSettings(8, ("layers.3.self_attn.q_proj",))
+    alone = model_state(LLAMA, lora, engine="fsdp1")
+    mixed = model_state(LLAMA, lora, engine="fsdp1", fsdp_mixed_units=True)
+    layer = (8_030_261_248 - 2 * 128256 * 4096 - 4096) // 32
+    assert mixed.gradient_bytes - alone.gradient_bytes == 2 * layer  # one flat parameter, one dtype: the model's
+    assert mixed.parameter_bytes == alone.parameter_bytes
+
+
+def test_mixtral_all_linear_reaches_experts_and_router_as_peft_converts_them():
+    mixtral = {**LLAMA, "model_type": "mixtral", "num_local_experts": 8, "num_hidden_layers": 1, "vocab_size": 32000}
+    counted = count_adapters(mixtral, LoraSettings(4, "all-linear"))
+    attention = 4 * ((4096 + 4096) * 2 + (4096 + 1024) * 2)
+    router = 4 * (4096 + 8)
+    experts = 8 * 8 * (4096 + 2 * 14336) + 8 * 4 * (14336 + 4096)  # gate_up at rank 2r, down at r
+    assert counted.trainable == attention + router + experts
+    with pytest.raises(AdapterInputError, match="w1 cannot be targeted without w3"):
+        count_adapters(mixtral, LoraSettings(4, ("w1", "w2")))
+
+
+@pytest.mark.parametrize("rank", [0, -4, True, 2.5, "8"])
+def test_a_rank_that_is_not_positive_is_refused(rank):
+    with pytest.raises(AdapterInputError, match="positive integer") as error:
+        count_adapters(LLAMA, LoraSettings(rank, ("q_proj",)))
+    assert error.value.field == "lora_r"
+
+
+def test_an_absurd_rank_is_refused():
+    with pytest.raises(AdapterInputError, match="not be low-rank") as error:
+        count_adapters(LLAMA, LoraSettings(8192, ("q_proj", "v_proj")))
+    assert error.value.field == "lora_r"
+    with pytest.raises(AdapterInputError, match="absurd"):
+        count_adapters(LLAMA, LoraSettings(10**12, ("q_proj",)))
+
+
+def test_targets_matching_nothing_name_the_targets_and_the_models_linear_layers():
+    with pytest.raises(AdapterInputError) as error:
+        count_adapters(LLAMA, LoraSettings(8, ("query", "value")))
+    message = str(error.value)
+    assert error.value.field == "lora_target_modules"
+    assert "query, value" in message
+    for name in ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"):
+        assert name in message
+    gpt2 = {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 32, "vocab_size": 100}
+    with pytest.raises(AdapterInputError, match="c_attn, c_proj, c_fc"):
+        count_adapters(gpt2, LoraSettings(8, ("q_proj",)))
+
+
+def test_other_bad_settings_are_named():
+    with pytest.raises(AdapterInputError, match="regular expression"):
+        count_adapters(LLAMA, LoraSettings(8, r".*q_proj"))
+    with pytest.raises(AdapterInputError, match="modules_to_save 'score'"):
+        count_adapters(LLAMA, LoraSettings(8, ("q_proj",), ("score",)))
+    with pytest.raises(AdapterInputError, match="quantization must be one of"):
+        frozen_bytes(inventory(LLAMA), count_adapters(LLAMA, LoraSettings(8)), Quantization("int4"))
+    with pytest.raises(AdapterInputError, match="must name modules"):
+        count_adapters(LLAMA, LoraSettings(8, ("q_proj",), (None,)))
+    with pytest.raises(AdapterInputError, match="must name modules"):
+        count_adapters(LLAMA, LoraSettings(8, ()))
+    with pytest.raises(AdapterInputError, match="not a bitsandbytes quantization"):
+        quantized_weight_bytes(64, 8, Quantization("none"))
+    with pytest.raises(AdapterInputError, match="engine must be one of"):
+        model_state(LLAMA, LoraSettings(8), engine="megatron")
+
+
+SHARDING = json.loads((DATA / "sharding.json").read_text())
+
+
+def test_engines_shard_and_grade_as_measured():
+    # benchmarks/adapters/sharding.py: one adapter on layer 1's q_proj of a 2-layer llama, fp32
+    runs, lora = SHARDING["runs"], LoraSettings(SHARDING["lora"]["r"], tuple(SHARDING["lora"]["target_modules"]))
+    counted = count_adapters(SHARDING["config"], lora)
+    assert counted.trainable == runs["fsdp2"]["gradient_elements"]  # FSDP2: gradients for trainable parameters only
+    for stage in ("zero1", "zero2"):  # ZeRO-1/2 flatten only trainable parameters; frozen ones stay whole
+        assert runs[stage]["flattened_elements"] == counted.trainable
+        assert runs[stage]["frozen_elements_per_rank"] == counted.frozen and not runs[stage]["frozen_partitioned"]
+    zero3 = runs["zero3"]  # ZeRO-3 partitions every parameter, frozen ones included
+    assert zero3["all_full_elements"] == counted.all and zero3["frozen_full_elements"] == counted.frozen
+    assert zero3["frozen_elements_per_rank"] == -(-counted.frozen // zero3["world_size"])
+    # FSDP1 use_orig_params=True: the unit mixing frozen and trainable parameters keeps a gradient for all of it
+    mixed = model_state(SHARDING["config"], lora, engine="fsdp1", dtype="fp32", fsdp_mixed_units=True)
+    assert mixed.gradient_bytes // 4 == sum(unit["gradient_elements"] for unit in runs["fsdp1"]["units"])
+    alone = model_state(SHARDING["config"], lora, engine="fsdp2", dtype="fp32")
+    assert alone.gradient_bytes // 4 == counted.trainable
+
+
+def test_deepspeed_recasts_peft_fp32_adapters_to_bf16_as_measured():
+    run = SHARDING["runs"]["zero2_bf16"]
+    assert (run["trainable_dtypes_before"], run["trainable_dtypes"]) == (["torch.float32"], ["torch.bfloat16"])
+    lora = LoraSettings(SHARDING["lora"]["r"], tuple(SHARDING["lora"]["target_modules"]))
+    counted = count_adapters(SHARDING["config"], lora)
+    state = model_state(SHARDING["config"], lora, engine="deepspeed", dtype="bf16")
+    assert state.parameter_bytes == 2 * counted.all and state.gradient_bytes == 2 * counted.trainable

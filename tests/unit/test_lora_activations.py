@@ -1,0 +1,93 @@
+"""The LoRA activation model against PEFT on CPU (tests/data/adapters/lora_activations.json, written by
+benchmarks/adapters/activations.py); no torch needed."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from zeromem_lsp.memory.activations import ActivationInputError, estimate_activations
+from zeromem_lsp.configs.model_config import model_shape
+from zeromem_lsp.memory.adapters import LoraSettings, count_adapters
+from zeromem_lsp.memory.lora_activations import FAMILIES, activation_dtype, estimate_lora_activations
+
+RECORD = json.loads((Path(__file__).resolve().parents[1] / "data" / "adapters" / "lora_activations.json").read_text())
+ROWS = [(case, layers) for case in RECORD["cases"] for layers in case["layer_counts"]]
+
+
+def estimate(case: dict, layers: int):
+    config = {**case["config"], "num_hidden_layers": layers}
+    lora = case["lora"]
+    targets = lora["target_modules"]
+    count = count_adapters(config, LoraSettings(lora["r"], targets if isinstance(targets, str) else tuple(targets)))
+    dtype = activation_dtype("bf16", bool(case.get("bnb")), case.get("prepare_kbit", False))
+    return estimate_lora_activations(model_shape(config), count, case["sequence_length"], case["micro_batch"],
+                                     dtype, "fp32" if case["autocast_adapter_dtype"] else dtype, case["attention"],
+                                     case["gradient_checkpointing"])
+
+
+def test_the_record_covers_families_dtypes_attention_and_partial_targets():
+    cases = RECORD["cases"]
+    assert {case["config"]["model_type"] for case in cases} == set(FAMILIES)
+    assert {case["autocast_adapter_dtype"] for case in cases} == {True, False}
+    assert {case["attention"] for case in cases} == {"sdpa", "eager"}
+    assert any(case["layer_counts"] == [2, 3] for case in cases)  # adapters on later layers only
+    assert {case["gradient_checkpointing"] for case in cases} == {True, False}
+    quantized = [case for case in cases if case.get("bnb")]  # QLoRA: 4-bit and 8-bit, with and without k-bit prep
+    assert {case["prepare_kbit"] for case in quantized} == {True, False}
+    assert any(case["bnb"].get("load_in_8bit") for case in quantized)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[f"{case['id']}-L{layers}" for case, layers in ROWS])
+def test_every_measured_lora_case_is_exact(row):
+    case, layers = row
+    assert estimate(case, layers).total == case["saved_bytes"][str(layers)]
+
+
+def test_one_llama_layer_with_q_and_v_adapters_by_hand():
+    case = next(case for case in RECORD["cases"] if case["id"] == "llama-0")  # b=2, s=64: T=128, h=128, I=320, bf16
+    norms = 2 * (4 * 128 * 128 + 4 * 128)  # frozen RMSNorms keep the fp32 input and 1/rms only
+    attention = 2 * 128 * 192 + 2 * 2 * 128 * 96 + 2 * 128 * 192 + 4 * 2 * 4 * 64  # sdpa: q, k, v, out, lse
+    mlp = 3 * 2 * 128 * 320  # gate out, silu out, up out; the frozen down_proj keeps no input
+    adapters = 2 * (4 * 128 * 128 + 4 * 128 * 8)  # per adapter: fp32 copy of its input, A's output (r=8)
+    layer = norms + attention + mlp + adapters
+    assert layer == 666_624 == case["saved_bytes"]["2"] - case["saved_bytes"]["1"]
+    assert estimate(case, 2).per_layer_bytes == layer
+    full = estimate_activations(model_shape({**case["config"], "num_hidden_layers": 2}), 64, 2, "bf16")
+    assert full.per_layer_bytes - layer == 740_352 - 666_624  # less than full fine-tuning here
+
+
+def test_qlora_keeps_what_lora_keeps_and_runs_in_fp32_after_kbit_preparation():
+    plain = next(case for case in RECORD["cases"] if case["id"] == "llama-0")
+    for case in RECORD["cases"]:
+        if case.get("bnb") and case["lora"] == plain["lora"]:
+            if case["prepare_kbit"]:
+                assert case["saved_bytes"]["2"] > plain["saved_bytes"]["2"]
+            else:  # a bitsandbytes linear keeps no input: the 4-bit base changes nothing
+                assert case["saved_bytes"] == plain["saved_bytes"]
+
+
+def test_checkpointing_keeps_the_layer_inputs_as_without_adapters():
+    case = next(case for case in RECORD["cases"] if case["gradient_checkpointing"] and case["id"].startswith("llama"))
+    config = {**case["config"], "num_hidden_layers": 2}
+    full = estimate_activations(model_shape(config), 64, 2, "bf16", True, "sdpa")
+    lora = estimate(case, 2)
+    assert lora.checkpoint_bytes == full.checkpoint_bytes
+    # the frozen embedding keeps no ids (8·T), the frozen final norm and head no bf16 copies (2 × 2·T·h)
+    assert full.total - lora.total == 8 * 128 + 2 * 2 * 128 * 128 == 66_560
+    assert lora.recompute_bytes == estimate({**case, "gradient_checkpointing": False}, 2).per_layer_bytes
+
+
+def test_unmeasured_settings_are_refused_by_name():
+    mixtral = {**RECORD["cases"][0]["config"], "model_type": "mixtral", "num_local_experts": 4, "num_hidden_layers": 2}
+    count = count_adapters(mixtral, LoraSettings(8, ("q_proj",)))
+    with pytest.raises(ActivationInputError, match="no LoRA activation model for 'mixtral'"):
+        estimate_lora_activations(model_shape(mixtral), count, 16, 1)
+    gemma3 = {**next(case for case in RECORD["cases"] if case["config"]["model_type"] == "gemma3_text")["config"],
+              "num_hidden_layers": 2, "sliding_window": 32, "layer_types": ["sliding_attention", "full_attention"]}
+    with pytest.raises(ActivationInputError, match="sliding-window"):
+        estimate_lora_activations(model_shape(gemma3), count_adapters(gemma3, LoraSettings(8)), 64, 1)
+    llama = {**RECORD["cases"][0]["config"], "num_hidden_layers": 2}
+    saved = count_adapters(llama, LoraSettings(8, ("q_proj",), ("lm_head",)))
+    with pytest.raises(ActivationInputError, match="linear projections only"):
+        estimate_lora_activations(model_shape(llama), saved, 16, 1)

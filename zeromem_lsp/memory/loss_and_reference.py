@@ -1,0 +1,114 @@
+"""Two common memory terms beside model state: the loss kernel's logits and a frozen reference model (pure).
+
+Loss: Transformers' ForCausalLMLoss keeps an fp32 log-softmax of b·s·V and makes an fp32 copy of the logits
+(forward) and their fp32 gradient (backward) — the T×V terms of zeromem_lsp/activations.py (`logits_bytes`)
+and zeromem_lsp/peak.py (`transient_logits`). Fused or chunked kernels replace them (sources in
+docs/adapters.md; axolotl's chunked loss measured on CPU by benchmarks/loss/measure.py):
+- "liger_flce" (liger_kernel/ops/fused_linear_cross_entropy.py, fused_linear_cross_entropy_forward): the head
+  and the loss run together over token chunks in forward, which already computes the gradients; it keeps
+  grad_input (T×h, model dtype) and, for a trainable head, grad_weight (V×h); one chunk of logits is alive at
+  a time, chunk = min(next_power_of_2(ceil(T / ceil(V / h))), T) rows.
+- "cut_cross_entropy" (cut_cross_entropy/cce.py, LinearCrossEntropyFunction.forward): keeps the input
+  embeddings (the final norm's output, already counted), one fp32 log-sum-exp per token and, with its
+  default filter_eps, an fp32 average logit per vocabulary entry; logits exist only blockwise in the kernel.
+- "chunked_ce" (axolotl/monkeypatch/loss/chunked.py, CEWithChunkedOutputLoss with torch.compile): the head's
+  logits are still made (T×V, model dtype) and kept by the compiled per-chunk loss, with int64 labels and two
+  fp32 row statistics per token; the fp32 upcast lives one chunk at a time; backward's logits gradient is
+  T×V in the model dtype.
+
+Reference model (TRL DPOTrainer / KTOTrainer.__init__, trl/models/utils.py prepare_deepspeed): a second frozen
+copy of the parameters, no gradients, no optimizer state. None when the policy is a PEFT model (the adapters
+are disabled instead) or with precompute_ref_log_probs (outside FSDP). Under DeepSpeed ZeRO-3 it is
+partitioned like the policy; at stages 0-2 prepare_deepspeed runs it at stage 0, whole on every rank.
+FSDP shards it with the policy's strategy.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+F32, I32, I64 = 4, 4, 8
+LOSS_KERNELS = ("hf", "liger_flce", "cut_cross_entropy", "chunked_ce")
+
+
+class LossInputError(ValueError):
+    """A loss or reference-model input this module cannot use (named in the message)."""
+
+
+class LossBytes(NamedTuple):
+    kernel: str
+    saved: int  # kept from forward to backward by the loss (in place of Activations.logits_bytes)
+    transient: int  # the largest extra tensor while the loss runs (in place of Peak.transient_logits)
+    explanation: str
+
+
+def _positive(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise LossInputError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _next_power_of_2(value: int) -> int:
+    return 1 << (value - 1).bit_length()
+
+
+def loss_bytes(kernel: str, micro_batch: int, sequence_length: int, hidden: int, vocab: int, width: int = 2,
+               head_trainable: bool = True, chunks: int = 8) -> LossBytes:
+    """What the loss keeps and briefly allocates for one micro-batch; `width` is the model dtype's bytes."""
+    for name, value in (("micro_batch", micro_batch), ("sequence_length", sequence_length), ("hidden", hidden),
+                        ("vocab", vocab), ("width", width), ("chunks", chunks)):
+        _positive(name, value)
+    tokens = micro_batch * sequence_length
+    labels = I64 * (sequence_length + 1 if micro_batch == 1 else tokens)  # as activations._logits counts them
+    if kernel == "hf":
+        return LossBytes(kernel, F32 * tokens * vocab + labels + F32, F32 * tokens * vocab,
+                         "fp32 log-softmax of T×V kept; fp32 logits copy / gradient T×V")
+    if kernel == "liger_flce":
+        chunk = min(_next_power_of_2(-(-tokens // -(-vocab // hidden))), tokens)
+        saved = width * tokens * hidden + (width * vocab * hidden if head_trainable else 0)
+        return LossBytes(kernel, saved, width * chunk * vocab + F32 * tokens,
+                         f"grad_input T×h{' + grad_weight V×h' if head_trainable else ''} kept; "
+                         f"one {chunk}-row logits chunk at a time")
+    if kernel == "cut_cross_entropy":
+        return LossBytes(kernel, F32 * tokens + F32 * vocab, F32 * tokens,
+                         "fp32 log-sum-exp per token and average logit per vocabulary entry; no T×V tensor")
+    if kernel == "chunked_ce":
+        per_chunk = -(-sequence_length // chunks) * micro_batch
+        saved = width * tokens * vocab + labels + 2 * F32 * tokens + I64  # + the int64 count of labels
+        return LossBytes(kernel, saved, max(width * tokens * vocab, F32 * per_chunk * vocab),
+                         f"logits T×V in the model dtype kept; fp32 upcast one chunk of {per_chunk} rows at a time")
+    raise LossInputError(f"loss kernel must be one of {', '.join(LOSS_KERNELS)}, got {kernel!r}")
+
+
+class Reference(NamedTuple):
+    bytes_per_rank: int
+    explanation: str
+
+
+def reference_model_bytes(parameter_bytes: int, world_size: int, engine: str, stage: int | str,
+                          peft_policy: bool = False, precompute_ref_log_probs: bool = False) -> Reference:
+    """Bytes per rank of the frozen reference copy (`parameter_bytes` as loaded, e.g. 2 × parameters in bf16).
+
+    engine "deepspeed" with stage 0-3, "fsdp" with a sharding strategy name, or "ddp"."""
+    if isinstance(parameter_bytes, bool) or not isinstance(parameter_bytes, int) or parameter_bytes < 0:
+        raise LossInputError(f"parameter_bytes must be a non-negative integer, got {parameter_bytes!r}")
+    ranks = _positive("world_size", world_size)
+    if peft_policy:
+        return Reference(0, "no reference model: the PEFT policy disables its adapters instead")
+    if precompute_ref_log_probs and engine != "fsdp":
+        return Reference(0, "no reference model during training: reference log-probs are precomputed")
+    if engine == "deepspeed":
+        if stage not in (0, 1, 2, 3):
+            raise LossInputError(f"DeepSpeed stage must be 0-3, got {stage!r}")
+        if stage == 3:
+            return Reference(-(-parameter_bytes // ranks), "reference partitioned by ZeRO-3 like the policy")
+        return Reference(parameter_bytes, "reference whole on every rank (prepare_deepspeed runs it at stage 0)")
+    if engine == "fsdp":
+        if stage in ("FULL_SHARD", "HYBRID_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD_ZERO2"):
+            return Reference(-(-parameter_bytes // ranks), f"reference sharded by FSDP {stage}")
+        if stage == "NO_SHARD":
+            return Reference(parameter_bytes, "reference whole on every rank (FSDP NO_SHARD)")
+        raise LossInputError(f"FSDP sharding strategy {stage!r} is not one FSDP knows")
+    if engine == "ddp":
+        return Reference(parameter_bytes, "reference whole on every rank")
+    raise LossInputError(f"engine must be deepspeed, fsdp or ddp, got {engine!r}")
