@@ -317,8 +317,8 @@ def render_text(result: Estimate) -> list[str]:
         judged = "peak" if peak_known else "model state"
         lines.append("")
         if cheapest is None:
-            lines.append(f"no stage's {judged} fits {format_bytes(result.gpu_memory)} per GPU without offload or more "
-                         "GPUs")
+            what = "stage's peak" if peak_known else "stage"
+            lines.append(f"no {what} fits {format_bytes(result.gpu_memory)} per GPU without offload or more GPUs")
         else:
             figure = result.plan.verdict_bytes(cheapest)
             lines.append(f"cheapest stage that fits: {stage_named(cheapest).label_in(result.plan.family)} "

@@ -45,8 +45,9 @@ class PeakSource(NamedTuple):
 
 
 def _pick(given: Given | None, name: str, resolved: Resolved, default: Given | None = None) -> Given | None:
-    """The config's value unless it is only a library default; else the setting `name`; else `default`."""
-    if given is not None and not given.note.endswith("default"):
+    """The config's value unless it is only a library default (or a flag overrides it); else the setting `name`;
+    else `default`."""
+    if given is not None and not given.note.endswith("default") and not resolved.commanded(name):
         return given
     value = getattr(resolved.settings, name)
     if value is not None:
