@@ -213,22 +213,22 @@ class MemoryPlan(NamedTuple):
         return None
 
     def cheapest_fit(self) -> Suggestion | None:
-        """Cheapest way to fit: the configured offload at increasing stages, then the family's next offloads;
-        with a known peak, then the same at half the micro-batch, and half again (accumulation makes up)."""
-        offloads = list(dict.fromkeys(self.policy.candidates(self.offload)))
-        for offload in offloads:
-            found = self.lowest_fitting(offload)
-            if found is not None:
-                return found
+        """Cheapest way to fit: the configured offload at increasing stages, then the family's next offloads.
+        With a known peak, each offload is tried at the micro-batch as configured, then at half of it, and half
+        again (gradient accumulation makes up the global batch) before the next offload: offloading costs
+        more throughput than a smaller micro-batch."""
+        peaks = [(None, None)]  # (micro-batch, its peak); None: as configured
         micro = self.peak.inputs.get("micro_batch") if self.peak_known else None  # type: ignore[union-attr]
         size = micro.value if micro is not None else 1
-        while isinstance(size, int) and size % 2 == 0:
+        while isinstance(size, int) and not isinstance(size, bool) and size % 2 == 0:
             size //= 2
             smaller = self.peak.with_micro_batch(size)  # type: ignore[union-attr]
             if smaller is None or smaller.missing:
-                return None
-            for offload in offloads:
-                found = self.lowest_fitting(offload, smaller)
+                break
+            peaks.append((size, smaller))
+        for offload in dict.fromkeys(self.policy.candidates(self.offload)):
+            for size, peak in peaks:
+                found = self.lowest_fitting(offload, peak)
                 if found is not None:
                     return found._replace(micro_batch=size)
         return None
