@@ -8,6 +8,7 @@ from pathlib import Path
 
 from zeromem_lsp.memory.activations import ATTENTION
 from zeromem_lsp.cli.errors import UsageError
+from zeromem_lsp.cli.estimate_config import positive as _positive
 from zeromem_lsp.configs.model_config import UnsupportedModel, count_parameters_from_text, model_shape_from_text
 from zeromem_lsp.memory.peak import Peak, PeakInputs, estimate_peak
 from zeromem_lsp.provenance import Given
@@ -87,20 +88,6 @@ def _checked(option: str, check, text: str) -> int:
 
 def _world_size(text: str) -> int:
     return _positive("--world-size", text)  # type: ignore[return-value]
-
-
-def _positive(option: str, text: str | None) -> int | None:
-    """A whole number >= 1 from the command line (None when the option is absent)."""
-    if text is None:
-        return None
-    try:
-        value = int(text.strip().replace("_", ""))
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise UsageError(f"{option}: expected a whole number >= 1, got {text!r}")
-    return value
-
 
 
 def _engine(args) -> str:

@@ -19,14 +19,26 @@ AS_WRITTEN = ("gpu_memory", "parameters", "precision", "optimizer", "attention",
 COUNTS = ("world_size", "sequence_length", "micro_batch")
 
 
+def positive(option: str, text: str | None) -> int | None:
+    """A whole number >= 1 from the command line (None when the option is absent)."""
+    if text is None:
+        return None
+    try:
+        value = int(text.strip().replace("_", ""))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise UsageError(f"{option}: expected a whole number >= 1, got {text!r}")
+    return value
+
+
 def forced_settings(args):
     """The options given, as the highest settings layer (validated like a zeromem block)."""
-    from zeromem_lsp.cli.estimate import _positive
     from zeromem_lsp.configs.settings import validate_settings
 
     values: dict = {name: getattr(args, name) for name in AS_WRITTEN if getattr(args, name) is not None}
     for name in COUNTS:
-        value = _positive("--" + name.replace("_", "-"), getattr(args, name))
+        value = positive("--" + name.replace("_", "-"), getattr(args, name))
         if value is not None:
             values[name] = value
     if args.gradient_checkpointing:
