@@ -37,7 +37,9 @@ def micro_batch_edits(context: Context, micro, size: int) -> tuple[list[TextEdit
     factor = micro.value // size
     if micro.path[0] == "zeromem":  # a declaration, not what the launcher reads: the script must match it
         edit = set_value(context.document, micro.path, str(size))
-        return ([edit], f"the declared micro-batch {size} (run the script with it)") if edit is not None else None
+        return ([edit], f"Declare the micro-batch {size} (and run the script with it)") if edit is not None else None
+    verb = "Halve the micro-batch" if factor == 2 else f"Divide the micro-batch by {factor}"
+    more = "double" if factor == 2 else f"multiply by {factor}"
     accumulation_path = (*micro.path[:-1], "gradient_accumulation_steps")
     container = context.data
     for step in micro.path[:-1]:
@@ -45,11 +47,11 @@ def micro_batch_edits(context: Context, micro, size: int) -> tuple[list[TextEdit
     written = container.get("gradient_accumulation_steps") if isinstance(container, dict) else None
     edits = [set_value(context.document, micro.path, str(size))]
     if written is None and isinstance(container, dict) and "train_batch_size" in container:
-        title = f"the micro-batch {size} (DeepSpeed derives {factor}× the accumulation)"
+        title = f"{verb} to {size} (DeepSpeed {'doubles' if factor == 2 else 'multiplies'} the derived accumulation)"
     elif written is None or (isinstance(written, int) and not isinstance(written, bool) and written > 0):
         steps = 1 if written is None else written
         edits.append(set_value(context.document, accumulation_path, str(factor * steps)))
-        title = f"the micro-batch {size} and gradient accumulation {factor * steps} (global batch unchanged)"
+        title = f"{verb} to {size} and {more} gradient accumulation to {factor * steps} (global batch unchanged)"
     else:
         return None
     if any(edit is None for edit in edits) or overlapping(edits):
@@ -65,10 +67,11 @@ def _with_micro_batch(context: Context, plan: MemoryPlan, suggestion: Suggestion
     if found is None:
         return ()
     edits, title = found
-    merged = tuple(Fix(f"{fix.title}: set {title}", (*fix.edits, *edits), preferred=fix.preferred) for fix in fixes)
+    merged = tuple(Fix(f"{fix.title}; {title[0].lower()}{title[1:]}", (*fix.edits, *edits), preferred=fix.preferred)
+                   for fix in fixes)
     if any(overlapping(list(fix.edits)) for fix in merged):
         return ()
-    return merged or (Fix(f"Set {title}", tuple(edits), preferred=True),)
+    return merged or (Fix(title, tuple(edits), preferred=True),)
 
 
 def _suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion | None) -> tuple[Fix, ...]:

@@ -46,7 +46,7 @@ def _halve_micro_batch(context: Context, peak: Peak) -> Fix | None:
     if found is None:
         return None
     edits, title = found
-    return Fix(f"Halve the micro-batch: set {title}", tuple(edits))
+    return Fix(title, tuple(edits))
 
 
 def _enable_checkpointing(context: Context, peak: Peak) -> Fix | None:
