@@ -147,7 +147,7 @@ def peak_markdown(plan: MemoryPlan) -> list[str]:
              f"{format_count(peak.transient_logits)} + reserved {format_count(peak.reserved)} (bytes):"]
     engine = peak.inputs.get("engine")
     if engine is not None and engine.value != plan.family:
-        lines += ["", f"**Engine {engine.value}** ({engine.note}): the step the peak follows is {engine.value}'s; "
+        lines += ["", f"**Engine {engine.value}** — {engine.note}: the step the peak follows is {engine.value}'s; "
                   "the stages and model state stay the config's."]
     chosen = plan.stage
     lines += ["", f"- {stage_label(chosen, plan.family)}: {peak_sum(peak, chosen)}",
