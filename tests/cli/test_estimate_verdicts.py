@@ -128,6 +128,7 @@ def test_config_is_read_as_check_reads_it(tmp_path):
     alone = estimate_json(*WORKLOAD, "--gpu-memory", "80GiB")
     for key in ("ddp", "zero1", "zero2", "zero3", "peak", "fits", "model_state_fits", "cheapest_fitting_stage"):
         assert data[key] == alone[key], key
+    assert data["stage"] == "zero1" and "stage" not in alone
     assert data["peak_inputs"]["micro_batch"] == {"value": 2, "from": "train_micro_batch_size_per_gpu"}
     assert data["peak_inputs"]["sequence_length"] == {"value": 4096, "from": "zeromem.sequence_length"}
     text = run_zeromem("estimate", "--config", str(config)).stdout

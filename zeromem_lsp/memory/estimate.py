@@ -77,6 +77,8 @@ class Estimate(NamedTuple):
         result["formulas"] = {stage.key: stage.formula for stage in ALL}
         result["assumptions"] = list(inputs.assumptions)
         result["gpu_memory"] = self.gpu_memory
+        if self.plan.stage is not None:
+            result["stage"] = self.plan.stage  # the configured stage (`estimate --config`)
         result["fits"] = self.fits
         result["model_state_fits"] = self.model_state_fits
         result["fits_by"] = "peak" if self.plan.peak_known else "model state"

@@ -134,7 +134,10 @@ class Peak:
 
     def stage_peak(self, stage: str, state: int | None = None) -> StagePeak | None:
         """The peak at `stage` (with another model-state figure `state`, as another offload leaves), or None
-        while an input is missing. The one place the peak is made: the phase model replaces this body."""
+        while an input is missing. The one place the peak is made: the phase model replaces this body with
+        `step = estimate_step(...)` for the stage and the inputs' engine / param_dtype / optimizer_impl (and the
+        offload `state` stands for), then `StagePeak(step.phases, step.peak_phase, self.reserved)` — its
+        `Phase` / `Part` have the fields of the ones here."""
         if self.missing:
             return None
         return summed_peak(self, stage, self.state[stage] if state is None else state)
