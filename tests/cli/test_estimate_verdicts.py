@@ -187,3 +187,20 @@ def test_zm101_fix_picks_a_stage_whose_peak_fits(tmp_path):
     assert data["peak"][stage] <= 24 * GiB
     # the global batch is kept: micro-batch × accumulation as before
     assert written["train_micro_batch_size_per_gpu"] * written["gradient_accumulation_steps"] == 4
+
+
+def test_config_buckets_and_optimizer_section_reach_the_peak(tmp_path):
+    config = write_ds(tmp_path, 2, "80GiB")
+    data = json.loads(config.read_text())
+    data["zero_optimization"].update({"reduce_bucket_size": 100_000_000, "allgather_bucket_size": 100_000_000,
+                                      "overlap_comm": False})
+    data["optimizer"] = {"type": "AdamW", "params": {"lr": 1e-5}}
+    config.write_text(json.dumps(data))
+    found = estimate_json("--config", str(config))
+    parts = {part["name"]: part["bytes"] for part in found["buffers"]["zero2"]["parts"]}
+    assert parts == {"reduce_bucket_size": 2 * 100_000_000, "allgather_bucket_size": 2 * 100_000_000}
+    assert found["peak_inputs"]["optimizer_impl"] == {
+        "value": "fused", "from": "DeepSpeed's FusedAdam for the config's optimizer section"}
+    assert found["peak_inputs"]["engine"] == {"value": "deepspeed", "from": "default: the config is deepspeed"}
+    flagged = estimate_json("--config", str(config), "--optimizer-impl", "for-loop")
+    assert flagged["peak_inputs"]["optimizer_impl"] == {"value": "for-loop", "from": "--optimizer-impl"}
