@@ -33,9 +33,10 @@ def register(commands) -> None:
     parser = commands.add_parser(
         "estimate",
         help="per-GPU model-state bytes for DDP and ZeRO 1-3",
-        description="Per-GPU persistent model-state bytes for DDP and ZeRO stages 1-3 (exact integers). "
-                    "Exit status: 0, or 1 when --gpu-memory is given and no stage's model state fits it; "
-                    "2 bad usage.",
+        description="Per-GPU persistent model-state bytes for DDP and ZeRO stages 1-3 (exact integers), and the "
+                    "peak of the training step beside them once the model, sequence length and micro-batch are "
+                    "known. Exit status: 0, or 1 when --gpu-memory is given and no stage fits it (judged on the "
+                    "peak when known, else on model state); 2 bad usage.",
     )
     explicit = parser.add_argument_group("explicit bytes (all three)")
     explicit.add_argument("--parameter-bytes", metavar="N", help="P: parameter bytes, e.g. 14e9 or 13GiB")
