@@ -160,6 +160,7 @@ def test_zm106_is_an_error_beyond_the_model_uncertainty(tmp_path):
     done = run_zeromem("check", str(config))
     assert done.returncode == 1
     assert "ZM106 error" in done.stdout and "beyond the model's ±10% uncertainty" in done.stdout
+    assert "the cheapest whose peak fits is ZeRO-3 (peak 75.7 GiB/GPU" in done.stdout
 
 
 def test_zm106_is_a_warning_inside_the_model_uncertainty(tmp_path):

@@ -74,7 +74,7 @@ def _with_micro_batch(context: Context, plan: MemoryPlan, suggestion: Suggestion
     return merged or (Fix(title, tuple(edits), preferred=True),)
 
 
-def _suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion | None) -> tuple[Fix, ...]:
+def suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion | None) -> tuple[Fix, ...]:
     if suggestion is None:
         return ()
     delegated = fsdp_rules.suggestion_fixes(context, plan, suggestion)
@@ -143,7 +143,7 @@ def budget_findings(context: Context) -> Iterator[Finding]:
             f"{label} needs {format_bytes(figure)} per GPU ({format_count(figure)} B) for model state, "
             f"{format_bytes(excess)} over the {format_bytes(budget)} budget; {advice}",
             path,
-            fixes=_suggestion_fixes(context, plan, suggestion),
+            fixes=suggestion_fixes(context, plan, suggestion),
         )
     elif plan.near_budget:
         yield context.finding(

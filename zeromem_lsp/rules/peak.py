@@ -10,9 +10,9 @@ from zeromem_lsp.findings import Finding, Fix, overlapping
 from zeromem_lsp.edits import set_value
 from zeromem_lsp.memory.peak import MODEL_UNCERTAINTY, Peak
 from zeromem_lsp.memory.plan import MemoryPlan
-from zeromem_lsp.present import peak_sum, stage_label
+from zeromem_lsp.present import describe_suggestion, peak_sum, stage_label
 from zeromem_lsp.rules.context import Context
-from zeromem_lsp.rules.memory import micro_batch_edits, zero_edits
+from zeromem_lsp.rules.memory import micro_batch_edits, suggestion_fixes, zero_edits
 from zeromem_lsp.rules.registry import rule
 from zeromem_lsp.memory.stages import stage as stage_named
 from zeromem_lsp.units import format_bytes
@@ -111,11 +111,17 @@ def check(context: Context) -> Iterator[Finding]:
     margin = (f"within the model's ±{MODEL_UNCERTAINTY * 100}% uncertainty" if within else
               f"beyond the model's ±{MODEL_UNCERTAINTY * 100}% uncertainty: the run is expected to fail")
     largest, size = peak.components(plan.stage)[0]
+    suggestion = plan.cheapest_fit()
+    advice = (f"; the cheapest whose peak fits is {describe_suggestion(suggestion, plan.family)}" if suggestion
+              else "; nothing peaks within the budget even with ZeRO-3 and full offload")
     fixes = tuple(fix for fix in (_halve_micro_batch(context, peak), _enable_checkpointing(context, peak),
                                   _shrink_buckets(context, plan)) if fix is not None)
+    fixes += tuple(fix._replace(preferred=False) for fix in suggestion_fixes(context, plan, suggestion))
+    fixes = tuple({fix.title: fix for fix in fixes}.values())  # a suggestion may be the halving itself
     yield context.finding(
         PEAK_EXCEEDS,
         f"{label} peaks at {format_bytes(total)} per GPU, {format_bytes(total - budget)} over the "
         f"{format_bytes(budget)} budget ({margin}), though its model state ({format_bytes(peak.state[plan.stage])}) "
-        f"fits: {peak_sum(peak, plan.stage)}; the largest part beside model state is {largest} ({format_bytes(size)})",
+        f"fits: {peak_sum(peak, plan.stage)}; the largest part beside model state is {largest} ({format_bytes(size)})"
+        f"{advice}",
         _driver_path(context, plan, largest), fixes=fixes, lesser=within)
