@@ -112,7 +112,8 @@ RULES: dict[str, Rule] = _rules(
         ' "bf16": {"enabled": true}, "zeromem": {"parameters": {"from_config": "qwen2-0.5b/config.json"},\n'
         ' "world_size": 8, "sequence_length": 8192, "gpu_memory": "80GiB"}}',
         "Halve the micro-batch and double `gradient_accumulation_steps` (the global batch stays the same), enable "
-        "gradient checkpointing, or shrink the bucket sizes — whichever the message names as the largest part.",
+        "gradient checkpointing, or shrink the bucket sizes — whichever the message names as the largest part — "
+        "or take the cheapest stage / offload / micro-batch whose peak fits, which the message names.",
         lesser_severity="warning",
     ),
     Rule(
