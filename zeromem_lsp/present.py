@@ -138,12 +138,74 @@ def stage_label(stage: str, family: str = "deepspeed") -> str:
 
 
 def describe_suggestion(suggestion, family: str) -> str:
-    """"ZeRO-3 with optimizer → cpu (12.3 GiB/GPU)": the stage, offload and figure a plan.Suggestion gives."""
+    """"ZeRO-3 with optimizer → cpu (12.3 GiB/GPU)": the stage, offload and figure a plan.Suggestion gives;
+    with a known peak, "ZeRO-3, micro-batch 1 (peak 70.2 GiB/GPU, model state 14.2 GiB)"."""
     offload = suggestion.offload
     text = stage_label(suggestion.stage, family)
-    if offload.optimizer or offload.param:
-        text += f" with {offload.describe()}"
+    changes = [offload.describe()] if offload.optimizer or offload.param else []
+    if suggestion.micro_batch is not None:
+        changes.append(f"micro-batch {suggestion.micro_batch}")
+    if changes:
+        text += " with " + " and ".join(changes)
+    if suggestion.peak is not None:
+        return f"{text} (peak {format_bytes(suggestion.peak)}/GPU, model state {format_bytes(suggestion.gpu_bytes)})"
     return f"{text} ({format_bytes(suggestion.gpu_bytes)}/GPU)"
+
+
+class PeakRow(NamedTuple):
+    """One stage of the one table: model state | peak | the phase holding the peak and its largest parts."""
+
+    stage: str
+    label: str
+    chosen: bool
+    state: int
+    host: int
+    peak: int | None  # None while an input is missing
+    percent: str  # of the budget, of the verdict figure (the peak when known)
+    fit: str
+    phase: str  # "backward: activations 53.0 GiB, model state 39.0 GiB, fp32 logits copy 4.6 GiB"
+    bar: str
+
+
+def phase_parts(found, count: int = 3) -> str:
+    """`backward: activations 53.0 GiB, model state 39.0 GiB, ...`: the phase holding a stage's peak."""
+    parts = ", ".join(f"{part.name} {format_bytes(part.bytes)}" for part in found.held.largest(count))
+    return f"{found.peak_phase}: {parts}"
+
+
+def peak_rows(plan, width: int = 24) -> list[PeakRow]:
+    """The rows of the one table for a memory plan with a peak (known or not)."""
+    peak, budget = plan.peak, plan.gpu_memory
+    stages = peak.stages if peak is not None else None
+    verdict = {stage: plan.verdict_bytes(stage) for stage in plan.stages}
+    largest = max(verdict.values())
+    rows = []
+    for stage in plan.stages:
+        found = stages[stage] if stages is not None else None
+        rows.append(PeakRow(stage, stage_label(stage, plan.family), stage == plan.stage, plan.placement.gpu[stage],
+                            plan.placement.host[stage], found.total if found is not None else None,
+                            percent_of(verdict[stage], budget) if budget else "", fit_word(verdict[stage], budget),
+                            phase_parts(found) if found is not None else "",
+                            bar_with_budget(verdict[stage], budget, largest, width)))
+    return rows
+
+
+def peak_table(plan, width: int = 24) -> list[str]:
+    """Text: stage | model state | peak | of budget | fits | the phase holding the peak, its largest parts."""
+    budget = plan.gpu_memory
+    rows = [("", "stage", "model state", "peak", "of budget" if budget else "", "", "peak phase: largest parts", "")]
+    for row in peak_rows(plan, width):
+        rows.append(("▶" if row.chosen else "", row.label, format_bytes(row.state),
+                     format_bytes(row.peak) if row.peak is not None else "—", row.percent, row.fit, row.phase,
+                     row.bar))
+    widths = [max(len(row[i]) for row in rows) for i in range(7)]
+    justify = ("l", "l", "r", "r", "r", "l", "l")
+    lines = []
+    for row in rows:
+        cells = [cell.rjust(size) if how == "r" else cell.ljust(size)
+                 for cell, size, how in zip(row, widths, justify)] + [row[7]]
+        lines.append("  ".join(cells).rstrip())
+    return lines
 
 
 # ---------------------------------------------------------------- peak (docs/memory-model.md, "Peak")
@@ -184,11 +246,12 @@ def buffer_sum(buffers) -> str:
 
 
 def peak_sum(peak, stage: str) -> str:
-    """`model state A + buffers B + activations C + logits copy D + reserved E = X B (≈ 12.3 GiB)`."""
-    total = peak.at(stage)
-    return (f"model state {format_count(peak.state[stage])} + buffers {format_count(peak.buffer_bytes(stage))} + "
-            f"activations {format_count(peak.activation_bytes)} + fp32 logits {format_count(peak.transient_logits)} + "
-            f"reserved {format_count(peak.reserved)} = {format_count(total)} B ({format_bytes(total)})")
+    """`backward: model state A + activations C + ... + reserved E = X B (≈ 12.3 GiB)`: the phase holding the
+    peak, its parts as summed, and the reserve."""
+    found = peak.stage_peak(stage)
+    parts = " + ".join(f"{part.name} {format_count(part.bytes)}" for part in found.held.parts)
+    return (f"{found.peak_phase}: {parts} + reserved {format_count(found.reserved)} = {format_count(found.total)} B "
+            f"({format_bytes(found.total)})")
 
 
 def input_notes(peak) -> list[str]:

@@ -14,6 +14,8 @@ EDITORS = Path(__file__).resolve().parents[2] / "editors"
 SERVER_SETTINGS = {"gpu_memory", "parameters", "world_size", "precision", "optimizer", "warn_fraction"}
 #: The peak's settings (issue 12), so far only in the VS Code extension's manifest.
 PEAK_SETTINGS = {"sequence_length", "micro_batch", "gradient_checkpointing", "attention", "reserved"}
+#: The training step the peak follows (issue 19).
+STEP_SETTINGS = {"engine", "param_dtype", "optimizer_impl"}
 
 
 def test_the_six_editor_settings_are_server_settings():
@@ -37,12 +39,14 @@ def test_vscode_settings_mirror_the_server():
     manifest = json.loads((EDITORS / "vscode" / "package.json").read_text(encoding="utf-8"))
     properties = manifest["contributes"]["configuration"]["properties"]
     server_keys = {snake_case(key.removeprefix("zeromem.")) for key in properties} & set(SETTING_NAMES)
-    assert server_keys == SERVER_SETTINGS | PEAK_SETTINGS
+    assert server_keys == SERVER_SETTINGS | PEAK_SETTINGS | STEP_SETTINGS
     sample = {"gpuMemory": "24GiB", "parameters": "7B", "worldSize": 8, "precision": "bf16", "optimizer": "adamw",
               "warnFraction": 0.8, "sequenceLength": 4096, "microBatch": 2, "gradientCheckpointing": True,
-              "attention": "eager", "reserved": "1GiB"}
+              "attention": "eager", "reserved": "1GiB", "engine": "torch", "paramDtype": "fp32",
+              "optimizerImpl": "for-loop"}
     settings, problems = resolve_settings(sample)
     assert problems == [] and settings.world_size == 8
+    assert (settings.engine, settings.param_dtype, settings.optimizer_impl) == ("torch", "fp32", "for-loop")
     assert (settings.sequence_length, settings.micro_batch, settings.reserved) == (4096, 2, 2**30)
     for key, value in sample.items():  # the examples and defaults in package.json are accepted too
         prop = properties[f"zeromem.{key}"]

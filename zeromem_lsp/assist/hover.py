@@ -17,8 +17,8 @@ from zeromem_lsp.configs.training import TrainingSetup, implied_world_size
 from zeromem_lsp.configs.workload import ZERO_ALIASES
 from zeromem_lsp.memory.plan import FSDP_CPU_OFFLOAD, MemoryPlan, Offload, Unplanned
 from zeromem_lsp.present import (
-    activation_lines, buffer_sum, count_times_bytes, describe_suggestion, fit_word, human_and_exact, input_notes,
-    peak_sum, per_gpu_summary, percent_of, stage_label, stage_rows,
+    activation_lines, buffer_sum, count_times_bytes, describe_suggestion, human_and_exact, input_notes,
+    peak_rows, peak_sum, per_gpu_summary, stage_label, stage_rows,
 )
 from zeromem_lsp.units import format_bytes, format_count, format_parameters
 
@@ -91,21 +91,30 @@ def memory_section(plan: MemoryPlan | Unplanned | None) -> str:
     if isinstance(plan, Unplanned):
         return _missing(plan)
     label = stage_label(plan.stage, plan.family)
+    if plan.peak_known:
+        peak = plan.verdict_bytes(plan.stage)
+        head = (f"**{label} {per_gpu_summary(plan.gpu_bytes, plan.gpu_memory)}** persistent model state "
+                f"(parameters, gradients, optimizer state); **peak {per_gpu_summary(peak, plan.gpu_memory)}** "
+                "with buffers, activations and the reserve — what fits is judged on the peak.")
+    else:
+        head = (f"**{label} {per_gpu_summary(plan.gpu_bytes, plan.gpu_memory)}** — persistent model state "
+                "(parameters, gradients, optimizer state); the peak below adds buffers, activations and the reserve.")
     lines = [
-        f"**{label} {per_gpu_summary(plan.gpu_bytes, plan.gpu_memory)}** — persistent model state "
-        "(parameters, gradients, optimizer state); the peak below adds buffers, activations and the reserve.",
+        head,
         "",
-        *stage_markdown(plan),
+        *(stage_peak_markdown(plan) if plan.peak_known else stage_markdown(plan)),
         "",
         *([fsdp_dtype_line(plan), ""] if plan.family == "fsdp" and plan.inputs.per_parameter else []),
         *input_lines(plan),
         "",
         offload_text(plan),
     ]
-    if plan.exceeds:
+    if plan.peak_exceeds:
         suggestion = plan.cheapest_fit()
-        lines += ["", f"Cheapest that fits: {describe_suggestion(suggestion, plan.family)}." if suggestion
-                  else "Nothing fits, even ZeRO-3 with full offload: add GPUs."]
+        judged = "whose peak fits" if plan.peak_known else "that fits"
+        lines += ["", f"Cheapest {judged}: {describe_suggestion(suggestion, plan.family)}." if suggestion
+                  else f"Nothing {'peaks within the budget' if plan.peak_known else 'fits'}, even ZeRO-3 with full "
+                       "offload: add GPUs."]
     if plan.peak is not None:
         lines += ["", *peak_markdown(plan)]
     return "\n".join(lines)
@@ -128,26 +137,18 @@ def fsdp_dtype_line(plan: MemoryPlan) -> str:
 
 
 def peak_markdown(plan: MemoryPlan) -> list[str]:
-    """Model state | buffers | activations | peak per stage, then the arithmetic and where each input came from."""
+    """The peak's arithmetic at the chosen stage and where each input came from (its figures are in the table)."""
     peak = plan.peak
     inputs = [f"- {note}" for note in input_notes(peak)]
     if peak.missing:
         return ["**Peak per GPU: not computable yet.** Missing:", "", *[f"- {item}" for item in peak.missing],
                 "", "Known:", "", *inputs]
-    budget = plan.gpu_memory
-    header = ["", "stage", "model state", "buffers", "activations", "peak"] + (["of budget", ""] if budget else [])
     lines = [f"**Peak per GPU** = model state + buffers + activations + fp32 logits copy "
-             f"{format_count(peak.transient_logits)} + reserved {format_count(peak.reserved)} (bytes):", "",
-             _row(header), _row([":-:", ":--", "--:", "--:", "--:", "--:"] + (["--:", ":--"] if budget else []))]
-    for stage in plan.stages:
-        total = peak.at(stage)
-        label = stage_label(stage, plan.family)
-        cells = ["▶" if stage == plan.stage else "", f"**{label}**" if stage == plan.stage else label,
-                 format_count(peak.state[stage]), format_count(peak.buffer_bytes(stage)),
-                 format_count(peak.activation_bytes), f"{format_count(total)} ({format_bytes(total)})"]
-        if budget:
-            cells += [percent_of(total, budget), fit_word(total, budget)]
-        lines.append(_row(cells))
+             f"{format_count(peak.transient_logits)} + reserved {format_count(peak.reserved)} (bytes):"]
+    engine = peak.inputs.get("engine")
+    if engine is not None and engine.value != plan.family:
+        lines += ["", f"**Engine {engine.value}** — {engine.note}: the step the peak follows is {engine.value}'s; "
+                  "the stages and model state stay the config's."]
     chosen = plan.stage
     lines += ["", f"- {stage_label(chosen, plan.family)}: {peak_sum(peak, chosen)}",
               f"- buffers: {buffer_sum(peak.buffers[chosen])}",
@@ -199,6 +200,32 @@ def stage_markdown(plan: MemoryPlan) -> list[str]:
         origin = plan.origins.get("gpu_memory")
         source = f" — {origin.note}" if origin else ""
         lines += ["", f"Budget {human_and_exact(budget)} per GPU{source} (`│` on the bars)."]
+    return lines
+
+
+def stage_peak_markdown(plan: MemoryPlan) -> list[str]:
+    """The one table once the peak is known: model state | peak | of budget | the phase holding the peak and
+    its largest parts, one row per stage, with a bar of the peak against the budget."""
+    budget = plan.gpu_memory
+    offloaded = any(plan.placement.host.values())
+    header = ["", "stage", "model state"] + (["host"] if offloaded else []) + ["peak"] + (
+        ["of budget", ""] if budget else []) + ["peak phase: largest parts", ""]
+    align = [":-:", ":--", "--:"] + (["--:"] if offloaded else []) + ["--:"] + (["--:", ":--"] if budget else []) + [
+        ":--", ":--"]
+    lines = [_row(header), _row(align)]
+    for row in peak_rows(plan, BAR_WIDTH):
+        cells = ["▶" if row.chosen else "", f"**{row.label}**" if row.chosen else row.label, format_bytes(row.state)]
+        if offloaded:
+            cells.append(format_bytes(row.host))
+        cells.append(f"{format_count(row.peak)} ({format_bytes(row.peak)})")
+        if budget:
+            cells += [row.percent, row.fit]
+        cells += [row.phase, f"`{row.bar.rstrip()}`"]
+        lines.append(_row(cells))
+    if budget:
+        origin = plan.origins.get("gpu_memory")
+        source = f" — {origin.note}" if origin else ""
+        lines += ["", f"Budget {human_and_exact(budget)} per GPU{source} (`│` on the bars of the peak)."]
     return lines
 
 

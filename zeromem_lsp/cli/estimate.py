@@ -8,16 +8,19 @@ from pathlib import Path
 
 from zeromem_lsp.memory.activations import ATTENTION
 from zeromem_lsp.cli.errors import UsageError
+from zeromem_lsp.cli.estimate_config import positive as _positive
 from zeromem_lsp.configs.model_config import UnsupportedModel, count_parameters_from_text, model_shape_from_text
 from zeromem_lsp.memory.peak import Peak, PeakInputs, estimate_peak
 from zeromem_lsp.provenance import Given
 from zeromem_lsp.memory.estimate import Estimate, Inputs, estimate, inputs_from_parameters
+from zeromem_lsp.memory.plan import FAMILIES
+from zeromem_lsp.configs.settings_values import ENGINES, OPTIMIZER_IMPLS, PARAM_DTYPES
 from zeromem_lsp.configs.settings_values import check_memory, check_parameters, check_reserve, decimal_budget_note
 from zeromem_lsp.configs.model_source import find_model_config
 from zeromem_lsp.rules.registry import rule_named
 from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS, bytes_per_parameter
 from zeromem_lsp.present import (
-    activation_lines, buffer_sum, fit_word, human_and_exact, input_notes, peak_sum, stage_table,
+    activation_lines, buffer_sum, human_and_exact, input_notes, peak_sum, peak_table, stage_table,
 )
 from zeromem_lsp.memory.stages import ALL as ALL_STAGES, stage as stage_named
 from zeromem_lsp.units import UnitError, format_bytes, format_bytes_decimal, format_count, format_parameters, parse_bytes, parse_parameter_count
@@ -30,9 +33,10 @@ def register(commands) -> None:
     parser = commands.add_parser(
         "estimate",
         help="per-GPU model-state bytes for DDP and ZeRO 1-3",
-        description="Per-GPU persistent model-state bytes for DDP and ZeRO stages 1-3 (exact integers). "
-                    "Exit status: 0, or 1 when --gpu-memory is given and no stage's model state fits it; "
-                    "2 bad usage.",
+        description="Per-GPU persistent model-state bytes for DDP and ZeRO stages 1-3 (exact integers), and the "
+                    "peak of the training step beside them once the model, sequence length and micro-batch are "
+                    "known. Exit status: 0, or 1 when --gpu-memory is given and no stage fits it (judged on the "
+                    "peak when known, else on model state); 2 bad usage.",
     )
     explicit = parser.add_argument_group("explicit bytes (all three)")
     explicit.add_argument("--parameter-bytes", metavar="N", help="P: parameter bytes, e.g. 14e9 or 13GiB")
@@ -40,8 +44,8 @@ def register(commands) -> None:
     explicit.add_argument("--optimizer-bytes", metavar="N", help="O: optimizer-state bytes")
     model = parser.add_argument_group("or a model")
     model.add_argument("--parameters", metavar="COUNT", help="parameter count, e.g. 7B, 350M, 8_030_261_248")
-    model.add_argument("--precision", choices=PRECISIONS, default="bf16", help="training precision (default bf16)")
-    model.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw", help="optimizer (default adamw)")
+    model.add_argument("--precision", choices=PRECISIONS, help="training precision (default bf16)")
+    model.add_argument("--optimizer", choices=OPTIMIZERS, help="optimizer (default adamw)")
     model.add_argument("--model-config", metavar="PATH",
                        help="a Hugging Face config.json, a model directory, or a hub id in the local Hugging Face cache "
                             "(HF_HUB_CACHE / HF_HOME): counts the parameters and gives the shape for activations")
@@ -49,9 +53,20 @@ def register(commands) -> None:
     peak.add_argument("--sequence-length", metavar="N", help="tokens per sequence")
     peak.add_argument("--micro-batch", metavar="N", help="sequences per GPU per step")
     peak.add_argument("--gradient-checkpointing", action="store_true", help="activation checkpointing is on")
-    peak.add_argument("--attention", choices=ATTENTION, default="sdpa", help="attention implementation (default sdpa)")
+    peak.add_argument("--attention", choices=ATTENTION, help="attention implementation (default sdpa)")
     peak.add_argument("--reserved", metavar="SIZE", help="CUDA context + allocator reserve (default 1GiB)")
-    parser.add_argument("--world-size", "-R", metavar="R", required=True, help="number of ranks (GPUs)")
+    step = parser.add_argument_group("the training step the peak follows")
+    step.add_argument("--engine", choices=ENGINES, help="what runs the step: torch (one process or DDP; only the DDP "
+                      "stage), deepspeed (default) or fsdp; with --config: the config's own, which this overrides")
+    step.add_argument("--param-dtype", choices=PARAM_DTYPES,
+                      help="the dtype weights are stored in (default per engine: deepspeed and torch the precision, "
+                      "fsdp fp32)")
+    step.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS,
+                      help="torch AdamW implementation (default foreach; fused for a ds_config optimizer section)")
+    parser.add_argument("--config", metavar="FILE",
+                        help="a training config read as `zeromem check` reads it (its zeromem block, project "
+                        "settings, buckets, stage, offload); the options here override it")
+    parser.add_argument("--world-size", "-R", metavar="R", help="number of ranks (GPUs); required without --config")
     parser.add_argument("--gpu-memory", metavar="SIZE", help="per-GPU budget, e.g. 80GiB or 24GB")
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="text (default) or json (exact integers)")
@@ -77,21 +92,29 @@ def _world_size(text: str) -> int:
     return _positive("--world-size", text)  # type: ignore[return-value]
 
 
-def _positive(option: str, text: str | None) -> int | None:
-    """A whole number >= 1 from the command line (None when the option is absent)."""
-    if text is None:
-        return None
-    try:
-        value = int(text.strip().replace("_", ""))
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise UsageError(f"{option}: expected a whole number >= 1, got {text!r}")
-    return value
+def _engine(args) -> str:
+    return args.engine or "deepspeed"
 
+
+def _param_dtype(args) -> str:
+    """--param-dtype, else per engine: DeepSpeed and torch store weights in the precision, FSDP fp32 shards."""
+    if args.param_dtype:
+        return args.param_dtype
+    return "fp32" if _engine(args) == "fsdp" else args.precision
+
+
+def _per_parameter(args):
+    """DeepSpeed's bytes per parameter; torch and FSDP keep no master copy (states in the weights' dtype)."""
+    if _engine(args) == "deepspeed":
+        return bytes_per_parameter(args.precision, args.optimizer)
+    from zeromem_lsp.memory.planner import fsdp_bytes_per_parameter
+
+    return fsdp_bytes_per_parameter(_param_dtype(args), args.optimizer)
 
 
 def inputs_from_args(args, counted=None) -> Inputs:
+    if args.world_size is None:
+        raise UsageError("--world-size R is required without --config")
     world_size = _world_size(args.world_size)
     explicit = [args.parameter_bytes, args.gradient_bytes, args.optimizer_bytes]
     if any(value is not None for value in explicit):
@@ -105,7 +128,7 @@ def inputs_from_args(args, counted=None) -> Inputs:
             optimizer_bytes=_bytes("--optimizer-bytes", args.optimizer_bytes),
             world_size=world_size,
         )
-    per_parameter = bytes_per_parameter(args.precision, args.optimizer)
+    per_parameter = _per_parameter(args)
     if args.parameters is None and counted is not None:
         note = f"parameters counted from {args.model_config} ({counted.note})"
         return inputs_from_parameters(counted.total, per_parameter, world_size, (note,))
@@ -141,42 +164,72 @@ def _read_model(args):
         return counted, None, f"{INVALID} --model-config {args.model_config}: {error}"
 
 
-def _peak(args, result: Estimate, counted, shape, problem) -> Peak | None:
-    """The peak beside the model state, when any peak option is given."""
+def _flag(args, name: str, default: object) -> Given:
+    """The option's value credited to it, or the default it stands for."""
+    value = getattr(args, name)
+    option = "--" + name.replace("_", "-")
+    return Given(value, option) if value is not None else Given(default, f"default: {default}")
+
+
+def _peak_maker(args, counted, shape, problem, parameters: int | None):
+    """The peak beside the model state, when any peak option is given: a function of the per-stage state."""
     wanted = (args.model_config, args.sequence_length, args.micro_batch)
     if all(value is None for value in wanted) and not args.gradient_checkpointing:
         return None
     sequence = _positive("--sequence-length", args.sequence_length)
     micro = _positive("--micro-batch", args.micro_batch)
     reserved = _checked("--reserved", check_reserve, args.reserved) if args.reserved else None
+    engine = _flag(args, "engine", "deepspeed")
+    dtype = _param_dtype(args)
     inputs = PeakInputs(
         shape=shape, shape_problem=problem or ("give --model-config PATH" if args.model_config is None else None),
         sequence_length=Given(sequence, "--sequence-length") if sequence else None,
         micro_batch=Given(micro, "--micro-batch") if micro else None,
         gradient_checkpointing=Given(args.gradient_checkpointing,
                                      "--gradient-checkpointing" if args.gradient_checkpointing else "default: off"),
-        attention=Given(args.attention, "--attention"),
+        attention=_flag(args, "attention", "sdpa"),
         dtype=Given(args.precision, "--precision"),
         reserved=Given(reserved, "--reserved") if reserved is not None else PeakInputs.reserved,
-        parameters=result.inputs.parameters,
+        engine=engine,
+        param_dtype=Given(dtype, "--param-dtype") if args.param_dtype else Given(
+            dtype, f"default: the stored precision under {engine.value}"),
+        optimizer_impl=_flag(args, "optimizer_impl", "foreach"),
+        parameters=parameters,
         largest_layer=counted.largest_layer if counted is not None else None)
-    return estimate_peak(dict(result.figures), "deepspeed", inputs)
+
+    def make(state: dict[str, int]) -> Peak:
+        return estimate_peak(state, "fsdp" if engine.value == "fsdp" else "deepspeed", inputs)
+    return make
 
 
-def run(args) -> int:
+def calculator(args) -> tuple[Estimate, str | None]:
+    """The estimate from explicit options (no config): (the estimate, a problem with --model-config)."""
+    args.precision = args.precision or "bf16"
+    args.optimizer = args.optimizer or "adamw"
     counted, shape, problem = _read_model(args)
     explicit = any(value is not None for value in (args.parameter_bytes, args.gradient_bytes, args.optimizer_bytes))
     if problem and counted is None and args.parameters is None and not explicit:
         raise UsageError(problem)  # no model-state figure without a parameter count
-    result = estimate(inputs_from_args(args, counted),
-                      _checked("--gpu-memory", check_memory, args.gpu_memory) if args.gpu_memory else None)
-    peak = _peak(args, result, counted, shape, problem)
+    inputs = inputs_from_args(args, counted)
+    peak = _peak_maker(args, counted, shape, problem, inputs.parameters)
+    budget = _checked("--gpu-memory", check_memory, args.gpu_memory) if args.gpu_memory else None
+    return estimate(inputs, budget, FAMILIES[_engine(args)], peak), problem
+
+
+def run(args) -> int:
+    if args.config is not None:
+        from zeromem_lsp.cli.estimate_config import estimate_of_config
+
+        result, problem = estimate_of_config(args)
+    else:
+        result, problem = calculator(args)
+    peak = result.peak
     if problem:
         print(f"zeromem: {problem}", file=sys.stderr)
     note = decimal_budget_note(args.gpu_memory)
     if note:
         print(f"zeromem: note: --gpu-memory {note}", file=sys.stderr)
-    notes = [fsdp_note(result)] if fsdp_note(result) else []
+    notes = [fsdp_note(result)] if args.config is None and _engine(args) == "deepspeed" and fsdp_note(result) else []
     if args.format == "json":
         data = result.to_json()
         if peak is not None:
@@ -185,28 +238,29 @@ def run(args) -> int:
         print(json.dumps(data, indent=2))
     else:
         lines = render_text(result) + [f"note: {note}" for note in notes]
-        print("\n".join(lines + (render_peak(peak, result.gpu_memory) if peak is not None else [])))
+        print("\n".join(lines + (render_peak(peak) if peak is not None else [])))
     return exit_status(result)
 
 
 def exit_status(result: Estimate) -> int:
-    """1 when a budget is given and no stage's model state fits it (as `check` fails on ZM101), else 0."""
+    """1 when a budget is given and no stage fits it — by its peak when known, else its model state — else 0."""
     return 1 if result.gpu_memory is not None and result.cheapest_fitting is None else 0
 
 
-def render_peak(peak: Peak, budget: int | None) -> list[str]:
-    """The breakdown beside model state: inputs, activations, buffers per stage, peak per stage."""
+def render_peak(peak: Peak) -> list[str]:
+    """The arithmetic behind the table's peak column: inputs, activations, buffers and the sum per stage."""
     lines = ["", "peak per GPU (model state + buffers + activations + fp32 logits copy + reserved):"]
     lines += [f"  {note}" for note in input_notes(peak)]
     if peak.missing:
         return lines + [f"  not computable: missing {item}" for item in peak.missing]
     lines += [f"  {line}" for line in activation_lines(peak)]
     lines.append(f"  reserved (CUDA context, workspaces, allocator) = {format_count(peak.reserved)} B")
-    for stage in ALL_STAGES:
-        lines.append(f"  {stage.label:<7} buffers = {buffer_sum(peak.buffers[stage.key])}")
-    for stage in ALL_STAGES:
-        verdict = f" — {fit_word(peak.at(stage.key), budget)} {format_bytes(budget)}" if budget else ""
-        lines.append(f"  {stage.label:<7} peak = {peak_sum(peak, stage.key)}{verdict}")
+    labels = {key: stage_named(key).label_in(peak.family) for key in peak.state}
+    width = max(len(label) for label in labels.values())
+    for key, label in labels.items():
+        lines.append(f"  {label:<{width}} buffers = {buffer_sum(peak.buffers[key])}")
+    for key, label in labels.items():
+        lines.append(f"  {label:<{width}} peak = {peak_sum(peak, key)}")
     return lines
 
 
@@ -241,18 +295,23 @@ def render_text(result: Estimate) -> list[str]:
     if result.gpu_memory is not None:
         lines.append(f"budget = {human_and_exact(result.gpu_memory)} per GPU")
     lines.append("")
-    lines.extend(stage_table(result))
+    peak_known = result.plan.peak_known
+    lines.extend(peak_table(result.plan) if peak_known else stage_table(result))
     lines.append("")
-    for stage in ALL_STAGES:
-        figure = result.figures[stage.key]
+    for key, figure in result.figures.items():
+        stage = stage_named(key)
         lines.append(f"{stage.label:<7} = {stage.formula} = {format_count(figure)} B = {format_bytes_decimal(figure)}")
     if result.gpu_memory is not None:
         cheapest = result.cheapest_fitting
+        judged = "peak" if peak_known else "model state"
         lines.append("")
         if cheapest is None:
-            lines.append(f"no stage fits {format_bytes(result.gpu_memory)} per GPU without offload or more GPUs")
+            what = "stage's peak" if peak_known else "stage"
+            lines.append(f"no {what} fits {format_bytes(result.gpu_memory)} per GPU without offload or more GPUs")
         else:
-            lines.append(f"cheapest stage that fits: {stage_named(cheapest).label} ({format_bytes(result.figures[cheapest])} per GPU)")
+            figure = result.plan.verdict_bytes(cheapest)
+            lines.append(f"cheapest stage that fits: {stage_named(cheapest).label_in(result.plan.family)} "
+                         f"({judged} {format_bytes(figure)} per GPU)")
     for assumption in inputs.assumptions:
         lines.append(f"assumes: {assumption}")
     return lines

@@ -68,6 +68,11 @@ class Resolved(NamedTuple):
     def origin(self, name: str) -> Origin | None:
         return self.origins.get(name)
 
+    def commanded(self, name: str) -> bool:
+        """Whether `name` came from a command-line flag, which beats even what the config itself says."""
+        origin = self.origins.get(name)
+        return origin is not None and origin == SettingsLayer(self.settings, COMMAND_LINE).origin(name)
+
 
 def resolve(layers: tuple[SettingsLayer, ...]) -> Resolved:
     """Each setting from the highest layer that sets it (`layers` highest first)."""

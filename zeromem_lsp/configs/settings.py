@@ -18,7 +18,7 @@ from zeromem_lsp.configs.model_config import MAX_COUNT, MAX_SIZE
 from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS
 
 from zeromem_lsp.configs.settings_values import (  # re-exported: the names every caller uses
-    BYTE_SETTINGS, ATTENTIONS, BYTE_SIZE_PATTERN, COUNT_PATTERN, DEFAULT_WARN_FRACTION, SETTING_NAMES,
+    BYTE_SETTINGS, ATTENTIONS, BYTE_SIZE_PATTERN, CHOICES, COUNT_PATTERN, DEFAULT_WARN_FRACTION, SETTING_NAMES,
     ParametersFromConfig, SettingProblem, check_bytes, check_count, check_memory, check_parameters, check_reserve,
 )
 
@@ -135,8 +135,8 @@ def _certain(name: str, value: object) -> object:
         return value if type(value) is int and 1 <= value <= MAX_COUNT else _DOUBT
     if name == "gradient_checkpointing":
         return value if type(value) is bool else _DOUBT
-    if name == "attention":
-        return value if type(value) is str and value in ATTENTIONS else _DOUBT
+    if name in CHOICES:
+        return value if type(value) is str and value in CHOICES[name] else _DOUBT
     if name == "warn_fraction":
         if type(value) is int and abs(value) < 2**53:
             value = float(value)

@@ -132,6 +132,20 @@ class ZeromemSettingsModel(BaseModel):
         None, description='Per-GPU bytes for the CUDA context, library workspaces and the allocator, added to the '
         'peak; default "1GiB" (docs/memory-model.md).', examples=["1GiB"],
     )
+    engine: Literal[plain.ENGINES] | None = Field(  # type: ignore[valid-type]
+        None, description="What runs the training step, for the peak: `torch` (one process or DDP), `deepspeed` "
+        "or `fsdp`; default: what the config is (a ds_config: deepspeed; an FSDP config: fsdp). It names the "
+        "step the peak models; ZeRO stages and model state still come from the config.",
+    )
+    param_dtype: Literal[plain.PARAM_DTYPES] | None = Field(  # type: ignore[valid-type]
+        None, description="The dtype the weights are stored in, for the peak; default per engine: deepspeed "
+        "the 16-bit precision, fsdp fp32 (Accelerate upcasts the shards), torch the training precision.",
+    )
+    optimizer_impl: Literal[plain.OPTIMIZER_IMPLS] | None = Field(  # type: ignore[valid-type]
+        None, description="torch AdamW's implementation, for the optimizer step's scratch: `foreach` (default: "
+        "what runs on a GPU), `for-loop` or `fused`; a ds_config `optimizer` section runs DeepSpeed's FusedAdam "
+        "(fused).",
+    )
 
 
 def _plain(model: ZeromemSettingsModel) -> dict:

@@ -26,11 +26,22 @@ SETTING_NAMES = (
     "gradient_checkpointing",
     "attention",
     "reserved",
+    "engine",
+    "param_dtype",
+    "optimizer_impl",
 )
 BYTE_SIZE_PATTERN = r"^\s*[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*([kKMGTPE]i?[bB]?|[bB])?\s*$"
 COUNT_PATTERN = r"^\s*[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*[kKmMbBtT]?\s*$"
 DEFAULT_WARN_FRACTION = 0.9
 ATTENTIONS = ("sdpa", "eager")
+#: What runs the step (the peak's phases differ): plain torch / DDP, DeepSpeed ZeRO, FSDP.
+ENGINES = ("torch", "deepspeed", "fsdp")
+#: The dtype the weights are stored in.
+PARAM_DTYPES = ("bf16", "fp16", "fp32")
+#: torch.optim's AdamW implementations (foreach: the GPU default; fused: also DeepSpeed's FusedAdam).
+OPTIMIZER_IMPLS = ("foreach", "for-loop", "fused")
+#: Every setting with a fixed set of values -> those values (checked alike by both validators).
+CHOICES = {"attention": ATTENTIONS, "engine": ENGINES, "param_dtype": PARAM_DTYPES, "optimizer_impl": OPTIMIZER_IMPLS}
 #: The settings that are byte sizes ("80GiB"): checked as bytes, shown as bytes (hover, completion).
 BYTE_SETTINGS = ("parameter_bytes", "gradient_bytes", "optimizer_bytes", "gpu_memory", "reserved")
 #: A GPU budget or reserve under 1 MiB, or a model under 1,000 parameters, is a size written without its

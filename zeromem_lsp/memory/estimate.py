@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from zeromem_lsp.memory.plan import Inputs, MemoryPlan, inputs_from_parameters, plan_of_inputs
+from zeromem_lsp.memory.plan import DEEPSPEED, Family, Inputs, MemoryPlan, inputs_from_parameters, plan_of_inputs
 from zeromem_lsp.memory.stages import ALL
 
 __all__ = ["Estimate", "Inputs", "estimate", "inputs_from_parameters"]
@@ -23,21 +23,34 @@ class Estimate(NamedTuple):
 
     @property
     def figures(self) -> dict[str, int]:
-        return self.plan.placement.gpu
+        """Model state per GPU at each stage the engine has (the contract figures)."""
+        return {stage: self.plan.placement.gpu[stage] for stage in self.plan.stages}
+
+    @property
+    def peak(self):
+        return self.plan.peak
 
     @property
     def gpu_memory(self) -> int | None:
         return self.plan.gpu_memory
 
     @property
-    def fits(self) -> dict[str, bool] | None:
+    def model_state_fits(self) -> dict[str, bool] | None:
+        """Whether each stage's model state (the contract figure) fits the budget."""
         if self.gpu_memory is None:
             return None
         return {stage: figure <= self.gpu_memory for stage, figure in self.figures.items()}
 
     @property
+    def fits(self) -> dict[str, bool] | None:
+        """Whether each stage fits: by its peak when the peak is known, else by its model state."""
+        if self.gpu_memory is None:
+            return None
+        return {stage: self.plan.verdict_bytes(stage) <= self.gpu_memory for stage in self.figures}
+
+    @property
     def cheapest_fitting(self) -> str | None:
-        """The lowest stage (least communication) whose figure fits the budget."""
+        """The lowest stage (least communication) that fits the budget (by its peak when known)."""
         found = self.plan.lowest_fitting(self.plan.offload)
         return found.stage if found is not None else None
 
@@ -64,10 +77,15 @@ class Estimate(NamedTuple):
         result["formulas"] = {stage.key: stage.formula for stage in ALL}
         result["assumptions"] = list(inputs.assumptions)
         result["gpu_memory"] = self.gpu_memory
+        if self.plan.stage is not None:
+            result["stage"] = self.plan.stage  # the configured stage (`estimate --config`)
         result["fits"] = self.fits
+        result["model_state_fits"] = self.model_state_fits
+        result["fits_by"] = "peak" if self.plan.peak_known else "model state"
         result["cheapest_fitting_stage"] = self.cheapest_fitting
         return result
 
 
-def estimate(inputs: Inputs, gpu_memory: int | None = None) -> Estimate:
-    return Estimate(plan_of_inputs(inputs, gpu_memory))
+def estimate(inputs: Inputs, gpu_memory: int | None = None, family: Family = DEEPSPEED, peak=None) -> Estimate:
+    """The calculator's estimate; `peak(state)` makes the peak from the per-stage model state."""
+    return Estimate(plan_of_inputs(inputs, gpu_memory, family, peak))

@@ -45,8 +45,9 @@ class PeakSource(NamedTuple):
 
 
 def _pick(given: Given | None, name: str, resolved: Resolved, default: Given | None = None) -> Given | None:
-    """The config's value unless it is only a library default; else the setting `name`; else `default`."""
-    if given is not None and not given.note.endswith("default"):
+    """The config's value unless it is only a library default (or a flag overrides it); else the setting `name`;
+    else `default`."""
+    if given is not None and not given.note.endswith("default") and not resolved.commanded(name):
         return given
     value = getattr(resolved.settings, name)
     if value is not None:
@@ -65,7 +66,31 @@ def _derived_micro_batch(setup: TrainingSetup | None, world_size: int) -> Given 
                  f"{setup.train_batch_size} / ({setup.gradient_accumulation_steps} × {world_size})")
 
 
-def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precision_origin: Origin | None) -> PeakInputs:
+def step_choices(family: str, resolved: Resolved, precision: str | None,
+                 setup: TrainingSetup | None = None) -> tuple[Given, Given | None, Given]:
+    """(engine, param_dtype, optimizer_impl) for the peak: a setting (flag, block, project, editor) wins; else
+    the engine the config is, the weights in the stored precision (fp32 shards under FSDP), and torch's foreach
+    AdamW (DeepSpeed's FusedAdam for a ds_config `optimizer` section). A setting that contradicts the config
+    says so in its note."""
+    settings = resolved.settings
+    engine = Given(family, f"default: the config is {family}")
+    if settings.engine is not None:
+        origin = resolved.origin("engine") or Origin("zeromem.engine")
+        note = origin.note if settings.engine == family else f"{origin.note} (overrides {family}, which the config is)"
+        engine = Given(settings.engine, note, origin.path)
+    param_dtype = Given(precision, f"default: the stored precision under {engine.value}") if precision else None
+    if settings.param_dtype is not None:
+        param_dtype = Given.of(settings.param_dtype, resolved.origin("param_dtype") or Origin("zeromem.param_dtype"))
+    impl = Given("foreach", "default: torch AdamW's foreach implementation (what runs on a GPU)")
+    if engine.value == "deepspeed" and setup is not None and setup.optimizer_path is not None:
+        impl = Given("fused", "DeepSpeed's FusedAdam for the config's optimizer section", setup.optimizer_path)
+    if settings.optimizer_impl is not None:
+        impl = Given.of(settings.optimizer_impl, resolved.origin("optimizer_impl") or Origin("zeromem.optimizer_impl"))
+    return engine, param_dtype, impl
+
+
+def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precision_origin: Origin | None,
+                family: str = "deepspeed") -> PeakInputs:
     """Every input of the peak, each with its origin, for a plan of these `inputs`."""
     workload, settings = source.workload, resolved.settings
     micro = _pick(workload.micro_batch, "micro_batch", resolved) or _derived_micro_batch(source.setup,
@@ -77,7 +102,9 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
         given = workload.compute_dtype
         dtype = Given(given.value, f"{given.note} (mixed-precision compute)", given.path)
     model = source.model
+    engine, param_dtype, impl = step_choices(family, resolved, precision, source.setup)
     return PeakInputs(
+        engine=engine, param_dtype=param_dtype, optimizer_impl=impl,
         shape=model.shape,
         shape_problem=model.shape_problem,
         sequence_length=_pick(workload.sequence_length, "sequence_length", resolved),

@@ -118,6 +118,9 @@ class Family(NamedTuple):
 
 DEEPSPEED = Family("deepspeed", STAGES, _deepspeed_candidates)
 FSDP = Family("fsdp", FSDP_KEYS, _fsdp_candidates)
+#: Plain torch (one process or DDP): every rank holds everything, nothing to offload.
+TORCH = Family("torch", ("ddp",), lambda current: [current])
+FAMILIES = {family.name: family for family in (TORCH, DEEPSPEED, FSDP)}
 
 
 class Placement(NamedTuple):
@@ -130,7 +133,9 @@ class Placement(NamedTuple):
 class Suggestion(NamedTuple):
     stage: str
     offload: Offload
-    gpu_bytes: int
+    gpu_bytes: int  # model state per GPU (the contract figure)
+    peak: int | None = None  # the peak per GPU when it is known: what made the choice
+    micro_batch: int | None = None  # a smaller micro-batch the suggestion needs (None: unchanged)
 
 
 class MemoryPlan(NamedTuple):
@@ -170,7 +175,13 @@ class MemoryPlan(NamedTuple):
 
     @property
     def exceeds(self) -> bool:
+        """The chosen stage's model state exceeds the budget (ZM101, the contract figure)."""
         return self.gpu_memory is not None and self.gpu_bytes > self.gpu_memory
+
+    @property
+    def peak_exceeds(self) -> bool:
+        """The chosen stage's verdict figure (the peak when known) exceeds the budget."""
+        return self.gpu_memory is not None and self.verdict_bytes(self.stage) > self.gpu_memory
 
     @property
     def near_budget(self) -> bool:
@@ -178,22 +189,48 @@ class MemoryPlan(NamedTuple):
             return False
         return self.gpu_bytes > Fraction(self.warn_fraction) * self.gpu_memory
 
-    def lowest_fitting(self, offload: Offload) -> Suggestion | None:
-        """The lowest stage (least communication) whose figure under `offload` fits the budget."""
+    @property
+    def peak_known(self) -> bool:
+        return self.peak is not None and not self.peak.missing
+
+    def verdict_bytes(self, stage: str) -> int:
+        """What "fits" is judged on: the peak when it is known, else model state (docs/memory-model.md)."""
+        found = self.peak.at(stage) if self.peak_known else None  # type: ignore[union-attr]
+        return self.placement.gpu[stage] if found is None else found
+
+    def lowest_fitting(self, offload: Offload, peak: "Peak | None" = None) -> Suggestion | None:
+        """The lowest stage (least communication) whose figure under `offload` fits the budget: its peak when
+        the peak is known (`peak`: another micro-batch's), else its model state."""
         if self.gpu_memory is None:
             return None
+        peak = peak if peak is not None else (self.peak if self.peak_known else None)
         placement = self.placement if offload == self.offload else self.placement_with(offload)
         for stage in self.stages:
-            if placement.gpu[stage] <= self.gpu_memory and offload_matters(offload, stage):
-                return Suggestion(stage, offload, placement.gpu[stage])
+            state = placement.gpu[stage]
+            total = peak.at(stage, state) if peak is not None else None
+            if (state if total is None else total) <= self.gpu_memory and offload_matters(offload, stage):
+                return Suggestion(stage, offload, state, total)
         return None
 
     def cheapest_fit(self) -> Suggestion | None:
-        """Cheapest way to fit: the configured offload at increasing stages, then the family's next offloads."""
+        """Cheapest way to fit: the configured offload at increasing stages, then the family's next offloads.
+        With a known peak, each offload is tried at the micro-batch as configured, then at half of it, and half
+        again (gradient accumulation makes up the global batch) before the next offload: offloading costs
+        more throughput than a smaller micro-batch."""
+        peaks = [(None, None)]  # (micro-batch, its peak); None: as configured
+        micro = self.peak.inputs.get("micro_batch") if self.peak_known else None  # type: ignore[union-attr]
+        size = micro.value if micro is not None else 1
+        while isinstance(size, int) and not isinstance(size, bool) and size % 2 == 0:
+            size //= 2
+            smaller = self.peak.with_micro_batch(size)  # type: ignore[union-attr]
+            if smaller is None or smaller.missing:
+                break
+            peaks.append((size, smaller))
         for offload in dict.fromkeys(self.policy.candidates(self.offload)):
-            found = self.lowest_fitting(offload)
-            if found is not None:
-                return found
+            for size, peak in peaks:
+                found = self.lowest_fitting(offload, peak)
+                if found is not None:
+                    return found._replace(micro_batch=size)
         return None
 
 
@@ -222,8 +259,12 @@ class Unplanned(NamedTuple):
     missing: tuple[str, ...]
 
 
-def plan_of_inputs(inputs: Inputs, gpu_memory: int | None = None) -> MemoryPlan:
-    """The calculator's plan: explicit inputs, no offload, no stage chosen."""
+def plan_of_inputs(inputs: Inputs, gpu_memory: int | None = None, family: Family = DEEPSPEED,
+                   peak: "Callable[[dict[str, int]], Peak] | None" = None) -> MemoryPlan:
+    """The calculator's plan: explicit inputs, no offload, no stage chosen; `peak(state)` makes its peak
+    from the model state of the family's stages."""
     offload = Offload()
+    placement = place(inputs, offload)
+    made = peak({key: placement.gpu[key] for key in family.stages}) if peak is not None else None
     return MemoryPlan(stage=None, stage_path=None, inputs=inputs, origins={}, offload=offload,
-                      placement=place(inputs, offload), gpu_memory=gpu_memory)
+                      placement=placement, gpu_memory=gpu_memory, policy=family, peak=made)

@@ -52,6 +52,7 @@ class Context:
         target: str = "value",
         fixes: tuple[Fix, ...] = (),
         span: tuple[int, int] | None = None,
+        lesser: bool = False,
     ) -> Finding:
         start, end = span if span is not None else self.span(path, target)
-        return rule.at(message, start, end, fixes)
+        return rule.at(message, start, end, fixes, lesser=lesser)

@@ -29,12 +29,57 @@ def _budget_span_path(context: Context, plan_stage_path):
     return None
 
 
-def _suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion | None) -> tuple[Fix, ...]:
+def micro_batch_edits(context: Context, micro, size: int) -> tuple[list[TextEdit], str] | None:
+    """Set the micro-batch (a Given with its path) to `size`, dividing it by a whole factor k, and multiply
+    gradient_accumulation_steps by k so the global batch stays; (edits, title) or None when it cannot."""
+    if micro is None or micro.path is None or not context.exists(micro.path) or micro.value % size:
+        return None
+    factor = micro.value // size
+    if micro.path[0] == "zeromem":  # a declaration, not what the launcher reads: the script must match it
+        edit = set_value(context.document, micro.path, str(size))
+        return ([edit], f"Declare the micro-batch {size} (and run the script with it)") if edit is not None else None
+    verb = "Halve the micro-batch" if factor == 2 else f"Divide the micro-batch by {factor}"
+    more = "double" if factor == 2 else f"multiply by {factor}"
+    accumulation_path = (*micro.path[:-1], "gradient_accumulation_steps")
+    container = context.data
+    for step in micro.path[:-1]:
+        container = container.get(step) if isinstance(container, dict) else None
+    written = container.get("gradient_accumulation_steps") if isinstance(container, dict) else None
+    edits = [set_value(context.document, micro.path, str(size))]
+    if written is None and isinstance(container, dict) and "train_batch_size" in container:
+        title = f"{verb} to {size} (DeepSpeed {'doubles' if factor == 2 else 'multiplies'} the derived accumulation)"
+    elif written is None or (isinstance(written, int) and not isinstance(written, bool) and written > 0):
+        steps = 1 if written is None else written
+        edits.append(set_value(context.document, accumulation_path, str(factor * steps)))
+        title = f"{verb} to {size} and {more} gradient accumulation to {factor * steps} (global batch unchanged)"
+    else:
+        return None
+    if any(edit is None for edit in edits) or overlapping(edits):
+        return None
+    return edits, title
+
+
+def _with_micro_batch(context: Context, plan: MemoryPlan, suggestion: Suggestion, fixes: tuple[Fix, ...]):
+    """The stage / offload fixes plus the smaller micro-batch the suggestion needs (none when it cannot be set)."""
+    if suggestion.micro_batch is None:
+        return fixes
+    found = micro_batch_edits(context, plan.peak.inputs.get("micro_batch"), suggestion.micro_batch)
+    if found is None:
+        return ()
+    edits, title = found
+    merged = tuple(Fix(f"{fix.title}; {title[0].lower()}{title[1:]}", (*fix.edits, *edits), preferred=fix.preferred)
+                   for fix in fixes)
+    if any(overlapping(list(fix.edits)) for fix in merged):
+        return ()
+    return merged or (Fix(title, tuple(edits), preferred=True),)
+
+
+def suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion | None) -> tuple[Fix, ...]:
     if suggestion is None:
         return ()
     delegated = fsdp_rules.suggestion_fixes(context, plan, suggestion)
     if delegated is not None:
-        return delegated
+        return _with_micro_batch(context, plan, suggestion, delegated)
     updates: dict[str, str] = {}
     if suggestion.stage != plan.stage:
         updates["stage"] = str(stage_named(suggestion.stage).number)
@@ -43,9 +88,11 @@ def _suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion
     if suggestion.offload.param and not plan.offload.param:
         updates["offload_param"] = '{"device": "cpu"}'
     edits = zero_edits(context.document, updates) if updates else None
-    if not edits or overlapping(edits):
+    if updates and (not edits or overlapping(edits)):
         return ()
-    return (Fix(f"Switch to {describe_suggestion(suggestion, plan.family)}", tuple(edits), preferred=True),)
+    fixes = (Fix(f"Switch to {describe_suggestion(suggestion, plan.family)}", tuple(edits), preferred=True),) if edits \
+        else ()
+    return _with_micro_batch(context, plan, suggestion, fixes)
 
 
 def zero_edits(document: Document, updates: dict[str, str]) -> list[TextEdit] | None:
@@ -84,17 +131,19 @@ def budget_findings(context: Context) -> Iterator[Finding]:
     if plan.exceeds:
         excess = figure - budget
         suggestion = plan.cheapest_fit()
+        judged = "whose peak fits" if plan.peak_known else "that fits"
         advice = (
-            f"the cheapest that fits is {describe_suggestion(suggestion, plan.family)}"
+            f"the cheapest {judged} is {describe_suggestion(suggestion, plan.family)}"
             if suggestion
-            else "nothing fits even with ZeRO-3 and full offload; add GPUs"
+            else f"nothing {'peaks within' if plan.peak_known else 'fits'} the budget even with ZeRO-3 and full "
+                 "offload; add GPUs"
         )
         yield context.finding(
             EXCEEDS,
             f"{label} needs {format_bytes(figure)} per GPU ({format_count(figure)} B) for model state, "
             f"{format_bytes(excess)} over the {format_bytes(budget)} budget; {advice}",
             path,
-            fixes=_suggestion_fixes(context, plan, suggestion),
+            fixes=suggestion_fixes(context, plan, suggestion),
         )
     elif plan.near_budget:
         yield context.finding(

@@ -8,11 +8,11 @@ from collections.abc import Iterator
 from zeromem_lsp.memory.buffers import zero_buffers
 from zeromem_lsp.findings import Finding, Fix, overlapping
 from zeromem_lsp.edits import set_value
-from zeromem_lsp.memory.peak import Peak
+from zeromem_lsp.memory.peak import MODEL_UNCERTAINTY, Peak
 from zeromem_lsp.memory.plan import MemoryPlan
-from zeromem_lsp.present import peak_sum, stage_label
+from zeromem_lsp.present import describe_suggestion, peak_sum, stage_label
 from zeromem_lsp.rules.context import Context
-from zeromem_lsp.rules.memory import zero_edits
+from zeromem_lsp.rules.memory import micro_batch_edits, suggestion_fixes, zero_edits
 from zeromem_lsp.rules.registry import rule
 from zeromem_lsp.memory.stages import stage as stage_named
 from zeromem_lsp.units import format_bytes
@@ -40,25 +40,12 @@ def _driver_path(context: Context, plan: MemoryPlan, largest: str):
 
 def _halve_micro_batch(context: Context, peak: Peak) -> Fix | None:
     micro = peak.inputs.get("micro_batch")
-    if micro is None or micro.path is None or not context.exists(micro.path) or micro.value % 2:
+    if micro is None or not isinstance(micro.value, int) or micro.value % 2:
         return None
-    accumulation_path = (*micro.path[:-1], "gradient_accumulation_steps")
-    container = context.data
-    for step in micro.path[:-1]:
-        container = container.get(step) if isinstance(container, dict) else None
-    written = container.get("gradient_accumulation_steps") if isinstance(container, dict) else None
-    edits = [set_value(context.document, micro.path, str(micro.value // 2))]
-    if written is None and isinstance(container, dict) and "train_batch_size" in container:
-        title = f"Halve the micro-batch to {micro.value // 2} (DeepSpeed doubles the derived accumulation)"
-    elif written is None or (isinstance(written, int) and not isinstance(written, bool) and written > 0):
-        steps = 1 if written is None else written
-        edits.append(set_value(context.document, accumulation_path, str(2 * steps)))
-        title = (f"Halve the micro-batch to {micro.value // 2} and double gradient accumulation to {2 * steps} "
-                 "(global batch unchanged)")
-    else:
+    found = micro_batch_edits(context, micro, micro.value // 2)
+    if found is None:
         return None
-    if any(edit is None for edit in edits) or overlapping(edits):
-        return None
+    edits, title = found
     return Fix(title, tuple(edits))
 
 
@@ -120,12 +107,21 @@ def check(context: Context) -> Iterator[Finding]:
     total = peak.at(plan.stage)
     if total <= budget:
         return
+    within = total <= budget * (1 + MODEL_UNCERTAINTY)  # exact: MODEL_UNCERTAINTY is a Fraction
+    margin = (f"within the model's ±{MODEL_UNCERTAINTY * 100}% uncertainty" if within else
+              f"beyond the model's ±{MODEL_UNCERTAINTY * 100}% uncertainty: the run is expected to fail")
     largest, size = peak.components(plan.stage)[0]
+    suggestion = plan.cheapest_fit()
+    advice = (f"; the cheapest whose peak fits is {describe_suggestion(suggestion, plan.family)}" if suggestion
+              else "; nothing peaks within the budget even with ZeRO-3 and full offload")
     fixes = tuple(fix for fix in (_halve_micro_batch(context, peak), _enable_checkpointing(context, peak),
                                   _shrink_buckets(context, plan)) if fix is not None)
+    fixes += tuple(fix._replace(preferred=False) for fix in suggestion_fixes(context, plan, suggestion))
+    fixes = tuple({fix.title: fix for fix in fixes}.values())  # a suggestion may be the halving itself
     yield context.finding(
         PEAK_EXCEEDS,
         f"{label} peaks at {format_bytes(total)} per GPU, {format_bytes(total - budget)} over the "
-        f"{format_bytes(budget)} budget, though its model state ({format_bytes(peak.state[plan.stage])}) fits: "
-        f"{peak_sum(peak, plan.stage)}; the largest part beside model state is {largest} ({format_bytes(size)})",
-        _driver_path(context, plan, largest), fixes=fixes)
+        f"{format_bytes(budget)} budget ({margin}), though its model state ({format_bytes(peak.state[plan.stage])}) "
+        f"fits: {peak_sum(peak, plan.stage)}; the largest part beside model state is {largest} ({format_bytes(size)})"
+        f"{advice}",
+        _driver_path(context, plan, largest), fixes=fixes, lesser=within)

@@ -20,6 +20,9 @@ export interface ExtensionSettings {
   gradientCheckpointing?: string | boolean | null;
   attention?: string | null;
   reserved?: string | null;
+  engine?: string | null;
+  paramDtype?: string | null;
+  optimizerImpl?: string | null;
   [other: string]: unknown;
 }
 
@@ -36,6 +39,9 @@ export const SERVER_SETTING_KEYS = [
   "gradientCheckpointing",
   "attention",
   "reserved",
+  "engine",
+  "paramDtype",
+  "optimizerImpl",
 ] as const;
 
 export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];
@@ -133,7 +139,9 @@ export function serverSettings(settings: ExtensionSettings): ServerSettings {
 
 /** The dropdowns' "unset" choice: the Settings UI cannot offer null. */
 export const UNSET_CHOICE = "default";
-const CHOICE_SETTINGS: ReadonlySet<string> = new Set(["precision", "optimizer", "gradientCheckpointing", "attention"]);
+const CHOICE_SETTINGS: ReadonlySet<string> = new Set([
+  "precision", "optimizer", "gradientCheckpointing", "attention", "engine", "paramDtype", "optimizerImpl",
+]);
 /** Numbers typed into the Settings UI's text boxes (it has no box for an optional number). */
 const NUMBER_SETTINGS: ReadonlySet<string> = new Set(["worldSize", "warnFraction", "sequenceLength", "microBatch"]);
 /** Dropdowns for an optional boolean: "true" / "false" (or "default"). */

@@ -1,0 +1,90 @@
+"""`zeromem estimate --config FILE`: the estimate of a training config, read as `zeromem check` reads it.
+
+The file goes through the one pipeline (analysis.analyse_bytes with the project's settings layers), so
+its zeromem block, buckets, overlap_comm, stage and offload are what `check` and the hover use; the
+command-line options are the highest layer, each credited as its `--flag`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from zeromem_lsp.cli.errors import UsageError
+from zeromem_lsp.memory.estimate import Estimate
+
+#: Options that are settings of the same name (the `zeromem` block's), passed through as written.
+AS_WRITTEN = ("gpu_memory", "parameters", "precision", "optimizer", "attention", "reserved", "engine", "param_dtype",
+              "optimizer_impl", "parameter_bytes", "gradient_bytes", "optimizer_bytes")
+#: Options that are whole numbers.
+COUNTS = ("world_size", "sequence_length", "micro_batch")
+
+
+def positive(option: str, text: str | None) -> int | None:
+    """A whole number >= 1 from the command line (None when the option is absent)."""
+    if text is None:
+        return None
+    try:
+        value = int(text.strip().replace("_", ""))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise UsageError(f"{option}: expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def forced_settings(args):
+    """The options given, as the highest settings layer (validated like a zeromem block)."""
+    from zeromem_lsp.configs.settings import validate_settings
+
+    values: dict = {name: getattr(args, name) for name in AS_WRITTEN if getattr(args, name) is not None}
+    for name in COUNTS:
+        value = positive("--" + name.replace("_", "-"), getattr(args, name))
+        if value is not None:
+            values[name] = value
+    if args.gradient_checkpointing:
+        values["gradient_checkpointing"] = True
+    if args.model_config is not None and "parameters" not in values:
+        model = Path(args.model_config)
+        values["parameters"] = {"from_config": str(model.resolve()) if model.exists() else args.model_config}
+    settings, problems = validate_settings(values)
+    if problems:
+        raise UsageError(f"--{problems[0].name.replace('_', '-')}: {problems[0].message}")
+    return settings
+
+
+def _positioned(path: Path, analysis, codes: set[str]) -> list[str]:
+    """`path:line:column: CODE error: message` as `check` prints them, for the errors with these codes."""
+    from zeromem_lsp.cli.reporters import text_report
+    from zeromem_lsp.lint import FileResult
+
+    found = [finding for finding in analysis.findings if finding.code in codes and finding.severity == "error"]
+    return text_report([FileResult(str(path), found, analysis.lines)]).splitlines()
+
+
+def estimate_of_config(args) -> tuple[Estimate, str | None]:
+    """The estimate of the config at --config, with the options over it; a usage error when it cannot be read,
+    has an invalid setting (positioned, as `check` reports it) or lacks what the model state needs."""
+    from zeromem_lsp.analysis import analyse_bytes
+    from zeromem_lsp.lint import unrecognised
+    from zeromem_lsp.memory.plan import Unplanned
+    from zeromem_lsp.project import discover, file_loader
+    from zeromem_lsp.rules.registry import rule_named
+
+    path = Path(args.config)
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise UsageError(f"--config: cannot read {args.config!r} ({error.strerror or error})") from None
+    forced = forced_settings(args)
+    analysis = analyse_bytes(data, path.name, discover(path).layers_for(path), forced, file_loader(path))
+    if analysis.kind is None:
+        raise UsageError(f"--config {path}: {unrecognised(analysis)}")
+    refused = {rule_named(name).code for name in ("syntax-error", "invalid-zeromem-setting")}
+    problems = _positioned(path, analysis, refused)
+    if problems:
+        raise UsageError("\n".join(["the config has errors the estimate cannot go past:", *problems]))
+    plan = analysis.plan
+    if plan is None or isinstance(plan, Unplanned):
+        missing = "; ".join(plan.missing) if plan is not None else "nothing to plan"
+        raise UsageError(f"--config {path}: cannot estimate: missing {missing}")
+    return Estimate(plan), None
