@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
-from zeromem_lsp.configs.detect import Kind, detect_kind
+from zeromem_lsp.configs.detect import Kind, detect_kind, yaml_kind
 from zeromem_lsp.configs.layers import Resolved, SettingsLayer, as_layers, command_line, file_block, resolve
 from zeromem_lsp.configs.settings import validate_settings, ParametersFromConfig, ZeromemSettings
 from zeromem_lsp.configs.training import TrainingSetup
@@ -193,13 +193,15 @@ def analyse(
         data = {}
     reading = reader(data, loader)
     block, block_problems, block_path = _settings_block(data, reading.block_paths)
-    layers = (command_line(forced), file_block(block, block_path), *as_layers(settings))
+    layers = (command_line(forced), file_block(block, block_path), *reading.layers, *as_layers(settings))
     resolved, parameter_note, parameter_problem, model = resolve_parameters(resolve(layers), loader)  # once
     effective = resolved.settings
+    named = resolved.origin("parameters")
+    parameters_at = named.path if named is not None and named.path else (*block_path, "parameters")
     if parameter_problem:
-        block_problems.append(((*block_path, "parameters"), parameter_problem, "value"))
+        block_problems.append((parameters_at, parameter_problem, "value"))
     elif model.shape_problem and effective.sequence_length is not None:  # activations asked for, shape refused
-        block_problems.append(((*block_path, "parameters"), f"parameters.from_config {model.shape_problem}", "value"))
+        block_problems.append((parameters_at, f"parameters.from_config {model.shape_problem}", "value"))
     plan = planner.plan(reading.source, resolved, PeakSource(reading.workload, reading.setup, model))
     context = Context(document, data, effective, reading.rule_setup, plan, reading.workload, resolved.origins)
     findings = _syntax_findings(kind, context)
@@ -216,13 +218,12 @@ def analyse(
 
 
 def _yaml_kind(keys: set[str] | None, document: Document) -> str | None:
-    """YAML documents are analysed only as Accelerate configs (GPT-NeoX, CI files... are not)."""
+    """YAML documents are analysed as Accelerate configs or recipes (GPT-NeoX, CI files... are not)."""
     if keys is None:
         broken = document.syntax_errors and any(
             marker in document.text for marker in ("distributed_type", "fsdp_config", "deepspeed_config"))
         return "accelerate" if broken else None
-    kind = detect_kind(keys, None)
-    return "accelerate" if kind == "accelerate" else None
+    return yaml_kind(keys)
 
 
 def analyse_bytes(

@@ -83,6 +83,8 @@ def _options_fix(member: Member, fixed: list[str]) -> Fix | None:
 #: namespaced issue kind -> its quick fix (kinds without one are absent).
 FIXERS = {
     "accelerate.unknown_key": _rename,
+    "recipe.unknown_key": _rename,
+    "recipe.ignored_key": _rename,
     "fsdp.deprecated_key": _rename,
     "fsdp.ignored_setting": _rename,
     "accelerate.ignored_setting": _rename,

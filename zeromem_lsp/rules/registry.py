@@ -350,6 +350,24 @@ RULES: dict[str, Rule] = _rules(
         "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json",
     ),
     Rule(
+        "ZM310", "unknown-recipe-key", "error",
+        "A LLaMA-Factory or TRL recipe has a key its argument parser does not know (names are generated from "
+        "the tools' own fields; older spellings their pinned versions accept are known).",
+        "LLaMA-Factory parses recipes with HfArgumentParser(allow_extra_keys=False) and TRL with TrlParser, which "
+        "fails on unknown arguments: the run stops before training starts.",
+        "model_name_or_path: Qwen/Qwen3-4B\nfinetuning_type: lora\ncutof_len: 2048",
+        "model_name_or_path: Qwen/Qwen3-4B\nfinetuning_type: lora\ncutoff_len: 2048",
+        safe_fix=True,
+    ),
+    Rule(
+        "ZM311", "recipe-file-missing", "error",
+        "The DeepSpeed config a recipe names cannot be read where the tool would open it (the recipe's folder, "
+        "then up to the project root, the directory the tools are launched from).",
+        "Transformers opens `deepspeed:` as a path from the working directory; a missing file stops the launch.",
+        "base_model: NousResearch/Llama-3.2-1B\ndeepspeed: deepspeed_configs/zero3.jsn",
+        "base_model: NousResearch/Llama-3.2-1B\ndeepspeed: deepspeed_configs/zero3.json",
+    ),
+    Rule(
         "ZM351", "deprecated-fsdp-key", "warning",
         "An FSDP key under an old name that current Accelerate no longer reads (e.g. `fsdp_backward_prefetch_policy`).",
         "The setting is silently dropped: the default applies instead of what the file says.",
@@ -366,6 +384,15 @@ RULES: dict[str, Rule] = _rules(
         "The run does something other than the file says, without any error.",
         "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n  fsdp_sharding_strategy: SHARD_GRAD_OP",
         "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n  fsdp_reshard_after_forward: false",
+    ),
+    Rule(
+        "ZM353", "ignored-recipe-key", "warning",
+        "An axolotl recipe has an unknown key close to one axolotl reads (a likely misspelling).",
+        "axolotl's config models drop unknown keys without a word (pydantic's default extra='ignore'), so the "
+        "run uses the default instead of what the recipe says.",
+        "base_model: NousResearch/Llama-3.2-1B\nmicro_batchsize: 4",
+        "base_model: NousResearch/Llama-3.2-1B\nmicro_batch_size: 4",
+        safe_fix=True,
     ),
 )
 
