@@ -80,6 +80,13 @@ def _model_text(loader: Loader | None, name: str) -> tuple[str | None, str, str]
     return None, name, unreadable_reason(loader, name)
 
 
+def _model_key(resolved: Resolved) -> str:
+    """How the model was named: `parameters.from_config`, or a training config's own key (`base_model`)."""
+    named = resolved.origin("parameters")
+    written = named is not None and named.path and named.path[-1] != "parameters"
+    return named.note if written else "parameters.from_config"
+
+
 def resolve_parameters(resolved: Resolved, loader: Loader | None) -> tuple[Resolved, str | None, str | None, ModelRead]:
     """Replace {"from_config": path} by the exact count: (resolved, note, problem message, what the file gave).
 
@@ -93,12 +100,12 @@ def resolve_parameters(resolved: Resolved, loader: Loader | None) -> tuple[Resol
     cleared = Resolved(settings.model_copy(update={"parameters": None}), resolved.origins)
     text, path, reason = _model_text(loader, wanted.from_config)
     if text is None:
-        problem = f"parameters.from_config: cannot read {wanted.from_config!r} ({reason})"
+        problem = f"{_model_key(resolved)}: cannot read {wanted.from_config!r} ({reason})"
         return cleared, None, problem, ModelRead(shape_problem=problem)
     try:
         counted = count_parameters_from_text(text)
     except UnsupportedModel as error:
-        problem = f"parameters.from_config {path!r}: {error}"
+        problem = f"{_model_key(resolved)} {path!r}: {error}"
         return cleared, None, problem, ModelRead(shape_problem=problem)
     note = f"{format_count(counted.total)} parameters counted from {path} ({counted.note})"
     named = resolved.origins["parameters"]
@@ -198,7 +205,9 @@ def analyse(
     effective = resolved.settings
     named = resolved.origin("parameters")
     parameters_at = named.path if named is not None and named.path else (*block_path, "parameters")
-    if parameter_problem:
+    from_recipe = parameters_at != (*block_path, "parameters")
+    missing_model = from_recipe and parameter_problem is not None
+    if parameter_problem and not missing_model:
         block_problems.append((parameters_at, parameter_problem, "value"))
     elif model.shape_problem and effective.sequence_length is not None:  # activations asked for, shape refused
         block_problems.append((parameters_at, f"parameters.from_config {model.shape_problem}", "value"))
@@ -207,6 +216,8 @@ def analyse(
     findings = _syntax_findings(kind, context)
     findings += settings_rules.block_findings(context, block_problems)
     findings += settings_rules.budget_note(context, block_path)
+    if missing_model:  # the tool downloads it at launch, or counts what zeromem cannot: not an error in the recipe
+        findings += settings_rules.model_not_found(context, parameters_at, parameter_problem)
     if root is not None and (isinstance(data, dict) or not document.syntax_errors):
         findings += issue_rules.check(context, issues_with(reading, effective.world_size))  # else the syntax error says why
     findings += memory_rules.check(context)

@@ -119,6 +119,17 @@ RULES: dict[str, Rule] = _rules(
         'Write `"gpu_memory": "80GiB"` for an 80 GB card (`nvidia-smi` shows 81920MiB).',
     ),
     Rule(
+        "ZM108", "recipe-model-not-counted", "information",
+        "A recipe's model (`base_model`, `model_name_or_path`) cannot be counted: no config.json here (not a file, "
+        "not a model directory, not in the local Hugging Face cache; the message says every place looked), or a "
+        "model type zeromem does not count.",
+        "The tool downloads the model at launch, so the recipe is not wrong; but without the model's shape there "
+        "is no memory estimate, and nothing would say why.",
+        "base_model: NousResearch/Llama-3.2-1B   # not downloaded",
+        "huggingface-cli download NousResearch/Llama-3.2-1B config.json, or declare parameters "
+        "(--parameters 1.2B, [tool.zeromem]).",
+    ),
+    Rule(
         "ZM201", "unknown-key-in-strict-section", "error",
         "A key DeepSpeed does not know appears in a section DeepSpeed validates strictly "
         "(`zero_optimization`, offload sections, `fp16`, `bf16`, ...).",
