@@ -17,6 +17,7 @@ from zeromem_lsp.findings import Fix, TextEdit, overlapping
 from zeromem_lsp.memory.plan import MemoryPlan, Suggestion
 from zeromem_lsp.present import describe_suggestion
 from zeromem_lsp.memory.stages import FSDP_KEYS, stage as stage_named
+from zeromem_lsp.configs.recipes import recipe_tool
 from zeromem_lsp.rules.context import Context
 
 #: ZeRO-stage name of a plan -> the FSDP strategy with the same persistent state.
@@ -155,7 +156,8 @@ def suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion)
     and/or enable CPU offload; for DeepSpeed inside Accelerate or TrainingArguments, its own keys."""
     where = _fsdp_section(context)
     if where is None:
-        return None
+        data = context.data if isinstance(context.data, dict) else {}
+        return () if recipe_tool({key for key in data if isinstance(key, str)}) else None  # no zero_optimization there
     base, reader = where
     edits: list[TextEdit | None] = []
     if plan.family != "fsdp":
