@@ -47,13 +47,20 @@ OLDER_KEYS = {
 
 def recipe_tool(keys: set[str]) -> Tool | None:
     """The tool a YAML mapping's top-level keys are written for, or None (not a recipe)."""
-    if "base_model" in keys and keys & AXOLOTL_MARKERS - {"base_model"} or {"sequence_len", "micro_batch_size"} <= keys:
+    if "base_model" in keys and _axolotl_like(keys - {"base_model"}) or {"sequence_len", "micro_batch_size"} <= keys:
         return "axolotl"
     if "model_name_or_path" in keys and keys & LLAMAFACTORY_MARKERS:
         return "llamafactory"
     if "model_name_or_path" in keys and keys & TRL_MARKERS:
         return "trl"
     return None
+
+
+def _axolotl_like(keys: set[str]) -> bool:
+    """Another key axolotl reads, or a near miss of one (a misspelt recipe is still a recipe)."""
+    known = recipe_keys.AXOLOTL_KEYS
+    return bool(keys & known) or any(
+        difflib.get_close_matches(key, known, n=1, cutoff=0.8) for key in keys if isinstance(key, str))
 
 
 def known_keys(tool: Tool) -> frozenset[str]:
