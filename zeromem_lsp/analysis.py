@@ -52,6 +52,7 @@ class Analysis:
     parameter_source: str | None = None  # e.g. "llama: 32 layers, untied embeddings (model/config.json)"
     origins: dict[str, Origin] = field(default_factory=dict)  # setting name -> the layer that supplied it
     refused: Refusal | None = None  # the input was not analysed at all: too large, or not text
+    recipe: object | None = None  # configs.recipes.RecipeSetup of a recipe (its adapter as plain data), else None
 
     @property
     def reported(self) -> bool:
@@ -225,7 +226,8 @@ def analyse(
     if kind == "deepspeed" and document.flavour != "yaml":
         findings = syntax_rules.with_placeholders(context, findings)
     findings.sort(key=lambda f: (f.start, f.end, f.code))
-    return Analysis(text, kind, document, findings, effective, reading.setup, plan, parameter_note, resolved.origins)
+    return Analysis(text, kind, document, findings, effective, reading.setup, plan, parameter_note, resolved.origins,
+                    recipe=reading.recipe)
 
 
 def _yaml_kind(keys: set[str] | None, document: Document) -> str | None:
