@@ -170,6 +170,13 @@ def _recipe_deepspeed(recipe, loader: Loader | None, issues: list[ConfigIssue]):
     return setup, deepspeed_workload(config, root, where), ""
 
 
+def _world_hint(tool: str) -> str:
+    """Where a recipe's world size can be given: not in LLaMA-Factory or TRL recipes (they refuse the block)."""
+    where = "the recipe does not name its launcher; give --world-size, or world_size in [tool.zeromem] (an override "
+    block = ", or a zeromem block (axolotl ignores it)" if tool == "axolotl" else ""
+    return f"{where}for this recipe's glob){block}"
+
+
 def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
     """An axolotl / LLaMA-Factory / TRL recipe: its keys checked, its model, batch, sequence and
     checkpointing as the tool defaults them, the DeepSpeed file it names followed (its "auto" filled
@@ -187,14 +194,14 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
         origins["parameters"] = recipe.model.origin
     if recipe.deepspeed is not None:
         setup, workload, missing = _recipe_deepspeed(recipe, loader, issues)
-        source: PlanSource = DeepSpeedSource(setup) if setup is not None else NoSource(missing)
+        source: PlanSource = DeepSpeedSource(setup, None, _world_hint(tool)) if setup is not None else NoSource(missing)
     else:
         fsdp = recipe.fsdp_config.value if recipe.fsdp_config is not None else None
         if isinstance(fsdp, dict):
             fsdp_setup = validate_accelerate_fsdp(fsdp, ("fsdp_config",))[1]  # axolotl hands it to Accelerate
         else:
             fsdp_setup = FsdpSetup(1, "NO_SHARD", None, DDP_NOTE, False, None, None)
-        source = FsdpSource(fsdp_setup)
+        source = FsdpSource(fsdp_setup, world_hint=_world_hint(tool))
         if recipe.dtype is not None:  # FSDP / DDP keep parameters in the dtype the model is loaded in
             values["precision"], origins["precision"] = recipe.dtype.value, recipe.dtype.origin
     if recipe.optimizer is not None and setup is None:

@@ -199,3 +199,21 @@ def test_a_zeromem_block_in_a_llamafactory_recipe_is_refused(tmp_path, monkeypat
 def test_other_yaml_is_not_a_recipe(tmp_path):
     workflow = write(tmp_path, "ci.yml", "name: ci\non: [push]\njobs:\n  test:\n    runs-on: ubuntu-latest\n")
     assert findings(str(workflow)) == []
+
+
+def test_without_a_world_size_a_llamafactory_recipe_is_told_where_to_give_it(tmp_path, monkeypatch):
+    """LLaMA-Factory refuses a zeromem block, so the advice is the flag or the project settings."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["Qwen/Qwen3-4B-Instruct-2507"])))
+    (note,) = findings("--gpu-memory", "12GiB", str(RECIPES / "llamafactory/examples/train_lora/qwen3_lora_sft_ds3.yaml"))
+    assert note["code"] == "ZM103" and "--world-size" in note["message"] and "zeromem block" not in note["message"]
+
+
+def test_a_project_override_gives_the_recipes_world_size(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path / "cache", ["Qwen/Qwen3-4B-Instruct-2507"])))
+    shutil.copytree(RECIPES / "llamafactory", tmp_path / "project")
+    (tmp_path / "project" / "pyproject.toml").write_text(
+        '[tool.zeromem]\ngpu-memory = "12GiB"\n[[tool.zeromem.overrides]]\nfiles = ["*_ds3.yaml"]\nworld-size = 8\n')
+    recipe = tmp_path / "project" / "examples/train_lora/qwen3_lora_sft_ds3.yaml"
+    plan = _plan(recipe)  # the same recipe with world size 8 given directly
+    (peak,) = findings(str(recipe))
+    assert peak["code"] == "ZM106" and f"= {plan.peak.at('zero3'):,} B" in peak["message"]
