@@ -85,3 +85,17 @@ def test_fill_auto_fills_what_transformers_fills_from_the_recipe():
     assert filled["bf16"] == {"enabled": True} and filled["fp16"] == {"enabled": False}
     assert filled["train_batch_size"] == "auto" and filled["zero_optimization"]["reduce_bucket_size"] == "auto"
     assert config["bf16"] == {"enabled": "auto"}  # the file's own data is not changed
+
+
+def test_the_generated_trl_keys_match_the_installed_trl():
+    """configs/recipe_keys.py was generated from TRL's dataclasses; where TRL is installed, check it still is."""
+    trl = pytest.importorskip("trl")
+    import dataclasses
+
+    from zeromem_lsp.configs import recipe_keys
+
+    if trl.__version__ != recipe_keys.TRL_VERSION:
+        pytest.skip(f"generated from TRL {recipe_keys.TRL_VERSION}, installed {trl.__version__}")
+    fields = {field.name for cls in (trl.ScriptArguments, trl.ModelConfig, trl.SFTConfig, trl.DPOConfig)
+              for field in dataclasses.fields(cls) if field.init}
+    assert recipe_keys.TRL_KEYS == fields
