@@ -163,10 +163,10 @@ def _recipe_deepspeed(recipe, loader: Loader | None, issues: list[ConfigIssue]):
         config = config if isinstance(config, dict) else {}
     config = fill_auto(hjson_numbers(config), recipe)
     setup = read_training_setup(config, HF_AUTO_STAGE)
-    if setup.optimizer is None and recipe.optimizer is not None:  # the Trainer builds it from `optim`
+    setup = _rerooted(setup, root)
+    if "optimizer" not in config and recipe.optimizer is not None:  # the Trainer builds the recipe's optimizer
         setup = setup._replace(optimizer=recipe.optimizer.value, optimizer_note=recipe.optimizer.note,
                                optimizer_path=recipe.optimizer.path)
-    setup = _rerooted(setup, root)
     return setup, deepspeed_workload(config, root, where), ""
 
 

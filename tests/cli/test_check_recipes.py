@@ -121,6 +121,8 @@ def test_a_recipes_deepspeed_file_is_followed_with_its_auto_filled(tmp_path, mon
     monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["NousResearch/Llama-3.2-1B"])))
     plan = _plan(RECIPES / "axolotl/examples/llama-3/lora-1b-ray.yml")
     assert plan.stage == "zero3" and plan.inputs.per_parameter.precision == "bf16"
+    # no optimizer block in zero3.json: the Trainer builds the recipe's `optimizer: adamw_8bit`
+    assert plan.inputs.per_parameter.optimizer_name == "adam8bit" and plan.origins["optimizer"].path == ("optimizer",)
     sizes = plan.peak.zero_sizes
     assert sizes["reduce_bucket_size"] == 2560 * 2560 and sizes["stage3_prefetch_bucket_size"] == int(0.9 * 2560 ** 2)
 
