@@ -219,3 +219,17 @@ def test_a_project_override_gives_the_recipes_world_size(tmp_path, monkeypatch):
     plan = _plan(recipe)  # the same recipe with world size 8 given directly
     (peak,) = findings(str(recipe))
     assert peak["code"] == "ZM106" and f"= {plan.peak.at('zero3'):,} B" in peak["message"]
+
+
+@pytest.mark.parametrize("name", ["alignment-handbook/recipes/zephyr-7b-beta/sft/config_full.yaml",
+                                  "axolotl/examples/llama-3/qlora-fsdp-70b.yaml"])
+def test_no_quick_fix_rewrites_a_recipe_over_budget(name, tmp_path, monkeypatch):
+    """ZM101 on a recipe suggests a cheaper setup in words only: a DDP recipe has no zero_optimization to
+    edit, and axolotl's `fsdp:` list is not Transformers' option string."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path / "cache", set(RECIPE_FILES.values()))))
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text((RECIPES / name).read_text().replace("fsdp_offload_params: true", "fsdp_offload_params: false"))
+    before = recipe.read_text()
+    assert "ZM101" in {item["code"] for item in findings("--world-size", "8", "--gpu-memory", "1GiB", str(recipe))}
+    run_zeromem("check", "--fix", "--unsafe-fixes", "-q", "--world-size", "8", "--gpu-memory", "1GiB", str(recipe))
+    assert recipe.read_text() == before

@@ -154,10 +154,12 @@ def _key_in(context: Context, base: tuple, name: str) -> tuple:
 def suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion) -> tuple[Fix, ...] | None:
     """ZM101's quick fix outside a plain DeepSpeed config (None there): switch the sharding strategy
     and/or enable CPU offload; for DeepSpeed inside Accelerate or TrainingArguments, its own keys."""
+    data = context.data if isinstance(context.data, dict) else {}
+    if context.document.flavour == "yaml" and recipe_tool({key for key in data if isinstance(key, str)}):
+        return ()  # a recipe: its engine is in another file or in keys the tool rewrites; no edit here
     where = _fsdp_section(context)
     if where is None:
-        data = context.data if isinstance(context.data, dict) else {}
-        return () if recipe_tool({key for key in data if isinstance(key, str)}) else None  # no zero_optimization there
+        return None
     base, reader = where
     edits: list[TextEdit | None] = []
     if plan.family != "fsdp":
