@@ -56,3 +56,20 @@ async def test_a_missing_deepspeed_file_and_a_misspelt_key_are_diagnostics_here(
     assert "deepspeed_configs/zero3.jsn" in missing.message and "looked for" in missing.message
     assert misspelt.range.start == doc.position(doc.text.index("micro_batchsize"))
     assert misspelt.severity == types.DiagnosticSeverity.Warning
+
+
+async def test_the_sequence_key_hover_shows_what_it_costs(client, tmp_path):
+    doc = open_doc(client, "gemma-3-4b-qlora.yml", recipe_text(tmp_path, None), "yaml")
+    result = await client.text_document_hover_async(
+        types.HoverParams(text_document=doc.identifier, position=doc.at("sequence_len:", 1)))
+    hover = result.contents.value
+    assert "**Peak per GPU**" in hover and "| ▶ | **NO_SHARD (≈ DDP)** |" in hover
+    assert "sequence length 2,048 — sequence_len" in hover
+
+
+async def test_a_non_recipe_yaml_gets_nothing(client):
+    doc = open_doc(client, "ci.yml", "name: ci\njobs:\n  test:\n    runs-on: ubuntu-latest\n", "yaml")
+    assert await doc.diagnostics() == []
+    result = await client.text_document_hover_async(
+        types.HoverParams(text_document=doc.identifier, position=doc.at("jobs", 1)))
+    assert result is None

@@ -24,8 +24,11 @@ from zeromem_lsp.units import format_bytes, format_count, format_parameters
 
 RECIPE_KINDS = ("axolotl", "llamafactory", "trl")
 HOVER_KINDS = ("deepspeed", "accelerate", "fsdp", "hf-arguments", *RECIPE_KINDS)  # memory hover wherever a plan exists
-#: A recipe's keys that show the whole memory table: the model, and the engine it names.
-RECIPE_MEMORY_KEYS = {("base_model",), ("model_name_or_path",), ("deepspeed",), ("fsdp_config",)}
+#: A recipe's keys that show the whole memory table: the model, the engine it names, and what sizes the peak.
+RECIPE_MEMORY_KEYS = {(key,) for key in (
+    "base_model", "model_name_or_path", "deepspeed", "fsdp_config", "micro_batch_size", "per_device_train_batch_size",
+    "sequence_len", "cutoff_len", "max_length", "max_seq_length", "gradient_checkpointing",
+    "disable_gradient_checkpointing")}
 MEMORY_PATHS = {("zero_optimization",), ("zero_optimization", "stage")}
 OFFLOAD_KEYS = {"offload_optimizer", "offload_param", "cpu_offload", "cpu_offload_param"}
 BUFFER_KEYS = ("reduce_bucket_size", "allgather_bucket_size", "overlap_comm", *ZERO_ALIASES)
