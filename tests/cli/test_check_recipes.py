@@ -233,3 +233,11 @@ def test_no_quick_fix_rewrites_a_recipe_over_budget(name, tmp_path, monkeypatch)
     assert "ZM101" in {item["code"] for item in findings("--world-size", "8", "--gpu-memory", "1GiB", str(recipe))}
     run_zeromem("check", "--fix", "--unsafe-fixes", "-q", "--world-size", "8", "--gpu-memory", "1GiB", str(recipe))
     assert recipe.read_text() == before
+
+
+def test_a_zero_micro_batch_and_a_missing_model_are_zm104(tmp_path):
+    recipe = write(tmp_path, "ax.yml", "sequence_len: 2048\nmicro_batch_size: 0\n")
+    items = [item for item in findings(str(recipe)) if item["code"] == "ZM104"]
+    assert {item["range"]["start"]["line"] for item in items} == {0, 1}
+    assert any("needs base_model" in item["message"] for item in items)
+    assert any("micro_batch_size must be a positive integer" in item["message"] for item in items)
