@@ -99,3 +99,10 @@ def test_the_generated_trl_keys_match_the_installed_trl():
     fields = {field.name for cls in (trl.ScriptArguments, trl.ModelConfig, trl.SFTConfig, trl.DPOConfig)
               for field in dataclasses.fields(cls) if field.init}
     assert recipe_keys.TRL_KEYS == fields
+
+
+def test_llamafactory_module_lists_are_split_at_commas_as_split_arg_does():
+    issues, setup = read_recipe("llamafactory", {"model_name_or_path": "m", "finetuning_type": "lora",
+                                                 "lora_target": "q_proj, v_proj", "additional_target": "lm_head"})
+    assert issues == [] and setup.adapter.targets.value == ["q_proj", "v_proj"]
+    assert setup.adapter.modules_to_save.value == ["lm_head"] and setup.adapter.targets.path == ("lora_target",)

@@ -79,7 +79,7 @@ class AdapterSpec:
     rank: Given | None = None
     alpha: Given | None = None
     dropout: Given | None = None
-    targets: Given | None = None  # a list of module names, or "all-linear"
+    targets: Given | None = None  # a list of module names, "all-linear" (PEFT's shorthand), or a regex string
     modules_to_save: Given | None = None
     quantization: Given | None = None  # "nf4" | "fp4" | "int8"
     double_quantization: Given | None = None
@@ -219,6 +219,13 @@ def _axolotl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
         {"bf16": dtype.value == "bf16", "fp16": dtype.value == "fp16"})
 
 
+def _split(found: Given | None) -> Given | None:
+    """LLaMA-Factory's comma-separated module lists ("q_proj,v_proj"), as its `split_arg` reads them."""
+    if found is None or not isinstance(found.value, str):
+        return found
+    return Given([part.strip() for part in found.value.split(",") if part.strip()], found.note, found.path)
+
+
 def _llamafactory(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
     method = str(data.get("finetuning_type") or "lora")
     bits = positive_int(data.get("quantization_bit"))
@@ -230,12 +237,12 @@ def _llamafactory(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
         quantization = Given("int8", "quantization_bit: 8", ("quantization_bit",))
     double = _given(data, "double_quantization") or (
         Given(True, "double_quantization absent: LLaMA-Factory's default") if quantization else None)
-    targets = _given(data, "lora_target") or Given("all", "lora_target absent: LLaMA-Factory's default (all)")
-    if targets.value == "all":
+    targets = _split(_given(data, "lora_target")) or Given("all", "lora_target absent: LLaMA-Factory's default (all)")
+    if targets.value == ["all"] or targets.value == "all":  # find_all_linear_modules
         targets = Given("all-linear", targets.note, targets.path)
     rank = _rank(data, "lora_rank", out) or Given(8, "lora_rank absent: LLaMA-Factory's default")
     adapter = AdapterSpec(method, rank, _given(data, "lora_alpha"), _given(data, "lora_dropout"), targets,
-                          _given(data, "additional_target"), quantization, double, _given(data, "use_dora"))
+                          _split(_given(data, "additional_target")), quantization, double, _given(data, "use_dora"))
     off = _flag(data.get("disable_gradient_checkpointing"))
     checkpointing = (Given(not off, "disable_gradient_checkpointing", ("disable_gradient_checkpointing",))
                      if off is not None else Given(True, "checkpointing on: LLaMA-Factory's default"))
