@@ -159,8 +159,15 @@ def _recipe_deepspeed(recipe, loader: Loader | None, issues: list[ConfigIssue]):
                                       f"the DeepSpeed config {written.value!r} cannot be read: {looked}",
                                       reader="recipe"))
             return None, Workload(), f"the DeepSpeed config {written.value!r} ({looked})"
-        config, root = parse_document(text).to_python(), None
-        config = config if isinstance(config, dict) else {}
+        document = parse_document(text)
+        if document.syntax_errors or document.root is None or document.root.kind != "object":
+            problem = (f"does not parse ({document.syntax_errors[0].message})" if document.syntax_errors
+                       else "is not a JSON object")
+            issues.append(ConfigIssue("missing_file", written.path, "value",
+                                      f"the DeepSpeed config {written.value!r} ({where}) {problem}; "
+                                      "that file's own check shows where", reader="recipe"))
+            return None, Workload(), f"the DeepSpeed config {written.value!r} ({where}: it {problem})"
+        config, root = document.to_python(), None
     config = fill_auto(hjson_numbers(config), recipe)
     setup = read_training_setup(config, HF_AUTO_STAGE)
     setup = _rerooted(setup, root)

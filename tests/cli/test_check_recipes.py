@@ -241,3 +241,21 @@ def test_a_zero_micro_batch_and_a_missing_model_are_zm104(tmp_path):
     assert {item["range"]["start"]["line"] for item in items} == {0, 1}
     assert any("needs base_model" in item["message"] for item in items)
     assert any("micro_batch_size must be a positive integer" in item["message"] for item in items)
+
+
+@pytest.mark.parametrize("body, code, line", [
+    ("base_model: 123\nsequence_len: 5\n", "ZM104", 0),
+    ("base_model: org/m\ndeepspeed: [1, 2]\n", "ZM104", 1),
+    ("base_model: org/m\nfsdp_config: 3\n", "ZM104", 1),
+    ("base_model: org/m\nadapter: {a: 1}\n", "ZM104", 1),
+    ("base_model: org/m\ndeepspeed: broken.json\n", "ZM311", 1),
+    ("model_name_or_path: m\nstage: sft\ncutoff_len: abc\n", "ZM104", 2),
+])
+def test_bad_recipe_values_are_positioned_findings(body, code, line, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "broken.json").write_text("{not json")
+    recipe = write(tmp_path, "recipe.yaml", body)
+    done = run_zeromem("check", "--format", "json", "-q", "--world-size", "4", str(recipe))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    items = [item for item in json.loads(done.stdout)["findings"] if item["code"] == code]
+    assert [item["range"]["start"]["line"] for item in items] == [line]

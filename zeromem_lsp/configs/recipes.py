@@ -296,14 +296,27 @@ def _trl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
         adapter if peft else None, {"bf16": bool(bf16), "fp16": fp16})
 
 
+#: Keys whose type every tool checks before anything else (a model name, a path or a mapping, a method name).
+TYPED_KEYS = (
+    ("base_model", str, "a model name or path"), ("model_name_or_path", str, "a model name or path"),
+    ("deepspeed", (str, dict), "a path to a DeepSpeed config or an inline mapping"),
+    ("fsdp_config", dict, "a mapping"), ("adapter", str, "an adapter name (lora, qlora)"),
+    ("finetuning_type", str, "a fine-tuning type (lora, freeze, full, oft)"),
+)
+
 READ = {"axolotl": _axolotl, "llamafactory": _llamafactory, "trl": _trl}
 
 
 def read_recipe(tool: Tool, data: dict) -> tuple[list[ConfigIssue], RecipeSetup]:
     """The recipe's issues (unknown keys, impossible values) and what it says about the run."""
     out = _unknown_keys(tool, data)
+    for key, kinds, what in TYPED_KEYS:
+        if data.get(key) is not None and not isinstance(data[key], kinds):
+            out.append(_issue("invalid_value", (key,), "value", f"{key} must be {what}, got {data[key]!r}"))
+    data = {key: value for key, value in data.items()
+            if not any(key == typed and not isinstance(value, kinds) for typed, kinds, _ in TYPED_KEYS)}
     setup = READ[tool](data, out)
-    if setup.model is None:
+    if setup.model is None and not any(issue.path in (("base_model",), ("model_name_or_path",)) for issue in out):
         key = "base_model" if tool == "axolotl" else "model_name_or_path"
         out.append(_issue("invalid_value", (), "key", f"{TOOL_NAMES[tool]} needs {key}: the model to train"))
     return out, setup

@@ -376,7 +376,7 @@ RULES: dict[str, Rule] = _rules(
     Rule(
         "ZM311", "recipe-file-missing", "error",
         "The DeepSpeed config a recipe names cannot be read where the tool would open it (the recipe's folder, "
-        "then up to the project root, the directory the tools are launched from).",
+        "then up to the project root, the directory the tools are launched from), or does not parse as a JSON object.",
         "Transformers opens `deepspeed:` as a path from the working directory; a missing file stops the launch.",
         "base_model: NousResearch/Llama-3.2-1B\ndeepspeed: deepspeed_configs/zero3.jsn",
         "base_model: NousResearch/Llama-3.2-1B\ndeepspeed: deepspeed_configs/zero3.json",
