@@ -205,6 +205,8 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
     else:
         fsdp = recipe.fsdp_config.value if recipe.fsdp_config is not None else None
         if isinstance(fsdp, dict):
+            if "fsdp_version" in data and not {"fsdp_version", "version"} & set(fsdp):
+                fsdp = {**fsdp, "fsdp_version": data["fsdp_version"]}  # axolotl writes it beside the block
             fsdp_setup = validate_accelerate_fsdp(fsdp, ("fsdp_config",))[1]  # axolotl hands it to Accelerate
         else:
             fsdp_setup = FsdpSetup(1, "NO_SHARD", None, DDP_NOTE, False, None, None)

@@ -259,3 +259,11 @@ def test_bad_recipe_values_are_positioned_findings(body, code, line, tmp_path, m
     assert done.returncode == 1 and "Traceback" not in done.stderr
     items = [item for item in json.loads(done.stdout)["findings"] if item["code"] == code]
     assert [item["range"]["start"]["line"] for item in items] == [line]
+
+
+def test_axolotls_top_level_fsdp_version_applies_to_its_fsdp_config():
+    """fsdp_version: 2 beside fsdp_config (axolotl's layout): reshard_after_forward false is ≈ ZeRO-2."""
+    text = "base_model: org/m\nfsdp_version: 2\nfsdp_config:\n  reshard_after_forward: false\n"
+    settings = ZeromemSettings.from_checked({"world_size": 8, "parameters": 7_000_000_000})
+    assert analyse(text, "fsdp.yml", (), settings).plan.stage == "zero2"
+    assert analyse(text.replace("fsdp_version: 2\n", ""), "fsdp.yml", (), settings).plan.stage == "zero3"
