@@ -179,4 +179,3 @@ def test_accelerate_yaml_gets_diagnostics_and_hover(yaml_session):
     assert "24.0 GiB budget" in overflow["message"]
     assert yaml_session["hover_position"]["line"] == STRATEGY_LINE
     assert "66.6 GiB" in yaml_session["hover"]
-
