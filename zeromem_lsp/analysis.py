@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
-from zeromem_lsp.configs.detect import Kind, detect_kind
+from zeromem_lsp.configs.detect import Kind, detect_kind, yaml_kind
 from zeromem_lsp.configs.layers import Resolved, SettingsLayer, as_layers, command_line, file_block, resolve
 from zeromem_lsp.configs.settings import validate_settings, ParametersFromConfig, ZeromemSettings
 from zeromem_lsp.configs.training import TrainingSetup
@@ -52,6 +52,7 @@ class Analysis:
     parameter_source: str | None = None  # e.g. "llama: 32 layers, untied embeddings (model/config.json)"
     origins: dict[str, Origin] = field(default_factory=dict)  # setting name -> the layer that supplied it
     refused: Refusal | None = None  # the input was not analysed at all: too large, or not text
+    recipe: object | None = None  # configs.recipes.RecipeSetup of a recipe (its adapter as plain data), else None
 
     @property
     def reported(self) -> bool:
@@ -80,6 +81,13 @@ def _model_text(loader: Loader | None, name: str) -> tuple[str | None, str, str]
     return None, name, unreadable_reason(loader, name)
 
 
+def _model_key(resolved: Resolved) -> str:
+    """How the model was named: `parameters.from_config`, or a training config's own key (`base_model`)."""
+    named = resolved.origin("parameters")
+    written = named is not None and named.path and named.path[-1] != "parameters"
+    return named.note if written else "parameters.from_config"
+
+
 def resolve_parameters(resolved: Resolved, loader: Loader | None) -> tuple[Resolved, str | None, str | None, ModelRead]:
     """Replace {"from_config": path} by the exact count: (resolved, note, problem message, what the file gave).
 
@@ -93,12 +101,12 @@ def resolve_parameters(resolved: Resolved, loader: Loader | None) -> tuple[Resol
     cleared = Resolved(settings.model_copy(update={"parameters": None}), resolved.origins)
     text, path, reason = _model_text(loader, wanted.from_config)
     if text is None:
-        problem = f"parameters.from_config: cannot read {wanted.from_config!r} ({reason})"
+        problem = f"{_model_key(resolved)}: cannot read {wanted.from_config!r} ({reason})"
         return cleared, None, problem, ModelRead(shape_problem=problem)
     try:
         counted = count_parameters_from_text(text)
     except UnsupportedModel as error:
-        problem = f"parameters.from_config {path!r}: {error}"
+        problem = f"{_model_key(resolved)} {path!r}: {error}"
         return cleared, None, problem, ModelRead(shape_problem=problem)
     note = f"{format_count(counted.total)} parameters counted from {path} ({counted.note})"
     named = resolved.origins["parameters"]
@@ -193,18 +201,24 @@ def analyse(
         data = {}
     reading = reader(data, loader)
     block, block_problems, block_path = _settings_block(data, reading.block_paths)
-    layers = (command_line(forced), file_block(block, block_path), *as_layers(settings))
+    layers = (command_line(forced), file_block(block, block_path), *reading.layers, *as_layers(settings))
     resolved, parameter_note, parameter_problem, model = resolve_parameters(resolve(layers), loader)  # once
     effective = resolved.settings
-    if parameter_problem:
-        block_problems.append(((*block_path, "parameters"), parameter_problem, "value"))
+    named = resolved.origin("parameters")
+    parameters_at = named.path if named is not None and named.path else (*block_path, "parameters")
+    from_recipe = parameters_at != (*block_path, "parameters")
+    missing_model = from_recipe and parameter_problem is not None
+    if parameter_problem and not missing_model:
+        block_problems.append((parameters_at, parameter_problem, "value"))
     elif model.shape_problem and effective.sequence_length is not None:  # activations asked for, shape refused
-        block_problems.append(((*block_path, "parameters"), f"parameters.from_config {model.shape_problem}", "value"))
+        block_problems.append((parameters_at, f"parameters.from_config {model.shape_problem}", "value"))
     plan = planner.plan(reading.source, resolved, PeakSource(reading.workload, reading.setup, model))
     context = Context(document, data, effective, reading.rule_setup, plan, reading.workload, resolved.origins)
     findings = _syntax_findings(kind, context)
     findings += settings_rules.block_findings(context, block_problems)
     findings += settings_rules.budget_note(context, block_path)
+    if missing_model:  # the tool downloads it at launch, or counts what zeromem cannot: not an error in the recipe
+        findings += settings_rules.model_not_found(context, parameters_at, parameter_problem)
     if root is not None and (isinstance(data, dict) or not document.syntax_errors):
         findings += issue_rules.check(context, issues_with(reading, effective.world_size))  # else the syntax error says why
     findings += memory_rules.check(context)
@@ -212,17 +226,17 @@ def analyse(
     if kind == "deepspeed" and document.flavour != "yaml":
         findings = syntax_rules.with_placeholders(context, findings)
     findings.sort(key=lambda f: (f.start, f.end, f.code))
-    return Analysis(text, kind, document, findings, effective, reading.setup, plan, parameter_note, resolved.origins)
+    return Analysis(text, kind, document, findings, effective, reading.setup, plan, parameter_note, resolved.origins,
+                    recipe=reading.recipe)
 
 
 def _yaml_kind(keys: set[str] | None, document: Document) -> str | None:
-    """YAML documents are analysed only as Accelerate configs (GPT-NeoX, CI files... are not)."""
+    """YAML documents are analysed as Accelerate configs or recipes (GPT-NeoX, CI files... are not)."""
     if keys is None:
         broken = document.syntax_errors and any(
             marker in document.text for marker in ("distributed_type", "fsdp_config", "deepspeed_config"))
         return "accelerate" if broken else None
-    kind = detect_kind(keys, None)
-    return "accelerate" if kind == "accelerate" else None
+    return yaml_kind(keys)
 
 
 def analyse_bytes(

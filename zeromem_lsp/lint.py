@@ -178,8 +178,9 @@ def unrecognised(analysis) -> str:
         return f"not a training config (its top level is {shape}, not an object); not checked"
     keys = [member.key for member in root.members]
     shown = ", ".join(keys[:4]) + (", ..." if len(keys) > 4 else "") if keys else "none"
-    return (f"not a training config (top-level keys: {shown}; none is what DeepSpeed, FSDP, Accelerate or "
-            "TrainingArguments read); not checked")
+    readers = ("DeepSpeed, FSDP, Accelerate or TrainingArguments" if analysis.document.flavour != "yaml"
+               else "Accelerate or an axolotl / LLaMA-Factory / TRL recipe")
+    return f"not a training config (top-level keys: {shown}; none is what {readers} read); not checked"
 
 
 def empty_directories(paths: list[str], files: list[Path], checked: list[Path]) -> list[tuple[str, str]]:

@@ -30,6 +30,7 @@ def _toml():
     return tomllib
 
 SETTINGS_FILES = ("zeromem.toml", "pyproject.toml")
+PROJECT_ROOT_MARKERS = (".git", "pyproject.toml", "setup.py")
 NO_SETTINGS = ZeromemSettings()
 
 
@@ -193,6 +194,21 @@ class FileLoader(NamedTuple):
 
     def model_config(self, name: str) -> ModelSource:
         return find_model_config(name, self.folder)
+
+    def launch_file(self, name: str) -> tuple[str | None, str, str]:
+        """(text, path found, where it was looked for) for a path a recipe names: the tools open it from the
+        directory they are launched in, so the config's folder, then each parent up to the project root
+        (the nearest folder with .git, pyproject.toml or setup.py; else the filesystem root)."""
+        tried = []
+        for folder in (self.folder, *self.folder.resolve().parents):
+            candidate = folder / name
+            text, why = read_small_text(candidate)
+            if text is not None:
+                return text, str(candidate), ""
+            tried.append(str(candidate))
+            if Path(name).is_absolute() or any((folder / marker).exists() for marker in PROJECT_ROOT_MARKERS):
+                break
+        return None, name, "looked for " + ", ".join(tried)
 
 
 def file_loader(path: Path) -> FileLoader:

@@ -36,6 +36,8 @@ class Reading(NamedTuple):
     source: PlanSource  # what to plan: planner.plan(source, resolved settings, peak source)
     workload: Workload = Workload()  # micro-batch, sequence length, checkpointing, buffer sizes as written
     deepspeed_config: dict | None = None  # a plain DeepSpeed config, validated once the world size is resolved
+    layers: tuple = ()  # configs.layers.SettingsLayer: what the config says that settings carry (a recipe's model)
+    recipe: object | None = None  # configs.recipes.RecipeSetup: a recipe's run, adapter included, as plain data
 
 
 def issues_with(reading: Reading, world_size: int | None) -> list[ConfigIssue]:
@@ -127,10 +129,106 @@ def read_hf_arguments(data: dict, loader: Loader | None) -> Reading:
                            workload)
 
 
+DDP_NOTE = ("no deepspeed or fsdp_config in the recipe: DDP, every rank keeps the whole model in the dtype it is "
+            "loaded in (FSDP's NO_SHARD convention)")
+
+
+def _launch_file(loader: Loader | None, name: str) -> tuple[str | None, str, str]:
+    """(text, where it was found, where it was looked for): the recipe's folder, then up to the project root
+    (LLaMA-Factory and axolotl open the path from the directory they are launched in)."""
+    if loader is None:
+        return None, name, "no file access in this front end"
+    find = getattr(loader, "launch_file", None)
+    if find is not None:
+        return find(name)
+    text = loader(name)
+    return text, name, "" if text is not None else f"looked for {name}"
+
+
+def _recipe_deepspeed(recipe, loader: Loader | None, issues: list[ConfigIssue]):
+    """(DeepSpeed setup, its workload, why there is none) for the recipe's `deepspeed:` value."""
+    from zeromem_lsp.configs.recipes import fill_auto
+
+    written = recipe.deepspeed
+    if isinstance(written.value, dict):
+        config, where, root = written.value, "", written.path
+    else:
+        text, where, looked = _launch_file(loader, str(written.value))
+        if text is None:
+            issues.append(ConfigIssue("missing_file", written.path, "value",
+                                      f"the DeepSpeed config {written.value!r} cannot be read: {looked}",
+                                      reader="recipe"))
+            return None, Workload(), f"the DeepSpeed config {written.value!r} ({looked})"
+        document = parse_document(text)
+        if document.syntax_errors or document.root is None or document.root.kind != "object":
+            problem = (f"does not parse ({document.syntax_errors[0].message})" if document.syntax_errors
+                       else "is not a JSON object")
+            issues.append(ConfigIssue("missing_file", written.path, "value",
+                                      f"the DeepSpeed config {written.value!r} ({where}) {problem}; "
+                                      "that file's own check shows where", reader="recipe"))
+            return None, Workload(), f"the DeepSpeed config {written.value!r} ({where}: it {problem})"
+        config, root = document.to_python(), None
+    config = fill_auto(hjson_numbers(config), recipe)
+    setup = read_training_setup(config, HF_AUTO_STAGE)
+    setup = _rerooted(setup, root)
+    if "optimizer" not in config and recipe.optimizer is not None:  # the Trainer builds the recipe's optimizer
+        setup = setup._replace(optimizer=recipe.optimizer.value, optimizer_note=recipe.optimizer.note,
+                               optimizer_path=recipe.optimizer.path)
+    return setup, deepspeed_workload(config, root, where), ""
+
+
+def _world_hint(tool: str) -> str:
+    """Where a recipe's world size can be given: not in LLaMA-Factory or TRL recipes (they refuse the block)."""
+    where = "the recipe does not name its launcher; give --world-size, or world_size in [tool.zeromem] (an override "
+    block = ", or a zeromem block (axolotl ignores it)" if tool == "axolotl" else ""
+    return f"{where}for this recipe's glob){block}"
+
+
+def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
+    """An axolotl / LLaMA-Factory / TRL recipe: its keys checked, its model, batch, sequence and
+    checkpointing as the tool defaults them, the DeepSpeed file it names followed (its "auto" filled
+    from the recipe as Transformers does), FSDP from its fsdp_config, else DDP."""
+    from zeromem_lsp.configs.fsdp import FsdpSetup, validate_accelerate_fsdp
+    from zeromem_lsp.configs.layers import config_values
+    from zeromem_lsp.configs.recipes import read_recipe as read
+    from zeromem_lsp.configs.settings import ParametersFromConfig, ZeromemSettings
+
+    issues, recipe = read(tool, data)
+    setup, workload, missing = None, Workload(), ""
+    values, origins = {}, {}
+    if recipe.model is not None and isinstance(recipe.model.value, str):
+        values["parameters"] = ParametersFromConfig(from_config=recipe.model.value)
+        origins["parameters"] = recipe.model.origin
+    if recipe.deepspeed is not None:
+        setup, workload, missing = _recipe_deepspeed(recipe, loader, issues)
+        source: PlanSource = DeepSpeedSource(setup, None, _world_hint(tool)) if setup is not None else NoSource(missing)
+    else:
+        fsdp = recipe.fsdp_config.value if recipe.fsdp_config is not None else None
+        if isinstance(fsdp, dict):
+            if "fsdp_version" in data and not {"fsdp_version", "version"} & set(fsdp):
+                fsdp = {**fsdp, "fsdp_version": data["fsdp_version"]}  # axolotl writes it beside the block
+            fsdp_setup = validate_accelerate_fsdp(fsdp, ("fsdp_config",))[1]  # axolotl hands it to Accelerate
+        else:
+            fsdp_setup = FsdpSetup(1, "NO_SHARD", None, DDP_NOTE, False, None, None)
+        source = FsdpSource(fsdp_setup, world_hint=_world_hint(tool))
+        if recipe.dtype is not None:  # FSDP / DDP keep parameters in the dtype the model is loaded in
+            values["precision"], origins["precision"] = recipe.dtype.value, recipe.dtype.origin
+    if recipe.optimizer is not None and setup is None:
+        values["optimizer"], origins["optimizer"] = recipe.optimizer.value, recipe.optimizer.origin
+    workload = Workload(micro_batch=recipe.micro_batch, sequence_length=recipe.sequence_length,
+                        checkpointing=recipe.checkpointing, zero=workload.zero, compute_dtype=recipe.compute_dtype,
+                        checkpointing_path=("gradient_checkpointing",), zero_root=workload.zero_root)
+    layer = config_values(ZeromemSettings.from_checked(values), origins)
+    return Reading(data, issues, TOP_BLOCK, setup, BLANK_SETUP, source, workload, layers=(layer,), recipe=recipe)
+
+
 #: document kind -> its reader; FSDP-family readers get the top level as a dict.
 READERS: dict[str, Callable[[object, Loader | None], Reading]] = {
     "deepspeed": read_deepspeed,
     "accelerate": read_accelerate,
     "fsdp": read_fsdp,
     "hf-arguments": read_hf_arguments,
+    "axolotl": lambda data, loader: read_recipe(data, loader, "axolotl"),
+    "llamafactory": lambda data, loader: read_recipe(data, loader, "llamafactory"),
+    "trl": lambda data, loader: read_recipe(data, loader, "trl"),
 }

@@ -10,6 +10,7 @@
 ;;   (require 'zeromem)
 ;;   (setq zeromem-settings '(:gpu_memory "80GiB" :parameters "7B"))
 ;;   (add-hook 'json-ts-mode-hook #'eglot-ensure)   ; or json-mode-hook / js-json-mode-hook
+;;   (add-hook 'yaml-ts-mode-hook #'eglot-ensure)   ; Accelerate YAML and recipes (or yaml-mode-hook)
 ;;
 ;; Emacs 28 (eglot from ELPA or Debian's elpa-eglot) opens *.json in js-mode: before the require,
 ;;   (setq zeromem-major-modes '(js-mode))  and hook js-mode-hook instead.
@@ -22,7 +23,8 @@
 ;;   (setq-default eglot-workspace-configuration
 ;;                 '(:zeromem (:gpu_memory "80GiB" :parameters "7B" :world_size 8)))
 ;;
-;; The server checks DeepSpeed configs and says nothing about other JSON files.  Settings:
+;; The server checks DeepSpeed configs, Accelerate YAML and axolotl / LLaMA-Factory / TRL recipes
+;; (recognised by their keys) and says nothing about other JSON or YAML files.  Settings:
 ;; gpu_memory, parameters, world_size, precision, optimizer, warn_fraction; a config's own
 ;; "zeromem" block and the project's [tool.zeromem] both rank above them.
 
@@ -47,7 +49,7 @@ With zeromem-lsp in a virtual environment instead of on PATH:
 Keys: :gpu_memory, :parameters, :world_size, :precision, :optimizer, :warn_fraction."
   :type 'plist)
 
-(defcustom zeromem-major-modes '(json-ts-mode json-mode js-json-mode jsonc-mode)
+(defcustom zeromem-major-modes '(json-ts-mode json-mode js-json-mode jsonc-mode yaml-ts-mode yaml-mode)
   "Major modes whose buffers zeromem checks."
   :type '(repeat symbol))
 

@@ -22,7 +22,13 @@ from zeromem_lsp.present import (
 )
 from zeromem_lsp.units import format_bytes, format_count, format_parameters
 
-HOVER_KINDS = ("deepspeed", "accelerate", "fsdp", "hf-arguments")  # memory hover wherever a plan exists
+RECIPE_KINDS = ("axolotl", "llamafactory", "trl")
+HOVER_KINDS = ("deepspeed", "accelerate", "fsdp", "hf-arguments", *RECIPE_KINDS)  # memory hover wherever a plan exists
+#: A recipe's keys that show the whole memory table: the model, the engine it names, and what sizes the peak.
+RECIPE_MEMORY_KEYS = {(key,) for key in (
+    "base_model", "model_name_or_path", "deepspeed", "fsdp_config", "micro_batch_size", "per_device_train_batch_size",
+    "sequence_len", "cutoff_len", "max_length", "max_seq_length", "gradient_checkpointing",
+    "disable_gradient_checkpointing")}
 MEMORY_PATHS = {("zero_optimization",), ("zero_optimization", "stage")}
 OFFLOAD_KEYS = {"offload_optimizer", "offload_param", "cpu_offload", "cpu_offload_param"}
 BUFFER_KEYS = ("reduce_bucket_size", "allgather_bucket_size", "overlap_comm", *ZERO_ALIASES)
@@ -60,7 +66,8 @@ def hover_at(analysis: Analysis, offset: int) -> HoverText | None:
     sections = []
     plan = analysis.plan
     on_stage = isinstance(plan, MemoryPlan) and plan.stage_path is not None and path == tuple(plan.stage_path)
-    if path in MEMORY_PATHS or on_stage:
+    on_recipe = analysis.kind in RECIPE_KINDS and path in RECIPE_MEMORY_KEYS
+    if path in MEMORY_PATHS or on_stage or on_recipe:
         sections.append(memory_section(analysis.plan))
     elif path[0] == "zero_optimization" and len(path) >= 2 and path[1] in OFFLOAD_KEYS:
         sections.append(offload_section(analysis.plan))

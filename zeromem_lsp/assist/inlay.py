@@ -1,4 +1,5 @@
-"""Inlay hint after the ZeRO stage value: `≈ 16.6 GiB/GPU · 69% of 24.0 GiB` (the CLI's figure)."""
+"""Inlay hint after the ZeRO stage value (in a recipe, after its model): `≈ 16.6 GiB/GPU · 69% of 24.0 GiB`
+(the CLI's figure)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,15 @@ class InlayLabel:
 def inlay_hints(analysis: Analysis, start: int, end: int) -> list[InlayLabel]:
     """The per-GPU figure after the stage value, if it lies within [start, end]."""
     plan = analysis.plan
-    if not isinstance(plan, MemoryPlan) or analysis.document is None or plan.stage_path is None:
+    if not isinstance(plan, MemoryPlan) or analysis.document is None:
         return []
-    member = analysis.document.find(plan.stage_path)
+    anchor = plan.stage_path
+    if anchor is None and analysis.recipe is not None:  # a recipe: after the model it names
+        named = analysis.origins.get("parameters")
+        anchor = named.path if named is not None else None
+    if anchor is None:
+        return []
+    member = analysis.document.find(anchor)
     if not isinstance(member, Member):
         return []
     value = member.value
@@ -39,7 +46,8 @@ def inlay_hints(analysis: Analysis, start: int, end: int) -> list[InlayLabel]:
     if plan.host_bytes:
         label += f" + {format_bytes(plan.host_bytes)} host"
     tooltip = (f"{stage_label(plan.stage, plan.family)}: {format_count(plan.gpu_bytes)} B of model state per GPU "
-               "(parameters, gradients, optimizer state). Hover the stage for every stage and the inputs.")
+               "(parameters, gradients, optimizer state). Hover the stage (in a recipe, its model or deepspeed key) "
+               "for every stage and the inputs.")
     peak = plan.peak.at(plan.stage) if plan.peak is not None else None
     if peak is not None:
         label += f" · peak ≈ {format_bytes(peak)}"

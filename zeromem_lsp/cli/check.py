@@ -19,7 +19,8 @@ FORMATS = ("github", "json", "sarif", "text")
 def register(commands) -> None:
     parser = commands.add_parser(
         "check", help="lint training configs (exit 1 on errors)",
-        description="Lint DeepSpeed, FSDP, Accelerate and TrainingArguments configs: loader validity and memory per GPU.",
+        description="Lint DeepSpeed, FSDP, Accelerate and TrainingArguments configs and axolotl, LLaMA-Factory and TRL "
+                    "recipes: loader validity and memory per GPU.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="files, directories (recursive) or globs")
     parser.add_argument("--format", choices=FORMATS, default="text",

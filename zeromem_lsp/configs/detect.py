@@ -53,12 +53,14 @@ def _looks_fsdp(keys: set[str]) -> bool:
 
 
 #: The kinds of training config zeromem reads (each has a reader in readers.py).
-Kind = Literal["deepspeed", "accelerate", "fsdp", "hf-arguments"]
+Kind = Literal["deepspeed", "accelerate", "fsdp", "hf-arguments", "axolotl", "llamafactory", "trl"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 
 
 def detect_kind(root_keys: set[str] | None, name: str | None = None) -> Kind | None:
     """'deepspeed', 'fsdp' (a --fsdp_config dict), 'hf-arguments', 'accelerate' or None (not a training config).
+
+    Recipe kinds (axolotl, llamafactory, trl) are YAML only: `yaml_kind`.
 
     `root_keys` is None when the document has no object at its root.
     """
@@ -88,3 +90,15 @@ def _deepspeed_top_level() -> frozenset[str]:
     from zeromem_lsp.configs.deepspeed.validation import KNOWN_TOP_LEVEL_KEYS, REMOVED_TOP_LEVEL_KEYS
 
     return frozenset(KNOWN_TOP_LEVEL_KEYS) | frozenset(REMOVED_TOP_LEVEL_KEYS)
+
+
+def yaml_kind(keys: set[str] | None) -> Kind | None:
+    """A YAML document is an Accelerate config or a recipe (configs/recipes.py), judged by its keys;
+    other YAML (CI files, GPT-NeoX configs ...) is not read."""
+    from zeromem_lsp.configs.recipes import recipe_tool
+
+    if keys is None:
+        return None
+    if detect_kind(keys, None) == "accelerate":
+        return "accelerate"
+    return recipe_tool(keys)

@@ -14,6 +14,7 @@ from zeromem_lsp.configs.settings import SETTING_NAMES, ZeromemSettings
 from zeromem_lsp.provenance import Origin, Path
 
 COMMAND_LINE, FILE_BLOCK, PROJECT, EDITOR, UNNAMED = "command line", "file", "project", "editor", "settings"
+CONFIG = "config"  # what the training config itself says (a recipe's model and dtype), below its zeromem block
 
 
 def camel_case(name: str) -> str:
@@ -28,6 +29,7 @@ class SettingsLayer(NamedTuple):
     layer: str  # COMMAND_LINE | FILE_BLOCK | PROJECT | EDITOR | UNNAMED (a caller that did not say)
     where: str = ""  # PROJECT: "pyproject.toml [tool.zeromem]", "zeromem.toml [[overrides]]"
     block_path: Path | None = None  # FILE_BLOCK: where the block is in the document
+    origins: tuple[tuple[str, Origin], ...] = ()  # CONFIG: each value's key in the config
 
     def origin(self, name: str) -> Origin:
         if self.layer == COMMAND_LINE:
@@ -35,6 +37,8 @@ class SettingsLayer(NamedTuple):
         if self.layer == FILE_BLOCK:
             path = (*(self.block_path or ("zeromem",)), name)
             return Origin(".".join(map(str, path)), path)
+        if self.layer == CONFIG:
+            return dict(self.origins).get(name, Origin(name))
         if self.layer == PROJECT:
             return Origin(self.where)
         if self.layer == EDITOR:
@@ -48,6 +52,11 @@ def command_line(settings: ZeromemSettings) -> SettingsLayer:
 
 def file_block(settings: ZeromemSettings, block_path: Path) -> SettingsLayer:
     return SettingsLayer(settings, FILE_BLOCK, block_path=block_path)
+
+
+def config_values(settings: ZeromemSettings, origins: dict[str, Origin]) -> SettingsLayer:
+    """What the training config says that a setting carries (a recipe's base model), each at its key."""
+    return SettingsLayer(settings, CONFIG, origins=tuple(origins.items()))
 
 
 def editor(settings: ZeromemSettings) -> SettingsLayer:

@@ -29,6 +29,7 @@ class DeepSpeedSource(NamedTuple):
 
     setup: TrainingSetup
     ranks: Given | None = None
+    world_hint: str | None = None  # how to give the world size where the file cannot hold a zeromem block
 
 
 class FsdpSource(NamedTuple):
@@ -37,6 +38,7 @@ class FsdpSource(NamedTuple):
     fsdp: object
     accelerate: object | None = None
     machines_written: bool = False
+    world_hint: str | None = None  # how to give the world size where the file cannot hold a zeromem block
 
 
 class NoSource(NamedTuple):
@@ -130,7 +132,8 @@ def deepspeed_plan(source: DeepSpeedSource, resolved: Resolved, peak: PeakSource
         missing.append("a valid zero_optimization.stage (0-3)")
     world_size, world_origin = resolve_world_size(setup, resolved, source.ranks)
     if world_size is None:
-        missing.append('the world size: declare "world_size" in the zeromem block, or give all three batch sizes')
+        missing.append(f"the world size: {source.world_hint}" if source.world_hint else
+                       'the world size: declare "world_size" in the zeromem block, or give all three batch sizes')
 
     def per_parameter(missing: list[str]):
         precision = settings.precision or setup.precision
@@ -202,7 +205,8 @@ def fsdp_plan(source: FsdpSource, resolved: Resolved, peak: PeakSource | None = 
         ranks, ranks_origin = 1, Origin("NO_SHARD keeps a full copy on every rank: the rank count does not matter")
     if ranks is None and strategy is not None:
         what = "the shard group (GPUs per node)" if strategy in HYBRID else "the world size"
-        missing.append(f'{what}: declare "world_size" in the zeromem block')
+        missing.append(f"{what}: {source.world_hint}" if source.world_hint
+                       else f'{what}: declare "world_size" in the zeromem block')
 
     def per_parameter(missing: list[str]):
         if missing:

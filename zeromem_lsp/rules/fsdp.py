@@ -17,6 +17,7 @@ from zeromem_lsp.findings import Fix, TextEdit, overlapping
 from zeromem_lsp.memory.plan import MemoryPlan, Suggestion
 from zeromem_lsp.present import describe_suggestion
 from zeromem_lsp.memory.stages import FSDP_KEYS, stage as stage_named
+from zeromem_lsp.configs.recipes import recipe_tool
 from zeromem_lsp.rules.context import Context
 
 #: ZeRO-stage name of a plan -> the FSDP strategy with the same persistent state.
@@ -83,6 +84,8 @@ def _options_fix(member: Member, fixed: list[str]) -> Fix | None:
 #: namespaced issue kind -> its quick fix (kinds without one are absent).
 FIXERS = {
     "accelerate.unknown_key": _rename,
+    "recipe.unknown_key": _rename,
+    "recipe.ignored_key": _rename,
     "fsdp.deprecated_key": _rename,
     "fsdp.ignored_setting": _rename,
     "accelerate.ignored_setting": _rename,
@@ -151,6 +154,9 @@ def _key_in(context: Context, base: tuple, name: str) -> tuple:
 def suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion) -> tuple[Fix, ...] | None:
     """ZM101's quick fix outside a plain DeepSpeed config (None there): switch the sharding strategy
     and/or enable CPU offload; for DeepSpeed inside Accelerate or TrainingArguments, its own keys."""
+    data = context.data if isinstance(context.data, dict) else {}
+    if context.document.flavour == "yaml" and recipe_tool({key for key in data if isinstance(key, str)}):
+        return ()  # a recipe: its engine is in another file or in keys the tool rewrites; no edit here
     where = _fsdp_section(context)
     if where is None:
         return None

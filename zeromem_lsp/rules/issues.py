@@ -12,7 +12,7 @@ from zeromem_lsp.rules.context import Context
 from zeromem_lsp.rules.kinds import rule_for_kind
 
 FIXES_BY_READER = {"deepspeed": deepspeed_rules.fixes_for, "fsdp": fsdp_rules.fixes_for,
-                   "accelerate": fsdp_rules.fixes_for}
+                   "accelerate": fsdp_rules.fixes_for, "recipe": fsdp_rules.fixes_for}
 
 
 def check(context: Context, issues: Iterable[ConfigIssue]) -> Iterator[Finding]:

@@ -84,8 +84,11 @@ RULES: dict[str, Rule] = _rules(
     ),
     Rule(
         "ZM104", "invalid-zeromem-setting", "error",
-        "A value in the `zeromem` block (or in project/editor settings) is invalid.",
-        "zeromem cannot compute what you asked for; DeepSpeed itself ignores the block.",
+        "A value in the `zeromem` block (or in project/editor settings) is invalid; or a recipe value the estimate "
+        "needs is impossible (a LoRA rank ≤ 0 or above 65536, a micro-batch or sequence length that is not a "
+        "positive integer) or the recipe names no model.",
+        "zeromem cannot compute what you asked for; DeepSpeed itself ignores the block, and the recipe's tool "
+        "refuses such a value or fails on it.",
         '{"zeromem": {"gpu_memory": "80 GBs"}}',
         'Use a valid value, e.g. `"gpu_memory": "80GiB"`.',
     ),
@@ -124,6 +127,17 @@ RULES: dict[str, Rule] = _rules(
         "fitting. `GB` is read as 10⁹ on purpose (docs/memory-model.md); this note only says what the card has.",
         '{"zero_optimization": {"stage": 2}, "zeromem": {"gpu_memory": "80GB"}}',
         'Write `"gpu_memory": "80GiB"` for an 80 GB card (`nvidia-smi` shows 81920MiB).',
+    ),
+    Rule(
+        "ZM108", "recipe-model-not-counted", "information",
+        "A recipe's model (`base_model`, `model_name_or_path`) cannot be counted: no config.json here (not a file, "
+        "not a model directory, not in the local Hugging Face cache; the message says every place looked), or a "
+        "model type zeromem does not count.",
+        "The tool downloads the model at launch, so the recipe is not wrong; but without the model's shape there "
+        "is no memory estimate, and nothing would say why.",
+        "base_model: NousResearch/Llama-3.2-1B   # not downloaded",
+        "huggingface-cli download NousResearch/Llama-3.2-1B config.json, or declare parameters "
+        "(--parameters 1.2B, [tool.zeromem]).",
     ),
     Rule(
         "ZM201", "unknown-key-in-strict-section", "error",
@@ -357,6 +371,24 @@ RULES: dict[str, Rule] = _rules(
         "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json",
     ),
     Rule(
+        "ZM310", "unknown-recipe-key", "error",
+        "A LLaMA-Factory or TRL recipe has a key its argument parser does not know (names are generated from "
+        "the tools' own fields; older spellings their pinned versions accept are known).",
+        "LLaMA-Factory parses recipes with HfArgumentParser(allow_extra_keys=False) and TRL with TrlParser, which "
+        "fails on unknown arguments: the run stops before training starts.",
+        "model_name_or_path: Qwen/Qwen3-4B\nfinetuning_type: lora\ncutof_len: 2048",
+        "model_name_or_path: Qwen/Qwen3-4B\nfinetuning_type: lora\ncutoff_len: 2048",
+        safe_fix=True,
+    ),
+    Rule(
+        "ZM311", "recipe-file-missing", "error",
+        "The DeepSpeed config a recipe names cannot be read where the tool would open it (the recipe's folder, "
+        "then up to the project root, the directory the tools are launched from), or does not parse as a JSON object.",
+        "Transformers opens `deepspeed:` as a path from the working directory; a missing file stops the launch.",
+        "base_model: NousResearch/Llama-3.2-1B\ndeepspeed: deepspeed_configs/zero3.jsn",
+        "base_model: NousResearch/Llama-3.2-1B\ndeepspeed: deepspeed_configs/zero3.json",
+    ),
+    Rule(
         "ZM351", "deprecated-fsdp-key", "warning",
         "An FSDP key under an old name that current Accelerate no longer reads (e.g. `fsdp_backward_prefetch_policy`).",
         "The setting is silently dropped: the default applies instead of what the file says.",
@@ -373,6 +405,15 @@ RULES: dict[str, Rule] = _rules(
         "The run does something other than the file says, without any error.",
         "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n  fsdp_sharding_strategy: SHARD_GRAD_OP",
         "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n  fsdp_reshard_after_forward: false",
+    ),
+    Rule(
+        "ZM353", "ignored-recipe-key", "warning",
+        "An axolotl recipe has an unknown key close to one axolotl reads (a likely misspelling).",
+        "axolotl's config models drop unknown keys without a word (pydantic's default extra='ignore'), so the "
+        "run uses the default instead of what the recipe says.",
+        "base_model: NousResearch/Llama-3.2-1B\nmicro_batchsize: 4",
+        "base_model: NousResearch/Llama-3.2-1B\nmicro_batch_size: 4",
+        safe_fix=True,
     ),
 )
 

@@ -1,5 +1,5 @@
-"""ZM002, ZM003, ZM104, ZM107: the input itself — too large, not UTF-8, invalid zeromem settings, a GPU
-budget in decimal gigabytes."""
+"""ZM002, ZM003, ZM104, ZM107, ZM108: the input itself — too large, not UTF-8, invalid zeromem settings, a GPU
+budget in decimal gigabytes, a recipe's model not found here."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from zeromem_lsp.rules.registry import rule
 from zeromem_lsp.units import format_count
 
 TOO_LARGE, UNREADABLE, INVALID_SETTING = rule("ZM002"), rule("ZM003"), rule("ZM104")
-DECIMAL_BUDGET = rule("ZM107")
+DECIMAL_BUDGET, MODEL_NOT_FOUND = rule("ZM107"), rule("ZM108")
 
 
 def too_large(length: int, limit: int) -> Finding:
@@ -30,6 +30,12 @@ def unreadable(problem: str, start: int = 0, end: int = 0) -> Finding:
 def block_findings(context: Context, problems: Iterable[tuple]) -> list[Finding]:
     """ZM104 for each (path, message, target) problem of a zeromem block in the document."""
     return [context.finding(INVALID_SETTING, message, path, target) for path, message, target in problems]
+
+
+def model_not_found(context: Context, path: tuple, message: str) -> list[Finding]:
+    """ZM108 on a recipe's model name that could not be counted (the message says where it looked, or why)."""
+    return [context.finding(MODEL_NOT_FOUND, f"{message}; without it there is no memory estimate (make its "
+                            "config.json available or declare parameters)", path, "value")]
 
 
 def budget_note(context: Context, block_path: tuple) -> list[Finding]:

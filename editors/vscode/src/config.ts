@@ -228,10 +228,10 @@ export interface DocumentFilter {
 /**
  * Which documents go to the server: every JSON and JSONC file (the server recognises a DeepSpeed
  * config by its keys and says nothing about other JSON), files of the extension's own DeepSpeed JSON
- * language (DeepSpeed config names, which VS Code's JSON service then leaves alone), and YAML files
- * whose names say they are training configs (Accelerate / FSDP / DeepSpeed).
+ * language (DeepSpeed config names, which VS Code's JSON service then leaves alone), and every YAML
+ * file on disk: Accelerate configs and axolotl / LLaMA-Factory / TRL recipes are recognised by their
+ * keys (their names vary), and the server says nothing about other YAML.
  */
-export const YAML_CONFIG_PATTERN = "**/*{accelerate,fsdp,deepspeed,ds_config,zero}*.{yaml,yml}";
 
 export const DEEPSPEED_LANGUAGE = "deepspeed-json";
 
@@ -240,7 +240,7 @@ export function documentSelector(): DocumentFilter[] {
   for (const scheme of ["file", "untitled"]) {
     filters.push({ scheme, language: "json" }, { scheme, language: "jsonc" }, { scheme, language: DEEPSPEED_LANGUAGE });
   }
-  filters.push({ scheme: "file", language: "yaml", pattern: YAML_CONFIG_PATTERN });
+  filters.push({ scheme: "file", language: "yaml" });
   return filters;
 }
 

@@ -1,0 +1,269 @@
+"""Recipe files (axolotl, LLaMA-Factory, TRL / alignment-handbook) through `zeromem check`: the real recipes in
+tests/data/recipes (SOURCES.md) are recognised by content, give a peak, and their problems are positioned in
+the file that holds them (ZM108, ZM310, ZM311, ZM353, ZM104)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import run_zeromem
+from zeromem_lsp.analysis import analyse
+from zeromem_lsp.configs.layers import command_line
+from zeromem_lsp.configs.settings import ZeromemSettings
+from zeromem_lsp.project import file_loader
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+RECIPES = DATA / "recipes"
+GEMMA = DATA / "models" / "gemma-3-4b-it" / "config.json"
+#: Every recipe in tests/data/recipes, with the model it names and whether it runs DeepSpeed.
+RECIPE_FILES = {
+    "axolotl/examples/llama-3/lora-1b.yml": "NousResearch/Llama-3.2-1B",
+    "axolotl/examples/llama-3/lora-1b-ray.yml": "NousResearch/Llama-3.2-1B",
+    "axolotl/examples/llama-3/qlora-1b.yml": "NousResearch/Llama-3.2-1B",
+    "axolotl/examples/mistral/mixtral/mixtral.yml": "mistralai/Mixtral-8x7B-v0.1",
+    "axolotl/examples/jamba/qlora_deepspeed.yaml": "ai21labs/Jamba-v0.1",
+    "axolotl/examples/mistral/bigstral/bigstral-ds-zero3.yaml": "mistral-community/Mixtral-8x22B-v0.1",
+    "axolotl/examples/llama-3/qlora-fsdp-70b.yaml": "casperhansen/llama-3-70b-fp16",
+    "axolotl/examples/gemma3/gemma-3-4b-qlora.yml": "google/gemma-3-4b-it",
+    "llamafactory/examples/train_lora/qwen3_lora_sft.yaml": "Qwen/Qwen3-4B-Instruct-2507",
+    "llamafactory/examples/train_lora/qwen3_lora_sft_ds3.yaml": "Qwen/Qwen3-4B-Instruct-2507",
+    "llamafactory/examples/train_lora/qwen3_lora_dpo.yaml": "Qwen/Qwen3-4B-Instruct-2507",
+    "llamafactory/examples/train_qlora/qwen3_lora_sft_otfq.yaml": "Qwen/Qwen3-4B-Instruct-2507",
+    "llamafactory/examples/train_full/qwen3_full_sft.yaml": "Qwen/Qwen3-4B-Instruct-2507",
+    "alignment-handbook/recipes/zephyr-7b-beta/sft/config_qlora.yaml": "mistralai/Mistral-7B-v0.1",
+    "alignment-handbook/recipes/zephyr-7b-beta/sft/config_full.yaml": "mistralai/Mistral-7B-v0.1",
+    "alignment-handbook/recipes/zephyr-7b-beta/dpo/config_qlora.yaml": "alignment-handbook/zephyr-7b-sft-qlora",
+    "alignment-handbook/recipes/smollm2/sft/config.yaml": "HuggingFaceTB/SmolLM2-1.7B",
+}
+
+
+def cache_with(root: Path, repo_ids, config: Path = GEMMA) -> Path:
+    """A Hugging Face hub cache holding `config` as each repo id's config.json at revision main."""
+    for repo_id in repo_ids:
+        repo = root / ("models--" + repo_id.replace("/", "--"))
+        (repo / "snapshots" / "c0ffee").mkdir(parents=True)
+        shutil.copy(config, repo / "snapshots" / "c0ffee" / "config.json")
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text("c0ffee")
+    return root
+
+
+def findings(*args: str) -> list[dict]:
+    done = run_zeromem("check", "--format", "json", "-q", *args)
+    assert done.returncode in (0, 1), done.stderr
+    return json.loads(done.stdout)["findings"]
+
+
+def line_of(path: Path, needle: str) -> int:
+    return next(number for number, line in enumerate(path.read_text().splitlines()) if line.startswith(needle))
+
+
+def test_every_recipe_is_recognised_and_its_missing_model_named_at_its_key(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    done = run_zeromem("check", "--format", "json", "-q", str(RECIPES))
+    results: dict[str, list[dict]] = {}
+    for item in json.loads(done.stdout)["findings"]:
+        results.setdefault(Path(item["path"]).resolve().relative_to(RECIPES).as_posix(), []).append(item)
+    found = {name for name, items in results.items() if any(item["code"] == "ZM108" for item in items)}
+    assert found == set(RECIPE_FILES)  # the Accelerate YAML and DeepSpeed JSON beside them are not recipes
+    for name, model in RECIPE_FILES.items():
+        (item,) = [item for item in results[name] if item["code"] == "ZM108"]
+        key = "base_model" if name.startswith("axolotl") else "model_name_or_path"
+        assert item["range"]["start"]["line"] == line_of(RECIPES / name, key + ":")
+        assert f"cannot read {model!r}" in item["message"]
+        assert str(tmp_path / "empty-cache" / ("models--" + model.replace("/", "--"))) in item["message"]
+    assert not [item for items in results.values() for item in items if item["severity"] == "error"]
+
+
+def test_a_cached_model_is_counted_not_reported(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["google/gemma-3-4b-it"])))
+    assert findings(str(RECIPES / "axolotl/examples/gemma3/gemma-3-4b-qlora.yml")) == []
+
+
+def _plan(path: Path, world_size: int = 8):
+    settings = ZeromemSettings.from_checked({"world_size": world_size})
+    return analyse(path.read_text(), path.name, (), settings, file_loader(path)).plan
+
+
+@pytest.mark.parametrize("name", [name for name in RECIPE_FILES])
+def test_each_real_recipe_gives_a_peak_in_check(name, tmp_path, monkeypatch):
+    """A stand-in config.json (gemma-3-4b-it's) under each recipe's model id: the recipe's own batch, sequence,
+    checkpointing and DeepSpeed file give the peak; a budget between model state and peak is ZM106."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, set(RECIPE_FILES.values()))))
+    plan = _plan(RECIPES / name)
+    assert plan.peak is not None and not plan.peak.missing, getattr(plan, "missing", plan)
+    stage = plan.stage
+    state, peak = plan.placement.gpu[stage], plan.peak.at(stage)
+    budget = (state + peak) // 2
+    items = findings("--world-size", "8", "--gpu-memory", str(budget), str(RECIPES / name))
+    (over,) = [item for item in items if item["code"] == "ZM106"]
+    assert f"= {peak:,} B" in over["message"]
+
+
+def test_the_recipes_batch_and_sequence_drive_the_peak(tmp_path, monkeypatch):
+    """gemma-3-4b-qlora.yml with gemma-3-4b-it's own config.json: micro_batch_size 2 × sequence_len 2048 give the
+    fp32 logits copy 4 B × 2 × 2048 × 262,208 (the vocabulary Transformers defaults for gemma3_text)."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["google/gemma-3-4b-it"])))
+    plan = _plan(RECIPES / "axolotl/examples/gemma3/gemma-3-4b-qlora.yml")
+    assert plan.peak.transient_logits == 4 * 2 * 2048 * 262_208
+    assert plan.peak.inputs["micro_batch"].path == ("micro_batch_size",)
+    assert plan.peak.inputs["sequence_length"].path == ("sequence_len",)
+    assert plan.family == "fsdp" and plan.stage == "ddp"  # no deepspeed / fsdp_config: DDP
+
+
+def test_a_recipes_deepspeed_file_is_followed_with_its_auto_filled(tmp_path, monkeypatch):
+    """lora-1b-ray.yml names deepspeed_configs/zero3.json (from the repository root): ZeRO-3, bf16 from the
+    recipe's `bf16: auto`, buckets from the model's hidden size 2560 as Transformers fills "auto"."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["NousResearch/Llama-3.2-1B"])))
+    plan = _plan(RECIPES / "axolotl/examples/llama-3/lora-1b-ray.yml")
+    assert plan.stage == "zero3" and plan.inputs.per_parameter.precision == "bf16"
+    # no optimizer block in zero3.json: the Trainer builds the recipe's `optimizer: adamw_8bit`
+    assert plan.inputs.per_parameter.optimizer_name == "adam8bit" and plan.origins["optimizer"].path == ("optimizer",)
+    sizes = plan.peak.zero_sizes
+    assert sizes["reduce_bucket_size"] == 2560 * 2560 and sizes["stage3_prefetch_bucket_size"] == int(0.9 * 2560 ** 2)
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_a_missing_deepspeed_file_is_zm311_on_its_value_naming_where_it_looked(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    (tmp_path / ".git").mkdir()  # the project root: the search stops here
+    (tmp_path / "examples").mkdir()
+    recipe = write(tmp_path / "examples", "lora.yml", "base_model: org/model\nsequence_len: 512\n"
+                   "micro_batch_size: 1\ndeepspeed: deepspeed_configs/zero3.jsn\n")
+    (item,) = [item for item in findings(str(recipe)) if item["code"] == "ZM311"]
+    assert item["severity"] == "error" and item["range"]["start"] == {"line": 3, "character": 11}
+    assert str(tmp_path / "examples" / "deepspeed_configs/zero3.jsn") in item["message"]
+    assert str(tmp_path / "deepspeed_configs/zero3.jsn") in item["message"]
+
+
+def test_the_deepspeed_file_is_found_from_the_project_root(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "zero2.json").write_text('{"zero_optimization": {"stage": 2}, "bf16": {"enabled": "auto"}}')
+    recipe = write(tmp_path / "examples", "lora.yml", "base_model: org/model\ndeepspeed: ds/zero2.json\n")
+    assert [item["code"] for item in findings(str(recipe))] == ["ZM108"]
+
+
+def test_misspelled_keys_are_refused_by_llamafactory_and_trl_and_warned_for_axolotl(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    factory = write(tmp_path, "sft.yaml", "model_name_or_path: Qwen/Qwen3-4B\nfinetuning_type: lora\ncutof_len: 2048\n")
+    trl = write(tmp_path, "trl.yaml", "model_name_or_path: org/m\nuse_peft: true\nmax_seq_lenght: 1024\n")
+    axolotl = write(tmp_path, "ax.yml", "base_model: org/m\nmicro_batchsize: 4\nmy_plugin_setting: 1\n")
+    (refused,) = [item for item in findings(str(factory)) if item["code"] == "ZM310"]
+    assert refused["severity"] == "error" and "did you mean cutoff_len?" in refused["message"]
+    assert refused["range"]["start"] == {"line": 2, "character": 0}
+    (refused,) = [item for item in findings(str(trl)) if item["code"] == "ZM310"]
+    assert "max_seq_length" in refused["message"] or "max_length" in refused["message"]
+    (ignored,) = [item for item in findings(str(axolotl)) if item["code"] == "ZM353"]  # not the plugin's key
+    assert ignored["severity"] == "warning" and "micro_batch_size" in ignored["message"]
+    assert ignored["range"]["start"]["line"] == 1
+
+
+def test_the_real_recipes_have_no_unknown_keys(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    codes = {item["code"] for item in findings(str(RECIPES))}
+    assert not codes & {"ZM310", "ZM353", "ZM311", "ZM104"}
+
+
+def test_check_fix_renames_a_misspelled_recipe_key(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    recipe = write(tmp_path, "ax.yml", "base_model: org/m\nmicro_batchsize: 4\n")
+    run_zeromem("check", "--fix", "-q", str(recipe))
+    assert recipe.read_text() == "base_model: org/m\nmicro_batch_size: 4\n"
+
+
+@pytest.mark.parametrize("rank, bad", [("0", True), ("-8", True), ("1000000", True), ("16", False)])
+def test_an_impossible_lora_rank_is_zm104(rank, bad, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    recipe = write(tmp_path, "ax.yml", f"base_model: org/m\nadapter: lora\nlora_r: {rank}\n")
+    ranks = [item for item in findings(str(recipe)) if item["code"] == "ZM104"]
+    assert bool(ranks) is bad
+    if bad:
+        assert ranks[0]["range"]["start"] == {"line": 2, "character": 8} and "lora_r" in ranks[0]["message"]
+
+
+def test_a_zeromem_block_in_a_llamafactory_recipe_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    recipe = write(tmp_path, "sft.yaml", "model_name_or_path: org/m\nstage: sft\nzeromem:\n  world_size: 8\n")
+    assert "ZM310" in {item["code"] for item in findings(str(recipe))}
+
+
+def test_other_yaml_is_not_a_recipe(tmp_path):
+    workflow = write(tmp_path, "ci.yml", "name: ci\non: [push]\njobs:\n  test:\n    runs-on: ubuntu-latest\n")
+    assert findings(str(workflow)) == []
+
+
+def test_without_a_world_size_a_llamafactory_recipe_is_told_where_to_give_it(tmp_path, monkeypatch):
+    """LLaMA-Factory refuses a zeromem block, so the advice is the flag or the project settings."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["Qwen/Qwen3-4B-Instruct-2507"])))
+    (note,) = findings("--gpu-memory", "12GiB", str(RECIPES / "llamafactory/examples/train_lora/qwen3_lora_sft_ds3.yaml"))
+    assert note["code"] == "ZM103" and "--world-size" in note["message"] and "zeromem block" not in note["message"]
+
+
+def test_a_project_override_gives_the_recipes_world_size(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path / "cache", ["Qwen/Qwen3-4B-Instruct-2507"])))
+    shutil.copytree(RECIPES / "llamafactory", tmp_path / "project")
+    (tmp_path / "project" / "pyproject.toml").write_text(
+        '[tool.zeromem]\ngpu-memory = "12GiB"\n[[tool.zeromem.overrides]]\nfiles = ["*_ds3.yaml"]\nworld-size = 8\n')
+    recipe = tmp_path / "project" / "examples/train_lora/qwen3_lora_sft_ds3.yaml"
+    plan = _plan(recipe)  # the same recipe with world size 8 given directly
+    (peak,) = findings(str(recipe))
+    assert peak["code"] == "ZM106" and f"= {plan.peak.at('zero3'):,} B" in peak["message"]
+
+
+@pytest.mark.parametrize("name", ["alignment-handbook/recipes/zephyr-7b-beta/sft/config_full.yaml",
+                                  "axolotl/examples/llama-3/qlora-fsdp-70b.yaml"])
+def test_no_quick_fix_rewrites_a_recipe_over_budget(name, tmp_path, monkeypatch):
+    """ZM101 on a recipe suggests a cheaper setup in words only: a DDP recipe has no zero_optimization to
+    edit, and axolotl's `fsdp:` list is not Transformers' option string."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path / "cache", set(RECIPE_FILES.values()))))
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text((RECIPES / name).read_text().replace("fsdp_offload_params: true", "fsdp_offload_params: false"))
+    before = recipe.read_text()
+    assert "ZM101" in {item["code"] for item in findings("--world-size", "8", "--gpu-memory", "1GiB", str(recipe))}
+    run_zeromem("check", "--fix", "--unsafe-fixes", "-q", "--world-size", "8", "--gpu-memory", "1GiB", str(recipe))
+    assert recipe.read_text() == before
+
+
+def test_a_zero_micro_batch_and_a_missing_model_are_zm104(tmp_path):
+    recipe = write(tmp_path, "ax.yml", "sequence_len: 2048\nmicro_batch_size: 0\n")
+    items = [item for item in findings(str(recipe)) if item["code"] == "ZM104"]
+    assert {item["range"]["start"]["line"] for item in items} == {0, 1}
+    assert any("needs base_model" in item["message"] for item in items)
+    assert any("micro_batch_size must be a positive integer" in item["message"] for item in items)
+
+
+@pytest.mark.parametrize("body, code, line", [
+    ("base_model: 123\nsequence_len: 5\n", "ZM104", 0),
+    ("base_model: org/m\ndeepspeed: [1, 2]\n", "ZM104", 1),
+    ("base_model: org/m\nfsdp_config: 3\n", "ZM104", 1),
+    ("base_model: org/m\nadapter: {a: 1}\n", "ZM104", 1),
+    ("base_model: org/m\ndeepspeed: broken.json\n", "ZM311", 1),
+    ("model_name_or_path: m\nstage: sft\ncutoff_len: abc\n", "ZM104", 2),
+])
+def test_bad_recipe_values_are_positioned_findings(body, code, line, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "broken.json").write_text("{not json")
+    recipe = write(tmp_path, "recipe.yaml", body)
+    done = run_zeromem("check", "--format", "json", "-q", "--world-size", "4", str(recipe))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    items = [item for item in json.loads(done.stdout)["findings"] if item["code"] == code]
+    assert [item["range"]["start"]["line"] for item in items] == [line]
+
+
+def test_axolotls_top_level_fsdp_version_applies_to_its_fsdp_config():
+    """fsdp_version: 2 beside fsdp_config (axolotl's layout): reshard_after_forward false is ≈ ZeRO-2."""
+    text = "base_model: org/m\nfsdp_version: 2\nfsdp_config:\n  reshard_after_forward: false\n"
+    settings = ZeromemSettings.from_checked({"world_size": 8, "parameters": 7_000_000_000})
+    assert analyse(text, "fsdp.yml", (), settings).plan.stage == "zero2"
+    assert analyse(text.replace("fsdp_version: 2\n", ""), "fsdp.yml", (), settings).plan.stage == "zero3"

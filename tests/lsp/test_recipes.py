@@ -1,0 +1,75 @@
+"""A recipe in the editor (pytest-lsp over stdio): axolotl's gemma-3-4b-qlora.yml with its model as a local
+directory (google/gemma-3-4b-it's published config.json) and a DeepSpeed file: the hover on `deepspeed:`
+has the peak from the recipe's micro-batch and sequence, the inlay hint sits after the model, and a
+misspelt key or a missing DeepSpeed file is a diagnostic on the recipe's own line."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from lsp_session import ROOT, open_doc
+from lsprotocol import types
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+RECIPE = ROOT / "tests" / "data" / "recipes" / "axolotl" / "examples" / "gemma3" / "gemma-3-4b-qlora.yml"
+ZERO3 = ROOT / "tests" / "data" / "recipes" / "axolotl" / "deepspeed_configs" / "zero3.json"
+GEMMA3_4B = ROOT / "tests" / "data" / "models" / "gemma-3-4b-it"
+
+
+def recipe_text(tmp_path, deepspeed: str | None) -> str:
+    """The recipe with its model as a local directory; with `deepspeed`, that file and a zeromem block giving
+    the world size (axolotl drops keys it does not know, so the block may live in the recipe)."""
+    shutil.copytree(GEMMA3_4B, tmp_path / "gemma")
+    text = RECIPE.read_text(encoding="utf-8").replace("base_model: google/gemma-3-4b-it",
+                                                      f"base_model: {tmp_path / 'gemma'}")
+    return text + (f"\ndeepspeed: {deepspeed}\nzeromem:\n  world_size: 8\n" if deepspeed else "")
+
+
+async def test_the_deepspeed_hover_has_the_recipes_peak(client, tmp_path):
+    doc = open_doc(client, "gemma-3-4b-qlora.yml", recipe_text(tmp_path, str(ZERO3)), "yaml")
+    result = await client.text_document_hover_async(
+        types.HoverParams(text_document=doc.identifier, position=doc.at("deepspeed:", 1)))
+    hover = result.contents.value
+    assert "**Peak per GPU**" in hover and "| ▶ | **ZeRO-3** |" in hover
+    assert "micro-batch 2 — micro_batch_size" in hover and "sequence length 2,048 — sequence_len" in hover
+    assert f"fp32 logits copy {4 * 2 * 2048 * 262_208:,}" in hover  # 4 B × micro 2 × 2048 × vocabulary
+    assert "3,880,263,168 parameters counted from" in hover and "R = 8 ranks — zeromem.world_size" in hover
+
+
+async def test_the_inlay_hint_follows_the_model(client, tmp_path):
+    """No deepspeed / fsdp_config: DDP, whose per-rank state needs no world size."""
+    doc = open_doc(client, "gemma-3-4b-qlora.yml", recipe_text(tmp_path, None), "yaml")
+    [hint] = await client.text_document_inlay_hint_async(types.InlayHintParams(
+        text_document=doc.identifier, range=types.Range(start=doc.position(0), end=doc.position(len(doc.text)))))
+    model_line = doc.text.index(str(tmp_path / "gemma")) + len(str(tmp_path / "gemma"))
+    assert hint.position == doc.position(model_line) and "peak ≈" in hint.label
+
+
+async def test_a_missing_deepspeed_file_and_a_misspelt_key_are_diagnostics_here(client, tmp_path):
+    text = recipe_text(tmp_path, "deepspeed_configs/zero3.jsn").replace("micro_batch_size: 2", "micro_batchsize: 2")
+    doc = open_doc(client, "gemma-3-4b-qlora.yml", text, "yaml")
+    diagnostics = {d.code: d for d in await doc.diagnostics()}
+    missing, misspelt = diagnostics["ZM311"], diagnostics["ZM353"]
+    assert missing.range.start == doc.position(doc.text.index("deepspeed_configs/zero3.jsn"))
+    assert "deepspeed_configs/zero3.jsn" in missing.message and "looked for" in missing.message
+    assert misspelt.range.start == doc.position(doc.text.index("micro_batchsize"))
+    assert misspelt.severity == types.DiagnosticSeverity.Warning
+
+
+async def test_the_sequence_key_hover_shows_what_it_costs(client, tmp_path):
+    doc = open_doc(client, "gemma-3-4b-qlora.yml", recipe_text(tmp_path, None), "yaml")
+    result = await client.text_document_hover_async(
+        types.HoverParams(text_document=doc.identifier, position=doc.at("sequence_len:", 1)))
+    hover = result.contents.value
+    assert "**Peak per GPU**" in hover and "| ▶ | **NO_SHARD (≈ DDP)** |" in hover
+    assert "sequence length 2,048 — sequence_len" in hover
+
+
+async def test_a_non_recipe_yaml_gets_nothing(client):
+    doc = open_doc(client, "ci.yml", "name: ci\njobs:\n  test:\n    runs-on: ubuntu-latest\n", "yaml")
+    assert await doc.diagnostics() == []
+    result = await client.text_document_hover_async(
+        types.HoverParams(text_document=doc.identifier, position=doc.at("jobs", 1)))
+    assert result is None

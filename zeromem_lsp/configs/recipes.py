@@ -1,0 +1,342 @@
+"""Recipe files (axolotl, LLaMA-Factory, TRL / alignment-handbook YAML) as each tool reads them.
+
+Which tool a recipe is for is judged by its keys (`recipe_tool`); the names vary. What is read, with
+each tool's defaults and the code they come from, is in docs/recipes.md (facts from the sources at the
+commits in tests/data/recipes/SOURCES.md). The known keys are generated from the tools' own field
+definitions (configs/recipe_keys.py): LLaMA-Factory and TRL refuse unknown keys (HfArgumentParser
+`allow_extra_keys=False`, TrlParser `fail_with_unknown_args`); axolotl's pydantic models drop them
+silently, so only a likely misspelling is reported there.
+
+Pure: a plain dict in, issues and a `RecipeSetup` (plain data, each value a `Given` with its key path) out.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Literal
+
+from zeromem_lsp.configs import recipe_keys
+from zeromem_lsp.configs.issue import ConfigIssue
+from zeromem_lsp.configs.training import positive_int
+from zeromem_lsp.memory.precision import normalize_precision, optimizer_from_deepspeed_type
+from zeromem_lsp.provenance import Given, Path
+
+Tool = Literal["axolotl", "llamafactory", "trl"]
+TOOL_NAMES = {"axolotl": "axolotl", "llamafactory": "LLaMA-Factory", "trl": "TRL"}
+
+AXOLOTL_MARKERS = frozenset({"base_model", "sequence_len", "micro_batch_size", "lora_target_linear",
+                             "adapter", "datasets", "pad_to_sequence_len"})
+LLAMAFACTORY_MARKERS = frozenset({"finetuning_type", "cutoff_len", "lora_target", "quantization_bit", "template",
+                                  "stage", "dataset_dir", "disable_gradient_checkpointing"})
+TRL_MARKERS = frozenset({"use_peft", "max_seq_length", "max_length", "dataset_name", "dataset_mixture",
+                         "torch_dtype", "dtype", "lora_r", "load_in_4bit", "per_device_train_batch_size"})
+
+#: Keys of older Transformers / TRL / handbook releases that the tools' pinned ranges still accept
+#: (LLaMA-Factory pins transformers>=4.55,<=5.8; the handbook pins trl>=0.19.1, transformers>=4.53.3).
+OLDER_KEYS = {
+    "warmup_ratio": "Transformers 4.x TrainingArguments",
+    "overwrite_output_dir": "Transformers 4.x TrainingArguments",
+    "torch_dtype": "TRL ModelConfig before `dtype`",
+    "max_seq_length": "TRL SFTConfig before `max_length`",
+    "max_prompt_length": "TRL DPOConfig (older releases)",
+    "dataset_mixer": "alignment-handbook DataArguments (older releases)",
+    "dataset_splits": "alignment-handbook DataArguments (older releases)",
+}
+
+
+def recipe_tool(keys: set[str]) -> Tool | None:
+    """The tool a YAML mapping's top-level keys are written for, or None (not a recipe)."""
+    if "base_model" in keys and _axolotl_like(keys - {"base_model"}) or {"sequence_len", "micro_batch_size"} <= keys:
+        return "axolotl"
+    if "model_name_or_path" in keys and keys & LLAMAFACTORY_MARKERS:
+        return "llamafactory"
+    if "model_name_or_path" in keys and keys & TRL_MARKERS:
+        return "trl"
+    return None
+
+
+def _axolotl_like(keys: set[str]) -> bool:
+    """Another key axolotl reads, or a near miss of one (a misspelt recipe is still a recipe)."""
+    known = recipe_keys.AXOLOTL_KEYS
+    return bool(keys & known) or any(
+        difflib.get_close_matches(key, known, n=1, cutoff=0.8) for key in keys if isinstance(key, str))
+
+
+def known_keys(tool: Tool) -> frozenset[str]:
+    if tool == "axolotl":
+        return recipe_keys.AXOLOTL_KEYS
+    if tool == "llamafactory":
+        return recipe_keys.LLAMAFACTORY_KEYS | frozenset(OLDER_KEYS)
+    return recipe_keys.TRL_KEYS | recipe_keys.HANDBOOK_KEYS | frozenset(OLDER_KEYS)
+
+
+@dataclass(frozen=True)
+class AdapterSpec:
+    """The adapter a recipe asks for, as plain data (the adapter memory model takes it from here)."""
+
+    method: str  # "lora" | "qlora" | "full" | another finetuning_type as written
+    rank: Given | None = None
+    alpha: Given | None = None
+    dropout: Given | None = None
+    targets: Given | None = None  # a list of module names, "all-linear" (PEFT's shorthand), or a regex string
+    modules_to_save: Given | None = None
+    quantization: Given | None = None  # "nf4" | "fp4" | "int8"
+    double_quantization: Given | None = None
+    dora: Given | None = None
+
+
+@dataclass(frozen=True)
+class RecipeSetup:
+    tool: Tool
+    model: Given | None = None  # the base model name as written
+    micro_batch: Given | None = None
+    accumulation: int | None = None
+    sequence_length: Given | None = None
+    checkpointing: Given | None = None
+    dtype: Given | None = None  # the dtype the model is loaded in
+    compute_dtype: Given | None = None  # bf16 / fp16 mixed-precision compute
+    optimizer: Given | None = None
+    deepspeed: Given | None = None  # a path (str) or an inline dict
+    fsdp_config: Given | None = None  # an inline FSDP block (Accelerate-style keys)
+    adapter: AdapterSpec | None = None
+    flags: dict[str, bool] = field(default_factory=dict)  # bf16 / fp16 as the DeepSpeed "auto" fill needs them
+
+
+def _issue(kind: str, path: Path, target: str, message: str, replacement: str | None = None) -> ConfigIssue:
+    return ConfigIssue(kind, tuple(path), target, message, replacement, "recipe")
+
+
+def _given(data: dict, key: str) -> Given | None:
+    return Given(data[key], key, (key,)) if data.get(key) is not None else None
+
+
+def _first(data: dict, *keys: str) -> Given | None:
+    return next((found for key in keys if (found := _given(data, key)) is not None), None)
+
+
+def _positive(data: dict, keys: tuple[str, ...], default: int, tool: str, out: list[ConfigIssue]) -> Given:
+    for key in keys:
+        if key in data and data[key] is not None:
+            value = positive_int(data[key])
+            if value is not None:
+                return Given(value, key, (key,))
+            out.append(_issue("invalid_value", (key,), "value",
+                              f"{key} must be a positive integer, got {data[key]!r}"))
+    return Given(default, f"{keys[0]} absent: {tool}'s default")
+
+
+def _flag(value: object) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return None
+
+
+def _unknown_keys(tool: Tool, data: dict) -> list[ConfigIssue]:
+    known = known_keys(tool)
+    out = []
+    for key in data:
+        if not isinstance(key, str) or key in known or (key == "zeromem" and tool == "axolotl"):
+            continue
+        if key == "zeromem":
+            out.append(_issue("unknown_key", (key,), "key",
+                              f"{TOOL_NAMES[tool]} refuses unknown keys, including zeromem: give the settings on the "
+                              "command line or in pyproject.toml [tool.zeromem]"))
+            continue
+        guess = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.8)
+        hint = f"; did you mean {guess[0]}?" if guess else ""
+        if tool == "axolotl":
+            if guess:  # axolotl drops unknown keys; a plugin's keys are unknown here, so only near misses
+                out.append(_issue("ignored_key", (key,), "key",
+                                  f"axolotl ignores the unknown key {key!r} and runs with its default{hint}", guess[0]))
+            continue
+        refuser = "HfArgumentParser" if tool == "llamafactory" else "TrlParser"
+        out.append(_issue("unknown_key", (key,), "key",
+                          f"{TOOL_NAMES[tool]} refuses the recipe ({refuser}: unknown key {key!r}){hint}",
+                          guess[0] if guess else None))
+    return out
+
+
+def _rank(data: dict, key: str, out: list[ConfigIssue]) -> Given | None:
+    found = _given(data, key)
+    if found is None:
+        return None
+    value = positive_int(found.value)
+    if value is None or value > 65536:
+        out.append(_issue("invalid_value", (key,), "value",
+                          f"{key} must be a positive integer rank (at most 65536), got {found.value!r}"))
+        return None
+    return Given(value, key, (key,))
+
+
+def _optimizer(data: dict, key: str, default: str, tool: str) -> Given | None:
+    written = _given(data, key)
+    name = str(written.value) if written is not None else default
+    mapped = optimizer_from_deepspeed_type(name)
+    if mapped is None:
+        return None
+    if written is not None:
+        return Given(mapped, f"{key}: {name}", (key,))
+    return Given(mapped, f"{key} absent: {tool}'s default {default}")
+
+
+def _axolotl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
+    method = str(data.get("adapter") or "full")
+    bf16, fp16 = data.get("bf16", "auto"), _flag(data.get("fp16"))
+    if _flag(bf16) or bf16 == "auto":
+        note = "bf16: auto (bf16 where the GPU supports it)" if bf16 == "auto" else "bf16"
+        dtype = Given("bf16", note, ("bf16",) if "bf16" in data else None)
+    elif fp16 or _flag(data.get("load_in_8bit")):
+        dtype = Given("fp16", "fp16" if fp16 else "load_in_8bit without bf16", ("fp16",) if fp16 else ("load_in_8bit",))
+    else:
+        dtype = Given("fp32", "neither bf16 nor fp16", None)
+    targets = _given(data, "lora_target_modules")
+    if _flag(data.get("lora_target_linear")):
+        targets = Given("all-linear", "lora_target_linear", ("lora_target_linear",))
+    quantization = None
+    if _flag(data.get("load_in_4bit")) and method == "qlora":
+        quantization = Given("nf4", "load_in_4bit with adapter: qlora (nf4)", ("load_in_4bit",))
+    elif _flag(data.get("load_in_8bit")) and method == "lora":
+        quantization = Given("int8", "load_in_8bit", ("load_in_8bit",))
+    adapter = AdapterSpec(
+        method, _rank(data, "lora_r", out), _given(data, "lora_alpha"), _given(data, "lora_dropout"), targets,
+        _given(data, "lora_modules_to_save"), quantization,
+        Given(True, "axolotl's QLoRA default (bnb_4bit_use_double_quant)") if quantization
+        and quantization.value == "nf4" else None, _given(data, "peft_use_dora"))
+    checkpointing = _given(data, "gradient_checkpointing")
+    checkpointing = (Given(_flag(checkpointing.value) is not False, checkpointing.note, checkpointing.path)
+                     if checkpointing else Given(False, "gradient_checkpointing absent: axolotl's default"))
+    return RecipeSetup(
+        "axolotl", _given(data, "base_model"),
+        _positive(data, ("micro_batch_size",), 1, "axolotl", out),
+        positive_int(data.get("gradient_accumulation_steps")) or 1,
+        _positive(data, ("sequence_len",), 512, "axolotl", out), checkpointing, dtype,
+        dtype if dtype.value != "fp32" else None,
+        _optimizer(data, "optimizer", "adamw_torch_fused", "axolotl"), _given(data, "deepspeed"),
+        _given(data, "fsdp_config"), adapter if method != "full" else None,
+        {"bf16": dtype.value == "bf16", "fp16": dtype.value == "fp16"})
+
+
+def _split(found: Given | None) -> Given | None:
+    """LLaMA-Factory's comma-separated module lists ("q_proj,v_proj"), as its `split_arg` reads them."""
+    if found is None or not isinstance(found.value, str):
+        return found
+    return Given([part.strip() for part in found.value.split(",") if part.strip()], found.note, found.path)
+
+
+def _llamafactory(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
+    method = str(data.get("finetuning_type") or "lora")
+    bits = positive_int(data.get("quantization_bit"))
+    quantization = None
+    if bits == 4:
+        kind = str(data.get("quantization_type") or "nf4")
+        quantization = Given(kind, "quantization_bit: 4", ("quantization_bit",))
+    elif bits == 8:
+        quantization = Given("int8", "quantization_bit: 8", ("quantization_bit",))
+    double = _given(data, "double_quantization") or (
+        Given(True, "double_quantization absent: LLaMA-Factory's default") if quantization else None)
+    targets = _split(_given(data, "lora_target")) or Given("all", "lora_target absent: LLaMA-Factory's default (all)")
+    if targets.value == ["all"] or targets.value == "all":  # find_all_linear_modules
+        targets = Given("all-linear", targets.note, targets.path)
+    rank = _rank(data, "lora_rank", out) or Given(8, "lora_rank absent: LLaMA-Factory's default")
+    adapter = AdapterSpec(method, rank, _given(data, "lora_alpha"), _given(data, "lora_dropout"), targets,
+                          _split(_given(data, "additional_target")), quantization, double, _given(data, "use_dora"))
+    off = _flag(data.get("disable_gradient_checkpointing"))
+    checkpointing = (Given(not off, "disable_gradient_checkpointing", ("disable_gradient_checkpointing",))
+                     if off is not None else Given(True, "checkpointing on: LLaMA-Factory's default"))
+    dtype = _mixed(data, "fp32", "neither bf16 nor fp16: fp32 assumed (LLaMA-Factory infers it otherwise)")
+    return RecipeSetup(
+        "llamafactory", _given(data, "model_name_or_path"),
+        _positive(data, ("per_device_train_batch_size",), 8, "Transformers", out),
+        positive_int(data.get("gradient_accumulation_steps")) or 1,
+        _positive(data, ("cutoff_len",), 2048, "LLaMA-Factory", out), checkpointing, dtype,
+        dtype if dtype.value != "fp32" else None, _optimizer(data, "optim", "adamw_torch", "Transformers"),
+        _given(data, "deepspeed"), None, adapter if method not in ("full", "freeze") else None,
+        {"bf16": _flag(data.get("bf16")) is True, "fp16": _flag(data.get("fp16")) is True})
+
+
+def _mixed(data: dict, default: str, note: str) -> Given:
+    for key in ("bf16", "fp16"):
+        if _flag(data.get(key)):
+            return Given(key, key, (key,))
+    return Given(default, note, None)
+
+
+def _trl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
+    written = _first(data, "dtype", "torch_dtype")
+    loaded = normalize_precision(str(written.value)) if written is not None else "fp32"
+    dtype = (Given(loaded, f"{written.note}: {written.value}", written.path) if written is not None and loaded
+             else Given("fp32", "dtype absent: TRL ModelConfig's default float32") if written is None else None)
+    peft = _flag(data.get("use_peft")) is True
+    four, eight = _flag(data.get("load_in_4bit")) is True, _flag(data.get("load_in_8bit")) is True
+    quantization = (Given(str(data.get("bnb_4bit_quant_type") or "nf4"), "load_in_4bit", ("load_in_4bit",)) if four
+                    else Given("int8", "load_in_8bit", ("load_in_8bit",)) if eight else None)
+    nested = _given(data, "use_bnb_nested_quant") or (
+        Given(False, "use_bnb_nested_quant absent: TRL's default") if four else None)
+    adapter = AdapterSpec(
+        "lora", _rank(data, "lora_r", out) or Given(16, "lora_r absent: TRL's default"),
+        _given(data, "lora_alpha") or Given(32, "lora_alpha absent: TRL's default"), _given(data, "lora_dropout"),
+        _given(data, "lora_target_modules"), _given(data, "lora_modules_to_save"), quantization, nested,
+        _given(data, "use_dora"))
+    checkpointing = _given(data, "gradient_checkpointing")
+    checkpointing = (Given(_flag(checkpointing.value) is not False, checkpointing.note, checkpointing.path)
+                     if checkpointing else Given(True, "gradient_checkpointing absent: TRL's default"))
+    fp16 = _flag(data.get("fp16")) is True
+    bf16 = _flag(data.get("bf16")) if "bf16" in data else not fp16  # TRL: bf16 None -> True unless fp16
+    compute = (Given("bf16", "bf16" if "bf16" in data else "bf16 absent: TRL turns it on", ("bf16",) if "bf16" in data
+                     else None) if bf16 else Given("fp16", "fp16", ("fp16",)) if fp16 else None)
+    return RecipeSetup(
+        "trl", _given(data, "model_name_or_path"),
+        _positive(data, ("per_device_train_batch_size",), 8, "Transformers", out),
+        positive_int(data.get("gradient_accumulation_steps")) or 1,
+        _positive(data, ("max_length", "max_seq_length"), 1024, "TRL", out), checkpointing, dtype, compute,
+        _optimizer(data, "optim", "adamw_torch", "Transformers"), _given(data, "deepspeed"), None,
+        adapter if peft else None, {"bf16": bool(bf16), "fp16": fp16})
+
+
+#: Keys whose type every tool checks before anything else (a model name, a path or a mapping, a method name).
+TYPED_KEYS = (
+    ("base_model", str, "a model name or path"), ("model_name_or_path", str, "a model name or path"),
+    ("deepspeed", (str, dict), "a path to a DeepSpeed config or an inline mapping"),
+    ("fsdp_config", dict, "a mapping"), ("adapter", str, "an adapter name (lora, qlora)"),
+    ("finetuning_type", str, "a fine-tuning type (lora, freeze, full, oft)"),
+)
+
+READ = {"axolotl": _axolotl, "llamafactory": _llamafactory, "trl": _trl}
+
+
+def read_recipe(tool: Tool, data: dict) -> tuple[list[ConfigIssue], RecipeSetup]:
+    """The recipe's issues (unknown keys, impossible values) and what it says about the run."""
+    out = _unknown_keys(tool, data)
+    for key, kinds, what in TYPED_KEYS:
+        if data.get(key) is not None and not isinstance(data[key], kinds):
+            out.append(_issue("invalid_value", (key,), "value", f"{key} must be {what}, got {data[key]!r}"))
+    data = {key: value for key, value in data.items()
+            if not any(key == typed and not isinstance(value, kinds) for typed, kinds, _ in TYPED_KEYS)}
+    setup = READ[tool](data, out)
+    if setup.model is None and not any(issue.path in (("base_model",), ("model_name_or_path",)) for issue in out):
+        key = "base_model" if tool == "axolotl" else "model_name_or_path"
+        out.append(_issue("invalid_value", (), "key", f"{TOOL_NAMES[tool]} needs {key}: the model to train"))
+    return out, setup
+
+
+def fill_auto(config: dict, recipe: RecipeSetup) -> dict:
+    """A DeepSpeed config with the "auto" values Transformers fills from the training arguments
+    (transformers integrations/deepspeed.py: HfTrainerDeepSpeedConfig.trainer_config_process); the
+    world-size-dependent train_batch_size and the model-dependent buckets stay "auto"."""
+    filled = dict(config)
+
+    def fill(section: dict, key: str, value: object) -> None:
+        if section.get(key) == "auto":
+            section[key] = value
+
+    if recipe.micro_batch is not None:
+        fill(filled, "train_micro_batch_size_per_gpu", recipe.micro_batch.value)
+    fill(filled, "gradient_accumulation_steps", recipe.accumulation or 1)
+    for name in ("bf16", "fp16"):
+        if isinstance(filled.get(name), dict):
+            filled[name] = dict(filled[name])
+            fill(filled[name], "enabled", recipe.flags.get(name, False))
+    return filled
