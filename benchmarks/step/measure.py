@@ -1,0 +1,434 @@
+"""Measure the peak of a whole training step per phase (CPU, real HF model code, random weights).
+
+Run with the measuring venv (torch 2.13 CPU, transformers, deepspeed), outside the repository's venv:
+
+    nice -n 5 /work/venv-measure/bin/python benchmarks/step/measure.py                # every case -> JSON
+    /work/venv-measure/bin/python benchmarks/step/measure.py --only ds-z3 --explain  # print, write nothing
+
+Every case runs in fresh processes (one per rank; ranks talk over gloo on 127.0.0.1). A StorageTracker
+(tracker.py) is entered before the model is built and counts the live tensor storage bytes after every
+dispatched op. Two training steps run; step 2 is split into the phases forward (+ loss), backward and
+optimizer (step + zero_grad). Results are merged into tests/data/step/measured.json by case id after every
+case, so a partial run keeps what it measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+OUT = HERE.parents[1] / "tests" / "data" / "step" / "measured.json"
+PHASES = ("forward", "backward", "optimizer")
+METHOD = ("TorchDispatchMode + weakref.finalize over unique untyped storages, entered before the model is "
+          "built; UntypedStorage.resize_ patched; peak read after every dispatched op; step 2 of 2")
+
+
+# ---------------------------------------------------------------- child: one rank of one case
+def _local(tensor):
+    return getattr(tensor, "_local_tensor", tensor)
+
+
+def _walk(value, depth=0):
+    """Tensors reachable from value through lists, tuples, dicts and a few object attributes."""
+    import torch
+    if isinstance(value, torch.Tensor):
+        yield value
+        grad = value.grad if value.is_leaf else None
+        if grad is not None:
+            yield grad
+    elif depth < 3 and isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _walk(item, depth + 1)
+    elif depth < 3 and isinstance(value, dict):
+        for item in value.values():
+            yield from _walk(item, depth + 1)
+    elif depth < 3 and hasattr(value, "buffer") and hasattr(value, "index"):  # DeepSpeed's IPG bucket objects
+        yield from _walk(value.buffer, depth + 1)
+
+
+class Labeller:
+    """Names storages (by tracker serial): param, grad, master (an optimizer's own fp32 copy), master_grad,
+    optimizer_state, ds.<attribute of DeepSpeed's ZeRO/bf16 optimizer>, ddp.bucket. The first name wins."""
+
+    def __init__(self, tracker, model, optimizer, wrapper=None, engine=None):
+        self.tracker, self.model, self.optimizer, self.wrapper, self.engine = tracker, model, optimizer, wrapper, engine
+        self.labels: dict[int, str] = {}
+
+    def _name(self, tensor, label):
+        serial = self.tracker.serial(_local(tensor))
+        if serial is not None and serial not in self.labels:
+            self.labels[serial] = label
+
+    def collect(self):
+        import torch
+        params = list(self.model.parameters())
+        for p in params:
+            self._name(p, "param")
+            ds_tensor = getattr(p, "ds_tensor", None)
+            if ds_tensor is not None:
+                self._name(ds_tensor, "param_partition")
+        for p in params:
+            if p.grad is not None:
+                self._name(p.grad, "grad")
+        inner = self.optimizer
+        if inner is not None:
+            for group in inner.param_groups:
+                for p in group["params"]:
+                    self._name(p, "master")
+                    if p.grad is not None:
+                        self._name(p.grad, "master_grad")
+            for state in inner.state.values():
+                for value in state.values():
+                    if isinstance(value, torch.Tensor) and value.numel() > 1:
+                        self._name(value, "optimizer_state")
+        if self.wrapper is not None:
+            for attribute, value in sorted(vars(self.wrapper).items()):
+                if attribute.startswith("__") or isinstance(value, torch.nn.Module):
+                    continue
+                for tensor in _walk(value):
+                    self._name(tensor, "ds." + attribute.split("__")[-1])
+        if self.engine is not None:  # DDP's reducer buckets are not reachable from Python; the rest is other
+            pass
+
+
+def build_model(case, torch, fake_mode=None):
+    from transformers import AutoConfig, AutoModelForCausalLM
+    fields = dict(case["config"])
+    model_type = fields.pop("model_type")
+    config = AutoConfig.for_model(model_type, **fields)
+    config._attn_implementation = case["attention"]
+    dtype = torch.bfloat16 if case["regime"] == "bf16" else torch.float32
+    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    model.train()
+    case.setdefault("_model_numel", sum(p.numel() for p in model.parameters()))
+    if case["gradient_checkpointing"]:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
+def torch_optimizer(case, params, torch):
+    impl = case["optimizer"]["impl"]
+    flags = {"foreach": {"foreach": True}, "for-loop": {"foreach": False}, "fused": {"fused": True}}[impl]
+    return torch.optim.AdamW(params, lr=case["optimizer"]["lr"], **flags)
+
+
+class Run:
+    """One rank's engine: forward(ids) -> loss, backward(loss), step() (optimizer step + zero_grad)."""
+
+    def __init__(self, case, rank, world, torch, tracker):
+        self.case, self.rank, self.world, self.torch = case, rank, world, torch
+        self.extra: dict = {}
+        engine = case["engine"]
+        self.autocast = case["regime"] == "autocast"
+        if engine == "deepspeed":
+            import deepspeed
+            deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False)
+            model = build_model(case, torch)
+            client = None if "optimizer" in case["ds_config"] else torch_optimizer(case, model.parameters(), torch)
+            self.engine, self.wrapper, _, _ = deepspeed.initialize(model=model, optimizer=client,
+                                                                   model_parameters=model.parameters(),
+                                                                   config=dict(case["ds_config"]))
+            self.model = self.engine.module
+            inner = getattr(self.wrapper, "optimizer", self.wrapper)
+            self.inner = inner
+            self.extra["optimizer_class"] = f"{type(inner).__module__}.{type(inner).__name__}"
+            self.extra["zero_optimizer_class"] = type(self.wrapper).__name__
+            self.extra["foreach"] = inner.defaults.get("foreach") if hasattr(inner, "defaults") else None
+            self.extra["effective_zero_config"] = json.loads(self.engine._config.zero_config.model_dump_json())
+            self.labeller = Labeller(tracker, self.model, inner, wrapper=self.wrapper)
+            return
+        if world > 1:
+            torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
+        model = build_model(case, torch)
+        self.model = model
+        if engine == "ddp":
+            from torch.nn.parallel import DistributedDataParallel
+            self.module = DistributedDataParallel(model, **case["ddp"])
+        elif engine == "fsdp2":
+            self.module = self._fsdp2(model)
+        elif engine == "fsdp1":
+            self.module = self._fsdp1(model)
+        else:
+            self.module = model
+        self.inner = torch_optimizer(case, self.module.parameters(), torch)
+        self.labeller = Labeller(tracker, self.module, self.inner)
+
+    def _layers(self, model):
+        return list(model.model.layers)
+
+    def _fsdp2(self, model):
+        torch = self.torch
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        mesh = init_device_mesh("cpu", (self.world,))
+        settings = dict(self.case["fsdp"])
+        kwargs = {"mesh": mesh, "reshard_after_forward": settings.get("reshard_after_forward", True)}
+        if self.case["regime"] == "fsdp-mixed":
+            kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        for layer in self._layers(model):
+            fully_shard(layer, **kwargs)
+        fully_shard(model, **kwargs)
+        return model
+
+    def _fsdp1(self, model):
+        torch = self.torch
+        import functools
+        from torch.distributed.fsdp import FullyShardedDataParallel, MixedPrecision, ShardingStrategy
+        from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
+        layer_class = type(self._layers(model)[0])
+        policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={layer_class})
+        kwargs = {"auto_wrap_policy": policy, "device_id": torch.device("cpu"), "use_orig_params": True,
+                  "sharding_strategy": getattr(ShardingStrategy, self.case["fsdp"]["sharding_strategy"])}
+        if self.case["regime"] == "fsdp-mixed":
+            kwargs["mixed_precision"] = MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32,
+                                                       buffer_dtype=torch.bfloat16)
+        return FullyShardedDataParallel(model, **kwargs)
+
+    def forward(self, ids):
+        torch = self.torch
+        target = self.engine if self.case["engine"] == "deepspeed" else self.module
+        if self.autocast:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return target(input_ids=ids, labels=ids).loss
+        return target(input_ids=ids, labels=ids).loss
+
+    def backward(self, loss):
+        if self.case["engine"] == "deepspeed":
+            self.engine.backward(loss)
+        else:
+            loss.backward()
+
+    def step(self):
+        if self.case["engine"] == "deepspeed":
+            self.engine.step()
+        else:
+            self.inner.step()
+            self.inner.zero_grad(set_to_none=True)
+
+
+class _MemTrackerPhases:
+    """torch.distributed._tools.mem_tracker.MemTracker read per phase (its peak reset at each phase start)."""
+
+    def __init__(self):
+        from torch.distributed._tools.mem_tracker import MemTracker
+        self.tracker = MemTracker()
+        self.peaks: dict[str, int] = {}
+        self.phase = None
+
+    def _total(self, which):
+        return sum(snap.get("Total", 0) for snap in self.tracker.get_tracker_snapshot(which).values())
+
+    def begin(self, name):
+        self.end()
+        self.phase = name
+        self.tracker._peak_mem = {dev: snap["Total"] for dev, snap in self.tracker._curr_mem_snap.items()}
+
+    def end(self):
+        if self.phase is not None:
+            self.peaks[self.phase] = sum(self.tracker._peak_mem.values())
+        self.phase = None
+
+
+def run_rank(case: dict, rank: int, world: int) -> dict:
+    import contextlib
+    import warnings
+    warnings.filterwarnings("ignore")
+    import torch
+    import transformers
+    from tracker import StorageTracker
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    started = time.time()
+    tracker = StorageTracker()
+    cross = _MemTrackerPhases() if case.get("crosscheck_memtracker") else None
+    with contextlib.ExitStack() as stack:
+        if case["fake"]:
+            from torch._subclasses.fake_tensor import FakeTensorMode
+            stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
+        if cross is not None:
+            stack.enter_context(cross.tracker)
+        stack.enter_context(tracker)
+        run = Run(case, rank, world, torch, tracker)
+        generator = torch.Generator().manual_seed(1 + rank)
+        ids = torch.randint(0, case["config"]["vocab_size"], (case["micro_batch"], case["sequence_length"]),
+                            generator=generator)
+        losses = []
+        for step in (1, 2):
+            phase = (lambda name: None) if step == 1 else tracker.begin
+            cross_phase = (lambda name: None) if (step == 1 or cross is None) else cross.begin
+            if step == 1:
+                tracker.begin("step1")
+            if step == 2:
+                run.labeller.collect()
+            if cross is not None:
+                cross.tracker.reset_mod_stats()  # MemTracker refuses a module's second iteration otherwise
+            phase("forward"), cross_phase("forward")
+            loss = run.forward(ids)
+            phase("backward"), cross_phase("backward")
+            run.backward(loss)
+            losses.append(float(loss.detach().float().item()) if not case["fake"] else None)
+            del loss
+            if step == 2:
+                run.labeller.collect()
+            phase("optimizer"), cross_phase("optimizer")
+            run.step()
+            tracker.end()
+            if cross is not None:
+                cross.end()
+            if step == 2:
+                run.labeller.collect()
+    labels = run.labeller.labels
+    result = {"rank": rank, "persistent_before_step2": tracker.phases["forward"]["start"],
+              "step1_peak": tracker.phases["step1"]["peak"], "phases": {}, "losses": losses,
+              "seconds": round(time.time() - started, 1), **run.extra}
+    for name in PHASES:
+        phase = tracker.phases[name]
+        result["phases"][name] = {"peak": phase["peak"], "start": phase["start"], "end": phase["end"],
+                                  **tracker.breakdown(name, labels)}
+    result["step_peak"] = max(result["phases"][name]["peak"] for name in PHASES)
+    result["peak_phase"] = max(PHASES, key=lambda name: result["phases"][name]["peak"])
+    result["param_numel_local"] = sum(_local(p).numel() for p in run.model.parameters())
+    result["model_numel"] = case["_model_numel"]
+    if cross is not None:
+        result["memtracker_phase_peaks"] = dict(cross.peaks)
+    if world > 1 and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+    return result
+
+
+def _child_main(case_id: str, rank: int, world: int, out: Path) -> int:
+    from cases import by_id
+    case = by_id()[case_id]
+    try:
+        result = run_rank(case, rank, world)
+    except Exception as error:  # reported in the record, the other cases still run
+        import traceback
+        result = {"rank": rank, "error": f"{type(error).__name__}: {error}",
+                  "traceback": traceback.format_exc()[-3000:]}
+    out.write_text(json.dumps(result))
+    return 0
+
+
+# ---------------------------------------------------------------- parent: run cases, merge the record
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_case(case: dict, python: str, timeout: int) -> dict:
+    world = case["ranks"]
+    port = _free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = []
+        for rank in range(world):
+            env = dict(os.environ, DS_ACCELERATOR="cpu", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                       RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
+                       OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", PYTHONWARNINGS="ignore")
+            out = Path(tmp) / f"rank{rank}.json"
+            command = [python, str(Path(__file__).resolve()), "--child", case["id"], "--rank", str(rank),
+                       "--world", str(world), "--result", str(out)]
+            log = open(Path(tmp) / f"rank{rank}.log", "w")
+            procs.append((subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT), out, log))
+        ranks, deadline = [], time.time() + timeout
+        for proc, out, log in procs:
+            try:
+                proc.wait(timeout=max(1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                for other, _, _ in procs:
+                    other.kill()
+                proc.wait()
+            log.close()
+            if out.exists():
+                ranks.append(json.loads(out.read_text()))
+            else:
+                tail = (Path(log.name).read_text()[-2000:])
+                ranks.append({"error": f"rank exited {proc.returncode} without a result", "log_tail": tail})
+    return ranks
+
+
+def versions() -> dict:
+    import importlib.metadata as metadata
+    found = {}
+    for name in ("torch", "transformers", "deepspeed"):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def merge(out: Path, case: dict, ranks: list[dict]) -> None:
+    from cases import cases
+    record = json.loads(out.read_text()) if out.exists() else {}
+    kept = {item["id"]: item for item in record.get("cases", [])}
+    entry = dict(case)
+    entry["per_rank"] = ranks
+    errors = [rank.get("error") for rank in ranks if "error" in rank]
+    if errors:
+        entry["error"] = errors[0]
+    else:
+        entry["step_peak_max_rank"] = max(rank["step_peak"] for rank in ranks)
+    kept[case["id"]] = entry
+    order = [item["id"] for item in cases()]
+    record = {**versions(), "device": "cpu", "method": METHOD, "phases": list(PHASES),
+              "cases": [kept[cid] for cid in order if cid in kept]}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    tmp.replace(out)
+
+
+def summary(case: dict, ranks: list[dict]) -> str:
+    if any("error" in rank for rank in ranks):
+        return f"{case['id']}: ERROR {next(rank['error'] for rank in ranks if 'error' in rank)}"
+    rank = max(ranks, key=lambda item: item["step_peak"])
+    phases = " ".join(f"{name[:3]}={rank['phases'][name]['peak'] / 2**20:.1f}" for name in PHASES)
+    return (f"{case['id']}: peak {rank['step_peak'] / 2**20:.1f} MiB in {rank['peak_phase']} "
+            f"(persistent {rank['persistent_before_step2'] / 2**20:.1f}; {phases}) {rank['seconds']}s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", help="case ids starting with this (repeatable)")
+    parser.add_argument("--skip-done", action="store_true", help="skip cases already in --out without error")
+    parser.add_argument("--explain", action="store_true", help="print each rank's result, write nothing")
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--timeout", type=int, default=600)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--world", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        return _child_main(args.child, args.rank, args.world, args.result)
+    from cases import cases
+    selected = [case for case in cases() if not args.only or any(case["id"].startswith(p) for p in args.only)]
+    if args.skip_done and args.out.exists():
+        done = {item["id"] for item in json.loads(args.out.read_text())["cases"] if "error" not in item}
+        selected = [case for case in selected if case["id"] not in done]
+    failed = 0
+    for index, case in enumerate(selected, 1):
+        ranks = run_case(case, sys.executable, args.timeout)
+        print(f"{index}/{len(selected)} {summary(case, ranks)}", flush=True)
+        failed += any("error" in rank for rank in ranks)
+        if args.explain:
+            print(json.dumps(ranks, indent=1))
+        else:
+            merge(args.out, case, ranks)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
