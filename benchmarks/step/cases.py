@@ -36,6 +36,10 @@ MODELS = {
     "llama3-8b": {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
                   "intermediate_size": 14336, "num_hidden_layers": 32, "vocab_size": 128256,
                   "tie_word_embeddings": False, "rope_theta": 500000.0, "attention_dropout": 0.0},
+    # the smoke test's model (measure_gpu.py --smoke): one tiny layer
+    "tiny": {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 2, "num_key_value_heads": 1,
+             "intermediate_size": 128, "num_hidden_layers": 1, "vocab_size": 1000, "tie_word_embeddings": False,
+             "attention_dropout": 0.0},
     "qwen2.5-7b": {"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28, "num_key_value_heads": 4,
                    "intermediate_size": 18944, "num_hidden_layers": 28, "vocab_size": 152064,
                    "tie_word_embeddings": False, "attention_dropout": 0.0},
@@ -190,5 +194,10 @@ def cases() -> list[dict]:
     return copy.deepcopy(out)
 
 
+def smoke_case() -> dict:
+    """A tiny plain-torch case for a quick check that the loop runs (not part of the measured record)."""
+    return _case("smoke-tiny-bf16-foreach", "tiny", regime="bf16", impl="foreach", seq=16, batch=1)
+
+
 def by_id() -> dict[str, dict]:
-    return {case["id"]: case for case in cases()}
+    return {case["id"]: case for case in [*cases(), smoke_case()]}

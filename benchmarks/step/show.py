@@ -26,7 +26,7 @@ def lines(case: dict, ranks: str = "all") -> list[str]:
         if ranks != "all" and rank["rank"] != 0:
             continue
         out.append(f"  rank {rank['rank']}: step peak {mib(rank['step_peak'])} in {rank['peak_phase']}, persistent "
-                   f"{mib(rank['persistent_before_step2'])}, N={rank["model_numel"]} local={rank["param_numel_local"]}")
+                   f"{mib(rank['persistent_before_step2'])}, N={rank['model_numel']} local={rank['param_numel_local']}")
         for name, phase in rank["phases"].items():
             parts = " ".join(f"{key}={mib(value)}" for key, value in phase["parts"].items())
             out.append(f"    {name:9s} peak {mib(phase['peak'])} (start {mib(phase['start'])} end {mib(phase['end'])}): "
