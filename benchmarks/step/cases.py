@@ -110,6 +110,12 @@ def cases() -> list[dict]:
                      batch=1))
     out.append(_case("torch-qwen2-h256-tied-bf16-for-loop-s64b4", "qwen2-h256-tied", regime="bf16",
                      impl="for-loop", seq=64, batch=4))
+    # few tokens with a tied 152k vocabulary: the embedding's gradient accumulation at the end of backward
+    for regime in ("bf16", "fp32"):
+        out.append(_case(f"torch-qwen2-h256-tied-{regime}-foreach-s32b1", "qwen2-h256-tied", regime=regime,
+                         impl="foreach", seq=32, batch=1))
+    out.append(_case("torch-llama-h256-bf16-foreach-s32b1", "llama-h256", regime="bf16", impl="foreach", seq=32,
+                     batch=1))
     # gradient checkpointing (use_reentrant=False, as HF Trainer's default kwargs in recent versions)
     out.append(_case("torch-llama-h256-bf16-foreach-gc", "llama-h256", regime="bf16", impl="foreach",
                      checkpointing=True))

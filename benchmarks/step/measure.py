@@ -222,22 +222,32 @@ def summary(case: dict, ranks: list[dict]) -> str:
             f"(persistent {rank['persistent_before_step2'] / 2**20:.1f}; {phases}) {rank['seconds']}s")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parser_with_common_arguments(description: str, timeout: int) -> argparse.ArgumentParser:
+    """--only and --timeout, and the hidden arguments a rank's child process gets (measure_gpu.py shares them)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--only", action="append", help="case ids starting with this (repeatable)")
-    parser.add_argument("--skip-done", action="store_true", help="skip cases already in --out without error")
-    parser.add_argument("--explain", action="store_true", help="print each rank's result, write nothing")
-    parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--timeout", type=int, default=600)
+    parser.add_argument("--timeout", type=int, default=timeout)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--world", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    return parser
+
+
+def selected_cases(only) -> list[dict]:
+    from cases import cases
+    return [case for case in cases() if not only or any(case["id"].startswith(prefix) for prefix in only)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = parser_with_common_arguments(__doc__.splitlines()[0], timeout=600)
+    parser.add_argument("--skip-done", action="store_true", help="skip cases already in --out without error")
+    parser.add_argument("--explain", action="store_true", help="print each rank's result, write nothing")
+    parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     if args.child:
         return _child_main(args.child, args.rank, args.world, args.result)
-    from cases import cases
-    selected = [case for case in cases() if not args.only or any(case["id"].startswith(p) for p in args.only)]
+    selected = selected_cases(args.only)
     if args.skip_done and args.out.exists():
         done = {item["id"] for item in json.loads(args.out.read_text())["cases"] if "error" not in item}
         selected = [case for case in selected if case["id"] not in done]

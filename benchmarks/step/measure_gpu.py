@@ -16,7 +16,6 @@ cases are skipped: the allocator never sees fake tensors.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -148,24 +147,16 @@ def _child_main(case_id: str, rank: int, world: int, device: str, out: Path) -> 
 
 def main(argv: list[str] | None = None) -> int:
     import measure
-    from cases import cases, smoke_case
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from cases import smoke_case
+    parser = measure.parser_with_common_arguments(__doc__.splitlines()[0], timeout=900)
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
-    parser.add_argument("--only", action="append", help="case ids starting with this (repeatable)")
     parser.add_argument("--smoke", action="store_true", help="only the tiny smoke case")
     parser.add_argument("--out", type=Path, help=f"merge results here (default for cuda: {OUT})")
-    parser.add_argument("--timeout", type=int, default=900)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--world", type=int, default=1, help=argparse.SUPPRESS)
-    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return _child_main(args.child, args.rank, args.world, args.device, args.result)
     out = args.out or (OUT if args.device == "cuda" else None)
-    selected = [smoke_case()] if args.smoke else [
-        case for case in cases()
-        if not case["fake"] and (not args.only or any(case["id"].startswith(prefix) for prefix in args.only))]
+    selected = [smoke_case()] if args.smoke else [case for case in measure.selected_cases(args.only) if not case["fake"]]
     env = {"DS_ACCELERATOR": "cpu"} if args.device == "cpu" else {"DS_ACCELERATOR": "cuda"}
     failed = 0
     for index, case in enumerate(selected, 1):

@@ -61,9 +61,7 @@ def test_the_record_is_the_case_list_measured_with_versions():
     assert RECORD["torch"] and RECORD["transformers"] and RECORD["deepspeed"]
     assert RECORD["device"] == "cpu"
     by_id = {case["id"]: case for case in CASES}
-    assert [case["id"] for case in MEASURED] == [case["id"] for case in CASES if case["id"] in
-                                                 {item["id"] for item in MEASURED}]
-    assert len(MEASURED) >= 60
+    assert [case["id"] for case in MEASURED] == [case["id"] for case in CASES], "run measure.py --skip-done"
     for case in MEASURED:
         assert "error" not in case, (case["id"], case["error"])
         recorded = {key: value for key, value in case.items()
