@@ -157,6 +157,15 @@ def cases() -> list[dict]:
               ("rb2e7-nooverlap", {"reduce_bucket": 20_000_000, "overlap": False})]
     for tag, knobs in stage3:
         out.append(_ds(f"ds-z3-r2-{tag}", stage=3, ranks=2, **knobs))
+    # 16 tokens: activations too small to hide the reduce buckets and gathered parameters at the peaks
+    for stage, bucket, overlap, knobs, suffix in (
+            (2, 5_000_000, False, {}, ""), (2, 5_000_000, True, {}, ""), (2, 20_000_000, False, {}, ""),
+            (2, 20_000_000, True, {}, ""), (3, 20_000_000, False, {}, ""), (3, 20_000_000, True, {}, ""),
+            (3, 5_000_000, False, {"stage3_max_reuse_distance": 0}, "-rd0"),
+            (3, 5_000_000, False, {"stage3_prefetch_bucket_size": 0}, "-pf0")):
+        tag = f"rb{bucket:.0e}".replace("+0", "") + ("-overlap" if overlap else "-nooverlap") + suffix
+        out.append(_ds(f"ds-z{stage}-r2-s16-{tag}", stage=stage, ranks=2, seq=16, batch=1, overlap=overlap,
+                       reduce_bucket=bucket, **knobs))
     # other precisions, optimizer implementations, checkpointing, models
     # fp16 is refused on CPU by DeepSpeed 0.19.8 ("Type fp16 is not supported on your device."): no fp16 cases
     out.append(_ds("ds-z2-r2-fp32", stage=2, ranks=2, precision="fp32"))

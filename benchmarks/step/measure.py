@@ -108,6 +108,7 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
                 run.labeller.collect()
     labels = run.labeller.labels
     result = {"rank": rank, "persistent_before_step2": tracker.phases["forward"]["start"],
+              "meta_bytes": tracker.meta_current,
               "step1_peak": tracker.phases["step1"]["peak"], "phases": {}, "losses": losses,
               "seconds": round(time.time() - started, 1), **run.extra}
     for name in PHASES:
@@ -241,15 +242,20 @@ def selected_cases(only) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = parser_with_common_arguments(__doc__.splitlines()[0], timeout=600)
-    parser.add_argument("--skip-done", action="store_true", help="skip cases already in --out without error")
+    parser.add_argument("--skip-done", action="store_true",
+                        help="skip cases already in --out without error (and measured since meta tensors are apart)")
     parser.add_argument("--explain", action="store_true", help="print each rank's result, write nothing")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--ids", help="exactly these case ids, comma-separated")
     args = parser.parse_args(argv)
     if args.child:
         return _child_main(args.child, args.rank, args.world, args.result)
     selected = selected_cases(args.only)
+    if args.ids:
+        selected = [case for case in selected if case["id"] in args.ids.split(",")]
     if args.skip_done and args.out.exists():
-        done = {item["id"] for item in json.loads(args.out.read_text())["cases"] if "error" not in item}
+        done = {item["id"] for item in json.loads(args.out.read_text())["cases"]
+                if "error" not in item and all("meta_bytes" in rank for rank in item["per_rank"])}
         selected = [case for case in selected if case["id"] not in done]
     failed = 0
     for index, case in enumerate(selected, 1):

@@ -2,7 +2,8 @@
 
 `StorageTracker` is a TorchDispatchMode. Every storage an op returns (or takes, if not yet seen) is registered
 once with its byte size and a `weakref.finalize` that subtracts it when the storage is freed. Views share
-one storage, so nothing is counted twice. `UntypedStorage.resize_` (FSDP2 frees and re-allocates unsharded
+one storage, so nothing is counted twice. Meta tensors (DeepSpeed keeps some) use no memory: they are
+counted apart, in `meta_current`, because MemTracker counts them. `UntypedStorage.resize_` (FSDP2 frees and re-allocates unsharded
 parameters that way) is not dispatched and is patched to update the size. Enter the tracker before the
 model is built so parameters and DeepSpeed's flat buffers are registered when they are created.
 
@@ -38,6 +39,8 @@ class StorageTracker(TorchDispatchMode):
         self.serial_of: dict[int, int] = {}  # id(storage) -> serial (removed when freed)
         self.info: dict[int, tuple] = {}  # serial -> (op, shape, dtype) of the tensor that first showed it
         self.current = 0
+        self.meta_current = 0
+        self.meta_seen: dict[int, int] = {}  # id(storage) -> bytes of live meta storages
         self.next_serial = 0
         self.phase: str | None = None
         self.phases: dict[str, dict] = {}
@@ -49,9 +52,18 @@ class StorageTracker(TorchDispatchMode):
         if self.serial_of.get(key) == serial:
             del self.serial_of[key]
 
+    def _meta_freed(self, key: int) -> None:
+        self.meta_current -= self.meta_seen.pop(key, 0)
+
     def register(self, tensor, op: str = "") -> None:
         storage = _storage(tensor)
         if storage is None:
+            return
+        if tensor.device.type == "meta":
+            if id(storage) not in self.meta_seen:
+                self.meta_seen[id(storage)] = storage.nbytes()
+                self.meta_current += storage.nbytes()
+                weakref.finalize(storage, self._meta_freed, id(storage))
             return
         key = id(storage)
         serial = self.serial_of.get(key)
@@ -86,7 +98,7 @@ class StorageTracker(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         name = func.__name__
         for value in tree_flatten((args, kwargs))[0]:
-            if isinstance(value, torch.Tensor) and self.serial(value) is None:
+            if isinstance(value, torch.Tensor) and self.serial(value) is None and value.device.type != "meta":
                 self.register(value, "input:" + name)
         for value in tree_flatten(out)[0]:
             if isinstance(value, torch.Tensor):
