@@ -125,7 +125,9 @@ class Run:
             return
         if world > 1:
             torch.distributed.init_process_group(backend, rank=rank, world_size=world)
-        model = build_model(case, torch).to(device)
+        model = build_model(case, torch)
+        if device != "cpu":  # (moving a FakeTensorMode model, even to where it is, fails)
+            model = model.to(device)
         self.model = model
         if engine == "ddp":
             from torch.nn.parallel import DistributedDataParallel
