@@ -1,0 +1,218 @@
+"""The measured training-step cases (pure Python: no torch, so tests can read them).
+
+Every case is a dict with a stable `id` and everything needed to recompute it: the model config fields, the
+sequence length and micro-batch, the dtype regime, the engine with its settings (the full ds_config for
+DeepSpeed), the optimizer implementation, gradient checkpointing and the number of ranks.
+
+Regimes: `bf16` = weights stored in bf16, torch AdamW on them (no fp32 master); `fp32` = everything fp32;
+`autocast` = fp32 weights, forward under `torch.autocast(dtype=bfloat16)` (HF Trainer `bf16=True`);
+`ds-bf16` / `ds-fp16` / `ds-fp32` = DeepSpeed's own precision handling (16-bit model, fp32 master in the
+optimizer); `fsdp-mixed` = fp32 shards, bf16 gathered parameters, fp32 gradient reduction.
+"""
+
+from __future__ import annotations
+
+import copy
+
+# Small llama/qwen2-style shapes; the vocabularies are real ones so the logits matter.
+MODELS = {
+    # 2 layers, untied, 32k vocabulary (Llama-2 / Mistral tokenizer size)
+    "llama-h256": {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
+                   "head_dim": 64, "intermediate_size": 688, "num_hidden_layers": 2, "vocab_size": 32000,
+                   "tie_word_embeddings": False, "attention_dropout": 0.0},
+    # 2 layers, tied, Qwen2's 151936-token vocabulary: the logits dominate
+    "qwen2-h256-tied": {"model_type": "qwen2", "hidden_size": 256, "num_attention_heads": 4,
+                        "num_key_value_heads": 2, "intermediate_size": 704, "num_hidden_layers": 2,
+                        "vocab_size": 151936, "tie_word_embeddings": True, "attention_dropout": 0.0},
+    # 3 layers, tied, 64k vocabulary, multi-head attention
+    "llama-h512-tied": {"model_type": "llama", "hidden_size": 512, "num_attention_heads": 8,
+                        "num_key_value_heads": 8, "intermediate_size": 1376, "num_hidden_layers": 3,
+                        "vocab_size": 64000, "tie_word_embeddings": True, "attention_dropout": 0.0},
+    # 2 wide layers, untied: the largest single tensors are the 32000 x 1024 embedding and head
+    "llama-h1024": {"model_type": "llama", "hidden_size": 1024, "num_attention_heads": 16,
+                    "num_key_value_heads": 4, "intermediate_size": 2816, "num_hidden_layers": 2,
+                    "vocab_size": 32000, "tie_word_embeddings": False, "attention_dropout": 0.0},
+    # Llama-3-8B and Qwen2.5-7B shapes, only ever run under FakeTensorMode
+    "llama3-8b": {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+                  "intermediate_size": 14336, "num_hidden_layers": 32, "vocab_size": 128256,
+                  "tie_word_embeddings": False, "rope_theta": 500000.0, "attention_dropout": 0.0},
+    # the smoke test's model (measure_gpu.py --smoke): one tiny layer
+    "tiny": {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 2, "num_key_value_heads": 1,
+             "intermediate_size": 128, "num_hidden_layers": 1, "vocab_size": 1000, "tie_word_embeddings": False,
+             "attention_dropout": 0.0},
+    "qwen2.5-7b": {"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28, "num_key_value_heads": 4,
+                   "intermediate_size": 18944, "num_hidden_layers": 28, "vocab_size": 152064,
+                   "tie_word_embeddings": False, "attention_dropout": 0.0},
+}
+
+LR = 1e-4
+
+
+def _case(cid, model, engine="torch", regime="bf16", impl="for-loop", seq=128, batch=2, ranks=1,
+          checkpointing=False, fake=False, crosscheck=False, **extra):
+    case = {"id": cid, "model": model, "config": dict(sorted(MODELS[model].items())), "engine": engine,
+            "regime": regime, "optimizer": {"name": "AdamW", "impl": impl, "lr": LR}, "sequence_length": seq,
+            "micro_batch": batch, "ranks": ranks, "gradient_checkpointing": checkpointing, "fake": fake,
+            "attention": "sdpa", "crosscheck_memtracker": crosscheck}
+    case.update(extra)
+    return case
+
+
+def ds_config(stage, batch, precision="bf16", overlap=False, reduce_bucket=5_000_000, allgather_bucket=5_000_000,
+              optimizer_section=None, **zero):
+    """A complete ds_config; the stage-3 knobs come as keyword arguments (their DeepSpeed names)."""
+    config = {"train_micro_batch_size_per_gpu": batch, "gradient_accumulation_steps": 1,
+              "gradient_clipping": 0.0, "steps_per_print": 1_000_000, "wall_clock_breakdown": False,
+              "zero_optimization": {"stage": stage, "overlap_comm": overlap, "contiguous_gradients": True,
+                                    "reduce_scatter": True, "reduce_bucket_size": reduce_bucket,
+                                    "allgather_bucket_size": allgather_bucket, **zero},
+              "zero_allow_untested_optimizer": True, "zero_force_ds_cpu_optimizer": False}
+    if precision == "bf16":
+        config["bf16"] = {"enabled": True}
+    elif precision == "fp16":
+        config["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": 8}
+    if optimizer_section is not None:
+        config["optimizer"] = optimizer_section
+    return config
+
+
+def _ds(cid, model="llama-h256", stage=0, ranks=1, precision="bf16", impl="for-loop", batch=2, seq=128,
+        checkpointing=False, crosscheck=False, optimizer_section=None, **knobs):
+    config = ds_config(stage, batch, precision, optimizer_section=optimizer_section, **knobs)
+    case = _case(cid, model, engine="deepspeed", regime=f"ds-{precision}", impl=impl, seq=seq, batch=batch,
+                 ranks=ranks, checkpointing=checkpointing, crosscheck=crosscheck, ds_config=config)
+    if optimizer_section is not None:
+        case["optimizer"] = {"name": optimizer_section["type"], "impl": impl, "lr": LR, "source": "ds_config"}
+    return case
+
+
+def _fsdp(cid, version, model="llama-h256", ranks=2, regime="fp32", impl="foreach", batch=2, seq=128,
+          checkpointing=False, **settings):
+    return _case(cid, model, engine=f"fsdp{version}", regime=regime, impl=impl, seq=seq, batch=batch, ranks=ranks,
+                 checkpointing=checkpointing, fsdp=settings)
+
+
+def cases() -> list[dict]:
+    out = []
+    # --- plain torch, one process: regimes x AdamW implementations x models ---
+    for model in ("llama-h256", "qwen2-h256-tied"):
+        for regime in ("bf16", "fp32", "autocast"):
+            for impl in ("foreach", "for-loop"):
+                out.append(_case(f"torch-{model}-{regime}-{impl}", model, regime=regime, impl=impl,
+                                 crosscheck=(regime == "bf16")))
+    for regime, impl in (("bf16", "foreach"), ("bf16", "for-loop"), ("fp32", "foreach"), ("autocast", "for-loop")):
+        out.append(_case(f"torch-llama-h512-tied-{regime}-{impl}", "llama-h512-tied", regime=regime, impl=impl))
+    out.append(_case("torch-llama-h1024-bf16-foreach", "llama-h1024", regime="bf16", impl="foreach", seq=64))
+    out.append(_case("torch-llama-h1024-fp32-for-loop", "llama-h1024", regime="fp32", impl="for-loop", seq=64))
+    out.append(_case("torch-llama-h256-bf16-fused", "llama-h256", regime="bf16", impl="fused"))
+    out.append(_case("torch-qwen2-h256-tied-fp32-fused", "qwen2-h256-tied", regime="fp32", impl="fused"))
+    out.append(_case("torch-llama-h256-bf16-foreach-s512b1", "llama-h256", regime="bf16", impl="foreach", seq=512,
+                     batch=1))
+    out.append(_case("torch-qwen2-h256-tied-bf16-for-loop-s64b4", "qwen2-h256-tied", regime="bf16",
+                     impl="for-loop", seq=64, batch=4))
+    # few tokens with a tied 152k vocabulary: the embedding's gradient accumulation at the end of backward
+    for regime in ("bf16", "fp32"):
+        out.append(_case(f"torch-qwen2-h256-tied-{regime}-foreach-s32b1", "qwen2-h256-tied", regime=regime,
+                         impl="foreach", seq=32, batch=1))
+    out.append(_case("torch-llama-h256-bf16-foreach-s32b1", "llama-h256", regime="bf16", impl="foreach", seq=32,
+                     batch=1))
+    # gradient checkpointing (use_reentrant=False, as HF Trainer's default kwargs in recent versions)
+    out.append(_case("torch-llama-h256-bf16-foreach-gc", "llama-h256", regime="bf16", impl="foreach",
+                     checkpointing=True))
+    out.append(_case("torch-qwen2-h256-tied-autocast-foreach-gc", "qwen2-h256-tied", regime="autocast",
+                     impl="foreach", checkpointing=True))
+    out.append(_case("torch-llama-h512-tied-fp32-for-loop-gc", "llama-h512-tied", regime="fp32", impl="for-loop",
+                     checkpointing=True))
+    # --- DDP (torch DistributedDataParallel over gloo, default 25 MiB buckets) ---
+    out.append(_case("ddp-llama-h256-fp32-foreach-r2", "llama-h256", engine="ddp", regime="fp32", impl="foreach",
+                     ranks=2, ddp={"bucket_cap_mb": 25, "gradient_as_bucket_view": False}))
+    out.append(_case("ddp-llama-h256-bf16-for-loop-r2-view", "llama-h256", engine="ddp", regime="bf16",
+                     impl="for-loop", ranks=2, ddp={"bucket_cap_mb": 25, "gradient_as_bucket_view": True}))
+    out.append(_case("ddp-qwen2-h256-tied-autocast-foreach-r2", "qwen2-h256-tied", engine="ddp",
+                     regime="autocast", impl="foreach", ranks=2,
+                     ddp={"bucket_cap_mb": 5, "gradient_as_bucket_view": False}))
+    # --- DeepSpeed ZeRO 0-3 at 1, 2 and 4 ranks (bf16, torch AdamW as client optimizer) ---
+    for stage in (0, 1, 2, 3):
+        for ranks in (1, 2, 4):
+            out.append(_ds(f"ds-z{stage}-r{ranks}", stage=stage, ranks=ranks, crosscheck=(ranks == 2)))
+    for stage in (1, 2, 3):
+        out.append(_ds(f"ds-z{stage}-r2-overlap", stage=stage, ranks=2, overlap=True))
+    for stage in (1, 2):  # reduce bucket sizes, with and without overlap_comm
+        for bucket in (1_000_000, 20_000_000):
+            for overlap in (False, True):
+                tag = "overlap" if overlap else "nooverlap"
+                out.append(_ds(f"ds-z{stage}-r2-rb{bucket:.0e}-{tag}".replace("+0", ""), stage=stage, ranks=2,
+                               overlap=overlap, reduce_bucket=bucket))
+    for bucket in (1_000_000, 50_000_000):
+        out.append(_ds(f"ds-z2-r2-agb{bucket:.0e}".replace("+0", ""), stage=2, ranks=2, allgather_bucket=bucket))
+    # ZeRO-3 knobs
+    stage3 = [("pf0", {"stage3_prefetch_bucket_size": 0}), ("pf1e6", {"stage3_prefetch_bucket_size": 1_000_000}),
+              ("pf2e7", {"stage3_prefetch_bucket_size": 20_000_000}),
+              ("ml1e6", {"stage3_max_live_parameters": 1_000_000}),
+              ("rd0", {"stage3_max_reuse_distance": 0}),
+              ("rd0-ml1e6", {"stage3_max_reuse_distance": 0, "stage3_max_live_parameters": 1_000_000}),
+              ("pt0", {"stage3_param_persistence_threshold": 0}),
+              ("pt1e7", {"stage3_param_persistence_threshold": 10_000_000}),
+              ("rb1e6-overlap", {"reduce_bucket": 1_000_000, "overlap": True}),
+              ("rb2e7-nooverlap", {"reduce_bucket": 20_000_000, "overlap": False})]
+    for tag, knobs in stage3:
+        out.append(_ds(f"ds-z3-r2-{tag}", stage=3, ranks=2, **knobs))
+    # 16 tokens: activations too small to hide the reduce buckets and gathered parameters at the peaks
+    for stage, bucket, overlap, knobs, suffix in (
+            (2, 5_000_000, False, {}, ""), (2, 5_000_000, True, {}, ""), (2, 20_000_000, False, {}, ""),
+            (2, 20_000_000, True, {}, ""), (3, 20_000_000, False, {}, ""), (3, 20_000_000, True, {}, ""),
+            (3, 5_000_000, False, {"stage3_max_reuse_distance": 0}, "-rd0"),
+            (3, 5_000_000, False, {"stage3_prefetch_bucket_size": 0}, "-pf0")):
+        tag = f"rb{bucket:.0e}".replace("+0", "") + ("-overlap" if overlap else "-nooverlap") + suffix
+        out.append(_ds(f"ds-z{stage}-r2-s16-{tag}", stage=stage, ranks=2, seq=16, batch=1, overlap=overlap,
+                       reduce_bucket=bucket, **knobs))
+    # other precisions, optimizer implementations, checkpointing, models
+    # fp16 is refused on CPU by DeepSpeed 0.19.8 ("Type fp16 is not supported on your device."): no fp16 cases
+    out.append(_ds("ds-z2-r2-fp32", stage=2, ranks=2, precision="fp32"))
+    out.append(_ds("ds-z1-r2-foreach", stage=1, ranks=2, impl="foreach"))
+    out.append(_ds("ds-z3-r2-foreach", stage=3, ranks=2, impl="foreach"))
+    torch_adam = {"type": "AdamW", "params": {"lr": LR, "torch_adam": True}}
+    fused = {"type": "AdamW", "params": {"lr": LR}}
+    out.append(_ds("ds-z2-r2-cfg-torch-adam", stage=2, ranks=2, impl="for-loop", optimizer_section=torch_adam))
+    out.append(_ds("ds-z0-r1-cfg-fusedadam", stage=0, ranks=1, impl="ds-fused", optimizer_section=fused))
+    out.append(_ds("ds-z2-r2-cfg-fusedadam", stage=2, ranks=2, impl="ds-fused", optimizer_section=fused))
+    for stage in (2, 3):
+        out.append(_ds(f"ds-z{stage}-r2-gc", stage=stage, ranks=2, checkpointing=True))
+    for stage, ranks in ((0, 1), (1, 2), (2, 2), (3, 2)):
+        out.append(_ds(f"ds-qwen2-h256-tied-z{stage}-r{ranks}", model="qwen2-h256-tied", stage=stage, ranks=ranks))
+    out.append(_ds("ds-llama-h512-tied-z2-r4", model="llama-h512-tied", stage=2, ranks=4, batch=1))
+    out.append(_ds("ds-llama-h512-tied-z3-r4", model="llama-h512-tied", stage=3, ranks=4, batch=1))
+    # --- FSDP2 (fully_shard) and FSDP1 over gloo ---
+    out.append(_fsdp("fsdp2-r2-fp32", 2))
+    out.append(_fsdp("fsdp2-r2-mixed", 2, regime="fsdp-mixed"))
+    out.append(_fsdp("fsdp2-r2-fp32-noreshard", 2, reshard_after_forward=False))
+    out.append(_fsdp("fsdp2-r4-mixed", 2, ranks=4, regime="fsdp-mixed", batch=1))
+    out.append(_fsdp("fsdp2-r1-fp32", 2, ranks=1))
+    out.append(_fsdp("fsdp2-r2-mixed-for-loop", 2, regime="fsdp-mixed", impl="for-loop"))
+    out.append(_fsdp("fsdp2-r2-fp32-gc", 2, checkpointing=True))
+    out.append(_fsdp("fsdp2-qwen2-h256-tied-r2-mixed", 2, model="qwen2-h256-tied", regime="fsdp-mixed"))
+    for strategy in ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"):
+        out.append(_fsdp(f"fsdp1-r2-fp32-{strategy.lower().replace('_', '-')}", 1, sharding_strategy=strategy))
+    out.append(_fsdp("fsdp1-r2-mixed-full-shard", 1, regime="fsdp-mixed", sharding_strategy="FULL_SHARD"))
+    # --- FakeTensorMode: 7-8B shapes at 4096 tokens, and a small twin of a real case ---
+    for regime, impl, checkpointing in (("bf16", "foreach", False), ("bf16", "for-loop", False),
+                                        ("autocast", "foreach", False), ("bf16", "foreach", True),
+                                        ("fp32", "for-loop", True)):
+        tag = f"{regime}-{impl}" + ("-gc" if checkpointing else "")
+        out.append(_case(f"fake-llama3-8b-{tag}", "llama3-8b", regime=regime, impl=impl, seq=4096, batch=1,
+                         checkpointing=checkpointing, fake=True))
+    out.append(_case("fake-qwen2.5-7b-bf16-foreach", "qwen2.5-7b", regime="bf16", impl="foreach", seq=4096,
+                     batch=1, fake=True))
+    out.append(_case("fake-twin-llama-h256-bf16-foreach", "llama-h256", regime="bf16", impl="foreach", fake=True))
+    out.append(_case("fake-twin-llama-h256-bf16-foreach-gc", "llama-h256", regime="bf16", impl="foreach",
+                     checkpointing=True, fake=True))
+    return copy.deepcopy(out)
+
+
+def smoke_case() -> dict:
+    """A tiny plain-torch case for a quick check that the loop runs (not part of the measured record)."""
+    return _case("smoke-tiny-bf16-foreach", "tiny", regime="bf16", impl="foreach", seq=16, batch=1)
+
+
+def by_id() -> dict[str, dict]:
+    return {case["id"]: case for case in [*cases(), smoke_case()]}

@@ -1,0 +1,194 @@
+"""One rank's training step under each engine: the model from a config dict, torch / DDP / DeepSpeed / FSDP1 /
+FSDP2, the optimizer, and a Labeller that names the storages a StorageTracker counts (needs torch).
+
+Shared by measure.py (CPU, storage tracker) and measure_gpu.py (CUDA allocator statistics).
+"""
+
+from __future__ import annotations
+
+import json
+
+def _local(tensor):
+    return getattr(tensor, "_local_tensor", tensor)
+
+
+def _walk(value, depth=0):
+    """Tensors reachable from value through lists, tuples, dicts and a few object attributes."""
+    import torch
+    if isinstance(value, torch.Tensor):
+        yield value
+        grad = value.grad if value.is_leaf else None
+        if grad is not None:
+            yield grad
+    elif depth < 3 and isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _walk(item, depth + 1)
+    elif depth < 3 and isinstance(value, dict):
+        for item in value.values():
+            yield from _walk(item, depth + 1)
+    elif depth < 3 and hasattr(value, "buffer") and hasattr(value, "index"):  # DeepSpeed's IPG bucket objects
+        yield from _walk(value.buffer, depth + 1)
+
+
+class Labeller:
+    """Names storages (by tracker serial): param, grad, master (an optimizer's own fp32 copy), master_grad,
+    optimizer_state, ds.<attribute of DeepSpeed's ZeRO/bf16 optimizer>. The first name wins. Without a tracker
+    (CUDA runs) it does nothing."""
+
+    def __init__(self, tracker, model, optimizer, wrapper=None):
+        self.tracker, self.model, self.optimizer, self.wrapper = tracker, model, optimizer, wrapper
+        self.labels: dict[int, str] = {}
+
+    def _name(self, tensor, label):
+        serial = self.tracker.serial(_local(tensor))
+        if serial is not None and serial not in self.labels:
+            self.labels[serial] = label
+
+    def collect(self):
+        import torch
+        if self.tracker is None:
+            return
+        params = list(self.model.parameters())
+        for p in params:
+            self._name(p, "param")
+            ds_tensor = getattr(p, "ds_tensor", None)
+            if ds_tensor is not None:
+                self._name(ds_tensor, "param_partition")
+        for p in params:
+            if p.grad is not None:
+                self._name(p.grad, "grad")
+        inner = self.optimizer
+        if inner is not None:
+            for group in inner.param_groups:
+                for p in group["params"]:
+                    self._name(p, "master")
+                    if p.grad is not None:
+                        self._name(p.grad, "master_grad")
+            for state in inner.state.values():
+                for value in state.values():
+                    if isinstance(value, torch.Tensor) and value.numel() > 1:
+                        self._name(value, "optimizer_state")
+        if self.wrapper is not None:
+            for attribute, value in sorted(vars(self.wrapper).items()):
+                if attribute.startswith("__") or isinstance(value, torch.nn.Module):
+                    continue
+                for tensor in _walk(value):
+                    self._name(tensor, "ds." + attribute.split("__")[-1])
+
+
+def build_model(case, torch):
+    from transformers import AutoConfig, AutoModelForCausalLM
+    fields = dict(case["config"])
+    model_type = fields.pop("model_type")
+    config = AutoConfig.for_model(model_type, **fields)
+    config._attn_implementation = case["attention"]
+    dtype = torch.bfloat16 if case["regime"] == "bf16" else torch.float32
+    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    model.train()
+    case.setdefault("_model_numel", sum(p.numel() for p in model.parameters()))
+    if case["gradient_checkpointing"]:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
+def torch_optimizer(case, params, torch):
+    impl = case["optimizer"]["impl"]
+    flags = {"foreach": {"foreach": True}, "for-loop": {"foreach": False}, "fused": {"fused": True}}[impl]
+    return torch.optim.AdamW(params, lr=case["optimizer"]["lr"], **flags)
+
+
+class Run:
+    """One rank's engine: forward(ids) -> loss, backward(loss), step() (optimizer step + zero_grad)."""
+
+    def __init__(self, case, rank, world, torch, tracker, device="cpu"):
+        self.case, self.rank, self.world, self.torch, self.device = case, rank, world, torch, device
+        backend = "gloo" if device == "cpu" else "nccl"
+        self.extra: dict = {}
+        engine = case["engine"]
+        self.autocast = case["regime"] == "autocast"
+        if engine == "deepspeed":
+            import deepspeed
+            deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False)
+            model = build_model(case, torch)
+            client = None if "optimizer" in case["ds_config"] else torch_optimizer(case, model.parameters(), torch)
+            self.engine, self.wrapper, _, _ = deepspeed.initialize(model=model, optimizer=client,
+                                                                   model_parameters=model.parameters(),
+                                                                   config=dict(case["ds_config"]))
+            self.model = self.engine.module
+            inner = getattr(self.wrapper, "optimizer", self.wrapper)
+            self.inner = inner
+            self.extra["optimizer_class"] = f"{type(inner).__module__}.{type(inner).__name__}"
+            self.extra["zero_optimizer_class"] = type(self.wrapper).__name__
+            self.extra["foreach"] = inner.defaults.get("foreach") if hasattr(inner, "defaults") else None
+            self.extra["effective_zero_config"] = json.loads(self.engine._config.zero_config.model_dump_json())
+            self.labeller = Labeller(tracker, self.model, inner, wrapper=self.wrapper)
+            return
+        if world > 1:
+            torch.distributed.init_process_group(backend, rank=rank, world_size=world)
+        model = build_model(case, torch)
+        if device != "cpu":  # (moving a FakeTensorMode model, even to where it is, fails)
+            model = model.to(device)
+        self.model = model
+        if engine == "ddp":
+            from torch.nn.parallel import DistributedDataParallel
+            self.module = DistributedDataParallel(model, **case["ddp"])
+        elif engine == "fsdp2":
+            self.module = self._fsdp2(model)
+        elif engine == "fsdp1":
+            self.module = self._fsdp1(model)
+        else:
+            self.module = model
+        self.inner = torch_optimizer(case, self.module.parameters(), torch)
+        self.labeller = Labeller(tracker, self.module, self.inner)
+
+    def _layers(self, model):
+        return list(model.model.layers)
+
+    def _fsdp2(self, model):
+        torch = self.torch
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        mesh = init_device_mesh(torch.device(self.device).type, (self.world,))
+        settings = dict(self.case["fsdp"])
+        kwargs = {"mesh": mesh, "reshard_after_forward": settings.get("reshard_after_forward", True)}
+        if self.case["regime"] == "fsdp-mixed":
+            kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        for layer in self._layers(model):
+            fully_shard(layer, **kwargs)
+        fully_shard(model, **kwargs)
+        return model
+
+    def _fsdp1(self, model):
+        torch = self.torch
+        import functools
+        from torch.distributed.fsdp import FullyShardedDataParallel, MixedPrecision, ShardingStrategy
+        from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
+        layer_class = type(self._layers(model)[0])
+        policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={layer_class})
+        kwargs = {"auto_wrap_policy": policy, "device_id": torch.device(self.device), "use_orig_params": True,
+                  "sharding_strategy": getattr(ShardingStrategy, self.case["fsdp"]["sharding_strategy"])}
+        if self.case["regime"] == "fsdp-mixed":
+            kwargs["mixed_precision"] = MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32,
+                                                       buffer_dtype=torch.bfloat16)
+        return FullyShardedDataParallel(model, **kwargs)
+
+    def forward(self, ids):
+        torch = self.torch
+        target = self.engine if self.case["engine"] == "deepspeed" else self.module
+        if self.autocast:
+            with torch.autocast(torch.device(self.device).type, dtype=torch.bfloat16):
+                return target(input_ids=ids, labels=ids).loss
+        return target(input_ids=ids, labels=ids).loss
+
+    def backward(self, loss):
+        if self.case["engine"] == "deepspeed":
+            self.engine.backward(loss)
+        else:
+            loss.backward()
+
+    def step(self):
+        if self.case["engine"] == "deepspeed":
+            self.engine.step()
+        else:
+            self.inner.step()
+            self.inner.zero_grad(set_to_none=True)

@@ -1,0 +1,273 @@
+"""Measure the peak of a whole training step per phase (CPU, real HF model code, random weights).
+
+Run with the measuring venv (torch 2.13 CPU, transformers, deepspeed), outside the repository's venv:
+
+    nice -n 5 /work/venv-measure/bin/python benchmarks/step/measure.py                # every case -> JSON
+    /work/venv-measure/bin/python benchmarks/step/measure.py --only ds-z3 --explain  # print, write nothing
+
+Every case runs in fresh processes (one per rank; ranks talk over gloo on 127.0.0.1). A StorageTracker
+(tracker.py) is entered before the model is built and counts the live tensor storage bytes after every
+dispatched op. Two training steps run; step 2 is split into the phases forward (+ loss), backward and
+optimizer (step + zero_grad). Results are merged into tests/data/step/measured.json by case id after every
+case, so a partial run keeps what it measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+OUT = HERE.parents[1] / "tests" / "data" / "step" / "measured.json"
+PHASES = ("forward", "backward", "optimizer")
+METHOD = ("TorchDispatchMode + weakref.finalize over unique untyped storages, entered before the model is "
+          "built; UntypedStorage.resize_ patched; peak read after every dispatched op; step 2 of 2")
+
+
+# ---------------------------------------------------------------- child: one rank of one case
+class _MemTrackerPhases:
+    """torch.distributed._tools.mem_tracker.MemTracker read per phase (its peak reset at each phase start)."""
+
+    def __init__(self):
+        from torch.distributed._tools.mem_tracker import MemTracker
+        self.tracker = MemTracker()
+        self.peaks: dict[str, int] = {}
+        self.phase = None
+
+    def _total(self, which):
+        return sum(snap.get("Total", 0) for snap in self.tracker.get_tracker_snapshot(which).values())
+
+    def begin(self, name):
+        self.end()
+        self.phase = name
+        self.tracker._peak_mem = {dev: snap["Total"] for dev, snap in self.tracker._curr_mem_snap.items()}
+
+    def end(self):
+        if self.phase is not None:
+            self.peaks[self.phase] = sum(self.tracker._peak_mem.values())
+        self.phase = None
+
+
+def run_rank(case: dict, rank: int, world: int) -> dict:
+    import contextlib
+    import warnings
+    warnings.filterwarnings("ignore")
+    import torch
+    import transformers
+    from engines import Run, _local
+    from tracker import StorageTracker
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    started = time.time()
+    tracker = StorageTracker()
+    cross = _MemTrackerPhases() if case.get("crosscheck_memtracker") else None
+    with contextlib.ExitStack() as stack:
+        if case["fake"]:
+            from torch._subclasses.fake_tensor import FakeTensorMode
+            stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
+        if cross is not None:
+            stack.enter_context(cross.tracker)
+        stack.enter_context(tracker)
+        run = Run(case, rank, world, torch, tracker)
+        generator = torch.Generator().manual_seed(1 + rank)
+        ids = torch.randint(0, case["config"]["vocab_size"], (case["micro_batch"], case["sequence_length"]),
+                            generator=generator)
+        losses = []
+        for step in (1, 2):
+            phase = (lambda name: None) if step == 1 else tracker.begin
+            cross_phase = (lambda name: None) if (step == 1 or cross is None) else cross.begin
+            if step == 1:
+                tracker.begin("step1")
+            if step == 2:
+                run.labeller.collect()
+            if cross is not None:
+                cross.tracker.reset_mod_stats()  # MemTracker refuses a module's second iteration otherwise
+            phase("forward"), cross_phase("forward")
+            loss = run.forward(ids)
+            phase("backward"), cross_phase("backward")
+            run.backward(loss)
+            losses.append(float(loss.detach().float().item()) if not case["fake"] else None)
+            del loss
+            if step == 2:
+                run.labeller.collect()
+            phase("optimizer"), cross_phase("optimizer")
+            run.step()
+            tracker.end()
+            if cross is not None:
+                cross.end()
+            if step == 2:
+                run.labeller.collect()
+    labels = run.labeller.labels
+    result = {"rank": rank, "persistent_before_step2": tracker.phases["forward"]["start"],
+              "meta_bytes": tracker.meta_current,
+              "step1_peak": tracker.phases["step1"]["peak"], "phases": {}, "losses": losses,
+              "seconds": round(time.time() - started, 1), **run.extra}
+    for name in PHASES:
+        phase = tracker.phases[name]
+        result["phases"][name] = {"peak": phase["peak"], "start": phase["start"], "end": phase["end"],
+                                  **tracker.breakdown(name, labels)}
+    result["step_peak"] = max(result["phases"][name]["peak"] for name in PHASES)
+    result["peak_phase"] = max(PHASES, key=lambda name: result["phases"][name]["peak"])
+    result["param_numel_local"] = sum(_local(p).numel() for p in run.model.parameters())
+    result["model_numel"] = case["_model_numel"]
+    if cross is not None:
+        result["memtracker_phase_peaks"] = dict(cross.peaks)
+    if world > 1 and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+    return result
+
+
+def _child_main(case_id: str, rank: int, world: int, out: Path) -> int:
+    from cases import by_id
+    case = by_id()[case_id]
+    try:
+        result = run_rank(case, rank, world)
+    except Exception as error:  # reported in the record, the other cases still run
+        import traceback
+        result = {"rank": rank, "error": f"{type(error).__name__}: {error}",
+                  "traceback": traceback.format_exc()[-3000:]}
+    out.write_text(json.dumps(result))
+    return 0
+
+
+# ---------------------------------------------------------------- parent: run cases, merge the record
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_case(case: dict, python: str, timeout: int, script: Path | None = None, extra_args=(), env=None) -> list:
+    """Run every rank of case as its own process (script --child ...); their results, rank by rank."""
+    world = case["ranks"]
+    port = _free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = []
+        for rank in range(world):
+            environment = dict(os.environ, DS_ACCELERATOR="cpu", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                               RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
+                               LOCAL_WORLD_SIZE=str(world), OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
+                               PYTHONWARNINGS="ignore")
+            environment.update(env or {})
+            out = Path(tmp) / f"rank{rank}.json"
+            command = [python, str(script or Path(__file__).resolve()), "--child", case["id"], "--rank", str(rank),
+                       "--world", str(world), "--result", str(out), *extra_args]
+            log = open(Path(tmp) / f"rank{rank}.log", "w")
+            procs.append((subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT), out, log))
+        ranks, deadline = [], time.time() + timeout
+        for proc, out, log in procs:
+            try:
+                proc.wait(timeout=max(1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                for other, _, _ in procs:
+                    other.kill()
+                proc.wait()
+            log.close()
+            if out.exists():
+                ranks.append(json.loads(out.read_text()))
+            else:
+                tail = (Path(log.name).read_text()[-2000:])
+                ranks.append({"error": f"rank exited {proc.returncode} without a result", "log_tail": tail})
+    return ranks
+
+
+def versions() -> dict:
+    import importlib.metadata as metadata
+    found = {}
+    for name in ("torch", "transformers", "deepspeed"):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def merge(out: Path, case: dict, ranks: list[dict], device="cpu", method=METHOD, peak_key="step_peak") -> None:
+    """Put case (with its ranks' results) into the record at out, replacing an earlier run of the same id."""
+    from cases import by_id
+    record = json.loads(out.read_text()) if out.exists() else {}
+    kept = {item["id"]: item for item in record.get("cases", [])}
+    entry = dict(case)
+    entry["per_rank"] = ranks
+    errors = [rank.get("error") for rank in ranks if "error" in rank]
+    if errors:
+        entry["error"] = errors[0]
+    else:
+        entry[peak_key + "_max_rank"] = max(rank[peak_key] for rank in ranks)
+    kept[case["id"]] = entry
+    order = list(by_id())
+    record = {**versions(), "device": device, "method": method, "phases": list(PHASES),
+              "cases": [kept[cid] for cid in order if cid in kept]}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    tmp.replace(out)
+
+
+def summary(case: dict, ranks: list[dict]) -> str:
+    if any("error" in rank for rank in ranks):
+        return f"{case['id']}: ERROR {next(rank['error'] for rank in ranks if 'error' in rank)}"
+    rank = max(ranks, key=lambda item: item["step_peak"])
+    phases = " ".join(f"{name[:3]}={rank['phases'][name]['peak'] / 2**20:.1f}" for name in PHASES)
+    return (f"{case['id']}: peak {rank['step_peak'] / 2**20:.1f} MiB in {rank['peak_phase']} "
+            f"(persistent {rank['persistent_before_step2'] / 2**20:.1f}; {phases}) {rank['seconds']}s")
+
+
+def parser_with_common_arguments(description: str, timeout: int) -> argparse.ArgumentParser:
+    """--only and --timeout, and the hidden arguments a rank's child process gets (measure_gpu.py shares them)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--only", action="append", help="case ids starting with this (repeatable)")
+    parser.add_argument("--timeout", type=int, default=timeout)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--world", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    return parser
+
+
+def selected_cases(only) -> list[dict]:
+    from cases import cases
+    return [case for case in cases() if not only or any(case["id"].startswith(prefix) for prefix in only)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = parser_with_common_arguments(__doc__.splitlines()[0], timeout=600)
+    parser.add_argument("--skip-done", action="store_true",
+                        help="skip cases already in --out without error (and measured since meta tensors are apart)")
+    parser.add_argument("--explain", action="store_true", help="print each rank's result, write nothing")
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--ids", help="exactly these case ids, comma-separated")
+    args = parser.parse_args(argv)
+    if args.child:
+        return _child_main(args.child, args.rank, args.world, args.result)
+    selected = selected_cases(args.only)
+    if args.ids:
+        selected = [case for case in selected if case["id"] in args.ids.split(",")]
+    if args.skip_done and args.out.exists():
+        done = {item["id"] for item in json.loads(args.out.read_text())["cases"]
+                if "error" not in item and all("meta_bytes" in rank for rank in item["per_rank"])}
+        selected = [case for case in selected if case["id"] not in done]
+    failed = 0
+    for index, case in enumerate(selected, 1):
+        ranks = run_case(case, sys.executable, args.timeout)
+        print(f"{index}/{len(selected)} {summary(case, ranks)}", flush=True)
+        failed += any("error" in rank for rank in ranks)
+        if args.explain:
+            print(json.dumps(ranks, indent=1))
+        else:
+            merge(args.out, case, ranks)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
