@@ -1,0 +1,401 @@
+"""The peak of one whole training step, phase by phase, per rank (pure, exact ints, no torch).
+
+Beside the model-state contract (zeromem_lsp.core), never instead of it. A step of steady-state training
+(step 2 and later: the optimizer state exists, gradients were freed by `zero_grad(set_to_none=True)`) has
+three phases; each phase's peak is the largest live total over the moments that can hold it:
+
+- forward: persistent state + everything autograd saved + the loss's transients (the lm_head output and its
+  fp32 copy, alive while the fp32 log-softmax is made);
+- backward: at the loss (two fp32 T×V gradients beside the saved log-softmax, no parameter gradient yet), at
+  the top and bottom decoder layer (gradients appear as activations are freed), at the end (all gradients,
+  tied embeddings' accumulation);
+- optimizer: gradients + the optimizer's scratch (torch AdamW foreach ≈ a copy of every tensor it updates,
+  for-loop ≈ twice the largest, fused none) + what the engine adds (DeepSpeed's fp32 gradient partition).
+
+Engines: `torch` (one process or DDP), `deepspeed` (ZeRO 0-3), `fsdp` (FSDP2 / FSDP1 sharded units).
+Every term, with the torch / DeepSpeed / Transformers function it comes from: docs/memory-model.md,
+"The whole training step". Activations come from zeromem_lsp.activations (exact against the model code).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from zeromem_lsp.activations import DTYPE_BYTES, F32, Activations, estimate_activations
+from zeromem_lsp.buffers import DEEPSPEED_DEFAULTS
+from zeromem_lsp.configs.model_config import ModelShape
+
+ENGINES = ("torch", "deepspeed", "fsdp")
+OPTIMIZER_IMPLS = ("foreach", "for-loop", "fused")
+PHASES = ("forward", "backward", "optimizer")
+#: DeepSpeed defaults beyond buffers.DEEPSPEED_DEFAULTS (deepspeed/runtime/zero/config.py)
+MAX_REUSE_DISTANCE = 1_000_000_000
+
+
+class StepInputError(ValueError):
+    """An input the step model cannot use (named, with the allowed values)."""
+
+
+class Part(NamedTuple):
+    name: str
+    bytes: int
+
+
+class Phase(NamedTuple):
+    name: str  # forward, backward, optimizer
+    peak: int
+    moment: str  # where in the phase the peak sits ("the loss's backward", ...)
+    parts: tuple[Part, ...]  # summing to peak, largest first
+
+    def largest(self, count: int = 3) -> tuple[Part, ...]:
+        return self.parts[:count]
+
+
+class StepPeak(NamedTuple):
+    phases: dict[str, Phase]
+    peak_phase: str
+    peak: int
+    activations: Activations
+    parameters: int  # model parameters (all ranks together)
+
+
+class Buckets(NamedTuple):
+    """DeepSpeed zero_optimization sizes as DeepSpeed receives them (elements); None: DeepSpeed's default."""
+
+    reduce_bucket_size: int | None = None
+    overlap_comm: bool | None = None  # default: True at stage 3 only
+    contiguous_gradients: bool = True
+    prefetch_bucket_size: int | None = None
+    max_live_parameters: int | None = None
+    max_reuse_distance: int | None = None
+    persistence_threshold: int | None = None
+
+
+class Tensors(NamedTuple):
+    """The parameter tensors of a causal LM, in elements (what the optimizer and the engines see)."""
+
+    embedding: int
+    head: int  # 0 when tied to the embedding
+    final_norm: int
+    layer: tuple[int, ...]  # one decoder layer's tensors (the largest layer when they differ)
+    layers: int
+    positions: int = 0  # gpt2's position embedding
+    layer_norms: int = 0  # elements of one layer's norm weights (autocast does not cast them)
+
+    @property
+    def layer_total(self) -> int:
+        return sum(self.layer)
+
+    @property
+    def total(self) -> int:
+        return self.embedding + self.positions + self.head + self.final_norm + self.layers * self.layer_total
+
+    @property
+    def largest(self) -> int:
+        return max((self.embedding, self.head, self.positions, *self.layer))
+
+    @property
+    def root(self) -> int:
+        """What FSDP's root unit holds: embeddings, the final norm and the head."""
+        return self.embedding + self.positions + self.head + self.final_norm
+
+    def all(self) -> list[int]:
+        return ([self.embedding] + ([self.positions] if self.positions else []) + list(self.layer) * self.layers
+                + [self.final_norm] + ([self.head] if self.head else []))
+
+
+def parameter_tensors(shape: ModelShape) -> Tensors:
+    """The tensors Transformers builds for the shape (modeling_<family>.py): biases where the family has them."""
+    h, q, kv, d, inter = shape.hidden, shape.heads, shape.kv_heads, shape.head_dim, shape.intermediate
+    kind = shape.model_type
+    if kind == "gpt2":
+        layer = (h, h, h * 3 * h, 3 * h, h * h, h, h, h, h * inter, inter, inter * h, h)
+        return Tensors(shape.vocab * h, 0 if shape.tied else shape.vocab * h, 2 * h, layer, shape.layers,
+                       layer_norms=4 * h)
+    if kind == "gpt_neox":
+        layer = (h, h, h, h, 3 * h * h, 3 * h, h * h, h, h * inter, inter, inter * h, h)
+        return Tensors(shape.vocab * h, 0 if shape.tied else shape.vocab * h, 2 * h, layer, shape.layers,
+                       layer_norms=4 * h)
+    attention = [h * q * d, h * kv * d, h * kv * d, q * d * h]
+    if kind == "qwen2":
+        attention += [q * d, kv * d, kv * d]  # q/k/v biases
+    if kind in ("qwen3", "qwen3_moe", "gemma3_text"):
+        attention += [d, d]  # q_norm, k_norm
+    norms = [h] * (4 if kind in ("gemma2", "gemma3_text") else 2)
+    if shape.experts and shape.sparse_layers:
+        width = shape.expert_intermediate
+        mlp = [h * shape.experts, shape.experts * 2 * width * h, shape.experts * h * width]
+    else:
+        mlp = [h * inter, h * inter, inter * h]
+    return Tensors(shape.vocab * h, 0 if shape.tied else shape.vocab * h, h, tuple(attention + mlp + norms),
+                   shape.layers, layer_norms=sum(norms))
+
+
+def _choice(name: str, value: object, allowed: tuple) -> None:
+    if value not in allowed:
+        raise StepInputError(f"{name} must be one of {', '.join(map(str, allowed))}, got {value!r}")
+
+
+def _count(name: str, value: object, least: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise StepInputError(f"{name} must be an integer ≥ {least}, got {value!r}")
+    return value
+
+
+def _phase(name: str, moments: dict[str, list[Part]]) -> Phase:
+    """The moment with the largest live total; its parts merged by name, largest first, zeros dropped."""
+    moment = max(moments, key=lambda key: sum(part.bytes for part in moments[key]))
+    merged: dict[str, int] = {}
+    for part in moments[moment]:
+        merged[part.name] = merged.get(part.name, 0) + part.bytes
+    parts = tuple(sorted((Part(key, value) for key, value in merged.items() if value), key=lambda p: -p.bytes))
+    return Phase(name, sum(part.bytes for part in parts), moment, parts)
+
+
+
+def _ceil(numerator: int, ranks: int) -> int:
+    return -(-numerator // ranks)
+
+
+class _Setup(NamedTuple):
+    """The resolved inputs every engine's moments read (bytes per element, sizes in elements)."""
+
+    tensors: Tensors
+    acts: Activations
+    tokens: int
+    vocab: int
+    hidden: int
+    w: int  # bytes of a stored parameter (and of its gradient)
+    c: int  # bytes of the compute dtype: activations, the lm_head output
+    ranks: int
+    impl: str
+    checkpointing: bool
+
+
+def _scratch(impl: str, element: int, every: int, largest: int) -> int:
+    """torch AdamW's temporaries (torch/optim/adam.py): `_multi_tensor_adam` makes `exp_avg_sq_sqrt` with
+    `_foreach_sqrt`, one tensor per parameter it updates; `_single_tensor_adam` makes `exp_avg_sq.sqrt()` and
+    its quotient by the bias correction for one parameter at a time; `_fused_adam` updates in place."""
+    return {"foreach": element * every, "for-loop": 2 * element * largest, "fused": 0}[impl]
+
+
+def _loss_moments(setup: _Setup, base: list[Part]) -> tuple[list[Part], list[Part]]:
+    """(forward's peak, the loss's backward). ForCausalLMLoss (transformers/loss/loss_utils.py) makes
+    `logits.float()` and cross_entropy's log-softmax from it while the lm_head output is alive; the backward
+    of nll_loss and of log_softmax (`_log_softmax_backward_data`) make two fp32 T×V gradients while the
+    saved log-softmax is still held."""
+    t, v = setup.tokens, setup.vocab
+    forward = [*base, Part("activations", setup.acts.total), Part("logits", setup.c * t * v),
+               Part("fp32 logits copy", F32 * t * v if setup.c != F32 else 0)]
+    loss = [*base, Part("activations", setup.acts.total), Part("log-softmax gradients", 2 * F32 * t * v)]
+    return forward, loss
+
+
+def _layer_moments(setup: _Setup, shape: ModelShape, base: list[Part], head_grads: int, layer_grads: int,
+                   ) -> dict[str, list[Part]]:
+    """The top and the bottom decoder layer's backward. Moving down one layer frees its saved tensors (with
+    checkpointing: its saved input) and keeps its gradient, the same amount per layer, so an end holds the
+    largest. Inside a layer: its saved tensors (recomputed with checkpointing) + `_layer_transient`."""
+    acts, t = setup.acts, setup.tensors
+    transient = Part("layer backward", _layer_transient(shape, t, setup.tokens, setup.c))
+    outer = acts.embedding_bytes + acts.shared_bytes
+    if setup.checkpointing:
+        one_input = setup.c * setup.tokens * setup.hidden
+        kept_top = acts.checkpoint_bytes
+        kept_bottom = acts.checkpoint_bytes - (t.layers - 1) * one_input
+        layer = [Part("recomputed layer", acts.per_layer_bytes)]
+    else:
+        kept_top = acts.layer_bytes
+        kept_bottom = acts.per_layer_bytes
+        layer = []
+    top = [*base, Part("activations", outer + kept_top), *layer, Part("gradients", head_grads), transient]
+    bottom = [*base, Part("activations", outer + kept_bottom), *layer,
+              Part("gradients", head_grads + (t.layers - 1) * layer_grads), transient]
+    return {"the top layer's backward": top, "the bottom layer's backward": bottom}
+
+
+def _layer_transient(shape: ModelShape, tensors: Tensors, tokens: int, c: int) -> int:
+    """A decoder layer's backward at its largest, the MLP's (autograd's MulBackward / MmBackward nodes): the
+    incoming hidden-state gradient (c·T·h), down_proj's weight gradient, and two T×I gradients (of the
+    product down_proj read and the first of the product's two input gradients)."""
+    width = shape.intermediate
+    if shape.experts and shape.sparse_layers:
+        width = shape.expert_intermediate * shape.experts_per_token
+    return c * tokens * shape.hidden + c * max(tensors.layer) + 2 * c * tokens * width
+
+
+def _phases(name_moments: dict[str, dict[str, list[Part]]]) -> dict[str, Phase]:
+    return {name: _phase(name, moments) for name, moments in name_moments.items()}
+
+
+def _torch(setup: _Setup, shape: ModelShape, autocast: bool, ddp_bucket_view: bool) -> dict[str, Phase]:
+    """Plain torch or DDP: parameters, AdamW's exp_avg and exp_avg_sq in the parameters' dtype
+    (`torch.zeros_like(p)` in `Adam._init_group`), gradients from backward until `zero_grad`."""
+    t, w, n = setup.tensors, setup.w, setup.tensors.total
+    base = [Part("parameters", w * n), Part("optimizer states", 2 * w * n)]
+    if setup.ranks > 1:  # torch/csrc/distributed/c10d/reducer.cpp: one flat bucket tensor per bucket
+        base.append(Part("DDP buckets", w * n))
+    if autocast:  # autocast's weight cache (a bf16 copy per matmul weight) and fp32 norm outputs, held to backward
+        matmul = t.layers * (t.layer_total - t.layer_norms) + shape.vocab * shape.hidden
+        cast = [Part("bf16 weight copies", 2 * matmul),
+                Part("activations", 2 * (2 * t.layers + 1) * setup.tokens * shape.hidden)]
+    else:
+        cast = []
+    grads = 0 if (setup.ranks > 1 and ddp_bucket_view) else w  # gradient_as_bucket_view: grads are the buckets
+    forward, loss = _loss_moments(setup, base + cast)
+    head = w * (t.head or t.embedding) * (grads > 0) + w * t.final_norm * (grads > 0)
+    layers = _layer_moments(setup, shape, base + cast, head, grads * t.layer_total)
+    tied = w * t.embedding if not t.head else 0  # AccumulateGrad adds the embedding's gradient to the head's
+    end = [*base, Part("gradients", grads * n), Part("embedding gradient", setup.c * setup.tokens * setup.hidden
+                                                      + tied)]
+    step = [*base, Part("gradients", grads * n), Part("optimizer scratch", _scratch(setup.impl, w, n, t.largest))]
+    return _phases({"forward": {"the loss": forward},
+                    "backward": {"the loss's backward": loss, **layers, "the end of backward": end},
+                    "optimizer": {"the optimizer step": step}})
+
+
+def _persistent_numel(tensors: Tensors, threshold: int) -> int:
+    """ZeRO-3 keeps parameters of at most `threshold` elements whole on every rank
+    (`DeepSpeedZeRoOffload.mark_persistent_parameters`, deepspeed/runtime/zero/parameter_offload.py)."""
+    return sum(numel for numel in tensors.all() if numel <= threshold)
+
+
+def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, offload_optimizer: bool,
+               offload_param: bool) -> dict[str, Phase]:
+    """DeepSpeed ZeRO 0-3 with a torch AdamW client optimizer (16-bit or fp32 model)."""
+    t, w, n, r = setup.tensors, setup.w, setup.tensors.total, setup.ranks
+    reduce = DEEPSPEED_DEFAULTS["reduce_bucket_size"] if buckets.reduce_bucket_size is None \
+        else buckets.reduce_bucket_size
+    overlap = (stage == 3) if buckets.overlap_comm is None else buckets.overlap_comm
+    shard = _ceil(n, r) if stage else n
+    master = [] if offload_optimizer else [Part("fp32 master", F32 * shard), Part("optimizer states", 8 * shard)]
+    gathered, ipg = 0, 0
+    if stage == 3:
+        threshold = (DEEPSPEED_DEFAULTS["stage3_param_persistence_threshold"] if buckets.persistence_threshold
+                     is None else buckets.persistence_threshold)
+        persistent = _persistent_numel(t, threshold)
+        own = 0 if offload_param else w * shard
+        base = [Part("parameters", own + (w * persistent if r > 1 else 0)), *master,
+                Part("gradient partitions", w * shard)]
+        if buckets.contiguous_gradients:  # stage3.py: the IPG buffer is made with the optimizer
+            base.append(Part("reduce bucket", w * reduce))
+        reuse = MAX_REUSE_DISTANCE if buckets.max_reuse_distance is None else buckets.max_reuse_distance
+        live = (DEEPSPEED_DEFAULTS["stage3_max_live_parameters"] if buckets.max_live_parameters is None
+                else buckets.max_live_parameters)
+        if reuse > 0 and r > 1:  # released only past the reuse distance: every gathered parameter stays
+            gathered = w * min(n - persistent, max(live, t.head or t.embedding))
+        elif r > 1:  # released after use: the lm_head's weight (and the next module prefetched) at the loss
+            gathered = w * (t.head or t.embedding)
+    else:
+        base = [Part("parameters", w * n), *master]
+        ipg = w * reduce * (2 if overlap else 1) if stage and buckets.contiguous_gradients else 0
+    gather = [Part("gathered parameters", gathered)]
+    forward, loss = _loss_moments(setup, base + gather)
+    if stage in (1, 2):  # stage_1_and_2.py: grads leave their bucket for the rank's partition
+        kept_layer, head = _ceil(w * t.layer_total, r), _ceil(w * (t.head or t.embedding), r)
+        in_flight = min(reduce, n)
+        end = [*base, Part("reduce bucket", ipg), Part("bucket copy", w * in_flight),
+               Part("gradients", w * max(0, n - in_flight) // r)]
+        grads_layers = [Part("reduce bucket", ipg)]
+    elif stage == 3:
+        kept_layer = head = 0  # reduced into the persistent gradient partitions
+        end = [*base, *gather, Part("bucket copy", w * min(reduce, n))]
+        grads_layers = list(gather)
+    else:
+        kept_layer, head = w * t.layer_total, w * ((t.head or t.embedding) + t.final_norm)
+        tied = w * t.embedding if not t.head else 0
+        end = [*base, Part("gradients", w * n), Part("embedding gradient", setup.c * setup.tokens * setup.hidden
+                                                      + tied)]
+        grads_layers = []
+    layers = _layer_moments(setup, shape, base + grads_layers, head, kept_layer)
+    fp32_grads = 0 if offload_optimizer else F32 * shard
+    if stage == 0:  # per-parameter fp32 tensors; the 16-bit gradients are still alive
+        scratch = _scratch(setup.impl, F32, n, t.largest)
+        step = [*base, Part("gradients", w * n), Part("fp32 gradients", fp32_grads), Part("optimizer scratch",
+                                                                                            scratch)]
+        steps = {"the optimizer step": step}
+    else:  # one flat fp32 partition per group: for-loop's "largest tensor" is the partition itself
+        scratch = 0 if offload_optimizer else _scratch(setup.impl, F32, shard, shard)
+        steps = {"the optimizer step": [*base, Part("fp32 gradients", fp32_grads),
+                                        Part("optimizer scratch", scratch)],
+                 "the 16-bit copy of the updated partition": [*base, Part("fp32 gradients", fp32_grads),
+                                                              Part("16-bit partition copies", 2 * w * shard)]}
+    return _phases({"forward": {"the loss": forward},
+                    "backward": {"the loss's backward": loss, **layers, "the end of backward": end},
+                    "optimizer": steps})
+
+
+def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: bool) -> dict[str, Phase]:
+    """FSDP2 (`fully_shard` per decoder layer and on the root) or FSDP1 (a FlatParameter per unit): shards of
+    parameters, gradients and AdamW states; the root unit (embeddings, final norm, head) is gathered for the
+    whole forward and backward; a layer is gathered for its forward (and kept when not resharding) and again
+    for its backward, with the next one prefetched; its unsharded gradient is reduce-scattered."""
+    t, w, n, r, c = setup.tensors, setup.w, setup.tensors.total, setup.ranks, setup.c
+    g = c if mixed else w  # gathered parameters and unsharded gradients are in the compute dtype
+    shard = _ceil(n, r)
+    base = [Part("parameters", w * shard), Part("optimizer states", 2 * w * shard)]
+    sharded = r > 1
+    root = g * t.root if sharded else 0
+    layer = g * t.layer_total if sharded else 0
+    kept = layer * t.layers if (sharded and not reshard) else 0
+    gathered_fwd = [Part("gathered parameters", root + kept)]
+    forward, loss = _loss_moments(setup, base + gathered_fwd)
+    grads_layer = _ceil(w * t.layer_total, r)
+    head = _ceil(w * (t.head + t.final_norm), r) if t.head else 0
+    reduce = g * t.layer_total + (F32 * t.layer_total if mixed else 0) + _ceil(w * t.layer_total, r)
+    gathered_bwd = [Part("gathered parameters", root + max(kept, 2 * layer)),
+                    Part("reduce-scatter", reduce if sharded else 0)]
+    layers = _layer_moments(setup, shape, base + gathered_bwd, head, grads_layer)
+    root_reduce = g * t.root + (F32 * t.root if mixed else 0)
+    end = [*base, Part("gathered parameters", root), Part("gradients", w * shard),
+           Part("reduce-scatter", root_reduce if sharded else 0)]
+    if version == 1:  # one flat parameter per unit: for-loop's largest tensor is the largest unit's shard
+        largest = _ceil(max(t.root, t.layer_total), r)
+    else:  # one DTensor shard per parameter (dim 0)
+        largest = _ceil(t.largest, r)
+    step = [*base, Part("gradients", w * shard), Part("optimizer scratch", _scratch(setup.impl, w, shard, largest))]
+    return _phases({"forward": {"the loss": forward},
+                    "backward": {"the loss's backward": loss, **layers, "the end of backward": end},
+                    "optimizer": {"the optimizer step": step}})
+
+
+def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, checkpointing: bool = False,
+                  attention: str = "sdpa", engine: str = "torch", stage: int = 0, ranks: int = 1,
+                  param_dtype: str = "bf16", autocast: bool = False, optimizer_impl: str = "foreach",
+                  buckets: Buckets = Buckets(), fsdp_version: int = 2, fsdp_reshard: bool = True,
+                  fsdp_mixed: bool = False, ddp_bucket_view: bool = False, offload_optimizer: bool = False,
+                  offload_param: bool = False) -> StepPeak:
+    """Per-phase peak bytes of one rank in a steady-state AdamW step; raises StepInputError naming a bad input.
+
+    param_dtype is the dtype the weights are stored in (DeepSpeed: its 16-bit dtype; FSDP: the shards').
+    autocast (engine torch): fp32 weights, bf16 compute, as HF Trainer's `bf16=True` on an fp32 model.
+    fsdp_mixed: bf16 gathered parameters and compute over `param_dtype` shards."""
+    _choice("engine", engine, ENGINES)
+    _choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
+    _choice("param_dtype", param_dtype, tuple(DTYPE_BYTES))
+    _choice("attention", attention, ("sdpa", "eager"))
+    _count("ranks", ranks, 1)
+    if engine == "deepspeed":
+        _choice("stage", stage, (0, 1, 2, 3))
+    if engine == "fsdp":
+        _choice("fsdp_version", fsdp_version, (1, 2))
+    if autocast and engine != "torch":
+        raise StepInputError("autocast applies to engine torch (DeepSpeed and FSDP bring their own precision)")
+    compute = "bf16" if (autocast or fsdp_mixed) else param_dtype
+    acts = estimate_activations(shape, sequence_length, micro_batch, compute, checkpointing, attention)
+    tensors = parameter_tensors(shape)
+    setup = _Setup(tensors, acts, sequence_length * micro_batch, shape.vocab, shape.hidden,
+                   F32 if autocast else DTYPE_BYTES[param_dtype], DTYPE_BYTES[compute], ranks, optimizer_impl,
+                   checkpointing)
+    if engine == "torch":
+        phases = _torch(setup, shape, autocast, ddp_bucket_view)
+    elif engine == "deepspeed":
+        phases = _deepspeed(setup, shape, stage, buckets, offload_optimizer, offload_param)
+    else:
+        phases = _fsdp(setup, shape, fsdp_version, fsdp_reshard, fsdp_mixed)
+    peak_phase = max(PHASES, key=lambda name: phases[name].peak)
+    return StepPeak(phases, peak_phase, phases[peak_phase].peak, acts, tensors.total)
+
+
+__all__ = ["Buckets", "ENGINES", "OPTIMIZER_IMPLS", "PHASES", "Part", "Phase", "StepInputError", "StepPeak",
+           "Tensors", "estimate_step", "parameter_tensors"]
