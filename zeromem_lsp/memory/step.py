@@ -325,7 +325,8 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
                     "optimizer": steps})
 
 
-def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: bool) -> dict[str, Phase]:
+def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: bool,
+          sharded: bool) -> dict[str, Phase]:
     """FSDP2 (`fully_shard` per decoder layer and on the root) or FSDP1 (a FlatParameter per unit): shards of
     parameters, gradients and AdamW states; the root unit (embeddings, final norm, head) is gathered for the
     whole forward and backward; a layer is gathered for its forward (and kept when not resharding) and again
@@ -334,7 +335,7 @@ def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: 
     g = c if mixed else w  # gathered parameters and unsharded gradients are in the compute dtype
     shard = _ceil(n, r)
     base = [Part("parameters", w * shard), Part("optimizer states", 2 * w * shard)]
-    sharded = r > 1
+    sharded = sharded and r > 1
     root = g * t.root if sharded else 0
     layer = g * t.layer_total if sharded else 0
     kept = layer * t.layers if (sharded and not reshard) else 0
@@ -363,13 +364,14 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
                   attention: str = "sdpa", engine: str = "torch", stage: int = 0, ranks: int = 1,
                   param_dtype: str = "bf16", autocast: bool = False, optimizer_impl: str = "foreach",
                   buckets: Buckets = Buckets(), fsdp_version: int = 2, fsdp_reshard: bool = True,
-                  fsdp_mixed: bool = False, ddp_bucket_view: bool = False, offload_optimizer: bool = False,
+                  fsdp_mixed: bool = False, fsdp_sharded: bool = True, ddp_bucket_view: bool = False, offload_optimizer: bool = False,
                   offload_param: bool = False) -> StepPeak:
     """Per-phase peak bytes of one rank in a steady-state AdamW step; raises StepInputError naming a bad input.
 
     param_dtype is the dtype the weights are stored in (DeepSpeed: its 16-bit dtype; FSDP: the shards').
     autocast (engine torch): fp32 weights, bf16 compute, as HF Trainer's `bf16=True` on an fp32 model.
-    fsdp_mixed: bf16 gathered parameters and compute over `param_dtype` shards."""
+    fsdp_mixed: bf16 gathered parameters and compute over `param_dtype` shards; fsdp_reshard: layers are
+    freed after their forward (FULL_SHARD, FSDP2's default); fsdp_sharded False: NO_SHARD."""
     _choice("engine", engine, ENGINES)
     _choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
     _choice("param_dtype", param_dtype, tuple(DTYPE_BYTES))
@@ -392,7 +394,7 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     elif engine == "deepspeed":
         phases = _deepspeed(setup, shape, stage, buckets, offload_optimizer, offload_param)
     else:
-        phases = _fsdp(setup, shape, fsdp_version, fsdp_reshard, fsdp_mixed)
+        phases = _fsdp(setup, shape, fsdp_version, fsdp_reshard, fsdp_mixed, fsdp_sharded)
     peak_phase = max(PHASES, key=lambda name: phases[name].peak)
     return StepPeak(phases, peak_phase, phases[peak_phase].peak, acts, tensors.total)
 
