@@ -224,6 +224,13 @@ def _layer_transient(shape: ModelShape, tensors: Tensors, tokens: int, c: int) -
     return c * tokens * shape.hidden + c * max(tensors.layer) + 2 * c * tokens * width
 
 
+def _tied_sum(tensors: Tensors, w: int) -> int:
+    """A tied weight has one AccumulateGrad node fed by two edges: the engine's InputBuffer holds the head's
+    gradient (counted with the gradients) until the embedding's arrives, then adds them out of place
+    (torch/csrc/autograd/input_buffer.cpp, `InputBuffer::add`): the embedding's gradient and the sum beside it."""
+    return 2 * w * tensors.embedding if not tensors.head else 0
+
+
 def _phases(name_moments: dict[str, dict[str, list[Part]]]) -> dict[str, Phase]:
     return {name: _phase(name, moments) for name, moments in name_moments.items()}
 
@@ -245,7 +252,7 @@ def _torch(setup: _Setup, shape: ModelShape, autocast: bool, ddp_bucket_view: bo
     forward, loss = _loss_moments(setup, base + cast)
     head = w * (t.head or t.embedding) * (grads > 0) + w * t.final_norm * (grads > 0)
     layers = _layer_moments(setup, shape, base + cast, head, grads * t.layer_total)
-    tied = w * t.embedding if not t.head else 0  # AccumulateGrad adds the embedding's gradient to the head's
+    tied = _tied_sum(t, w)
     end = [*base, Part("gradients", grads * n), Part("embedding gradient", setup.c * setup.tokens * setup.hidden
                                                       + tied)]
     step = [*base, Part("gradients", grads * n), Part("optimizer scratch", _scratch(setup.impl, w, n, t.largest))]
@@ -268,7 +275,9 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
         else buckets.reduce_bucket_size
     overlap = (stage == 3) if buckets.overlap_comm is None else buckets.overlap_comm
     shard = _ceil(n, r) if stage else n
-    master = [] if offload_optimizer else [Part("fp32 master", F32 * shard), Part("optimizer states", 8 * shard)]
+    plain = stage == 0 and w == F32  # engine.py `_do_optimizer_sanity_check`: fp32 without ZeRO wraps nothing
+    master = [] if offload_optimizer else [Part("fp32 master", 0 if plain else F32 * shard),
+                                           Part("optimizer states", 8 * shard)]
     gathered, ipg = 0, 0
     if stage == 3:
         threshold = (DEEPSPEED_DEFAULTS["stage3_param_persistence_threshold"] if buckets.persistence_threshold
@@ -303,16 +312,16 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
         grads_layers = list(gather)
     else:
         kept_layer, head = w * t.layer_total, w * ((t.head or t.embedding) + t.final_norm)
-        tied = w * t.embedding if not t.head else 0
+        tied = _tied_sum(t, w)
         end = [*base, Part("gradients", w * n), Part("embedding gradient", setup.c * setup.tokens * setup.hidden
                                                       + tied)]
         grads_layers = []
     layers = _layer_moments(setup, shape, base + grads_layers, head, kept_layer)
     fp32_grads = 0 if offload_optimizer else F32 * shard
-    if stage == 0:  # per-parameter fp32 tensors; the 16-bit gradients are still alive
+    if stage == 0:  # FP16_UnfusedOptimizer: per-parameter fp32 masters; the 16-bit gradients are still alive
         scratch = _scratch(setup.impl, F32, n, t.largest)
-        step = [*base, Part("gradients", w * n), Part("fp32 gradients", fp32_grads), Part("optimizer scratch",
-                                                                                            scratch)]
+        step = [*base, Part("gradients", w * n), Part("fp32 gradients", 0 if plain else fp32_grads),
+                Part("optimizer scratch", scratch)]
         steps = {"the optimizer step": step}
     else:  # one flat fp32 partition per group: for-loop's "largest tensor" is the partition itself
         scratch = 0 if offload_optimizer else _scratch(setup.impl, F32, shard, shard)
