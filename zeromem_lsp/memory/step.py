@@ -339,7 +339,8 @@ def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: 
     """FSDP2 (`fully_shard` per decoder layer and on the root) or FSDP1 (a FlatParameter per unit): shards of
     parameters, gradients and AdamW states; the root unit (embeddings, final norm, head) is gathered for the
     whole forward and backward; a layer is gathered for its forward (and kept when not resharding) and again
-    for its backward, with the next one prefetched; its unsharded gradient is reduce-scattered."""
+    for its backward, with the next one prefetched; a unit's unsharded gradients are copied into one
+    reduce-scatter input in the reduce dtype (fp32 under mixed precision) beside the collective's output."""
     t, w, n, r, c = setup.tensors, setup.w, setup.tensors.total, setup.ranks, setup.c
     g = c if mixed else w  # gathered parameters and unsharded gradients are in the compute dtype
     shard = _ceil(n, r)
@@ -347,18 +348,20 @@ def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: 
     sharded = sharded and r > 1
     root = g * t.root if sharded else 0
     layer = g * t.layer_total if sharded else 0
-    kept = layer * t.layers if (sharded and not reshard) else 0
-    gathered_fwd = [Part("gathered parameters", root + kept)]
-    forward, loss = _loss_moments(setup, base + gathered_fwd)
+    kept = layer * t.layers if not reshard else 0
+    ahead = layer if version == 2 else 0  # FSDP2: one layer's all-gather output is still alive at the loss
+    forward, loss = _loss_moments(setup, base + [Part("gathered parameters", root + kept + ahead)])
     grads_layer = _ceil(w * t.layer_total, r)
     head = _ceil(w * (t.head + t.final_norm), r) if t.head else 0
-    reduce = g * t.layer_total + (F32 * t.layer_total if mixed else 0) + _ceil(w * t.layer_total, r)
+    scatter = 2 * w * t.layer_total if sharded else 0  # reduce-scatter input + full-size output (gloo)
     gathered_bwd = [Part("gathered parameters", root + max(kept, 2 * layer)),
-                    Part("reduce-scatter", reduce if sharded else 0)]
+                    Part("reduce-scatter", scatter + (g * t.layer_total if sharded else 0))]
     layers = _layer_moments(setup, shape, base + gathered_bwd, head, grads_layer)
-    root_reduce = g * t.root + (F32 * t.root if mixed else 0)
-    end = [*base, Part("gathered parameters", root), Part("gradients", w * shard),
-           Part("reduce-scatter", root_reduce if sharded else 0)]
+    # the root's reduce-scatter at the end: its input and output, and the unsharded head gradient (FSDP1: the
+    # embedding's too) not yet freed; the layers' gradient shards are kept
+    unsharded = g * ((t.head or t.embedding) + (t.embedding if version == 1 and t.head else 0))
+    end = [*base, Part("gradients", w * shard if version == 2 else t.layers * grads_layer),
+           Part("reduce-scatter", 2 * w * t.root + unsharded if sharded else 0)]
     if version == 1:  # one flat parameter per unit: for-loop's largest tensor is the largest unit's shard
         largest = _ceil(max(t.root, t.layer_total), r)
     else:  # one DTensor shard per parameter (dim 0)
@@ -373,8 +376,8 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
                   attention: str = "sdpa", engine: str = "torch", stage: int = 0, ranks: int = 1,
                   param_dtype: str = "bf16", autocast: bool = False, optimizer_impl: str = "foreach",
                   buckets: Buckets = Buckets(), fsdp_version: int = 2, fsdp_reshard: bool = True,
-                  fsdp_mixed: bool = False, fsdp_sharded: bool = True, ddp_bucket_view: bool = False, offload_optimizer: bool = False,
-                  offload_param: bool = False) -> StepPeak:
+                  fsdp_mixed: bool = False, fsdp_sharded: bool = True, ddp_bucket_view: bool = False,
+                  offload_optimizer: bool = False, offload_param: bool = False) -> StepPeak:
     """Per-phase peak bytes of one rank in a steady-state AdamW step; raises StepInputError naming a bad input.
 
     param_dtype is the dtype the weights are stored in (DeepSpeed: its 16-bit dtype; FSDP: the shards').
