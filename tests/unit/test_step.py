@@ -164,7 +164,52 @@ def test_bad_input_names_the_allowed_values(kwargs, named):
         estimate_step(model_shape(SMALL), 128, 2, **kwargs)
 
 
+# --- the accuracy table in docs/memory-model.md, generated from the record ---
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "memory-model.md"
+BEGIN = "<!-- step-accuracy: written by `python tests/unit/test_step.py --write-docs`; checked by tests/unit/test_step.py -->"
+END = "<!-- /step-accuracy -->"
+
+
+def engine_of(case_id: str) -> str:
+    return next(case["engine"] for case in CASES if case["id"] == case_id) + (
+        "-fake" if next(case["fake"] for case in CASES if case["id"] == case_id) else "")
+
+
+def table() -> str:
+    groups: dict[str, list[dict]] = {}
+    for row in ROWS:
+        groups.setdefault(engine_of(row["id"]), []).append(row)
+    lines = [f"torch {RECORD['torch']}, transformers {RECORD['transformers']}, deepspeed {RECORD['deepspeed']}; "
+             f"{len(CASES)} cases, {len(ROWS)} rows (3 phases + the step's peak per case).", "",
+             "| engine | cases | rows | within ±1% | within ±5% | within ±10% | worst error | mean abs. error |",
+             "|---|---|---|---|---|---|---|---|"]
+    for engine in sorted(groups):
+        rows = groups[engine]
+        worst = max(rows, key=lambda row: abs(row["error"]))["error"]
+        mean = sum(abs(row["error"]) for row in rows) / len(rows)
+        lines.append(f"| {engine} | {len({row['id'] for row in rows})} | {len(rows)} | "
+                     f"{sum(abs(row['error']) <= 0.01 for row in rows)} | {sum(abs(row['error']) <= GOAL for row in rows)} | "
+                     f"{sum(abs(row['error']) <= BOUND for row in rows)} | {worst:+.2%} | {mean:.2%} |")
+    return "\n".join(lines)
+
+
+def with_table(docs: str) -> str:
+    head, _, rest = docs.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    return f"{head}{BEGIN}\n{table()}\n{END}{tail}"
+
+
+def test_the_docs_table_is_generated_from_the_record():
+    docs = DOCS.read_text(encoding="utf-8")
+    assert BEGIN in docs and END in docs
+    assert with_table(docs) == docs, "run python tests/unit/test_step.py --write-docs"
+
+
 if __name__ == "__main__":
+    import sys
+    if "--write-docs" in sys.argv:
+        DOCS.write_text(with_table(DOCS.read_text(encoding="utf-8")), encoding="utf-8")
     for row in ROWS:
         flag = "" if abs(row["error"]) <= GOAL else (" <- >5%" if abs(row["error"]) <= BOUND else " <- >10%")
         print(f"{row['id']:48} {row['phase']:9} {row['measured']:>14,} {row['model']:>14,} {row['error']:+7.2%}"
