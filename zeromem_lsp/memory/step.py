@@ -343,25 +343,30 @@ def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: 
     reduce-scatter input in the reduce dtype (fp32 under mixed precision) beside the collective's output."""
     t, w, n, r, c = setup.tensors, setup.w, setup.tensors.total, setup.ranks, setup.c
     g = c if mixed else w  # gathered parameters and unsharded gradients are in the compute dtype
+    collective = sharded and r > 1  # at one rank FSDP2 still copies the root in and out, but reduces nothing
+    r = r if sharded else 1  # NO_SHARD: every rank holds everything
     shard = _ceil(n, r)
     base = [Part("parameters", w * shard), Part("optimizer states", 2 * w * shard)]
-    sharded = sharded and r > 1
     root = g * t.root if sharded else 0
     layer = g * t.layer_total if sharded else 0
     kept = layer * t.layers if not reshard else 0
-    ahead = layer if version == 2 else 0  # FSDP2: one layer's all-gather output is still alive at the loss
+    ahead = layer if version == 2 and collective else 0  # FSDP2: one layer's all-gather output alive at the loss
     forward, loss = _loss_moments(setup, base + [Part("gathered parameters", root + kept + ahead)])
     grads_layer = _ceil(w * t.layer_total, r)
     head = _ceil(w * (t.head + t.final_norm), r) if t.head else 0
-    scatter = 2 * w * t.layer_total if sharded else 0  # reduce-scatter input + full-size output (gloo)
+    scatter = 2 * w * t.layer_total if collective else 0  # reduce-scatter input + full-size output (gloo)
     gathered_bwd = [Part("gathered parameters", root + max(kept, 2 * layer)),
                     Part("reduce-scatter", scatter + (g * t.layer_total if sharded else 0))]
     layers = _layer_moments(setup, shape, base + gathered_bwd, head, grads_layer)
-    # the root's reduce-scatter at the end: its input and output, and the unsharded head gradient (FSDP1: the
-    # embedding's too) not yet freed; the layers' gradient shards are kept
-    unsharded = g * ((t.head or t.embedding) + (t.embedding if version == 1 and t.head else 0))
-    end = [*base, Part("gradients", w * shard if version == 2 else t.layers * grads_layer),
-           Part("reduce-scatter", 2 * w * t.root + unsharded if sharded else 0)]
+    # the root's reduce-scatter at the end: its input and output, and the unsharded head gradient not yet freed
+    # (FSDP1: the embedding's too, cast to the fp32 reduce dtype under mixed precision); layers' shards are kept
+    if version == 1:
+        unsharded = (F32 if mixed else w) * ((t.head or t.embedding) + (t.embedding if t.head else 0))
+    else:
+        unsharded = g * (t.head or t.embedding)
+    kept_grads = w * shard if (version == 2 or not sharded) else t.layers * grads_layer
+    end = [*base, Part("gradients", kept_grads), Part("reduce-scatter", 2 * w * t.root if collective else 0),
+           Part("unsharded gradients", unsharded)]
     if version == 1:  # one flat parameter per unit: for-loop's largest tensor is the largest unit's shard
         largest = _ceil(max(t.root, t.layer_total), r)
     else:  # one DTensor shard per parameter (dim 0)
