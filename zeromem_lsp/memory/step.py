@@ -284,8 +284,8 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
                      is None else buckets.persistence_threshold)
         persistent = _persistent_numel(t, threshold)
         own = 0 if offload_param else w * shard
-        base = [Part("parameters", own + (w * persistent if r > 1 else 0)), *master,
-                Part("gradient partitions", w * shard)]
+        whole = w * persistent if r > 1 else 0
+        base = [Part("parameters", own + whole), *master, Part("gradient partitions", w * shard)]
         if buckets.contiguous_gradients:  # stage3.py: the IPG buffer is made with the optimizer
             base.append(Part("reduce bucket", w * reduce))
         reuse = MAX_REUSE_DISTANCE if buckets.max_reuse_distance is None else buckets.max_reuse_distance
@@ -318,6 +318,8 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
         grads_layers = []
     layers = _layer_moments(setup, shape, base + grads_layers, head, kept_layer)
     fp32_grads = 0 if offload_optimizer else F32 * shard
+    if stage == 3:  # step() starts with `_partition_all_parameters()`: persistent parameters are freed too
+        base = [Part("parameters", own), *base[1:]]
     if stage == 0:  # FP16_UnfusedOptimizer: per-parameter fp32 masters; the 16-bit gradients are still alive
         scratch = _scratch(setup.impl, F32, n, t.largest)
         step = [*base, Part("gradients", w * n), Part("fp32 gradients", 0 if plain else fp32_grads),
