@@ -156,6 +156,7 @@ def test_sharding_lowers_the_optimizer_phase():
 
 
 @pytest.mark.parametrize("kwargs, named", [({"engine": "jax"}, "engine"), ({"optimizer_impl": "apex"}, "optimizer_impl"),
+                                           ({"optimizer": "lion"}, "optimizer"),
                                            ({"param_dtype": "int8"}, "param_dtype"), ({"ranks": 0}, "ranks"),
                                            ({"engine": "deepspeed", "stage": 4}, "stage"),
                                            ({"engine": "fsdp", "autocast": True}, "autocast")])

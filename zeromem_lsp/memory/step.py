@@ -27,6 +27,9 @@ from zeromem_lsp.configs.model_config import ModelShape
 
 ENGINES = ("torch", "deepspeed", "fsdp")
 OPTIMIZER_IMPLS = ("foreach", "for-loop", "fused")
+#: Adam and AdamW keep the same tensors (exp_avg, exp_avg_sq); Adam's weight decay, when set, adds one more
+#: gradient-sized tensor in the foreach path (not modelled: the default is 0)
+OPTIMIZERS = ("adamw", "adam")
 PHASES = ("forward", "backward", "optimizer")
 #: DeepSpeed defaults beyond buffers.DEEPSPEED_DEFAULTS (deepspeed/runtime/zero/config.py)
 MAX_REUSE_DISTANCE = 1_000_000_000
@@ -381,7 +384,8 @@ def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: 
 
 def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, checkpointing: bool = False,
                   attention: str = "sdpa", engine: str = "torch", stage: int = 0, ranks: int = 1,
-                  param_dtype: str = "bf16", autocast: bool = False, optimizer_impl: str = "foreach",
+                  param_dtype: str = "bf16", autocast: bool = False, optimizer: str = "adamw",
+                  optimizer_impl: str = "foreach",
                   buckets: Buckets = Buckets(), fsdp_version: int = 2, fsdp_reshard: bool = True,
                   fsdp_mixed: bool = False, fsdp_sharded: bool = True, ddp_bucket_view: bool = False,
                   offload_optimizer: bool = False, offload_param: bool = False) -> StepPeak:
@@ -392,6 +396,7 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     fsdp_mixed: bf16 gathered parameters and compute over `param_dtype` shards; fsdp_reshard: layers are
     freed after their forward (FULL_SHARD, FSDP2's default); fsdp_sharded False: NO_SHARD."""
     _choice("engine", engine, ENGINES)
+    _choice("optimizer", optimizer, OPTIMIZERS)
     _choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
     _choice("param_dtype", param_dtype, tuple(DTYPE_BYTES))
     _choice("attention", attention, ("sdpa", "eager"))
@@ -418,5 +423,5 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     return StepPeak(phases, peak_phase, phases[peak_phase].peak, acts, tensors.total)
 
 
-__all__ = ["Buckets", "ENGINES", "OPTIMIZER_IMPLS", "PHASES", "Part", "Phase", "StepInputError", "StepPeak",
+__all__ = ["Buckets", "ENGINES", "OPTIMIZERS", "OPTIMIZER_IMPLS", "PHASES", "Part", "Phase", "StepInputError", "StepPeak",
            "Tensors", "estimate_step", "parameter_tensors"]
