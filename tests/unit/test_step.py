@@ -156,13 +156,14 @@ def test_sharding_lowers_the_optimizer_phase():
 
 
 @pytest.mark.parametrize("kwargs, named", [({"engine": "jax"}, "engine"), ({"optimizer_impl": "apex"}, "optimizer_impl"),
-                                           ({"optimizer": "lion"}, "optimizer"),
+                                           ({"optimizer": "lion"}, "optimizer"), ({"micro_batch": 0}, "micro_batch"),
                                            ({"param_dtype": "int8"}, "param_dtype"), ({"ranks": 0}, "ranks"),
                                            ({"engine": "deepspeed", "stage": 4}, "stage"),
                                            ({"engine": "fsdp", "autocast": True}, "autocast")])
 def test_bad_input_names_the_allowed_values(kwargs, named):
+    batch = kwargs.pop("micro_batch", 2)
     with pytest.raises(StepInputError, match=named):
-        estimate_step(model_shape(SMALL), 128, 2, **kwargs)
+        estimate_step(model_shape(SMALL), 128, batch, **kwargs)
 
 
 # --- the accuracy table in docs/memory-model.md, generated from the record ---

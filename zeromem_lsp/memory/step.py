@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from zeromem_lsp.activations import DTYPE_BYTES, F32, Activations, estimate_activations
+from zeromem_lsp.activations import DTYPE_BYTES, F32, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.buffers import DEEPSPEED_DEFAULTS
 from zeromem_lsp.configs.model_config import ModelShape
 
@@ -408,7 +408,10 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     if autocast and engine != "torch":
         raise StepInputError("autocast applies to engine torch (DeepSpeed and FSDP bring their own precision)")
     compute = "bf16" if (autocast or fsdp_mixed) else param_dtype
-    acts = estimate_activations(shape, sequence_length, micro_batch, compute, checkpointing, attention)
+    try:
+        acts = estimate_activations(shape, sequence_length, micro_batch, compute, checkpointing, attention)
+    except ActivationInputError as error:
+        raise StepInputError(str(error)) from None
     tensors = parameter_tensors(shape)
     setup = _Setup(tensors, acts, sequence_length * micro_batch, shape.vocab, shape.hidden,
                    F32 if autocast else DTYPE_BYTES[param_dtype], DTYPE_BYTES[compute], ranks, optimizer_impl,
