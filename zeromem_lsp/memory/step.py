@@ -292,12 +292,11 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
         if buckets.contiguous_gradients:  # stage3.py: the IPG buffer is made with the optimizer
             base.append(Part("reduce bucket", w * reduce))
         reuse = MAX_REUSE_DISTANCE if buckets.max_reuse_distance is None else buckets.max_reuse_distance
-        live = (DEEPSPEED_DEFAULTS["stage3_max_live_parameters"] if buckets.max_live_parameters is None
-                else buckets.max_live_parameters)
-        if reuse > 0 and r > 1:  # released only past the reuse distance: every gathered parameter stays
-            gathered = w * min(n - persistent, max(live, t.head or t.embedding))
-        elif r > 1:  # released after use: the lm_head's weight (and the next module prefetched) at the loss
-            gathered = w * (t.head or t.embedding)
+        prefetch = (DEEPSPEED_DEFAULTS["stage3_prefetch_bucket_size"] if buckets.prefetch_bucket_size is None
+                    else buckets.prefetch_bucket_size)
+        if r > 1:  # `__params_to_release` keeps what is reused within the reuse distance, and what the
+            # prefetcher already fetched for a later use: at the loss, up to the larger of the two (in elements)
+            gathered = w * min(n - persistent, max(reuse, prefetch, t.head or t.embedding))
     else:
         base = [Part("parameters", w * n), *master]
         ipg = w * reduce * (2 if overlap else 1) if stage and buckets.contiguous_gradients else 0
