@@ -294,9 +294,11 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
         reuse = MAX_REUSE_DISTANCE if buckets.max_reuse_distance is None else buckets.max_reuse_distance
         prefetch = (DEEPSPEED_DEFAULTS["stage3_prefetch_bucket_size"] if buckets.prefetch_bucket_size is None
                     else buckets.prefetch_bucket_size)
+        live = (DEEPSPEED_DEFAULTS["stage3_max_live_parameters"] if buckets.max_live_parameters is None
+                else buckets.max_live_parameters)
         if r > 1:  # `__params_to_release` keeps what is reused within the reuse distance, and what the
-            # prefetcher already fetched for a later use: at the loss, up to the larger of the two (in elements)
-            gathered = w * min(n - persistent, max(reuse, prefetch, t.head or t.embedding))
+            # prefetcher (at most max_live_parameters ahead) already fetched for a later use
+            gathered = w * min(n - persistent, max(reuse, min(prefetch, live)))
     else:
         base = [Part("parameters", w * n), *master]
         ipg = w * reduce * (2 if overlap else 1) if stage and buckets.contiguous_gradients else 0
