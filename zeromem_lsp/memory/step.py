@@ -303,7 +303,11 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
         base = [Part("parameters", w * n), *master]
         ipg = w * reduce * (2 if overlap else 1) if stage and buckets.contiguous_gradients else 0
     gather = [Part("gathered parameters", gathered)]
-    forward, loss = _loss_moments(setup, base + gather)
+    forward, _ = _loss_moments(setup, base + gather)
+    # the loss's backward: the head is gathered again (fetched for its backward) if it was released
+    head_numel = t.head or t.embedding
+    again = max(gathered, w * head_numel) if stage == 3 and r > 1 else gathered
+    _, loss = _loss_moments(setup, base + [Part("gathered parameters", again)])
     if stage in (1, 2):  # stage_1_and_2.py: grads leave their bucket for the rank's partition
         kept_layer, head = _ceil(w * t.layer_total, r), _ceil(w * (t.head or t.embedding), r)
         in_flight = min(reduce, n)
