@@ -308,15 +308,19 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
     head_numel = t.head or t.embedding
     again = max(gathered, w * head_numel) if stage == 3 and r > 1 else gathered
     _, loss = _loss_moments(setup, base + [Part("gathered parameters", again)])
+    # a tied weight's gradient waits whole in autograd's InputBuffer until the embedding's arrives (no hook
+    # fires before), then the two are summed out of place
+    held = w * t.embedding if not t.head else 0
+    tied = [Part("embedding gradient", _tied_sum(t, w))]
     if stage in (1, 2):  # stage_1_and_2.py: grads leave their bucket for the rank's partition
-        kept_layer, head = _ceil(w * t.layer_total, r), _ceil(w * (t.head or t.embedding), r)
+        kept_layer, head = _ceil(w * t.layer_total, r), held or _ceil(w * t.head, r)
         in_flight = min(reduce, n)
         end = [*base, Part("reduce bucket", ipg), Part("bucket copy", w * in_flight),
-               Part("gradients", w * max(0, n - in_flight) // r)]
+               Part("gradients", w * max(0, n - in_flight) // r), *tied]
         grads_layers = [Part("reduce bucket", ipg)]
     elif stage == 3:
-        kept_layer = head = 0  # reduced into the persistent gradient partitions
-        end = [*base, *gather, Part("bucket copy", w * min(reduce, n))]
+        kept_layer, head = 0, held  # reduced into the persistent gradient partitions
+        end = [*base, *gather, Part("bucket copy", w * min(reduce, n)), *tied]
         grads_layers = list(gather)
     else:
         kept_layer, head = w * t.layer_total, w * ((t.head or t.embedding) + t.final_norm)
