@@ -281,7 +281,7 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
     plain = stage == 0 and w == F32  # engine.py `_do_optimizer_sanity_check`: fp32 without ZeRO wraps nothing
     master = [] if offload_optimizer else [Part("fp32 master", 0 if plain else F32 * shard),
                                            Part("optimizer states", 8 * shard)]
-    gathered, ipg = 0, 0
+    gathered, ipg, threshold = 0, 0, 0
     if stage == 3:
         threshold = (DEEPSPEED_DEFAULTS["stage3_param_persistence_threshold"] if buckets.persistence_threshold
                      is None else buckets.persistence_threshold)
@@ -306,7 +306,7 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
     forward, _ = _loss_moments(setup, base + gather)
     # the loss's backward: the head is gathered again (fetched for its backward) if it was released
     head_numel = t.head or t.embedding
-    again = max(gathered, w * head_numel) if stage == 3 and r > 1 else gathered
+    again = max(gathered, w * head_numel) if stage == 3 and r > 1 and head_numel > threshold else gathered
     _, loss = _loss_moments(setup, base + [Part("gathered parameters", again)])
     # a tied weight's gradient waits whole in autograd's InputBuffer until the embedding's arrives (no hook
     # fires before), then the two are summed out of place
