@@ -272,7 +272,8 @@ def _persistent_numel(tensors: Tensors, threshold: int) -> int:
 
 def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, offload_optimizer: bool,
                offload_param: bool) -> dict[str, Phase]:
-    """DeepSpeed ZeRO 0-3 with a torch AdamW client optimizer (16-bit or fp32 model)."""
+    """DeepSpeed ZeRO 0-3 (16-bit or fp32 model) with a torch AdamW client optimizer (foreach, for-loop) or
+    DeepSpeed's FusedAdam from the config's optimizer section (`fused`)."""
     t, w, n, r = setup.tensors, setup.w, setup.tensors.total, setup.ranks
     reduce = DEEPSPEED_DEFAULTS["reduce_bucket_size"] if buckets.reduce_bucket_size is None \
         else buckets.reduce_bucket_size
@@ -334,6 +335,8 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
         base = [Part("parameters", own), *base[1:]]
     if stage == 0:  # FP16_UnfusedOptimizer: per-parameter fp32 masters; the 16-bit gradients are still alive
         scratch = _scratch(setup.impl, F32, n, t.largest)
+        if setup.impl == "fused" and not plain:  # DeepSpeed's FusedAdam → FP16_Optimizer (fp16/fused_optimizer.py):
+            fp32_grads *= 2  # every gradient cast to fp32, then flattened into one fp32 tensor beside them
         step = [*base, Part("gradients", w * n), Part("fp32 gradients", 0 if plain else fp32_grads),
                 Part("optimizer scratch", scratch)]
         steps = {"the optimizer step": step}
@@ -343,6 +346,9 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
                                         Part("optimizer scratch", scratch)],
                  "the 16-bit copy of the updated partition": [*base, Part("fp32 gradients", fp32_grads),
                                                               Part("16-bit partition copies", 2 * w * shard)]}
+        if stage in (1, 2):  # `get_grad_norm_direct`: each gradient piece `.to(get_norm_dtype())`, fp64
+            steps["the gradient norm"] = [*base, Part("gradients", w * shard),
+                                          Part("fp64 gradient copy", 8 * min(t.largest, shard))]
     return _phases({"forward": {"the loss": forward},
                     "backward": {"the loss's backward": loss, **layers, "the end of backward": end},
                     "optimizer": steps})
