@@ -313,21 +313,30 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
     # fires before), then the two are summed out of place
     held = w * t.embedding if not t.head else 0
     tied = [Part("embedding gradient", _tied_sum(t, w))]
+    ends = {}
     if stage in (1, 2):  # stage_1_and_2.py: grads leave their bucket for the rank's partition
         kept_layer, head = _ceil(w * t.layer_total, r), held or _ceil(w * t.head, r)
-        in_flight = min(reduce, n)
-        end = [*base, Part("reduce bucket", ipg), Part("bucket copy", w * in_flight),
-               Part("gradients", w * max(0, n - in_flight) // r), *tied]
+        # the partition buffer exists once a first bucket was reduced; reducing a bucket flattens its
+        # gradients once more; a gradient larger than the bucket is reduced on its own, alive as it is
+        partition = w * shard if n > reduce else 0
+        ends["the end of backward"] = [*base, Part("reduce bucket", ipg), Part("bucket copy", w * min(reduce, n)),
+                                       Part("gradients", partition), *tied]
+        if t.largest > reduce:
+            ends["the largest gradient's reduction"] = [*base, Part("reduce bucket", ipg),
+                                                        Part("gradients", w * shard + w * t.largest), *tied]
         grads_layers = [Part("reduce bucket", ipg)]
     elif stage == 3:
         kept_layer, head = 0, held  # reduced into the persistent gradient partitions
-        end = [*base, *gather, Part("bucket copy", w * min(reduce, n)), *tied]
+        # the bucket's gradients flattened and split for the reduce-scatter (two copies); the embedding, used
+        # last, still gathered
+        last = w * t.embedding if (r > 1 and t.embedding > threshold) else 0
+        ends["the end of backward"] = [*base, Part("gathered parameters", last),
+                                       Part("bucket copy", 2 * w * min(reduce, n)), *tied]
         grads_layers = list(gather)
     else:
         kept_layer, head = w * t.layer_total, w * ((t.head or t.embedding) + t.final_norm)
-        tied = _tied_sum(t, w)
-        end = [*base, Part("gradients", w * n), Part("embedding gradient", setup.c * setup.tokens * setup.hidden
-                                                      + tied)]
+        ends["the end of backward"] = [*base, Part("gradients", w * n), Part(
+            "embedding gradient", setup.c * setup.tokens * setup.hidden + _tied_sum(t, w))]
         grads_layers = []
     layers = _layer_moments(setup, shape, base + grads_layers, head, kept_layer)
     fp32_grads = 0 if offload_optimizer else F32 * shard
@@ -349,8 +358,17 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
         if stage in (1, 2):  # `get_grad_norm_direct`: each gradient piece `.to(get_norm_dtype())`, fp64
             steps["the gradient norm"] = [*base, Part("gradients", w * shard),
                                           Part("fp64 gradient copy", 8 * min(t.largest, shard))]
-    return _phases({"forward": {"the loss": forward},
-                    "backward": {"the loss's backward": loss, **layers, "the end of backward": end},
+    forwards = {"the loss": forward}
+    if stage == 3 and r > 1:  # the first fetch: one flat all-gather output, then copied out per parameter
+        fetch = min(n - persistent, max(min(prefetch, live), t.embedding))
+        forwards["the first all-gather"] = [*base, Part("gathered parameters", 2 * w * fetch)]
+        # the head's backward: what the prefetcher fetched for the backward order is gathered beside the
+        # head's unsharded weight gradient and the logits' gradient
+        ends["the head's backward"] = [
+            *base, Part("gathered parameters", max(again, w * fetch)),
+            Part("activations", setup.acts.total - setup.acts.logits_bytes),
+            Part("gradients", w * head_numel), Part("logits gradient", setup.c * setup.tokens * setup.vocab)]
+    return _phases({"forward": forwards, "backward": {"the loss's backward": loss, **layers, **ends},
                     "optimizer": steps})
 
 
