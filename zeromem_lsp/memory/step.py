@@ -270,6 +270,22 @@ def _persistent_numel(tensors: Tensors, threshold: int) -> int:
     return sum(numel for numel in tensors.all() if numel <= threshold)
 
 
+def _touched(tensors: Tensors, ranks: int) -> list[tuple[int, int]]:
+    """Per rank: (elements of the whole parameters its ⌈N/R⌉ slice of the flat parameter order overlaps, the
+    largest overlap). ZeRO-1/2 keeps those parameters' gradients (`averaged_gradients`) until the step."""
+    shard, found = _ceil(tensors.total, ranks), []
+    sizes = tensors.all()
+    for rank in range(ranks):
+        low, high, start, touched, piece = rank * shard, (rank + 1) * shard, 0, 0, 0
+        for numel in sizes:
+            if start < high and start + numel > low:
+                touched += numel
+                piece = max(piece, min(high, start + numel) - max(low, start))
+            start += numel
+        found.append((touched, piece))
+    return found
+
+
 def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, offload_optimizer: bool,
                offload_param: bool) -> dict[str, Phase]:
     """DeepSpeed ZeRO 0-3 (16-bit or fp32 model) with a torch AdamW client optimizer (foreach, for-loop) or
@@ -316,14 +332,16 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
     ends = {}
     if stage in (1, 2):  # stage_1_and_2.py: grads leave their bucket for the rank's partition
         kept_layer, head = _ceil(w * t.layer_total, r), held or _ceil(w * t.head, r)
-        # the partition buffer exists once a first bucket was reduced; reducing a bucket flattens its
-        # gradients once more; a gradient larger than the bucket is reduced on its own, alive as it is
-        partition = w * shard if n > reduce else 0
-        ends["the end of backward"] = [*base, Part("reduce bucket", ipg), Part("bucket copy", w * min(reduce, n)),
-                                       Part("gradients", partition), *tied]
+        # the rank keeps the gradients of whole parameters its partition touches, once a first bucket was
+        # reduced; reducing a bucket flattens its gradients once more; a gradient larger than the bucket is
+        # reduced on its own, alive as it is; a tied weight's two gradients and their sum, last
+        partition = w * max(touched for touched, _ in _touched(t, r)) if n > reduce else 0
+        kept = [*base, Part("reduce bucket", ipg), Part("gradients", partition)]
+        ends["the end of backward"] = [*kept, Part("bucket copy", w * min(reduce, n))]
         if t.largest > reduce:
-            ends["the largest gradient's reduction"] = [*base, Part("reduce bucket", ipg),
-                                                        Part("gradients", w * shard + w * t.largest), *tied]
+            ends["the largest gradient's reduction"] = [*kept, Part("largest gradient", w * t.largest)]
+        if not t.head:
+            ends["the tied weight's gradients"] = [*kept, Part("embedding gradient", held + _tied_sum(t, w))]
         grads_layers = [Part("reduce bucket", ipg)]
     elif stage == 3:
         kept_layer, head = 0, held  # reduced into the persistent gradient partitions
@@ -355,9 +373,16 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
                                         Part("optimizer scratch", scratch)],
                  "the 16-bit copy of the updated partition": [*base, Part("fp32 gradients", fp32_grads),
                                                               Part("16-bit partition copies", 2 * w * shard)]}
-        if stage in (1, 2):  # `get_grad_norm_direct`: each gradient piece `.to(get_norm_dtype())`, fp64
-            steps["the gradient norm"] = [*base, Part("gradients", w * shard),
-                                          Part("fp64 gradient copy", 8 * min(t.largest, shard))]
+        if stage in (1, 2):  # the 16-bit gradients of the touched parameters live until the fp32 copy is made
+            ranks_touched = _touched(t, r)
+            most = max(touched for touched, _ in ranks_touched)
+            # `get_grad_norm_direct`: each gradient piece `.to(get_norm_dtype())`, fp64 (the rank where the
+            # kept gradients and the largest piece in fp64 weigh most)
+            touched, piece = max(ranks_touched, key=lambda found: w * found[0] + 8 * found[1])
+            steps["the gradient norm"] = [*base, Part("gradients", w * touched), Part("fp64 gradient copy", 8 * piece)]
+            steps["the fp32 conversion"] = [*base, Part("gradients", w * most),
+                                            Part("16-bit partition copies", w * shard),
+                                            Part("fp32 gradients", fp32_grads)]
     forwards = {"the loss": forward}
     if stage == 3 and r > 1:  # the first fetch: one flat all-gather output, then copied out per parameter
         fetch = min(n - persistent, max(min(prefetch, live), t.embedding))
