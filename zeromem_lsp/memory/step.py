@@ -328,7 +328,6 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
     # a tied weight's gradient waits whole in autograd's InputBuffer until the embedding's arrives (no hook
     # fires before), then the two are summed out of place
     held = w * t.embedding if not t.head else 0
-    tied = [Part("embedding gradient", _tied_sum(t, w))]
     ends = {}
     if stage in (1, 2):  # stage_1_and_2.py: grads leave their bucket for the rank's partition
         kept_layer, head = _ceil(w * t.layer_total, r), held or _ceil(w * t.head, r)
@@ -349,7 +348,10 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
         # last, still gathered
         last = w * t.embedding if (r > 1 and t.embedding > threshold) else 0
         ends["the end of backward"] = [*base, Part("gathered parameters", last),
-                                       Part("bucket copy", 2 * w * min(reduce, n)), *tied]
+                                       Part("bucket copy", 2 * w * min(reduce, n))]
+        if not t.head:
+            ends["the tied weight's gradients"] = [*base, Part("gathered parameters", last),
+                                                   Part("embedding gradient", held + _tied_sum(t, w))]
         grads_layers = list(gather)
     else:
         kept_layer, head = w * t.layer_total, w * ((t.head or t.embedding) + t.final_norm)
