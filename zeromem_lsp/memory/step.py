@@ -155,7 +155,6 @@ def _phase(name: str, moments: dict[str, list[Part]]) -> Phase:
     return Phase(name, sum(part.bytes for part in parts), moment, parts)
 
 
-
 def _ceil(numerator: int, ranks: int) -> int:
     return -(-numerator // ranks)
 
