@@ -246,8 +246,11 @@ def _torch(setup: _Setup, shape: ModelShape, autocast: bool, ddp_bucket_view: bo
         base.append(Part("DDP buckets", w * n))
     if autocast:  # autocast's weight cache (a bf16 copy per matmul weight) and fp32 norm outputs, held to backward
         matmul = t.layers * (t.layer_total - t.layer_norms) + shape.vocab * shape.hidden
+        # + one more bf16 T×I tensor per layer in the MLP (measured: 2·T·I·L at h256 and at 8B)
+        saving = 1 if setup.checkpointing else t.layers  # layers whose activations are kept
         cast = [Part("bf16 weight copies", 2 * matmul),
-                Part("activations", 2 * (2 * t.layers + 1) * setup.tokens * shape.hidden)]
+                Part("activations", 2 * (2 * saving + 1) * setup.tokens * shape.hidden
+                     + 2 * saving * setup.tokens * shape.intermediate)]
     else:
         cast = []
     grads = 0 if (setup.ranks > 1 and ddp_bucket_view) else w  # gradient_as_bucket_view: grads are the buckets
