@@ -110,7 +110,7 @@ def test_error_distribution(capsys):
     with capsys.disabled():
         print(f"\nstep model vs {len(steps)} cases ({len(ROWS)} phase rows): {inside} rows within ±5%, worst "
               f"{max(ROWS, key=lambda row: abs(row['error']))['error']:+.2%}")
-    assert inside >= 0.9 * len(ROWS)
+    assert inside == len(ROWS), "the goal: every measured phase within ±5%"
 
 
 # --- hand-derived figures (docs/memory-model.md, "The whole training step", writes the same arithmetic) ---
