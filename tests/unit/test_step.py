@@ -95,7 +95,7 @@ def test_every_measured_phase_is_within_ten_percent(row):
 def test_the_peak_phase_is_the_measured_one():
     """The phase holding the peak, where the measured phases are more than 5% apart."""
     for case in CASES:
-        rank = max(case["per_rank"], key=lambda item: item["step_peak"])
+        rank = max(case["per_rank"], key=lambda item: max(measured_peak(item["phases"][phase]) for phase in PHASES))
         peaks = {phase: measured_peak(rank["phases"][phase]) for phase in PHASES}
         ordered = sorted(peaks.values(), reverse=True)
         if ordered[0] > 1.05 * ordered[1]:
