@@ -140,6 +140,23 @@ def test_forward_and_loss_backward_by_hand():
     assert estimate_step(shape, 128, 2, optimizer_impl="fused").phases["optimizer"].peak == persistent + 2 * n
 
 
+def test_zero2_optimizer_phase_by_hand():
+    """ZeRO-2, 2 ranks, bf16, for-loop: 16-bit weights whole, fp32 master + AdamW states on the rank's half,
+    then its fp32 gradients and for-loop's two partition-sized temporaries (one flat tensor)."""
+    step = estimate_step(model_shape(SMALL), 128, 2, engine="deepspeed", stage=2, ranks=2,
+                         optimizer_impl="for-loop")
+    n, half = 5_547_264, 2_773_632
+    assert step.phases["optimizer"].peak == 2 * n + 12 * half + 4 * half + 2 * 4 * half
+    assert step.phases["optimizer"].moment == "the optimizer step"
+
+
+def test_tied_embeddings_hold_three_gradients_at_the_end_of_backward():
+    tied = estimate_step(model_shape({**SMALL, "tie_word_embeddings": True}), 16, 1, param_dtype="fp32")
+    n = parameter_tensors(model_shape({**SMALL, "tie_word_embeddings": True})).total
+    end = 4 * n + 8 * n + 4 * n + 4 * 16 * 256 + 2 * 4 * 8000 * 256  # + the embedding's incoming gradient
+    assert tied.phases["backward"].peak == end and tied.phases["backward"].moment == "the end of backward"
+
+
 def test_parts_sum_to_the_phase_peak_and_come_largest_first():
     step = estimate_step(model_shape(SMALL), 128, 2, engine="deepspeed", stage=2, ranks=4)
     for phase in step.phases.values():
