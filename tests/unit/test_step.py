@@ -53,16 +53,6 @@ def arguments(case: dict) -> dict:
     return kwargs
 
 
-#: DeepSpeed's ZeRO-1/2 optimizer keeps `torch.zeros_like(param.data, device="meta")` per parameter
-#: (stage_1_and_2.py, `round_robin_bit16_meta`): meta tensors own no memory, but the recording tracker counted
-#: them (2 B × N, labelled by this name, seen at every phase's peak). The comparison takes them out.
-META_LABEL = "ds.round_robin_bit16_meta"
-
-
-def measured_peak(phase: dict) -> int:
-    return phase["peak"] - phase.get("parts", {}).get(META_LABEL, 0)
-
-
 def comparisons() -> list[dict]:
     """One row per case and phase: the largest rank's measured peak against the model."""
     rows = []
@@ -70,11 +60,11 @@ def comparisons() -> list[dict]:
         estimate = estimate_step(model_shape(case["config"]), case["sequence_length"], case["micro_batch"],
                                  **arguments(case))
         for phase in PHASES:
-            measured = max(measured_peak(rank["phases"][phase]) for rank in case["per_rank"])
+            measured = max(rank["phases"][phase]["peak"] for rank in case["per_rank"])
             model = estimate.phases[phase].peak
             rows.append({"id": case["id"], "phase": phase, "measured": measured, "model": model,
                          "error": model / measured - 1, "moment": estimate.phases[phase].moment})
-        measured = max(measured_peak(rank["phases"][phase]) for rank in case["per_rank"] for phase in PHASES)
+        measured = max(rank["phases"][phase]["peak"] for rank in case["per_rank"] for phase in PHASES)
         rows.append({"id": case["id"], "phase": "step", "measured": measured, "model": estimate.peak,
                      "error": estimate.peak / measured - 1, "moment": estimate.peak_phase})
     return rows
@@ -95,8 +85,8 @@ def test_every_measured_phase_is_within_ten_percent(row):
 def test_the_peak_phase_is_the_measured_one():
     """The phase holding the peak, where the measured phases are more than 5% apart."""
     for case in CASES:
-        rank = max(case["per_rank"], key=lambda item: max(measured_peak(item["phases"][phase]) for phase in PHASES))
-        peaks = {phase: measured_peak(rank["phases"][phase]) for phase in PHASES}
+        rank = max(case["per_rank"], key=lambda item: max(item["phases"][phase]["peak"] for phase in PHASES))
+        peaks = {phase: rank["phases"][phase]["peak"] for phase in PHASES}
         ordered = sorted(peaks.values(), reverse=True)
         if ordered[0] > 1.05 * ordered[1]:
             estimate = estimate_step(model_shape(case["config"]), case["sequence_length"], case["micro_batch"],
