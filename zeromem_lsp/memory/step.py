@@ -1,0 +1,492 @@
+"""The peak of one whole training step, phase by phase, per rank (pure, exact ints, no torch).
+
+Beside the model-state contract (zeromem_lsp.core), never instead of it. A step of steady-state training
+(step 2 and later: the optimizer state exists, gradients were freed by `zero_grad(set_to_none=True)`) has
+three phases; each phase's peak is the largest live total over the moments that can hold it:
+
+- forward: persistent state + everything autograd saved + the loss's transients (the lm_head output and its
+  fp32 copy, alive while the fp32 log-softmax is made);
+- backward: at the loss (two fp32 T×V gradients beside the saved log-softmax, no parameter gradient yet), at
+  the top and bottom decoder layer (gradients appear as activations are freed), at the end (all gradients,
+  tied embeddings' accumulation);
+- optimizer: gradients + the optimizer's scratch (torch AdamW foreach ≈ a copy of every tensor it updates,
+  for-loop ≈ twice the largest, fused none) + what the engine adds (DeepSpeed's fp32 gradient partition).
+
+Engines: `torch` (one process or DDP), `deepspeed` (ZeRO 0-3), `fsdp` (FSDP2 / FSDP1 sharded units).
+Every term, with the torch / DeepSpeed / Transformers function it comes from: docs/memory-model.md,
+"The whole training step". Activations come from zeromem_lsp.memory.activations (exact against the model code).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, ActivationInputError, Activations, estimate_activations
+from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS
+from zeromem_lsp.configs.model_config import ModelShape
+
+ENGINES = ("torch", "deepspeed", "fsdp")
+OPTIMIZER_IMPLS = ("foreach", "for-loop", "fused")
+#: Adam and AdamW keep the same tensors (exp_avg, exp_avg_sq); Adam's weight decay, when set, adds one more
+#: gradient-sized tensor in the foreach path (not modelled: the default is 0)
+OPTIMIZERS = ("adamw", "adam")
+PHASES = ("forward", "backward", "optimizer")
+#: DeepSpeed defaults beyond buffers.DEEPSPEED_DEFAULTS (deepspeed/runtime/zero/config.py)
+MAX_REUSE_DISTANCE = 1_000_000_000
+
+
+class StepInputError(ValueError):
+    """An input the step model cannot use (named, with the allowed values)."""
+
+
+class Part(NamedTuple):
+    name: str
+    bytes: int
+
+
+class Phase(NamedTuple):
+    name: str  # forward, backward, optimizer
+    peak: int
+    moment: str  # where in the phase the peak sits ("the loss's backward", ...)
+    parts: tuple[Part, ...]  # summing to peak, largest first
+
+    def largest(self, count: int = 3) -> tuple[Part, ...]:
+        return self.parts[:count]
+
+
+class StepPeak(NamedTuple):
+    phases: dict[str, Phase]
+    peak_phase: str
+    peak: int
+    activations: Activations
+    parameters: int  # model parameters (all ranks together)
+
+
+class Buckets(NamedTuple):
+    """DeepSpeed zero_optimization sizes as DeepSpeed receives them (elements); None: DeepSpeed's default."""
+
+    reduce_bucket_size: int | None = None
+    overlap_comm: bool | None = None  # default: True at stage 3 only
+    contiguous_gradients: bool = True
+    prefetch_bucket_size: int | None = None
+    max_live_parameters: int | None = None
+    max_reuse_distance: int | None = None
+    persistence_threshold: int | None = None
+
+
+class Tensors(NamedTuple):
+    """The parameter tensors of a causal LM, in elements (what the optimizer and the engines see)."""
+
+    embedding: int
+    head: int  # 0 when tied to the embedding
+    final_norm: int
+    layer: tuple[int, ...]  # one decoder layer's tensors (the largest layer when they differ)
+    layers: int
+    positions: int = 0  # gpt2's position embedding
+    layer_norms: int = 0  # elements of one layer's norm weights (autocast does not cast them)
+
+    @property
+    def layer_total(self) -> int:
+        return sum(self.layer)
+
+    @property
+    def total(self) -> int:
+        return self.embedding + self.positions + self.head + self.final_norm + self.layers * self.layer_total
+
+    @property
+    def largest(self) -> int:
+        return max((self.embedding, self.head, self.positions, *self.layer))
+
+    @property
+    def root(self) -> int:
+        """What FSDP's root unit holds: embeddings, the final norm and the head."""
+        return self.embedding + self.positions + self.head + self.final_norm
+
+    def all(self) -> list[int]:
+        return ([self.embedding] + ([self.positions] if self.positions else []) + list(self.layer) * self.layers
+                + [self.final_norm] + ([self.head] if self.head else []))
+
+
+def parameter_tensors(shape: ModelShape) -> Tensors:
+    """The tensors Transformers builds for the shape (modeling_<family>.py): biases where the family has them."""
+    h, q, kv, d, inter = shape.hidden, shape.heads, shape.kv_heads, shape.head_dim, shape.intermediate
+    kind = shape.model_type
+    if kind == "gpt2":
+        layer = (h, h, h * 3 * h, 3 * h, h * h, h, h, h, h * inter, inter, inter * h, h)
+        return Tensors(shape.vocab * h, 0 if shape.tied else shape.vocab * h, 2 * h, layer, shape.layers,
+                       layer_norms=4 * h)
+    if kind == "gpt_neox":
+        layer = (h, h, h, h, 3 * h * h, 3 * h, h * h, h, h * inter, inter, inter * h, h)
+        return Tensors(shape.vocab * h, 0 if shape.tied else shape.vocab * h, 2 * h, layer, shape.layers,
+                       layer_norms=4 * h)
+    attention = [h * q * d, h * kv * d, h * kv * d, q * d * h]
+    if kind == "qwen2":
+        attention += [q * d, kv * d, kv * d]  # q/k/v biases
+    if kind in ("qwen3", "qwen3_moe", "gemma3_text"):
+        attention += [d, d]  # q_norm, k_norm
+    norms = [h] * (4 if kind in ("gemma2", "gemma3_text") else 2)
+    if shape.experts and shape.sparse_layers:
+        width = shape.expert_intermediate
+        mlp = [h * shape.experts, shape.experts * 2 * width * h, shape.experts * h * width]
+    else:
+        mlp = [h * inter, h * inter, inter * h]
+    return Tensors(shape.vocab * h, 0 if shape.tied else shape.vocab * h, h, tuple(attention + mlp + norms),
+                   shape.layers, layer_norms=sum(norms))
+
+
+def _choice(name: str, value: object, allowed: tuple) -> None:
+    if value not in allowed:
+        raise StepInputError(f"{name} must be one of {', '.join(map(str, allowed))}, got {value!r}")
+
+
+def _count(name: str, value: object, least: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise StepInputError(f"{name} must be an integer ≥ {least}, got {value!r}")
+    return value
+
+
+def _phase(name: str, moments: dict[str, list[Part]]) -> Phase:
+    """The moment with the largest live total; its parts merged by name, largest first, zeros dropped."""
+    moment = max(moments, key=lambda key: sum(part.bytes for part in moments[key]))
+    merged: dict[str, int] = {}
+    for part in moments[moment]:
+        merged[part.name] = merged.get(part.name, 0) + part.bytes
+    parts = tuple(sorted((Part(key, value) for key, value in merged.items() if value), key=lambda p: -p.bytes))
+    return Phase(name, sum(part.bytes for part in parts), moment, parts)
+
+
+def _ceil(numerator: int, ranks: int) -> int:
+    return -(-numerator // ranks)
+
+
+class _Setup(NamedTuple):
+    """The resolved inputs every engine's moments read (bytes per element, sizes in elements)."""
+
+    tensors: Tensors
+    acts: Activations
+    tokens: int
+    vocab: int
+    hidden: int
+    w: int  # bytes of a stored parameter (and of its gradient)
+    c: int  # bytes of the compute dtype: activations, the lm_head output
+    ranks: int
+    impl: str
+    checkpointing: bool
+
+
+def _scratch(impl: str, element: int, every: int, largest: int) -> int:
+    """torch AdamW's temporaries (torch/optim/adam.py): `_multi_tensor_adam` makes `exp_avg_sq_sqrt` with
+    `_foreach_sqrt`, one tensor per parameter it updates; `_single_tensor_adam` makes `exp_avg_sq.sqrt()` and
+    its quotient by the bias correction for one parameter at a time; `_fused_adam` updates in place."""
+    return {"foreach": element * every, "for-loop": 2 * element * largest, "fused": 0}[impl]
+
+
+def _loss_moments(setup: _Setup, base: list[Part]) -> tuple[list[Part], list[Part]]:
+    """(forward's peak, the loss's backward). ForCausalLMLoss (transformers/loss/loss_utils.py) makes
+    `logits.float()` and cross_entropy's log-softmax from it while the lm_head output is alive; the backward
+    of nll_loss and of log_softmax (`_log_softmax_backward_data`) make two fp32 T×V gradients while the
+    saved log-softmax is still held."""
+    t, v = setup.tokens, setup.vocab
+    forward = [*base, Part("activations", setup.acts.total), Part("logits", setup.c * t * v),
+               Part("fp32 logits copy", F32 * t * v if setup.c != F32 else 0)]
+    loss = [*base, Part("activations", setup.acts.total), Part("log-softmax gradients", 2 * F32 * t * v)]
+    return forward, loss
+
+
+def _layer_moments(setup: _Setup, shape: ModelShape, base: list[Part], head_grads: int, layer_grads: int,
+                   ) -> dict[str, list[Part]]:
+    """The top and the bottom decoder layer's backward. Moving down one layer frees its saved tensors (with
+    checkpointing: its saved input) and keeps its gradient, the same amount per layer, so an end holds the
+    largest. Inside a layer: its saved tensors (recomputed with checkpointing) + `_layer_transient`."""
+    acts, t = setup.acts, setup.tensors
+    transient = Part("layer backward", _layer_transient(shape, t, setup.tokens, setup.c))
+    outer = acts.embedding_bytes + acts.shared_bytes
+    if setup.checkpointing:
+        one_input = setup.c * setup.tokens * setup.hidden
+        kept_top = acts.checkpoint_bytes
+        kept_bottom = acts.checkpoint_bytes - (t.layers - 1) * one_input
+        layer = [Part("recomputed layer", acts.per_layer_bytes)]
+    else:
+        kept_top = acts.layer_bytes
+        kept_bottom = acts.per_layer_bytes
+        layer = []
+    top = [*base, Part("activations", outer + kept_top), *layer, Part("gradients", head_grads), transient]
+    bottom = [*base, Part("activations", outer + kept_bottom), *layer,
+              Part("gradients", head_grads + (t.layers - 1) * layer_grads), transient]
+    return {"the top layer's backward": top, "the bottom layer's backward": bottom}
+
+
+def _layer_transient(shape: ModelShape, tensors: Tensors, tokens: int, c: int) -> int:
+    """A decoder layer's backward at its largest, the MLP's (autograd's MulBackward / MmBackward nodes): the
+    incoming hidden-state gradient (c·T·h), down_proj's weight gradient, and two T×I gradients (of the
+    product down_proj read and the first of the product's two input gradients)."""
+    width = shape.intermediate
+    if shape.experts and shape.sparse_layers:
+        width = shape.expert_intermediate * shape.experts_per_token
+    return c * tokens * shape.hidden + c * max(tensors.layer) + 2 * c * tokens * width
+
+
+def _tied_sum(tensors: Tensors, w: int) -> int:
+    """A tied weight has one AccumulateGrad node fed by two edges: the engine's InputBuffer holds the head's
+    gradient (counted with the gradients) until the embedding's arrives, then adds them out of place
+    (torch/csrc/autograd/input_buffer.cpp, `InputBuffer::add`): the embedding's gradient and the sum beside it."""
+    return 2 * w * tensors.embedding if not tensors.head else 0
+
+
+def _phases(name_moments: dict[str, dict[str, list[Part]]]) -> dict[str, Phase]:
+    return {name: _phase(name, moments) for name, moments in name_moments.items()}
+
+
+def _torch(setup: _Setup, shape: ModelShape, autocast: bool, ddp_bucket_view: bool) -> dict[str, Phase]:
+    """Plain torch or DDP: parameters, AdamW's exp_avg and exp_avg_sq in the parameters' dtype
+    (`torch.zeros_like(p)` in `Adam._init_group`), gradients from backward until `zero_grad`."""
+    t, w, n = setup.tensors, setup.w, setup.tensors.total
+    base = [Part("parameters", w * n), Part("optimizer states", 2 * w * n)]
+    if setup.ranks > 1:  # torch/csrc/distributed/c10d/reducer.cpp: one flat bucket tensor per bucket
+        base.append(Part("DDP buckets", w * n))
+    if autocast:  # autocast's weight cache (a bf16 copy per matmul weight) and fp32 norm outputs, held to backward
+        matmul = t.layers * (t.layer_total - t.layer_norms) + shape.vocab * shape.hidden
+        # + one more bf16 T×I tensor per layer in the MLP (measured: 2·T·I·L at h256 and at 8B)
+        saving = 1 if setup.checkpointing else t.layers  # layers whose activations are kept
+        cast = [Part("bf16 weight copies", 2 * matmul),
+                Part("activations", 2 * (2 * saving + 1) * setup.tokens * shape.hidden
+                     + 2 * saving * setup.tokens * shape.intermediate)]
+    else:
+        cast = []
+    grads = 0 if (setup.ranks > 1 and ddp_bucket_view) else w  # gradient_as_bucket_view: grads are the buckets
+    forward, loss = _loss_moments(setup, base + cast)
+    head = w * (t.head or t.embedding) * (grads > 0) + w * t.final_norm * (grads > 0)
+    layers = _layer_moments(setup, shape, base + cast, head, grads * t.layer_total)
+    tied = _tied_sum(t, w)
+    end = [*base, Part("gradients", grads * n), Part("embedding gradient", setup.c * setup.tokens * setup.hidden
+                                                      + tied)]
+    step = [*base, Part("gradients", grads * n), Part("optimizer scratch", _scratch(setup.impl, w, n, t.largest))]
+    return _phases({"forward": {"the loss": forward},
+                    "backward": {"the loss's backward": loss, **layers, "the end of backward": end},
+                    "optimizer": {"the optimizer step": step}})
+
+
+def _persistent_numel(tensors: Tensors, threshold: int) -> int:
+    """ZeRO-3 keeps parameters of at most `threshold` elements whole on every rank
+    (`DeepSpeedZeRoOffload.mark_persistent_parameters`, deepspeed/runtime/zero/parameter_offload.py)."""
+    return sum(numel for numel in tensors.all() if numel <= threshold)
+
+
+def _touched(tensors: Tensors, ranks: int) -> list[tuple[int, int]]:
+    """Per rank: (elements of the whole parameters its ⌈N/R⌉ slice of the flat parameter order overlaps, the
+    largest overlap). ZeRO-1/2 keeps those parameters' gradients (`averaged_gradients`) until the step."""
+    shard, found = _ceil(tensors.total, ranks), []
+    sizes = tensors.all()
+    for rank in range(ranks):
+        low, high, start, touched, piece = rank * shard, (rank + 1) * shard, 0, 0, 0
+        for numel in sizes:
+            if start < high and start + numel > low:
+                touched += numel
+                piece = max(piece, min(high, start + numel) - max(low, start))
+            start += numel
+        found.append((touched, piece))
+    return found
+
+
+def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, offload_optimizer: bool,
+               offload_param: bool) -> dict[str, Phase]:
+    """DeepSpeed ZeRO 0-3 (16-bit or fp32 model) with a torch AdamW client optimizer (foreach, for-loop) or
+    DeepSpeed's FusedAdam from the config's optimizer section (`fused`)."""
+    t, w, n, r = setup.tensors, setup.w, setup.tensors.total, setup.ranks
+    reduce = DEEPSPEED_DEFAULTS["reduce_bucket_size"] if buckets.reduce_bucket_size is None \
+        else buckets.reduce_bucket_size
+    overlap = (stage == 3) if buckets.overlap_comm is None else buckets.overlap_comm
+    shard = _ceil(n, r) if stage else n
+    plain = stage == 0 and w == F32  # engine.py `_do_optimizer_sanity_check`: fp32 without ZeRO wraps nothing
+    master = [] if offload_optimizer else [Part("fp32 master", 0 if plain else F32 * shard),
+                                           Part("optimizer states", 8 * shard)]
+    gathered, ipg, threshold = 0, 0, 0
+    if stage == 3:
+        threshold = (DEEPSPEED_DEFAULTS["stage3_param_persistence_threshold"] if buckets.persistence_threshold
+                     is None else buckets.persistence_threshold)
+        persistent = _persistent_numel(t, threshold)
+        own = 0 if offload_param else w * shard
+        whole = w * persistent if r > 1 else 0
+        base = [Part("parameters", own + whole), *master, Part("gradient partitions", w * shard)]
+        if buckets.contiguous_gradients:  # stage3.py: the IPG buffer is made with the optimizer
+            base.append(Part("reduce bucket", w * reduce))
+        reuse = MAX_REUSE_DISTANCE if buckets.max_reuse_distance is None else buckets.max_reuse_distance
+        prefetch = (DEEPSPEED_DEFAULTS["stage3_prefetch_bucket_size"] if buckets.prefetch_bucket_size is None
+                    else buckets.prefetch_bucket_size)
+        live = (DEEPSPEED_DEFAULTS["stage3_max_live_parameters"] if buckets.max_live_parameters is None
+                else buckets.max_live_parameters)
+        if r > 1:  # `__params_to_release` keeps what is reused within the reuse distance, and what the
+            # prefetcher (at most max_live_parameters ahead) already fetched for a later use
+            gathered = w * min(n - persistent, max(reuse, min(prefetch, live)))
+    else:
+        base = [Part("parameters", w * n), *master]
+        ipg = w * reduce * (2 if overlap else 1) if stage and buckets.contiguous_gradients else 0
+    gather = [Part("gathered parameters", gathered)]
+    forward, _ = _loss_moments(setup, base + gather)
+    # the loss's backward: the head is gathered again (fetched for its backward) if it was released
+    head_numel = t.head or t.embedding
+    again = max(gathered, w * head_numel) if stage == 3 and r > 1 and head_numel > threshold else gathered
+    _, loss = _loss_moments(setup, base + [Part("gathered parameters", again)])
+    # a tied weight's gradient waits whole in autograd's InputBuffer until the embedding's arrives (no hook
+    # fires before), then the two are summed out of place
+    held = w * t.embedding if not t.head else 0
+    ends = {}
+    if stage in (1, 2):  # stage_1_and_2.py: grads leave their bucket for the rank's partition
+        kept_layer, head = _ceil(w * t.layer_total, r), held or _ceil(w * t.head, r)
+        # the rank keeps the gradients of whole parameters its partition touches, once a first bucket was
+        # reduced; reducing a bucket flattens its gradients once more; a gradient larger than the bucket is
+        # reduced on its own, alive as it is; a tied weight's two gradients and their sum, last
+        partition = w * max(touched for touched, _ in _touched(t, r)) if n > reduce else 0
+        kept = [*base, Part("reduce bucket", ipg), Part("gradients", partition)]
+        ends["the end of backward"] = [*kept, Part("bucket copy", w * min(reduce, n))]
+        if t.largest > reduce:
+            ends["the largest gradient's reduction"] = [*kept, Part("largest gradient", w * t.largest)]
+        if not t.head:
+            ends["the tied weight's gradients"] = [*kept, Part("embedding gradient", held + _tied_sum(t, w))]
+        grads_layers = [Part("reduce bucket", ipg)]
+    elif stage == 3:
+        kept_layer, head = 0, held  # reduced into the persistent gradient partitions
+        # the bucket's gradients flattened and split for the reduce-scatter (two copies); the embedding, used
+        # last, still gathered
+        last = w * t.embedding if (r > 1 and t.embedding > threshold) else 0
+        ends["the end of backward"] = [*base, Part("gathered parameters", last),
+                                       Part("bucket copy", 2 * w * min(reduce, n))]
+        if not t.head:
+            ends["the tied weight's gradients"] = [*base, Part("gathered parameters", last),
+                                                   Part("embedding gradient", held + _tied_sum(t, w))]
+        grads_layers = list(gather)
+    else:
+        kept_layer, head = w * t.layer_total, w * ((t.head or t.embedding) + t.final_norm)
+        ends["the end of backward"] = [*base, Part("gradients", w * n), Part(
+            "embedding gradient", setup.c * setup.tokens * setup.hidden + _tied_sum(t, w))]
+        grads_layers = []
+    layers = _layer_moments(setup, shape, base + grads_layers, head, kept_layer)
+    fp32_grads = 0 if offload_optimizer else F32 * shard
+    if stage == 3:  # step() starts with `_partition_all_parameters()`: persistent parameters are freed too
+        base = [Part("parameters", own), *base[1:]]
+    if stage == 0:  # FP16_UnfusedOptimizer: per-parameter fp32 masters; the 16-bit gradients are still alive
+        scratch = _scratch(setup.impl, F32, n, t.largest)
+        if setup.impl == "fused" and not plain:  # DeepSpeed's FusedAdam → FP16_Optimizer (fp16/fused_optimizer.py):
+            fp32_grads *= 2  # every gradient cast to fp32, then flattened into one fp32 tensor beside them
+        step = [*base, Part("gradients", w * n), Part("fp32 gradients", 0 if plain else fp32_grads),
+                Part("optimizer scratch", scratch)]
+        steps = {"the optimizer step": step}
+    else:  # one flat fp32 partition per group: for-loop's "largest tensor" is the partition itself
+        scratch = 0 if offload_optimizer else _scratch(setup.impl, F32, shard, shard)
+        steps = {"the optimizer step": [*base, Part("fp32 gradients", fp32_grads),
+                                        Part("optimizer scratch", scratch)],
+                 "the 16-bit copy of the updated partition": [*base, Part("fp32 gradients", fp32_grads),
+                                                              Part("16-bit partition copies", 2 * w * shard)]}
+        if stage in (1, 2):  # the 16-bit gradients of the touched parameters live until the fp32 copy is made
+            ranks_touched = _touched(t, r)
+            most = max(touched for touched, _ in ranks_touched)
+            # `get_grad_norm_direct`: each gradient piece `.to(get_norm_dtype())`, fp64 (the rank where the
+            # kept gradients and the largest piece in fp64 weigh most)
+            touched, piece = max(ranks_touched, key=lambda found: w * found[0] + 8 * found[1])
+            steps["the gradient norm"] = [*base, Part("gradients", w * touched), Part("fp64 gradient copy", 8 * piece)]
+            steps["the fp32 conversion"] = [*base, Part("gradients", w * most),
+                                            Part("16-bit partition copies", w * shard),
+                                            Part("fp32 gradients", fp32_grads)]
+    forwards = {"the loss": forward}
+    if stage == 3 and r > 1:  # the first fetch: one flat all-gather output, then copied out per parameter
+        fetch = min(n - persistent, max(min(prefetch, live), t.embedding))
+        forwards["the first all-gather"] = [*base, Part("gathered parameters", 2 * w * fetch)]
+        # the head's backward: what the prefetcher fetched for the backward order is gathered beside the
+        # head's unsharded weight gradient and the logits' gradient
+        ends["the head's backward"] = [
+            *base, Part("gathered parameters", max(again, w * fetch)),
+            Part("activations", setup.acts.total - setup.acts.logits_bytes),
+            Part("gradients", w * head_numel), Part("logits gradient", setup.c * setup.tokens * setup.vocab)]
+    return _phases({"forward": forwards, "backward": {"the loss's backward": loss, **layers, **ends},
+                    "optimizer": steps})
+
+
+def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: bool,
+          sharded: bool) -> dict[str, Phase]:
+    """FSDP2 (`fully_shard` per decoder layer and on the root) or FSDP1 (a FlatParameter per unit): shards of
+    parameters, gradients and AdamW states; the root unit (embeddings, final norm, head) is gathered for the
+    whole forward and backward; a layer is gathered for its forward (and kept when not resharding) and again
+    for its backward, with the next one prefetched; a unit's unsharded gradients are copied into one
+    reduce-scatter input in the reduce dtype (fp32 under mixed precision) beside the collective's output."""
+    t, w, n, r, c = setup.tensors, setup.w, setup.tensors.total, setup.ranks, setup.c
+    g = c if mixed else w  # gathered parameters and unsharded gradients are in the compute dtype
+    collective = sharded and r > 1  # at one rank FSDP2 still copies the root in and out, but reduces nothing
+    r = r if sharded else 1  # NO_SHARD: every rank holds everything
+    shard = _ceil(n, r)
+    base = [Part("parameters", w * shard), Part("optimizer states", 2 * w * shard)]
+    root = g * t.root if sharded else 0
+    layer = g * t.layer_total if sharded else 0
+    kept = layer * t.layers if not reshard else 0
+    ahead = layer if version == 2 and collective else 0  # FSDP2: one layer's all-gather output alive at the loss
+    forward, loss = _loss_moments(setup, base + [Part("gathered parameters", root + kept + ahead)])
+    grads_layer = _ceil(w * t.layer_total, r)
+    head = _ceil(w * (t.head + t.final_norm), r) if t.head else 0
+    scatter = 2 * w * t.layer_total if collective else 0  # reduce-scatter input + full-size output (gloo)
+    gathered_bwd = [Part("gathered parameters", root + max(kept, 2 * layer)),
+                    Part("reduce-scatter", scatter + (g * t.layer_total if sharded else 0))]
+    layers = _layer_moments(setup, shape, base + gathered_bwd, head, grads_layer)
+    # the root's reduce-scatter at the end: its input and output, and the unsharded head gradient not yet freed
+    # (FSDP1: the embedding's too, cast to the fp32 reduce dtype under mixed precision); layers' shards are kept
+    if version == 1:
+        unsharded = (F32 if mixed else w) * ((t.head or t.embedding) + (t.embedding if t.head else 0))
+    else:
+        unsharded = g * (t.head or t.embedding)
+    kept_grads = w * shard if (version == 2 or not sharded) else t.layers * grads_layer
+    end = [*base, Part("gradients", kept_grads), Part("reduce-scatter", 2 * w * t.root if collective else 0),
+           Part("unsharded gradients", unsharded)]
+    if version == 1:  # one flat parameter per unit: for-loop's largest tensor is the largest unit's shard
+        largest = _ceil(max(t.root, t.layer_total), r)
+    else:  # one DTensor shard per parameter (dim 0)
+        largest = _ceil(t.largest, r)
+    step = [*base, Part("gradients", w * shard), Part("optimizer scratch", _scratch(setup.impl, w, shard, largest))]
+    return _phases({"forward": {"the loss": forward},
+                    "backward": {"the loss's backward": loss, **layers, "the end of backward": end},
+                    "optimizer": {"the optimizer step": step}})
+
+
+def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, checkpointing: bool = False,
+                  attention: str = "sdpa", engine: str = "torch", stage: int = 0, ranks: int = 1,
+                  param_dtype: str = "bf16", autocast: bool = False, optimizer: str = "adamw",
+                  optimizer_impl: str = "foreach",
+                  buckets: Buckets = Buckets(), fsdp_version: int = 2, fsdp_reshard: bool = True,
+                  fsdp_mixed: bool = False, fsdp_sharded: bool = True, ddp_bucket_view: bool = False,
+                  offload_optimizer: bool = False, offload_param: bool = False) -> StepPeak:
+    """Per-phase peak bytes of one rank in a steady-state AdamW step; raises StepInputError naming a bad input.
+
+    param_dtype is the dtype the weights are stored in (DeepSpeed: its 16-bit dtype; FSDP: the shards').
+    autocast (engine torch): fp32 weights, bf16 compute, as HF Trainer's `bf16=True` on an fp32 model.
+    fsdp_mixed: bf16 gathered parameters and compute over `param_dtype` shards; fsdp_reshard: layers are
+    freed after their forward (FULL_SHARD, FSDP2's default); fsdp_sharded False: NO_SHARD."""
+    _choice("engine", engine, ENGINES)
+    _choice("optimizer", optimizer, OPTIMIZERS)
+    _choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
+    _choice("param_dtype", param_dtype, tuple(DTYPE_BYTES))
+    _choice("attention", attention, ("sdpa", "eager"))
+    _count("ranks", ranks, 1)
+    if engine == "deepspeed":
+        _choice("stage", stage, (0, 1, 2, 3))
+    if engine == "fsdp":
+        _choice("fsdp_version", fsdp_version, (1, 2))
+    if autocast and engine != "torch":
+        raise StepInputError("autocast applies to engine torch (DeepSpeed and FSDP bring their own precision)")
+    compute = "bf16" if (autocast or fsdp_mixed) else param_dtype
+    try:
+        acts = estimate_activations(shape, sequence_length, micro_batch, compute, checkpointing, attention)
+    except ActivationInputError as error:
+        raise StepInputError(str(error)) from None
+    tensors = parameter_tensors(shape)
+    setup = _Setup(tensors, acts, sequence_length * micro_batch, shape.vocab, shape.hidden,
+                   F32 if autocast else DTYPE_BYTES[param_dtype], DTYPE_BYTES[compute], ranks, optimizer_impl,
+                   checkpointing)
+    if engine == "torch":
+        phases = _torch(setup, shape, autocast, ddp_bucket_view)
+    elif engine == "deepspeed":
+        phases = _deepspeed(setup, shape, stage, buckets, offload_optimizer, offload_param)
+    else:
+        phases = _fsdp(setup, shape, fsdp_version, fsdp_reshard, fsdp_mixed, fsdp_sharded)
+    peak_phase = max(PHASES, key=lambda name: phases[name].peak)
+    return StepPeak(phases, peak_phase, phases[peak_phase].peak, acts, tensors.total)
+
+
+__all__ = ["Buckets", "ENGINES", "OPTIMIZERS", "OPTIMIZER_IMPLS", "PHASES", "Part", "Phase", "StepInputError", "StepPeak",
+           "Tensors", "estimate_step", "parameter_tensors"]
