@@ -21,6 +21,7 @@ from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.configs.training import positive_int
 from zeromem_lsp.memory.precision import normalize_precision, optimizer_from_deepspeed_type
 from zeromem_lsp.provenance import Given, Path
+from zeromem_lsp.configs.workload import read_flag
 
 Tool = Literal["axolotl", "llamafactory", "trl"]
 TOOL_NAMES = {"axolotl": "axolotl", "llamafactory": "LLaMA-Factory", "trl": "TRL"}
@@ -126,14 +127,6 @@ def _positive(data: dict, keys: tuple[str, ...], default: int, tool: str, out: l
     return Given(default, f"{keys[0]} absent: {tool}'s default")
 
 
-def _flag(value: object) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    return None
-
-
 def _unknown_keys(tool: Tool, data: dict) -> list[ConfigIssue]:
     known = known_keys(tool)
     out = []
@@ -184,21 +177,21 @@ def _optimizer(data: dict, key: str, default: str, tool: str) -> Given | None:
 
 def _axolotl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
     method = str(data.get("adapter") or "full")
-    bf16, fp16 = data.get("bf16", "auto"), _flag(data.get("fp16"))
-    if _flag(bf16) or bf16 == "auto":
+    bf16, fp16 = data.get("bf16", "auto"), read_flag(data.get("fp16"))
+    if read_flag(bf16) or bf16 == "auto":
         note = "bf16: auto (bf16 where the GPU supports it)" if bf16 == "auto" else "bf16"
         dtype = Given("bf16", note, ("bf16",) if "bf16" in data else None)
-    elif fp16 or _flag(data.get("load_in_8bit")):
+    elif fp16 or read_flag(data.get("load_in_8bit")):
         dtype = Given("fp16", "fp16" if fp16 else "load_in_8bit without bf16", ("fp16",) if fp16 else ("load_in_8bit",))
     else:
         dtype = Given("fp32", "neither bf16 nor fp16", None)
     targets = _given(data, "lora_target_modules")
-    if _flag(data.get("lora_target_linear")):
+    if read_flag(data.get("lora_target_linear")):
         targets = Given("all-linear", "lora_target_linear", ("lora_target_linear",))
     quantization = None
-    if _flag(data.get("load_in_4bit")) and method == "qlora":
+    if read_flag(data.get("load_in_4bit")) and method == "qlora":
         quantization = Given("nf4", "load_in_4bit with adapter: qlora (nf4)", ("load_in_4bit",))
-    elif _flag(data.get("load_in_8bit")) and method == "lora":
+    elif read_flag(data.get("load_in_8bit")) and method == "lora":
         quantization = Given("int8", "load_in_8bit", ("load_in_8bit",))
     adapter = AdapterSpec(
         method, _rank(data, "lora_r", out), _given(data, "lora_alpha"), _given(data, "lora_dropout"), targets,
@@ -206,7 +199,7 @@ def _axolotl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
         Given(True, "axolotl's QLoRA default (bnb_4bit_use_double_quant)") if quantization
         and quantization.value == "nf4" else None, _given(data, "peft_use_dora"))
     checkpointing = _given(data, "gradient_checkpointing")
-    checkpointing = (Given(_flag(checkpointing.value) is not False, checkpointing.note, checkpointing.path)
+    checkpointing = (Given(read_flag(checkpointing.value) is not False, checkpointing.note, checkpointing.path)
                      if checkpointing else Given(False, "gradient_checkpointing absent: axolotl's default"))
     return RecipeSetup(
         "axolotl", _given(data, "base_model"),
@@ -243,7 +236,7 @@ def _llamafactory(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
     rank = _rank(data, "lora_rank", out) or Given(8, "lora_rank absent: LLaMA-Factory's default")
     adapter = AdapterSpec(method, rank, _given(data, "lora_alpha"), _given(data, "lora_dropout"), targets,
                           _split(_given(data, "additional_target")), quantization, double, _given(data, "use_dora"))
-    off = _flag(data.get("disable_gradient_checkpointing"))
+    off = read_flag(data.get("disable_gradient_checkpointing"))
     checkpointing = (Given(not off, "disable_gradient_checkpointing", ("disable_gradient_checkpointing",))
                      if off is not None else Given(True, "checkpointing on: LLaMA-Factory's default"))
     dtype = _mixed(data, "fp32", "neither bf16 nor fp16: fp32 assumed (LLaMA-Factory infers it otherwise)")
@@ -254,12 +247,12 @@ def _llamafactory(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
         _positive(data, ("cutoff_len",), 2048, "LLaMA-Factory", out), checkpointing, dtype,
         dtype if dtype.value != "fp32" else None, _optimizer(data, "optim", "adamw_torch", "Transformers"),
         _given(data, "deepspeed"), None, adapter if method not in ("full", "freeze") else None,
-        {"bf16": _flag(data.get("bf16")) is True, "fp16": _flag(data.get("fp16")) is True})
+        {"bf16": read_flag(data.get("bf16")) is True, "fp16": read_flag(data.get("fp16")) is True})
 
 
 def _mixed(data: dict, default: str, note: str) -> Given:
     for key in ("bf16", "fp16"):
-        if _flag(data.get(key)):
+        if read_flag(data.get(key)):
             return Given(key, key, (key,))
     return Given(default, note, None)
 
@@ -269,8 +262,8 @@ def _trl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
     loaded = normalize_precision(str(written.value)) if written is not None else "fp32"
     dtype = (Given(loaded, f"{written.note}: {written.value}", written.path) if written is not None and loaded
              else Given("fp32", "dtype absent: TRL ModelConfig's default float32") if written is None else None)
-    peft = _flag(data.get("use_peft")) is True
-    four, eight = _flag(data.get("load_in_4bit")) is True, _flag(data.get("load_in_8bit")) is True
+    peft = read_flag(data.get("use_peft")) is True
+    four, eight = read_flag(data.get("load_in_4bit")) is True, read_flag(data.get("load_in_8bit")) is True
     quantization = (Given(str(data.get("bnb_4bit_quant_type") or "nf4"), "load_in_4bit", ("load_in_4bit",)) if four
                     else Given("int8", "load_in_8bit", ("load_in_8bit",)) if eight else None)
     nested = _given(data, "use_bnb_nested_quant") or (
@@ -281,10 +274,10 @@ def _trl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
         _given(data, "lora_target_modules"), _given(data, "lora_modules_to_save"), quantization, nested,
         _given(data, "use_dora"))
     checkpointing = _given(data, "gradient_checkpointing")
-    checkpointing = (Given(_flag(checkpointing.value) is not False, checkpointing.note, checkpointing.path)
+    checkpointing = (Given(read_flag(checkpointing.value) is not False, checkpointing.note, checkpointing.path)
                      if checkpointing else Given(True, "gradient_checkpointing absent: TRL's default"))
-    fp16 = _flag(data.get("fp16")) is True
-    bf16 = _flag(data.get("bf16")) if "bf16" in data else not fp16  # TRL: bf16 None -> True unless fp16
+    fp16 = read_flag(data.get("fp16")) is True
+    bf16 = read_flag(data.get("bf16")) if "bf16" in data else not fp16  # TRL: bf16 None -> True unless fp16
     compute = (Given("bf16", "bf16" if "bf16" in data else "bf16 absent: TRL turns it on", ("bf16",) if "bf16" in data
                      else None) if bf16 else Given("fp16", "fp16", ("fp16",)) if fp16 else None)
     return RecipeSetup(

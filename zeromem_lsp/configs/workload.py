@@ -38,7 +38,7 @@ def _at(root: Path | None, *keys: str) -> Path | None:
     return None if root is None else (*root, *keys)
 
 
-def _flag(value: object) -> bool | None:
+def read_flag(value: object) -> bool | None:
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
@@ -72,11 +72,11 @@ def _fsdp_workload(section: object, root: Path) -> Workload:
     checkpointing = prefetch = None
     if "activation_checkpointing" in keys:
         written = keys["activation_checkpointing"]
-        value = _flag(section[written])
+        value = read_flag(section[written])
         if value is not None:
             checkpointing = Given(value, f"{'.'.join(map(str, root))}.{written}", (*root, written))
     backward = section.get(keys.get("backward_prefetch", "backward_prefetch"))
-    forward = _flag(section.get(keys.get("forward_prefetch", "forward_prefetch")))
+    forward = read_flag(section.get(keys.get("forward_prefetch", "forward_prefetch")))
     if isinstance(backward, str) and backward.strip().upper() == "NO_PREFETCH" and not forward:
         written = keys["backward_prefetch"]
         prefetch = Given(False, f"{'.'.join(map(str, root))}.{written} is NO_PREFETCH", (*root, written))
@@ -128,7 +128,7 @@ def hf_arguments_workload(data: dict, deepspeed: Workload) -> Workload:
             sequence = Given(length, key, (key,))
             break
     checkpointing = None
-    flag = _flag(data.get("gradient_checkpointing"))
+    flag = read_flag(data.get("gradient_checkpointing"))
     if flag is not None:
         checkpointing = Given(flag, "gradient_checkpointing", ("gradient_checkpointing",))
     fsdp = _fsdp_workload(data.get("fsdp_config"), ("fsdp_config",))
