@@ -20,7 +20,7 @@ from zeromem_lsp.configs.model_source import find_model_config
 from zeromem_lsp.rules.registry import rule_named
 from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS, bytes_per_parameter
 from zeromem_lsp.present import (
-    activation_lines, buffer_sum, human_and_exact, input_notes, peak_sum, peak_table, stage_table,
+    activation_lines, adapter_lines, buffer_sum, human_and_exact, input_notes, peak_sum, peak_table, stage_table,
 )
 from zeromem_lsp.memory.stages import ALL as ALL_STAGES, stage as stage_named
 from zeromem_lsp.units import UnitError, format_bytes, format_bytes_decimal, format_count, format_parameters, parse_bytes, parse_parameter_count
@@ -288,6 +288,8 @@ def render_text(result: Estimate) -> list[str]:
             f"model: {format_parameters(inputs.parameters)} parameters ({format_count(inputs.parameters)}), "
             f"{bpp.precision}, {bpp.optimizer_name}: {bpp.parameter} + {bpp.gradient} + {bpp.optimizer} bytes/parameter"
         )
+    if inputs.adapter is not None:
+        lines.extend(adapter_lines(inputs.adapter))
     lines.append(f"P = {human_and_exact(inputs.parameter_bytes)}")
     lines.append(f"G = {human_and_exact(inputs.gradient_bytes)}")
     lines.append(f"O = {human_and_exact(inputs.optimizer_bytes)}")

@@ -17,6 +17,7 @@ from zeromem_lsp.memory.adapters import (
     ALL_LINEAR, DTYPE_BYTES, AdapterCount, AdapterInputError, AdapterState, LoraSettings, Quantization,
     count_adapters, model_state,
 )
+from zeromem_lsp.configs.model_config import UnsupportedModel
 from zeromem_lsp.memory.plan import Inputs
 from zeromem_lsp.memory.precision import optimizer_state_bytes
 from zeromem_lsp.provenance import Origin
@@ -73,6 +74,20 @@ def adapter_from_settings(settings, origins: dict[str, Origin]) -> Adapter | Non
     return Adapter(**values, origins=kept)
 
 
+def adapter_problem(adapter: Adapter, config: dict | None) -> tuple[str, str] | None:
+    """(the setting at fault, why) when the model cannot take this adapter, or there is no model to take it."""
+    if config is None:
+        return "lora_rank", ('a LoRA adapter needs the model\'s shape: declare "parameters": {"from_config": '
+                             '"path/to/config.json"} (its linear layers are what lora_targets name)')
+    try:
+        count_adapters(config, adapter.lora)
+    except AdapterInputError as error:
+        return SETTING_OF_FIELD.get(error.field, "lora_rank"), str(error)
+    except UnsupportedModel:
+        return None  # the count of from_config reports it
+    return None
+
+
 class Term(NamedTuple):
     """One addend of P, G or O: `count` parameters at `each` bytes (each None: `bytes` comes from a rule)."""
 
@@ -93,6 +108,8 @@ class AdapterBreakdown(NamedTuple):
     optimizer_terms: tuple[Term, ...]
     constant_bytes: int  # quantization constants inside P (attributes: ZeRO-3 / FSDP do not partition them)
     notes: tuple[str, ...]
+    precision: str = "bf16"  # the model's (training) dtype
+    optimizer: str = "adamw"
 
     @property
     def trainable(self) -> int:
@@ -110,6 +127,7 @@ class AdapterBreakdown(NamedTuple):
         return {"rank": adapter.rank, "targets": adapter.targets if isinstance(adapter.targets, str)
                 else list(adapter.targets), "modules_to_save": list(adapter.modules_to_save), "dora": adapter.dora,
                 "quantization": adapter.quantization, "double_quant": adapter.double_quant, "engine": self.engine,
+                "precision": self.precision, "optimizer": self.optimizer,
                 "trainable_parameters": self.trainable, "frozen_parameters": self.count.frozen,
                 "adapter_parameters": self.count.adapters, "saved_copy_parameters": self.count.saved_copies,
                 "parameter_terms": terms(self.parameter_terms), "gradient_terms": terms(self.gradient_terms),
@@ -131,14 +149,14 @@ def _trainable_terms(count: AdapterCount, engine: str, dtype: str, gradient: int
     if engine == "deepspeed":  # _cast_module_mixed_precision: adapters in the training dtype; fp32 master + state
         groups = ((f"trainable ({dtype}, DeepSpeed's recast)", count.trainable, width),)
         master = 4 if width < 4 else 0
-        opt = tuple(Term(f"trainable: {optimizer} state {state} B" + (" + fp32 master 4 B" if master else ""),
+        opt = tuple(Term(f"trainable ({optimizer} state {state} B" + (" + fp32 master 4 B)" if master else ")"),
                          n, state + master, n * (state + master)) for _, n, _ in groups if n)
         grads = tuple(Term(label, n, gradient or width, n * (gradient or width)) for label, n, _ in groups if n)
     else:  # PEFT's autocast_adapter_dtype: fp32 adapters; modules_to_save copies keep the model dtype
         groups = (("adapters (fp32, PEFT's autocast)", count.adapters, 4),
                   (f"modules_to_save copies ({dtype})", count.saved_copies, width))
         follows = optimizer in TENSOR_STATE_OPTIMIZERS
-        opt = tuple(Term(f"{label.split(' (')[0]}: {optimizer} state in their dtype", n,
+        opt = tuple(Term(f"{label.split(' (')[0]} ({optimizer} state in their dtype)", n,
                          state * w // 4 if follows else state, n * (state * w // 4 if follows else state))
                     for label, n, w in groups if n)
         grads = tuple(Term(label, n, gradient or w, n * (gradient or w)) for label, n, w in groups if n)
@@ -178,7 +196,7 @@ def adapter_inputs(config: dict, adapter: Adapter, family: str, precision: str, 
         notes.append(f"of P, {frozen.constant_bytes:,} B are quantization constants, which ZeRO-3 and FSDP do "
                      "not partition (counted as partitioned by the stage formula)")
     breakdown = AdapterBreakdown(adapter, engine, count, (*frozen_terms, *params), grads, opt, frozen.constant_bytes,
-                                 tuple(notes))
+                                 tuple(notes), precision, optimizer)
     shown = tuple(sum(t.bytes for t in terms) for terms in (breakdown.parameter_terms, grads, opt))
     if shown != (state.parameter_bytes, state.gradient_bytes, state.optimizer_bytes):
         raise AssertionError(f"adapter terms {shown} disagree with adapters.model_state {state[:3]}")
@@ -189,4 +207,4 @@ def adapter_inputs(config: dict, adapter: Adapter, family: str, precision: str, 
 
 
 __all__ = ["Adapter", "AdapterBreakdown", "AdapterInputError", "SETTING_OF_FIELD", "Term", "adapter_from_settings",
-           "adapter_inputs", "engine_for"]
+           "adapter_inputs", "adapter_problem", "engine_for"]
