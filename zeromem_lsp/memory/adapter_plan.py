@@ -18,6 +18,8 @@ from zeromem_lsp.memory.adapters import (
     count_adapters, model_state,
 )
 from zeromem_lsp.configs.model_config import UnsupportedModel
+from zeromem_lsp.memory.lora_activations import activation_dtype
+from zeromem_lsp.memory.peak import LoraPeak
 from zeromem_lsp.memory.plan import Inputs
 from zeromem_lsp.memory.precision import optimizer_state_bytes
 from zeromem_lsp.provenance import Origin
@@ -206,5 +208,16 @@ def adapter_inputs(config: dict, adapter: Adapter, family: str, precision: str, 
     return inputs, breakdown
 
 
+def lora_peak(breakdown, dtype: str | None) -> LoraPeak | None:
+    """LoRA's activation inputs for a plan's adapter breakdown (memory/adapter_plan.AdapterBreakdown): DeepSpeed
+    recasts the adapters and any k-bit upcast to the training dtype; elsewhere PEFT's adapters are fp32 and a
+    quantized base runs its forward in fp32 (prepare_model_for_kbit_training)."""
+    if breakdown is None or dtype is None:
+        return None
+    recast = breakdown.engine == "deepspeed"
+    quantized = breakdown.adapter.quantization != "none"
+    return LoraPeak(breakdown.count, dtype if recast else "fp32", activation_dtype(dtype, quantized, not recast))
+
+
 __all__ = ["Adapter", "AdapterBreakdown", "AdapterInputError", "SETTING_OF_FIELD", "Term", "adapter_from_settings",
-           "adapter_inputs", "adapter_problem", "engine_for"]
+           "adapter_inputs", "adapter_problem", "engine_for", "lora_peak"]

@@ -16,8 +16,8 @@ from zeromem_lsp.configs.layers import Resolved
 from zeromem_lsp.configs.model_config import ModelShape, ParameterCount, UnsupportedModel, model_shape_from_text
 from zeromem_lsp.configs.training import TrainingSetup
 from zeromem_lsp.configs.workload import Workload
-from zeromem_lsp.memory.lora_activations import activation_dtype
-from zeromem_lsp.memory.peak import LoraPeak, PeakInputs
+from zeromem_lsp.memory.adapter_plan import lora_peak
+from zeromem_lsp.memory.peak import PeakInputs
 from zeromem_lsp.memory.plan import Inputs
 from zeromem_lsp.provenance import Given, Origin
 
@@ -127,13 +127,3 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
         lora=lora_peak(inputs.adapter, dtype.value if dtype is not None else None),
     )
 
-
-def lora_peak(breakdown, dtype: str | None) -> LoraPeak | None:
-    """LoRA's activation inputs for a plan's adapter breakdown (memory/adapter_plan.AdapterBreakdown): DeepSpeed
-    recasts the adapters and any k-bit upcast to the training dtype; elsewhere PEFT's adapters are fp32 and a
-    quantized base runs its forward in fp32 (prepare_model_for_kbit_training)."""
-    if breakdown is None or dtype is None:
-        return None
-    recast = breakdown.engine == "deepspeed"
-    quantized = breakdown.adapter.quantization != "none"
-    return LoraPeak(breakdown.count, dtype if recast else "fp32", activation_dtype(dtype, quantized, not recast))
