@@ -97,7 +97,8 @@ def stage_table(estimate: Estimate, *, chosen: str | None = None, width: int = 3
     """Text rows: stage, per-GPU bytes (human and exact), % of budget, fits, and a bar against the budget."""
     budget = estimate.gpu_memory
     rows = [("", "stage", "per GPU", "exact bytes", "of budget" if budget else "", "", "")]
-    for row in stage_rows(estimate.figures, chosen=chosen, budget=budget, width=width):
+    for row in stage_rows(estimate.figures, stages=estimate.plan.stages, chosen=chosen, budget=budget,
+                          family=estimate.plan.family, width=width):
         rows.append(("▶" if row.chosen else "", row.label, format_bytes(row.gpu), format_count(row.gpu),
                      row.percent, row.fit, row.bar))
     widths = [max(len(row[i]) for row in rows) for i in range(6)]

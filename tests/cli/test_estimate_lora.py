@@ -202,3 +202,24 @@ def test_lora_setting_without_from_config_is_zm104(tmp_path):
                                 "zeromem": {"world_size": 8, "parameters": "8B", "lora_rank": 16}}, indent=2))
     done = run_zeromem("check", str(path))
     assert "ZM104" in done.stdout and "a LoRA adapter needs the model's shape" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("version, engine", [(1, "fsdp1"), (2, "fsdp2")])
+def test_fsdp_config_with_an_adapter(tmp_path, version, engine):
+    """FSDP keeps PEFT's fp32 adapters and Adam state in their dtype, no master copy; FULL_SHARD divides all of P.
+    The text form (no peak known) is checked too: it once failed on FSDP's stages."""
+    path = tmp_path / "accelerate.yaml"
+    path.write_text(f"distributed_type: FSDP\nfsdp_config:\n  fsdp_version: {version}\n"
+                    f"  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\nmixed_precision: bf16\nnum_machines: 1\n"
+                    f"num_processes: 8\nzeromem:\n  parameters:\n    from_config: {LLAMA3}\n  lora_rank: 16\n"
+                    f"  lora_targets: q_proj,v_proj\n  precision: bf16\n")
+    data = estimate_json("--config", str(path))
+    adapter, inputs = data["inputs"]["adapter"], data["inputs"]
+    trained = inputs["trainable_parameters"]
+    assert adapter["engine"] == engine and trained == PEFT["llama3-8b-qv-r16"]["measured"]["trainable"]
+    assert inputs["parameter_bytes"] == 2 * adapter["frozen_parameters"] + 4 * trained
+    assert (inputs["gradient_bytes"], inputs["optimizer_bytes"]) == (4 * trained, 8 * trained)
+    p, g, o = inputs["parameter_bytes"], inputs["gradient_bytes"], inputs["optimizer_bytes"]
+    assert data["zero3"] == math.ceil((p + g + o) / 8)  # FULL_SHARD (the default strategy)
+    done = run_zeromem("estimate", "--config", str(path))
+    assert done.returncode == 0 and "FULL_SHARD" in done.stdout and "Traceback" not in done.stderr, done.stderr
