@@ -249,7 +249,8 @@ def adapter_lines(breakdown) -> list[str]:
     count = breakdown.count
     lines = [f"{breakdown.adapter.describe()}: {format_count(count.trainable)} trainable (adapters "
              f"{format_count(count.adapters)} + modules_to_save copies {format_count(count.saved_copies)}) of "
-             f"{format_count(count.all)} parameters, {format_count(count.frozen)} frozen; {breakdown.engine} bytes"]
+             f"{format_count(count.all)} parameters, {format_count(count.frozen)} frozen; {breakdown.engine} bytes"
+             + "".join(f"; {field} from {origin.note}" for field, origin in breakdown.adapter.origins)]
     for name, terms in (("P", breakdown.parameter_terms), ("G", breakdown.gradient_terms),
                         ("O", breakdown.optimizer_terms)):
         total = sum(term.bytes for term in terms)
