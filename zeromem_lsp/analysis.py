@@ -204,7 +204,9 @@ def analyse(
     adapter = adapter_from_settings(effective, resolved.origins)
     found = adapter_problem(adapter, model.config) if adapter is not None and not parameter_problem else None
     if found is not None:
-        block_problems.append(((*block_path, found[0]), f"zeromem.{found[0]}: {found[1]}", "value"))
+        named = resolved.origin(found[0])  # the flag, the block's key, the project file or the editor setting
+        block_problems.append(((*block_path, found[0]), f"{named.note if named else 'zeromem.' + found[0]}: {found[1]}",
+                               "value"))
     plan = planner.plan(reading.source, resolved, PeakSource(reading.workload, reading.setup, model), adapter)
     context = Context(document, data, effective, reading.rule_setup, plan, reading.workload, resolved.origins)
     findings = _syntax_findings(kind, context)

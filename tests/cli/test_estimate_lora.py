@@ -223,3 +223,10 @@ def test_fsdp_config_with_an_adapter(tmp_path, version, engine):
     assert data["zero3"] == math.ceil((p + g + o) / 8)  # FULL_SHARD (the default strategy)
     done = run_zeromem("estimate", "--config", str(path))
     assert done.returncode == 0 and "FULL_SHARD" in done.stdout and "Traceback" not in done.stderr, done.stderr
+
+
+def test_config_with_targets_from_the_flag_names_the_flag(tmp_path):
+    path = write_ds_config(tmp_path, {})
+    done = run_zeromem("estimate", "--config", str(path), "--lora-rank", "16", "--lora-targets", "foo")
+    assert done.returncode == 2
+    assert "ZM104 error: --lora-targets: LoRA targets foo match no module of this llama model" in done.stderr
