@@ -20,6 +20,7 @@ from zeromem_lsp.configs.training import TrainingSetup
 from zeromem_lsp.findings import Finding
 from zeromem_lsp.document import Document, LineIndex, parse_document
 from zeromem_lsp.document.decoding import decode_config
+from zeromem_lsp.memory.adapter_plan import adapter_from_settings, adapter_problem
 from zeromem_lsp.memory.peak_inputs import ModelRead, PeakSource, read_model
 from zeromem_lsp.memory.plan import MemoryPlan, Unplanned
 from zeromem_lsp.memory import planner
@@ -212,7 +213,13 @@ def analyse(
         block_problems.append((parameters_at, parameter_problem, "value"))
     elif model.shape_problem and effective.sequence_length is not None:  # activations asked for, shape refused
         block_problems.append((parameters_at, f"parameters.from_config {model.shape_problem}", "value"))
-    plan = planner.plan(reading.source, resolved, PeakSource(reading.workload, reading.setup, model))
+    adapter = adapter_from_settings(effective, resolved.origins)
+    found = adapter_problem(adapter, model.config) if adapter is not None and not parameter_problem else None
+    if found is not None:
+        named = resolved.origin(found[0])  # the flag, the block's key, a recipe's key, the project file or the editor
+        at = named.path if named is not None and named.path else (*block_path, found[0])
+        block_problems.append((at, f"{named.note if named else 'zeromem.' + found[0]}: {found[1]}", "value"))
+    plan = planner.plan(reading.source, resolved, PeakSource(reading.workload, reading.setup, model), adapter)
     context = Context(document, data, effective, reading.rule_setup, plan, reading.workload, resolved.origins)
     findings = _syntax_findings(kind, context)
     findings += settings_rules.block_findings(context, block_problems)

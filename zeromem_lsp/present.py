@@ -97,7 +97,8 @@ def stage_table(estimate: Estimate, *, chosen: str | None = None, width: int = 3
     """Text rows: stage, per-GPU bytes (human and exact), % of budget, fits, and a bar against the budget."""
     budget = estimate.gpu_memory
     rows = [("", "stage", "per GPU", "exact bytes", "of budget" if budget else "", "", "")]
-    for row in stage_rows(estimate.figures, chosen=chosen, budget=budget, width=width):
+    for row in stage_rows(estimate.figures, stages=estimate.plan.stages, chosen=chosen, budget=budget,
+                          family=estimate.plan.family, width=width):
         rows.append(("▶" if row.chosen else "", row.label, format_bytes(row.gpu), format_count(row.gpu),
                      row.percent, row.fit, row.bar))
     widths = [max(len(row[i]) for row in rows) for i in range(6)]
@@ -224,10 +225,47 @@ def activation_sum(activations) -> str:
             f" + loss {format_count(activations.logits_bytes)} = {format_count(activations.total)} B")
 
 
+def lora_activation_line(peak) -> str:
+    """`with LoRA (fp32 adapters, bf16 forward): layers A + outside B = C B (full fine-tuning: D B)`."""
+    lora, inputs = peak.lora_activations, peak.source.lora
+    layers = (f"checkpointed layer inputs and outside {format_count(lora.checkpoint_bytes)} + embedding, norm, loss "
+              f"{format_count(lora.outside_bytes)}" if lora.checkpointing else
+              f"layers {format_count(lora.layer_bytes)} (first adapted {format_count(lora.first_layer_bytes)}, each "
+              f"later {format_count(lora.per_layer_bytes)}) + embedding, rotary, norm, loss {format_count(lora.outside_bytes)}")
+    return (f"with LoRA ({inputs.adapter_dtype} adapters, {inputs.activation_dtype} forward; frozen weights keep no "
+            f"input, docs/adapters.md) = {layers} = {format_count(lora.total)} B, instead of the full fine-tuning "
+            f"{format_count(peak.activations.total)} B")
+
+
+def adapter_term(term) -> str:
+    """`adapters (fp32) 6,815,744 × 4 B` or, for bytes from a rule, `label 1,234 weights → 5,678 B`."""
+    if term.each is None:
+        return f"{term.label}: {format_count(term.count)} weights → {format_count(term.bytes)}"
+    return f"{term.label} {format_count(term.count)} × {term.each} B"
+
+
+def adapter_lines(breakdown) -> list[str]:
+    """Trainable of total, then P, G and O as the sums of their terms (memory/adapter_plan.AdapterBreakdown)."""
+    count = breakdown.count
+    lines = [f"{breakdown.adapter.describe()}: {format_count(count.trainable)} trainable (adapters "
+             f"{format_count(count.adapters)} + modules_to_save copies {format_count(count.saved_copies)}) of "
+             f"{format_count(count.all)} parameters, {format_count(count.frozen)} frozen; {breakdown.engine} bytes"
+             + "".join(f"; {field} from {origin.note}" for field, origin in breakdown.adapter.origins)]
+    for name, terms in (("P", breakdown.parameter_terms), ("G", breakdown.gradient_terms),
+                        ("O", breakdown.optimizer_terms)):
+        total = sum(term.bytes for term in terms)
+        lines.append(f"{name} = {' + '.join(adapter_term(term) for term in terms) or '0'} = {format_count(total)} B")
+    return lines
+
+
 def activation_lines(peak) -> list[str]:
     """Activations and the fp32 logits copy, each with its arithmetic."""
     acts = peak.activations
     lines = [f"activations saved for backward ({acts.attention}) = {activation_sum(acts)}"]
+    if peak.lora_activations is not None:
+        lines[0] = lines[0].replace("activations saved for backward", "full fine-tuning would save", 1)
+        lines.append(lora_activation_line(peak))
+    acts = peak.lora_activations if peak.lora_activations is not None else acts
     if acts.checkpointing:
         lines.append(f"one layer recomputed in backward (checkpointing) = {format_count(acts.recompute_bytes)} B; "
                      f"activations at the peak = {format_count(acts.total)} + {format_count(acts.recompute_bytes)} "

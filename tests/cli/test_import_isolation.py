@@ -2,8 +2,11 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+LLAMA3 = str(Path(__file__).resolve().parents[2] / "tests/data/models/Meta-Llama-3-8B/config.json")
 
 PROBE = """
 import sys
@@ -38,11 +41,17 @@ def test_check_format_choices_match_the_reporters():
     assert sorted(FORMATS) == sorted(REPORTERS)
 
 
-def test_estimate_does_not_load_pydantic_or_the_models():
+@pytest.mark.parametrize("argv", [
+    ["estimate", "--parameters", "7B", "--world-size", "8"],
+    ["estimate", "--model-config", LLAMA3, "--lora-rank", "16",
+     "--lora-targets", "q_proj,v_proj", "--quantization", "nf4", "--double-quant", "--world-size", "8",
+     "--sequence-length", "64", "--micro-batch", "1"],
+])
+def test_estimate_does_not_load_pydantic_or_the_models(argv):
     probe = PROBE.replace("('pygls', 'lsprotocol', 'cattrs')", "('pydantic', 'pydantic_core')")
-    argv = ["estimate", "--parameters", "7B", "--world-size", "8"]
     done = subprocess.run([sys.executable, "-c", probe.format(argv=argv)], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip().splitlines()[-1] == "HEAVY="
+    assert "P = " in done.stdout  # the estimate ran
 
 
 def test_the_server_answers_initialize_before_loading_the_analysis():

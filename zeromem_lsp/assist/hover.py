@@ -17,7 +17,7 @@ from zeromem_lsp.configs.training import TrainingSetup, implied_world_size
 from zeromem_lsp.configs.workload import ZERO_ALIASES
 from zeromem_lsp.memory.plan import FSDP_CPU_OFFLOAD, MemoryPlan, Offload, Unplanned
 from zeromem_lsp.present import (
-    activation_lines, buffer_sum, count_times_bytes, describe_suggestion, human_and_exact, input_notes,
+    activation_lines, adapter_lines, buffer_sum, count_times_bytes, describe_suggestion, human_and_exact, input_notes,
     peak_rows, peak_sum, per_gpu_summary, stage_label, stage_rows,
 )
 from zeromem_lsp.units import format_bytes, format_count, format_parameters
@@ -245,7 +245,12 @@ def input_lines(plan: MemoryPlan) -> list[str]:
     bpp = inputs.per_parameter
     world = origins.get("world_size")
     world_note = f" — {world.note}" if world else ""
-    if inputs.parameters is not None and bpp is not None:
+    if inputs.adapter is not None:
+        source = origins["parameters"].note if "parameters" in origins else "the model config"
+        lines = [f"- {line}" for line in adapter_lines(inputs.adapter)]
+        lines[0] += f" — parameters from {source}"
+        lines += [f"- R = {inputs.world_size} ranks{world_note}", *(f"- {note}" for note in inputs.adapter.notes)]
+    elif inputs.parameters is not None and bpp is not None:
         count = inputs.parameters
         gradient_dtype = bpp.gradient_dtype_name
         lines = [

@@ -9,18 +9,19 @@ from pathlib import Path
 from zeromem_lsp.memory.activations import ATTENTION
 from zeromem_lsp.cli.errors import UsageError
 from zeromem_lsp.cli.estimate_config import positive as _positive
-from zeromem_lsp.configs.model_config import UnsupportedModel, count_parameters_from_text, model_shape_from_text
+from zeromem_lsp.configs.model_config import MAX_SIZE, UnsupportedModel, count_parameters_from_text, model_shape_from_text
 from zeromem_lsp.memory.peak import Peak, PeakInputs, estimate_peak
-from zeromem_lsp.provenance import Given
+from zeromem_lsp.provenance import Given, Origin
+from zeromem_lsp.memory.adapter_plan import lora_peak
 from zeromem_lsp.memory.estimate import Estimate, Inputs, estimate, inputs_from_parameters
 from zeromem_lsp.memory.plan import FAMILIES
-from zeromem_lsp.configs.settings_values import ENGINES, OPTIMIZER_IMPLS, PARAM_DTYPES
+from zeromem_lsp.configs.settings_values import ENGINES, OPTIMIZER_IMPLS, PARAM_DTYPES, QUANTIZATIONS
 from zeromem_lsp.configs.settings_values import check_memory, check_parameters, check_reserve, decimal_budget_note
 from zeromem_lsp.configs.model_source import find_model_config
 from zeromem_lsp.rules.registry import rule_named
 from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS, bytes_per_parameter
 from zeromem_lsp.present import (
-    activation_lines, buffer_sum, human_and_exact, input_notes, peak_sum, peak_table, stage_table,
+    activation_lines, adapter_lines, buffer_sum, human_and_exact, input_notes, peak_sum, peak_table, stage_table,
 )
 from zeromem_lsp.memory.stages import ALL as ALL_STAGES, stage as stage_named
 from zeromem_lsp.units import UnitError, format_bytes, format_bytes_decimal, format_count, format_parameters, parse_bytes, parse_parameter_count
@@ -63,6 +64,18 @@ def register(commands) -> None:
                       "fsdp fp32)")
     step.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS,
                       help="torch AdamW implementation (default foreach; fused for a ds_config optimizer section)")
+    lora = parser.add_argument_group("LoRA / QLoRA (needs --model-config: the adapters go on its linear layers)")
+    lora.add_argument("--lora-rank", metavar="R", help="LoRA rank r: the base is frozen, r·(in + out) adapter "
+                      "parameters per targeted linear layer are trained")
+    lora.add_argument("--lora-targets", metavar="NAMES", help="the modules adapted, comma-separated (q_proj,v_proj) "
+                      "or all-linear (default)")
+    lora.add_argument("--modules-to-save", metavar="NAMES", help="modules trained in full beside the adapters, "
+                      "comma-separated (lm_head)")
+    lora.add_argument("--dora", action="store_true", default=None, help="DoRA: a magnitude vector per adapted weight")
+    lora.add_argument("--quantization", choices=QUANTIZATIONS, help="how the frozen base is stored (bitsandbytes): "
+                      "none (default), int8, nf4, fp4")
+    lora.add_argument("--double-quant", action="store_true", default=None,
+                      help="4-bit quantization constants quantized again (bnb_4bit_use_double_quant)")
     parser.add_argument("--config", metavar="FILE",
                         help="a training config read as `zeromem check` reads it (its zeromem block, project "
                         "settings, buckets, stage, offload); the options here override it")
@@ -112,7 +125,62 @@ def _per_parameter(args):
     return fsdp_bytes_per_parameter(_param_dtype(args), args.optimizer)
 
 
-def inputs_from_args(args, counted=None) -> Inputs:
+#: adapters.py's field names → the option that sets each.
+OPTION_OF_FIELD = {"lora_r": "--lora-rank", "lora_target_modules": "--lora-targets",
+                   "modules_to_save": "--modules-to-save", "use_dora": "--dora", "quantization": "--quantization"}
+
+
+def adapter_from_args(args):
+    """The Adapter the LoRA options describe (None without --lora-rank); a bad value is a usage error."""
+    from zeromem_lsp.memory.adapter_plan import Adapter
+    from zeromem_lsp.configs.settings_values import check_module_names
+
+    given = [name for name in ("lora_targets", "modules_to_save", "dora", "quantization", "double_quant")
+             if getattr(args, name) is not None]
+    if args.lora_rank is None:
+        if given:
+            raise UsageError(f"--{given[0].replace('_', '-')} describes a LoRA run: give --lora-rank R too")
+        return None
+    rank = _positive("--lora-rank", args.lora_rank)
+    if rank > MAX_SIZE:
+        raise UsageError(f"--lora-rank: {rank:,} is absurd (more than {MAX_SIZE:,})")
+    values: dict = {"rank": rank}
+    for name in ("lora_targets", "modules_to_save"):
+        if getattr(args, name) is not None:
+            option = "--" + name.replace("_", "-")
+            value = _checked(option, lambda text: check_module_names(text, name == "lora_targets"), getattr(args, name))
+            values["targets" if name == "lora_targets" else name] = value
+    flags = {"dora": args.dora, "quantization": args.quantization, "double_quant": args.double_quant}
+    values.update({name: value for name, value in flags.items() if value is not None})
+    origins = tuple((field, Origin("--" + option)) for field, option in (
+        ("rank", "lora-rank"), ("targets", "lora-targets"), ("modules_to_save", "modules-to-save"), ("dora", "dora"),
+        ("quantization", "quantization"), ("double_quant", "double-quant")) if field in values)
+    return Adapter(**values, origins=origins)
+
+
+def _adapter_inputs(args, adapter, config, per_parameter, world_size: int) -> Inputs:
+    """P, G, O of the LoRA run (memory/adapter_plan); the model config is required, its problems are usage errors."""
+    from zeromem_lsp.memory.adapter_plan import AdapterInputError, adapter_inputs
+
+    if config is None:
+        raise UsageError("--lora-rank needs the model's shape: give --model-config PATH (a config.json, a model "
+                         "directory or a hub id); the adapters go on its linear layers, which --parameters does not name")
+    if any(value is not None for value in (args.parameters, args.parameter_bytes)):
+        raise UsageError("--lora-rank counts the parameters from --model-config: drop --parameters / --*-bytes")
+    engine = _engine(args)
+    family = "fsdp" if engine == "fsdp" else engine
+    try:
+        inputs, _ = adapter_inputs(config, adapter, family, _param_dtype(args) if engine != "deepspeed"
+                                   else args.precision, args.optimizer, world_size,
+                                   assumptions=(f"model from {args.model_config}",))
+    except AdapterInputError as error:
+        raise UsageError(f"{OPTION_OF_FIELD.get(error.field, '--lora-rank')}: {error}") from None
+    except UnsupportedModel as error:
+        raise UsageError(f"{INVALID} --model-config {args.model_config}: {error}") from None
+    return inputs
+
+
+def inputs_from_args(args, counted=None, config: dict | None = None) -> Inputs:
     if args.world_size is None:
         raise UsageError("--world-size R is required without --config")
     world_size = _world_size(args.world_size)
@@ -129,6 +197,9 @@ def inputs_from_args(args, counted=None) -> Inputs:
             world_size=world_size,
         )
     per_parameter = _per_parameter(args)
+    adapter = adapter_from_args(args)
+    if adapter is not None:
+        return _adapter_inputs(args, adapter, config, per_parameter, world_size)
     if args.parameters is None and counted is not None:
         note = f"parameters counted from {args.model_config} ({counted.note})"
         return inputs_from_parameters(counted.total, per_parameter, world_size, (note,))
@@ -145,11 +216,12 @@ def inputs_from_args(args, counted=None) -> Inputs:
 
 
 def _read_model(args):
-    """(ParameterCount | None, ModelShape | None, problem): a bad config.json is ZM104, never a traceback.
+    """(ParameterCount | None, ModelShape | None, problem, the config itself): a bad config.json is ZM104, never a
+    traceback.
 
     --model-config names a config.json, a model directory or a hub id in the local Hugging Face cache."""
     if args.model_config is None:
-        return None, None, None
+        return None, None, None, None
     source = find_model_config(args.model_config, Path.cwd())
     if source.text is None:
         raise UsageError(f"--model-config: cannot read {args.model_config!r} ({source.why})")
@@ -157,11 +229,12 @@ def _read_model(args):
     try:
         counted = count_parameters_from_text(source.text)
     except UnsupportedModel as error:
-        return None, None, f"{INVALID} --model-config {args.model_config}: {error}"
+        return None, None, f"{INVALID} --model-config {args.model_config}: {error}", None
+    config = json.loads(source.text)  # counted, so it parses
     try:
-        return counted, model_shape_from_text(source.text), None
+        return counted, model_shape_from_text(source.text), None, config
     except UnsupportedModel as error:
-        return counted, None, f"{INVALID} --model-config {args.model_config}: {error}"
+        return counted, None, f"{INVALID} --model-config {args.model_config}: {error}", config
 
 
 def _flag(args, name: str, default: object) -> Given:
@@ -171,7 +244,7 @@ def _flag(args, name: str, default: object) -> Given:
     return Given(value, option) if value is not None else Given(default, f"default: {default}")
 
 
-def _peak_maker(args, counted, shape, problem, parameters: int | None):
+def _peak_maker(args, counted, shape, problem, plan_inputs: Inputs):
     """The peak beside the model state, when any peak option is given: a function of the per-stage state."""
     wanted = (args.model_config, args.sequence_length, args.micro_batch)
     if all(value is None for value in wanted) and not args.gradient_checkpointing:
@@ -194,8 +267,9 @@ def _peak_maker(args, counted, shape, problem, parameters: int | None):
         param_dtype=Given(dtype, "--param-dtype") if args.param_dtype else Given(
             dtype, f"default: the stored precision under {engine.value}"),
         optimizer_impl=_flag(args, "optimizer_impl", "foreach"),
-        parameters=parameters,
-        largest_layer=counted.largest_layer if counted is not None else None)
+        parameters=plan_inputs.parameters,
+        largest_layer=counted.largest_layer if counted is not None else None,
+        lora=lora_peak(plan_inputs.adapter, args.precision))
 
     def make(state: dict[str, int]) -> Peak:
         return estimate_peak(state, "fsdp" if engine.value == "fsdp" else "deepspeed", inputs)
@@ -206,12 +280,12 @@ def calculator(args) -> tuple[Estimate, str | None]:
     """The estimate from explicit options (no config): (the estimate, a problem with --model-config)."""
     args.precision = args.precision or "bf16"
     args.optimizer = args.optimizer or "adamw"
-    counted, shape, problem = _read_model(args)
+    counted, shape, problem, config = _read_model(args)
     explicit = any(value is not None for value in (args.parameter_bytes, args.gradient_bytes, args.optimizer_bytes))
     if problem and counted is None and args.parameters is None and not explicit:
         raise UsageError(problem)  # no model-state figure without a parameter count
-    inputs = inputs_from_args(args, counted)
-    peak = _peak_maker(args, counted, shape, problem, inputs.parameters)
+    inputs = inputs_from_args(args, counted, config)
+    peak = _peak_maker(args, counted, shape, problem, inputs)
     budget = _checked("--gpu-memory", check_memory, args.gpu_memory) if args.gpu_memory else None
     return estimate(inputs, budget, FAMILIES[_engine(args)], peak), problem
 
@@ -288,6 +362,8 @@ def render_text(result: Estimate) -> list[str]:
             f"model: {format_parameters(inputs.parameters)} parameters ({format_count(inputs.parameters)}), "
             f"{bpp.precision}, {bpp.optimizer_name}: {bpp.parameter} + {bpp.gradient} + {bpp.optimizer} bytes/parameter"
         )
+    if inputs.adapter is not None:
+        lines.extend(adapter_lines(inputs.adapter))
     lines.append(f"P = {human_and_exact(inputs.parameter_bytes)}")
     lines.append(f"G = {human_and_exact(inputs.gradient_bytes)}")
     lines.append(f"O = {human_and_exact(inputs.optimizer_bytes)}")

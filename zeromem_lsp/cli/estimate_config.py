@@ -14,9 +14,12 @@ from zeromem_lsp.memory.estimate import Estimate
 
 #: Options that are settings of the same name (the `zeromem` block's), passed through as written.
 AS_WRITTEN = ("gpu_memory", "parameters", "precision", "optimizer", "attention", "reserved", "engine", "param_dtype",
-              "optimizer_impl", "parameter_bytes", "gradient_bytes", "optimizer_bytes")
+              "optimizer_impl", "parameter_bytes", "gradient_bytes", "optimizer_bytes", "lora_targets", "modules_to_save",
+              "quantization")
 #: Options that are whole numbers.
-COUNTS = ("world_size", "sequence_length", "micro_batch")
+COUNTS = ("world_size", "sequence_length", "micro_batch", "lora_rank")
+#: Options that are switches (store_true): a setting only when given.
+SWITCHES = ("gradient_checkpointing", "dora", "double_quant")
 
 
 def positive(option: str, text: str | None) -> int | None:
@@ -41,8 +44,7 @@ def forced_settings(args):
         value = positive("--" + name.replace("_", "-"), getattr(args, name))
         if value is not None:
             values[name] = value
-    if args.gradient_checkpointing:
-        values["gradient_checkpointing"] = True
+    values.update({name: True for name in SWITCHES if getattr(args, name)})
     if args.model_config is not None and "parameters" not in values:
         model = Path(args.model_config)
         values["parameters"] = {"from_config": str(model.resolve()) if model.exists() else args.model_config}

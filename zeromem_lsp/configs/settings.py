@@ -19,7 +19,8 @@ from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS
 
 from zeromem_lsp.configs.settings_values import (  # re-exported: the names every caller uses
     BYTE_SETTINGS, ATTENTIONS, BYTE_SIZE_PATTERN, CHOICES, COUNT_PATTERN, DEFAULT_WARN_FRACTION, SETTING_NAMES,
-    ParametersFromConfig, SettingProblem, check_bytes, check_count, check_memory, check_parameters, check_reserve,
+    NAME_LIST_SETTINGS, ParametersFromConfig, SettingProblem, check_bytes, check_count, check_memory, check_module_names,
+    check_parameters, check_reserve,
 )
 
 
@@ -133,8 +134,12 @@ def _certain(name: str, value: object) -> object:
         return value if type(value) is int and 1 <= value <= MAX_SIZE else _DOUBT
     if name == "micro_batch":
         return value if type(value) is int and 1 <= value <= MAX_COUNT else _DOUBT
-    if name == "gradient_checkpointing":
+    if name in ("gradient_checkpointing", "dora", "double_quant"):
         return value if type(value) is bool else _DOUBT
+    if name == "lora_rank":
+        return value if type(value) is int and 1 <= value <= MAX_SIZE else _DOUBT
+    if name in NAME_LIST_SETTINGS:
+        return check_module_names(value, shorthand=name == "lora_targets")
     if name in CHOICES:
         return value if type(value) is str and value in CHOICES[name] else _DOUBT
     if name == "warn_fraction":

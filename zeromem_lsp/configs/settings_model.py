@@ -39,6 +39,19 @@ ParameterCount = Annotated[
     Field(gt=0),
     WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": COUNT_PATTERN}]}),
 ]
+_NAMES_SCHEMA = {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1}
+LoraTargets = Annotated[
+    str | tuple[str, ...],
+    BeforeValidator(plain.check_module_names),
+    WithJsonSchema({"anyOf": [{"type": "string", "minLength": 1,
+                               "description": f'"{plain.ALL_LINEAR}" or names separated by commas'}, _NAMES_SCHEMA]}),
+]
+ModuleNames = Annotated[
+    tuple[str, ...],
+    BeforeValidator(lambda value: plain.check_module_names(value, shorthand=False)),
+    WithJsonSchema({"anyOf": [{"type": "string", "minLength": 1, "description": "names separated by commas"},
+                              _NAMES_SCHEMA]}),
+]
 Precision = Literal[PRECISIONS]  # type: ignore[valid-type]
 Optimizer = Literal[OPTIMIZERS]  # type: ignore[valid-type]
 
@@ -145,6 +158,32 @@ class ZeromemSettingsModel(BaseModel):
         None, description="torch AdamW's implementation, for the optimizer step's scratch: `foreach` (default: "
         "what runs on a GPU), `for-loop` or `fused`; a ds_config `optimizer` section runs DeepSpeed's FusedAdam "
         "(fused).",
+    )
+    lora_rank: int | None = Field(
+        None, ge=1, le=MAX_SIZE, strict=True,
+        description="LoRA rank r: trains r·(in + out) adapter parameters per targeted linear layer and freezes the "
+        "base model (P, G, O then count frozen and trainable parameters apart; docs/adapters.md). Needs the model "
+        "shape (`parameters.from_config`).",
+    )
+    lora_targets: LoraTargets | None = Field(
+        None, description='The modules LoRA adapts, as PEFT\'s target_modules: names such as ["q_proj", "v_proj"] '
+        '(or "q_proj,v_proj"), or "all-linear" (every linear layer but the output head; the default with '
+        "`lora_rank`).", examples=["all-linear", ["q_proj", "v_proj"]],
+    )
+    modules_to_save: ModuleNames | None = Field(
+        None, description="Modules trained in full beside the adapters (PEFT's modules_to_save), e.g. "
+        '["lm_head"]: a trainable copy of each, the original stays frozen.',
+    )
+    dora: bool | None = Field(
+        None, strict=True, description="DoRA (use_dora): adds one magnitude vector per adapted weight.",
+    )
+    quantization: Literal[plain.QUANTIZATIONS] | None = Field(  # type: ignore[valid-type]
+        None, description="How the frozen base is stored (bitsandbytes, QLoRA): `none` (the model dtype, default), "
+        "`int8`, `nf4` or `fp4`; the output head, embeddings and norms stay 16-bit.",
+    )
+    double_quant: bool | None = Field(
+        None, strict=True, description="bnb_4bit_use_double_quant: 4-bit quantization constants quantized again "
+        "(about 3 B fewer per 64 weights: 0.37 bit per weight).",
     )
 
 

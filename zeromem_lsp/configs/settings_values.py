@@ -29,6 +29,12 @@ SETTING_NAMES = (
     "engine",
     "param_dtype",
     "optimizer_impl",
+    "lora_rank",
+    "lora_targets",
+    "modules_to_save",
+    "dora",
+    "quantization",
+    "double_quant",
 )
 BYTE_SIZE_PATTERN = r"^\s*[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*([kKMGTPE]i?[bB]?|[bB])?\s*$"
 COUNT_PATTERN = r"^\s*[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*[kKmMbBtT]?\s*$"
@@ -40,8 +46,15 @@ ENGINES = ("torch", "deepspeed", "fsdp")
 PARAM_DTYPES = ("bf16", "fp16", "fp32")
 #: torch.optim's AdamW implementations (foreach: the GPU default; fused: also DeepSpeed's FusedAdam).
 OPTIMIZER_IMPLS = ("foreach", "for-loop", "fused")
+#: How the frozen base is stored (bitsandbytes): none (the model dtype), int8, nf4, fp4 (memory/adapters.py).
+QUANTIZATIONS = ("none", "int8", "nf4", "fp4")
+#: PEFT's shorthand for every linear layer but the output head (peft.utils.constants).
+ALL_LINEAR = "all-linear"
 #: Every setting with a fixed set of values -> those values (checked alike by both validators).
-CHOICES = {"attention": ATTENTIONS, "engine": ENGINES, "param_dtype": PARAM_DTYPES, "optimizer_impl": OPTIMIZER_IMPLS}
+CHOICES = {"attention": ATTENTIONS, "engine": ENGINES, "param_dtype": PARAM_DTYPES, "optimizer_impl": OPTIMIZER_IMPLS,
+           "quantization": QUANTIZATIONS}
+#: The settings that are module names: a list, or one string of comma-separated names.
+NAME_LIST_SETTINGS = ("lora_targets", "modules_to_save")
 #: The settings that are byte sizes ("80GiB"): checked as bytes, shown as bytes (hover, completion).
 BYTE_SETTINGS = ("parameter_bytes", "gradient_bytes", "optimizer_bytes", "gpu_memory", "reserved")
 #: A GPU budget or reserve under 1 MiB, or a model under 1,000 parameters, is a size written without its
@@ -130,6 +143,21 @@ def binary_budget(value: str) -> str:
 def check_count(value: object) -> object:
     """A parameter count ("7B", 7e9) -> exact int; ValueError with the reason otherwise."""
     return _size(parse_parameter_count, value)
+
+
+def check_module_names(value: object, shorthand: bool = True) -> tuple[str, ...] | str:
+    """Module names as PEFT takes them: a list, or a comma-separated string; "all-linear" (when `shorthand`)
+    stays the shorthand. ValueError with the reason otherwise."""
+    if isinstance(value, str):
+        if shorthand and value.strip().lower() == ALL_LINEAR:
+            return ALL_LINEAR
+        value = value.split(",")
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"expected module names (a list, or names separated by commas), got {value!r}")
+    names = tuple(name.strip() for name in value if isinstance(name, str))
+    if len(names) != len(value) or not names or not all(names):
+        raise ValueError(f"expected non-empty module names, got {value!r}")
+    return names
 
 
 class ParametersFromConfig(NamedTuple):

@@ -65,6 +65,10 @@ class Estimate(NamedTuple):
         }
         if inputs.parameters is not None:
             result["inputs"]["parameters"] = inputs.parameters
+            adapter = inputs.adapter
+            result["inputs"]["trainable_parameters"] = adapter.trainable if adapter is not None else inputs.parameters
+        if inputs.adapter is not None:
+            result["inputs"]["adapter"] = inputs.adapter.to_json()
         if inputs.per_parameter is not None:
             bpp = inputs.per_parameter
             result["inputs"]["precision"] = bpp.precision

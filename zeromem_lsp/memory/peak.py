@@ -14,6 +14,7 @@ from typing import NamedTuple
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS, Buffers, fsdp_buffers, hf_auto_sizes, zero_buffers
 from zeromem_lsp.configs.model_config import ModelShape
+from zeromem_lsp.memory.lora_activations import LoraActivations, estimate_lora_activations
 from zeromem_lsp.memory.stages import stage as stage_named
 from zeromem_lsp.provenance import Given
 
@@ -36,6 +37,15 @@ INPUT_LABELS = {"sequence_length": "sequence length", "micro_batch": "micro-batc
                 "optimizer_impl": "optimizer implementation"}
 
 
+class LoraPeak(NamedTuple):
+    """What LoRA changes in the activations (memory/lora_activations.py): the adapters, their dtype, and the
+    dtype the forward runs in (fp32 after prepare_model_for_kbit_training's upcast of a quantized base)."""
+
+    count: object  # memory/adapters.AdapterCount
+    adapter_dtype: str
+    activation_dtype: str
+
+
 @dataclass(frozen=True)
 class PeakInputs:
     shape: ModelShape | None = None
@@ -53,6 +63,7 @@ class PeakInputs:
     fsdp_prefetch: Given = Given(True, "FSDP's default BACKWARD_PRE gathers the next layer ahead")
     parameters: int | None = None
     largest_layer: int | None = None  # parameters of the largest decoder layer (from_config)
+    lora: LoraPeak | None = None  # a LoRA run: its activations replace full fine-tuning's
 
     def used(self) -> dict[str, Given]:
         """The inputs given, by field name (INPUT_LABELS order)."""
@@ -121,13 +132,15 @@ class Peak:
     zero_sizes: dict = field(default_factory=dict)  # zero_buffers' keyword arguments (DeepSpeed plans)
     family: str = "deepspeed"
     source: PeakInputs | None = None  # what it was computed from: `with_micro_batch` recomputes from it
+    lora_activations: LoraActivations | None = None  # with an adapter: what is saved instead of `activations`
 
     @property
     def activation_bytes(self) -> int:
         """Activations live at the peak: everything saved, plus the recomputed layer with checkpointing."""
-        if self.activations is None:
+        acts = self.lora_activations if self.lora_activations is not None else self.activations
+        if acts is None:
             return 0
-        return self.activations.total + self.activations.recompute_bytes
+        return acts.total + acts.recompute_bytes
 
     def buffer_bytes(self, stage: str) -> int:
         return self.buffers[stage].total if self.buffers is not None else 0
@@ -179,6 +192,12 @@ class Peak:
             "attention": acts.attention, "at_peak_bytes": self.activation_bytes,
             "transient_logits_bytes": self.transient_logits,
         }
+        lora = self.lora_activations
+        if activations is not None and lora is not None:
+            activations["full_fine_tuning_bytes"] = acts.total
+            activations["lora"] = {**lora._asdict(), "adapter_dtype": self.source.lora.adapter_dtype,
+                                   "activation_dtype": self.source.lora.activation_dtype}
+            activations["bytes"] = lora.total
         buffers = None if self.buffers is None else {
             stage: {"bytes": found.total, "parts": [{"name": part.name, "elements": part.elements, "bytes": part.bytes,
                                                      "rule": part.rule} for part in found.parts]}
@@ -274,9 +293,23 @@ def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs) -> Pea
         else:
             tokens = inputs.micro_batch.value * inputs.sequence_length.value  # type: ignore[union-attr,operator]
             transient = F32 * tokens * inputs.shape.vocab  # type: ignore[union-attr]
+    lora = _lora_activations(inputs, missing) if not missing and inputs.lora is not None else None
     return Peak(state=dict(state), buffers=buffers, activations=activations, transient_logits=transient,
                 reserved=int(inputs.reserved.value), inputs=inputs.used(), missing=tuple(missing),  # type: ignore[arg-type]
-                zero_sizes=sizes, family=family, source=inputs)
+                zero_sizes=sizes, family=family, source=inputs, lora_activations=lora)
+
+
+def _lora_activations(inputs: PeakInputs, missing: list[str]) -> LoraActivations | None:
+    """What one micro-batch keeps with LoRA on a frozen base, or None with the reason in `missing`."""
+    lora = inputs.lora
+    try:
+        return estimate_lora_activations(
+            inputs.shape, lora.count, inputs.sequence_length.value, inputs.micro_batch.value,  # type: ignore[union-attr,arg-type]
+            lora.activation_dtype, lora.adapter_dtype, str(inputs.attention.value),  # type: ignore[union-attr]
+            bool(inputs.gradient_checkpointing.value))
+    except ActivationInputError as error:
+        missing.append(f"LoRA activations: {error}")
+        return None
 
 
 __all__ = ["DEFAULT_RESERVED", "DEEPSPEED_DEFAULTS", "INPUT_LABELS", "MODEL_UNCERTAINTY", "PHASES", "Part", "Peak", "PeakInputs", "Phase",

@@ -9,12 +9,14 @@ is built once with its peak.
 
 from __future__ import annotations
 
+import json
 from typing import NamedTuple
 
 from zeromem_lsp.configs.layers import Resolved
 from zeromem_lsp.configs.model_config import ModelShape, ParameterCount, UnsupportedModel, model_shape_from_text
 from zeromem_lsp.configs.training import TrainingSetup
 from zeromem_lsp.configs.workload import Workload
+from zeromem_lsp.memory.adapter_plan import lora_peak
 from zeromem_lsp.memory.peak import PeakInputs
 from zeromem_lsp.memory.plan import Inputs
 from zeromem_lsp.provenance import Given, Origin
@@ -27,13 +29,15 @@ class ModelRead(NamedTuple):
     shape: ModelShape | None = None
     shape_problem: str | None = None
     path: str | None = None
+    config: dict | None = None  # the config.json itself: LoRA's targets are its linear layers (memory/adapters.py)
 
 
 def read_model(text: str, counted: ParameterCount, path: str) -> ModelRead:
+    config = json.loads(text)  # counted already, so it parses
     try:
-        return ModelRead(counted, model_shape_from_text(text), None, path)
+        return ModelRead(counted, model_shape_from_text(text), None, path, config)
     except UnsupportedModel as error:
-        return ModelRead(counted, None, f"{path}: {error}", path)
+        return ModelRead(counted, None, f"{path}: {error}", path, config)
 
 
 class PeakSource(NamedTuple):
@@ -96,6 +100,8 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
     micro = _pick(workload.micro_batch, "micro_batch", resolved) or _derived_micro_batch(source.setup,
                                                                                         inputs.world_size)
     precision = inputs.per_parameter.precision if inputs.per_parameter is not None else settings.precision
+    if inputs.adapter is not None:
+        precision = inputs.adapter.precision
     origin = precision_origin or resolved.origin("precision") or Origin("zeromem.precision")
     dtype = Given.of(precision, origin) if precision else None
     if workload.compute_dtype is not None:  # mixed precision: activations and gathered layers in the compute dtype
@@ -118,4 +124,6 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
         fsdp_prefetch=workload.fsdp_prefetch or PeakInputs.fsdp_prefetch,
         parameters=inputs.parameters,
         largest_layer=model.counted.largest_layer if model.counted is not None else None,
+        lora=lora_peak(inputs.adapter, dtype.value if dtype is not None else None),
     )
+

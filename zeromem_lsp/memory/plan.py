@@ -35,7 +35,7 @@ class Inputs(NamedTuple):
     parameters: int | None = None
     per_parameter: BytesPerParameter | None = None
     assumptions: tuple[str, ...] = ()
-
+    adapter: object | None = None  # memory/adapter_plan.AdapterBreakdown: LoRA's frozen and trainable terms
 
 
 def inputs_from_parameters(

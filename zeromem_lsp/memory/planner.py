@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from zeromem_lsp.configs.layers import Resolved
+from zeromem_lsp.configs.model_config import UnsupportedModel
+from zeromem_lsp.memory.adapter_plan import Adapter, AdapterInputError, adapter_inputs
 from zeromem_lsp.configs.training import TrainingSetup, implied_world_size
 from zeromem_lsp.memory.peak import estimate_peak
 from zeromem_lsp.memory.peak_inputs import PeakSource, peak_inputs
@@ -83,12 +85,15 @@ def build(
     missing: list[str],
     peak: PeakSource | None = None,
     read_origins: dict[str, Origin] | None = None,
+    adapter: Adapter | None = None,
+    fsdp_version: int | None = None,
 ) -> MemoryPlan | Unplanned:
     """The finished plan, once the family has read its stage, offload and ranks.
 
     `per_parameter(missing)` -> (BytesPerParameter, {"precision": Origin, "optimizer": Origin}, extra
     assumptions), or None with `missing` extended; called only when no explicit bytes are declared.
-    `peak`: what the peak needs beyond the plan (None: no peak, as in the calculator)."""
+    `peak`: what the peak needs beyond the plan (None: no peak, as in the calculator). `adapter`: a LoRA run
+    (memory/adapter_plan): P, G, O count frozen and trainable parameters apart, from the model's config.json."""
     settings = resolved.settings
     explicit = (settings.parameter_bytes, settings.gradient_bytes, settings.optimizer_bytes)
     origins: dict[str, Origin] = dict(read_origins or {})
@@ -106,7 +111,10 @@ def build(
             origins.update(bytes_origins)
             origins["parameters"] = _setting(resolved, "parameters")
             assumptions = [f"precision: {origins['precision'].note}", f"optimizer: {origins['optimizer'].note}", *extra]
-            inputs = inputs_from_parameters(settings.parameters, bytes_each, ranks, tuple(assumptions))
+            if adapter is not None:
+                inputs = _adapter_inputs(adapter, peak, family, bytes_each, ranks, fsdp_version, assumptions, missing)
+            else:
+                inputs = inputs_from_parameters(settings.parameters, bytes_each, ranks, tuple(assumptions))
     if missing or inputs is None:
         return Unplanned(tuple(missing))
     origins["world_size"] = ranks_origin or Origin("world size")
@@ -124,7 +132,30 @@ def build(
                       peak=estimated)
 
 
-def deepspeed_plan(source: DeepSpeedSource, resolved: Resolved, peak: PeakSource | None = None) -> MemoryPlan | Unplanned:
+NO_ADAPTER_MODEL = ('the model shape for the LoRA adapter (lora_rank): declare "parameters": {"from_config": '
+                    '"path/to/config.json"} (its linear layers are what the adapter targets)')
+
+
+def _adapter_inputs(adapter: Adapter, peak: PeakSource | None, family: Family, bytes_each: BytesPerParameter,
+                    ranks: int, fsdp_version: int | None, assumptions: list[str], missing: list[str]) -> Inputs | None:
+    """The LoRA plan's inputs, or None with what is missing (the model config; a problem it has with the
+    adapter is reported by the analysis as ZM104 before the plan is built)."""
+    config = peak.model.config if peak is not None else None
+    if config is None:
+        missing.append(NO_ADAPTER_MODEL)
+        return None
+    fp32_gradients = bytes_each.gradient == 4 and bytes_each.precision != "fp32"
+    try:
+        inputs, _ = adapter_inputs(config, adapter, family.name, bytes_each.precision, bytes_each.optimizer_name,
+                                   ranks, fp32_gradients, fsdp_version, tuple(assumptions))
+    except (AdapterInputError, UnsupportedModel) as error:
+        missing.append(f"an adapter the model can take: {error}")
+        return None
+    return inputs
+
+
+def deepspeed_plan(source: DeepSpeedSource, resolved: Resolved, peak: PeakSource | None = None,
+                   adapter: Adapter | None = None) -> MemoryPlan | Unplanned:
     """A DeepSpeed config's plan: its stage and offload, DeepSpeed's bytes per parameter."""
     setup, settings = source.setup, resolved.settings
     missing: list[str] = []
@@ -156,7 +187,7 @@ def deepspeed_plan(source: DeepSpeedSource, resolved: Resolved, peak: PeakSource
 
     offload = Offload(optimizer=setup.offload_optimizer, param=setup.offload_param)
     return build(DEEPSPEED, setup.stage, setup.stage_path, offload, world_size, world_origin, per_parameter, resolved,
-                 missing, peak)
+                 missing, peak, adapter=adapter)
 
 
 HYBRID = ("HYBRID_SHARD", "HYBRID_SHARD_ZERO2")
@@ -179,7 +210,8 @@ def fsdp_bytes_per_parameter(dtype: str, optimizer: str) -> BytesPerParameter:
                              optimizer_name=optimizer, explanation=explanation)
 
 
-def fsdp_plan(source: FsdpSource, resolved: Resolved, peak: PeakSource | None = None) -> MemoryPlan | Unplanned:
+def fsdp_plan(source: FsdpSource, resolved: Resolved, peak: PeakSource | None = None,
+              adapter: Adapter | None = None) -> MemoryPlan | Unplanned:
     """An FSDP setup → the plan at the ZeRO stage with the same persistent state per rank.
 
     For HYBRID strategies the ranks one copy is sharded over are the shard group (GPUs per node)."""
@@ -223,7 +255,7 @@ def fsdp_plan(source: FsdpSource, resolved: Resolved, peak: PeakSource | None = 
 
     return build(FSDP, FSDP_STRATEGY_STAGE.get(strategy), strategy_origin.path,
                  FSDP_CPU_OFFLOAD if fsdp.offload else FsdpOffload(), ranks, ranks_origin, per_parameter, resolved,
-                 missing, peak, {"strategy": strategy_origin})
+                 missing, peak, {"strategy": strategy_origin}, adapter, getattr(fsdp, "version", None))
 
 
 def accelerate_ranks(accelerate, machines_written: bool):
@@ -242,10 +274,12 @@ def accelerate_ranks(accelerate, machines_written: bool):
     return world, world_origin, accelerate.shard_group, group_origin
 
 
-def plan(source: PlanSource, resolved: Resolved, peak: PeakSource | None = None) -> MemoryPlan | Unplanned:
-    """The plan of whatever a reader found: FSDP when it shards with FSDP, else DeepSpeed."""
+def plan(source: PlanSource, resolved: Resolved, peak: PeakSource | None = None,
+         adapter: Adapter | None = None) -> MemoryPlan | Unplanned:
+    """The plan of whatever a reader found: FSDP when it shards with FSDP, else DeepSpeed. `adapter`: a LoRA run
+    (from the settings, `adapter_plan.adapter_from_settings`, or a recipe's adapter fields)."""
     if isinstance(source, FsdpSource):
-        return fsdp_plan(source, resolved, peak)
+        return fsdp_plan(source, resolved, peak, adapter)
     if isinstance(source, DeepSpeedSource):
-        return deepspeed_plan(source, resolved, peak)
+        return deepspeed_plan(source, resolved, peak, adapter)
     return Unplanned((source.missing,))

@@ -23,6 +23,12 @@ export interface ExtensionSettings {
   engine?: string | null;
   paramDtype?: string | null;
   optimizerImpl?: string | null;
+  loraRank?: string | number | null;
+  loraTargets?: string | null;
+  modulesToSave?: string | null;
+  dora?: string | boolean | null;
+  quantization?: string | null;
+  doubleQuant?: string | boolean | null;
   [other: string]: unknown;
 }
 
@@ -42,6 +48,12 @@ export const SERVER_SETTING_KEYS = [
   "engine",
   "paramDtype",
   "optimizerImpl",
+  "loraRank",
+  "loraTargets",
+  "modulesToSave",
+  "dora",
+  "quantization",
+  "doubleQuant",
 ] as const;
 
 export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];
@@ -140,12 +152,15 @@ export function serverSettings(settings: ExtensionSettings): ServerSettings {
 /** The dropdowns' "unset" choice: the Settings UI cannot offer null. */
 export const UNSET_CHOICE = "default";
 const CHOICE_SETTINGS: ReadonlySet<string> = new Set([
-  "precision", "optimizer", "gradientCheckpointing", "attention", "engine", "paramDtype", "optimizerImpl",
+  "precision", "optimizer", "gradientCheckpointing", "attention", "engine", "paramDtype", "optimizerImpl", "dora",
+  "quantization", "doubleQuant",
 ]);
 /** Numbers typed into the Settings UI's text boxes (it has no box for an optional number). */
-const NUMBER_SETTINGS: ReadonlySet<string> = new Set(["worldSize", "warnFraction", "sequenceLength", "microBatch"]);
+const NUMBER_SETTINGS: ReadonlySet<string> = new Set([
+  "worldSize", "warnFraction", "sequenceLength", "microBatch", "loraRank",
+]);
 /** Dropdowns for an optional boolean: "true" / "false" (or "default"). */
-const BOOLEAN_SETTINGS: ReadonlySet<string> = new Set(["gradientCheckpointing"]);
+const BOOLEAN_SETTINGS: ReadonlySet<string> = new Set(["gradientCheckpointing", "dora", "doubleQuant"]);
 const NUMBER = /^[0-9]*\.?[0-9]+$/;
 
 /**

@@ -1,0 +1,223 @@
+"""A LoRA / QLoRA run's P, G, O for the plan: the pooled formula's inputs with frozen and trainable parameters.
+
+`Adapter` is the plain input (from the resolved settings, or a recipe's adapter fields); `adapter_inputs` turns it
+and a model's config.json into the plan's `Inputs`, with every term shown (`AdapterBreakdown.terms`) so that P, G
+and O can be rebuilt by hand. The bytes are memory/adapters.py's (`model_state`), per engine: DeepSpeed recasts
+every float parameter to the training dtype and keeps an fp32 master copy of the trainable ones; PEFT alone,
+torch and FSDP keep the adapters in fp32 (PEFT's autocast) and optimizer state in each parameter's dtype. The
+stage formula then shards as the engines do: ZeRO-1/2 only G and O (trainable only), ZeRO-3 and FSDP all of P.
+Pure; no pydantic (the `zeromem estimate` path).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from zeromem_lsp.memory.adapters import (
+    ALL_LINEAR, DTYPE_BYTES, AdapterCount, AdapterInputError, AdapterState, LoraSettings, Quantization,
+    count_adapters, model_state,
+)
+from zeromem_lsp.configs.model_config import UnsupportedModel
+from zeromem_lsp.memory.lora_activations import activation_dtype
+from zeromem_lsp.memory.peak import LoraPeak
+from zeromem_lsp.memory.plan import Inputs
+from zeromem_lsp.memory.precision import optimizer_state_bytes
+from zeromem_lsp.provenance import Origin
+
+#: adapters.py's field names → the zeromem setting each comes from (for a positioned ZM104).
+SETTING_OF_FIELD = {"lora_r": "lora_rank", "lora_target_modules": "lora_targets", "modules_to_save": "modules_to_save",
+                    "use_dora": "dora", "quantization": "quantization"}
+#: Optimizers whose state torch allocates like the parameter (`zeros_like(param)`): it follows its dtype.
+TENSOR_STATE_OPTIMIZERS = ("adam", "adamw", "lamb", "sgd_momentum", "adagrad", "lion")
+
+
+class Adapter(NamedTuple):
+    """A LoRA run as plain data: what PEFT's LoraConfig and a BitsAndBytesConfig say, each field's origin beside."""
+
+    rank: int
+    targets: tuple[str, ...] | str = ALL_LINEAR
+    modules_to_save: tuple[str, ...] = ()
+    dora: bool = False
+    quantization: str = "none"  # none, int8, nf4, fp4
+    double_quant: bool = False
+    origins: tuple[tuple[str, Origin], ...] = ()  # (field, origin): a tuple keeps the value hashable
+
+    def origin(self, field: str) -> Origin | None:
+        return dict(self.origins).get(field)
+
+    @property
+    def lora(self) -> LoraSettings:
+        return LoraSettings(self.rank, self.targets, self.modules_to_save, self.dora)
+
+    @property
+    def quantized(self) -> Quantization:
+        return Quantization(self.quantization, self.double_quant)
+
+    def describe(self) -> str:
+        targets = self.targets if isinstance(self.targets, str) else ", ".join(self.targets)
+        parts = [f"LoRA r={self.rank} on {targets}"]
+        if self.dora:
+            parts.append("DoRA")
+        if self.modules_to_save:
+            parts.append(f"modules_to_save {', '.join(self.modules_to_save)}")
+        if self.quantization != "none":
+            parts.append(f"{self.quantization} base" + (" + double quantization" if self.double_quant else ""))
+        return ", ".join(parts)
+
+
+def adapter_from_settings(settings, origins: dict[str, Origin]) -> Adapter | None:
+    """The adapter the resolved settings describe (None without `lora_rank`); each field keeps its origin."""
+    if settings.lora_rank is None:
+        return None
+    fields = {"rank": "lora_rank", "targets": "lora_targets", "modules_to_save": "modules_to_save", "dora": "dora",
+              "quantization": "quantization", "double_quant": "double_quant"}
+    values = {field: getattr(settings, name) for field, name in fields.items() if getattr(settings, name) is not None}
+    kept = tuple((field, origins[fields[field]]) for field in values if fields[field] in origins)
+    return Adapter(**values, origins=kept)
+
+
+def adapter_problem(adapter: Adapter, config: dict | None) -> tuple[str, str] | None:
+    """(the setting at fault, why) when the model cannot take this adapter, or there is no model to take it."""
+    if config is None:
+        return "lora_rank", ('a LoRA adapter needs the model\'s shape: declare "parameters": {"from_config": '
+                             '"path/to/config.json"} (its linear layers are what lora_targets name)')
+    try:
+        count_adapters(config, adapter.lora)
+    except AdapterInputError as error:
+        return SETTING_OF_FIELD.get(error.field, "lora_rank"), str(error)
+    except UnsupportedModel:
+        return None  # the count of from_config reports it
+    return None
+
+
+class Term(NamedTuple):
+    """One addend of P, G or O: `count` parameters at `each` bytes (each None: `bytes` comes from a rule)."""
+
+    label: str
+    count: int
+    each: int | None
+    bytes: int
+
+
+class AdapterBreakdown(NamedTuple):
+    """What the plan's P, G, O are made of with an adapter: counts as PEFT reports them, and every term."""
+
+    adapter: Adapter
+    engine: str  # adapters.ENGINES: peft, deepspeed, fsdp1, fsdp2
+    count: AdapterCount
+    parameter_terms: tuple[Term, ...]
+    gradient_terms: tuple[Term, ...]
+    optimizer_terms: tuple[Term, ...]
+    constant_bytes: int  # quantization constants inside P (attributes: ZeRO-3 / FSDP do not partition them)
+    notes: tuple[str, ...]
+    precision: str = "bf16"  # the model's (training) dtype
+    optimizer: str = "adamw"
+
+    @property
+    def trainable(self) -> int:
+        return self.count.trainable
+
+    @property
+    def total(self) -> int:
+        return self.count.all
+
+    def to_json(self) -> dict:
+        def terms(found: tuple[Term, ...]) -> list[dict]:
+            return [{"label": t.label, "parameters": t.count, "bytes_each": t.each, "bytes": t.bytes} for t in found]
+
+        adapter = self.adapter
+        return {"rank": adapter.rank, "targets": adapter.targets if isinstance(adapter.targets, str)
+                else list(adapter.targets), "modules_to_save": list(adapter.modules_to_save), "dora": adapter.dora,
+                "quantization": adapter.quantization, "double_quant": adapter.double_quant, "engine": self.engine,
+                "precision": self.precision, "optimizer": self.optimizer,
+                "trainable_parameters": self.trainable, "frozen_parameters": self.count.frozen,
+                "adapter_parameters": self.count.adapters, "saved_copy_parameters": self.count.saved_copies,
+                "parameter_terms": terms(self.parameter_terms), "gradient_terms": terms(self.gradient_terms),
+                "optimizer_terms": terms(self.optimizer_terms), "quantization_constant_bytes": self.constant_bytes}
+
+
+def engine_for(family: str, fsdp_version: int | None = None) -> str:
+    """adapters.model_state's engine for a plan family: DeepSpeed's recast, FSDP1/2, else PEFT with torch."""
+    if family == "deepspeed":
+        return "deepspeed"
+    if family == "fsdp":
+        return "fsdp2" if fsdp_version == 2 else "fsdp1"
+    return "peft"
+
+
+def _trainable_terms(count: AdapterCount, engine: str, dtype: str, gradient: int, optimizer: str) -> tuple:
+    """(P, G, O) terms of the trainable parameters, as adapters.model_state computes them."""
+    width, state = DTYPE_BYTES[dtype], optimizer_state_bytes(optimizer)
+    if engine == "deepspeed":  # _cast_module_mixed_precision: adapters in the training dtype; fp32 master + state
+        groups = ((f"trainable ({dtype}, DeepSpeed's recast)", count.trainable, width),)
+        master = 4 if width < 4 else 0
+        opt = tuple(Term(f"trainable ({optimizer} state {state} B" + (" + fp32 master 4 B)" if master else ")"),
+                         n, state + master, n * (state + master)) for _, n, _ in groups if n)
+        grads = tuple(Term(label, n, gradient or width, n * (gradient or width)) for label, n, _ in groups if n)
+    else:  # PEFT's autocast_adapter_dtype: fp32 adapters; modules_to_save copies keep the model dtype
+        groups = (("adapters (fp32, PEFT's autocast)", count.adapters, 4),
+                  (f"modules_to_save copies ({dtype})", count.saved_copies, width))
+        follows = optimizer in TENSOR_STATE_OPTIMIZERS
+        opt = tuple(Term(f"{label.split(' (')[0]} ({optimizer} state in their dtype)", n,
+                         state * w // 4 if follows else state, n * (state * w // 4 if follows else state))
+                    for label, n, w in groups if n)
+        grads = tuple(Term(label, n, gradient or w, n * (gradient or w)) for label, n, w in groups if n)
+    params = tuple(Term(label, n, w, n * w) for label, n, w in groups if n)
+    return params, grads, opt
+
+
+def adapter_inputs(config: dict, adapter: Adapter, family: str, precision: str, optimizer: str, world_size: int,
+                   fp32_gradients: bool = False, fsdp_version: int | None = None,
+                   assumptions: tuple[str, ...] = ()) -> tuple[Inputs, AdapterBreakdown]:
+    """The plan's inputs for LoRA training of the model `config` describes; raises AdapterInputError (its
+    `.field` an adapters.py name: SETTING_OF_FIELD maps it to the setting) or UnsupportedModel."""
+    engine = engine_for(family, fsdp_version)
+    gradient_dtype = "fp32" if fp32_gradients and precision != "fp32" else ""
+    state: AdapterState = model_state(
+        config, adapter.lora, adapter.quantized, engine=engine, dtype=precision, gradient_dtype=gradient_dtype,
+        optimizer_state=optimizer_state_bytes(optimizer), state_follows_dtype=optimizer in TENSOR_STATE_OPTIMIZERS)
+    count = count_adapters(config, adapter.lora)
+    frozen = state.frozen
+    upcast = adapter.quantization != "none" and engine != "deepspeed"
+    float_width = frozen.float_bytes // frozen.other_parameters if frozen.other_parameters else 0
+    frozen_terms = []
+    if frozen.quantized_weights:
+        frozen_terms.append(Term(f"frozen linear weights, {adapter.quantization}"
+                                 + (" + double quantization" if adapter.double_quant else "")
+                                 + " (packed values + constants, docs/adapters.md)", frozen.quantized_weights, None,
+                                 frozen.quantized_bytes))
+    label = ("frozen (fp32: prepare_model_for_kbit_training's upcast)" if upcast
+             else f"frozen{' embeddings, head, norms, biases' if frozen.quantized_weights else ''} ({precision})")
+    frozen_terms.append(Term(label, frozen.other_parameters, float_width, frozen.float_bytes))
+    params, grads, opt = _trainable_terms(count, engine, precision, 4 if gradient_dtype else 0, optimizer)
+    notes = list(state.notes[1:])
+    if engine == "fsdp1":
+        notes.append("FSDP1: every unit all frozen or all trainable (PEFT's fsdp_auto_wrap_policy); "
+                     "use_orig_params=True with decoder-layer units keeps a gradient for the frozen weights too")
+    if frozen.constant_bytes:
+        notes.append(f"of P, {frozen.constant_bytes:,} B are quantization constants, which ZeRO-3 and FSDP do "
+                     "not partition (counted as partitioned by the stage formula)")
+    breakdown = AdapterBreakdown(adapter, engine, count, (*frozen_terms, *params), grads, opt, frozen.constant_bytes,
+                                 tuple(notes), precision, optimizer)
+    shown = tuple(sum(t.bytes for t in terms) for terms in (breakdown.parameter_terms, grads, opt))
+    if shown != (state.parameter_bytes, state.gradient_bytes, state.optimizer_bytes):
+        raise AssertionError(f"adapter terms {shown} disagree with adapters.model_state {state[:3]}")
+    note = f"{count.trainable:,} trainable of {count.all:,} parameters: {adapter.describe()}"
+    inputs = Inputs(state.parameter_bytes, state.gradient_bytes, state.optimizer_bytes, world_size,
+                    parameters=count.all, assumptions=(note, *assumptions, *notes), adapter=breakdown)
+    return inputs, breakdown
+
+
+def lora_peak(breakdown, dtype: str | None) -> LoraPeak | None:
+    """LoRA's activation inputs for a plan's adapter breakdown (memory/adapter_plan.AdapterBreakdown): DeepSpeed
+    recasts the adapters and any k-bit upcast to the training dtype; elsewhere PEFT's adapters are fp32 and a
+    quantized base runs its forward in fp32 (prepare_model_for_kbit_training)."""
+    if breakdown is None or dtype is None:
+        return None
+    recast = breakdown.engine == "deepspeed"
+    quantized = breakdown.adapter.quantization != "none"
+    return LoraPeak(breakdown.count, dtype if recast else "fp32", activation_dtype(dtype, quantized, not recast))
+
+
+__all__ = ["Adapter", "AdapterBreakdown", "AdapterInputError", "SETTING_OF_FIELD", "Term", "adapter_from_settings",
+           "adapter_inputs", "adapter_problem", "engine_for", "lora_peak"]
