@@ -218,8 +218,29 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
     workload = Workload(micro_batch=recipe.micro_batch, sequence_length=recipe.sequence_length,
                         checkpointing=recipe.checkpointing, zero=workload.zero, compute_dtype=recipe.compute_dtype,
                         checkpointing_path=("gradient_checkpointing",), zero_root=workload.zero_root)
+    _adapter_values(recipe.adapter, values, origins)
     layer = config_values(ZeromemSettings.from_checked(values), origins)
     return Reading(data, issues, TOP_BLOCK, setup, BLANK_SETUP, source, workload, layers=(layer,), recipe=recipe)
+
+
+#: A recipe's adapter field -> the zeromem setting the adapter model reads (memory/adapter_plan.py).
+_ADAPTER_SETTINGS = (("rank", "lora_rank"), ("targets", "lora_targets"), ("modules_to_save", "modules_to_save"),
+                     ("dora", "dora"), ("quantization", "quantization"), ("double_quantization", "double_quant"))
+
+
+def _adapter_values(adapter, values: dict, origins: dict) -> None:
+    """The recipe's LoRA / QLoRA fields as settings of the recipe's own layer, each at its key: the plan
+    then counts frozen and trainable parameters as for `lora_rank` given anywhere else. A value the
+    settings check is not certain of is left out (the recipe's own check reports it)."""
+    from zeromem_lsp.configs.settings import certainly_valid
+
+    if adapter is None or adapter.rank is None:
+        return
+    for field, name in _ADAPTER_SETTINGS:
+        found = getattr(adapter, field)
+        checked = certainly_valid({name: found.value}) if found is not None else None
+        if checked:
+            values[name], origins[name] = checked[name], found.origin
 
 
 #: document kind -> its reader; FSDP-family readers get the top level as a dict.

@@ -19,6 +19,7 @@ from zeromem_lsp.project import file_loader
 DATA = Path(__file__).resolve().parents[1] / "data"
 RECIPES = DATA / "recipes"
 GEMMA = DATA / "models" / "gemma-3-4b-it" / "config.json"
+LLAMA = DATA / "models" / "Meta-Llama-3-8B" / "config.json"  # the stand-in for the models not in tests/data
 #: Every recipe in tests/data/recipes, with the model it names and whether it runs DeepSpeed.
 RECIPE_FILES = {
     "axolotl/examples/llama-3/lora-1b.yml": "NousResearch/Llama-3.2-1B",
@@ -91,9 +92,12 @@ def _plan(path: Path, world_size: int = 8):
 
 @pytest.mark.parametrize("name", [name for name in RECIPE_FILES])
 def test_each_real_recipe_gives_a_peak_in_check(name, tmp_path, monkeypatch):
-    """A stand-in config.json (gemma-3-4b-it's) under each recipe's model id: the recipe's own batch, sequence,
-    checkpointing and DeepSpeed file give the peak; a budget between model state and peak is ZM106."""
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, set(RECIPE_FILES.values()))))
+    """Gemma's own config.json, and a stand-in (Llama-3-8B's) under the other recipes' model ids: the recipe's own
+    batch, sequence, checkpointing, adapter and DeepSpeed file give the peak; a budget between model state and
+    peak is ZM106."""
+    others = set(RECIPE_FILES.values()) - {"google/gemma-3-4b-it"}
+    cache_with(tmp_path, others, LLAMA)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["google/gemma-3-4b-it"])))
     plan = _plan(RECIPES / name)
     assert plan.peak is not None and not plan.peak.missing, getattr(plan, "missing", plan)
     stage = plan.stage
@@ -120,9 +124,11 @@ def test_a_recipes_deepspeed_file_is_followed_with_its_auto_filled(tmp_path, mon
     recipe's `bf16: auto`, buckets from the model's hidden size 2560 as Transformers fills "auto"."""
     monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["NousResearch/Llama-3.2-1B"])))
     plan = _plan(RECIPES / "axolotl/examples/llama-3/lora-1b-ray.yml")
-    assert plan.stage == "zero3" and plan.inputs.per_parameter.precision == "bf16"
+    lora = plan.inputs.adapter  # the recipe's adapter: frozen base, trainable LoRA weights
+    assert plan.stage == "zero3" and lora.precision == "bf16" and lora.adapter.rank == 16
+    assert lora.adapter.origin("rank").path == ("lora_r",) and lora.count.trainable < plan.inputs.parameters
     # no optimizer block in zero3.json: the Trainer builds the recipe's `optimizer: adamw_8bit`
-    assert plan.inputs.per_parameter.optimizer_name == "adam8bit" and plan.origins["optimizer"].path == ("optimizer",)
+    assert lora.optimizer == "adam8bit" and plan.origins["optimizer"].path == ("optimizer",)
     sizes = plan.peak.zero_sizes
     assert sizes["reduce_bucket_size"] == 2560 * 2560 and sizes["stage3_prefetch_bucket_size"] == int(0.9 * 2560 ** 2)
 
@@ -213,10 +219,11 @@ def test_without_a_world_size_a_llamafactory_recipe_is_told_where_to_give_it(tmp
 def test_a_project_override_gives_the_recipes_world_size(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path / "cache", ["Qwen/Qwen3-4B-Instruct-2507"])))
     shutil.copytree(RECIPES / "llamafactory", tmp_path / "project")
-    (tmp_path / "project" / "pyproject.toml").write_text(
-        '[tool.zeromem]\ngpu-memory = "12GiB"\n[[tool.zeromem.overrides]]\nfiles = ["*_ds3.yaml"]\nworld-size = 8\n')
     recipe = tmp_path / "project" / "examples/train_lora/qwen3_lora_sft_ds3.yaml"
     plan = _plan(recipe)  # the same recipe with world size 8 given directly
+    budget = (plan.placement.gpu["zero3"] + plan.peak.at("zero3")) // 2  # model state fits, the peak does not
+    (tmp_path / "project" / "pyproject.toml").write_text(
+        f'[tool.zeromem]\ngpu-memory = {budget}\n[[tool.zeromem.overrides]]\nfiles = ["*_ds3.yaml"]\nworld-size = 8\n')
     (peak,) = findings(str(recipe))
     assert peak["code"] == "ZM106" and f"= {plan.peak.at('zero3'):,} B" in peak["message"]
 
@@ -230,8 +237,8 @@ def test_no_quick_fix_rewrites_a_recipe_over_budget(name, tmp_path, monkeypatch)
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text((RECIPES / name).read_text().replace("fsdp_offload_params: true", "fsdp_offload_params: false"))
     before = recipe.read_text()
-    assert "ZM101" in {item["code"] for item in findings("--world-size", "8", "--gpu-memory", "1GiB", str(recipe))}
-    run_zeromem("check", "--fix", "--unsafe-fixes", "-q", "--world-size", "8", "--gpu-memory", "1GiB", str(recipe))
+    assert "ZM101" in {item["code"] for item in findings("--world-size", "8", "--gpu-memory", "2MiB", str(recipe))}
+    run_zeromem("check", "--fix", "--unsafe-fixes", "-q", "--world-size", "8", "--gpu-memory", "2MiB", str(recipe))
     assert recipe.read_text() == before
 
 

@@ -83,11 +83,22 @@ def test_unmeasured_settings_are_refused_by_name():
     count = count_adapters(mixtral, LoraSettings(8, ("q_proj",)))
     with pytest.raises(ActivationInputError, match="no LoRA activation model for 'mixtral'"):
         estimate_lora_activations(model_shape(mixtral), count, 16, 1)
-    gemma3 = {**next(case for case in RECORD["cases"] if case["config"]["model_type"] == "gemma3_text")["config"],
-              "num_hidden_layers": 2, "sliding_window": 32, "layer_types": ["sliding_attention", "full_attention"]}
-    with pytest.raises(ActivationInputError, match="sliding-window"):
-        estimate_lora_activations(model_shape(gemma3), count_adapters(gemma3, LoraSettings(8)), 64, 1)
     llama = {**RECORD["cases"][0]["config"], "num_hidden_layers": 2}
     saved = count_adapters(llama, LoraSettings(8, ("q_proj",), ("lm_head",)))
     with pytest.raises(ActivationInputError, match="linear projections only"):
         estimate_lora_activations(model_shape(llama), saved, 16, 1)
+
+
+def test_a_sliding_window_the_sequence_outgrows_changes_lora_activations_as_it_changes_full_ones():
+    """Derived, not measured: what sliding-window layers keep apart from full-attention ones is attention's own,
+    which LoRA leaves as it is — the difference between a windowed and an unwindowed twin carries over whole."""
+    base = {**next(case for case in RECORD["cases"] if case["config"]["model_type"] == "gemma3_text")["config"],
+            "num_hidden_layers": 2, "layer_types": ["sliding_attention", "full_attention"]}
+    windowed, open_ = {**base, "sliding_window": 32}, {**base, "sliding_window": 4096}
+    full = {name: estimate_activations(model_shape(config), 64, 1) for name, config in (("windowed", windowed), ("open", open_))}
+    full_gap = full["windowed"].layer_bytes - full["open"].layer_bytes
+    assert full_gap != 0  # the window really changes what the layers keep
+    lora = {name: estimate_lora_activations(model_shape(config), count_adapters(config, LoraSettings(8)), 64, 1)
+            for name, config in (("windowed", windowed), ("open", open_))}
+    assert lora["windowed"].layer_bytes - lora["open"].layer_bytes == full_gap
+    assert lora["windowed"].total - lora["open"].total == full["windowed"].total - full["open"].total

@@ -200,9 +200,6 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
         raise ActivationInputError(f"adapter_dtype must be one of {', '.join(DTYPE_BYTES)}, got {adapter_dtype!r}")
     full = estimate_activations(shape, sequence_length, micro_batch, dtype, checkpointing, attention)
     tokens, w, a = sequence_length * micro_batch, DTYPE_BYTES[dtype], DTYPE_BYTES[adapter_dtype]
-    if full.per_layer_bytes * shape.layers != full.layer_bytes:
-        raise ActivationInputError("the LoRA activation model is measured with layers that all keep the same: "
-                                   "not for sliding-window layers the sequence outgrows under sdpa")
     if count.saved or any(t.weight.kind not in ("linear", "conv1d") or t.layers is None for t in count.targets):
         raise ActivationInputError("the LoRA activation model covers adapters on the layers' linear projections only")
     by_layer: dict[int, dict[str, int]] = {}
@@ -211,6 +208,13 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
             by_layer.setdefault(index, {})[_role(target.weight.path)] = target.rank
     base = full.per_layer_bytes - _frozen_savings(shape, tokens, w, attention)
     start = min(by_layer)  # layers before the first adapter see no gradient-carrying input: they keep nothing
+    # Layers that keep different amounts (sliding windows the sequence outgrows): what differs is attention's
+    # own saved tensors, which LoRA leaves as they are, so the difference is carried over whole. Derived, not
+    # measured (the measurements' sequences fit the windows); only when every layer carries a gradient.
+    uneven = full.layer_bytes - full.per_layer_bytes * shape.layers
+    if uneven and start != 0:
+        raise ActivationInputError("the LoRA activation model covers layers that keep different amounts (sliding "
+                                   "windows the sequence outgrows) only when the first layer has adapters")
     sizes = [0 if i < start else base + _adapter_bytes(shape, by_layer.get(i, {}), tokens, w, a, attention)
              for i in range(shape.layers)]
     sizes[start] -= _first_layer_savings(shape, by_layer[start], micro_batch, sequence_length, w, a, attention)
@@ -222,9 +226,9 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
     outside = (full.embedding_bytes + full.shared_bytes + full.final_norm_bytes + full.logits_bytes
                - I64 * tokens - positions - (w if gemma else 0) - normalized - w * tokens * shape.hidden)
     if checkpointing:  # the checkpoints keep the layers' inputs (rotary tables included) whatever needs a gradient
-        return LoraActivations(max(sizes), sizes[start], sum(sizes), outside, True, full.checkpoint_bytes,
+        return LoraActivations(max(sizes), sizes[start], sum(sizes) + uneven, outside, True, full.checkpoint_bytes,
                                max(sizes), outside + full.checkpoint_bytes)
     if start == shape.layers - 1 and not {"q_proj", "k_proj"} & _names(by_layer[start]):
         outside -= full.shared_bytes  # rotary tables are kept by q·cos only when q or k carries a gradient
     middle = max(sizes[start + 1:], default=sizes[start])
-    return LoraActivations(middle, sizes[start], sum(sizes), outside, False, 0, 0, sum(sizes) + outside)
+    return LoraActivations(middle, sizes[start], sum(sizes) + uneven, outside, False, 0, 0, sum(sizes) + uneven + outside)
