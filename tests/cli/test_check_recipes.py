@@ -302,3 +302,17 @@ def test_a_recipe_without_an_engine_is_torch_ddp_in_check_and_estimate(tmp_path,
     assert peak["message"].endswith("nothing peaks within the budget under DDP, which keeps the whole model state on "
                                     "every rank; DeepSpeed (a `deepspeed:` config with ZeRO-2/3) or FSDP (an "
                                     "`fsdp_config`) would shard it over the ranks")
+
+
+def test_a_lora_run_on_a_recipe_without_an_engine_is_costed_as_peft_under_torch(tmp_path, monkeypatch):
+    """The adapter settings on a torch DDP recipe: PEFT's bytes (adapters in fp32, no DeepSpeed recast, no FSDP
+    gradient rule), only the DDP stage, and DDP = P + G + O of those terms."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["google/gemma-3-4b-it"])))
+    recipe = str(RECIPES / "axolotl/examples/gemma3/gemma-3-4b-qlora.yml")
+    done = run_zeromem("estimate", "--config", recipe, "--lora-rank", "32", "--quantization", "nf4", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    inputs = data["inputs"]
+    assert data["stage"] == "ddp" and inputs["adapter"]["engine"] == "peft"
+    assert data["ddp"] == inputs["parameter_bytes"] + inputs["gradient_bytes"] + inputs["optimizer_bytes"]
+    assert inputs["gradient_bytes"] == 4 * inputs["trainable_parameters"]  # fp32 adapters' gradients (PEFT autocast)
