@@ -153,6 +153,16 @@ def describe_suggestion(suggestion, family: str) -> str:
     return f"{text} ({format_bytes(suggestion.gpu_bytes)}/GPU)"
 
 
+def no_fit(family: str, peak_known: bool) -> str:
+    """Why nothing fits and what would: plain torch (DDP) can only be sharded by another engine, which is not an
+    edit of this file; DeepSpeed and FSDP have tried every stage and offload."""
+    verb = "peaks within the budget" if peak_known else "fits the budget"
+    if family == "torch":
+        return (f"nothing {verb} under DDP, which keeps the whole model state on every rank; DeepSpeed (a "
+                "`deepspeed:` config with ZeRO-2/3) or FSDP (an `fsdp_config`) would shard it over the ranks")
+    return f"nothing {verb} even with ZeRO-3 and full offload; add GPUs"
+
+
 class PeakRow(NamedTuple):
     """One stage of the one table: model state | peak | the phase holding the peak and its largest parts."""
 

@@ -17,7 +17,7 @@ from zeromem_lsp.configs.workload import (
     Workload, accelerate_workload, deepspeed_workload, fsdp_file_workload, hf_arguments_workload,
 )
 from zeromem_lsp.document import parse_document
-from zeromem_lsp.memory.planner import DeepSpeedSource, FsdpSource, NoSource, PlanSource
+from zeromem_lsp.memory.planner import DeepSpeedSource, FsdpSource, NoSource, PlanSource, TorchSource
 from zeromem_lsp.provenance import Given, Path
 from zeromem_lsp.document.hjson_numbers import hjson_numbers
 
@@ -129,8 +129,8 @@ def read_hf_arguments(data: dict, loader: Loader | None) -> Reading:
                            workload)
 
 
-DDP_NOTE = ("no deepspeed or fsdp_config in the recipe: DDP, every rank keeps the whole model in the dtype it is "
-            "loaded in (FSDP's NO_SHARD convention)")
+DDP_NOTE = ("no deepspeed or fsdp_config in the recipe: torch DDP, every rank keeps the whole model, its gradients "
+            "and optimizer state in the dtype it is loaded in")
 
 
 def _launch_file(loader: Loader | None, name: str) -> tuple[str | None, str, str]:
@@ -188,7 +188,7 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
     """An axolotl / LLaMA-Factory / TRL recipe: its keys checked, its model, batch, sequence and
     checkpointing as the tool defaults them, the DeepSpeed file it names followed (its "auto" filled
     from the recipe as Transformers does), FSDP from its fsdp_config, else DDP."""
-    from zeromem_lsp.configs.fsdp import FsdpSetup, validate_accelerate_fsdp
+    from zeromem_lsp.configs.fsdp import validate_accelerate_fsdp
     from zeromem_lsp.configs.layers import config_values
     from zeromem_lsp.configs.recipes import read_recipe as read
     from zeromem_lsp.configs.settings import ParametersFromConfig, ZeromemSettings
@@ -208,10 +208,10 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
             if "fsdp_version" in data and not {"fsdp_version", "version"} & set(fsdp):
                 fsdp = {**fsdp, "fsdp_version": data["fsdp_version"]}  # axolotl writes it beside the block
             fsdp_setup = validate_accelerate_fsdp(fsdp, ("fsdp_config",))[1]  # axolotl hands it to Accelerate
+            source = FsdpSource(fsdp_setup, world_hint=_world_hint(tool))
         else:
-            fsdp_setup = FsdpSetup(1, "NO_SHARD", None, DDP_NOTE, False, None, None)
-        source = FsdpSource(fsdp_setup, world_hint=_world_hint(tool))
-        if recipe.dtype is not None:  # FSDP / DDP keep parameters in the dtype the model is loaded in
+            source = TorchSource(DDP_NOTE)
+        if recipe.dtype is not None:  # FSDP and torch keep parameters in the dtype the model is loaded in
             values["precision"], origins["precision"] = recipe.dtype.value, recipe.dtype.origin
     if recipe.optimizer is not None and setup is None:
         values["optimizer"], origins["optimizer"] = recipe.optimizer.value, recipe.optimizer.origin

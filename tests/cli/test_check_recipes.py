@@ -116,7 +116,7 @@ def test_the_recipes_batch_and_sequence_drive_the_peak(tmp_path, monkeypatch):
     assert plan.peak.transient_logits == 4 * 2 * 2048 * 262_208
     assert plan.peak.inputs["micro_batch"].path == ("micro_batch_size",)
     assert plan.peak.inputs["sequence_length"].path == ("sequence_len",)
-    assert plan.family == "fsdp" and plan.stage == "ddp"  # no deepspeed / fsdp_config: DDP
+    assert plan.family == "torch" and plan.stage == "ddp"  # no deepspeed / fsdp_config: torch DDP
 
 
 def test_a_recipes_deepspeed_file_is_followed_with_its_auto_filled(tmp_path, monkeypatch):
@@ -274,3 +274,52 @@ def test_axolotls_top_level_fsdp_version_applies_to_its_fsdp_config():
     settings = ZeromemSettings.from_checked({"world_size": 8, "parameters": 7_000_000_000})
     assert analyse(text, "fsdp.yml", (), settings).plan.stage == "zero2"
     assert analyse(text.replace("fsdp_version: 2\n", ""), "fsdp.yml", (), settings).plan.stage == "zero3"
+
+
+def test_a_recipe_without_an_engine_is_torch_ddp_in_check_and_estimate(tmp_path, monkeypatch):
+    """No deepspeed / fsdp_config: plain torch DDP in `check` and `estimate --config` alike — one stage (P + G + O
+    whatever the world size), weights, gradients and adamw_bnb_8bit's state in bf16 without a master copy, and no
+    offload or FSDP strategy to suggest; the advice names DeepSpeed or FSDP in words (no edit of the recipe)."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["google/gemma-3-4b-it"])))
+    recipe = str(RECIPES / "axolotl/examples/gemma3/gemma-3-4b-qlora.yml")
+    figures = {}
+    for ranks in ("1", "8"):
+        done = run_zeromem("estimate", "--config", recipe, "--world-size", ranks, "--gpu-memory", "8GiB",
+                           "--format", "json")
+        assert done.returncode == 1 and not done.stderr  # over the budget
+        figures[ranks] = data = json.loads(done.stdout)
+        inputs = data["inputs"]
+        assert data["stage"] == "ddp" and set(data["fits"]) == {"ddp"}
+        assert data["peak_inputs"]["engine"]["value"] == "torch"
+        assert inputs["bytes_per_parameter"] == {"parameter": 2, "gradient": 2, "optimizer": 2}
+        assert data["ddp"] == inputs["parameter_bytes"] + inputs["gradient_bytes"] + inputs["optimizer_bytes"]
+    assert figures["1"]["ddp"] == figures["8"]["ddp"] == 6 * figures["8"]["inputs"]["parameters"]
+    (over,) = [item for item in findings("--world-size", "8", "--gpu-memory", "8GiB", recipe) if item["code"] == "ZM101"]
+    assert over["message"].startswith(f"DDP needs 21.7 GiB per GPU ({figures['8']['ddp']:,} B)")
+    assert "NO_SHARD" not in over["message"] and "offload" not in over["message"]
+    assert "DeepSpeed (a `deepspeed:` config with ZeRO-2/3) or FSDP (an `fsdp_config`)" in over["message"]
+    text = run_zeromem("estimate", "--config", recipe, "--world-size", "8", "--gpu-memory", "8GiB").stdout
+    assert "engine torch" in text and "NO_SHARD" not in text and "(torch: no separate master copy)" in text
+    assert "nothing peaks within the budget under DDP" in text
+    # budgets the model state fits but the peak (32.3 GiB) does not: at 30 GiB DDP itself fits with micro-batch 1
+    # (peak 27.5 GiB); at 27 GiB nothing does without sharding
+    (peak,) = [item for item in findings("--gpu-memory", "30GiB", recipe) if item["code"] == "ZM106"]
+    assert "the cheapest whose peak fits is DDP with micro-batch 1" in peak["message"] and "offload" not in peak["message"]
+    (peak,) = [item for item in findings("--gpu-memory", "27GiB", recipe) if item["code"] == "ZM106"]
+    assert peak["message"].endswith("nothing peaks within the budget under DDP, which keeps the whole model state on "
+                                    "every rank; DeepSpeed (a `deepspeed:` config with ZeRO-2/3) or FSDP (an "
+                                    "`fsdp_config`) would shard it over the ranks")
+
+
+def test_a_lora_run_on_a_recipe_without_an_engine_is_costed_as_peft_under_torch(tmp_path, monkeypatch):
+    """The adapter settings on a torch DDP recipe: PEFT's bytes (adapters in fp32, no DeepSpeed recast, no FSDP
+    gradient rule), only the DDP stage, and DDP = P + G + O of those terms."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["google/gemma-3-4b-it"])))
+    recipe = str(RECIPES / "axolotl/examples/gemma3/gemma-3-4b-qlora.yml")
+    done = run_zeromem("estimate", "--config", recipe, "--lora-rank", "32", "--quantization", "nf4", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    inputs = data["inputs"]
+    assert data["stage"] == "ddp" and inputs["adapter"]["engine"] == "peft"
+    assert data["ddp"] == inputs["parameter_bytes"] + inputs["gradient_bytes"] + inputs["optimizer_bytes"]
+    assert inputs["gradient_bytes"] == 4 * inputs["trainable_parameters"]  # fp32 adapters' gradients (PEFT autocast)

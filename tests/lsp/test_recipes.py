@@ -63,8 +63,28 @@ async def test_the_sequence_key_hover_shows_what_it_costs(client, tmp_path):
     result = await client.text_document_hover_async(
         types.HoverParams(text_document=doc.identifier, position=doc.at("sequence_len:", 1)))
     hover = result.contents.value
-    assert "**Peak per GPU**" in hover and "| ▶ | **NO_SHARD (≈ DDP)** |" in hover
+    assert "**Peak per GPU**" in hover and "| ▶ | **DDP** |" in hover  # torch DDP: no FSDP strategy shown
+    assert "NO_SHARD" not in hover and "FSDP parameter dtype" not in hover
     assert "sequence length 2,048 — sequence_len" in hover
+
+
+async def test_a_recipe_without_an_engine_is_torch_ddp_in_the_hover(client, tmp_path):
+    """No deepspeed / fsdp_config: plain torch DDP — only the DDP stage, no master copy, no offload to
+    suggest; over the budget the advice names DeepSpeed or FSDP (an edit of the recipe zeromem cannot make)."""
+    text = recipe_text(tmp_path, None) + "zeromem:\n  gpu_memory: 8GiB\n"
+    doc = open_doc(client, "gemma-3-4b-qlora.yml", text, "yaml")
+    result = await client.text_document_hover_async(
+        types.HoverParams(text_document=doc.identifier, position=doc.at("base_model:", 1)))
+    hover = result.contents.value
+    parameters = 3_880_263_168  # gemma-3-4b-it's text model; bf16 weights and grads, adamw_bnb_8bit's 2 B state
+    assert f"model state {3 * 2 * parameters:,}" in hover  # P + G + O, the DDP formula
+    assert "bf16 params 2 B + bf16 grads 2 B + adam8bit state 2 B (torch: no separate master copy)" in hover
+    assert "engine torch" in hover and "ZeRO-3" not in hover.split("Nothing peaks")[0]
+    assert "Offload: none (plain DDP has no offload; DeepSpeed ZeRO and FSDP do)." in hover
+    assert "Nothing peaks within the budget under DDP" in hover and "`deepspeed:`" in hover
+    (over,) = [item for item in await doc.diagnostics() if item.code == "ZM101"]
+    assert over.message.startswith(f"DDP needs 21.7 GiB per GPU ({3 * 2 * parameters:,} B)")
+    assert "offload" not in over.message and "FSDP (an `fsdp_config`)" in over.message
 
 
 async def test_a_non_recipe_yaml_gets_nothing(client):

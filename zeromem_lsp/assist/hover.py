@@ -20,6 +20,7 @@ from zeromem_lsp.present import (
     activation_lines, adapter_lines, buffer_sum, count_times_bytes, describe_suggestion, human_and_exact, input_notes,
     peak_rows, peak_sum, per_gpu_summary, stage_label, stage_rows,
 )
+from zeromem_lsp.present import no_fit
 from zeromem_lsp.units import format_bytes, format_count, format_parameters
 
 RECIPE_KINDS = ("axolotl", "llamafactory", "trl")
@@ -120,6 +121,7 @@ def memory_section(plan: MemoryPlan | Unplanned | None) -> str:
         suggestion = plan.cheapest_fit()
         judged = "whose peak fits" if plan.peak_known else "that fits"
         lines += ["", f"Cheapest {judged}: {describe_suggestion(suggestion, plan.family)}." if suggestion
+                  else f"N{no_fit(plan.family, plan.peak_known)[1:]}." if plan.family == "torch"
                   else f"Nothing {'peaks within the budget' if plan.peak_known else 'fits'}, even ZeRO-3 with full "
                        "offload: add GPUs."]
     if plan.peak is not None:
@@ -287,6 +289,8 @@ def offload_text(plan: MemoryPlan) -> str:
                 f"{format_bytes(plan.gpu_bytes)} stays on each GPU, {format_bytes(plan.host_bytes)} per rank goes to the host.")
     if plan.family == "fsdp":
         alternative, setting = FSDP_CPU_OFFLOAD, "`fsdp_offload_params: true` (CPU offload)"
+    elif plan.family == "torch":
+        return "Offload: none (plain DDP has no offload; DeepSpeed ZeRO and FSDP do)."
     elif plan.stage == "ddp":
         return "Offload: none (DeepSpeed offloads only with ZeRO stages 1-3)."
     else:

@@ -23,6 +23,7 @@ from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS, bytes_per_param
 from zeromem_lsp.present import (
     activation_lines, adapter_lines, buffer_sum, human_and_exact, input_notes, peak_sum, peak_table, stage_table,
 )
+from zeromem_lsp.present import no_fit
 from zeromem_lsp.memory.stages import ALL as ALL_STAGES, stage as stage_named
 from zeromem_lsp.units import UnitError, format_bytes, format_bytes_decimal, format_count, format_parameters, parse_bytes, parse_parameter_count
 
@@ -383,7 +384,8 @@ def render_text(result: Estimate) -> list[str]:
         lines.append("")
         if cheapest is None:
             what = "stage's peak" if peak_known else "stage"
-            lines.append(f"no {what} fits {format_bytes(result.gpu_memory)} per GPU without offload or more GPUs")
+            lines.append(no_fit("torch", peak_known) if result.plan.family == "torch" else
+                         f"no {what} fits {format_bytes(result.gpu_memory)} per GPU without offload or more GPUs")
         else:
             figure = result.plan.verdict_bytes(cheapest)
             lines.append(f"cheapest stage that fits: {stage_named(cheapest).label_in(result.plan.family)} "

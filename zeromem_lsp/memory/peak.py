@@ -279,6 +279,8 @@ def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs) -> Pea
     stages, sizes = tuple(state), {}
     if family == "fsdp":
         buffers = _fsdp_stage_buffers(inputs, stages, element_bytes, missing)
+    elif family == "torch":  # DDP's gradient buckets are not counted yet (docs/recipes.md, Limits)
+        buffers = {stage: Buffers(()) for stage in stages}
     else:
         sizes = zero_sizes(inputs, element_bytes, missing)
         buffers = {stage: zero_buffers(stage_named(stage).number, **sizes) for stage in stages}

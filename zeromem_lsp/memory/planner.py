@@ -18,8 +18,8 @@ from zeromem_lsp.configs.training import TrainingSetup, implied_world_size
 from zeromem_lsp.memory.peak import estimate_peak
 from zeromem_lsp.memory.peak_inputs import PeakSource, peak_inputs
 from zeromem_lsp.memory.plan import (
-    DEEPSPEED, DEFAULT_WARN_FRACTION, FSDP, FSDP_CPU_OFFLOAD, Family, FsdpOffload, Inputs, MemoryPlan, Offload,
-    Origin, Unplanned, inputs_from_parameters, place,
+    DEEPSPEED, DEFAULT_WARN_FRACTION, FSDP, FSDP_CPU_OFFLOAD, TORCH, Family, FsdpOffload, Inputs, MemoryPlan,
+    Offload, Origin, Unplanned, inputs_from_parameters, place,
 )
 from zeromem_lsp.memory.precision import BytesPerParameter, bytes_per_parameter
 from zeromem_lsp.memory.stages import FSDP_STRATEGY_STAGE
@@ -43,13 +43,19 @@ class FsdpSource(NamedTuple):
     world_hint: str | None = None  # how to give the world size where the file cannot hold a zeromem block
 
 
+class TorchSource(NamedTuple):
+    """Neither DeepSpeed nor FSDP: plain torch (one process, or DDP over the ranks); `note` says why."""
+
+    note: str
+
+
 class NoSource(NamedTuple):
     """Nothing to plan: what would supply a setup."""
 
     missing: str
 
 
-PlanSource = DeepSpeedSource | FsdpSource | NoSource
+PlanSource = DeepSpeedSource | FsdpSource | TorchSource | NoSource
 
 
 def _setting(resolved: Resolved, name: str) -> Origin:
@@ -258,6 +264,31 @@ def fsdp_plan(source: FsdpSource, resolved: Resolved, peak: PeakSource | None = 
                  missing, peak, {"strategy": strategy_origin}, adapter, getattr(fsdp, "version", None))
 
 
+def torch_plan(source: TorchSource, resolved: Resolved, peak: PeakSource | None = None,
+               adapter: Adapter | None = None) -> MemoryPlan | Unplanned:
+    """Plain torch: DDP only (each rank holds P + G + O), no offload; weights, gradients and optimizer state in
+    the dtype the model is loaded in, as under FSDP (torch.optim allocates its state like the parameter)."""
+    settings = resolved.settings
+    ranks, ranks_origin = 1, Origin("DDP keeps a full copy on every rank: the rank count does not matter")
+    if settings.world_size is not None:
+        ranks, ranks_origin = settings.world_size, _setting(resolved, "world_size")
+
+    def per_parameter(missing: list[str]):
+        if settings.precision:
+            declared = _setting(resolved, "precision")
+            precision = Origin(f"{declared.note}: the dtype the model is loaded in", declared.path)
+        else:
+            precision = Origin("torch keeps parameters in the dtype the model is loaded in (assumed fp32)")
+        optimizer = _setting(resolved, "optimizer") if settings.optimizer else Origin("AdamW (HF Trainer's default)")
+        found = fsdp_bytes_per_parameter(settings.precision or "fp32", settings.optimizer or "adamw")
+        explanation = (f"{found.precision} params {found.parameter} B + {found.precision} grads {found.gradient} B + "
+                       f"{found.optimizer_name} state {found.optimizer} B (torch: no separate master copy)")
+        return found._replace(explanation=explanation), {"precision": precision, "optimizer": optimizer}, []
+
+    return build(TORCH, "ddp", None, Offload(), ranks, ranks_origin, per_parameter, resolved, [], peak,
+                 {"engine": Origin(source.note)}, adapter)
+
+
 def accelerate_ranks(accelerate, machines_written: bool):
     """World size and HYBRID shard group an Accelerate config implies, each with its origin.
 
@@ -276,10 +307,12 @@ def accelerate_ranks(accelerate, machines_written: bool):
 
 def plan(source: PlanSource, resolved: Resolved, peak: PeakSource | None = None,
          adapter: Adapter | None = None) -> MemoryPlan | Unplanned:
-    """The plan of whatever a reader found: FSDP when it shards with FSDP, else DeepSpeed. `adapter`: a LoRA run
-    (from the settings, `adapter_plan.adapter_from_settings`, or a recipe's adapter fields)."""
+    """The plan of whatever a reader found: FSDP when it shards with FSDP, DeepSpeed, or plain torch (DDP).
+    `adapter`: a LoRA run (from the settings, `adapter_plan.adapter_from_settings`, or a recipe's adapter fields)."""
     if isinstance(source, FsdpSource):
         return fsdp_plan(source, resolved, peak, adapter)
     if isinstance(source, DeepSpeedSource):
         return deepspeed_plan(source, resolved, peak, adapter)
+    if isinstance(source, TorchSource):
+        return torch_plan(source, resolved, peak, adapter)
     return Unplanned((source.missing,))

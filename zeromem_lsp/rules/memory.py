@@ -11,7 +11,7 @@ from zeromem_lsp.edits import insert_member, replace_value, set_value
 from zeromem_lsp.memory.stages import stage as stage_named
 from zeromem_lsp.findings import Finding, Fix, TextEdit, overlapping
 from zeromem_lsp.memory.plan import MemoryPlan, Suggestion, Unplanned
-from zeromem_lsp.present import describe_suggestion, percent_of, stage_label
+from zeromem_lsp.present import describe_suggestion, no_fit, percent_of, stage_label
 from zeromem_lsp.rules import fsdp as fsdp_rules
 from zeromem_lsp.rules.context import Context
 from zeromem_lsp.rules.registry import rule
@@ -135,8 +135,7 @@ def budget_findings(context: Context) -> Iterator[Finding]:
         advice = (
             f"the cheapest {judged} is {describe_suggestion(suggestion, plan.family)}"
             if suggestion
-            else f"nothing {'peaks within' if plan.peak_known else 'fits'} the budget even with ZeRO-3 and full "
-                 "offload; add GPUs"
+            else no_fit(plan.family, plan.peak_known)
         )
         yield context.finding(
             EXCEEDS,

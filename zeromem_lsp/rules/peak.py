@@ -10,7 +10,7 @@ from zeromem_lsp.findings import Finding, Fix, overlapping
 from zeromem_lsp.edits import set_value
 from zeromem_lsp.memory.peak import MODEL_UNCERTAINTY, Peak
 from zeromem_lsp.memory.plan import MemoryPlan
-from zeromem_lsp.present import describe_suggestion, peak_sum, stage_label
+from zeromem_lsp.present import describe_suggestion, no_fit, peak_sum, stage_label
 from zeromem_lsp.rules.context import Context
 from zeromem_lsp.rules.memory import micro_batch_edits, suggestion_fixes, zero_edits
 from zeromem_lsp.rules.registry import rule
@@ -113,6 +113,7 @@ def check(context: Context) -> Iterator[Finding]:
     largest, size = peak.components(plan.stage)[0]
     suggestion = plan.cheapest_fit()
     advice = (f"; the cheapest whose peak fits is {describe_suggestion(suggestion, plan.family)}" if suggestion
+              else f"; {no_fit(plan.family, True)}" if plan.family == "torch"
               else "; nothing peaks within the budget even with ZeRO-3 and full offload")
     fixes = tuple(fix for fix in (_halve_micro_batch(context, peak), _enable_checkpointing(context, peak),
                                   _shrink_buckets(context, plan)) if fix is not None)

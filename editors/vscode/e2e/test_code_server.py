@@ -7,7 +7,8 @@ Chromium through Playwright. Run by `.ci/vscode-e2e.sh`, which installs everythi
     ZEROMEM_SCREENSHOTS  where to save the screenshots (optional)
 
 The tests run in file order against one window, as a user would: a failed start fixed from the
-settings; diagnostics, hover and the quick fix on an over-budget DeepSpeed config; the Settings UI.
+settings; diagnostics, hover and the quick fix on an over-budget DeepSpeed config; the Settings UI; a real
+axolotl recipe (its model found in a local Hugging Face cache) with its diagnostic and memory hover.
 """
 
 from __future__ import annotations
@@ -54,6 +55,26 @@ STAGE_LINE = 8  # 1-based, as VS Code's "Go to Line" takes it
 STAGE_COLUMN = CONFIG.splitlines()[STAGE_LINE - 1].index('1}') + 1
 
 
+ROOT = Path(__file__).resolve().parents[3]
+#: A real recipe (tests/data/recipes/SOURCES.md), opened as written: its base_model resolves in a Hugging Face
+#: cache holding google/gemma-3-4b-it's published config.json (tests/data/models/gemma-3-4b-it).
+RECIPE = ROOT / "tests" / "data" / "recipes" / "axolotl" / "examples" / "gemma3" / "gemma-3-4b-qlora.yml"
+GEMMA_CONFIG = ROOT / "tests" / "data" / "models" / "gemma-3-4b-it" / "config.json"
+#: The project's settings for recipes only (the ds_config.json tests keep the User budget): a budget below any
+#: estimate of this 3.9B-parameter run, so a finding is certain whatever the memory model counts.
+PROJECT_SETTINGS = '[[tool.zeromem.overrides]]\nfiles = ["*.yml"]\ngpu-memory = "1GiB"\n'
+
+
+def hub_cache(root: Path) -> Path:
+    """A Hugging Face hub cache with google/gemma-3-4b-it's config.json at revision main (huggingface_hub's layout)."""
+    repo = root / "hub" / "models--google--gemma-3-4b-it"
+    (repo / "snapshots" / "c0ffee").mkdir(parents=True)
+    shutil.copy(GEMMA_CONFIG, repo / "snapshots" / "c0ffee" / "config.json")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("c0ffee", encoding="utf-8")
+    return root / "hub"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -66,6 +87,9 @@ def workspace(tmp_path_factory):
     project = root / "project"
     project.mkdir()
     (project / "ds_config.json").write_text(CONFIG, encoding="utf-8")
+    shutil.copy(RECIPE, project / RECIPE.name)
+    (project / "pyproject.toml").write_text(PROJECT_SETTINGS, encoding="utf-8")
+    hub_cache(root)
     user = root / "data" / "User"
     user.mkdir(parents=True)
     return root
@@ -88,7 +112,7 @@ def write_user_settings(root: Path, **zeromem: str) -> None:
 
 @pytest.fixture(scope="module")
 def server(workspace):
-    env = {**os.environ, "XDG_CONFIG_HOME": str(workspace / "xdg")}
+    env = {**os.environ, "XDG_CONFIG_HOME": str(workspace / "xdg"), "HF_HUB_CACHE": str(workspace / "hub")}
     node = os.environ.get("ZEROMEM_NODE")
     if node:
         env["PATH"] = f"{Path(node).parent}{os.pathsep}{env['PATH']}"
@@ -342,3 +366,57 @@ def test_settings_ui_edits_every_setting(page, workspace):
     screenshot(page, "vscode-settings.png")
     close_settings(page)
     wait_for(lambda: "45.6 GiB per GPU (49,000,000,000 B)" in problems(page), "ZM101 with worldSize 4")
+
+
+def zeromem_cli(workspace: Path, *args: str):
+    """What `zeromem` itself says about the project's files, with the environment the editor's server has."""
+    done = subprocess.run([os.environ["ZEROMEM_PYTHON"], "-m", "zeromem_lsp", *args], cwd=workspace / "project",
+                          env={**os.environ, "HF_HUB_CACHE": str(workspace / "hub")}, capture_output=True, text=True,
+                          timeout=120)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def test_a_real_recipe_gets_its_diagnostic_and_memory_hover(page, workspace):
+    """axolotl's gemma-3-4b-qlora.yml, unmodified: VS Code sends the YAML, the server recognises the recipe by its
+    keys, resolves base_model in the local hub cache, and shows what `zeromem check` and `zeromem estimate
+    --config` say about it (the project's 1 GiB budget for *.yml)."""
+    ensure_interpreter(workspace)
+    name = RECIPE.name
+    expected = json.loads(zeromem_cli(workspace, "check", "--format", "json", "-q", name).stdout)["findings"]
+    assert expected and all(item["code"] != "ZM108" for item in expected)  # the model was found and counted
+    estimate = json.loads(zeromem_cli(workspace, "estimate", "--config", name, "--format", "json").stdout)
+    stage = estimate["stage"]
+
+    command(page, "View: Close All Editors")  # the DeepSpeed config's problems leave with it
+    page.get_by_role("treeitem", name=name).click()
+    page.locator(".monaco-editor .view-lines", has_text="base_model").first.wait_for()
+
+    def shown() -> bool:
+        text = problems(page)
+        return all(item["code"] in text and item["message"][:60] in text for item in expected)
+
+    wait_for(shown, f"the recipe's {[item['code'] for item in expected]} in Problems")
+    assert "ZM101" not in problems(page) or any(item["code"] == "ZM101" for item in expected)
+
+    page.locator(".monaco-editor textarea").first.focus()
+    page.keyboard.press("Control+g")
+    page.keyboard.type("1:3")  # on `base_model`
+    page.keyboard.press("Enter")
+    hover = page.locator(".monaco-hover", has_text="Peak per GPU").first
+    for attempt in range(3):  # a hover requested while the editor still lays out can close at once: ask again
+        command(page, "Show or Focus Hover")
+        try:
+            hover.wait_for(state="visible", timeout=TIMEOUT_MS // 3)
+            break
+        except playwright.Error:
+            if attempt == 2:
+                raise
+    text = hover.inner_text()
+    label = "DDP" if stage == "ddp" else stage
+    assert f"{label} ≈ " in text and "engine torch" in text, text  # no deepspeed / fsdp_config: torch DDP
+    assert f"{estimate['inputs']['parameters']:,}" in text  # the count zeromem estimate made from the cached config
+    assert f"model state {estimate[stage]:,}" in text  # the peak's sum starts from the model state estimate gives
+    assert "NO_SHARD" not in text
+    screenshot(page, "vscode-recipe.png")
+    page.keyboard.press("Escape")
