@@ -281,7 +281,10 @@ def test_a_recipe_without_an_engine_is_torch_ddp_in_check_and_estimate(tmp_path,
     whatever the world size), weights, gradients and adamw_bnb_8bit's state in bf16 without a master copy, and no
     offload or FSDP strategy to suggest; the advice names DeepSpeed or FSDP in words (no edit of the recipe)."""
     monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["google/gemma-3-4b-it"])))
-    recipe = str(RECIPES / "axolotl/examples/gemma3/gemma-3-4b-qlora.yml")
+    # the recipe as a full fine-tune (no `adapter:`: axolotl trains every parameter, load_in_4bit then unused)
+    source = (RECIPES / "axolotl/examples/gemma3/gemma-3-4b-qlora.yml").read_text()
+    assert "adapter: qlora\n" in source
+    recipe = str(write(tmp_path, "gemma-3-4b-full.yml", source.replace("adapter: qlora\n", "")))
     figures = {}
     for ranks in ("1", "8"):
         done = run_zeromem("estimate", "--config", recipe, "--world-size", ranks, "--gpu-memory", "8GiB",

@@ -71,8 +71,9 @@ async def test_the_sequence_key_hover_shows_what_it_costs(client, tmp_path):
 async def test_a_recipe_without_an_engine_is_torch_ddp_in_the_hover(client, tmp_path):
     """No deepspeed / fsdp_config: plain torch DDP — only the DDP stage, no master copy, no offload to
     suggest; over the budget the advice names DeepSpeed or FSDP (an edit of the recipe zeromem cannot make)."""
-    text = recipe_text(tmp_path, None) + "zeromem:\n  gpu_memory: 8GiB\n"
-    doc = open_doc(client, "gemma-3-4b-qlora.yml", text, "yaml")
+    # as a full fine-tune (no `adapter:`: axolotl trains every parameter)
+    text = recipe_text(tmp_path, None).replace("adapter: qlora\n", "") + "zeromem:\n  gpu_memory: 8GiB\n"
+    doc = open_doc(client, "gemma-3-4b-full.yml", text, "yaml")
     result = await client.text_document_hover_async(
         types.HoverParams(text_document=doc.identifier, position=doc.at("base_model:", 1)))
     hover = result.contents.value
