@@ -18,7 +18,7 @@ from zeromem_lsp.configs.workload import ZERO_ALIASES
 from zeromem_lsp.memory.plan import FSDP_CPU_OFFLOAD, MemoryPlan, Offload, Unplanned
 from zeromem_lsp.present import (
     activation_lines, buffer_sum, count_times_bytes, describe_suggestion, human_and_exact, input_notes,
-    peak_rows, peak_sum, per_gpu_summary, stage_label, stage_rows,
+    peak_rows, peak_sum, per_gpu_summary, phase_peaks, stage_label, stage_rows,
 )
 from zeromem_lsp.units import format_bytes, format_count, format_parameters
 
@@ -150,15 +150,15 @@ def peak_markdown(plan: MemoryPlan) -> list[str]:
     if peak.missing:
         return ["**Peak per GPU: not computable yet.** Missing:", "", *[f"- {item}" for item in peak.missing],
                 "", "Known:", "", *inputs]
-    lines = [f"**Peak per GPU** = model state + buffers + activations + fp32 logits copy "
-             f"{format_count(peak.transient_logits)} + reserved {format_count(peak.reserved)} (bytes):"]
+    lines = [f"**Peak per GPU** = the largest phase (forward, backward, optimizer) of one training step + "
+             f"reserved {format_count(peak.reserved)} (bytes):"]
     engine = peak.inputs.get("engine")
     if engine is not None and engine.value != plan.family:
         lines += ["", f"**Engine {engine.value}** — {engine.note}: the step the peak follows is {engine.value}'s; "
                   "the stages and model state stay the config's."]
     chosen = plan.stage
     lines += ["", f"- {stage_label(chosen, plan.family)}: {peak_sum(peak, chosen)}",
-              f"- buffers: {buffer_sum(peak.buffers[chosen])}",
+              f"- phases: {phase_peaks(peak, chosen)}",
               *[f"- {line}" for line in activation_lines(peak)], *inputs]
     return lines
 

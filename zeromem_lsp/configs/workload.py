@@ -14,10 +14,13 @@ from zeromem_lsp.provenance import Given, Path
 
 #: zero_optimization keys that size ZeRO's buffers (zeromem_lsp.memory.buffers).
 ZERO_BUFFER_KEYS = ("reduce_bucket_size", "allgather_bucket_size", "overlap_comm", "stage3_prefetch_bucket_size",
-                    "stage3_max_live_parameters")
+                    "stage3_max_live_parameters", "contiguous_gradients", "stage3_max_reuse_distance",
+                    "stage3_param_persistence_threshold")
 #: DeepSpeed's older spellings of the ZeRO-3 sizes (DeepSpeedZeroConfig aliases).
 ZERO_ALIASES = {"prefetch_bucket_size": "stage3_prefetch_bucket_size",
-                "max_live_parameters": "stage3_max_live_parameters"}
+                "max_live_parameters": "stage3_max_live_parameters",
+                "max_reuse_distance": "stage3_max_reuse_distance",
+                "param_persistence_threshold": "stage3_param_persistence_threshold"}
 #: TrainingArguments.per_device_train_batch_size when the JSON does not set it.
 HF_DEFAULT_MICRO_BATCH = 8
 

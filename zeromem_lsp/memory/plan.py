@@ -150,7 +150,7 @@ class MemoryPlan(NamedTuple):
     gpu_memory: int | None
     warn_fraction: float = DEFAULT_WARN_FRACTION
     policy: Family = DEEPSPEED
-    peak: "Peak | None" = None  # beside the model state: buffers, activations, reserve (peak.py)
+    peak: "Peak | None" = None  # beside the model state: the whole step's peak per stage (peak.py)
 
     @property
     def family(self) -> str:
@@ -207,7 +207,7 @@ class MemoryPlan(NamedTuple):
         placement = self.placement if offload == self.offload else self.placement_with(offload)
         for stage in self.stages:
             state = placement.gpu[stage]
-            total = peak.at(stage, state) if peak is not None else None
+            total = peak.at(stage, offload) if peak is not None else None
             if (state if total is None else total) <= self.gpu_memory and offload_matters(offload, stage):
                 return Suggestion(stage, offload, state, total)
         return None
