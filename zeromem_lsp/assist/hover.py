@@ -224,7 +224,7 @@ def stage_peak_markdown(plan: MemoryPlan) -> list[str]:
         cells = ["▶" if row.chosen else "", f"**{row.label}**" if row.chosen else row.label, format_bytes(row.state)]
         if offloaded:
             cells.append(format_bytes(row.host))
-        cells.append(f"{format_count(row.peak)} ({format_bytes(row.peak)})")
+        cells.append(f"{format_count(row.peak)} ({format_bytes(row.peak)})" if row.peak is not None else "—")
         if budget:
             cells += [row.percent, row.fit]
         cells += [row.phase, f"`{row.bar.rstrip()}`"]
