@@ -268,6 +268,14 @@ def zero_sizes(inputs: PeakInputs, element_bytes: int, missing: list[str]) -> di
     return {**sizes, "parameters": inputs.parameters, "element_bytes": element_bytes}
 
 
+def activation_dtype(inputs: PeakInputs, family: str) -> str:
+    """The dtype the step computes in (as estimate_step takes it): the weights' under DeepSpeed and without
+    autocast or mixed precision, else the 16-bit compute dtype over fp32 weights."""
+    engine, compute = str(_value(inputs.engine) or family), str(_value(inputs.dtype))
+    param_dtype = str(_value(inputs.param_dtype) or compute)
+    return param_dtype if engine == "deepspeed" or compute == "fp32" else compute
+
+
 def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, offload: object = None) -> Peak:
     """The peak per stage of `state` (the plan's model state under `offload`), or a Peak naming what is
     missing."""
@@ -289,7 +297,7 @@ def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, offloa
     if not missing:
         try:
             activations = estimate_activations(inputs.shape, inputs.sequence_length.value,  # type: ignore[union-attr,arg-type]
-                                               inputs.micro_batch.value, inputs.dtype.value,  # type: ignore[union-attr,arg-type]
+                                               inputs.micro_batch.value, activation_dtype(inputs, family),  # type: ignore[union-attr,arg-type]
                                                bool(inputs.gradient_checkpointing.value), str(inputs.attention.value))
         except ActivationInputError as error:
             missing.append(str(error))
