@@ -252,3 +252,16 @@ def test_optimizer_impl_changes_the_figures():
         assert data["peak_inputs"]["optimizer_impl"]["value"] == impl
         assert data["peak"]["ddp"] == shown_peak(data["phases"]["ddp"])
     assert found["foreach"]["peak"]["ddp"] > found["for-loop"]["peak"]["ddp"]
+
+
+def test_an_optimizer_outside_the_phase_model_leaves_the_peak_unknown():
+    """SGD is not in the phase model: no figure is guessed; the verdict is the model state's and says so."""
+    data = estimate_json(*WORKLOAD, "--optimizer", "sgd", "--gpu-memory", "80GiB")
+    why = "optimizer must be one of adamw, adam, got 'sgd'"
+    assert data["peak"] == {stage: None for stage in STAGES}
+    assert data["phases"] == {stage: {"unknown": why} for stage in STAGES}
+    assert data["fits_by"] == "model state" and data["fits"] == data["model_state_fits"]
+    assert data["cheapest_fitting_stage"] == "ddp"  # SGD: 2 + 2 + 4 (the fp32 master) bytes per parameter
+    text = run_zeromem("estimate", *WORKLOAD, "--optimizer", "sgd", "--gpu-memory", "80GiB").stdout
+    assert f"peak unknown: {why}" in text
+    assert f"cheapest stage that fits: DDP (model state {format_bytes(data['ddp'])} per GPU; its peak is unknown)" in text

@@ -98,14 +98,18 @@ def memory_section(plan: MemoryPlan | Unplanned | None) -> str:
     if isinstance(plan, Unplanned):
         return _missing(plan)
     label = stage_label(plan.stage, plan.family)
-    if plan.peak_known:
+    if plan.peak_known and plan.judged_by(plan.stage) == "peak":
         peak = plan.verdict_bytes(plan.stage)
         head = (f"**{label} {per_gpu_summary(plan.gpu_bytes, plan.gpu_memory)}** persistent model state "
                 f"(parameters, gradients, optimizer state); **peak {per_gpu_summary(peak, plan.gpu_memory)}** "
-                "with buffers, activations and the reserve — what fits is judged on the peak.")
+                "— the largest phase of the training step and the reserve; what fits is judged on the peak.")
+    elif plan.peak_known:
+        head = (f"**{label} {per_gpu_summary(plan.gpu_bytes, plan.gpu_memory)}** — persistent model state "
+                f"(parameters, gradients, optimizer state); {plan.peak.unknown(plan.stage)}, so what fits is "  # type: ignore[union-attr]
+                "judged on model state.")
     else:
         head = (f"**{label} {per_gpu_summary(plan.gpu_bytes, plan.gpu_memory)}** — persistent model state "
-                "(parameters, gradients, optimizer state); the peak below adds buffers, activations and the reserve.")
+                "(parameters, gradients, optimizer state); the peak below is the largest phase of the training step + the reserve.")
     lines = [
         head,
         "",
@@ -118,7 +122,7 @@ def memory_section(plan: MemoryPlan | Unplanned | None) -> str:
     ]
     if plan.peak_exceeds:
         suggestion = plan.cheapest_fit()
-        judged = "whose peak fits" if plan.peak_known else "that fits"
+        judged = "whose peak fits" if suggestion is not None and suggestion.peak is not None else "that fits"
         lines += ["", f"Cheapest {judged}: {describe_suggestion(suggestion, plan.family)}." if suggestion
                   else f"Nothing {'peaks within the budget' if plan.peak_known else 'fits'}, even ZeRO-3 with full "
                        "offload: add GPUs."]

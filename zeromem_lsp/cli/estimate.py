@@ -257,6 +257,10 @@ def render_peak(peak: Peak) -> list[str]:
     labels = {key: stage_named(key).label_in(peak.family) for key in peak.state}
     width = max(len(label) for label in labels.values())
     for key, label in labels.items():
+        why = peak.unknown(key)
+        if why:
+            lines.append(f"  {label:<{width}} {why}")
+            continue
         lines.append(f"  {label:<{width}} phases: {phase_peaks(peak, key)}")
         lines.append(f"  {label:<{width}} peak = {peak_sum(peak, key)}")
     return lines
@@ -301,15 +305,15 @@ def render_text(result: Estimate) -> list[str]:
         lines.append(f"{stage.label:<7} = {stage.formula} = {format_count(figure)} B = {format_bytes_decimal(figure)}")
     if result.gpu_memory is not None:
         cheapest = result.cheapest_fitting
-        judged = "peak" if peak_known else "model state"
         lines.append("")
         if cheapest is None:
             what = "stage's peak" if peak_known else "stage"
             lines.append(f"no {what} fits {format_bytes(result.gpu_memory)} per GPU without offload or more GPUs")
         else:
-            figure = result.plan.verdict_bytes(cheapest)
+            figure, judged = result.plan.verdict_bytes(cheapest), result.plan.judged_by(cheapest)
+            unknown = "; its peak is unknown" if peak_known and judged == "model state" else ""
             lines.append(f"cheapest stage that fits: {stage_named(cheapest).label_in(result.plan.family)} "
-                         f"({judged} {format_bytes(figure)} per GPU)")
+                         f"({judged} {format_bytes(figure)} per GPU{unknown})")
     for assumption in inputs.assumptions:
         lines.append(f"assumes: {assumption}")
     return lines

@@ -193,6 +193,10 @@ class MemoryPlan(NamedTuple):
     def peak_known(self) -> bool:
         return self.peak is not None and not self.peak.missing
 
+    def judged_by(self, stage: str) -> str:
+        """"peak" when the stage's peak is a figure, else "model state" (an input missing, or the peak unknown)."""
+        return "peak" if self.peak_known and self.peak.at(stage) is not None else "model state"  # type: ignore[union-attr]
+
     def verdict_bytes(self, stage: str) -> int:
         """What "fits" is judged on: the peak when it is known, else model state (docs/memory-model.md)."""
         found = self.peak.at(stage) if self.peak_known else None  # type: ignore[union-attr]
