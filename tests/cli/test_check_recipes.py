@@ -15,7 +15,7 @@ from tests.cli.conftest import run_zeromem
 from zeromem_lsp.analysis import analyse
 from zeromem_lsp.configs.layers import command_line
 from zeromem_lsp.configs.settings import ZeromemSettings
-from zeromem_lsp.memory.peak import estimate_peak
+from zeromem_lsp.memory.peak import estimate_peak, step_buckets
 from zeromem_lsp.project import file_loader
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -136,8 +136,9 @@ def test_a_recipes_deepspeed_file_is_followed_with_its_auto_filled(tmp_path, mon
     assert plan.stage == "zero3" and plan.inputs.per_parameter.precision == "bf16"
     # no optimizer block in zero3.json: the Trainer builds the recipe's `optimizer: adamw_8bit`
     assert plan.inputs.per_parameter.optimizer_name == "adam8bit" and plan.origins["optimizer"].path == ("optimizer",)
-    sizes = plan.peak.zero_sizes
-    assert sizes["reduce_bucket_size"] == 2560 * 2560 and sizes["stage3_prefetch_bucket_size"] == int(0.9 * 2560 ** 2)
+    buckets = step_buckets(plan.peak.source)  # what the phase model receives
+    assert buckets.reduce_bucket_size == 2560 * 2560 and buckets.prefetch_bucket_size == int(0.9 * 2560 ** 2)
+    assert buckets.persistence_threshold == 10 * 2560
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

@@ -108,7 +108,6 @@ class Peak:
     reserved: int
     inputs: dict[str, Given]  # what was used by field name (INPUT_LABELS), with origins, for display
     missing: tuple[str, ...]  # each missing input, named
-    zero_sizes: dict = field(default_factory=dict)  # zero_buffers' keyword arguments (DeepSpeed plans)
     family: str = "deepspeed"
     source: PeakInputs | None = None  # what it was computed from: `with_micro_batch` recomputes from it
     offload: object = None  # the plan's Offload (its `moves(stage)`: which of P, G, O leave the GPU)
@@ -289,7 +288,7 @@ def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, offloa
     if inputs.dtype is None or inputs.dtype.value not in DTYPE_BYTES:
         missing.append('the training precision: declare "precision" in the zeromem block')
     element_bytes = DTYPE_BYTES.get(inputs.dtype.value, 2) if inputs.dtype is not None else 2  # type: ignore[arg-type]
-    buffers, sizes = None, {}
+    buffers = None
     if family == "deepspeed":
         sizes = zero_sizes(inputs, element_bytes, missing)
         buffers = {stage: zero_buffers(stage_named(stage).number, **sizes) for stage in state}
@@ -303,7 +302,7 @@ def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, offloa
             missing.append(str(error))
     return Peak(state=dict(state), buffers=buffers, activations=activations,
                 reserved=int(inputs.reserved.value), inputs=inputs.used(), missing=tuple(missing),  # type: ignore[arg-type]
-                zero_sizes=sizes, family=family, source=inputs, offload=offload)
+                family=family, source=inputs, offload=offload)
 
 
 __all__ = ["DEFAULT_RESERVED", "DEEPSPEED_DEFAULTS", "INPUT_LABELS", "MODEL_UNCERTAINTY", "PHASES", "Part", "Peak",
