@@ -17,7 +17,7 @@ from zeromem_lsp.memory.activations import DTYPE_BYTES, ActivationInputError, Ac
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS, Buffers, hf_auto_sizes, zero_buffers
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.memory.stages import stage as stage_named
-from zeromem_lsp.memory.step import PHASES, Buckets, Part, Phase, StepInputError, estimate_step
+from zeromem_lsp.memory.step import Buckets, Phase, StepInputError, estimate_step
 from zeromem_lsp.provenance import Given
 
 #: How far the peak may be off: the ±10% acceptance bound every measured case of the whole step is held to
@@ -305,5 +305,5 @@ def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, offloa
                 family=family, source=inputs, offload=offload)
 
 
-__all__ = ["DEFAULT_RESERVED", "DEEPSPEED_DEFAULTS", "INPUT_LABELS", "MODEL_UNCERTAINTY", "PHASES", "Part", "Peak",
-           "PeakInputs", "Phase", "StagePeak", "UnknownPeak", "estimate_peak"]
+__all__ = ["DEFAULT_RESERVED", "DEEPSPEED_DEFAULTS", "INPUT_LABELS", "MODEL_UNCERTAINTY", "Peak", "PeakInputs",
+           "StagePeak", "UnknownPeak", "estimate_peak"]
