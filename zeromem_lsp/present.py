@@ -196,7 +196,8 @@ def peak_rows(plan, width: int = 24) -> list[PeakRow]:
         rows.append(PeakRow(stage, stage_label(stage, plan.family), stage == plan.stage, plan.placement.gpu[stage],
                             plan.placement.host[stage], found.total if found is not None else None,
                             percent_of(verdict[stage], budget) if budget else "", fit_word(verdict[stage], budget),
-                            phase_parts(found) if found is not None else "",
+                            phase_parts(found) if found is not None else (peak.unknown(stage) or "")
+                            if stages is not None else "",
                             bar_with_budget(verdict[stage], budget, largest, width)))
     return rows
 
@@ -269,7 +270,7 @@ def adapter_lines(breakdown) -> list[str]:
 
 
 def activation_lines(peak) -> list[str]:
-    """Activations and the fp32 logits copy, each with its arithmetic."""
+    """The activations saved by forward with their arithmetic (the phases' "activations" at the loss)."""
     acts = peak.activations
     lines = [f"activations saved for backward ({acts.attention}) = {activation_sum(acts)}"]
     if peak.lora_activations is not None:
@@ -277,12 +278,17 @@ def activation_lines(peak) -> list[str]:
         lines.append(lora_activation_line(peak))
     acts = peak.lora_activations if peak.lora_activations is not None else acts
     if acts.checkpointing:
-        lines.append(f"one layer recomputed in backward (checkpointing) = {format_count(acts.recompute_bytes)} B; "
-                     f"activations at the peak = {format_count(acts.total)} + {format_count(acts.recompute_bytes)} "
-                     f"= {format_count(peak.activation_bytes)} B")
-    lines.append(f"fp32 logits copy (logits.float() / its gradient) = 4 B × micro-batch × sequence × vocabulary "
-                 f"= {format_count(peak.transient_logits)} B")
+        lines.append(f"one layer recomputed in backward (checkpointing, \"recomputed layer\") = "
+                     f"{format_count(acts.per_layer_bytes)} B")
     return lines
+
+
+def phase_peaks(peak, stage: str) -> str:
+    """`forward 1,000 B, backward 2,000 B, optimizer 1,500 B`: every phase's peak (the largest holds it)."""
+    found = peak.stage_peak(stage)
+    if found is None:
+        return peak.unknown(stage) or "peak unknown"
+    return ", ".join(f"{name} {format_count(phase.peak)} B" for name, phase in found.phases.items())
 
 
 def buffer_sum(buffers) -> str:
@@ -294,11 +300,13 @@ def buffer_sum(buffers) -> str:
 
 
 def peak_sum(peak, stage: str) -> str:
-    """`backward: model state A + activations C + ... + reserved E = X B (≈ 12.3 GiB)`: the phase holding the
-    peak, its parts as summed, and the reserve."""
+    """`backward (the loss's backward): parameters A + activations C + ... + reserved E = X B (≈ 12.3 GiB)`: the
+    phase holding the peak, its moment, its parts as summed, and the reserve (or why the peak is unknown)."""
     found = peak.stage_peak(stage)
+    if found is None:
+        return peak.unknown(stage) or "peak unknown"
     parts = " + ".join(f"{part.name} {format_count(part.bytes)}" for part in found.held.parts)
-    return (f"{found.peak_phase}: {parts} + reserved {format_count(found.reserved)} = {format_count(found.total)} B "
+    return (f"{found.peak_phase} ({found.held.moment}): {parts} + reserved {format_count(found.reserved)} = {format_count(found.total)} B "
             f"({format_bytes(found.total)})")
 
 

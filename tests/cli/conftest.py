@@ -64,3 +64,11 @@ def text_at(text: str, lsp_range: dict) -> str:
         return sum(len(l) for l in lines[: position["line"]]) + len(units)
 
     return text[offset(lsp_range["start"]) : offset(lsp_range["end"])]
+
+
+def shown_peak(found: dict) -> int:
+    """A stage's peak rebuilt from what `--format json` shows of it (`phases[stage]`): the phase holding the
+    peak is the largest of the three, its parts sum to it, and the reserve stands beside it."""
+    held = found["phases"][found["peak_phase"]]
+    assert held == max(found["phases"].values()) == sum(found["parts"].values())
+    return held + found["reserved_bytes"]

@@ -6,11 +6,10 @@ import math
 
 import pytest
 
-from tests.cli.conftest import run_zeromem, text_at
+from tests.cli.conftest import run_zeromem, shown_peak, text_at
 from tests.cli.test_estimate_peak import CASES, GiB, llama0_parameters, write_config
 
 MEASURED = CASES["llama-0"]["saved_bytes"]["2"]  # b 2, s 64, bf16, sdpa, 2 layers
-LOGITS_COPY = 4 * 2 * 64 * 1000
 
 
 def zero2_state() -> int:
@@ -35,21 +34,35 @@ def check(tmp_path, text: str, name: str = "ds_config.json"):
     return json.loads(done.stdout)["findings"], done.returncode
 
 
+def shown(tmp_path, text: str, stage: str, name: str = "ds_config.json") -> tuple[int, dict]:
+    """The peak at `stage` as `zeromem estimate --config` shows it (its phase's parts + reserved), and those
+    parts."""
+    path = tmp_path / name
+    path.write_text(text)
+    done = run_zeromem("estimate", "--config", str(path), "--format", "json")
+    found = json.loads(done.stdout)["phases"][stage]
+    return shown_peak(found), found["parts"]
+
+
 def test_buffers_drive_the_peak_over_the_budget(tmp_path):
     model = str(write_config(tmp_path, "llama-0"))
-    peak = zero2_state() + 2 * 2 * 500_000_000 + MEASURED + LOGITS_COPY + GiB
+    peak, parts = shown(tmp_path, deepspeed(model, GiB), "zero2")
+    assert parts["reduce bucket"] == 2 * 500_000_000 == max(parts.values())  # the IPG buffer, 2 B × the size
+    assert peak == sum(parts.values()) + GiB
     text = deepspeed(model, peak - 1)
     findings, status = check(tmp_path, text)
     [hit] = [f for f in findings if f["code"] == "ZM106"]
     assert hit["severity"] == "warning" and status == 0
-    assert f"= {peak:,} B" in hit["message"] and "largest part beside model state is buffers" in hit["message"]
+    assert f"= {peak:,} B" in hit["message"] and "largest part beside model state is reduce bucket" in hit["message"]
     assert text_at(text, hit["range"]) == "500000000"  # the reduce bucket: the value that drives it most
     assert not [f for f in findings if f["code"] == "ZM101"]
 
 
 def test_activations_drive_the_peak(tmp_path):
     model = str(write_config(tmp_path, "llama-0"))
-    peak = zero2_state() + 2 * 2 * 1000 + MEASURED + LOGITS_COPY
+    peak, parts = shown(tmp_path, deepspeed(model, GiB, bucket=1000, reserved="0"), "zero2")
+    assert parts["activations"] == MEASURED and parts["log-softmax gradients"] == 2 * 4 * 2 * 64 * 1000  # the loss
+    assert parts["parameters"] == 2 * llama0_parameters() and peak == sum(parts.values())
     text = deepspeed(model, peak - 1, bucket=1000, reserved="0")
     findings, _ = check(tmp_path, text)
     [hit] = [f for f in findings if f["code"] == "ZM106"]
@@ -59,7 +72,7 @@ def test_activations_drive_the_peak(tmp_path):
 
 def test_quiet_when_the_peak_fits(tmp_path):
     model = str(write_config(tmp_path, "llama-0"))
-    peak = zero2_state() + 2 * 2 * 500_000_000 + MEASURED + LOGITS_COPY + GiB
+    peak, _ = shown(tmp_path, deepspeed(model, GiB), "zero2")
     findings, _ = check(tmp_path, deepspeed(model, peak))
     assert [f["code"] for f in findings if f["code"] in ("ZM101", "ZM103", "ZM106")] == []
 
@@ -99,18 +112,22 @@ def test_bad_model_config_is_zm104_and_model_state_still_shows(tmp_path, config,
 
 def test_training_arguments_supply_batch_and_sequence(tmp_path):
     model = str(write_config(tmp_path, "llama-0"))
-    state = 2 * llama0_parameters() * 8  # DeepSpeed ZeRO-2 inline with "auto" micro-batch filled by HF; R = 1
     args = {"output_dir": "out", "per_device_train_batch_size": 2, "max_seq_length": 64, "bf16": True,
             "deepspeed": {"train_micro_batch_size_per_gpu": "auto", "bf16": {"enabled": True},
                           "zero_optimization": {"stage": 2, "reduce_bucket_size": 1000, "allgather_bucket_size": 1000},
                           "zeromem": {"parameters": {"from_config": model}, "world_size": 1, "reserved": 0}}}
-    peak = state + 2 * 2 * 1000 + MEASURED + LOGITS_COPY
+    args["deepspeed"]["zeromem"]["gpu_memory"] = GiB
+    peak, parts = shown(tmp_path, json.dumps(args), "zero2", "training_args.json")
+    # one rank: the optimizer step of fp32 masters holds the peak (whole fp32 gradients and foreach's copy)
+    n = llama0_parameters()
+    assert parts == {"parameters": 2 * n, "fp32 master": 4 * n, "optimizer states": 8 * n, "fp32 gradients": 4 * n,
+                     "optimizer scratch": 4 * n}
     args["deepspeed"]["zeromem"]["gpu_memory"] = peak - 1
     text = json.dumps(args, indent=1)
     findings, _ = check(tmp_path, text, "training_args.json")
     [hit] = [f for f in findings if f["code"] == "ZM106"]
     assert f"= {peak:,} B" in hit["message"]
-    assert text_at(text, hit["range"]) == "2"  # per_device_train_batch_size
+    assert text_at(text, hit["range"]) == "2"  # the stage: the optimizer step grows with no batch or bucket
     args["deepspeed"]["zeromem"]["gpu_memory"] = peak
     findings, _ = check(tmp_path, json.dumps(args), "training_args.json")
     assert not [f for f in findings if f["code"] == "ZM106"]

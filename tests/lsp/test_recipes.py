@@ -18,12 +18,14 @@ ZERO3 = ROOT / "tests" / "data" / "recipes" / "axolotl" / "deepspeed_configs" / 
 GEMMA3_4B = ROOT / "tests" / "data" / "models" / "gemma-3-4b-it"
 
 
-def recipe_text(tmp_path, deepspeed: str | None) -> str:
+def recipe_text(tmp_path, deepspeed: str | None, optimizer: str = "adamw_torch") -> str:
     """The recipe with its model as a local directory; with `deepspeed`, that file and a zeromem block giving
-    the world size (axolotl drops keys it does not know, so the block may live in the recipe)."""
+    the world size (axolotl drops keys it does not know, so the block may live in the recipe). The recipe's
+    8-bit AdamW is not in the phase model (its peak is unknown): `optimizer` replaces it."""
     shutil.copytree(GEMMA3_4B, tmp_path / "gemma")
     text = RECIPE.read_text(encoding="utf-8").replace("base_model: google/gemma-3-4b-it",
                                                       f"base_model: {tmp_path / 'gemma'}")
+    text = text.replace("optimizer: adamw_bnb_8bit", f"optimizer: {optimizer}")
     return text + (f"\ndeepspeed: {deepspeed}\nzeromem:\n  world_size: 8\n" if deepspeed else "")
 
 
@@ -34,8 +36,17 @@ async def test_the_deepspeed_hover_has_the_recipes_peak(client, tmp_path):
     hover = result.contents.value
     assert "**Peak per GPU**" in hover and "| ▶ | **ZeRO-3** |" in hover
     assert "micro-batch 2 — micro_batch_size" in hover and "sequence length 2,048 — sequence_len" in hover
-    assert f"fp32 logits copy {4 * 2 * 2048 * 262_208:,}" in hover  # 4 B × micro 2 × 2048 × vocabulary
+    # the loss's backward: two fp32 gradients of 4 B × micro 2 × 2048 × vocabulary
+    assert f"log-softmax gradients {2 * 4 * 2 * 2048 * 262_208:,}" in hover
     assert "3,880,263,168 parameters counted from" in hover and "R = 8 ranks — zeromem.world_size" in hover
+
+
+async def test_the_recipes_8bit_optimizer_leaves_the_peak_unknown(client, tmp_path):
+    doc = open_doc(client, "gemma-3-4b-qlora.yml", recipe_text(tmp_path, str(ZERO3), "adamw_bnb_8bit"), "yaml")
+    result = await client.text_document_hover_async(
+        types.HoverParams(text_document=doc.identifier, position=doc.at("deepspeed:", 1)))
+    row = next(line for line in result.contents.value.splitlines() if line.startswith("| ▶ | **ZeRO-3** |"))
+    assert "| — |" in row and "peak unknown: optimizer must be one of adamw, adam, got 'adam8bit'" in row
 
 
 async def test_the_inlay_hint_follows_the_model(client, tmp_path):

@@ -5,8 +5,9 @@ import json
 from zeromem_lsp.analysis import analyse
 from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.project import file_loader
-from tests.cli.test_estimate_peak import write_config
+from tests.cli.test_estimate_peak import llama0_parameters, write_config
 
+ROOT = 2 * 1000 * 128 + 128  # llama-0's embedding, untied head and final norm: FSDP's root unit
 LAYER = 128 * 4 * 48 + 2 * 128 * 2 * 48 + 4 * 48 * 128 + 3 * 128 * 320 + 2 * 128  # llama-0 decoder layer, by hand
 
 
@@ -77,25 +78,32 @@ def test_accelerate_fsdp_checkpointing_and_gathered_layers(tmp_path):
     inputs = _inputs(analysis)
     assert inputs["gradient_checkpointing"].value is True
     assert inputs["gradient_checkpointing"].path == ("fsdp_config", "fsdp_activation_checkpointing")
-    gathered = analysis.plan.peak.buffers["zero3"]
-    assert gathered.total == 2 * LAYER * 4  # two fp32 layers: the one computing and the prefetched one
-    assert analysis.plan.peak.buffers["ddp"].total == 0
+    # a layer's backward: the root unit (embeddings, final norm, head) and two fp32 layers (the one computing
+    # and the prefetched one) gathered, the checkpointed layer recomputed
+    held = dict(analysis.plan.peak.stage_peak("zero3").held.parts)
+    assert held["gathered parameters"] == 4 * (ROOT + 2 * LAYER) and "recomputed layer" in held
+    assert "gathered parameters" not in dict(analysis.plan.peak.stage_peak("ddp").held.parts)  # NO_SHARD
 
 
-def test_fsdp_config_without_prefetch(tmp_path):
+def test_fsdp_config_checkpointing_reaches_the_step(tmp_path):
+    """backward_prefetch is not an input of the phase model (measured with FSDP's default, BACKWARD_PRE)."""
     text = json.dumps({"sharding_strategy": "FULL_SHARD", "activation_checkpointing": True,
                        "backward_prefetch": "NO_PREFETCH",
                        "zeromem": _block(tmp_path, sequence_length=64, micro_batch=1, precision="bf16")})
     analysis = _analyse(tmp_path, text, "fsdp_config.json")
     assert _inputs(analysis)["gradient_checkpointing"].path == ("activation_checkpointing",)
-    assert analysis.plan.peak.buffers["zero3"].total == LAYER * 2
+    held = analysis.plan.peak.stage_peak("zero3").held
+    assert held.moment == "the bottom layer's backward" and "recomputed layer" in dict(held.parts)
+    assert dict(held.parts)["gathered parameters"] == 2 * (ROOT + 2 * LAYER)  # bf16 shards, no mixed precision
 
 
 def test_mixed_precision_is_the_activation_dtype(tmp_path):
     analysis = _accelerate(tmp_path, "mixed_precision: bf16\n", "")
     assert _inputs(analysis)["dtype"].value == "bf16"
     assert analysis.plan.inputs.per_parameter.precision == "fp32"  # FSDP keeps the loaded fp32 shards
-    assert analysis.plan.peak.buffers["zero3"].total == 2 * LAYER * 2  # gathered in bf16
+    forward = dict(analysis.plan.peak.stage_peak("zero3").phases["forward"].parts)
+    assert forward["gathered parameters"] == 2 * (ROOT + LAYER)  # in bf16: the root, and FSDP2's layer ahead
+    assert forward["parameters"] == 4 * -(-llama0_parameters() // 8)  # fp32 shards
     from tests.cli.test_estimate_peak import CASES
     assert analysis.plan.peak.activations.total == CASES["llama-0"]["saved_bytes"]["2"]  # measured in bf16
 

@@ -18,7 +18,7 @@ from zeromem_lsp.configs.workload import ZERO_ALIASES
 from zeromem_lsp.memory.plan import FSDP_CPU_OFFLOAD, MemoryPlan, Offload, Unplanned
 from zeromem_lsp.present import (
     activation_lines, adapter_lines, buffer_sum, count_times_bytes, describe_suggestion, human_and_exact, input_notes,
-    peak_rows, peak_sum, per_gpu_summary, stage_label, stage_rows,
+    peak_rows, peak_sum, per_gpu_summary, phase_peaks, stage_label, stage_rows,
 )
 from zeromem_lsp.present import no_fit
 from zeromem_lsp.units import format_bytes, format_count, format_parameters
@@ -99,14 +99,18 @@ def memory_section(plan: MemoryPlan | Unplanned | None) -> str:
     if isinstance(plan, Unplanned):
         return _missing(plan)
     label = stage_label(plan.stage, plan.family)
-    if plan.peak_known:
+    if plan.peak_known and plan.judged_by(plan.stage) == "peak":
         peak = plan.verdict_bytes(plan.stage)
         head = (f"**{label} {per_gpu_summary(plan.gpu_bytes, plan.gpu_memory)}** persistent model state "
                 f"(parameters, gradients, optimizer state); **peak {per_gpu_summary(peak, plan.gpu_memory)}** "
-                "with buffers, activations and the reserve — what fits is judged on the peak.")
+                "— the largest phase of the training step and the reserve; what fits is judged on the peak.")
+    elif plan.peak_known:
+        head = (f"**{label} {per_gpu_summary(plan.gpu_bytes, plan.gpu_memory)}** — persistent model state "
+                f"(parameters, gradients, optimizer state); {plan.peak.unknown(plan.stage)}, so what fits is "  # type: ignore[union-attr]
+                "judged on model state.")
     else:
         head = (f"**{label} {per_gpu_summary(plan.gpu_bytes, plan.gpu_memory)}** — persistent model state "
-                "(parameters, gradients, optimizer state); the peak below adds buffers, activations and the reserve.")
+                "(parameters, gradients, optimizer state); the peak below is the largest phase of the training step + the reserve.")
     lines = [
         head,
         "",
@@ -119,7 +123,7 @@ def memory_section(plan: MemoryPlan | Unplanned | None) -> str:
     ]
     if plan.peak_exceeds:
         suggestion = plan.cheapest_fit()
-        judged = "whose peak fits" if plan.peak_known else "that fits"
+        judged = "whose peak fits" if suggestion is not None and suggestion.peak is not None else "that fits"
         lines += ["", f"Cheapest {judged}: {describe_suggestion(suggestion, plan.family)}." if suggestion
                   else f"N{no_fit(plan.family, plan.peak_known)[1:]}." if plan.family == "torch"
                   else f"Nothing {'peaks within the budget' if plan.peak_known else 'fits'}, even ZeRO-3 with full "
@@ -152,15 +156,15 @@ def peak_markdown(plan: MemoryPlan) -> list[str]:
     if peak.missing:
         return ["**Peak per GPU: not computable yet.** Missing:", "", *[f"- {item}" for item in peak.missing],
                 "", "Known:", "", *inputs]
-    lines = [f"**Peak per GPU** = model state + buffers + activations + fp32 logits copy "
-             f"{format_count(peak.transient_logits)} + reserved {format_count(peak.reserved)} (bytes):"]
+    lines = [f"**Peak per GPU** = the largest phase (forward, backward, optimizer) of one training step + "
+             f"reserved {format_count(peak.reserved)} (bytes):"]
     engine = peak.inputs.get("engine")
     if engine is not None and engine.value != plan.family:
         lines += ["", f"**Engine {engine.value}** — {engine.note}: the step the peak follows is {engine.value}'s; "
                   "the stages and model state stay the config's."]
     chosen = plan.stage
     lines += ["", f"- {stage_label(chosen, plan.family)}: {peak_sum(peak, chosen)}",
-              f"- buffers: {buffer_sum(peak.buffers[chosen])}",
+              f"- phases: {phase_peaks(peak, chosen)}",
               *[f"- {line}" for line in activation_lines(peak)], *inputs]
     return lines
 
@@ -226,7 +230,7 @@ def stage_peak_markdown(plan: MemoryPlan) -> list[str]:
         cells = ["▶" if row.chosen else "", f"**{row.label}**" if row.chosen else row.label, format_bytes(row.state)]
         if offloaded:
             cells.append(format_bytes(row.host))
-        cells.append(f"{format_count(row.peak)} ({format_bytes(row.peak)})")
+        cells.append(f"{format_count(row.peak)} ({format_bytes(row.peak)})" if row.peak is not None else "—")
         if budget:
             cells += [row.percent, row.fit]
         cells += [row.phase, f"`{row.bar.rstrip()}`"]

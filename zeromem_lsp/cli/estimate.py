@@ -21,7 +21,7 @@ from zeromem_lsp.configs.model_source import find_model_config
 from zeromem_lsp.rules.registry import rule_named
 from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS, bytes_per_parameter
 from zeromem_lsp.present import (
-    activation_lines, adapter_lines, buffer_sum, human_and_exact, input_notes, peak_sum, peak_table, stage_table,
+    activation_lines, adapter_lines, human_and_exact, input_notes, peak_sum, phase_peaks, peak_table, stage_table,
 )
 from zeromem_lsp.present import no_fit
 from zeromem_lsp.memory.stages import ALL as ALL_STAGES, stage as stage_named
@@ -245,7 +245,7 @@ def _flag(args, name: str, default: object) -> Given:
     return Given(value, option) if value is not None else Given(default, f"default: {default}")
 
 
-def _peak_maker(args, counted, shape, problem, plan_inputs: Inputs):
+def _peak_maker(args, shape, problem, plan_inputs: Inputs):
     """The peak beside the model state, when any peak option is given: a function of the per-stage state."""
     wanted = (args.model_config, args.sequence_length, args.micro_batch)
     if all(value is None for value in wanted) and not args.gradient_checkpointing:
@@ -268,12 +268,12 @@ def _peak_maker(args, counted, shape, problem, plan_inputs: Inputs):
         param_dtype=Given(dtype, "--param-dtype") if args.param_dtype else Given(
             dtype, f"default: the stored precision under {engine.value}"),
         optimizer_impl=_flag(args, "optimizer_impl", "foreach"),
-        parameters=plan_inputs.parameters,
-        largest_layer=counted.largest_layer if counted is not None else None,
+        parameters=plan_inputs.parameters, ranks=plan_inputs.world_size,
+        optimizer=plan_inputs.adapter.optimizer if plan_inputs.adapter is not None else args.optimizer,
         lora=lora_peak(plan_inputs.adapter, args.precision))
 
     def make(state: dict[str, int]) -> Peak:
-        return estimate_peak(state, "fsdp" if engine.value == "fsdp" else "deepspeed", inputs)
+        return estimate_peak(state, engine.value, inputs)
     return make
 
 
@@ -286,7 +286,7 @@ def calculator(args) -> tuple[Estimate, str | None]:
     if problem and counted is None and args.parameters is None and not explicit:
         raise UsageError(problem)  # no model-state figure without a parameter count
     inputs = inputs_from_args(args, counted, config)
-    peak = _peak_maker(args, counted, shape, problem, inputs)
+    peak = _peak_maker(args, shape, problem, inputs)
     budget = _checked("--gpu-memory", check_memory, args.gpu_memory) if args.gpu_memory else None
     return estimate(inputs, budget, FAMILIES[_engine(args)], peak), problem
 
@@ -323,8 +323,8 @@ def exit_status(result: Estimate) -> int:
 
 
 def render_peak(peak: Peak) -> list[str]:
-    """The arithmetic behind the table's peak column: inputs, activations, buffers and the sum per stage."""
-    lines = ["", "peak per GPU (model state + buffers + activations + fp32 logits copy + reserved):"]
+    """The arithmetic behind the table's peak column: inputs, activations, every phase and the sum per stage."""
+    lines = ["", "peak per GPU (the largest phase of one training step + reserved):"]
     lines += [f"  {note}" for note in input_notes(peak)]
     if peak.missing:
         return lines + [f"  not computable: missing {item}" for item in peak.missing]
@@ -333,8 +333,11 @@ def render_peak(peak: Peak) -> list[str]:
     labels = {key: stage_named(key).label_in(peak.family) for key in peak.state}
     width = max(len(label) for label in labels.values())
     for key, label in labels.items():
-        lines.append(f"  {label:<{width}} buffers = {buffer_sum(peak.buffers[key])}")
-    for key, label in labels.items():
+        why = peak.unknown(key)
+        if why:
+            lines.append(f"  {label:<{width}} {why}")
+            continue
+        lines.append(f"  {label:<{width}} phases: {phase_peaks(peak, key)}")
         lines.append(f"  {label:<{width}} peak = {peak_sum(peak, key)}")
     return lines
 
@@ -380,16 +383,16 @@ def render_text(result: Estimate) -> list[str]:
         lines.append(f"{stage.label:<7} = {stage.formula} = {format_count(figure)} B = {format_bytes_decimal(figure)}")
     if result.gpu_memory is not None:
         cheapest = result.cheapest_fitting
-        judged = "peak" if peak_known else "model state"
         lines.append("")
         if cheapest is None:
             what = "stage's peak" if peak_known else "stage"
             lines.append(no_fit("torch", peak_known) if result.plan.family == "torch" else
                          f"no {what} fits {format_bytes(result.gpu_memory)} per GPU without offload or more GPUs")
         else:
-            figure = result.plan.verdict_bytes(cheapest)
+            figure, judged = result.plan.verdict_bytes(cheapest), result.plan.judged_by(cheapest)
+            unknown = "; its peak is unknown" if peak_known and judged == "model state" else ""
             lines.append(f"cheapest stage that fits: {stage_named(cheapest).label_in(result.plan.family)} "
-                         f"({judged} {format_bytes(figure)} per GPU)")
+                         f"({judged} {format_bytes(figure)} per GPU{unknown})")
     for assumption in inputs.assumptions:
         lines.append(f"assumes: {assumption}")
     return lines

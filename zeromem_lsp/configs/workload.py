@@ -14,10 +14,13 @@ from zeromem_lsp.provenance import Given, Path
 
 #: zero_optimization keys that size ZeRO's buffers (zeromem_lsp.memory.buffers).
 ZERO_BUFFER_KEYS = ("reduce_bucket_size", "allgather_bucket_size", "overlap_comm", "stage3_prefetch_bucket_size",
-                    "stage3_max_live_parameters")
+                    "stage3_max_live_parameters", "contiguous_gradients", "stage3_max_reuse_distance",
+                    "stage3_param_persistence_threshold")
 #: DeepSpeed's older spellings of the ZeRO-3 sizes (DeepSpeedZeroConfig aliases).
 ZERO_ALIASES = {"prefetch_bucket_size": "stage3_prefetch_bucket_size",
-                "max_live_parameters": "stage3_max_live_parameters"}
+                "max_live_parameters": "stage3_max_live_parameters",
+                "max_reuse_distance": "stage3_max_reuse_distance",
+                "param_persistence_threshold": "stage3_param_persistence_threshold"}
 #: TrainingArguments.per_device_train_batch_size when the JSON does not set it.
 HF_DEFAULT_MICRO_BATCH = 8
 
@@ -28,7 +31,6 @@ class Workload:
     sequence_length: Given | None = None
     checkpointing: Given | None = None
     zero: dict[str, Given] = field(default_factory=dict)  # ZERO_BUFFER_KEYS as written ("auto" kept)
-    fsdp_prefetch: Given | None = None  # whether FSDP gathers the next unit ahead
     compute_dtype: Given | None = None  # mixed-precision compute dtype (bf16 / fp16) the config asks for
     checkpointing_path: Path | None = None  # where this document switches activation checkpointing on
     zero_root: Path | None = None  # where the DeepSpeed config sits in this document (None: elsewhere or none)
@@ -69,21 +71,16 @@ def _fsdp_workload(section: object, root: Path) -> Workload:
     if not isinstance(section, dict):
         return Workload()
     keys = {key.removeprefix("fsdp_"): key for key in section if isinstance(key, str)}
-    checkpointing = prefetch = None
+    checkpointing = None
     if "activation_checkpointing" in keys:
         written = keys["activation_checkpointing"]
         value = read_flag(section[written])
         if value is not None:
             checkpointing = Given(value, f"{'.'.join(map(str, root))}.{written}", (*root, written))
-    backward = section.get(keys.get("backward_prefetch", "backward_prefetch"))
-    forward = read_flag(section.get(keys.get("forward_prefetch", "forward_prefetch")))
-    if isinstance(backward, str) and backward.strip().upper() == "NO_PREFETCH" and not forward:
-        written = keys["backward_prefetch"]
-        prefetch = Given(False, f"{'.'.join(map(str, root))}.{written} is NO_PREFETCH", (*root, written))
     switch = keys.get("activation_checkpointing") or ("fsdp_activation_checkpointing" if root == ("fsdp_config",)
                                                       and any(key.startswith("fsdp_") for key in section)
                                                       else "activation_checkpointing")
-    return Workload(checkpointing=checkpointing, fsdp_prefetch=prefetch, checkpointing_path=(*root, switch))
+    return Workload(checkpointing=checkpointing, checkpointing_path=(*root, switch))
 
 
 def fsdp_file_workload(data: dict) -> Workload:
@@ -136,5 +133,5 @@ def hf_arguments_workload(data: dict, deepspeed: Workload) -> Workload:
         checkpointing = fsdp.checkpointing or checkpointing
     mixed = next((name for name in ("bf16", "fp16") if data.get(name) is True), None)
     return Workload(micro_batch=batch, sequence_length=sequence, checkpointing=checkpointing, zero=deepspeed.zero,
-                    fsdp_prefetch=fsdp.fsdp_prefetch, checkpointing_path=("gradient_checkpointing",),
+                    checkpointing_path=("gradient_checkpointing",),
                     zero_root=deepspeed.zero_root, compute_dtype=_compute_dtype(mixed, f"{mixed}: true", (mixed,)))

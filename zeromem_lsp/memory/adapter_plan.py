@@ -216,7 +216,10 @@ def lora_peak(breakdown, dtype: str | None) -> LoraPeak | None:
         return None
     recast = breakdown.engine == "deepspeed"
     quantized = breakdown.adapter.quantization != "none"
-    return LoraPeak(breakdown.count, dtype if recast else "fp32", activation_dtype(dtype, quantized, not recast))
+    own = tuple(sum(term.bytes for term in terms) for terms in
+                (breakdown.parameter_terms, breakdown.gradient_terms, breakdown.optimizer_terms))
+    return LoraPeak(breakdown.count, dtype if recast else "fp32", activation_dtype(dtype, quantized, not recast),
+                    *own, engine=breakdown.engine)
 
 
 __all__ = ["Adapter", "AdapterBreakdown", "AdapterInputError", "SETTING_OF_FIELD", "Term", "adapter_from_settings",

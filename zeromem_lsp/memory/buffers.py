@@ -6,7 +6,6 @@ Rules and sources (docs/memory-model.md, "Buffers"):
   elements of 2 bytes with overlap_comm need 9 GB).
 - ZeRO-3: the reduce bucket, the prefetch bucket (`stage3_prefetch_bucket_size`) and up to
   `stage3_max_live_parameters` gathered parameters (never more than the model has).
-- FSDP: one wrapped unit's unsharded parameters, two when the next one is prefetched.
 - Unset sizes take DeepSpeed's defaults (deepspeed/runtime/zero/config.py); `"auto"` is filled from
   the model's hidden size the way Transformers' DeepSpeed integration fills it.
 """
@@ -81,12 +80,3 @@ def zero_buffers(stage: int, *, reduce_bucket_size: int | None = None, allgather
     return Buffers((_bucket("reduce_bucket_size", reduce, element_bytes, False),
                     _bucket("stage3_prefetch_bucket_size", prefetch, element_bytes, False),
                     BufferPart("stage3_max_live_parameters", live, live * element_bytes, live_rule)))
-
-
-def fsdp_buffers(layer_parameters: int, element_bytes: int, prefetch: bool) -> Buffers:
-    """FSDP gathers one wrapped unit (a decoder layer) at a time; with backward/forward prefetch the
-    next unit is gathered while the current one computes."""
-    units = 2 if prefetch else 1
-    return Buffers(tuple(BufferPart("unsharded layer" if unit == 0 else "prefetched layer", layer_parameters,
-                                    layer_parameters * element_bytes, f"{element_bytes} B × {layer_parameters:,}")
-                         for unit in range(units)))

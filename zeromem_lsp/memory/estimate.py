@@ -85,7 +85,8 @@ class Estimate(NamedTuple):
             result["stage"] = self.plan.stage  # the configured stage (`estimate --config`)
         result["fits"] = self.fits
         result["model_state_fits"] = self.model_state_fits
-        result["fits_by"] = "peak" if self.plan.peak_known else "model state"
+        judged = {self.plan.judged_by(stage) for stage in self.figures}
+        result["fits_by"] = judged.pop() if len(judged) == 1 else "peak where known, else model state"
         result["cheapest_fitting_stage"] = self.cheapest_fitting
         return result
 

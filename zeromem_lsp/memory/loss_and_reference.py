@@ -2,7 +2,7 @@
 
 Loss: Transformers' ForCausalLMLoss keeps an fp32 log-softmax of b·s·V and makes an fp32 copy of the logits
 (forward) and their fp32 gradient (backward) — the T×V terms of zeromem_lsp/activations.py (`logits_bytes`)
-and zeromem_lsp/peak.py (`transient_logits`). Fused or chunked kernels replace them (sources in
+and zeromem_lsp/memory/step.py (the loss's `fp32 logits copy` and `log-softmax gradients`). Fused or chunked kernels replace them (sources in
 docs/adapters.md; axolotl's chunked loss measured on CPU by benchmarks/loss/measure.py):
 - "liger_flce" (liger_kernel/ops/fused_linear_cross_entropy.py, fused_linear_cross_entropy_forward): the head
   and the loss run together over token chunks in forward, which already computes the gradients; it keeps
@@ -38,7 +38,7 @@ class LossInputError(ValueError):
 class LossBytes(NamedTuple):
     kernel: str
     saved: int  # kept from forward to backward by the loss (in place of Activations.logits_bytes)
-    transient: int  # the largest extra tensor while the loss runs (in place of Peak.transient_logits)
+    transient: int  # the largest extra tensor while the loss runs (in place of the step's fp32 T×V copies)
     explanation: str
 
 

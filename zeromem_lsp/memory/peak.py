@@ -1,8 +1,10 @@
-"""Peak GPU bytes per stage: model state + buffers + activations + the transient fp32 logits + reserved.
+"""Peak GPU bytes per stage: the largest phase of one whole training step (zeromem_lsp.memory.step) + reserved.
 
 Beside the model-state plan, never instead of it: `state` is the plan's per-stage GPU figure (the seed
-formula), untouched. Activations (zeromem_lsp.memory.activations) do not depend on the stage; buffers
-(zeromem_lsp.memory.buffers) do. Pure arithmetic on exact ints; docs/memory-model.md, "Peak".
+formula), untouched. The peak is the phase model fed from what the plan knows (engine, stage, ranks, dtypes,
+optimizer, the config's buckets, the offload); where it refuses an input the stage's peak is unknown, with
+why. Buffers (zeromem_lsp.memory.buffers) stay for the bucket settings' hover costs. docs/memory-model.md,
+"Peak".
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, ActivationInputError, Activations, estimate_activations
-from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS, Buffers, fsdp_buffers, hf_auto_sizes, zero_buffers
+from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS, Buffers, hf_auto_sizes, zero_buffers
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.memory.lora_activations import LoraActivations, estimate_lora_activations
 from zeromem_lsp.memory.stages import stage as stage_named
+from zeromem_lsp.memory.step import Buckets, FrozenBase, Phase, StepInputError, estimate_step
 from zeromem_lsp.provenance import Given
 
 #: How far the peak may be off: the ±10% acceptance bound every measured case of the whole step is held to
@@ -25,9 +28,18 @@ MODEL_UNCERTAINTY = Fraction(1, 10)
 #: CUDA context, library workspaces and allocator slack per GPU when `reserved` is not set (docs/memory-model.md).
 DEFAULT_RESERVED = 2**30
 NO_SHAPE = 'declare "parameters": {"from_config": "path/to/config.json"}'
-AUTO_FILLED = {"reduce_bucket_size": "reduce_bucket_size", "stage3_prefetch_bucket_size": "stage3_prefetch_bucket_size"}
+AUTO_FILLED = {"reduce_bucket_size": "reduce_bucket_size", "stage3_prefetch_bucket_size": "stage3_prefetch_bucket_size",
+               "stage3_param_persistence_threshold": "stage3_param_persistence_threshold"}
 #: The zero_optimization sizes that make ZeRO's buffers, by field name (zero_buffers' keywords).
 BUCKET_KEYS = ("reduce_bucket_size", "allgather_bucket_size", "stage3_prefetch_bucket_size", "stage3_max_live_parameters")
+#: zero_optimization field → the phase model's Buckets field (sizes in elements, switches as bools).
+STEP_BUCKETS = {"reduce_bucket_size": "reduce_bucket_size", "stage3_prefetch_bucket_size": "prefetch_bucket_size",
+                "stage3_max_live_parameters": "max_live_parameters",
+                "stage3_max_reuse_distance": "max_reuse_distance",
+                "stage3_param_persistence_threshold": "persistence_threshold"}
+STEP_SWITCHES = ("overlap_comm", "contiguous_gradients")
+#: The stage keys → FSDP's (sharded, reshard after forward): NO_SHARD, SHARD_GRAD_OP, FULL_SHARD.
+FSDP_STAGES = {"ddp": (False, False), "zero2": (True, False), "zero3": (True, True)}
 
 
 #: The peak's inputs by field name (the `zeromem` setting of the same name), with their display labels.
@@ -38,12 +50,17 @@ INPUT_LABELS = {"sequence_length": "sequence length", "micro_batch": "micro-batc
 
 
 class LoraPeak(NamedTuple):
-    """What LoRA changes in the activations (memory/lora_activations.py): the adapters, their dtype, and the
-    dtype the forward runs in (fp32 after prepare_model_for_kbit_training's upcast of a quantized base)."""
+    """What a LoRA run changes in the step: the adapters (memory/adapters.AdapterCount), their dtype, the dtype
+    the forward runs in (fp32 after prepare_model_for_kbit_training's upcast of a quantized base), and the
+    plan's P, G, O with the adapter (memory/adapter_plan.AdapterBreakdown's terms summed)."""
 
     count: object  # memory/adapters.AdapterCount
     adapter_dtype: str
     activation_dtype: str
+    parameter_bytes: int = 0
+    gradient_bytes: int = 0
+    optimizer_bytes: int = 0
+    engine: str = "peft"  # adapters.ENGINES: DeepSpeed steps an fp32 partition beside its master copy
 
 
 @dataclass(frozen=True)
@@ -54,16 +71,16 @@ class PeakInputs:
     micro_batch: Given | None = None
     gradient_checkpointing: Given = Given(False, "default: off")
     attention: Given = Given("sdpa", "default: sdpa")
-    dtype: Given | None = None
+    dtype: Given | None = None  # the compute dtype (activations)
     reserved: Given = Given(DEFAULT_RESERVED, "default (CUDA context + allocator)")
     engine: Given | None = None  # torch | deepspeed | fsdp: the step the phase model follows
     param_dtype: Given | None = None  # the dtype weights are stored in (the phase model's param_dtype)
     optimizer_impl: Given | None = None  # foreach | for-loop | fused (the phase model's optimizer scratch)
     zero: dict[str, Given] = field(default_factory=dict)  # zero_optimization buffer keys as written
-    fsdp_prefetch: Given = Given(True, "FSDP's default BACKWARD_PRE gathers the next layer ahead")
     parameters: int | None = None
-    largest_layer: int | None = None  # parameters of the largest decoder layer (from_config)
-    lora: LoraPeak | None = None  # a LoRA run: its activations replace full fine-tuning's
+    ranks: int = 1  # the world size (the shard group under a hybrid FSDP strategy)
+    optimizer: str = "adamw"  # the plan's optimizer (precision.OPTIMIZERS)
+    lora: LoraPeak | None = None  # a LoRA run: a frozen base, the adapter's state and activations
 
     def used(self) -> dict[str, Given]:
         """The inputs given, by field name (INPUT_LABELS order)."""
@@ -71,36 +88,9 @@ class PeakInputs:
         return {name: given for name, given in found.items() if given is not None}
 
 
-#: The phases of one training step, in order (the phase model's names).
-PHASES = ("forward", "backward", "optimizer")
-#: The phase today's single-moment sum describes: every saved activation and the fp32 logits gradient at the
-#: loss's backward, beside the whole model state and the buffers (docs/memory-model.md, "Peak").
-SUMMED_PHASE = "backward"
-SUMMED_MOMENT = "the loss's backward, with every part counted at once"
-
-
-class Part(NamedTuple):
-    """A named share of a phase's peak (the phase model's Part)."""
-
-    name: str
-    bytes: int
-
-
-class Phase(NamedTuple):
-    """One phase's peak (the phase model's Phase): where in the phase it sits and its parts, largest first."""
-
-    name: str
-    peak: int
-    moment: str
-    parts: tuple[Part, ...]
-
-    def largest(self, count: int = 3) -> tuple[Part, ...]:
-        return self.parts[:count]
-
-
 class StagePeak(NamedTuple):
-    """The peak of one stage: the phases modelled (absent ones are not modelled, never zero), the phase
-    holding the peak, and the reserve beside it. `total` = that phase's peak + reserved."""
+    """The peak of one stage: the three phases, the phase holding the peak, and the reserve beside it.
+    `total` = that phase's peak + reserved."""
 
     phases: dict[str, Phase]
     peak_phase: str
@@ -120,57 +110,65 @@ class StagePeak(NamedTuple):
                 "reserved_bytes": self.reserved}
 
 
+class UnknownPeak(NamedTuple):
+    """A stage whose peak the phase model cannot give (an unsupported combination): why, never a guess."""
+
+    why: str
+
+
 @dataclass(frozen=True)
 class Peak:
     state: dict[str, int]  # model state per stage (the plan's GPU figures)
-    buffers: dict[str, Buffers] | None
+    buffers: dict[str, Buffers] | None  # the bucket settings' sizes per stage (their hover costs)
     activations: Activations | None
-    transient_logits: int  # the fp32 copy of the logits (forward) / their fp32 gradient (backward): 4·b·s·V
     reserved: int
     inputs: dict[str, Given]  # what was used by field name (INPUT_LABELS), with origins, for display
     missing: tuple[str, ...]  # each missing input, named
-    zero_sizes: dict = field(default_factory=dict)  # zero_buffers' keyword arguments (DeepSpeed plans)
     family: str = "deepspeed"
     source: PeakInputs | None = None  # what it was computed from: `with_micro_batch` recomputes from it
+    offload: object = None  # the plan's Offload (its `moves(stage)`: which of P, G, O leave the GPU)
     lora_activations: LoraActivations | None = None  # with an adapter: what is saved instead of `activations`
 
-    @property
-    def activation_bytes(self) -> int:
-        """Activations live at the peak: everything saved, plus the recomputed layer with checkpointing."""
-        acts = self.lora_activations if self.lora_activations is not None else self.activations
-        if acts is None:
-            return 0
-        return acts.total + acts.recompute_bytes
-
-    def buffer_bytes(self, stage: str) -> int:
-        return self.buffers[stage].total if self.buffers is not None else 0
-
-    def stage_peak(self, stage: str, state: int | None = None) -> StagePeak | None:
-        """The peak at `stage` (with another model-state figure `state`, as another offload leaves), or None
-        while an input is missing. The one place the peak is made: the phase model replaces this body with
-        `step = estimate_step(...)` for the stage and the inputs' engine / param_dtype / optimizer_impl (and the
-        offload `state` stands for), then `StagePeak(step.phases, step.peak_phase, self.reserved)` — its
-        `Phase` / `Part` have the fields of the ones here."""
-        if self.missing:
+    def stage_step(self, stage: str, offload: object = None) -> StagePeak | UnknownPeak | None:
+        """The peak at `stage` under `offload` (default: the plan's): the phase model's phases, or why it
+        cannot be known; None while an input is missing. The one place the peak is made."""
+        if self.missing or self.source is None:
             return None
-        return summed_peak(self, stage, self.state[stage] if state is None else state)
+        try:
+            arguments = step_arguments(self.source, self.family, stage, offload or self.offload)
+            if self.lora_activations is not None:
+                arguments["frozen"] = frozen_base(self.source, self.lora_activations, stage, offload or self.offload)
+            step = estimate_step(**arguments)
+        except StepInputError as error:
+            return UnknownPeak(str(error))
+        return StagePeak(step.phases, step.peak_phase, self.reserved)
 
-    def at(self, stage: str, state: int | None = None) -> int | None:
-        """Peak bytes per GPU at `stage`, or None while an input is missing."""
-        found = self.stage_peak(stage, state)
+    def stage_peak(self, stage: str, offload: object = None) -> StagePeak | None:
+        """The known peak at `stage` (None while missing or unknown: `unknown(stage)` says why)."""
+        found = self.stage_step(stage, offload)
+        return found if isinstance(found, StagePeak) else None
+
+    def unknown(self, stage: str, offload: object = None) -> str | None:
+        """`peak unknown: <why>` when the phase model refuses this stage's inputs."""
+        found = self.stage_step(stage, offload)
+        return f"peak unknown: {found.why}" if isinstance(found, UnknownPeak) else None
+
+    def at(self, stage: str, offload: object = None) -> int | None:
+        """Peak bytes per GPU at `stage`, or None while an input is missing or the peak is unknown."""
+        found = self.stage_peak(stage, offload)
         return found.total if found is not None else None
 
     @property
-    def peaks(self) -> dict[str, int] | None:
+    def peaks(self) -> dict[str, int | None] | None:
         if self.missing:
             return None
-        return {stage: self.at(stage) for stage in self.state}  # type: ignore[misc]
+        return {stage: self.at(stage) for stage in self.state}
 
     @property
-    def stages(self) -> dict[str, StagePeak] | None:
+    def stages(self) -> dict[str, StagePeak | None] | None:
         if self.missing:
             return None
-        return {stage: self.stage_peak(stage) for stage in self.state}  # type: ignore[misc]
+        return {stage: self.stage_peak(stage) for stage in self.state}
 
     def with_micro_batch(self, micro_batch: int) -> Peak | None:
         """The same peak with `micro_batch` sequences per GPU (None when it cannot be recomputed)."""
@@ -178,10 +176,18 @@ class Peak:
             return None
         given = self.source.micro_batch
         inputs = replace(self.source, micro_batch=Given(micro_batch, given.note, given.path))
-        return estimate_peak(self.state, self.family, inputs)
+        return estimate_peak(self.state, self.family, inputs, self.offload)
+
+    def with_zero(self, sizes: dict[str, int]) -> Peak | None:
+        """The same peak with these zero_optimization sizes (elements) in place of the config's."""
+        if self.source is None:
+            return None
+        zero = {**self.source.zero, **{key: Given(value, "a smaller bucket") for key, value in sizes.items()}}
+        return estimate_peak(self.state, self.family, replace(self.source, zero=zero), self.offload)
 
     def to_json(self) -> dict:
-        """"activations", "buffers", "peak" (exact ints; null while an input is missing) and the inputs used."""
+        """"activations", "buffers", "peak" (exact ints; null while an input is missing or unknown), the phases
+        per stage and the inputs used."""
         acts = self.activations
         activations = None if acts is None else {
             "bytes": acts.total, "per_layer_bytes": acts.per_layer_bytes, "layers": acts.layers,
@@ -189,41 +195,105 @@ class Peak:
             "shared_bytes": acts.shared_bytes, "final_norm_bytes": acts.final_norm_bytes,
             "logits_bytes": acts.logits_bytes, "checkpointing": acts.checkpointing,
             "checkpoint_bytes": acts.checkpoint_bytes, "recompute_bytes": acts.recompute_bytes,
-            "attention": acts.attention, "at_peak_bytes": self.activation_bytes,
-            "transient_logits_bytes": self.transient_logits,
+            "attention": acts.attention,
         }
         lora = self.lora_activations
         if activations is not None and lora is not None:
             activations["full_fine_tuning_bytes"] = acts.total
-            activations["lora"] = {**lora._asdict(), "adapter_dtype": self.source.lora.adapter_dtype,
-                                   "activation_dtype": self.source.lora.activation_dtype}
+            activations["lora"] = {**lora._asdict(), "adapter_dtype": self.source.lora.adapter_dtype,  # type: ignore[union-attr]
+                                   "activation_dtype": self.source.lora.activation_dtype}  # type: ignore[union-attr]
             activations["bytes"] = lora.total
         buffers = None if self.buffers is None else {
             stage: {"bytes": found.total, "parts": [{"name": part.name, "elements": part.elements, "bytes": part.bytes,
                                                      "rule": part.rule} for part in found.parts]}
             for stage, found in self.buffers.items()}
-        stages = self.stages
+        stages = None if self.missing else {stage: self.stage_step(stage) for stage in self.state}
+        phases = None if stages is None else {
+            key: found.to_json() if isinstance(found, StagePeak) else {"unknown": found.why}  # type: ignore[union-attr]
+            for key, found in stages.items()}
         return {"activations": activations, "buffers": buffers, "reserved_bytes": self.reserved, "peak": self.peaks,
-                "phases": None if stages is None else {key: found.to_json() for key, found in stages.items()},
+                "phases": phases,
                 "peak_inputs": {name: {"value": item.value, "from": item.note} for name, item in self.inputs.items()},
                 "peak_missing": list(self.missing)}
 
-    def components(self, stage: str) -> list[tuple[str, int]]:
-        """(name, bytes) of everything beside model state at `stage`, largest first."""
-        parts = [("activations", self.activation_bytes), ("fp32 logits copy", self.transient_logits),
-                 ("buffers", self.buffer_bytes(stage)), ("reserved", self.reserved)]
-        return sorted(parts, key=lambda part: -part[1])
+
+def _value(entry: Given | None) -> object:
+    return entry.value if entry is not None else None
 
 
-def summed_peak(peak: Peak, stage: str, state: int) -> StagePeak:
-    """Today's peak: model state + buffers + activations + the fp32 logits copy summed as if alive at once,
-    which is the loss's backward (SUMMED_PHASE); the forward and optimizer phases are not modelled, so they are
-    absent rather than guessed. The reserve stays beside the phase (StagePeak.reserved)."""
-    parts = [Part("model state", state), *(Part(name, size) for name, size in peak.components(stage)
-                                          if name != "reserved")]
-    parts = sorted((part for part in parts if part.bytes), key=lambda part: -part.bytes)
-    phase = Phase(SUMMED_PHASE, sum(part.bytes for part in parts), SUMMED_MOMENT, tuple(parts))
-    return StagePeak({SUMMED_PHASE: phase}, SUMMED_PHASE, peak.reserved)
+def step_buckets(inputs: PeakInputs) -> Buckets:
+    """The config's zero_optimization sizes as the phase model takes them (None: DeepSpeed's default)."""
+    found: dict = {}
+    for key, name in STEP_BUCKETS.items():
+        found[name] = _element_count(inputs.zero.get(key), key, inputs.shape, [])
+    for key in STEP_SWITCHES:
+        value = _value(inputs.zero.get(key))
+        if isinstance(value, bool):
+            found[key] = value
+    return Buckets(**found)
+
+
+def step_arguments(inputs: PeakInputs, family: str, stage: str, offload: object) -> dict:
+    """estimate_step's arguments for `stage`: the engine (a setting, else the config's family), its stage or
+    sharding strategy, the dtypes (autocast: torch with fp32 weights and a 16-bit compute dtype; FSDP mixed
+    precision: a 16-bit compute dtype over the shards), the optimizer, the buckets and the offload."""
+    engine = str(_value(inputs.engine) or family)
+    compute = str(_value(inputs.dtype))
+    param_dtype = str(_value(inputs.param_dtype) or compute)
+    moves_p, _, moves_o = offload.moves(stage) if offload is not None else (False, False, False)  # type: ignore[attr-defined]
+    arguments = dict(shape=inputs.shape, sequence_length=inputs.sequence_length.value,  # type: ignore[union-attr]
+                     micro_batch=inputs.micro_batch.value, checkpointing=bool(inputs.gradient_checkpointing.value),  # type: ignore[union-attr]
+                     attention=str(inputs.attention.value), engine=engine, ranks=inputs.ranks,
+                     param_dtype=param_dtype, optimizer=inputs.optimizer,
+                     optimizer_impl=str(_value(inputs.optimizer_impl) or "foreach"))
+    if engine == "torch":
+        if stage != "ddp":
+            raise StepInputError(f"engine torch runs DDP only, not {stage_named(stage).label}")
+        if moves_p or moves_o:
+            raise StepInputError("engine torch offloads nothing")
+        arguments["autocast"] = param_dtype == "fp32" and compute != "fp32"
+    elif engine == "deepspeed":
+        arguments.update(stage=stage_named(stage).number, buckets=step_buckets(inputs),
+                         offload_optimizer=moves_o, offload_param=moves_p)
+    elif engine == "fsdp":
+        if stage not in FSDP_STAGES:
+            raise StepInputError(f"FSDP has no {stage_named(stage).label}")
+        if moves_p or moves_o:
+            raise StepInputError("the phase model has no FSDP CPU offload")
+        sharded, reshard = FSDP_STAGES[stage]
+        arguments.update(fsdp_sharded=sharded, fsdp_reshard=reshard, fsdp_mixed=compute != param_dtype)
+    return arguments
+
+
+#: Which of P, G, O a stage shards (the contract's placement, docs/memory-model.md): ZeRO-1 O, ZeRO-2 G and O,
+#: ZeRO-3 all three (FSDP's SHARD_GRAD_OP and FULL_SHARD use the zero2 / zero3 keys).
+SHARDED = {"ddp": (False, False, False), "zero1": (False, False, True), "zero2": (False, True, True),
+           "zero3": (True, True, True)}
+
+
+def adapter_placement(lora: LoraPeak, stage: str, ranks: int, offload: object) -> tuple[int, int, int]:
+    """(P, G, O) bytes on one GPU at `stage`: each sharded as the stage formula shards it (one ceiling each, so
+    their sum is at most 2 B above the pooled formula's), 0 when the offload moves it."""
+    moves = offload.moves(stage) if offload is not None else (False, False, False)  # type: ignore[attr-defined]
+    own = (lora.parameter_bytes, lora.gradient_bytes, lora.optimizer_bytes)
+    return tuple(0 if moved else (-(-size // ranks) if sharded else size)  # type: ignore[return-value]
+                 for size, sharded, moved in zip(own, SHARDED[stage], moves))
+
+
+def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: object) -> FrozenBase:
+    """The step model's frozen base for a LoRA run at `stage`: the adapter's P, G, O as placed, the trainable
+    tensors this rank steps on (DeepSpeed: an fp32 partition beside its fp32 gradients), LoRA's activations."""
+    lora = inputs.lora
+    params, grads, states = adapter_placement(lora, stage, inputs.ranks, offload)  # type: ignore[arg-type]
+    trainable = lora.count.trainable  # type: ignore[union-attr,attr-defined]
+    if SHARDED[stage][2]:
+        trainable = -(-trainable // inputs.ranks)
+    deepspeed = lora.engine == "deepspeed"  # type: ignore[union-attr]
+    step_bytes = F32 if deepspeed else DTYPE_BYTES[lora.adapter_dtype]  # type: ignore[union-attr]
+    every = lora.count.all  # type: ignore[union-attr,attr-defined]
+    return FrozenBase(params, grads, states, trainable, step_bytes, acts.total, acts.recompute_bytes,
+                      lora.activation_dtype, -(-lora.parameter_bytes // every) if every else 0,  # type: ignore[union-attr]
+                      fp32_gradients=deepspeed and DTYPE_BYTES[lora.adapter_dtype] < F32)  # type: ignore[union-attr]
 
 
 def _element_count(entry: Given | None, key: str, shape: ModelShape | None, missing: list[str]) -> int | None:
@@ -254,18 +324,17 @@ def zero_sizes(inputs: PeakInputs, element_bytes: int, missing: list[str]) -> di
     return {**sizes, "parameters": inputs.parameters, "element_bytes": element_bytes}
 
 
-def _fsdp_stage_buffers(inputs: PeakInputs, stages: tuple[str, ...], element_bytes: int,
-                        missing: list[str]) -> dict[str, Buffers] | None:
-    if inputs.largest_layer is None:
-        missing.append("the largest layer's parameters, for FSDP's gathered layer (parameters.from_config)")
-        return None
-    prefetch = inputs.fsdp_prefetch.value is not False
-    return {stage: Buffers(()) if stage == "ddp" else fsdp_buffers(inputs.largest_layer, element_bytes, prefetch)
-            for stage in stages}
+def activation_dtype(inputs: PeakInputs, family: str) -> str:
+    """The dtype the step computes in (as estimate_step takes it): the weights' under DeepSpeed and without
+    autocast or mixed precision, else the 16-bit compute dtype over fp32 weights."""
+    engine, compute = str(_value(inputs.engine) or family), str(_value(inputs.dtype))
+    param_dtype = str(_value(inputs.param_dtype) or compute)
+    return param_dtype if engine == "deepspeed" or compute == "fp32" else compute
 
 
-def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs) -> Peak:
-    """The peak per stage of `state` (the plan's model state), or a Peak naming what is missing."""
+def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, offload: object = None) -> Peak:
+    """The peak per stage of `state` (the plan's model state under `offload`), or a Peak naming what is
+    missing."""
     missing: list[str] = []
     if inputs.shape is None:
         missing.append(f"the model shape: {inputs.shape_problem or NO_SHAPE}")
@@ -276,29 +345,22 @@ def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs) -> Pea
     if inputs.dtype is None or inputs.dtype.value not in DTYPE_BYTES:
         missing.append('the training precision: declare "precision" in the zeromem block')
     element_bytes = DTYPE_BYTES.get(inputs.dtype.value, 2) if inputs.dtype is not None else 2  # type: ignore[arg-type]
-    stages, sizes = tuple(state), {}
-    if family == "fsdp":
-        buffers = _fsdp_stage_buffers(inputs, stages, element_bytes, missing)
-    elif family == "torch":  # DDP's gradient buckets are not counted yet (docs/recipes.md, Limits)
-        buffers = {stage: Buffers(()) for stage in stages}
-    else:
+    buffers = None
+    if family == "deepspeed":
         sizes = zero_sizes(inputs, element_bytes, missing)
-        buffers = {stage: zero_buffers(stage_named(stage).number, **sizes) for stage in stages}
-    activations, transient = None, 0
+        buffers = {stage: zero_buffers(stage_named(stage).number, **sizes) for stage in state}
+    activations = None
     if not missing:
         try:
             activations = estimate_activations(inputs.shape, inputs.sequence_length.value,  # type: ignore[union-attr,arg-type]
-                                               inputs.micro_batch.value, inputs.dtype.value,  # type: ignore[union-attr,arg-type]
+                                               inputs.micro_batch.value, activation_dtype(inputs, family),  # type: ignore[union-attr,arg-type]
                                                bool(inputs.gradient_checkpointing.value), str(inputs.attention.value))
         except ActivationInputError as error:
             missing.append(str(error))
-        else:
-            tokens = inputs.micro_batch.value * inputs.sequence_length.value  # type: ignore[union-attr,operator]
-            transient = F32 * tokens * inputs.shape.vocab  # type: ignore[union-attr]
     lora = _lora_activations(inputs, missing) if not missing and inputs.lora is not None else None
-    return Peak(state=dict(state), buffers=buffers, activations=activations, transient_logits=transient,
+    return Peak(state=dict(state), buffers=buffers, activations=activations,
                 reserved=int(inputs.reserved.value), inputs=inputs.used(), missing=tuple(missing),  # type: ignore[arg-type]
-                zero_sizes=sizes, family=family, source=inputs, lora_activations=lora)
+                family=family, source=inputs, offload=offload, lora_activations=lora)
 
 
 def _lora_activations(inputs: PeakInputs, missing: list[str]) -> LoraActivations | None:
@@ -314,5 +376,5 @@ def _lora_activations(inputs: PeakInputs, missing: list[str]) -> LoraActivations
         return None
 
 
-__all__ = ["DEFAULT_RESERVED", "DEEPSPEED_DEFAULTS", "INPUT_LABELS", "MODEL_UNCERTAINTY", "PHASES", "Part", "Peak", "PeakInputs", "Phase",
-           "StagePeak", "estimate_peak"]
+__all__ = ["DEFAULT_RESERVED", "DEEPSPEED_DEFAULTS", "INPUT_LABELS", "LoraPeak", "MODEL_UNCERTAINTY", "Peak", "PeakInputs",
+           "StagePeak", "UnknownPeak", "estimate_peak"]

@@ -121,9 +121,10 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
         dtype=dtype,
         reserved=_pick(None, "reserved", resolved, PeakInputs.reserved),
         zero=dict(workload.zero),
-        fsdp_prefetch=workload.fsdp_prefetch or PeakInputs.fsdp_prefetch,
         parameters=inputs.parameters,
-        largest_layer=model.counted.largest_layer if model.counted is not None else None,
+        ranks=inputs.world_size,
+        optimizer=(inputs.per_parameter.optimizer_name if inputs.per_parameter is not None
+                   else inputs.adapter.optimizer if inputs.adapter is not None else "adamw"),
         lora=lora_peak(inputs.adapter, dtype.value if dtype is not None else None),
     )
 

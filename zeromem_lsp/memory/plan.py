@@ -150,7 +150,7 @@ class MemoryPlan(NamedTuple):
     gpu_memory: int | None
     warn_fraction: float = DEFAULT_WARN_FRACTION
     policy: Family = DEEPSPEED
-    peak: "Peak | None" = None  # beside the model state: buffers, activations, reserve (peak.py)
+    peak: "Peak | None" = None  # beside the model state: the whole step's peak per stage (peak.py)
 
     @property
     def family(self) -> str:
@@ -193,6 +193,10 @@ class MemoryPlan(NamedTuple):
     def peak_known(self) -> bool:
         return self.peak is not None and not self.peak.missing
 
+    def judged_by(self, stage: str) -> str:
+        """"peak" when the stage's peak is a figure, else "model state" (an input missing, or the peak unknown)."""
+        return "peak" if self.peak_known and self.peak.at(stage) is not None else "model state"  # type: ignore[union-attr]
+
     def verdict_bytes(self, stage: str) -> int:
         """What "fits" is judged on: the peak when it is known, else model state (docs/memory-model.md)."""
         found = self.peak.at(stage) if self.peak_known else None  # type: ignore[union-attr]
@@ -207,7 +211,7 @@ class MemoryPlan(NamedTuple):
         placement = self.placement if offload == self.offload else self.placement_with(offload)
         for stage in self.stages:
             state = placement.gpu[stage]
-            total = peak.at(stage, state) if peak is not None else None
+            total = peak.at(stage, offload) if peak is not None else None
             if (state if total is None else total) <= self.gpu_memory and offload_matters(offload, stage):
                 return Suggestion(stage, offload, state, total)
         return None

@@ -131,7 +131,7 @@ def build(
     if peak is not None:
         state = {key: placement.gpu[key] for key in family.stages}
         estimated = estimate_peak(state, family.name, peak_inputs(peak, resolved, inputs, origins.get("precision"),
-                                                                       family.name))
+                                                                       family.name), offload)
     warn = settings.warn_fraction if settings.warn_fraction is not None else DEFAULT_WARN_FRACTION
     return MemoryPlan(stage=stage, stage_path=stage_path, inputs=inputs, origins=origins, offload=offload,
                       placement=placement, gpu_memory=settings.gpu_memory, warn_fraction=warn, policy=family,

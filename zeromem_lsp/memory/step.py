@@ -74,6 +74,23 @@ class Buckets(NamedTuple):
     persistence_threshold: int | None = None
 
 
+class FrozenBase(NamedTuple):
+    """A frozen base with trainable adapters (LoRA / QLoRA), per rank: persistent bytes as the plan places the
+    adapter's P, G, O at the stage (memory/adapter_plan.py), and what the step needs beside them. With it the
+    moments are the full step's (`_frozen`), over trainable tensors only. Derived, not measured as a whole."""
+
+    parameters: int  # frozen base + adapters on this rank (P as placed)
+    gradients: int  # the adapters' gradients on this rank (G as placed): only from the end of backward
+    optimizer_states: int  # optimizer state (and DeepSpeed's fp32 master) on this rank (O as placed)
+    trainable: int  # trainable elements this rank's optimizer steps on
+    step_bytes: int  # bytes per element the optimizer steps in (DeepSpeed: its fp32 partition)
+    activations: int  # what autograd saves at the end of forward (memory/lora_activations.py)
+    recompute: int  # with checkpointing: the layer re-run in backward
+    compute_dtype: str  # the forward's dtype (fp32 after prepare_model_for_kbit_training)
+    bytes_each: int  # bytes per parameter of a gathered weight (P ÷ parameters, rounded up)
+    fp32_gradients: bool = False  # DeepSpeed: an fp32 gradient partition made for the step
+
+
 class Tensors(NamedTuple):
     """The parameter tensors of a causal LM, in elements (what the optimizer and the engines see)."""
 
@@ -181,15 +198,16 @@ def _scratch(impl: str, element: int, every: int, largest: int) -> int:
     return {"foreach": element * every, "for-loop": 2 * element * largest, "fused": 0}[impl]
 
 
-def _loss_moments(setup: _Setup, base: list[Part]) -> tuple[list[Part], list[Part]]:
+def _loss_moments(setup: _Setup, base: list[Part], saved: int | None = None) -> tuple[list[Part], list[Part]]:
     """(forward's peak, the loss's backward). ForCausalLMLoss (transformers/loss/loss_utils.py) makes
     `logits.float()` and cross_entropy's log-softmax from it while the lm_head output is alive; the backward
     of nll_loss and of log_softmax (`_log_softmax_backward_data`) make two fp32 T×V gradients while the
     saved log-softmax is still held."""
     t, v = setup.tokens, setup.vocab
-    forward = [*base, Part("activations", setup.acts.total), Part("logits", setup.c * t * v),
+    saved = setup.acts.total if saved is None else saved  # `saved`: what a frozen base keeps (LoRA activations)
+    forward = [*base, Part("activations", saved), Part("logits", setup.c * t * v),
                Part("fp32 logits copy", F32 * t * v if setup.c != F32 else 0)]
-    loss = [*base, Part("activations", setup.acts.total), Part("log-softmax gradients", 2 * F32 * t * v)]
+    loss = [*base, Part("activations", saved), Part("log-softmax gradients", 2 * F32 * t * v)]
     return forward, loss
 
 
@@ -216,14 +234,14 @@ def _layer_moments(setup: _Setup, shape: ModelShape, base: list[Part], head_grad
     return {"the top layer's backward": top, "the bottom layer's backward": bottom}
 
 
-def _layer_transient(shape: ModelShape, tensors: Tensors, tokens: int, c: int) -> int:
+def _layer_transient(shape: ModelShape, tensors: Tensors, tokens: int, c: int, weight_gradient: bool = True) -> int:
     """A decoder layer's backward at its largest, the MLP's (autograd's MulBackward / MmBackward nodes): the
     incoming hidden-state gradient (c·T·h), down_proj's weight gradient, and two T×I gradients (of the
     product down_proj read and the first of the product's two input gradients)."""
     width = shape.intermediate
     if shape.experts and shape.sparse_layers:
         width = shape.expert_intermediate * shape.experts_per_token
-    return c * tokens * shape.hidden + c * max(tensors.layer) + 2 * c * tokens * width
+    return c * tokens * shape.hidden + c * max(tensors.layer) * weight_gradient + 2 * c * tokens * width
 
 
 def _tied_sum(tensors: Tensors, w: int) -> int:
@@ -444,21 +462,73 @@ def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: 
                     "optimizer": {"the optimizer step": step}})
 
 
+def _gathered_frozen(setup: _Setup, frozen: FrozenBase, engine: str, stage: int, buckets: Buckets,
+                     fsdp: tuple[int, bool, bool]) -> tuple[int, int]:
+    """(gathered at the loss, gathered in a layer's backward): the full step's rules for gathered parameters
+    (`_deepspeed` ZeRO-3, `_fsdp`), frozen weights at `bytes_each` — frozen parameters are partitioned and
+    gathered like trainable ones."""
+    t, r, g = setup.tensors, setup.ranks, frozen.bytes_each
+    if engine == "deepspeed" and stage == 3 and r > 1:
+        threshold = (DEEPSPEED_DEFAULTS["stage3_param_persistence_threshold"] if buckets.persistence_threshold
+                     is None else buckets.persistence_threshold)
+        reuse = MAX_REUSE_DISTANCE if buckets.max_reuse_distance is None else buckets.max_reuse_distance
+        prefetch = (DEEPSPEED_DEFAULTS["stage3_prefetch_bucket_size"] if buckets.prefetch_bucket_size is None
+                    else buckets.prefetch_bucket_size)
+        live = (DEEPSPEED_DEFAULTS["stage3_max_live_parameters"] if buckets.max_live_parameters is None
+                else buckets.max_live_parameters)
+        persistent = sum(numel for numel in t.all() if numel <= threshold)
+        gathered = g * min(t.total - persistent, max(reuse, min(prefetch, live)))
+        return gathered, gathered
+    version, reshard, sharded = fsdp
+    if engine == "fsdp" and sharded:
+        layer, kept = g * t.layer_total, 0 if reshard else g * t.layer_total * t.layers
+        ahead = layer if version == 2 and r > 1 else 0
+        return g * t.root + kept + ahead, g * t.root + max(kept, 2 * layer)
+    return 0, 0
+
+
+def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: tuple[int, int],
+            offload_optimizer: bool, in_place: bool) -> dict[str, Phase]:
+    """The step with a frozen base: the full step's moments (`_loss_moments`, `_layer_transient`) with no
+    gradient for a frozen weight. Forward at the loss; the loss's backward (no gradient yet); the top layer's
+    backward (input gradients only: frozen weights make none); the end of backward with the adapters'
+    gradients; the optimizer step over the trainable tensors only. `in_place`: the optimizer is not torch's
+    Adam/AdamW and makes no scratch (bitsandbytes' 8-bit optimizers update each parameter in place)."""
+    base = [Part("parameters", frozen.parameters), Part("optimizer states", frozen.optimizer_states)]
+    at_loss, in_layer = gathered
+    forward, loss = _loss_moments(setup, base + [Part("gathered parameters", at_loss)], frozen.activations)
+    transient = _layer_transient(shape, setup.tensors, setup.tokens, setup.c, weight_gradient=False)
+    top = [*base, Part("gathered parameters", in_layer), Part("activations", frozen.activations),
+           Part("recomputed layer", frozen.recompute), Part("layer backward", transient)]
+    end = [*base, Part("gradients", frozen.gradients)]
+    fp32 = F32 * frozen.trainable if frozen.fp32_gradients and not offload_optimizer else 0
+    scratch = 0 if offload_optimizer or in_place else _scratch(setup.impl, frozen.step_bytes, frozen.trainable, frozen.trainable)
+    step = [*base, Part("gradients", frozen.gradients), Part("fp32 gradients", fp32),
+            Part("optimizer scratch", scratch)]
+    return _phases({"forward": {"the loss": forward},
+                    "backward": {"the loss's backward": loss, "the top layer's backward": top,
+                                 "the end of backward": end},
+                    "optimizer": {"the optimizer step": step}})
+
+
 def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, checkpointing: bool = False,
                   attention: str = "sdpa", engine: str = "torch", stage: int = 0, ranks: int = 1,
                   param_dtype: str = "bf16", autocast: bool = False, optimizer: str = "adamw",
                   optimizer_impl: str = "foreach",
                   buckets: Buckets = Buckets(), fsdp_version: int = 2, fsdp_reshard: bool = True,
                   fsdp_mixed: bool = False, fsdp_sharded: bool = True, ddp_bucket_view: bool = False,
-                  offload_optimizer: bool = False, offload_param: bool = False) -> StepPeak:
+                  offload_optimizer: bool = False, offload_param: bool = False,
+                  frozen: FrozenBase | None = None) -> StepPeak:
     """Per-phase peak bytes of one rank in a steady-state AdamW step; raises StepInputError naming a bad input.
 
     param_dtype is the dtype the weights are stored in (DeepSpeed: its 16-bit dtype; FSDP: the shards').
     autocast (engine torch): fp32 weights, bf16 compute, as HF Trainer's `bf16=True` on an fp32 model.
     fsdp_mixed: bf16 gathered parameters and compute over `param_dtype` shards; fsdp_reshard: layers are
-    freed after their forward (FULL_SHARD, FSDP2's default); fsdp_sharded False: NO_SHARD."""
+    freed after their forward (FULL_SHARD, FSDP2's default); fsdp_sharded False: NO_SHARD. frozen: a frozen
+    base with adapters (its per-rank state replaces the full model's; `_frozen`)."""
     _choice("engine", engine, ENGINES)
-    _choice("optimizer", optimizer, OPTIMIZERS)
+    if frozen is None:  # with a frozen base the plan's O holds any optimizer's state (adapter_plan)
+        _choice("optimizer", optimizer, OPTIMIZERS)
     _choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
     _choice("param_dtype", param_dtype, tuple(DTYPE_BYTES))
     _choice("attention", attention, ("sdpa", "eager"))
@@ -470,6 +540,9 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     if autocast and engine != "torch":
         raise StepInputError("autocast applies to engine torch (DeepSpeed and FSDP bring their own precision)")
     compute = "bf16" if (autocast or fsdp_mixed) else param_dtype
+    if frozen is not None:
+        _choice("compute dtype", frozen.compute_dtype, tuple(DTYPE_BYTES))
+        compute = frozen.compute_dtype
     try:
         acts = estimate_activations(shape, sequence_length, micro_batch, compute, checkpointing, attention)
     except ActivationInputError as error:
@@ -478,7 +551,10 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     setup = _Setup(tensors, acts, sequence_length * micro_batch, shape.vocab, shape.hidden,
                    F32 if autocast else DTYPE_BYTES[param_dtype], DTYPE_BYTES[compute], ranks, optimizer_impl,
                    checkpointing)
-    if engine == "torch":
+    if frozen is not None:
+        gathered = _gathered_frozen(setup, frozen, engine, stage, buckets, (fsdp_version, fsdp_reshard, fsdp_sharded))
+        phases = _frozen(setup, shape, frozen, gathered, offload_optimizer, optimizer not in OPTIMIZERS)
+    elif engine == "torch":
         phases = _torch(setup, shape, autocast, ddp_bucket_view)
     elif engine == "deepspeed":
         phases = _deepspeed(setup, shape, stage, buckets, offload_optimizer, offload_param)
@@ -488,5 +564,5 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     return StepPeak(phases, peak_phase, phases[peak_phase].peak, acts, tensors.total)
 
 
-__all__ = ["Buckets", "ENGINES", "OPTIMIZERS", "OPTIMIZER_IMPLS", "PHASES", "Part", "Phase", "StepInputError", "StepPeak",
+__all__ = ["Buckets", "ENGINES", "FrozenBase", "OPTIMIZERS", "OPTIMIZER_IMPLS", "PHASES", "Part", "Phase", "StepInputError", "StepPeak",
            "Tensors", "estimate_step", "parameter_tensors"]

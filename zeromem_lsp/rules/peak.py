@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from zeromem_lsp.memory.buffers import zero_buffers
 from zeromem_lsp.findings import Finding, Fix, overlapping
 from zeromem_lsp.edits import set_value
 from zeromem_lsp.memory.peak import MODEL_UNCERTAINTY, Peak
@@ -14,11 +13,18 @@ from zeromem_lsp.present import describe_suggestion, no_fit, peak_sum, stage_lab
 from zeromem_lsp.rules.context import Context
 from zeromem_lsp.rules.memory import micro_batch_edits, suggestion_fixes, zero_edits
 from zeromem_lsp.rules.registry import rule
-from zeromem_lsp.memory.stages import stage as stage_named
 from zeromem_lsp.units import format_bytes
 
 PEAK_EXCEEDS, NOT_COMPUTABLE = rule("ZM106"), rule("ZM103")
-ACTIVATION_PARTS = ("activations", "fp32 logits copy")
+#: Parts of a phase that grow with the tokens per micro-batch (micro-batch × sequence length).
+ACTIVATION_PARTS = ("activations", "logits", "fp32 logits copy", "log-softmax gradients", "recomputed layer",
+                    "layer backward", "logits gradient", "embedding gradient")
+#: Parts of a phase that a zero_optimization size bounds, with those sizes (largest first in the config).
+BUCKET_PARTS = {"reduce bucket": ("reduce_bucket_size",), "bucket copy": ("reduce_bucket_size",),
+                "gathered parameters": ("stage3_prefetch_bucket_size", "stage3_max_live_parameters",
+                                        "stage3_max_reuse_distance")}
+#: The persistent state in a phase: the model state's own shares, not a driver of the peak.
+STATE_PARTS = ("parameters", "fp32 master", "optimizer states", "gradient partitions", "gradients")
 
 
 def _driver_path(context: Context, plan: MemoryPlan, largest: str):
@@ -27,11 +33,8 @@ def _driver_path(context: Context, plan: MemoryPlan, largest: str):
     candidates = []
     if largest in ACTIVATION_PARTS:
         candidates = [peak.inputs.get("micro_batch"), peak.inputs.get("sequence_length")]
-    elif largest == "buffers" and peak.buffers is not None:
-        parts = sorted(peak.buffers[plan.stage].parts, key=lambda part: -part.bytes)
-        candidates = [context.workload.zero.get(part.name) for part in parts]
-    elif largest == "reserved":
-        candidates = [peak.inputs.get("reserved")]
+    elif largest in BUCKET_PARTS:
+        candidates = [context.workload.zero.get(name) for name in BUCKET_PARTS[largest]]
     for item in candidates:
         if item is not None and item.path is not None and context.exists(item.path):
             return item.path
@@ -64,25 +67,25 @@ def _enable_checkpointing(context: Context, peak: Peak) -> Fix | None:
 
 def shrunk_bucket_size(plan: MemoryPlan, budget: int) -> int | None:
     """The largest element count which, given to every bucket of the chosen ZeRO stage, brings its peak within
-    the budget (exact: a bisection over zeromem_lsp.memory.buffers)."""
+    the budget (exact: a bisection over the phase model, whose peak grows with the bucket sizes)."""
     peak, stage = plan.peak, plan.stage
-    target = peak.buffer_bytes(stage) - (peak.at(stage) - budget)
-    number = stage_named(stage).number
 
-    def total(size: int) -> int:
-        sizes = {**peak.zero_sizes, "reduce_bucket_size": size, "allgather_bucket_size": size,
-                 "stage3_prefetch_bucket_size": size}
-        return zero_buffers(number, **sizes).total
+    def total(size: int) -> int | None:
+        sizes = {"reduce_bucket_size": size, "allgather_bucket_size": size, "stage3_prefetch_bucket_size": size}
+        smaller = peak.with_zero(sizes)
+        return smaller.at(stage) if smaller is not None else None
 
-    low, high = 0, max(part.elements for part in peak.buffers[stage].parts)
-    while low < high:  # the largest size with total(size) <= target; total grows with size
+    if total(1) is None or total(1) > budget:
+        return None
+    low, high = 1, max(part.elements for part in peak.buffers[stage].parts)
+    while low < high:  # the largest size with total(size) <= budget
         middle = (low + high + 1) // 2
-        low, high = (middle, high) if total(middle) <= target else (low, middle - 1)
-    return low or None
+        low, high = (middle, high) if total(middle) <= budget else (low, middle - 1)
+    return low
 
 
 def _shrink_buckets(context: Context, plan: MemoryPlan) -> Fix | None:
-    if plan.family != "deepspeed" or context.workload.zero_root != () or not plan.peak.zero_sizes:
+    if plan.family != "deepspeed" or context.workload.zero_root != () or not plan.peak.buffers:
         return None
     size = shrunk_bucket_size(plan, context.settings.gpu_memory)
     if size is None:
@@ -105,12 +108,14 @@ def check(context: Context) -> Iterator[Finding]:
                                   f"{format_bytes(budget)} budget: missing {'; '.join(peak.missing)}", plan.stage_path)
         return
     total = peak.at(plan.stage)
-    if total <= budget:
+    if total is None or total <= budget:
         return
     within = total <= budget * (1 + MODEL_UNCERTAINTY)  # exact: MODEL_UNCERTAINTY is a Fraction
     margin = (f"within the model's ±{MODEL_UNCERTAINTY * 100}% uncertainty" if within else
               f"beyond the model's ±{MODEL_UNCERTAINTY * 100}% uncertainty: the run is expected to fail")
-    largest, size = peak.components(plan.stage)[0]
+    found = peak.stage_peak(plan.stage)
+    beside = [part for part in found.held.parts if part.name not in STATE_PARTS] or list(found.held.parts)
+    largest, size = beside[0]
     suggestion = plan.cheapest_fit()
     advice = (f"; the cheapest whose peak fits is {describe_suggestion(suggestion, plan.family)}" if suggestion
               else f"; {no_fit(plan.family, True)}" if plan.family == "torch"

@@ -103,12 +103,12 @@ RULES: dict[str, Rule] = _rules(
     ),
     Rule(
         "ZM106", "peak-exceeds-gpu-memory", "error",
-        "The chosen stage's model state fits the `gpu_memory` budget, but its estimated peak — model state + "
-        "ZeRO/FSDP buffers + activations + the fp32 logits copy + `reserved` — does not. An error when the peak "
+        "The chosen stage's model state fits the `gpu_memory` budget, but its estimated peak — the largest phase "
+        "(forward, backward, optimizer step) of one training step + `reserved` — does not. An error when the peak "
         "is over the budget by more than the model's uncertainty (10%, docs/memory-model.md); a warning inside it.",
         "Model state is only what the optimizer keeps; the step also holds the activations of one micro-batch "
-        "(HF's loss upcasts the logits to fp32: 4 bytes × micro-batch × sequence × vocabulary), the communication "
-        "buckets and the CUDA context. The job fails with out-of-memory in the first forward or backward. The "
+        "and the loss's fp32 gradients (2 × 4 bytes × micro-batch × sequence × vocabulary), the communication "
+        "buckets, the optimizer step's fp32 copies and the CUDA context. The job fails with out-of-memory in the first forward or backward. The "
         "estimate follows the Transformers modelling code and is held to ±10% of measured steps, so a peak more "
         "than 10% over the budget fails `zeromem check`, pre-commit and the Action; closer than that it warns.",
         '{"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 2},\n'
