@@ -123,10 +123,16 @@ def test_peak_uses_lora_activations_measured_with_peft(tmp_path, case_id, extra)
     assert activations["bytes"] == activations["lora"]["total"] == case["saved_bytes"]["2"]
     if not extra:  # QLoRA's k-bit preparation runs the forward in fp32: more than bf16 full fine-tuning
         assert activations["lora"]["total"] < activations["full_fine_tuning_bytes"]
-    parts = data["phases"]["ddp"]["parts"]
-    assert parts["activations"] == activations["at_peak_bytes"] == case["saved_bytes"]["2"]
-    assert data["peak"]["ddp"] == data["ddp"] + sum(v for k, v in parts.items() if k != "model state") + \
-        data["reserved_bytes"]
+    stage = data["phases"]["ddp"]  # one rank: the adapter's P and O whole, no gradient yet at the loss's backward
+    parts = stage["parts"]
+    assert stage["peak_phase"] == "backward" and stage["moment"] == "the loss's backward" and "gradients" not in parts
+    assert parts["activations"] == case["saved_bytes"]["2"]  # what PEFT saved, measured
+    tokens, vocab = case["sequence_length"] * case["micro_batch"], case["config"]["vocab_size"]
+    assert parts["log-softmax gradients"] == 2 * 4 * tokens * vocab  # the full step's two fp32 T×V gradients
+    assert parts["parameters"] == data["inputs"]["parameter_bytes"]
+    assert parts["optimizer states"] == data["inputs"]["optimizer_bytes"]
+    assert data["peak"]["ddp"] == sum(parts.values()) + stage["reserved_bytes"] == \
+        stage["phases"]["backward"] + data["reserved_bytes"]
 
 
 def test_text_output_shows_trainable_and_the_terms():
