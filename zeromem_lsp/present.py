@@ -236,6 +236,13 @@ def activation_sum(activations) -> str:
             f" + loss {format_count(activations.logits_bytes)} = {format_count(activations.total)} B")
 
 
+#: How the peak is made with an adapter (docs/adapters.md, "The step with a frozen base").
+LORA_STEP = ("with an adapter the step runs over a frozen base: parameters, gradients, optimizer states are P, G, O "
+             "each sharded as the stage shards it (ZeRO-1: O; ZeRO-2: G and O; ZeRO-3: all, ⌈·/R⌉); no gradient "
+             "exists at the loss's backward; derived from the measured full-step terms and the measured LoRA "
+             "activations, not measured as a whole step (docs/adapters.md)")
+
+
 def lora_activation_line(peak) -> str:
     """`with LoRA (fp32 adapters, bf16 forward): layers A + outside B = C B (full fine-tuning: D B)`."""
     lora, inputs = peak.lora_activations, peak.source.lora
@@ -276,6 +283,7 @@ def activation_lines(peak) -> list[str]:
     if peak.lora_activations is not None:
         lines[0] = lines[0].replace("activations saved for backward", "full fine-tuning would save", 1)
         lines.append(lora_activation_line(peak))
+        lines.append(LORA_STEP)
     acts = peak.lora_activations if peak.lora_activations is not None else acts
     if acts.checkpointing:
         lines.append(f"one layer recomputed in backward (checkpointing, \"recomputed layer\") = "

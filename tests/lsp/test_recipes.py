@@ -11,6 +11,8 @@ import pytest
 from lsp_session import ROOT, open_doc
 from lsprotocol import types
 
+from zeromem_lsp.units import format_bytes
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 RECIPE = ROOT / "tests" / "data" / "recipes" / "axolotl" / "examples" / "gemma3" / "gemma-3-4b-qlora.yml"
@@ -18,14 +20,15 @@ ZERO3 = ROOT / "tests" / "data" / "recipes" / "axolotl" / "deepspeed_configs" / 
 GEMMA3_4B = ROOT / "tests" / "data" / "models" / "gemma-3-4b-it"
 
 
-def recipe_text(tmp_path, deepspeed: str | None, optimizer: str = "adamw_torch") -> str:
+def recipe_text(tmp_path, deepspeed: str | None, optimizer: str | None = None) -> str:
     """The recipe with its model as a local directory; with `deepspeed`, that file and a zeromem block giving
-    the world size (axolotl drops keys it does not know, so the block may live in the recipe). The recipe's
-    8-bit AdamW is not in the phase model (its peak is unknown): `optimizer` replaces it."""
+    the world size (axolotl drops keys it does not know, so the block may live in the recipe). `optimizer`
+    replaces the recipe's 8-bit AdamW (whose full fine-tuning peak the phase model cannot give)."""
     shutil.copytree(GEMMA3_4B, tmp_path / "gemma")
     text = RECIPE.read_text(encoding="utf-8").replace("base_model: google/gemma-3-4b-it",
                                                       f"base_model: {tmp_path / 'gemma'}")
-    text = text.replace("optimizer: adamw_bnb_8bit", f"optimizer: {optimizer}")
+    if optimizer is not None:
+        text = text.replace("optimizer: adamw_bnb_8bit", f"optimizer: {optimizer}")
     return text + (f"\ndeepspeed: {deepspeed}\nzeromem:\n  world_size: 8\n" if deepspeed else "")
 
 
@@ -39,10 +42,24 @@ async def test_the_deepspeed_hover_has_the_recipes_peak(client, tmp_path):
     # the loss's backward: two fp32 gradients of 4 B × micro 2 × 2048 × vocabulary
     assert f"log-softmax gradients {2 * 4 * 2 * 2048 * 262_208:,}" in hover
     assert "3,880,263,168 parameters counted from" in hover and "R = 8 ranks — zeromem.world_size" in hover
+    # QLoRA with the recipe's 8-bit AdamW: the frozen-base step, rebuilt from the parts the hover shows
+    line = next(line for line in hover.splitlines() if line.startswith("- ZeRO-3: "))
+    moment, figures = line.removeprefix("- ZeRO-3: ").split(": ", 1)
+    terms, total = figures.rsplit(" = ", 1)
+    parts = {name: int(value.replace(",", "")) for name, value in (term.rsplit(" ", 1) for term in terms.split(" + "))}
+    assert moment == "backward (the loss's backward)" and "gradients" not in parts  # no gradient yet at the loss
+    assert sum(parts.values()) == int(total.split(" B")[0].replace(",", ""))
+    saved = next(line for line in hover.splitlines() if line.startswith("- with LoRA ("))
+    assert saved.endswith(f"= {parts['activations']:,} B, instead of the full fine-tuning 5,134,985,222 B")
+    p_line = next(line for line in hover.splitlines() if line.startswith("- P = "))
+    p_bytes = int(p_line.rsplit(" = ", 1)[1].removesuffix(" B").replace(",", ""))
+    assert parts["parameters"] == -(-p_bytes // 8)  # ZeRO-3: ⌈P/R⌉
+    assert "not measured as a whole step" in hover
 
 
-async def test_the_recipes_8bit_optimizer_leaves_the_peak_unknown(client, tmp_path):
-    doc = open_doc(client, "gemma-3-4b-qlora.yml", recipe_text(tmp_path, str(ZERO3), "adamw_bnb_8bit"), "yaml")
+async def test_the_recipes_8bit_optimizer_leaves_a_full_fine_tunes_peak_unknown(client, tmp_path):
+    text = recipe_text(tmp_path, str(ZERO3)).replace("adapter: qlora\n", "")  # no adapter: every weight trained
+    doc = open_doc(client, "gemma-3-4b-full.yml", text, "yaml")
     result = await client.text_document_hover_async(
         types.HoverParams(text_document=doc.identifier, position=doc.at("deepspeed:", 1)))
     row = next(line for line in result.contents.value.splitlines() if line.startswith("| ▶ | **ZeRO-3** |"))
@@ -89,7 +106,9 @@ async def test_a_recipe_without_an_engine_is_torch_ddp_in_the_hover(client, tmp_
         types.HoverParams(text_document=doc.identifier, position=doc.at("base_model:", 1)))
     hover = result.contents.value
     parameters = 3_880_263_168  # gemma-3-4b-it's text model; bf16 weights and grads, adamw_bnb_8bit's 2 B state
-    assert f"model state {3 * 2 * parameters:,}" in hover  # P + G + O, the DDP formula
+    # P + G + O, the DDP formula; the 8-bit AdamW's full fine-tuning step is not in the phase model: said, not guessed
+    assert f"| ▶ | **DDP** | {format_bytes(3 * 2 * parameters)} | — |" in hover
+    assert "peak unknown: optimizer must be one of adamw, adam, got 'adam8bit'" in hover
     assert "bf16 params 2 B + bf16 grads 2 B + adam8bit state 2 B (torch: no separate master copy)" in hover
     assert "engine torch" in hover and "ZeRO-3" not in hover.split("Nothing peaks")[0]
     assert "Offload: none (plain DDP has no offload; DeepSpeed ZeRO and FSDP do)." in hover

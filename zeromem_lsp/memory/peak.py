@@ -292,7 +292,7 @@ def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: 
     step_bytes = F32 if deepspeed else DTYPE_BYTES[lora.adapter_dtype]  # type: ignore[union-attr]
     every = lora.count.all  # type: ignore[union-attr,attr-defined]
     return FrozenBase(params, grads, states, trainable, step_bytes, acts.total, acts.recompute_bytes,
-                      lora.activation_dtype, -(-lora.parameter_bytes // every) if every else 0,  # type: ignore[union-attr]
+                      lora.activation_dtype, lora.parameter_bytes, every,  # type: ignore[union-attr]
                       fp32_gradients=deepspeed and DTYPE_BYTES[lora.adapter_dtype] < F32)  # type: ignore[union-attr]
 
 

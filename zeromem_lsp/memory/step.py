@@ -87,7 +87,8 @@ class FrozenBase(NamedTuple):
     activations: int  # what autograd saves at the end of forward (memory/lora_activations.py)
     recompute: int  # with checkpointing: the layer re-run in backward
     compute_dtype: str  # the forward's dtype (fp32 after prepare_model_for_kbit_training)
-    bytes_each: int  # bytes per parameter of a gathered weight (P ÷ parameters, rounded up)
+    all_bytes: int  # the whole P (frozen and trainable, before sharding): a gathered weight's bytes are pro rata
+    all_parameters: int
     fp32_gradients: bool = False  # DeepSpeed: an fp32 gradient partition made for the step
 
 
@@ -466,8 +467,12 @@ def _gathered_frozen(setup: _Setup, frozen: FrozenBase, engine: str, stage: int,
                      fsdp: tuple[int, bool, bool]) -> tuple[int, int]:
     """(gathered at the loss, gathered in a layer's backward): the full step's rules for gathered parameters
     (`_deepspeed` ZeRO-3, `_fsdp`), frozen weights at `bytes_each` — frozen parameters are partitioned and
-    gathered like trainable ones."""
-    t, r, g = setup.tensors, setup.ranks, frozen.bytes_each
+    gathered like trainable ones; bytes pro rata of the whole P (a quantized base gathers its packed bytes)."""
+    t, r = setup.tensors, setup.ranks
+
+    def g(elements: int) -> int:
+        return -(-elements * frozen.all_bytes // frozen.all_parameters) if frozen.all_parameters else 0
+
     if engine == "deepspeed" and stage == 3 and r > 1:
         threshold = (DEEPSPEED_DEFAULTS["stage3_param_persistence_threshold"] if buckets.persistence_threshold
                      is None else buckets.persistence_threshold)
@@ -477,13 +482,13 @@ def _gathered_frozen(setup: _Setup, frozen: FrozenBase, engine: str, stage: int,
         live = (DEEPSPEED_DEFAULTS["stage3_max_live_parameters"] if buckets.max_live_parameters is None
                 else buckets.max_live_parameters)
         persistent = sum(numel for numel in t.all() if numel <= threshold)
-        gathered = g * min(t.total - persistent, max(reuse, min(prefetch, live)))
+        gathered = g(min(t.total - persistent, max(reuse, min(prefetch, live))))
         return gathered, gathered
     version, reshard, sharded = fsdp
     if engine == "fsdp" and sharded:
-        layer, kept = g * t.layer_total, 0 if reshard else g * t.layer_total * t.layers
+        layer, kept = g(t.layer_total), 0 if reshard else g(t.layer_total * t.layers)
         ahead = layer if version == 2 and r > 1 else 0
-        return g * t.root + kept + ahead, g * t.root + max(kept, 2 * layer)
+        return g(t.root) + kept + ahead, g(t.root) + max(kept, 2 * layer)
     return 0, 0
 
 
