@@ -464,8 +464,9 @@ def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: 
 
 
 def _gathered_frozen(setup: _Setup, frozen: FrozenBase, engine: str, stage: int, buckets: Buckets,
-                     fsdp: tuple[int, bool, bool]) -> tuple[int, int]:
-    """(gathered at the loss, gathered in a layer's backward): the full step's rules for gathered parameters
+                     fsdp: tuple[int, bool, bool]) -> tuple[int, int, int]:
+    """(gathered at the loss, at the loss's backward, in a layer's backward): the full step's rules for gathered
+    parameters
     (`_deepspeed` ZeRO-3, `_fsdp`), frozen weights at `bytes_each` — frozen parameters are partitioned and
     gathered like trainable ones; bytes pro rata of the whole P (a quantized base gathers its packed bytes)."""
     t, r = setup.tensors, setup.ranks
@@ -482,17 +483,19 @@ def _gathered_frozen(setup: _Setup, frozen: FrozenBase, engine: str, stage: int,
         live = (DEEPSPEED_DEFAULTS["stage3_max_live_parameters"] if buckets.max_live_parameters is None
                 else buckets.max_live_parameters)
         persistent = sum(numel for numel in t.all() if numel <= threshold)
-        gathered = g(min(t.total - persistent, max(reuse, min(prefetch, live))))
-        return gathered, gathered
+        elements = min(t.total - persistent, max(reuse, min(prefetch, live)))
+        head = t.head or t.embedding  # fetched again for the loss's backward if it was released (as `_deepspeed`)
+        again = max(elements, head) if head > threshold else elements
+        return g(elements), g(again), g(elements)
     version, reshard, sharded = fsdp
     if engine == "fsdp" and sharded:
         layer, kept = g(t.layer_total), 0 if reshard else g(t.layer_total * t.layers)
         ahead = layer if version == 2 and r > 1 else 0
-        return g(t.root) + kept + ahead, g(t.root) + max(kept, 2 * layer)
-    return 0, 0
+        return g(t.root) + kept + ahead, g(t.root) + kept + ahead, g(t.root) + max(kept, 2 * layer)
+    return 0, 0, 0
 
 
-def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: tuple[int, int],
+def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: tuple[int, int, int],
             offload_optimizer: bool, in_place: bool) -> dict[str, Phase]:
     """The step with a frozen base: the full step's moments (`_loss_moments`, `_layer_transient`) with no
     gradient for a frozen weight. Forward at the loss; the loss's backward (no gradient yet); the top layer's
@@ -500,8 +503,9 @@ def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: tupl
     gradients; the optimizer step over the trainable tensors only. `in_place`: the optimizer is not torch's
     Adam/AdamW and makes no scratch (bitsandbytes' 8-bit optimizers update each parameter in place)."""
     base = [Part("parameters", frozen.parameters), Part("optimizer states", frozen.optimizer_states)]
-    at_loss, in_layer = gathered
-    forward, loss = _loss_moments(setup, base + [Part("gathered parameters", at_loss)], frozen.activations)
+    at_loss, again, in_layer = gathered
+    forward, _ = _loss_moments(setup, base + [Part("gathered parameters", at_loss)], frozen.activations)
+    _, loss = _loss_moments(setup, base + [Part("gathered parameters", again)], frozen.activations)
     transient = _layer_transient(shape, setup.tensors, setup.tokens, setup.c, weight_gradient=False)
     top = [*base, Part("gathered parameters", in_layer), Part("activations", frozen.activations),
            Part("recomputed layer", frozen.recompute), Part("layer backward", transient)]
