@@ -201,7 +201,8 @@ class Peak:
         if activations is not None and lora is not None:
             activations["full_fine_tuning_bytes"] = acts.total
             activations["lora"] = {**lora._asdict(), "adapter_dtype": self.source.lora.adapter_dtype,  # type: ignore[union-attr]
-                                   "activation_dtype": self.source.lora.activation_dtype}  # type: ignore[union-attr]
+                                   "activation_dtype": self.source.lora.activation_dtype,  # type: ignore[union-attr]
+                                   "step": FROZEN_STEP}
             activations["bytes"] = lora.total
         buffers = None if self.buffers is None else {
             stage: {"bytes": found.total, "parts": [{"name": part.name, "elements": part.elements, "bytes": part.bytes,
@@ -265,6 +266,9 @@ def step_arguments(inputs: PeakInputs, family: str, stage: str, offload: object)
     return arguments
 
 
+#: How the peak with an adapter is made (JSON `activations.lora.step`; docs/adapters.md).
+FROZEN_STEP = ("the step over a frozen base: derived from the measured full-step terms and the measured LoRA "
+               "activations, not measured as a whole step")
 #: Which of P, G, O a stage shards (the contract's placement, docs/memory-model.md): ZeRO-1 O, ZeRO-2 G and O,
 #: ZeRO-3 all three (FSDP's SHARD_GRAD_OP and FULL_SHARD use the zero2 / zero3 keys).
 SHARDED = {"ddp": (False, False, False), "zero1": (False, False, True), "zero2": (False, True, True),
