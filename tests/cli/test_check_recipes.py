@@ -104,7 +104,8 @@ def test_each_real_recipe_gives_a_peak_in_check(name, tmp_path, monkeypatch):
     assert plan.peak is not None and not plan.peak.missing, getattr(plan, "missing", plan)
     stage = plan.stage
     state, found = plan.placement.gpu[stage], plan.peak.stage_peak(stage)
-    if found is None:  # the phase model refuses the recipe's optimizer or offload: said, and no ZM106 guessed
+    if found is None:  # the phase model refuses a full fine-tune's optimizer or offload: said, no ZM106 guessed
+        assert plan.inputs.adapter is None, name  # with an adapter (most recipes) the frozen-base step is known
         why = plan.peak.unknown(stage)
         assert why.startswith("peak unknown: ") and ("adam8bit" in why or "FSDP CPU offload" in why), why
         items = findings("--world-size", "8", "--gpu-memory", str(state + 2**20), str(RECIPES / name))
@@ -359,3 +360,20 @@ def test_a_lora_run_on_a_recipe_without_an_engine_is_costed_as_peft_under_torch(
     assert data["stage"] == "ddp" and inputs["adapter"]["engine"] == "peft"
     assert data["ddp"] == inputs["parameter_bytes"] + inputs["gradient_bytes"] + inputs["optimizer_bytes"]
     assert inputs["gradient_bytes"] == 4 * inputs["trainable_parameters"]  # fp32 adapters' gradients (PEFT autocast)
+
+
+def test_a_qlora_recipe_with_fsdp_cpu_offload_has_the_frozen_base_peak(tmp_path, monkeypatch):
+    """qlora-fsdp-70b.yaml (FSDP, cpu offload): with an adapter the frozen-base step places P, G, O itself — all on
+    the host — so the peak is known: gathered weights, LoRA activations and the loss's tensors, no optimizer work
+    on the GPU (a full fine-tune with FSDP CPU offload stays unknown: the full step has no FSDP offload)."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["casperhansen/llama-3-70b-fp16"], LLAMA)))
+    plan = _plan(RECIPES / "axolotl/examples/llama-3/qlora-fsdp-70b.yaml")
+    assert plan.family == "fsdp" and plan.inputs.adapter is not None and plan.peak.offload.moves(plan.stage) == (
+        True, True, True)
+    step = plan.peak.stage_peak(plan.stage)
+    for phase in step.phases.values():
+        held = dict(phase.parts)
+        assert "parameters" not in held and "optimizer states" not in held and "optimizer scratch" not in held
+        assert phase.peak == sum(held.values())
+    assert dict(step.phases["backward"].parts)["activations"] == plan.peak.lora_activations.total
+    assert step.total == step.held.peak + step.reserved

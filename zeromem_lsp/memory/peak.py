@@ -259,10 +259,11 @@ def step_arguments(inputs: PeakInputs, family: str, stage: str, offload: object)
     elif engine == "fsdp":
         if stage not in FSDP_STAGES:
             raise StepInputError(f"FSDP has no {stage_named(stage).label}")
-        if moves_p or moves_o:
+        if (moves_p or moves_o) and inputs.lora is None:  # a frozen base's step places P, G, O itself
             raise StepInputError("the phase model has no FSDP CPU offload")
         sharded, reshard = FSDP_STAGES[stage]
-        arguments.update(fsdp_sharded=sharded, fsdp_reshard=reshard, fsdp_mixed=compute != param_dtype)
+        arguments.update(fsdp_sharded=sharded, fsdp_reshard=reshard, fsdp_mixed=compute != param_dtype,
+                         offload_optimizer=moves_o)
     return arguments
 
 
