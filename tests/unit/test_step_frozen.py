@@ -9,7 +9,7 @@ import pytest
 
 from tests.cli.conftest import run_zeromem
 from zeromem_lsp.configs.model_config import model_shape
-from zeromem_lsp.memory.step import Buckets, FrozenBase, estimate_step, parameter_tensors
+from zeromem_lsp.memory.step import Buckets, FrozenBase, estimate_step
 
 ROOT = Path(__file__).resolve().parents[2]
 LLAMA3 = ROOT / "tests/data/models/Meta-Llama-3-8B/config.json"
