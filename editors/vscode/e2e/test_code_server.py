@@ -416,7 +416,7 @@ def test_a_real_recipe_gets_its_diagnostic_and_memory_hover(page, workspace):
     label = "DDP" if stage == "ddp" else stage
     assert f"{label} ≈ " in text and "engine torch" in text, text  # no deepspeed / fsdp_config: torch DDP
     assert f"{estimate['inputs']['parameters']:,}" in text  # the count zeromem estimate made from the cached config
-    assert f"model state {estimate[stage]:,}" in text  # the peak's sum starts from the model state estimate gives
+    assert text.count(f"{estimate[stage]:,}") >= 2  # the model state estimate gives: in ZM101 and in the hover
     assert "NO_SHARD" not in text
     screenshot(page, "vscode-recipe.png")
     page.keyboard.press("Escape")
