@@ -209,11 +209,7 @@ def stage_markdown(plan: MemoryPlan) -> list[str]:
             cells += [row.percent, row.fit]
         cells.append(f"`{row.bar.rstrip()}`")
         lines.append(_row(cells))
-    if budget:
-        origin = plan.origins.get("gpu_memory")
-        source = f" — {origin.note}" if origin else ""
-        lines += ["", f"Budget {human_and_exact(budget)} per GPU{source} (`│` on the bars)."]
-    return lines
+    return lines + _budget_line(plan, "the bars")
 
 
 def stage_peak_markdown(plan: MemoryPlan) -> list[str]:
@@ -235,11 +231,16 @@ def stage_peak_markdown(plan: MemoryPlan) -> list[str]:
             cells += [row.percent, row.fit]
         cells += [row.phase, f"`{row.bar.rstrip()}`"]
         lines.append(_row(cells))
-    if budget:
-        origin = plan.origins.get("gpu_memory")
-        source = f" — {origin.note}" if origin else ""
-        lines += ["", f"Budget {human_and_exact(budget)} per GPU{source} (`│` on the bars of the peak)."]
-    return lines
+    return lines + _budget_line(plan, "the bars of the peak")
+
+
+def _budget_line(plan: MemoryPlan, bars: str) -> list[str]:
+    """Below a stage table: the budget and the layer it came from."""
+    if not plan.gpu_memory:
+        return []
+    origin = plan.origins.get("gpu_memory")
+    source = f" — {origin.note}" if origin else ""
+    return ["", f"Budget {human_and_exact(plan.gpu_memory)} per GPU{source} (`│` on {bars})."]
 
 
 def _row(cells: list[str]) -> str:
