@@ -40,6 +40,10 @@ MODELS = {
     "tiny": {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 2, "num_key_value_heads": 1,
              "intermediate_size": 128, "num_hidden_layers": 1, "vocab_size": 1000, "tie_word_embeddings": False,
              "attention_dropout": 0.0},
+    # 4 layers, untied, 8k vocabulary: the layers weigh beside the loss (LoRA cases)
+    "llama-h512-v8k": {"model_type": "llama", "hidden_size": 512, "num_attention_heads": 8, "num_key_value_heads": 4,
+                       "intermediate_size": 1376, "num_hidden_layers": 4, "vocab_size": 8000,
+                       "tie_word_embeddings": False, "attention_dropout": 0.0},
     "qwen2.5-7b": {"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28, "num_key_value_heads": 4,
                    "intermediate_size": 18944, "num_hidden_layers": 28, "vocab_size": 152064,
                    "tie_word_embeddings": False, "attention_dropout": 0.0},
@@ -209,10 +213,65 @@ def cases() -> list[dict]:
     return copy.deepcopy(out)
 
 
+QV, ALL = ["q_proj", "v_proj"], "all-linear"
+NF4 = {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4", "bnb_4bit_compute_dtype": "bfloat16"}
+
+
+def _lora(cid, model, targets, rank, quantization=None, modules_to_save=None, **kwargs):
+    """A PEFT LoRA case: get_peft_model(LoraConfig(r, lora_alpha 2r, targets, lora_dropout 0)) on the model built
+    from config (fp32 adapters, PEFT's autocast_adapter_dtype default); the optimizer over the trainable
+    parameters only (HF Trainer's param groups); with checkpointing, enabled after get_peft_model as HF Trainer
+    does (transformers' activation_checkpointing_enable calls enable_input_require_grads). quantization: a
+    BitsAndBytesConfig's fields (the base saved and loaded back quantized on the CPU, then
+    prepare_model_for_kbit_training)."""
+    lora = {"r": rank, "lora_alpha": 2 * rank, "target_modules": targets, "lora_dropout": 0.0,
+            "modules_to_save": modules_to_save, "quantization": quantization}
+    if kwargs.get("engine") == "deepspeed":
+        stage, ranks = kwargs.pop("stage"), kwargs["ranks"]
+        kwargs["ds_config"] = ds_config(stage, kwargs.get("batch", 2))
+        kwargs["regime"] = "ds-bf16"
+    return _case(cid, model, lora=lora, **kwargs)
+
+
+def lora_cases() -> list[dict]:
+    """Whole LoRA / QLoRA training steps (measured into tests/data/step/measured_lora.json)."""
+    out = []
+    for model in ("llama-h256", "llama-h512-v8k"):
+        for targets, tag, rank in ((QV, "qv", 8), (ALL, "all", 64)):
+            for impl in ("foreach", "for-loop", "fused"):
+                out.append(_lora(f"lora-{model}-{tag}-r{rank}-{impl}", model, targets, rank, impl=impl))
+    for model in ("llama-h256", "llama-h512-v8k", "qwen2-h256-tied"):
+        out.append(_lora(f"lora-{model}-all-r8-foreach-gc", model, ALL, 8, impl="foreach", checkpointing=True))
+    out.append(_lora("lora-qwen2-h256-tied-qv-r64-for-loop", "qwen2-h256-tied", QV, 64, impl="for-loop"))
+    out.append(_lora("lora-llama-h512-v8k-qv-r8-foreach-gc", "llama-h512-v8k", QV, 8, impl="foreach",
+                     checkpointing=True))
+    out.append(_lora("lora-llama-h512-v8k-all-r8-foreach-s512b1", "llama-h512-v8k", ALL, 8, impl="foreach",
+                     seq=512, batch=1))
+    out.append(_lora("lora-llama-h512-v8k-qv-r8-foreach-mts", "llama-h512-v8k", QV, 8, impl="foreach",
+                     modules_to_save=["lm_head"]))
+    # QLoRA: NF4 base on bitsandbytes' CPU backend, prepare_model_for_kbit_training (fp32 non-4-bit parameters)
+    out.append(_lora("qlora-llama-h512-v8k-nf4-qv-r8-foreach", "llama-h512-v8k", QV, 8, quantization=NF4,
+                     impl="foreach"))
+    out.append(_lora("qlora-llama-h512-v8k-nf4-all-r8-foreach-gc", "llama-h512-v8k", ALL, 8, quantization=NF4,
+                     impl="foreach", checkpointing=True))
+    # DeepSpeed ZeRO-2 / ZeRO-3 at 2 ranks, bf16: the PEFT model as HF Trainer hands it to deepspeed.initialize
+    for stage in (2, 3):
+        for model, targets, tag, rank in (("llama-h512-v8k", QV, "qv", 8), ("llama-h512-v8k", ALL, "all", 64),
+                                          ("qwen2-h256-tied", ALL, "all", 8)):
+            out.append(_lora(f"lora-ds-z{stage}-r2-{model}-{tag}-r{rank}", model, targets, rank, engine="deepspeed",
+                             stage=stage, ranks=2, impl="for-loop"))
+        out.append(_lora(f"lora-ds-z{stage}-r2-llama-h512-v8k-all-r8-gc", "llama-h512-v8k", ALL, 8,
+                         engine="deepspeed", stage=stage, ranks=2, impl="for-loop", checkpointing=True))
+    # FSDP2: fully_shard per decoder layer and the root, bf16 base, fp32 adapters
+    out.append(_lora("lora-fsdp2-r2-llama-h512-v8k-all-r8", "llama-h512-v8k", ALL, 8, engine="fsdp2", ranks=2,
+                     impl="foreach", fsdp={}))
+    return copy.deepcopy(out)
+
+
 def smoke_case() -> dict:
     """A tiny plain-torch case for a quick check that the loop runs (not part of the measured record)."""
     return _case("smoke-tiny-bf16-foreach", "tiny", regime="bf16", impl="foreach", seq=16, batch=1)
 
 
 def by_id() -> dict[str, dict]:
-    return {case["id"]: case for case in [*cases(), smoke_case()]}
+    return {case["id"]: case for case in [*cases(), *lora_cases(), smoke_case()]}

@@ -84,11 +84,41 @@ def build_model(case, torch):
     config._attn_implementation = case["attention"]
     dtype = torch.bfloat16 if case["regime"] == "bf16" else torch.float32
     model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    if "lora" in case:
+        model = _peft_model(case, model, torch)
     model.train()
     case.setdefault("_model_numel", sum(p.numel() for p in model.parameters()))
-    if case["gradient_checkpointing"]:
+    if case["gradient_checkpointing"]:  # after get_peft_model, as HF Trainer (it enables input gradients too)
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return model
+
+
+def _peft_model(case, model, torch):
+    """get_peft_model with the case's LoraConfig; a quantized base is saved and loaded back through bitsandbytes
+    (as transformers loads a QLoRA base) and prepared with prepare_model_for_kbit_training."""
+    import tempfile
+    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+    lora = dict(case["lora"])
+    quantization = lora.pop("quantization")
+    if quantization:
+        from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+        fields = dict(quantization)
+        if "bnb_4bit_compute_dtype" in fields:
+            fields["bnb_4bit_compute_dtype"] = getattr(torch, fields["bnb_4bit_compute_dtype"])
+        with tempfile.TemporaryDirectory() as folder:
+            model.save_pretrained(folder)
+            del model
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16, device_map="cpu",
+                                                         attn_implementation=case["attention"],
+                                                         quantization_config=BitsAndBytesConfig(**fields))
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+    model = get_peft_model(model, LoraConfig(**{key: value for key, value in lora.items() if value is not None}))
+    case.setdefault("_trainable_numel", sum(p.numel() for p in model.parameters() if p.requires_grad))
+    return model
+
+
+def trainable(model):
+    return [p for p in model.parameters() if p.requires_grad]
 
 
 def torch_optimizer(case, params, torch):
@@ -110,9 +140,11 @@ class Run:
             import deepspeed
             deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False)
             model = build_model(case, torch)
-            client = None if "optimizer" in case["ds_config"] else torch_optimizer(case, model.parameters(), torch)
+            # HF Trainer: its optimizer over the trainable parameters, and those as model_parameters
+            params = trainable(model)
+            client = None if "optimizer" in case["ds_config"] else torch_optimizer(case, params, torch)
             self.engine, self.wrapper, _, _ = deepspeed.initialize(model=model, optimizer=client,
-                                                                   model_parameters=model.parameters(),
+                                                                   model_parameters=params,
                                                                    config=dict(case["ds_config"]))
             self.model = self.engine.module
             inner = getattr(self.wrapper, "optimizer", self.wrapper)
@@ -138,10 +170,12 @@ class Run:
             self.module = self._fsdp1(model)
         else:
             self.module = model
-        self.inner = torch_optimizer(case, self.module.parameters(), torch)
+        self.inner = torch_optimizer(case, trainable(self.module), torch)
         self.labeller = Labeller(tracker, self.module, self.inner)
 
     def _layers(self, model):
+        if "lora" in self.case:  # PeftModel -> LoraModel -> the causal LM
+            return list(model.base_model.model.model.layers)
         return list(model.model.layers)
 
     def _fsdp2(self, model):

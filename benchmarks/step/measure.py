@@ -27,6 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 OUT = HERE.parents[1] / "tests" / "data" / "step" / "measured.json"
+OUT_LORA = OUT.with_name("measured_lora.json")  # the LoRA / QLoRA cases (cases.lora_cases, --lora)
 PHASES = ("forward", "backward", "optimizer")
 METHOD = ("TorchDispatchMode + weakref.finalize over unique untyped storages, entered before the model is "
           "built; UntypedStorage.resize_ patched; peak read after every dispatched op; step 2 of 2")
@@ -119,6 +120,8 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
     result["peak_phase"] = max(PHASES, key=lambda name: result["phases"][name]["peak"])
     result["param_numel_local"] = sum(_local(p).numel() for p in run.model.parameters())
     result["model_numel"] = case["_model_numel"]
+    if "_trainable_numel" in case:
+        result["trainable_numel"] = case["_trainable_numel"]
     if cross is not None:
         result["memtracker_phase_peaks"] = dict(cross.peaks)
     if world > 1 and torch.distributed.is_initialized():
@@ -184,7 +187,7 @@ def run_case(case: dict, python: str, timeout: int, script: Path | None = None, 
 def versions() -> dict:
     import importlib.metadata as metadata
     found = {}
-    for name in ("torch", "transformers", "deepspeed"):
+    for name in ("torch", "transformers", "deepspeed", "peft", "bitsandbytes"):
         try:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -192,7 +195,8 @@ def versions() -> dict:
     return found
 
 
-def merge(out: Path, case: dict, ranks: list[dict], device="cpu", method=METHOD, peak_key="step_peak") -> None:
+def merge(out: Path, case: dict, ranks: list[dict], device="cpu", method=METHOD, peak_key="step_peak",
+          lora=False) -> None:
     """Put case (with its ranks' results) into the record at out, replacing an earlier run of the same id."""
     from cases import by_id
     record = json.loads(out.read_text()) if out.exists() else {}
@@ -206,7 +210,10 @@ def merge(out: Path, case: dict, ranks: list[dict], device="cpu", method=METHOD,
         entry[peak_key + "_max_rank"] = max(rank[peak_key] for rank in ranks)
     kept[case["id"]] = entry
     order = list(by_id())
-    record = {**versions(), "device": device, "method": method, "phases": list(PHASES),
+    found = versions()
+    if not lora:  # the full-step record keeps the versions it had
+        found = {name: found[name] for name in ("torch", "transformers", "deepspeed")}
+    record = {**found, "device": device, "method": method, "phases": list(PHASES),
               "cases": [kept[cid] for cid in order if cid in kept]}
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
@@ -235,9 +242,10 @@ def parser_with_common_arguments(description: str, timeout: int) -> argparse.Arg
     return parser
 
 
-def selected_cases(only) -> list[dict]:
-    from cases import cases
-    return [case for case in cases() if not only or any(case["id"].startswith(prefix) for prefix in only)]
+def selected_cases(only, lora=False) -> list[dict]:
+    from cases import cases, lora_cases
+    chosen = lora_cases() if lora else cases()
+    return [case for case in chosen if not only or any(case["id"].startswith(prefix) for prefix in only)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -245,12 +253,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-done", action="store_true",
                         help="skip cases already in --out without error (and measured since meta tensors are apart)")
     parser.add_argument("--explain", action="store_true", help="print each rank's result, write nothing")
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--out", type=Path, help=f"default {OUT.name} ({OUT_LORA.name} with --lora)")
+    parser.add_argument("--lora", action="store_true", help="the LoRA / QLoRA cases (cases.lora_cases)")
     parser.add_argument("--ids", help="exactly these case ids, comma-separated")
     args = parser.parse_args(argv)
     if args.child:
         return _child_main(args.child, args.rank, args.world, args.result)
-    selected = selected_cases(args.only)
+    args.out = args.out or (OUT_LORA if args.lora else OUT)
+    selected = selected_cases(args.only, args.lora)
     if args.ids:
         selected = [case for case in selected if case["id"] in args.ids.split(",")]
     if args.skip_done and args.out.exists():
@@ -265,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.explain:
             print(json.dumps(ranks, indent=1))
         else:
-            merge(args.out, case, ranks)
+            merge(args.out, case, ranks, lora=args.lora)
     return 1 if failed else 0
 
 

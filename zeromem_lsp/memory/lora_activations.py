@@ -200,8 +200,10 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
         raise ActivationInputError(f"adapter_dtype must be one of {', '.join(DTYPE_BYTES)}, got {adapter_dtype!r}")
     full = estimate_activations(shape, sequence_length, micro_batch, dtype, checkpointing, attention)
     tokens, w, a = sequence_length * micro_batch, DTYPE_BYTES[dtype], DTYPE_BYTES[adapter_dtype]
-    if count.saved or any(t.weight.kind not in ("linear", "conv1d") or t.layers is None for t in count.targets):
-        raise ActivationInputError("the LoRA activation model covers adapters on the layers' linear projections only")
+    if (any(t.weight.kind != "head" for t in count.saved)
+            or any(t.weight.kind not in ("linear", "conv1d") or t.layers is None for t in count.targets)):
+        raise ActivationInputError("the LoRA activation model covers adapters on the layers' linear projections "
+                                   "(and the LM head in modules_to_save) only")
     by_layer: dict[int, dict[str, int]] = {}
     for target in count.targets:
         for index in target.layers:
@@ -225,6 +227,8 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
     positions = I64 * sequence_length if shape.model_type == "gpt2" else 0  # the frozen wpe keeps no position ids
     outside = (full.embedding_bytes + full.shared_bytes + full.final_norm_bytes + full.logits_bytes
                - I64 * tokens - positions - (w if gemma else 0) - normalized - w * tokens * shape.hidden)
+    if count.saved:  # a trained head (modules_to_save copy) keeps its input for its weight's gradient
+        outside += w * tokens * shape.hidden  # (measured: lora-llama-h512-v8k-qv-r8-foreach-mts)
     if checkpointing:  # the checkpoints keep the layers' inputs (rotary tables included) whatever needs a gradient
         return LoraActivations(max(sizes), sizes[start], sum(sizes) + uneven, outside, True, full.checkpoint_bytes,
                                max(sizes), outside + full.checkpoint_bytes)

@@ -296,9 +296,35 @@ def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: 
     deepspeed = lora.engine == "deepspeed"  # type: ignore[union-attr]
     step_bytes = F32 if deepspeed else DTYPE_BYTES[lora.adapter_dtype]  # type: ignore[union-attr]
     every = lora.count.all  # type: ignore[union-attr,attr-defined]
+    # modules_to_save copies are in the model's dtype (DeepSpeed: its recast; PEFT: the forward's, fp32 after
+    # prepare_model_for_kbit_training), the adapters in theirs; a trained head's gradient exists from its backward
+    count, adapter = lora.count, DTYPE_BYTES[lora.adapter_dtype]  # type: ignore[union-attr]
+    copy = adapter if deepspeed else DTYPE_BYTES[lora.activation_dtype]  # type: ignore[union-attr]
+    head = copy * sum(t.weight.elements for t in count.saved if t.weight.kind == "head")  # type: ignore[attr-defined]
+    if SHARDED[stage][1]:
+        head = -(-head // inputs.ranks)
+    # torch AdamW's scratch follows each stepped tensor's dtype and, for-loop, the largest one: DeepSpeed steps one
+    # flat fp32 partition (`trainable` × 4 B), torch and FSDP each adapter tensor (FSDP: its dim-0 shard)
+    stepped = 0 if deepspeed else adapter * count.adapters + copy * count.saved_copies  # type: ignore[attr-defined]
+    largest = 0 if deepspeed else max(adapter * largest_adapter(count), copy * largest_copy(count))
+    if SHARDED[stage][2]:
+        stepped, largest = -(-stepped // inputs.ranks), -(-largest // inputs.ranks)
     return FrozenBase(params, grads, states, trainable, step_bytes, acts.total, acts.recompute_bytes,
                       lora.activation_dtype, lora.parameter_bytes, every,  # type: ignore[union-attr]
-                      fp32_gradients=deepspeed and DTYPE_BYTES[lora.adapter_dtype] < F32)  # type: ignore[union-attr]
+                      fp32_gradients=deepspeed and DTYPE_BYTES[lora.adapter_dtype] < F32,  # type: ignore[union-attr]
+                      stepped=stepped, largest=largest, head_gradient=0 if grads == 0 else head)
+
+
+def largest_adapter(count) -> int:
+    """The largest LoRA tensor (elements): an A (r × in) or B (out × r), E times for stacked experts
+    (memory/adapters.adapter_parameters)."""
+    return max((max(t.weight.experts, 1) * t.rank * max(t.weight.in_features, t.weight.out_features)
+                for t in count.targets), default=0)
+
+
+def largest_copy(count) -> int:
+    """The largest modules_to_save copy's weight (elements)."""
+    return max((t.weight.elements for t in count.saved), default=0)
 
 
 def _element_count(entry: Given | None, key: str, shape: ModelShape | None, missing: list[str]) -> int | None:

@@ -90,6 +90,9 @@ class FrozenBase(NamedTuple):
     all_bytes: int  # the whole P (frozen and trainable, before sharding): a gathered weight's bytes are pro rata
     all_parameters: int
     fp32_gradients: bool = False  # DeepSpeed: an fp32 gradient partition made for the step
+    stepped: int = 0  # bytes of the tensors the optimizer steps on here, each in its dtype (0: step_bytes × trainable)
+    largest: int = 0  # bytes of the largest of them (0: all of them, one flat partition)
+    head_gradient: int = 0  # a trained head's (modules_to_save) gradient on this rank: from the head's backward
 
 
 class Tensors(NamedTuple):
@@ -508,10 +511,13 @@ def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: tupl
     _, loss = _loss_moments(setup, base + [Part("gathered parameters", again)], frozen.activations)
     transient = _layer_transient(shape, setup.tensors, setup.tokens, setup.c, weight_gradient=False)
     top = [*base, Part("gathered parameters", in_layer), Part("activations", frozen.activations),
-           Part("recomputed layer", frozen.recompute), Part("layer backward", transient)]
+           Part("gradients", frozen.head_gradient), Part("recomputed layer", frozen.recompute),
+           Part("layer backward", transient)]
     end = [*base, Part("gradients", frozen.gradients)]
     fp32 = F32 * frozen.trainable if frozen.fp32_gradients and not offload_optimizer else 0
-    scratch = 0 if offload_optimizer or in_place else _scratch(setup.impl, frozen.step_bytes, frozen.trainable, frozen.trainable)
+    stepped = frozen.stepped or frozen.step_bytes * frozen.trainable
+    largest = frozen.largest or stepped  # for-loop: one tensor at a time (tests/data/step/measured_lora.json)
+    scratch = 0 if offload_optimizer or in_place else _scratch(setup.impl, 1, stepped, largest)
     step = [*base, Part("gradients", frozen.gradients), Part("fp32 gradients", fp32),
             Part("optimizer scratch", scratch)]
     return _phases({"forward": {"the loss": forward},
