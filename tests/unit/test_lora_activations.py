@@ -84,9 +84,19 @@ def test_unmeasured_settings_are_refused_by_name():
     with pytest.raises(ActivationInputError, match="no LoRA activation model for 'mixtral'"):
         estimate_lora_activations(model_shape(mixtral), count, 16, 1)
     llama = {**RECORD["cases"][0]["config"], "num_hidden_layers": 2}
-    saved = count_adapters(llama, LoraSettings(8, ("q_proj",), ("lm_head",)))
-    with pytest.raises(ActivationInputError, match="linear projections only"):
+    saved = count_adapters(llama, LoraSettings(8, ("q_proj",), ("embed_tokens",)))
+    with pytest.raises(ActivationInputError, match=r"linear projections \(and the LM head in modules_to_save\) only"):
         estimate_lora_activations(model_shape(llama), saved, 16, 1)
+
+
+def test_a_trained_head_keeps_its_input():
+    """modules_to_save=["lm_head"]: the head's copy needs its input (T × h in the model dtype) for its weight's
+    gradient; nothing else changes (measured whole: tests/data/step/measured_lora.json, `-mts`)."""
+    llama = {**RECORD["cases"][0]["config"], "num_hidden_layers": 2}
+    shape = model_shape(llama)
+    plain = estimate_lora_activations(shape, count_adapters(llama, LoraSettings(8, ("q_proj",))), 16, 1)
+    head = estimate_lora_activations(shape, count_adapters(llama, LoraSettings(8, ("q_proj",), ("lm_head",))), 16, 1)
+    assert head.total - plain.total == head.outside_bytes - plain.outside_bytes == 2 * 16 * shape.hidden
 
 
 def test_a_sliding_window_the_sequence_outgrows_changes_lora_activations_as_it_changes_full_ones():

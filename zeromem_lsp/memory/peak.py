@@ -312,7 +312,8 @@ def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: 
     return FrozenBase(params, grads, states, trainable, step_bytes, acts.total, acts.recompute_bytes,
                       lora.activation_dtype, lora.parameter_bytes, every,  # type: ignore[union-attr]
                       fp32_gradients=deepspeed and DTYPE_BYTES[lora.adapter_dtype] < F32,  # type: ignore[union-attr]
-                      stepped=stepped, largest=largest, head_gradient=0 if grads == 0 else head)
+                      stepped=stepped, largest=largest, head_gradient=0 if grads == 0 else head,
+                      outside=acts.outside_bytes)
 
 
 def largest_adapter(count) -> int:

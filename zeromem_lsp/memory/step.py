@@ -93,6 +93,7 @@ class FrozenBase(NamedTuple):
     stepped: int = 0  # bytes of the tensors the optimizer steps on here, each in its dtype (0: step_bytes × trainable)
     largest: int = 0  # bytes of the largest of them (0: all of them, one flat partition)
     head_gradient: int = 0  # a trained head's (modules_to_save) gradient on this rank: from the head's backward
+    outside: int = 0  # of `activations`, what is saved outside the decoder layers (embedding, final norm, loss)
 
 
 class Tensors(NamedTuple):
@@ -466,12 +467,24 @@ def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: 
                     "optimizer": {"the optimizer step": step}})
 
 
+class _Gathered(NamedTuple):
+    """What a frozen base's engine holds beside P, G, O (bytes): gathered parameters at the loss, at the loss's
+    backward and in a layer's backward; ZeRO-3's first coalesced fetch and its reduce bucket."""
+
+    at_loss: int = 0
+    again: int = 0
+    in_layer: int = 0
+    fetch: int = 0
+    bucket: int = 0
+
+
 def _gathered_frozen(setup: _Setup, frozen: FrozenBase, engine: str, stage: int, buckets: Buckets,
-                     fsdp: tuple[int, bool, bool]) -> tuple[int, int, int]:
-    """(gathered at the loss, at the loss's backward, in a layer's backward): the full step's rules for gathered
-    parameters
-    (`_deepspeed` ZeRO-3, `_fsdp`), frozen weights at `bytes_each` — frozen parameters are partitioned and
-    gathered like trainable ones; bytes pro rata of the whole P (a quantized base gathers its packed bytes)."""
+                     fsdp: tuple[int, bool, bool]) -> _Gathered:
+    """The full step's rules for gathered parameters (`_deepspeed` ZeRO-3, `_fsdp`), frozen weights at
+    `bytes_each` — frozen parameters are partitioned and gathered like trainable ones; bytes pro rata of the whole
+    P (a quantized base gathers its packed bytes). ZeRO-3 also makes its IPG reduce bucket with the optimizer
+    (stage3.py, contiguous_gradients), and its first fetch (up to the prefetch bucket) is one flat all-gather
+    output copied out per parameter (partition_parameters.py, `AllGatherCoalescedHandle.wait`)."""
     t, r = setup.tensors, setup.ranks
 
     def g(elements: int) -> int:
@@ -489,25 +502,37 @@ def _gathered_frozen(setup: _Setup, frozen: FrozenBase, engine: str, stage: int,
         elements = min(t.total - persistent, max(reuse, min(prefetch, live)))
         head = t.head or t.embedding  # fetched again for the loss's backward if it was released (as `_deepspeed`)
         again = max(elements, head) if head > threshold else elements
-        return g(elements), g(again), g(elements)
+        fetch = min(t.total - persistent, max(min(prefetch, live), t.embedding))
+        reduce = DEEPSPEED_DEFAULTS["reduce_bucket_size"] if buckets.reduce_bucket_size is None \
+            else buckets.reduce_bucket_size
+        bucket = setup.w * reduce if buckets.contiguous_gradients else 0
+        return _Gathered(g(elements), g(again), g(elements), g(fetch), bucket)
     version, reshard, sharded = fsdp
     if engine == "fsdp" and sharded:
         layer, kept = g(t.layer_total), 0 if reshard else g(t.layer_total * t.layers)
         ahead = layer if version == 2 and r > 1 else 0
-        return g(t.root) + kept + ahead, g(t.root) + kept + ahead, g(t.root) + max(kept, 2 * layer)
-    return 0, 0, 0
+        return _Gathered(g(t.root) + kept + ahead, g(t.root) + kept + ahead, g(t.root) + max(kept, 2 * layer))
+    return _Gathered()
 
 
-def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: tuple[int, int, int],
+def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gathered,
             offload_optimizer: bool, in_place: bool) -> dict[str, Phase]:
     """The step with a frozen base: the full step's moments (`_loss_moments`, `_layer_transient`) with no
     gradient for a frozen weight. Forward at the loss; the loss's backward (no gradient yet); the top layer's
     backward (input gradients only: frozen weights make none); the end of backward with the adapters'
     gradients; the optimizer step over the trainable tensors only. `in_place`: the optimizer is not torch's
     Adam/AdamW and makes no scratch (bitsandbytes' 8-bit optimizers update each parameter in place)."""
-    base = [Part("parameters", frozen.parameters), Part("optimizer states", frozen.optimizer_states)]
-    at_loss, again, in_layer = gathered
+    base = [Part("parameters", frozen.parameters), Part("optimizer states", frozen.optimizer_states),
+            Part("reduce bucket", gathered.bucket)]
+    at_loss, again, in_layer = gathered.at_loss, gathered.again, gathered.in_layer
     forward, _ = _loss_moments(setup, base + [Part("gathered parameters", at_loss)], frozen.activations)
+    forwards = {"the loss": forward}
+    if gathered.fetch:  # the flat output stays alive with its copies: every parameter of the fetch is registered
+        # with its handle (partitioned_param_coordinator.py, `__inflight_param_registry`) until fetched for its
+        # module, the last at the end of the forward (measured: lora-ds-z3-*)
+        forwards["the first fetch, held through the layers"] = [
+            *base, Part("gathered parameters", 2 * gathered.fetch),
+            Part("activations", frozen.activations - frozen.outside)]
     _, loss = _loss_moments(setup, base + [Part("gathered parameters", again)], frozen.activations)
     transient = _layer_transient(shape, setup.tensors, setup.tokens, setup.c, weight_gradient=False)
     top = [*base, Part("gathered parameters", in_layer), Part("activations", frozen.activations),
@@ -520,7 +545,7 @@ def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: tupl
     scratch = 0 if offload_optimizer or in_place else _scratch(setup.impl, 1, stepped, largest)
     step = [*base, Part("gradients", frozen.gradients), Part("fp32 gradients", fp32),
             Part("optimizer scratch", scratch)]
-    return _phases({"forward": {"the loss": forward},
+    return _phases({"forward": forwards,
                     "backward": {"the loss's backward": loss, "the top layer's backward": top,
                                  "the end of backward": end},
                     "optimizer": {"the optimizer step": step}})
