@@ -54,7 +54,7 @@ async def test_the_deepspeed_hover_has_the_recipes_peak(client, tmp_path):
     p_line = next(line for line in hover.splitlines() if line.startswith("- P = "))
     p_bytes = int(p_line.rsplit(" = ", 1)[1].removesuffix(" B").replace(",", ""))
     assert parts["parameters"] == -(-p_bytes // 8)  # ZeRO-3: ⌈P/R⌉
-    assert "not measured as a whole step" in hover
+    assert "measured as a whole step with PEFT" in hover and "derived, not measured whole" in hover
 
 
 async def test_the_recipes_8bit_optimizer_leaves_a_full_fine_tunes_peak_unknown(client, tmp_path):

@@ -1,6 +1,7 @@
 """The step over a frozen base (memory/step.py `FrozenBase`, LoRA / QLoRA): the full step's moments with no gradient
-for frozen weights. Not measured as a whole step: these tests hold it to the full step's own terms and to the
-adapter's P, G, O as the plan places them (docs/adapters.md, "The step with a frozen base")."""
+for frozen weights. These tests hold it to the full step's own terms and to the adapter's P, G, O as the plan
+places them (docs/adapters.md, "The step with a frozen base"); tests/unit/test_step_lora.py holds it to whole
+LoRA steps measured with PEFT."""
 
 import json
 from pathlib import Path
