@@ -433,10 +433,10 @@ def resolve_targets(inventory_: Inventory, lora: LoraSettings) -> tuple[tuple[Ta
     Linear, Conv1D or Embedding is refused as PEFT refuses it; target_parameters wrap parameters."""
     rank = _check_rank(lora.rank)
     table = _rank_table(lora)
+    saved = _saved_modules(inventory_, tuple(lora.modules_to_save))
     spec = _spec(lora)
     if lora.dora and lora.lora_bias:
         raise AdapterInputError("use_dora", "lora_bias is not supported with DoRA (peft LoraConfig)")
-    saved = _saved_modules(inventory_, tuple(lora.modules_to_save))
     modules, parameters = module_tree(inventory_)
     names, doubled = set(lora.target_parameters), ()
     if inventory_.model_type in MOE_ALIASES:
