@@ -85,6 +85,11 @@ class AdapterSpec:
     quantization: Given | None = None  # "nf4" | "fp4" | "int8"
     double_quantization: Given | None = None
     dora: Given | None = None
+    # PEFT's matching fields (memory/lora_targets.py), where the tool passes them to LoraConfig
+    layers_to_transform: Given | None = None
+    layers_pattern: Given | None = None
+    rank_pattern: Given | None = None
+    target_parameters: Given | None = None
 
 
 @dataclass(frozen=True)
@@ -152,6 +157,14 @@ def _unknown_keys(tool: Tool, data: dict) -> list[ConfigIssue]:
     return out
 
 
+def _peft_targets(found: Given | None) -> Given | None:
+    """target_modules as LoraConfig takes them: a string other than all-linear is a regular expression
+    (PEFT re.fullmatch-es it against each module's full name), written as the settings' {"regex": ...}."""
+    if found is None or not isinstance(found.value, str) or found.value.strip().lower() == "all-linear":
+        return found
+    return Given({"regex": found.value}, f"{found.note} (a string: PEFT's regular expression)", found.path)
+
+
 def _rank(data: dict, key: str, out: list[ConfigIssue]) -> Given | None:
     found = _given(data, key)
     if found is None:
@@ -185,7 +198,7 @@ def _axolotl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
         dtype = Given("fp16", "fp16" if fp16 else "load_in_8bit without bf16", ("fp16",) if fp16 else ("load_in_8bit",))
     else:
         dtype = Given("fp32", "neither bf16 nor fp16", None)
-    targets = _given(data, "lora_target_modules")
+    targets = _peft_targets(_given(data, "lora_target_modules"))
     if read_flag(data.get("lora_target_linear")):
         targets = Given("all-linear", "lora_target_linear", ("lora_target_linear",))
     quantization = None
@@ -197,7 +210,9 @@ def _axolotl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
         method, _rank(data, "lora_r", out), _given(data, "lora_alpha"), _given(data, "lora_dropout"), targets,
         _given(data, "lora_modules_to_save"), quantization,
         Given(True, "axolotl's QLoRA default (bnb_4bit_use_double_quant)") if quantization
-        and quantization.value == "nf4" else None, _given(data, "peft_use_dora"))
+        and quantization.value == "nf4" else None, _given(data, "peft_use_dora"),
+        _given(data, "peft_layers_to_transform"), _given(data, "peft_layers_pattern"),
+        _given(data, "lora_rank_pattern"), _given(data, "lora_target_parameters"))
     checkpointing = _given(data, "gradient_checkpointing")
     checkpointing = (Given(read_flag(checkpointing.value) is not False, checkpointing.note, checkpointing.path)
                      if checkpointing else Given(False, "gradient_checkpointing absent: axolotl's default"))
@@ -257,6 +272,13 @@ def _mixed(data: dict, default: str, note: str) -> Given:
     return Given(default, note, None)
 
 
+def _trl_targets(found: Given | None) -> Given | None:
+    """ModelConfig.__post_init__ (trl/trainer/model_config.py): a one-entry list becomes that string."""
+    if found is None or not isinstance(found.value, list) or len(found.value) != 1:
+        return found
+    return Given(found.value[0], f"{found.note} (one entry: TRL passes it as a string)", found.path)
+
+
 def _trl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
     written = _first(data, "dtype", "torch_dtype")
     loaded = normalize_precision(str(written.value)) if written is not None else "fp32"
@@ -271,8 +293,8 @@ def _trl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
     adapter = AdapterSpec(
         "lora", _rank(data, "lora_r", out) or Given(16, "lora_r absent: TRL's default"),
         _given(data, "lora_alpha") or Given(32, "lora_alpha absent: TRL's default"), _given(data, "lora_dropout"),
-        _given(data, "lora_target_modules"), _given(data, "lora_modules_to_save"), quantization, nested,
-        _given(data, "use_dora"))
+        _peft_targets(_trl_targets(_given(data, "lora_target_modules"))), _given(data, "lora_modules_to_save"),
+        quantization, nested, _given(data, "use_dora"), target_parameters=_given(data, "lora_target_parameters"))
     checkpointing = _given(data, "gradient_checkpointing")
     checkpointing = (Given(read_flag(checkpointing.value) is not False, checkpointing.note, checkpointing.path)
                      if checkpointing else Given(True, "gradient_checkpointing absent: TRL's default"))

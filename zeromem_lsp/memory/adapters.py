@@ -412,6 +412,9 @@ def _rank_table(lora: LoraSettings) -> tuple[tuple[str, int], ...]:
 def _nothing_targeted(found: Inventory, lora: LoraSettings, excluded: bool, unmatched: bool) -> AdapterInputError:
     """inject_adapter's errors when no module and no parameter was adapted, each naming the model's linears."""
     targets = lora.targets if isinstance(lora.targets, str) else ", ".join(sorted(lora.targets)) or "[]"
+    if isinstance(lora.targets, str) and lora.targets.lower() != ALL_LINEAR:
+        example = next(f"{w.path.replace('{i}', '0')}" for w in found.weights if w.kind in LINEAR_KINDS)
+        targets = f"regex {lora.targets!r} (matched against each module's full name, e.g. {example})"
     if excluded and not unmatched:
         field, lead = "exclude_modules", "every module is excluded by exclude_modules / modules_to_save"
     elif not excluded and not lora.targets:
