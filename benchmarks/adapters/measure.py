@@ -77,7 +77,20 @@ def lora_cases() -> list[dict]:
         out.append({"id": f"{family}_match-{index}", "config": dict(sorted(config.items())), "lora": lora,
                     **({"modules": True} if family not in seen else {})})  # record named_modules once per family
         seen.add(family)
+    for index, (family, lora) in enumerate(LINEAR_NAMES_CASES):
+        changes = {"mlp_only_layers": [1]} if family == "qwen3_moe" else {}
+        config = {**BASE[family], **changes, ("n_layer" if family == "gpt2" else "num_hidden_layers"): 3}
+        out.append({"id": f"{family}_linear_names-{index}", "config": dict(sorted(config.items())), "lora": lora,
+                    "linear_names": True})
     return out
+
+
+def _linear_leaf_names(model) -> list[str]:
+    """The last name component of every module whose class is (or is named) Linear, the output head left out."""
+    import torch
+    head = model.get_output_embeddings()
+    return sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                   if (isinstance(module, torch.nn.Linear) or "Linear" in type(module).__name__) and module is not head})
 
 
 QV = ["q_proj", "v_proj"]
@@ -130,6 +143,14 @@ MATCHING_CASES = [
     ("qwen3_moe", {"r": 4, "target_modules": [], "target_parameters": ["mlp.experts.down_proj"]}),
     ("qwen3_moe", {"r": 4, "target_modules": "all-linear", "exclude_modules": r".*self_attn.*"}),
 ]
+# axolotl's lora_target_linear / LLaMA-Factory's lora_target all: the leaf names of the nn.Linear modules but the
+# head, as a list (plus the targets given); measured with that list, which the record keeps
+LINEAR_NAMES_CASES = [
+    ("llama", {"r": 8, "target_modules": [], "layers_to_transform": [0, 2]}),
+    ("mixtral", {"r": 4, "target_modules": []}),
+    ("qwen3_moe", {"r": 4, "target_modules": ["gate"]}),
+    ("gpt2", {"r": 4, "target_modules": ["c_attn"]}),
+]
 
 
 def quantized_cases() -> list[dict]:
@@ -171,12 +192,16 @@ def count(case: dict) -> dict:
     torch.manual_seed(0)
     base = _model(case["config"], torch.bfloat16)
     modules = {name: type(module).__name__ for name, module in base.named_modules() if name}
+    lora, used = dict(case["lora"]), {}
+    if case.get("linear_names"):
+        lora["target_modules"] = used["target_modules_used"] = sorted(set(lora["target_modules"])
+                                                                      | set(_linear_leaf_names(base)))
     try:
-        model = get_peft_model(base, LoraConfig(**case["lora"]))
+        model = get_peft_model(base, LoraConfig(**lora))
     except (ValueError, TypeError, re.error) as error:  # PEFT refuses the config: recorded, refused here too
-        return {"error": str(error), "error_type": type(error).__name__}
+        return {"error": str(error), "error_type": type(error).__name__, **used}
     trainable, total = model.get_nb_trainable_parameters()
-    return {"trainable": trainable, "all": total, **({"named_modules": modules} if case.get("modules") else {}),
+    return {"trainable": trainable, "all": total, **used, **({"named_modules": modules} if case.get("modules") else {}),
             "trainable_bytes": _bytes_by_dtype(p for p in model.parameters() if p.requires_grad),
             "frozen_bytes": _bytes_by_dtype(p for p in model.parameters() if not p.requires_grad)}
 

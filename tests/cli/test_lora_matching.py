@@ -127,3 +127,29 @@ def test_recipes_pass_their_matching_keys_as_their_tools_do(tmp_path):
     done = run_zeromem("check", "--format", "json", str(trl))
     found = [f for f in json.loads(done.stdout)["findings"] if f["code"] == "ZM104"]
     assert found and "regex 'q_proj'" in found[0]["message"], done.stdout
+
+
+def test_the_tools_linear_names_are_a_list_as_they_pass_it(tmp_path):
+    # axolotl lora_target_linear with peft_layers_to_transform: a list of names, so PEFT filters by layer (with
+    # PEFT's all-linear string, LoraConfig would refuse layers_to_transform)
+    axolotl = tmp_path / "axolotl.yaml"
+    axolotl.write_text(f"base_model: {LLAMA3.parent}\nadapter: lora\nlora_r: 16\nlora_target_linear: true\n"
+                       "peft_layers_to_transform: [0, 1]\nsequence_len: 512\nmicro_batch_size: 1\n")
+    done = run_zeromem("estimate", "--format", "json", "--config", str(axolotl))
+    assert done.returncode == 0, done.stderr + done.stdout
+    per_layer = (H + H) + 2 * (H + KV) + (H + H) + 2 * (H + 14336) + (14336 + H)
+    assert json.loads(done.stdout)["inputs"]["trainable_parameters"] == 2 * 16 * per_layer
+    # LLaMA-Factory lora_target all on a transformers 5 Mixtral: the attention projections only (the experts and
+    # router are not nn.Linear), as PEFT counted it with the tools' list
+    case = next(c for c in json.loads((ROOT / "tests/data/adapters/peft_counts.json").read_text())["cases"]
+                if c["id"] == "mixtral_linear_names-1")
+    model = tmp_path / "mixtral"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(case["config"]))
+    recipe = tmp_path / "llamafactory.yaml"
+    recipe.write_text(f"model_name_or_path: {model}\nstage: sft\nfinetuning_type: lora\nlora_target: all\n"
+                      f"lora_rank: {case['lora']['r']}\ncutoff_len: 64\nper_device_train_batch_size: 1\n"
+                      "template: default\n")
+    done = run_zeromem("estimate", "--format", "json", "--config", str(recipe))
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert json.loads(done.stdout)["inputs"]["trainable_parameters"] == case["measured"]["trainable"]

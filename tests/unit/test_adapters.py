@@ -19,6 +19,7 @@ from zeromem_lsp.memory.adapters import (
     inventory,
     model_state,
     module_tree,
+    linear_leaf_names,
     peft_reported_all,
     quantized_weight_bytes,
 )
@@ -32,13 +33,14 @@ def _names(value):
     return value if isinstance(value, (str, int)) or value is None else tuple(value)
 
 
-def settings(lora: dict) -> LoraSettings:
-    """A recorded LoraConfig's arguments as LoraSettings (rank_pattern keeps the JSON object's key order)."""
+def settings(lora: dict, linear_names: bool = False) -> LoraSettings:
+    """A recorded LoraConfig's arguments as LoraSettings (rank_pattern keeps the JSON object's key order);
+    `linear_names`: the case adds the tools' list of linear leaf names to target_modules."""
     return LoraSettings(lora["r"], _names(lora["target_modules"]), tuple(lora.get("modules_to_save") or ()),
                         lora.get("use_dora", False), lora.get("lora_bias", False),
                         _names(lora.get("exclude_modules")) or (), _names(lora.get("layers_to_transform")),
                         _names(lora.get("layers_pattern")) or (), tuple((lora.get("rank_pattern") or {}).items()),
-                        tuple(lora.get("target_parameters") or ()))
+                        tuple(lora.get("target_parameters") or ()), linear_names)
 
 
 def quantization(bnb: dict) -> Quantization:
@@ -72,7 +74,7 @@ REFUSED = [case for case in COUNTS["cases"] if "error" in case["measured"]]
 
 @pytest.mark.parametrize("case", COUNTED, ids=[case["id"] for case in COUNTED])
 def test_trainable_and_all_parameters_equal_peft(case):
-    counted = count_adapters(case["config"], settings(case["lora"]))
+    counted = count_adapters(case["config"], settings(case["lora"], case.get("linear_names", False)))
     assert (counted.trainable, counted.all) == (case["measured"]["trainable"], case["measured"]["all"])
 
 
@@ -104,6 +106,18 @@ def test_what_peft_refuses_is_refused_for_the_same_reason(case):
     assert reason[0][0] in str(refused.value) and refused.value.field == reason[0][1]
 
 
+LINEAR_NAMES = [case for case in COUNTED if case.get("linear_names")]
+
+
+@pytest.mark.parametrize("case", LINEAR_NAMES, ids=[case["id"] for case in LINEAR_NAMES])
+def test_the_tools_linear_names_are_the_leaves_of_the_nn_linear_modules(case):
+    # axolotl lora_target_linear / LLaMA-Factory lora_target all: a list, so MoE experts and routers and GPT-2's
+    # Conv1D stay out (PEFT's all-linear would take them) and layers_to_transform applies
+    modules, _ = module_tree(inventory(case["config"]))
+    given = case["lora"]["target_modules"]
+    assert sorted(set(given) | set(linear_leaf_names(modules))) == case["measured"]["target_modules_used"]
+
+
 RECORDED_MODULES = [case for case in COUNTED if "named_modules" in case["measured"]]
 
 
@@ -125,7 +139,7 @@ def test_the_module_tree_is_named_modules(case):
 @pytest.mark.parametrize("case", COUNTED, ids=[case["id"] for case in COUNTED])
 def test_adapters_are_fp32_and_saved_copies_keep_the_model_dtype(case):
     # PEFT's autocast_adapter_dtype upcasts the adapters; a modules_to_save copy keeps bf16
-    counted = count_adapters(case["config"], settings(case["lora"]))
+    counted = count_adapters(case["config"], settings(case["lora"], case.get("linear_names", False)))
     expected = {"float32": 4 * counted.adapters}
     if counted.saved_copies:
         expected["bfloat16"] = 2 * counted.saved_copies

@@ -90,6 +90,7 @@ class AdapterSpec:
     layers_pattern: Given | None = None
     rank_pattern: Given | None = None
     target_parameters: Given | None = None
+    target_linear: Given | None = None  # the tool adds every linear layer's name (a list, not all-linear)
 
 
 @dataclass(frozen=True)
@@ -199,8 +200,12 @@ def _axolotl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
     else:
         dtype = Given("fp32", "neither bf16 nor fp16", None)
     targets = _peft_targets(_given(data, "lora_target_modules"))
-    if read_flag(data.get("lora_target_linear")):
-        targets = Given("all-linear", "lora_target_linear", ("lora_target_linear",))
+    linear = None
+    if read_flag(data.get("lora_target_linear")):  # find_all_linear_names, unioned with lora_target_modules
+        linear = Given(True, "lora_target_linear", ("lora_target_linear",))
+        written = _given(data, "lora_target_modules")
+        targets = written if written is None or not isinstance(written.value, str) else Given(
+            [written.value], f"{written.note} (in a list beside lora_target_linear)", written.path)
     quantization = None
     if read_flag(data.get("load_in_4bit")) and method == "qlora":
         quantization = Given("nf4", "load_in_4bit with adapter: qlora (nf4)", ("load_in_4bit",))
@@ -212,7 +217,7 @@ def _axolotl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
         Given(True, "axolotl's QLoRA default (bnb_4bit_use_double_quant)") if quantization
         and quantization.value == "nf4" else None, _given(data, "peft_use_dora"),
         _given(data, "peft_layers_to_transform"), _given(data, "peft_layers_pattern"),
-        _given(data, "lora_rank_pattern"), _given(data, "lora_target_parameters"))
+        _given(data, "lora_rank_pattern"), _given(data, "lora_target_parameters"), linear)
     checkpointing = _given(data, "gradient_checkpointing")
     checkpointing = (Given(read_flag(checkpointing.value) is not False, checkpointing.note, checkpointing.path)
                      if checkpointing else Given(False, "gradient_checkpointing absent: axolotl's default"))
@@ -246,11 +251,13 @@ def _llamafactory(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
     double = _given(data, "double_quantization") or (
         Given(True, "double_quantization absent: LLaMA-Factory's default") if quantization else None)
     targets = _split(_given(data, "lora_target")) or Given("all", "lora_target absent: LLaMA-Factory's default (all)")
-    if targets.value == ["all"] or targets.value == "all":  # find_all_linear_modules
-        targets = Given("all-linear", targets.note, targets.path)
+    linear = None
+    if targets.value == ["all"] or targets.value == "all":  # find_all_linear_modules: the linear layers' names
+        linear, targets = Given(True, targets.note, targets.path), None
     rank = _rank(data, "lora_rank", out) or Given(8, "lora_rank absent: LLaMA-Factory's default")
     adapter = AdapterSpec(method, rank, _given(data, "lora_alpha"), _given(data, "lora_dropout"), targets,
-                          _split(_given(data, "additional_target")), quantization, double, _given(data, "use_dora"))
+                          _split(_given(data, "additional_target")), quantization, double, _given(data, "use_dora"),
+                          target_linear=linear)
     off = read_flag(data.get("disable_gradient_checkpointing"))
     checkpointing = (Given(not off, "disable_gradient_checkpointing", ("disable_gradient_checkpointing",))
                      if off is not None else Given(True, "checkpointing on: LLaMA-Factory's default"))

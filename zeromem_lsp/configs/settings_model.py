@@ -224,6 +224,11 @@ class ZeromemSettingsModel(BaseModel):
         None, description="PEFT's rank_pattern: {regex: rank}; the first key matching the end of a module's name "
         "(after a dot) sets its rank instead of lora_rank.", examples=[{"v_proj": 16}],
     )
+    lora_target_linear: bool | None = Field(
+        None, strict=True, description="Add the name of every linear layer but the output head to lora_targets, as "
+        "axolotl's lora_target_linear and LLaMA-Factory's lora_target: all pass them: a list of names, so "
+        "layers_to_transform applies, and transformers 5 MoE experts and routers (not nn.Linear) stay out.",
+    )
     target_parameters: ModuleNames | None = Field(
         None, description="PEFT's target_parameters: parameters adapted directly (nn.Parameter, e.g. "
         '"mlp.experts.down_proj" of a transformers 5 MoE), matched by name suffix.',

@@ -34,7 +34,7 @@ SETTING_OF_ADAPTER = {"rank": "lora_rank", "targets": "lora_targets", "modules_t
                       "dora": "dora", "quantization": "quantization", "double_quant": "double_quant",
                       "exclude_modules": "exclude_modules", "layers_to_transform": "layers_to_transform",
                       "layers_pattern": "layers_pattern", "rank_pattern": "lora_rank_pattern",
-                      "target_parameters": "target_parameters"}
+                      "target_parameters": "target_parameters", "target_linear": "lora_target_linear"}
 #: Optimizers whose state torch allocates like the parameter (`zeros_like(param)`): it follows its dtype.
 TENSOR_STATE_OPTIMIZERS = ("adam", "adamw", "lamb", "sgd_momentum", "adagrad", "lion")
 
@@ -55,6 +55,7 @@ class Adapter(NamedTuple):
     layers_pattern: tuple[str, ...] = ()
     rank_pattern: tuple[tuple[str, int], ...] = ()
     target_parameters: tuple[str, ...] = ()
+    target_linear: bool = False  # axolotl lora_target_linear / LLaMA-Factory all: every linear's name added
 
     def origin(self, field: str) -> Origin | None:
         return dict(self.origins).get(field)
@@ -62,14 +63,18 @@ class Adapter(NamedTuple):
     @property
     def lora(self) -> LoraSettings:
         return LoraSettings(self.rank, self.targets, self.modules_to_save, self.dora, False, self.exclude_modules,
-                            self.layers_to_transform, self.layers_pattern, self.rank_pattern, self.target_parameters)
+                            self.layers_to_transform, self.layers_pattern, self.rank_pattern, self.target_parameters,
+                            self.target_linear)
 
     @property
     def quantized(self) -> Quantization:
         return Quantization(self.quantization, self.double_quant)
 
     def describe(self) -> str:
-        parts = [f"LoRA r={self.rank} on {_names(self.targets)}"]
+        targets = _names(self.targets)
+        if self.target_linear:
+            targets = "every linear layer's name" + (f" and {targets}" if self.targets else "")
+        parts = [f"LoRA r={self.rank} on {targets}"]
         if self.target_parameters:
             parts.append(f"target_parameters {', '.join(self.target_parameters)}")
         if self.layers_to_transform is not None:
@@ -106,6 +111,8 @@ def adapter_from_settings(settings, origins: dict[str, Origin]) -> Adapter | Non
         values[field] = getattr(values.get(field), "regex", values.get(field))
         if values[field] is None:
             del values[field]
+    if values.get("target_linear") and "targets" not in values:
+        values["targets"] = ()  # the linear names alone, not PEFT's all-linear
     kept = tuple((field, origins[fields[field]]) for field in values if fields[field] in origins)
     return Adapter(**values, origins=kept)
 
@@ -166,6 +173,7 @@ class AdapterBreakdown(NamedTuple):
                 else list(adapter.exclude_modules), "layers_to_transform": None if adapter.layers_to_transform is None
                 else list(adapter.layers_to_transform), "layers_pattern": list(adapter.layers_pattern),
                 "rank_pattern": dict(adapter.rank_pattern), "target_parameters": list(adapter.target_parameters),
+                "target_linear": adapter.target_linear,
                 "quantization": adapter.quantization, "double_quant": adapter.double_quant, "engine": self.engine,
                 "precision": self.precision, "optimizer": self.optimizer,
                 "trainable_parameters": self.trainable, "frozen_parameters": self.count.frozen,

@@ -297,6 +297,15 @@ class LoraSettings(NamedTuple):
     layers_pattern: tuple[str, ...] | str = ()
     rank_pattern: tuple[tuple[str, int], ...] = ()
     target_parameters: tuple[str, ...] = ()
+    linear_names: bool = False  # targets gain every nn.Linear's leaf name but the head's (linear_leaf_names)
+
+
+def linear_leaf_names(modules: tuple[Module, ...]) -> tuple[str, ...]:
+    """What axolotl (lora_target_linear: loaders/adapter.py find_all_linear_names) and LLaMA-Factory (lora_target
+    all: model/model_utils/misc.py find_all_linear_modules) pass as target_modules: the last name component of
+    every module whose class is nn.Linear (or named *Linear*), the output head left out. A list, not PEFT's
+    all-linear: GPT-2's Conv1D and transformers 5's MoE routers and experts are not in it."""
+    return tuple(sorted({m.key.rsplit(".", 1)[-1] for m in modules if m.kind == "linear"}))
 
 
 def _check_rank(rank: object, field: str = "lora_r") -> int:
@@ -437,10 +446,13 @@ def resolve_targets(inventory_: Inventory, lora: LoraSettings) -> tuple[tuple[Ta
     rank = _check_rank(lora.rank)
     table = _rank_table(lora)
     saved = _saved_modules(inventory_, tuple(lora.modules_to_save))
+    modules, parameters = module_tree(inventory_)
+    if lora.linear_names:  # axolotl wraps a string target in a list first
+        given = (lora.targets,) if isinstance(lora.targets, str) else tuple(lora.targets)
+        lora = lora._replace(targets=tuple(dict.fromkeys(given + linear_leaf_names(modules))))
     spec = _spec(lora)
     if lora.dora and lora.lora_bias:
         raise AdapterInputError("use_dora", "lora_bias is not supported with DoRA (peft LoraConfig)")
-    modules, parameters = module_tree(inventory_)
     names, doubled = set(lora.target_parameters), ()
     if inventory_.model_type in MOE_ALIASES:
         spec, names, doubled = _convert_moe(inventory_, spec, modules, parameters, names, rank)
