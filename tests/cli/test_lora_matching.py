@@ -153,3 +153,14 @@ def test_the_tools_linear_names_are_a_list_as_they_pass_it(tmp_path):
     done = run_zeromem("estimate", "--format", "json", "--config", str(recipe))
     assert done.returncode == 0, done.stderr + done.stdout
     assert json.loads(done.stdout)["inputs"]["trainable_parameters"] == case["measured"]["trainable"]
+
+
+def test_a_recipes_bad_pattern_is_zm104_on_its_key(tmp_path):
+    axolotl = tmp_path / "axolotl.yaml"
+    axolotl.write_text(f"base_model: {LLAMA3.parent}\nadapter: lora\nlora_r: 16\nlora_target_modules: '(q_proj'\n"
+                       "lora_rank_pattern:\n  v_proj: 0\nsequence_len: 512\nmicro_batch_size: 1\n")
+    done = run_zeromem("check", "--format", "json", str(axolotl))
+    assert "Traceback" not in done.stderr
+    found = {f["range"]["start"]["line"]: f["message"] for f in json.loads(done.stdout)["findings"] if f["code"] == "ZM104"}
+    assert "not a valid Python regular expression" in found.get(3, ""), done.stdout
+    assert "expected a rank from 1" in found.get(4, "") + found.get(5, ""), done.stdout

@@ -18,6 +18,7 @@ from typing import Literal
 
 from zeromem_lsp.configs import recipe_keys
 from zeromem_lsp.configs.issue import ConfigIssue
+from zeromem_lsp.configs import settings_values as checks
 from zeromem_lsp.configs.training import positive_int
 from zeromem_lsp.memory.precision import normalize_precision, optimizer_from_deepspeed_type
 from zeromem_lsp.provenance import Given, Path
@@ -166,6 +167,27 @@ def _peft_targets(found: Given | None) -> Given | None:
     return Given({"regex": found.value}, f"{found.note} (a string: PEFT's regular expression)", found.path)
 
 
+#: the checks of the settings a recipe's PEFT matching key becomes (settings_values), by setting
+_MATCHING_CHECKS = {"lora_targets": checks.check_targets, "layers_to_transform": checks.check_layer_indices,
+                    "layers_pattern": lambda value: checks.check_module_names(value, shorthand=False),
+                    "lora_rank_pattern": checks.check_rank_pattern,
+                    "target_parameters": lambda value: checks.check_module_names(value, shorthand=False)}
+
+
+def _matching(found: Given | None, setting: str, out: list[ConfigIssue]) -> Given | None:
+    """A PEFT matching value as its setting checks it; a value it refuses (a regex re cannot compile, a rank
+    below 1) is an invalid_value issue on the recipe's key, and left out."""
+    if found is None:
+        return None
+    try:
+        _MATCHING_CHECKS[setting](found.value)
+    except ValueError as error:
+        key = found.path[-1] if found.path else setting
+        out.append(_issue("invalid_value", tuple(found.path or (setting,)), "value", f"{key}: {error}"))
+        return None
+    return found
+
+
 def _rank(data: dict, key: str, out: list[ConfigIssue]) -> Given | None:
     found = _given(data, key)
     if found is None:
@@ -199,7 +221,7 @@ def _axolotl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
         dtype = Given("fp16", "fp16" if fp16 else "load_in_8bit without bf16", ("fp16",) if fp16 else ("load_in_8bit",))
     else:
         dtype = Given("fp32", "neither bf16 nor fp16", None)
-    targets = _peft_targets(_given(data, "lora_target_modules"))
+    targets = _matching(_peft_targets(_given(data, "lora_target_modules")), "lora_targets", out)
     linear = None
     if read_flag(data.get("lora_target_linear")):  # find_all_linear_names, unioned with lora_target_modules
         linear = Given(True, "lora_target_linear", ("lora_target_linear",))
@@ -216,8 +238,10 @@ def _axolotl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
         _given(data, "lora_modules_to_save"), quantization,
         Given(True, "axolotl's QLoRA default (bnb_4bit_use_double_quant)") if quantization
         and quantization.value == "nf4" else None, _given(data, "peft_use_dora"),
-        _given(data, "peft_layers_to_transform"), _given(data, "peft_layers_pattern"),
-        _given(data, "lora_rank_pattern"), _given(data, "lora_target_parameters"), linear)
+        _matching(_given(data, "peft_layers_to_transform"), "layers_to_transform", out),
+        _matching(_given(data, "peft_layers_pattern"), "layers_pattern", out),
+        _matching(_given(data, "lora_rank_pattern"), "lora_rank_pattern", out),
+        _matching(_given(data, "lora_target_parameters"), "target_parameters", out), linear)
     checkpointing = _given(data, "gradient_checkpointing")
     checkpointing = (Given(read_flag(checkpointing.value) is not False, checkpointing.note, checkpointing.path)
                      if checkpointing else Given(False, "gradient_checkpointing absent: axolotl's default"))
@@ -300,8 +324,9 @@ def _trl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
     adapter = AdapterSpec(
         "lora", _rank(data, "lora_r", out) or Given(16, "lora_r absent: TRL's default"),
         _given(data, "lora_alpha") or Given(32, "lora_alpha absent: TRL's default"), _given(data, "lora_dropout"),
-        _peft_targets(_trl_targets(_given(data, "lora_target_modules"))), _given(data, "lora_modules_to_save"),
-        quantization, nested, _given(data, "use_dora"), target_parameters=_given(data, "lora_target_parameters"))
+        _matching(_peft_targets(_trl_targets(_given(data, "lora_target_modules"))), "lora_targets", out),
+        _given(data, "lora_modules_to_save"), quantization, nested, _given(data, "use_dora"),
+        target_parameters=_matching(_given(data, "lora_target_parameters"), "target_parameters", out))
     checkpointing = _given(data, "gradient_checkpointing")
     checkpointing = (Given(read_flag(checkpointing.value) is not False, checkpointing.note, checkpointing.path)
                      if checkpointing else Given(True, "gradient_checkpointing absent: TRL's default"))
