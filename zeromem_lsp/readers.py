@@ -225,7 +225,10 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
 
 #: A recipe's adapter field -> the zeromem setting the adapter model reads (memory/adapter_plan.py).
 _ADAPTER_SETTINGS = (("rank", "lora_rank"), ("targets", "lora_targets"), ("modules_to_save", "modules_to_save"),
-                     ("dora", "dora"), ("quantization", "quantization"), ("double_quantization", "double_quant"))
+                     ("dora", "dora"), ("quantization", "quantization"), ("double_quantization", "double_quant"),
+                     ("layers_to_transform", "layers_to_transform"), ("layers_pattern", "layers_pattern"),
+                     ("rank_pattern", "lora_rank_pattern"), ("target_parameters", "target_parameters"),
+                     ("target_linear", "lora_target_linear"))
 
 
 def _adapter_values(adapter, values: dict, origins: dict) -> None:

@@ -20,6 +20,12 @@ CASES = [
     {"id": "llama3-8b-all-r16", "model": "Meta-Llama-3-8B", "lora": {"r": 16, "target_modules": "all-linear"}},
     {"id": "llama3-8b-all-r16-dora", "model": "Meta-Llama-3-8B",
      "lora": {"r": 16, "target_modules": "all-linear", "use_dora": True}},
+    # PEFT's matching (--lora-target-regex, --layers-to-transform, --lora-rank-pattern)
+    {"id": "llama3-8b-regex-qv-r16", "model": "Meta-Llama-3-8B",
+     "lora": {"r": 16, "target_modules": r".*\.(q_proj|v_proj)"}},
+    {"id": "llama3-8b-qv-layers-rank-pattern", "model": "Meta-Llama-3-8B",
+     "lora": {"r": 16, "target_modules": ["q_proj", "v_proj"], "layers_to_transform": [0, 1, 30, 31],
+              "rank_pattern": {"v_proj": 64, "layers.31.self_attn.q_proj": 8}}},
 ]
 
 

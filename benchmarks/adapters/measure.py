@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -70,7 +71,86 @@ def lora_cases() -> list[dict]:
         out.append({"id": f"{family}_extra-{index}", "config": dict(sorted(config.items())), "lora": lora})
     odd = {**ODD, "num_hidden_layers": 3}
     out.append({"id": "llama_odd-0", "config": dict(sorted(odd.items())), "lora": {"r": 3, "target_modules": "all-linear"}})
+    seen = set()
+    for index, (family, lora) in enumerate(MATCHING_CASES):
+        config = {**BASE[family], ("n_layer" if family == "gpt2" else "num_hidden_layers"): 3}
+        out.append({"id": f"{family}_match-{index}", "config": dict(sorted(config.items())), "lora": lora,
+                    **({"modules": True} if family not in seen else {})})  # record named_modules once per family
+        seen.add(family)
+    for index, (family, lora) in enumerate(LINEAR_NAMES_CASES):
+        changes = {"mlp_only_layers": [1]} if family == "qwen3_moe" else {}
+        config = {**BASE[family], **changes, ("n_layer" if family == "gpt2" else "num_hidden_layers"): 3}
+        out.append({"id": f"{family}_linear_names-{index}", "config": dict(sorted(config.items())), "lora": lora,
+                    "linear_names": True})
     return out
+
+
+def _linear_leaf_names(model) -> list[str]:
+    """The last name component of every module whose class is (or is named) Linear, the output head left out."""
+    import torch
+    head = model.get_output_embeddings()
+    return sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                   if (isinstance(module, torch.nn.Linear) or "Linear" in type(module).__name__) and module is not head})
+
+
+QV = ["q_proj", "v_proj"]
+# PEFT's matching (check_target_module_exists, get_pattern_key, _convert_peft_config_moe) on 3-layer models:
+# regex targets, layers_to_transform with and without layers_pattern, exclude_modules, rank_pattern,
+# target_parameters, and what PEFT refuses
+MATCHING_CASES = [
+    ("llama", {"r": 8, "target_modules": r".*\.(q_proj|v_proj)"}),
+    ("llama", {"r": 4, "target_modules": r".*layers\.1\..*proj"}),
+    ("llama", {"r": 4, "target_modules": r".*\.mlp"}),  # refused: LlamaMLP is not a supported module
+    ("llama", {"r": 4, "target_modules": r"(q_proj"}),  # refused: not a regular expression
+    ("llama", {"r": 4, "target_modules": "q_proj"}),  # refused: a string is fullmatched against the whole name
+    ("llama", {"r": 4, "target_modules": r".*"}),  # refused: the root module matches
+    ("llama", {"r": 8, "target_modules": QV, "layers_to_transform": [1]}),
+    ("llama", {"r": 8, "target_modules": QV, "layers_to_transform": 2, "layers_pattern": "layers"}),
+    ("llama", {"r": 8, "target_modules": QV, "layers_to_transform": [0, 2], "layers_pattern": ["h", "blocks"]}),
+    ("llama", {"r": 8, "target_modules": ["model.layers.0.self_attn.q_proj", "v_proj"], "layers_to_transform": [1]}),
+    ("llama", {"r": 8, "target_modules": r".*proj", "layers_to_transform": [1]}),  # refused: regex + layers
+    ("llama", {"r": 8, "target_modules": QV, "layers_pattern": "layers"}),  # refused: pattern without indices
+    ("llama", {"r": 8, "target_modules": "all-linear", "exclude_modules": ["layers.0.self_attn.q_proj", "down_proj"]}),
+    ("llama", {"r": 8, "target_modules": "all-linear", "exclude_modules": r".*mlp.*"}),
+    ("llama", {"r": 8, "target_modules": "all-linear", "exclude_modules": r".*"}),  # refused: all excluded
+    ("llama", {"r": 8, "target_modules": ["q_proj"], "exclude_modules": ["q_proj"], "modules_to_save": ["lm_head"]}),
+    ("llama", {"r": 8, "target_modules": QV, "rank_pattern": {"v_proj": 16, "layers.1.self_attn.q_proj": 32}}),
+    ("llama", {"r": 8, "target_modules": "all-linear", "rank_pattern": {r".*mlp.*": 2, "down_proj": 64}}),
+    ("llama", {"r": 8, "target_modules": QV, "rank_pattern": {"proj": 2, r"^model\.layers\.0.*": 4}}),
+    ("llama", {"r": 8, "target_modules": QV, "rank_pattern": {"q_proj[": 4}}),  # refused: not a regular expression
+    ("llama", {"r": 4, "target_modules": ["lm_head", "q_proj"], "modules_to_save": ["lm_head"]}),
+    ("llama", {"r": 4, "target_modules": [], "target_parameters": ["self_attn.q_proj.weight"]}),
+    ("qwen2", {"r": 8, "target_modules": r"model\.layers\.[02]\.self_attn\.[qkv]_proj", "use_dora": True}),
+    ("qwen2", {"r": 8, "target_modules": ["k_proj", "up_proj"], "layers_to_transform": [0, 1],
+               "rank_pattern": {"up_proj": 3}}),
+    ("gpt2", {"r": 8, "target_modules": r".*\.(c_attn|c_fc)"}),
+    ("gpt2", {"r": 8, "target_modules": ["c_attn", "c_proj"], "layers_to_transform": [1],
+              "rank_pattern": {"mlp.c_proj": 2}}),
+    ("gpt_neox", {"r": 8, "target_modules": "all-linear", "exclude_modules": ["dense"]}),
+    ("gpt_neox", {"r": 8, "target_modules": ["query_key_value"], "layers_to_transform": [0, 2],
+                  "layers_pattern": "layers"}),
+    ("phi3", {"r": 8, "target_modules": r".*(qkv|o)_proj", "rank_pattern": {"o_proj": 4}}),
+    ("gemma3_text", {"r": 8, "target_modules": r".*self_attn\.(q|k|v|o)_proj"}),
+    ("gemma3_text", {"r": 8, "target_modules": "all-linear", "exclude_modules": ["o_proj"],
+                     "rank_pattern": {"down_proj": 2}}),
+    ("gemma3_text", {"r": 16, "target_modules": ["q_proj", "gate_proj"], "layers_to_transform": [2],
+                     "layers_pattern": "layers"}),
+    ("mixtral", {"r": 4, "target_modules": r".*\.(w1|w3|q_proj)"}),
+    ("mixtral", {"r": 4, "target_modules": ["q_proj", "w2"], "layers_to_transform": [1]}),
+    ("mixtral", {"r": 4, "target_modules": r".*\.w1"}),  # refused: w1 without w3
+    ("qwen3_moe", {"r": 4, "target_modules": r".*\.gate"}),
+    ("qwen3_moe", {"r": 4, "target_modules": "all-linear", "rank_pattern": {"gate_up_proj": 3, "q_proj": 2}}),
+    ("qwen3_moe", {"r": 4, "target_modules": [], "target_parameters": ["mlp.experts.down_proj"]}),
+    ("qwen3_moe", {"r": 4, "target_modules": "all-linear", "exclude_modules": r".*self_attn.*"}),
+]
+# axolotl's lora_target_linear / LLaMA-Factory's lora_target all: the leaf names of the nn.Linear modules but the
+# head, as a list (plus the targets given); measured with that list, which the record keeps
+LINEAR_NAMES_CASES = [
+    ("llama", {"r": 8, "target_modules": [], "layers_to_transform": [0, 2]}),
+    ("mixtral", {"r": 4, "target_modules": []}),
+    ("qwen3_moe", {"r": 4, "target_modules": ["gate"]}),
+    ("gpt2", {"r": 4, "target_modules": ["c_attn"]}),
+]
 
 
 def quantized_cases() -> list[dict]:
@@ -110,12 +190,18 @@ def count(case: dict) -> dict:
     import torch
     from peft import LoraConfig, get_peft_model
     torch.manual_seed(0)
+    base = _model(case["config"], torch.bfloat16)
+    modules = {name: type(module).__name__ for name, module in base.named_modules() if name}
+    lora, used = dict(case["lora"]), {}
+    if case.get("linear_names"):
+        lora["target_modules"] = used["target_modules_used"] = sorted(set(lora["target_modules"])
+                                                                      | set(_linear_leaf_names(base)))
     try:
-        model = get_peft_model(_model(case["config"], torch.bfloat16), LoraConfig(**case["lora"]))
-    except ValueError as error:  # PEFT refuses the config: recorded, the model must refuse it too
-        return {"error": str(error)}
+        model = get_peft_model(base, LoraConfig(**lora))
+    except (ValueError, TypeError, re.error) as error:  # PEFT refuses the config: recorded, refused here too
+        return {"error": str(error), "error_type": type(error).__name__, **used}
     trainable, total = model.get_nb_trainable_parameters()
-    return {"trainable": trainable, "all": total,
+    return {"trainable": trainable, "all": total, **used, **({"named_modules": modules} if case.get("modules") else {}),
             "trainable_bytes": _bytes_by_dtype(p for p in model.parameters() if p.requires_grad),
             "frozen_bytes": _bytes_by_dtype(p for p in model.parameters() if not p.requires_grad)}
 

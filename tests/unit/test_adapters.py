@@ -18,6 +18,8 @@ from zeromem_lsp.memory.adapters import (
     frozen_bytes,
     inventory,
     model_state,
+    module_tree,
+    linear_leaf_names,
     peft_reported_all,
     quantized_weight_bytes,
 )
@@ -27,11 +29,18 @@ COUNTS = json.loads((DATA / "peft_counts.json").read_text())
 BNB = json.loads((DATA / "bnb_bytes.json").read_text())
 
 
-def settings(lora: dict) -> LoraSettings:
-    targets = lora["target_modules"]
-    return LoraSettings(lora["r"], targets if isinstance(targets, str) else tuple(targets),
-                        tuple(lora.get("modules_to_save") or ()), lora.get("use_dora", False),
-                        lora.get("lora_bias", False))
+def _names(value):
+    return value if isinstance(value, (str, int)) or value is None else tuple(value)
+
+
+def settings(lora: dict, linear_names: bool = False) -> LoraSettings:
+    """A recorded LoraConfig's arguments as LoraSettings (rank_pattern keeps the JSON object's key order);
+    `linear_names`: the case adds the tools' list of linear leaf names to target_modules."""
+    return LoraSettings(lora["r"], _names(lora["target_modules"]), tuple(lora.get("modules_to_save") or ()),
+                        lora.get("use_dora", False), lora.get("lora_bias", False),
+                        _names(lora.get("exclude_modules")) or (), _names(lora.get("layers_to_transform")),
+                        _names(lora.get("layers_pattern")) or (), tuple((lora.get("rank_pattern") or {}).items()),
+                        tuple(lora.get("target_parameters") or ()), linear_names)
 
 
 def quantization(bnb: dict) -> Quantization:
@@ -48,6 +57,12 @@ def test_the_records_cover_what_the_issue_asks():
     assert any(lora.get("modules_to_save") for lora in loras) and any(lora.get("use_dora") for lora in loras)
     assert len({lora["r"] for lora in loras}) >= 4
     assert len(REFUSED) >= 2  # DoRA on MoE parameters
+    assert any(isinstance(lora["target_modules"], str) and lora["target_modules"] != "all-linear" for lora in loras)
+    assert any(lora.get("rank_pattern") for lora in loras) and any(lora.get("exclude_modules") for lora in loras)
+    assert any(lora.get("layers_pattern") for lora in loras) and any(lora.get("target_parameters") for lora in loras)
+    assert any("layers_to_transform" in lora and "layers_pattern" not in lora for lora in loras)
+    recorded = {case["config"]["model_type"] for case in COUNTED if "named_modules" in case["measured"]}
+    assert {"llama", "gemma3_text", "mixtral", "qwen3_moe", "gpt2", "gpt_neox", "phi3"} <= recorded
     kinds = {json.dumps(case["bnb"], sort_keys=True) for case in BNB["cases"]}
     assert len(kinds) == 4  # nf4, nf4 + double quantization, fp4 + double quantization, int8
     assert COUNTS["peft"] and BNB["bitsandbytes"]
@@ -59,20 +74,72 @@ REFUSED = [case for case in COUNTS["cases"] if "error" in case["measured"]]
 
 @pytest.mark.parametrize("case", COUNTED, ids=[case["id"] for case in COUNTED])
 def test_trainable_and_all_parameters_equal_peft(case):
-    counted = count_adapters(case["config"], settings(case["lora"]))
+    counted = count_adapters(case["config"], settings(case["lora"], case.get("linear_names", False)))
     assert (counted.trainable, counted.all) == (case["measured"]["trainable"], case["measured"]["all"])
 
 
+# PEFT's refusal (a phrase of its message) → what the model says, and the setting it names
+REFUSALS = [
+    ("not found in the base model", "match no module", "lora_target_modules"),
+    ("No modules were targeted", "leave no module", "lora_target_modules"),
+    ("All modules were excluded", "every module is excluded", "exclude_modules"),
+    ("is not supported. Currently", "Target module ... is not supported", "lora_target_modules"),
+    ("`layers_to_transform` cannot be used", "layers_to_transform cannot be used", "layers_to_transform"),
+    ("`layers_to_transform` must also be specified", "layers_pattern needs layers_to_transform", "layers_pattern"),
+    ("without also targeting", "cannot be targeted without", "lora_target_modules"),
+    ("does not work with use_dora", "DoRA does not work", "use_dora"),
+]
+
+
 @pytest.mark.parametrize("case", REFUSED, ids=[case["id"] for case in REFUSED])
-def test_what_peft_refuses_is_refused(case):
-    with pytest.raises(AdapterInputError):
+def test_what_peft_refuses_is_refused_for_the_same_reason(case):
+    with pytest.raises(AdapterInputError) as refused:
         count_adapters(case["config"], settings(case["lora"]))
+    measured = case["measured"]
+    if measured.get("error_type") == "error":  # re.error: Python's own message, never a traceback; the position is
+        # the user's pattern's (PEFT's counts from the start of the regex it wraps a rank_pattern key in)
+        assert measured["error"].split(" at position")[0] in str(refused.value)
+        assert "not a valid Python regular expression" in str(refused.value)
+        return
+    reason = [(ours, field) for peft, ours, field in REFUSALS if peft in measured["error"]]
+    assert len(reason) == 1, measured["error"]
+    assert reason[0][0] in str(refused.value) and refused.value.field == reason[0][1]
+
+
+LINEAR_NAMES = [case for case in COUNTED if case.get("linear_names")]
+
+
+@pytest.mark.parametrize("case", LINEAR_NAMES, ids=[case["id"] for case in LINEAR_NAMES])
+def test_the_tools_linear_names_are_the_leaves_of_the_nn_linear_modules(case):
+    # axolotl lora_target_linear / LLaMA-Factory lora_target all: a list, so MoE experts and routers and GPT-2's
+    # Conv1D stay out (PEFT's all-linear would take them) and layers_to_transform applies
+    modules, _ = module_tree(inventory(case["config"]))
+    given = case["lora"]["target_modules"]
+    assert sorted(set(given) | set(linear_leaf_names(modules))) == case["measured"]["target_modules_used"]
+
+
+RECORDED_MODULES = [case for case in COUNTED if "named_modules" in case["measured"]]
+
+
+@pytest.mark.parametrize("case", RECORDED_MODULES, ids=[case["config"]["model_type"] for case in RECORDED_MODULES])
+def test_the_module_tree_is_named_modules(case):
+    # what PEFT matches a regex against: every module torch lists, containers and parameterless ones included
+    modules, _ = module_tree(inventory(case["config"]))
+    assert sorted(m.key for m in modules) == sorted(case["measured"]["named_modules"])
+    classes = case["measured"]["named_modules"]
+    for module in modules:
+        if module.kind in ("linear", "head"):
+            assert classes[module.key] == "Linear"
+        elif module.kind == "embedding":
+            assert classes[module.key].endswith("Embedding")
+        elif module.kind == "norm":
+            assert classes[module.key].endswith("Norm")
 
 
 @pytest.mark.parametrize("case", COUNTED, ids=[case["id"] for case in COUNTED])
 def test_adapters_are_fp32_and_saved_copies_keep_the_model_dtype(case):
     # PEFT's autocast_adapter_dtype upcasts the adapters; a modules_to_save copy keeps bf16
-    counted = count_adapters(case["config"], settings(case["lora"]))
+    counted = count_adapters(case["config"], settings(case["lora"], case.get("linear_names", False)))
     expected = {"float32": 4 * counted.adapters}
     if counted.saved_copies:
         expected["bfloat16"] = 2 * counted.saved_copies
@@ -227,8 +294,8 @@ def test_targets_matching_nothing_name_the_targets_and_the_models_linear_layers(
 
 
 def test_other_bad_settings_are_named():
-    with pytest.raises(AdapterInputError, match="regular expression"):
-        count_adapters(LLAMA, LoraSettings(8, r".*q_proj"))
+    with pytest.raises(AdapterInputError, match=r"not a valid Python regular expression: .* at position 0"):
+        count_adapters(LLAMA, LoraSettings(8, r"*q_proj"))
     with pytest.raises(AdapterInputError, match="modules_to_save 'score'"):
         count_adapters(LLAMA, LoraSettings(8, ("q_proj",), ("score",)))
     with pytest.raises(AdapterInputError, match="quantization must be one of"):

@@ -38,9 +38,12 @@ def test_axolotl_qlora_is_nf4_with_double_quantization_on():
     assert adapter.quantization.value == "nf4" and adapter.double_quantization.value is True
 
 
-def test_axolotl_target_linear_is_all_linear():
+def test_axolotl_target_linear_is_the_linear_layers_names():
+    # loaders/adapter.py _build_peft_lora_config: find_all_linear_names, a list (not PEFT's all-linear, which would
+    # take Mixtral's experts and router too)
     setup = read("axolotl/examples/mistral/mixtral/mixtral.yml")
-    assert setup.adapter.targets.value == "all-linear" and setup.adapter.targets.path == ("lora_target_linear",)
+    linear = setup.adapter.target_linear
+    assert linear.value is True and linear.path == ("lora_target_linear",) and setup.adapter.targets is None
     assert setup.deepspeed.value == "deepspeed_configs/zero2.json"
 
 
@@ -49,7 +52,7 @@ def test_llamafactory_on_the_fly_4bit_takes_its_defaults():
     adapter = setup.adapter
     assert adapter.quantization.value == "nf4" and adapter.quantization.path == ("quantization_bit",)
     assert adapter.double_quantization.value is True and adapter.double_quantization.path is None  # its default
-    assert adapter.rank.value == 8 and adapter.targets.value == "all-linear"
+    assert adapter.rank.value == 8 and adapter.targets is None and adapter.target_linear.value is True
     assert setup.checkpointing.value is True and setup.checkpointing.path is None  # on unless disabled
     assert setup.sequence_length.value == 2048
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from zeromem_lsp.memory.activations import ATTENTION
 from zeromem_lsp.cli.errors import UsageError
+from zeromem_lsp.cli.estimate_config import MATCHING_OPTIONS, matching_options
 from zeromem_lsp.cli.estimate_config import positive as _positive
 from zeromem_lsp.configs.model_config import MAX_SIZE, UnsupportedModel, count_parameters_from_text, model_shape_from_text
 from zeromem_lsp.memory.peak import Peak, PeakInputs, estimate_peak
@@ -68,8 +69,15 @@ def register(commands) -> None:
     lora = parser.add_argument_group("LoRA / QLoRA (needs --model-config: the adapters go on its linear layers)")
     lora.add_argument("--lora-rank", metavar="R", help="LoRA rank r: the base is frozen, r·(in + out) adapter "
                       "parameters per targeted linear layer are trained")
-    lora.add_argument("--lora-targets", metavar="NAMES", help="the modules adapted, comma-separated (q_proj,v_proj) "
-                      "or all-linear (default)")
+    targets = lora.add_mutually_exclusive_group()
+    targets.add_argument("--lora-targets", metavar="NAMES", help="the modules adapted, comma-separated (q_proj,v_proj) "
+                         "or all-linear (default)")
+    targets.add_argument("--lora-target-regex", metavar="REGEX", help="the modules adapted, as one Python regular "
+                         "expression matched against each module's full name (PEFT's string target_modules)")
+    lora.add_argument("--lora-rank-pattern", metavar="REGEX=R", action="append", help="PEFT's rank_pattern: modules "
+                      "whose name ends with a match of REGEX (after a dot) get rank R; repeat it, the first match wins")
+    lora.add_argument("--layers-to-transform", metavar="INDICES", help="adapt only these decoder layers, "
+                      "comma-separated (0,1,2; PEFT's layers_to_transform, with --lora-targets)")
     lora.add_argument("--modules-to-save", metavar="NAMES", help="modules trained in full beside the adapters, "
                       "comma-separated (lm_head)")
     lora.add_argument("--dora", action="store_true", default=None, help="DoRA: a magnitude vector per adapted weight")
@@ -128,16 +136,15 @@ def _per_parameter(args):
 
 #: adapters.py's field names → the option that sets each.
 OPTION_OF_FIELD = {"lora_r": "--lora-rank", "lora_target_modules": "--lora-targets",
-                   "modules_to_save": "--modules-to-save", "use_dora": "--dora", "quantization": "--quantization"}
-
-
+                   "modules_to_save": "--modules-to-save", "use_dora": "--dora", "quantization": "--quantization",
+                   "rank_pattern": "--lora-rank-pattern", "layers_to_transform": "--layers-to-transform"}
 def adapter_from_args(args):
     """The Adapter the LoRA options describe (None without --lora-rank); a bad value is a usage error."""
     from zeromem_lsp.memory.adapter_plan import Adapter
     from zeromem_lsp.configs.settings_values import check_module_names
 
-    given = [name for name in ("lora_targets", "modules_to_save", "dora", "quantization", "double_quant")
-             if getattr(args, name) is not None]
+    given = [name for name in ("lora_targets", "modules_to_save", "dora", "quantization", "double_quant",
+                               *MATCHING_OPTIONS) if getattr(args, name) is not None]
     if args.lora_rank is None:
         if given:
             raise UsageError(f"--{given[0].replace('_', '-')} describes a LoRA run: give --lora-rank R too")
@@ -153,10 +160,15 @@ def adapter_from_args(args):
             values["targets" if name == "lora_targets" else name] = value
     flags = {"dora": args.dora, "quantization": args.quantization, "double_quant": args.double_quant}
     values.update({name: value for name, value in flags.items() if value is not None})
-    origins = tuple((field, Origin("--" + option)) for field, option in (
+    origins = [(field, Origin("--" + option)) for field, option in (
         ("rank", "lora-rank"), ("targets", "lora-targets"), ("modules_to_save", "modules-to-save"), ("dora", "dora"),
-        ("quantization", "quantization"), ("double_quant", "double-quant")) if field in values)
-    return Adapter(**values, origins=origins)
+        ("quantization", "quantization"), ("double_quant", "double-quant")) if field in values]
+    matched = matching_options(args)
+    for option, (field, setting) in MATCHING_OPTIONS.items():
+        if setting in matched:
+            values[field] = getattr(matched[setting], "regex", matched[setting])
+            origins = [entry for entry in origins if entry[0] != field] + [(field, Origin("--" + option.replace("_", "-")))]
+    return Adapter(**values, origins=tuple(origins))
 
 
 def _adapter_inputs(args, adapter, config, per_parameter, world_size: int) -> Inputs:
@@ -175,7 +187,9 @@ def _adapter_inputs(args, adapter, config, per_parameter, world_size: int) -> In
                                    else args.precision, args.optimizer, world_size,
                                    assumptions=(f"model from {args.model_config}",))
     except AdapterInputError as error:
-        raise UsageError(f"{OPTION_OF_FIELD.get(error.field, '--lora-rank')}: {error}") from None
+        option = OPTION_OF_FIELD.get(error.field, "--lora-rank")
+        option = "--lora-target-regex" if option == "--lora-targets" and args.lora_target_regex else option
+        raise UsageError(f"{option}: {error}") from None
     except UnsupportedModel as error:
         raise UsageError(f"{INVALID} --model-config {args.model_config}: {error}") from None
     return inputs

@@ -35,6 +35,41 @@ def positive(option: str, text: str | None) -> int | None:
     return value
 
 
+#: The PEFT matching options → (Adapter field, its setting): parsed by `matching_options`.
+MATCHING_OPTIONS = {"lora_target_regex": ("targets", "lora_targets"), "lora_rank_pattern": ("rank_pattern",
+                    "lora_rank_pattern"), "layers_to_transform": ("layers_to_transform", "layers_to_transform")}
+
+
+def matching_options(args) -> dict:
+    """--lora-target-regex, --lora-rank-pattern, --layers-to-transform as the settings write them, each checked by
+    the setting's own check (a usage error naming the option)."""
+    from zeromem_lsp.configs.settings_values import check_layer_indices, check_rank_pattern, check_targets
+
+    values = {}
+    if args.lora_target_regex is not None:
+        values["lora_targets"] = _through("--lora-target-regex", check_targets, {"regex": args.lora_target_regex})
+    if args.lora_rank_pattern:
+        pairs = {}
+        for text in args.lora_rank_pattern:
+            key, equals, rank = text.rpartition("=")
+            if not equals:
+                raise UsageError(f"--lora-rank-pattern: expected REGEX=R, got {text!r}")
+            pairs[key] = int(rank) if rank.strip().isdigit() else rank
+        values["lora_rank_pattern"] = _through("--lora-rank-pattern", check_rank_pattern, pairs)
+    if args.layers_to_transform is not None:
+        indices = [int(part) if part.strip().isdigit() else part for part in args.layers_to_transform.split(",")]
+        values["layers_to_transform"] = _through("--layers-to-transform", check_layer_indices, indices)
+    return values
+
+
+def _through(option: str, check, value):
+    """A value through the check the zeromem block uses for it; a usage error naming the option."""
+    try:
+        return check(value)
+    except ValueError as error:
+        raise UsageError(f"{option}: {error}") from None
+
+
 def forced_settings(args):
     """The options given, as the highest settings layer (validated like a zeromem block)."""
     from zeromem_lsp.configs.settings import validate_settings
@@ -45,6 +80,7 @@ def forced_settings(args):
         if value is not None:
             values[name] = value
     values.update({name: True for name in SWITCHES if getattr(args, name)})
+    values.update(matching_options(args))
     if args.model_config is not None and "parameters" not in values:
         model = Path(args.model_config)
         values["parameters"] = {"from_config": str(model.resolve()) if model.exists() else args.model_config}

@@ -18,6 +18,7 @@ from typing import Literal
 
 from zeromem_lsp.configs import recipe_keys
 from zeromem_lsp.configs.issue import ConfigIssue
+from zeromem_lsp.configs import settings_values as checks
 from zeromem_lsp.configs.training import positive_int
 from zeromem_lsp.memory.precision import normalize_precision, optimizer_from_deepspeed_type
 from zeromem_lsp.provenance import Given, Path
@@ -85,6 +86,12 @@ class AdapterSpec:
     quantization: Given | None = None  # "nf4" | "fp4" | "int8"
     double_quantization: Given | None = None
     dora: Given | None = None
+    # PEFT's matching fields (memory/lora_targets.py), where the tool passes them to LoraConfig
+    layers_to_transform: Given | None = None
+    layers_pattern: Given | None = None
+    rank_pattern: Given | None = None
+    target_parameters: Given | None = None
+    target_linear: Given | None = None  # the tool adds every linear layer's name (a list, not all-linear)
 
 
 @dataclass(frozen=True)
@@ -152,6 +159,35 @@ def _unknown_keys(tool: Tool, data: dict) -> list[ConfigIssue]:
     return out
 
 
+def _peft_targets(found: Given | None) -> Given | None:
+    """target_modules as LoraConfig takes them: a string other than all-linear is a regular expression
+    (PEFT re.fullmatch-es it against each module's full name), written as the settings' {"regex": ...}."""
+    if found is None or not isinstance(found.value, str) or found.value.strip().lower() == "all-linear":
+        return found
+    return Given({"regex": found.value}, f"{found.note} (a string: PEFT's regular expression)", found.path)
+
+
+#: the checks of the settings a recipe's PEFT matching key becomes (settings_values), by setting
+_MATCHING_CHECKS = {"lora_targets": checks.check_targets, "layers_to_transform": checks.check_layer_indices,
+                    "layers_pattern": lambda value: checks.check_module_names(value, shorthand=False),
+                    "lora_rank_pattern": checks.check_rank_pattern,
+                    "target_parameters": lambda value: checks.check_module_names(value, shorthand=False)}
+
+
+def _matching(found: Given | None, setting: str, out: list[ConfigIssue]) -> Given | None:
+    """A PEFT matching value as its setting checks it; a value it refuses (a regex re cannot compile, a rank
+    below 1) is an invalid_value issue on the recipe's key, and left out."""
+    if found is None:
+        return None
+    try:
+        _MATCHING_CHECKS[setting](found.value)
+    except ValueError as error:
+        key = found.path[-1] if found.path else setting
+        out.append(_issue("invalid_value", tuple(found.path or (setting,)), "value", f"{key}: {error}"))
+        return None
+    return found
+
+
 def _rank(data: dict, key: str, out: list[ConfigIssue]) -> Given | None:
     found = _given(data, key)
     if found is None:
@@ -185,9 +221,13 @@ def _axolotl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
         dtype = Given("fp16", "fp16" if fp16 else "load_in_8bit without bf16", ("fp16",) if fp16 else ("load_in_8bit",))
     else:
         dtype = Given("fp32", "neither bf16 nor fp16", None)
-    targets = _given(data, "lora_target_modules")
-    if read_flag(data.get("lora_target_linear")):
-        targets = Given("all-linear", "lora_target_linear", ("lora_target_linear",))
+    targets = _matching(_peft_targets(_given(data, "lora_target_modules")), "lora_targets", out)
+    linear = None
+    if read_flag(data.get("lora_target_linear")):  # find_all_linear_names, unioned with lora_target_modules
+        linear = Given(True, "lora_target_linear", ("lora_target_linear",))
+        written = _given(data, "lora_target_modules")
+        targets = written if written is None or not isinstance(written.value, str) else Given(
+            [written.value], f"{written.note} (in a list beside lora_target_linear)", written.path)
     quantization = None
     if read_flag(data.get("load_in_4bit")) and method == "qlora":
         quantization = Given("nf4", "load_in_4bit with adapter: qlora (nf4)", ("load_in_4bit",))
@@ -197,7 +237,11 @@ def _axolotl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
         method, _rank(data, "lora_r", out), _given(data, "lora_alpha"), _given(data, "lora_dropout"), targets,
         _given(data, "lora_modules_to_save"), quantization,
         Given(True, "axolotl's QLoRA default (bnb_4bit_use_double_quant)") if quantization
-        and quantization.value == "nf4" else None, _given(data, "peft_use_dora"))
+        and quantization.value == "nf4" else None, _given(data, "peft_use_dora"),
+        _matching(_given(data, "peft_layers_to_transform"), "layers_to_transform", out),
+        _matching(_given(data, "peft_layers_pattern"), "layers_pattern", out),
+        _matching(_given(data, "lora_rank_pattern"), "lora_rank_pattern", out),
+        _matching(_given(data, "lora_target_parameters"), "target_parameters", out), linear)
     checkpointing = _given(data, "gradient_checkpointing")
     checkpointing = (Given(read_flag(checkpointing.value) is not False, checkpointing.note, checkpointing.path)
                      if checkpointing else Given(False, "gradient_checkpointing absent: axolotl's default"))
@@ -231,11 +275,13 @@ def _llamafactory(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
     double = _given(data, "double_quantization") or (
         Given(True, "double_quantization absent: LLaMA-Factory's default") if quantization else None)
     targets = _split(_given(data, "lora_target")) or Given("all", "lora_target absent: LLaMA-Factory's default (all)")
-    if targets.value == ["all"] or targets.value == "all":  # find_all_linear_modules
-        targets = Given("all-linear", targets.note, targets.path)
+    linear = None
+    if targets.value == ["all"] or targets.value == "all":  # find_all_linear_modules: the linear layers' names
+        linear, targets = Given(True, targets.note, targets.path), None
     rank = _rank(data, "lora_rank", out) or Given(8, "lora_rank absent: LLaMA-Factory's default")
     adapter = AdapterSpec(method, rank, _given(data, "lora_alpha"), _given(data, "lora_dropout"), targets,
-                          _split(_given(data, "additional_target")), quantization, double, _given(data, "use_dora"))
+                          _split(_given(data, "additional_target")), quantization, double, _given(data, "use_dora"),
+                          target_linear=linear)
     off = read_flag(data.get("disable_gradient_checkpointing"))
     checkpointing = (Given(not off, "disable_gradient_checkpointing", ("disable_gradient_checkpointing",))
                      if off is not None else Given(True, "checkpointing on: LLaMA-Factory's default"))
@@ -257,6 +303,13 @@ def _mixed(data: dict, default: str, note: str) -> Given:
     return Given(default, note, None)
 
 
+def _trl_targets(found: Given | None) -> Given | None:
+    """ModelConfig.__post_init__ (trl/trainer/model_config.py): a one-entry list becomes that string."""
+    if found is None or not isinstance(found.value, list) or len(found.value) != 1:
+        return found
+    return Given(found.value[0], f"{found.note} (one entry: TRL passes it as a string)", found.path)
+
+
 def _trl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
     written = _first(data, "dtype", "torch_dtype")
     loaded = normalize_precision(str(written.value)) if written is not None else "fp32"
@@ -271,8 +324,9 @@ def _trl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
     adapter = AdapterSpec(
         "lora", _rank(data, "lora_r", out) or Given(16, "lora_r absent: TRL's default"),
         _given(data, "lora_alpha") or Given(32, "lora_alpha absent: TRL's default"), _given(data, "lora_dropout"),
-        _given(data, "lora_target_modules"), _given(data, "lora_modules_to_save"), quantization, nested,
-        _given(data, "use_dora"))
+        _matching(_peft_targets(_trl_targets(_given(data, "lora_target_modules"))), "lora_targets", out),
+        _given(data, "lora_modules_to_save"), quantization, nested, _given(data, "use_dora"),
+        target_parameters=_matching(_given(data, "lora_target_parameters"), "target_parameters", out))
     checkpointing = _given(data, "gradient_checkpointing")
     checkpointing = (Given(read_flag(checkpointing.value) is not False, checkpointing.note, checkpointing.path)
                      if checkpointing else Given(True, "gradient_checkpointing absent: TRL's default"))

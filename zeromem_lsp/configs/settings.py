@@ -19,8 +19,9 @@ from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS
 
 from zeromem_lsp.configs.settings_values import (  # re-exported: the names every caller uses
     BYTE_SETTINGS, ATTENTIONS, BYTE_SIZE_PATTERN, CHOICES, COUNT_PATTERN, DEFAULT_WARN_FRACTION, SETTING_NAMES,
-    NAME_LIST_SETTINGS, ParametersFromConfig, SettingProblem, check_bytes, check_count, check_memory, check_module_names,
-    check_parameters, check_reserve,
+    NAME_LIST_SETTINGS, REGEX_SETTINGS, ParametersFromConfig, SettingProblem, TargetRegex, check_bytes, check_count,
+    check_layer_indices, check_memory, check_module_names, check_parameters, check_rank_pattern, check_reserve,
+    check_targets,
 )
 
 
@@ -134,12 +135,18 @@ def _certain(name: str, value: object) -> object:
         return value if type(value) is int and 1 <= value <= MAX_SIZE else _DOUBT
     if name == "micro_batch":
         return value if type(value) is int and 1 <= value <= MAX_COUNT else _DOUBT
-    if name in ("gradient_checkpointing", "dora", "double_quant"):
+    if name in ("gradient_checkpointing", "dora", "double_quant", "lora_target_linear"):
         return value if type(value) is bool else _DOUBT
     if name == "lora_rank":
         return value if type(value) is int and 1 <= value <= MAX_SIZE else _DOUBT
+    if name in REGEX_SETTINGS:
+        return check_targets(value, shorthand=name == "lora_targets")
     if name in NAME_LIST_SETTINGS:
-        return check_module_names(value, shorthand=name == "lora_targets")
+        return check_module_names(value, shorthand=False)
+    if name == "layers_to_transform":
+        return check_layer_indices(value)
+    if name == "lora_rank_pattern":
+        return check_rank_pattern(value)
     if name in CHOICES:
         return value if type(value) is str and value in CHOICES[name] else _DOUBT
     if name == "warn_fraction":

@@ -40,11 +40,33 @@ ParameterCount = Annotated[
     WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": COUNT_PATTERN}]}),
 ]
 _NAMES_SCHEMA = {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1}
+_REGEX_SCHEMA = {"type": "object", "properties": {"regex": {"type": "string", "minLength": 1}}, "required": ["regex"],
+                 "additionalProperties": False, "description": "a Python regular expression matched against each "
+                 "module's full name (re.fullmatch), as PEFT takes a string"}
 LoraTargets = Annotated[
-    str | tuple[str, ...],
-    BeforeValidator(plain.check_module_names),
+    object,
+    BeforeValidator(plain.check_targets),
     WithJsonSchema({"anyOf": [{"type": "string", "minLength": 1,
-                               "description": f'"{plain.ALL_LINEAR}" or names separated by commas'}, _NAMES_SCHEMA]}),
+                               "description": f'"{plain.ALL_LINEAR}" or names separated by commas'}, _NAMES_SCHEMA,
+                              _REGEX_SCHEMA]}),
+]
+ExcludedModules = Annotated[
+    object,
+    BeforeValidator(lambda value: plain.check_targets(value, shorthand=False)),
+    WithJsonSchema({"anyOf": [{"type": "string", "minLength": 1, "description": "names separated by commas"},
+                              _NAMES_SCHEMA, _REGEX_SCHEMA]}),
+]
+LayerIndices = Annotated[
+    tuple[int, ...],
+    BeforeValidator(plain.check_layer_indices),
+    WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 0},
+                              {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1}]}),
+]
+RankPattern = Annotated[
+    tuple[tuple[str, int], ...],
+    BeforeValidator(plain.check_rank_pattern),
+    WithJsonSchema({"type": "object", "minProperties": 1,
+                    "additionalProperties": {"type": "integer", "minimum": 1, "maximum": MAX_SIZE}}),
 ]
 ModuleNames = Annotated[
     tuple[str, ...],
@@ -184,6 +206,32 @@ class ZeromemSettingsModel(BaseModel):
     double_quant: bool | None = Field(
         None, strict=True, description="bnb_4bit_use_double_quant: 4-bit quantization constants quantized again "
         "(about 3 B fewer per 64 weights: 0.37 bit per weight).",
+    )
+    exclude_modules: ExcludedModules | None = Field(
+        None, description="Modules LoRA leaves out (PEFT's exclude_modules): names (a module whose full name is "
+        'or ends with ".name"), or {"regex": "..."} matched against the full name.',
+    )
+    layers_to_transform: LayerIndices | None = Field(
+        None, description="PEFT's layers_to_transform: adapt only the decoder layers with these indices (with "
+        "lora_targets given as names; the index is the number after the first named segment, or after "
+        "layers_pattern).", examples=[[0, 1, 2]],
+    )
+    layers_pattern: ModuleNames | None = Field(
+        None, description="PEFT's layers_pattern: the name(s) before the layer index (\"layers\", \"h\"), for "
+        "layers_to_transform.",
+    )
+    lora_rank_pattern: RankPattern | None = Field(
+        None, description="PEFT's rank_pattern: {regex: rank}; the first key matching the end of a module's name "
+        "(after a dot) sets its rank instead of lora_rank.", examples=[{"v_proj": 16}],
+    )
+    lora_target_linear: bool | None = Field(
+        None, strict=True, description="Add the name of every linear layer but the output head to lora_targets, as "
+        "axolotl's lora_target_linear and LLaMA-Factory's lora_target: all pass them: a list of names, so "
+        "layers_to_transform applies, and transformers 5 MoE experts and routers (not nn.Linear) stay out.",
+    )
+    target_parameters: ModuleNames | None = Field(
+        None, description="PEFT's target_parameters: parameters adapted directly (nn.Parameter, e.g. "
+        '"mlp.experts.down_proj" of a transformers 5 MoE), matched by name suffix.',
     )
 
 

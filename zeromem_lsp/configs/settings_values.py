@@ -35,6 +35,12 @@ SETTING_NAMES = (
     "dora",
     "quantization",
     "double_quant",
+    "exclude_modules",
+    "layers_to_transform",
+    "layers_pattern",
+    "lora_rank_pattern",
+    "target_parameters",
+    "lora_target_linear",
 )
 BYTE_SIZE_PATTERN = r"^\s*[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*([kKMGTPE]i?[bB]?|[bB])?\s*$"
 COUNT_PATTERN = r"^\s*[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*[kKmMbBtT]?\s*$"
@@ -54,13 +60,17 @@ ALL_LINEAR = "all-linear"
 CHOICES = {"attention": ATTENTIONS, "engine": ENGINES, "param_dtype": PARAM_DTYPES, "optimizer_impl": OPTIMIZER_IMPLS,
            "quantization": QUANTIZATIONS}
 #: The settings that are module names: a list, or one string of comma-separated names.
-NAME_LIST_SETTINGS = ("lora_targets", "modules_to_save")
+NAME_LIST_SETTINGS = ("lora_targets", "modules_to_save", "exclude_modules", "layers_pattern", "target_parameters")
+#: Of those, the ones PEFT also takes as one regular expression ({"regex": "..."}).
+REGEX_SETTINGS = ("lora_targets", "exclude_modules")
 #: The settings that are byte sizes ("80GiB"): checked as bytes, shown as bytes (hover, completion).
 BYTE_SETTINGS = ("parameter_bytes", "gradient_bytes", "optimizer_bytes", "gpu_memory", "reserved")
 #: A GPU budget or reserve under 1 MiB, or a model under 1,000 parameters, is a size written without its
 #: unit ("gpu_memory": 80 is 80 bytes): an error with a hint. P, G, O bytes have no floor (exact inputs
 #: of the formula, small in its worked examples).
 MIN_MEMORY = 2**20
+MAX_RANK = 10**9  # configs/model_config.MAX_SIZE: a LoRA rank above it is absurd
+MAX_LAYER_INDEX = 10**6  # configs/model_config.MAX_COUNT
 MIN_PARAMETERS = 1000
 _UNIT_LETTERS = re.compile(r"\s*[A-Za-z]*\s*$")
 
@@ -158,6 +168,59 @@ def check_module_names(value: object, shorthand: bool = True) -> tuple[str, ...]
     if len(names) != len(value) or not names or not all(names):
         raise ValueError(f"expected non-empty module names, got {value!r}")
     return names
+
+
+class TargetRegex(NamedTuple):
+    """A regular expression PEFT matches against each module's full name (re.fullmatch), as a string
+    `target_modules` / `exclude_modules` is taken: written {"regex": "..."} in the settings."""
+
+    regex: str
+
+
+def checked_pattern(pattern: object) -> str:
+    """`pattern` when Python's re compiles it; ValueError naming the position otherwise."""
+    if not isinstance(pattern, str) or not pattern:
+        raise ValueError(f"expected a regular expression (a non-empty string), got {pattern!r}")
+    try:
+        re.compile(pattern)
+    except re.error as error:
+        where = f" at position {error.pos}" if error.pos is not None else ""
+        raise ValueError(f"{pattern!r} is not a valid Python regular expression: {error.msg}{where}") from None
+    return pattern
+
+
+def check_targets(value: object, shorthand: bool = True) -> tuple[str, ...] | str | TargetRegex:
+    """Module names (check_module_names), or {"regex": "..."}: one regular expression."""
+    if isinstance(value, TargetRegex):
+        return value
+    if isinstance(value, dict):
+        if set(value) != {"regex"}:
+            raise ValueError('expected module names, or {"regex": "<a Python regular expression>"}')
+        return TargetRegex(checked_pattern(value["regex"]))
+    return check_module_names(value, shorthand)
+
+
+def check_layer_indices(value: object) -> tuple[int, ...]:
+    """PEFT's layers_to_transform: one layer index or a list of them (integers ≥ 0)."""
+    if type(value) is int:
+        value = (value,)
+    if not isinstance(value, (list, tuple)) or not value or not all(
+            type(index) is int and 0 <= index <= MAX_LAYER_INDEX for index in value):
+        raise ValueError(f"expected layer indices: an integer ≥ 0 or a list of them, got {value!r}")
+    return tuple(value)
+
+
+def check_rank_pattern(value: object) -> tuple[tuple[str, int], ...]:
+    """PEFT's rank_pattern: {regex: rank}, in order (the first key matching a module's name wins)."""
+    if isinstance(value, tuple) and all(isinstance(item, tuple) and len(item) == 2 for item in value):
+        value = dict(value)
+    if not isinstance(value, dict) or not value:
+        raise ValueError(f'expected {{"<regular expression>": rank, ...}}, got {value!r}')
+    for key, rank in value.items():
+        checked_pattern(key)
+        if type(rank) is not int or not 1 <= rank <= MAX_RANK:
+            raise ValueError(f"rank_pattern {key!r}: expected a rank from 1 to {MAX_RANK:,}, got {rank!r}")
+    return tuple(value.items())
 
 
 class ParametersFromConfig(NamedTuple):

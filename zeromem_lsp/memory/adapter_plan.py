@@ -26,7 +26,15 @@ from zeromem_lsp.provenance import Origin
 
 #: adapters.py's field names → the zeromem setting each comes from (for a positioned ZM104).
 SETTING_OF_FIELD = {"lora_r": "lora_rank", "lora_target_modules": "lora_targets", "modules_to_save": "modules_to_save",
-                    "use_dora": "dora", "quantization": "quantization"}
+                    "use_dora": "dora", "quantization": "quantization", "exclude_modules": "exclude_modules",
+                    "layers_to_transform": "layers_to_transform", "layers_pattern": "layers_pattern",
+                    "rank_pattern": "lora_rank_pattern", "target_parameters": "target_parameters"}
+#: The settings an Adapter field comes from (the PEFT matching fields after the original six).
+SETTING_OF_ADAPTER = {"rank": "lora_rank", "targets": "lora_targets", "modules_to_save": "modules_to_save",
+                      "dora": "dora", "quantization": "quantization", "double_quant": "double_quant",
+                      "exclude_modules": "exclude_modules", "layers_to_transform": "layers_to_transform",
+                      "layers_pattern": "layers_pattern", "rank_pattern": "lora_rank_pattern",
+                      "target_parameters": "target_parameters", "target_linear": "lora_target_linear"}
 #: Optimizers whose state torch allocates like the parameter (`zeros_like(param)`): it follows its dtype.
 TENSOR_STATE_OPTIMIZERS = ("adam", "adamw", "lamb", "sgd_momentum", "adagrad", "lion")
 
@@ -41,21 +49,41 @@ class Adapter(NamedTuple):
     quantization: str = "none"  # none, int8, nf4, fp4
     double_quant: bool = False
     origins: tuple[tuple[str, Origin], ...] = ()  # (field, origin): a tuple keeps the value hashable
+    # PEFT's matching fields (memory/lora_targets.py): a string is a regular expression
+    exclude_modules: tuple[str, ...] | str = ()
+    layers_to_transform: tuple[int, ...] | None = None
+    layers_pattern: tuple[str, ...] = ()
+    rank_pattern: tuple[tuple[str, int], ...] = ()
+    target_parameters: tuple[str, ...] = ()
+    target_linear: bool = False  # axolotl lora_target_linear / LLaMA-Factory all: every linear's name added
 
     def origin(self, field: str) -> Origin | None:
         return dict(self.origins).get(field)
 
     @property
     def lora(self) -> LoraSettings:
-        return LoraSettings(self.rank, self.targets, self.modules_to_save, self.dora)
+        return LoraSettings(self.rank, self.targets, self.modules_to_save, self.dora, False, self.exclude_modules,
+                            self.layers_to_transform, self.layers_pattern, self.rank_pattern, self.target_parameters,
+                            self.target_linear)
 
     @property
     def quantized(self) -> Quantization:
         return Quantization(self.quantization, self.double_quant)
 
     def describe(self) -> str:
-        targets = self.targets if isinstance(self.targets, str) else ", ".join(self.targets)
+        targets = _names(self.targets)
+        if self.target_linear:
+            targets = "every linear layer's name" + (f" and {targets}" if self.targets else "")
         parts = [f"LoRA r={self.rank} on {targets}"]
+        if self.target_parameters:
+            parts.append(f"target_parameters {', '.join(self.target_parameters)}")
+        if self.layers_to_transform is not None:
+            parts.append(f"layers {', '.join(map(str, self.layers_to_transform))}"
+                         + (f" (after {', '.join(self.layers_pattern)})" if self.layers_pattern else ""))
+        if self.exclude_modules:
+            parts.append(f"excluding {_names(self.exclude_modules)}")
+        if self.rank_pattern:
+            parts.append("rank_pattern " + ", ".join(f"{key}: {rank}" for key, rank in self.rank_pattern))
         if self.dora:
             parts.append("DoRA")
         if self.modules_to_save:
@@ -65,13 +93,26 @@ class Adapter(NamedTuple):
         return ", ".join(parts)
 
 
+def _names(value: tuple[str, ...] | str) -> str:
+    """Names as a list; a string (a regular expression PEFT fullmatches, or all-linear) as written."""
+    if isinstance(value, str):
+        return value if value == ALL_LINEAR else f"regex {value!r}"
+    return ", ".join(value)
+
+
 def adapter_from_settings(settings, origins: dict[str, Origin]) -> Adapter | None:
-    """The adapter the resolved settings describe (None without `lora_rank`); each field keeps its origin."""
+    """The adapter the resolved settings describe (None without `lora_rank`); each field keeps its origin. A
+    {"regex": ...} setting (settings_values.TargetRegex) becomes the string PEFT takes."""
     if settings.lora_rank is None:
         return None
-    fields = {"rank": "lora_rank", "targets": "lora_targets", "modules_to_save": "modules_to_save", "dora": "dora",
-              "quantization": "quantization", "double_quant": "double_quant"}
+    fields = SETTING_OF_ADAPTER
     values = {field: getattr(settings, name) for field, name in fields.items() if getattr(settings, name) is not None}
+    for field in ("targets", "exclude_modules"):
+        values[field] = getattr(values.get(field), "regex", values.get(field))
+        if values[field] is None:
+            del values[field]
+    if values.get("target_linear") and "targets" not in values:
+        values["targets"] = ()  # the linear names alone, not PEFT's all-linear
     kept = tuple((field, origins[fields[field]]) for field in values if fields[field] in origins)
     return Adapter(**values, origins=kept)
 
@@ -128,6 +169,11 @@ class AdapterBreakdown(NamedTuple):
         adapter = self.adapter
         return {"rank": adapter.rank, "targets": adapter.targets if isinstance(adapter.targets, str)
                 else list(adapter.targets), "modules_to_save": list(adapter.modules_to_save), "dora": adapter.dora,
+                "exclude_modules": adapter.exclude_modules if isinstance(adapter.exclude_modules, str)
+                else list(adapter.exclude_modules), "layers_to_transform": None if adapter.layers_to_transform is None
+                else list(adapter.layers_to_transform), "layers_pattern": list(adapter.layers_pattern),
+                "rank_pattern": dict(adapter.rank_pattern), "target_parameters": list(adapter.target_parameters),
+                "target_linear": adapter.target_linear,
                 "quantization": adapter.quantization, "double_quant": adapter.double_quant, "engine": self.engine,
                 "precision": self.precision, "optimizer": self.optimizer,
                 "trainable_parameters": self.trainable, "frozen_parameters": self.count.frozen,

@@ -23,6 +23,9 @@ from zeromem_lsp.configs.model_config import (
     count_parameters,
     model_shape,
 )
+from zeromem_lsp.memory.lora_targets import (
+    Excluded, TargetSpec, TargetSpecError, check_spec, checked_regex, matches, pattern_key, suffix_matches,
+)
 
 ALL_LINEAR = "all-linear"  # peft.utils.constants.INCLUDE_LINEAR_LAYERS_SHORTHAND
 QUANTIZATIONS = ("none", "int8", "nf4", "fp4")
@@ -187,24 +190,85 @@ def inventory(config: dict) -> Inventory:
     return Inventory(shape.model_type, tuple(weights), counted.total, shape.tied)
 
 
-# --- which weights a LoRA config targets (peft/tuners/tuners_utils.py: check_target_module_exists) ---
+# --- the model's named modules, as torch lists them (what PEFT matches target names against) ---
 
-def _matching_layers(weight: Weight, target: str) -> tuple[int, ...] | None:
-    """The instances whose full name is `target` or ends with "." + target; None when no instance matches.
+class Module(NamedTuple):
+    """One entry of named_modules(): its full name, what it is (a Weight kind, "container", or "other" for an
+    activation, dropout or rotary embedding: no parameters), the weight it holds and its layer index."""
 
-    A target reaching the layer index ("layers.1.self_attn.o_proj") matches that layer only."""
-    path, wanted = weight.path.split("."), target.split(".")
-    if len(wanted) > len(path):
-        return None
-    layers = weight.layers
-    for part, want in zip(path[-len(wanted):], wanted):
-        if part == "{i}":
-            if not want.isdigit() or str(int(want)) != want or int(want) not in (layers or ()):
-                return None
-            layers = (int(want),)
-        elif part != want:
-            return None
-    return () if layers is None else layers
+    key: str
+    kind: str
+    weight: Weight | None = None
+    layer: int | None = None
+
+
+class Parameter(NamedTuple):
+    """One entry of named_parameters(): a weight (2-D, or 3-D stacked experts) or a 1-D bias / norm weight."""
+
+    key: str
+    weight: Weight
+    layer: int | None
+    dims: int
+
+
+def _parameterless(found: Inventory) -> list[tuple[str, tuple[int, ...] | None]]:
+    """Modules without parameters (checked against named_modules in tests/data/adapters/peft_counts.json)."""
+    layers = tuple(sorted({i for w in found.weights for i in (w.layers or ())}))
+    if found.model_type == "gpt2":
+        names = ("attn.attn_dropout", "attn.resid_dropout", "mlp.act", "mlp.dropout")
+        return [("transformer.drop", None)] + [(f"transformer.h.{{i}}.{name}", layers) for name in names]
+    if found.model_type == "gpt_neox":
+        names = ("post_attention_dropout", "post_mlp_dropout", "mlp.act")
+        return ([("gpt_neox.emb_dropout", None), ("gpt_neox.rotary_emb", None)]
+                + [(f"gpt_neox.layers.{{i}}.{name}", layers) for name in names])
+    out: list[tuple[str, tuple[int, ...] | None]] = [("model.rotary_emb", None)]
+    if found.model_type == "phi3":
+        names = ("mlp.activation_fn", "resid_attn_dropout", "resid_mlp_dropout")
+        return out + [(f"model.layers.{{i}}.{name}", layers) for name in names]
+    dense = next((w.layers for w in found.weights if w.kind == "linear" and w.path.endswith("mlp.down_proj")), ())
+    sparse = next((w.layers for w in found.weights if w.kind == "router"), ())
+    if dense:
+        out.append(("model.layers.{i}.mlp.act_fn", dense))
+    if sparse:
+        out += [("model.layers.{i}.mlp.experts", sparse), ("model.layers.{i}.mlp.experts.act_fn", sparse)]
+    return out
+
+
+def _instances(path: str, layers: tuple[int, ...] | None) -> list[tuple[str, int | None]]:
+    return [(path, None)] if layers is None else [(path.replace("{i}", str(i)), i) for i in layers]
+
+
+def module_tree(found: Inventory) -> tuple[tuple[Module, ...], tuple[Parameter, ...]]:
+    """Every named module (containers included) and every named parameter of the model, by full name."""
+    leaves: dict[str, Module] = {}
+    parameters: list[Parameter] = []
+    for weight in found.weights:
+        for key, layer in _instances(weight.path, weight.layers):
+            if weight.kind == "experts":  # a parameter of the experts module, not a module
+                parameters.append(Parameter(key, weight, layer, 3))
+                continue
+            leaves[key] = Module(key, weight.kind, weight, layer)
+            parameters.append(Parameter(key + ".weight", weight, layer, 1 if weight.kind == "norm" else 2))
+            if weight.bias:
+                parameters.append(Parameter(key + ".bias", weight, layer, 1))
+    for path, layers in _parameterless(found):
+        for key, layer in _instances(path, layers):
+            leaves[key] = Module(key, "other", None, layer)
+    containers: dict[str, Module] = {}
+    for key in leaves:
+        parts = key.split(".")
+        for end in range(1, len(parts)):
+            prefix = ".".join(parts[:end])
+            if prefix not in leaves:
+                containers.setdefault(prefix, Module(prefix, "container"))
+    return tuple(containers.values()) + tuple(leaves.values()), tuple(parameters)
+
+
+# --- which weights a LoRA config targets (peft/tuners/tuners_utils.py: BaseTuner.inject_adapter) ---
+
+ADAPTABLE = LINEAR_KINDS + ("head", "embedding")  # lora's dispatchers: nn.Linear, Conv1D, nn.Embedding
+KIND_WORDS = {"container": "module holding other modules", "other": "module without weights", "norm": "norm layer",
+              "router": "MoE router (not an nn.Linear in transformers 5)"}
 
 
 class Target(NamedTuple):
@@ -220,50 +284,84 @@ class Target(NamedTuple):
 
 
 class LoraSettings(NamedTuple):
-    """A LoRA config as PEFT's LoraConfig takes it."""
+    """A LoRA config as PEFT's LoraConfig takes it. A string `targets` is a regular expression (or all-linear);
+    `rank_pattern` keeps its keys in order (the first matching key wins)."""
 
     rank: int
     targets: tuple[str, ...] | str = ALL_LINEAR
     modules_to_save: tuple[str, ...] = ()
     dora: bool = False
     lora_bias: bool = False
+    exclude_modules: tuple[str, ...] | str = ()
+    layers_to_transform: tuple[int, ...] | int | None = None
+    layers_pattern: tuple[str, ...] | str = ()
+    rank_pattern: tuple[tuple[str, int], ...] = ()
+    target_parameters: tuple[str, ...] = ()
+    linear_names: bool = False  # targets gain every nn.Linear's leaf name but the head's (linear_leaf_names)
 
 
-def _check_rank(rank: object) -> int:
+def linear_leaf_names(modules: tuple[Module, ...]) -> tuple[str, ...]:
+    """What axolotl (lora_target_linear: loaders/adapter.py find_all_linear_names) and LLaMA-Factory (lora_target
+    all: model/model_utils/misc.py find_all_linear_modules) pass as target_modules: the last name component of
+    every module whose class is nn.Linear (or named *Linear*), the output head left out. A list, not PEFT's
+    all-linear: GPT-2's Conv1D and transformers 5's MoE routers and experts are not in it."""
+    return tuple(sorted({m.key.rsplit(".", 1)[-1] for m in modules if m.kind == "linear"}))
+
+
+def _check_rank(rank: object, field: str = "lora_r") -> int:
     if isinstance(rank, bool) or not isinstance(rank, int) or rank <= 0:
-        raise AdapterInputError("lora_r", f"LoRA rank must be a positive integer, got {rank!r}")
+        raise AdapterInputError(field, f"LoRA rank must be a positive integer, got {rank!r}")
     if rank > MAX_SIZE:
-        raise AdapterInputError("lora_r", f"LoRA rank {rank:,} is absurd (more than {MAX_SIZE:,})")
+        raise AdapterInputError(field, f"LoRA rank {rank:,} is absurd (more than {MAX_SIZE:,})")
     return rank
 
 
-def _moe_targets(inventory_: Inventory, names: set[str], rank: int) -> tuple[list[Target], set[str]]:
-    """PEFT's _convert_peft_config_moe: v4 names become target_parameters on v5's fused MoE weights.
+def _moe_mapping(model_type: str) -> dict[str, str]:
+    """_MOE_TARGET_MODULE_MAPPING: a v4 name → the v5 parameter it targets (router, fused pair, down)."""
+    router, pair, down = MOE_ALIASES[model_type]
+    return {router: "gate.weight", pair[0]: "gate_up_proj", pair[1]: "gate_up_proj", down: "down_proj"}
 
-    The fused gate+up pair must be targeted together and gets rank 2r; a mapped name leaves the module
-    targets (whatever the layer prefix, it applies to every sparse layer)."""
-    aliases = MOE_ALIASES.get(inventory_.model_type)
-    if aliases is None:
-        return [], set()
-    router, pair, down = aliases
-    leaf = {name: name.rsplit(".", 1)[-1] for name in names}
-    used = {name for name, last in leaf.items() if last in (router, down, *pair)}
-    present = {leaf[name] for name in used}
-    if 0 < len(present & set(pair)) < 2:
-        missing = ", ".join(sorted(set(pair) - present))
+
+def _convert_moe(found: Inventory, spec: TargetSpec, modules: tuple[Module, ...], parameters: tuple[Parameter, ...],
+                 names: set[str], rank: int) -> tuple[TargetSpec, set[str], tuple[tuple[str, int], ...]]:
+    """_convert_peft_config_moe: v4 names become target_parameters on v5's fused MoE weights.
+
+    A string target is first resolved to leaf names (_resolve_string_target_modules: all-linear's linear leaves
+    and the four v4 names; a regex's matches among module and parameter names, and the expert names it would
+    match under the experts module). A mapped name leaves the module targets (whatever the layer prefix, it
+    applies to every sparse layer); the fused pair must be targeted together and gets rank 2r."""
+    mapping = _moe_mapping(found.model_type)
+    targets = spec.targets
+    if isinstance(targets, str):
+        if targets.lower() == ALL_LINEAR:
+            resolved = {m.key.rsplit(".", 1)[-1] for m in modules if m.kind in LINEAR_KINDS} | set(mapping)
+        else:
+            keys = [m.key for m in modules] + [p.key for p in parameters]
+            resolved = {key.rsplit(".", 1)[-1] for key in keys if matches(spec, key)}
+            for old, new in mapping.items():
+                containers = [p.key.rpartition(".")[0] for p in parameters if p.key.rsplit(".", 1)[-1] == new]
+                if old not in resolved and any(matches(spec, f"{container}.{old}") for container in containers):
+                    resolved.add(old)
+        if not resolved:
+            return spec, names, ()
+        targets = tuple(sorted(resolved))
+    names, remaining, fused = set(names), [], set()
+    for target in targets:
+        mapped = next((old for old in mapping if target == old or target.endswith(f".{old}")), None)
+        if mapped is None:
+            remaining.append(target)
+            continue
+        names.add(mapping[mapped])
+        if mapping[mapped] == "gate_up_proj":
+            fused.add(mapped)
+    pair = MOE_ALIASES[found.model_type][1]
+    if 0 < len(fused) < 2:
+        missing = ", ".join(sorted(set(pair) - fused))
         raise AdapterInputError("lora_target_modules", (
-            f"{', '.join(sorted(present & set(pair)))} cannot be targeted without {missing}: transformers fuses them "
+            f"{', '.join(sorted(fused))} cannot be targeted without {missing}: transformers fuses them "
             f"into experts.gate_up_proj (peft _convert_peft_config_moe)"))
-    by_leaf = {w.path.rsplit(".", 1)[-1]: w for w in inventory_.weights if w.kind in ("router", "experts")}
-    chosen = []
-    if router in present and "gate" in by_leaf:
-        chosen.append(Target(by_leaf["gate"], by_leaf["gate"].layers, rank))
-    if set(pair) <= present and "gate_up_proj" in by_leaf:
-        chosen.append(Target(by_leaf["gate_up_proj"], by_leaf["gate_up_proj"].layers, 2 * rank))
-    if down in present and "down_proj" in by_leaf:
-        experts_down = next(w for w in inventory_.weights if w.kind == "experts" and w.path.endswith("down_proj"))
-        chosen.append(Target(experts_down, experts_down.layers, rank))
-    return chosen, used
+    doubled = ((r".*\.gate_up_proj", 2 * rank),) if fused else ()
+    return spec._replace(targets=tuple(remaining)), names, doubled
 
 
 def _saved_modules(inventory_: Inventory, names: tuple[str, ...]) -> list[Target]:
@@ -295,56 +393,118 @@ def _suffix_layers(weight: Weight, name: str) -> tuple[int, ...] | None:
     return layers or None
 
 
-def resolve_targets(inventory_: Inventory, lora: LoraSettings) -> tuple[tuple[Target, ...], tuple[Target, ...]]:
-    """(adapted weights, modules_to_save copies); raises AdapterInputError naming the setting."""
-    rank = _check_rank(lora.rank)
-    saved = _saved_modules(inventory_, tuple(lora.modules_to_save))
-    if isinstance(lora.targets, str):
-        if lora.targets.lower() != ALL_LINEAR:
-            raise AdapterInputError("lora_target_modules", (
-                f"target_modules {lora.targets!r}: a regular expression is not evaluated here; list the module "
-                f"names ({', '.join(inventory_.linear_names)}) or use {ALL_LINEAR!r}"))
-        # _maybe_include_all_linear_layers: every nn.Linear / Conv1D except the output embeddings
-        names = {w.path.rsplit(".", 1)[-1] for w in inventory_.weights if w.kind in LINEAR_KINDS}
-        if inventory_.model_type in MOE_ALIASES:
-            names |= {alias for entry in MOE_ALIASES[inventory_.model_type]
-                      for alias in (entry if isinstance(entry, tuple) else (entry,))}
-        whole = True
-    else:
-        names, whole = set(lora.targets), False
-        if not names or not all(isinstance(name, str) and name for name in names):
+def _spec(lora: LoraSettings) -> TargetSpec:
+    """The matching fields, type-checked, then LoraConfig's own refusals (lora_targets.check_spec)."""
+    targets = lora.targets
+    if not isinstance(targets, str):
+        targets = tuple(targets)
+        if not all(isinstance(name, str) and name for name in targets) or not (targets or lora.target_parameters):
             raise AdapterInputError("lora_target_modules", f"target_modules must name modules, got {lora.targets!r}")
-    chosen, used = _moe_targets(inventory_, names, rank)
-    excluded = {target.weight: set(target.layers or ()) for target in saved}
-    for weight in inventory_.weights:
-        if weight.kind in ("router", "experts") or (weight in excluded and not excluded[weight]):
-            continue  # MoE parameters are reached only through the v4 aliases; modules_to_save wins
-        if whole and weight.kind not in LINEAR_KINDS:
+    try:
+        return check_spec(TargetSpec(targets, lora.exclude_modules, tuple(lora.modules_to_save),
+                                     lora.layers_to_transform, lora.layers_pattern))
+    except TargetSpecError as error:
+        raise AdapterInputError(error.field, str(error)) from None
+
+
+def _rank_table(lora: LoraSettings) -> tuple[tuple[str, int], ...]:
+    table = []
+    for key, value in lora.rank_pattern:
+        try:
+            checked_regex(key, "rank_pattern", "rank_pattern key")
+        except TargetSpecError as error:
+            raise AdapterInputError(error.field, str(error)) from None
+        table.append((key, _check_rank(value, "rank_pattern")))
+    return tuple(table)
+
+
+def _nothing_targeted(found: Inventory, lora: LoraSettings, excluded: bool, unmatched: bool) -> AdapterInputError:
+    """inject_adapter's errors when no module and no parameter was adapted, each naming the model's linears."""
+    targets = lora.targets if isinstance(lora.targets, str) else ", ".join(sorted(lora.targets)) or "[]"
+    if isinstance(lora.targets, str) and lora.targets.lower() != ALL_LINEAR:
+        example = next(f"{w.path.replace('{i}', '0')}" for w in found.weights if w.kind in LINEAR_KINDS)
+        targets = f"regex {lora.targets!r} (matched against each module's full name, e.g. {example})"
+    if excluded and not unmatched:
+        field, lead = "exclude_modules", "every module is excluded by exclude_modules / modules_to_save"
+    elif not excluded and not lora.targets:
+        field, lead = "lora_target_modules", "no target_modules and no target_parameters matched"
+    elif not excluded:
+        field, lead = "lora_target_modules", f"LoRA targets {targets} match no module of this {found.model_type} model"
+    else:
+        field, lead = "lora_target_modules", (f"LoRA targets {targets} leave no module of this {found.model_type} "
+                                              "model once exclude_modules and modules_to_save are taken out")
+    if lora.layers_to_transform is not None:
+        lead += f" (layers_to_transform {lora.layers_to_transform!r}"
+        lead += f", layers_pattern {lora.layers_pattern!r})" if lora.layers_pattern else ")"
+    return AdapterInputError(field, f"{lead}; its linear layers are {', '.join(found.linear_names)}")
+
+
+def resolve_targets(inventory_: Inventory, lora: LoraSettings) -> tuple[tuple[Target, ...], tuple[Target, ...]]:
+    """(adapted weights, modules_to_save copies) as PEFT's inject_adapter finds them; raises AdapterInputError
+    naming the setting. Every named module is matched (lora_targets.matches); a matched module that is not a
+    Linear, Conv1D or Embedding is refused as PEFT refuses it; target_parameters wrap parameters."""
+    rank = _check_rank(lora.rank)
+    table = _rank_table(lora)
+    saved = _saved_modules(inventory_, tuple(lora.modules_to_save))
+    modules, parameters = module_tree(inventory_)
+    if lora.linear_names:  # axolotl wraps a string target in a list first
+        given = (lora.targets,) if isinstance(lora.targets, str) else tuple(lora.targets)
+        lora = lora._replace(targets=tuple(dict.fromkeys(given + linear_leaf_names(modules))))
+    spec = _spec(lora)
+    if lora.dora and lora.lora_bias:
+        raise AdapterInputError("use_dora", "lora_bias is not supported with DoRA (peft LoraConfig)")
+    names, doubled = set(lora.target_parameters), ()
+    if inventory_.model_type in MOE_ALIASES:
+        spec, names, doubled = _convert_moe(inventory_, spec, modules, parameters, names, rank)
+    if isinstance(spec.targets, str) and spec.targets.lower() == ALL_LINEAR:
+        # _maybe_include_all_linear_layers: the full names of every nn.Linear / Conv1D but the output embeddings
+        spec = spec._replace(targets=frozenset(m.key for m in modules if m.kind in LINEAR_KINDS))
+    table += doubled
+    keys = tuple(key for key, _ in table)
+
+    def rank_of(key: str) -> int:
+        found = pattern_key(keys, key)
+        return rank if found is None else dict(table)[found]
+
+    chosen: dict[tuple[Weight, int], set[int]] = {}
+    adapted: set[tuple[Weight, int | None]] = set()
+    excluded = unmatched = False
+    for module in modules:
+        result = matches(spec, module.key)
+        if isinstance(result, Excluded):
+            excluded = True
+        elif not result:
+            unmatched = True
+        elif module.kind not in ADAPTABLE or module.weight is None:
+            raise AdapterInputError("lora_target_modules", (
+                f"target_modules match {module.key}, a {KIND_WORDS.get(module.kind, module.kind)}: PEFT's LoRA adapts "
+                "only Linear, Conv1D and Embedding modules (\"Target module ... is not supported\")"))
+        else:
+            chosen.setdefault((module.weight, rank_of(module.key)), set()).add(module.layer)
+            adapted.add((module.weight, module.layer))
+    for parameter in parameters if names else ():
+        if not suffix_matches(names, parameter.key):
             continue
-        layers: set[int] = set()
-        hit = False
-        for name in names - used:
-            found = _matching_layers(weight, name)
-            if found is not None:
-                hit = True
-                layers |= set(found)
-        layers -= excluded.get(weight, set())
-        if hit and (weight.layers is None or layers):
-            chosen.append(Target(weight, None if weight.layers is None else tuple(sorted(layers)), rank))
+        if parameter.dims == 1:
+            raise AdapterInputError("target_parameters", f"target_parameters match {parameter.key}, a 1-D parameter: "
+                                    "PEFT's lora.ParamWrapper takes 2-D and 3-D parameters only")
+        if (parameter.weight, parameter.layer) in adapted:
+            raise AdapterInputError("target_parameters", f"{parameter.key} is targeted both as a module and as a "
+                                    "parameter (PEFT refuses wrapping a LoRA layer's parameter)")
+        chosen.setdefault((parameter.weight, rank_of(parameter.key)), set()).add(parameter.layer)
     if not chosen:
-        listed = ALL_LINEAR if whole else ", ".join(sorted(names))
-        raise AdapterInputError("lora_target_modules", (
-            f"LoRA targets {listed} match no module of this {inventory_.model_type} model; its linear layers are "
-            f"{', '.join(inventory_.linear_names)}"))
-    if max(min(t.weight.in_features, t.weight.out_features) for t in chosen) < rank:
-        widest = max(min(t.weight.in_features, t.weight.out_features) for t in chosen)
+        raise _nothing_targeted(inventory_, lora, excluded, unmatched)
+    targets = [Target(weight, None if weight.layers is None else tuple(sorted(layers)), r)
+               for (weight, r), layers in chosen.items()]
+    if all(min(t.weight.in_features, t.weight.out_features) < t.rank for t in targets):
+        widest = max(min(t.weight.in_features, t.weight.out_features) for t in targets)
         raise AdapterInputError("lora_r", (
             f"LoRA rank {rank:,} exceeds the smaller side of every targeted weight (at most {widest:,}): "
             "the adapter would not be low-rank"))
-    if lora.dora and any(t.weight.kind in ("router", "experts") for t in chosen):
+    if lora.dora and any(t.weight.kind in ("router", "experts") for t in targets):
         raise AdapterInputError("use_dora", "DoRA does not work on MoE expert or router parameters "
                                 "(peft lora.ParamWrapper refuses use_dora)")
-    return tuple(chosen), tuple(saved)
+    return tuple(targets), tuple(saved)
 
 
 def adapter_parameters(target: Target, lora: LoraSettings) -> int:
