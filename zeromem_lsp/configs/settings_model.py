@@ -185,6 +185,12 @@ class ZeromemSettingsModel(BaseModel):
         None, strict=True, description="bnb_4bit_use_double_quant: 4-bit quantization constants quantized again "
         "(about 3 B fewer per 64 weights: 0.37 bit per weight).",
     )
+    accelerate_config: str | None = Field(
+        None, min_length=1, pattern=r"\S", description="The Accelerate config a recipe is launched with "
+        "(`accelerate launch --config_file PATH`), relative to the file that declares it: its world size "
+        "(num_processes), distributed_type and mixed_precision fill the recipe's plan (docs/recipes.md).",
+        examples=["recipes/accelerate_configs/zero3.yaml"],
+    )
 
 
 def _plain(model: ZeromemSettingsModel) -> dict:
