@@ -68,7 +68,7 @@ def shown_path(name: str) -> str:
         return name
 
 
-def _parsed(text: str) -> tuple[dict | None, str]:
+def parsed_accelerate(text: str) -> tuple[dict | None, str]:
     """The YAML as a dict, or why it is not an Accelerate config."""
     from zeromem_lsp.document.yaml_document import parse_yaml_document
 
@@ -110,7 +110,7 @@ def pair_accelerate(reading: Reading, resolved: Resolved, loader: Loader | None)
     origin = resolved.origin("accelerate_config") or Origin("accelerate_config")
     at, target = (origin.path, "value") if origin.path else ((), "key")
     text, where = _read(loader, name)
-    data, problem = _parsed(text) if text is not None else (None, f"cannot be read ({where})")
+    data, problem = parsed_accelerate(text) if text is not None else (None, f"cannot be read ({where})")
     if data is None:
         message = (f"the Accelerate config {shown_path(name)!r} ({origin.note}) {problem}; the recipe is planned "
                    "without it")
