@@ -206,7 +206,7 @@ def analyse(
     layers = (command_line(forced), file_block(block, block_path), *reading.layers, *as_layers(settings))
     first = resolve(layers)
     if reading.recipe is not None and first.settings.accelerate_config is not None:  # what it is launched with
-        from zeromem_lsp.launch_pairing import pair_accelerate
+        from zeromem_lsp.launch.accelerate import pair_accelerate
 
         reading = pair_accelerate(reading, first, loader)
         first = resolve((command_line(forced), file_block(block, block_path), *reading.layers, *as_layers(settings)))

@@ -16,7 +16,7 @@ def accelerate_config(text: str | None) -> str | None:
     if text is None:
         return None
     from zeromem_lsp.configs.model_source import read_small_text
-    from zeromem_lsp.launch_pairing import parsed_accelerate
+    from zeromem_lsp.launch.accelerate import parsed_accelerate
 
     path = Path(text).expanduser().resolve()
     content, why = read_small_text(path)
