@@ -74,6 +74,19 @@ def test_fsdp_and_ddp_yamls_plan_fsdp_and_torch_ddp(project):
     assert ddp["world_size_from"] == "recipes/accelerate_configs/ddp.yaml num_processes"
 
 
+def test_a_deepspeed_config_file_named_by_the_yaml_is_followed_from_the_launch_folder(project):
+    shutil.copy(LLAMAFACTORY_ZERO2, project / "ds_zero2.json")
+    (project / "recipes" / "accelerate_configs" / "file.yaml").write_text(
+        "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds_zero2.json\nnum_processes: 4\n")
+    found = estimate(project, "--accelerate-config", "recipes/accelerate_configs/file.yaml")
+    assert found["stage"] == "zero2" and found["zero2"] == zero(2, 2 * N, 2 * N, 12 * N, 4)
+    (project / "ds_zero2.json").unlink()
+    status, findings = check(project / RECIPE, "--parameters", "7B", "--accelerate-config",
+                             "recipes/accelerate_configs/file.yaml", cwd=project)
+    [missing] = [item for item in findings if item["code"] == "ZM311"]
+    assert status == 1 and "ds_zero2.json" in missing["message"] and "looked for" in missing["message"]
+
+
 def test_a_world_size_flag_beats_the_yaml(project):
     found = estimate(project, "--accelerate-config", "recipes/accelerate_configs/zero3.yaml", "--world-size", "16")
     assert found["inputs"]["world_size"] == 16 and found["world_size_from"] == "--world-size"

@@ -184,7 +184,7 @@ def _deepspeed_conflicts(recipe, data: dict, setup: AccelerateSetup, shown: str)
     if setup.distributed_type == "DEEPSPEED":
         block = data.get("deepspeed_config") if isinstance(data.get("deepspeed_config"), dict) else {}
         owned = [key for key in OWNED_BY_DEEPSPEED_FILE if key in block]
-        if data.get("mixed_precision") is not None:
+        if data.get("mixed_precision") is not None or data.get("fp16"):  # `fp16` is the old spelling, converted
             owned.append("mixed_precision")
         if owned:
             return [_issue("launch_refused", at, "key",
