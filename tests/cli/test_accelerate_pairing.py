@@ -72,6 +72,10 @@ def test_fsdp_and_ddp_yamls_plan_fsdp_and_torch_ddp(project):
     ddp = estimate(project, "--accelerate-config", "recipes/accelerate_configs/ddp.yaml")
     assert ddp["stage"] == "ddp" and ddp["ddp"] == 8 * N and ddp["inputs"]["world_size"] == 8
     assert ddp["world_size_from"] == "recipes/accelerate_configs/ddp.yaml num_processes"
+    with_model = estimate(project, "--accelerate-config", "recipes/accelerate_configs/ddp.yaml",
+                          "--model-config", str(LLAMA))  # the peak's inputs name the engine's source
+    assert with_model["peak_inputs"]["engine"] == {
+        "value": "torch", "from": "recipes/accelerate_configs/ddp.yaml distributed_type MULTI_GPU: torch DDP"}
 
 
 def test_a_deepspeed_config_file_named_by_the_yaml_is_followed_from_the_launch_folder(project):

@@ -70,6 +70,7 @@ async def test_the_editor_setting_pairs_the_recipe_and_a_change_on_disk_is_read_
     shown = await hover(client, uri, text, "model_name_or_path:")
     assert f"R = 8 ranks — {workspace / ZERO3} num_processes" in shown
     assert "| ▶ | **ZeRO-3** |" in shown  # the YAML's zero_stage 3, not DDP
+    assert f"engine deepspeed — {workspace / ZERO3} distributed_type DEEPSPEED, zero_stage 3" in shown
 
     watched = [w["globPattern"] for r in client.registrations for reg in r.registrations
                if reg.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES for w in reg.register_options["watchers"]]
@@ -82,6 +83,7 @@ async def test_the_editor_setting_pairs_the_recipe_and_a_change_on_disk_is_read_
         changes=[types.FileEvent(uri=launch.as_uri(), type=types.FileChangeType.Changed)]))
     again = await hover(client, uri, text, "model_name_or_path:")
     assert f"R = 4 ranks — {workspace / ZERO3} num_processes" in again and "| ▶ | **ZeRO-2** |" in again
+    assert "distributed_type DEEPSPEED, zero_stage 2" in again
 
 
 async def test_the_recipe_block_names_it_relative_to_the_recipe_and_a_missing_one_is_zm312(client, workspace):

@@ -158,10 +158,28 @@ def _paired(reading: Reading, data: dict, setup: AccelerateSetup, shown: str, at
         deepspeed_setup = source.setup
         layers = tuple(layer._replace(settings=layer.settings.model_copy(update={"precision": None}))
                        for layer in layers)
-    if ranks is not None:
-        layer = config_values(ZeromemSettings.from_checked({"world_size": ranks.value}), {"world_size": ranks.origin})
+    values = {"world_size": ranks} if ranks is not None else {}
+    if source is not reading.source or (recipe.deepspeed is None and recipe.fsdp_config is None):
+        values["engine"] = _engine(source, data, setup, shown)  # the YAML's engine runs: credited to it
+    if values:
+        layer = config_values(ZeromemSettings.from_checked({name: found.value for name, found in values.items()}),
+                              {name: found.origin for name, found in values.items()})
         layers = (*layers, layer)
     return reading._replace(issues=issues, source=source, workload=workload, layers=layers, setup=deepspeed_setup)
+
+
+def _engine(source: PlanSource, data: dict, setup: AccelerateSetup, shown: str) -> Given:
+    """The engine the YAML sets up, with what in it says so."""
+    written = f"{shown} distributed_type {setup.distributed_type}"
+    if isinstance(source, DeepSpeedSource):
+        block = data.get("deepspeed_config") if isinstance(data.get("deepspeed_config"), dict) else {}
+        detail = (f"deepspeed_config_file {setup.deepspeed_file}" if setup.deepspeed_file
+                  else f"zero_stage {block['zero_stage']}" if "zero_stage" in block
+                  else "no zero_stage: Accelerate's default 2")
+        return Given("deepspeed", f"{written}, {detail}")
+    if isinstance(source, FsdpSource):
+        return Given("fsdp", written)
+    return Given("torch", f"{written}: " + ("one process" if setup.distributed_type == "NO" else "torch DDP"))
 
 
 def _shard_group(data: dict, shown: str) -> Given | None:
