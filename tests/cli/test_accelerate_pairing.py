@@ -210,3 +210,14 @@ def test_estimate_refuses_the_flag_without_a_recipe(project):
     done = run_zeromem("estimate", "--config", "ds.json", "--parameters", "7B", "--accelerate-config",
                        "recipes/accelerate_configs/zero3.yaml", cwd=project)
     assert done.returncode == 2 and "pairs a recipe" in done.stderr
+
+
+def test_a_missing_file_named_in_pyproject_is_zm312_naming_the_settings_file_and_the_path(project):
+    (project / "pyproject.toml").write_text("[tool.zeromem]\naccelerate_config = 'launch/zero3.yaml'\n")
+    status, found = check(project / RECIPE, "--parameters", "7B", cwd=project)
+    [missing] = [item for item in found if item["code"] == "ZM312"]
+    first_key = next(number for number, line in enumerate((project / RECIPE).read_text().splitlines())
+                     if line and not line.startswith("#"))
+    assert status == 1 and missing["range"]["start"] == {"line": first_key, "character": 0}  # not in the recipe: its top
+    assert "pyproject.toml [tool.zeromem]" in missing["message"]
+    assert str(project / "launch" / "zero3.yaml") in missing["message"]
