@@ -108,7 +108,7 @@ def pair_accelerate(reading: Reading, resolved: Resolved, loader: Loader | None)
     ZM312 issue (on the setting when it is written in this document) when it cannot be used."""
     name = resolved.settings.accelerate_config
     origin = resolved.origin("accelerate_config") or Origin("accelerate_config")
-    at, target = (origin.path, "value") if origin.path else ((), "key")
+    at, target = (tuple(origin.path), "value") if origin.path else ((), "key")
     text, where = _read(loader, name)
     data, problem = parsed_accelerate(text) if text is not None else (None, f"cannot be read ({where})")
     if data is None:
@@ -118,14 +118,15 @@ def pair_accelerate(reading: Reading, resolved: Resolved, loader: Loader | None)
                                 launch_file=where if text is not None else None)
     found, setup = validate_accelerate(data)
     if setup.distributed_type is None:
-        refused = next(issue.message for issue in found if issue.path in ((), ("distributed_type",)))
+        refused = next((issue.message for issue in found if issue.path in ((), ("distributed_type",))),
+                       "no valid distributed_type")
         message = f"the Accelerate config {shown_path(name)!r} ({origin.note}) is refused by Accelerate: {refused}"
         return reading._replace(issues=[*reading.issues, _issue("accelerate_unreadable", at, target, message)],
                                 launch_file=where)
-    return _paired(reading, data, setup, shown_path(name), at, target, loader)._replace(launch_file=where)
+    return _paired(reading, data, setup, shown_path(name), at, loader)._replace(launch_file=where)
 
 
-def _paired(reading: Reading, data: dict, setup: AccelerateSetup, shown: str, at: Path, target: str,
+def _paired(reading: Reading, data: dict, setup: AccelerateSetup, shown: str, at: Path,
             loader: Loader | None) -> Reading:
     recipe, issues = reading.recipe, list(reading.issues)
     ranks, why = world_size(data, setup, shown)
