@@ -54,6 +54,7 @@ class Analysis:
     origins: dict[str, Origin] = field(default_factory=dict)  # setting name -> the layer that supplied it
     refused: Refusal | None = None  # the input was not analysed at all: too large, or not text
     recipe: object | None = None  # configs.recipes.RecipeSetup of a recipe (its adapter as plain data), else None
+    launch_file: str | None = None  # the Accelerate config a recipe was paired with (the editor watches it)
 
     @property
     def reported(self) -> bool:
@@ -203,7 +204,13 @@ def analyse(
     reading = reader(data, loader)
     block, block_problems, block_path = _settings_block(data, reading.block_paths)
     layers = (command_line(forced), file_block(block, block_path), *reading.layers, *as_layers(settings))
-    resolved, parameter_note, parameter_problem, model = resolve_parameters(resolve(layers), loader)  # once
+    first = resolve(layers)
+    if reading.recipe is not None and first.settings.accelerate_config is not None:  # what it is launched with
+        from zeromem_lsp.launch.accelerate import pair_accelerate
+
+        reading = pair_accelerate(reading, first, loader)
+        first = resolve((command_line(forced), file_block(block, block_path), *reading.layers, *as_layers(settings)))
+    resolved, parameter_note, parameter_problem, model = resolve_parameters(first, loader)  # once
     effective = resolved.settings
     named = resolved.origin("parameters")
     parameters_at = named.path if named is not None and named.path else (*block_path, "parameters")
@@ -234,7 +241,7 @@ def analyse(
         findings = syntax_rules.with_placeholders(context, findings)
     findings.sort(key=lambda f: (f.start, f.end, f.code))
     return Analysis(text, kind, document, findings, effective, reading.setup, plan, parameter_note, resolved.origins,
-                    recipe=reading.recipe)
+                    recipe=reading.recipe, launch_file=reading.launch_file)
 
 
 def _yaml_kind(keys: set[str] | None, document: Document) -> str | None:

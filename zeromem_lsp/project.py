@@ -69,7 +69,10 @@ class ProjectSettings(NamedTuple):
         return tuple(layers)
 
     def _absolute(self, settings: ZeromemSettings) -> ZeromemSettings:
-        """`parameters.from_config` is relative to the settings file, not to the config."""
+        """`parameters.from_config` and `accelerate_config` are relative to the settings file, not to the config."""
+        if settings.accelerate_config is not None and self.source is not None:
+            absolute = str((self.source.parent / settings.accelerate_config).resolve())
+            settings = settings.model_copy(update={"accelerate_config": absolute})
         wanted = settings.parameters
         if not isinstance(wanted, ParametersFromConfig) or self.source is None:
             return settings

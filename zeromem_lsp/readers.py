@@ -38,6 +38,7 @@ class Reading(NamedTuple):
     deepspeed_config: dict | None = None  # a plain DeepSpeed config, validated once the world size is resolved
     layers: tuple = ()  # configs.layers.SettingsLayer: what the config says that settings carry (a recipe's model)
     recipe: object | None = None  # configs.recipes.RecipeSetup: a recipe's run, adapter included, as plain data
+    launch_file: str | None = None  # the Accelerate config a recipe is paired with, as read (launch/accelerate.py)
 
 
 def issues_with(reading: Reading, world_size: int | None) -> list[ConfigIssue]:

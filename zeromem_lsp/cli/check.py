@@ -48,7 +48,14 @@ def register(commands) -> None:
     settings.add_argument("--optimizer", help=f"one of {', '.join(OPTIMIZERS)} (default: from the config)")
     settings.add_argument("--warn-fraction", type=float, metavar="F",
                           help="warn when model state exceeds this fraction of --gpu-memory (default 0.9)")
+    settings.add_argument("--accelerate-config", metavar="PATH", help=launch_help())
     parser.set_defaults(run=run)
+
+
+def launch_help() -> str:
+    from zeromem_lsp.cli.launch_option import HELP
+
+    return HELP
 
 
 def parse_codes(text: str | None) -> tuple[str, ...] | None:
@@ -72,6 +79,10 @@ def forced_settings(args):
         "gpu_memory": args.gpu_memory, "parameters": args.parameters, "world_size": args.world_size,
         "precision": args.precision, "optimizer": args.optimizer, "warn_fraction": args.warn_fraction,
     }
+    if args.accelerate_config is not None:
+        from zeromem_lsp.cli.launch_option import accelerate_config
+
+        values["accelerate_config"] = accelerate_config(args.accelerate_config)
     settings, problems = validate_settings({k: v for k, v in values.items() if v is not None})
     if problems:
         raise UsageError(f"--{problems[0].name.replace('_', '-')}: {problems[0].message}")

@@ -88,6 +88,9 @@ def register(commands) -> None:
     parser.add_argument("--config", metavar="FILE",
                         help="a training config read as `zeromem check` reads it (its zeromem block, project "
                         "settings, buckets, stage, offload); the options here override it")
+    parser.add_argument("--accelerate-config", metavar="PATH",
+                        help="with --config (a recipe): the Accelerate config it is launched with (accelerate "
+                        "launch --config_file PATH): world size, engine and mixed precision from it")
     parser.add_argument("--world-size", "-R", metavar="R", help="number of ranks (GPUs); required without --config")
     parser.add_argument("--gpu-memory", metavar="SIZE", help="per-GPU budget, e.g. 80GiB or 24GB")
     parser.add_argument("--format", choices=("text", "json"), default="text",
@@ -310,6 +313,8 @@ def run(args) -> int:
         from zeromem_lsp.cli.estimate_config import estimate_of_config
 
         result, problem = estimate_of_config(args)
+    elif args.accelerate_config is not None:
+        raise UsageError("--accelerate-config goes with --config (the recipe launched with it)")
     else:
         result, problem = calculator(args)
     peak = result.peak
@@ -385,7 +390,8 @@ def render_text(result: Estimate) -> list[str]:
     lines.append(f"P = {human_and_exact(inputs.parameter_bytes)}")
     lines.append(f"G = {human_and_exact(inputs.gradient_bytes)}")
     lines.append(f"O = {human_and_exact(inputs.optimizer_bytes)}")
-    lines.append(f"R = {inputs.world_size} ranks")
+    world = result.plan.origins.get("world_size")  # `--config`: where the ranks came from
+    lines.append(f"R = {inputs.world_size} ranks" + (f" — {world.note}" if world is not None else ""))
     if result.gpu_memory is not None:
         lines.append(f"budget = {human_and_exact(result.gpu_memory)} per GPU")
     lines.append("")

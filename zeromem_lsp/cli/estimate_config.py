@@ -84,6 +84,10 @@ def forced_settings(args):
     if args.model_config is not None and "parameters" not in values:
         model = Path(args.model_config)
         values["parameters"] = {"from_config": str(model.resolve()) if model.exists() else args.model_config}
+    if args.accelerate_config is not None:
+        from zeromem_lsp.cli.launch_option import accelerate_config
+
+        values["accelerate_config"] = accelerate_config(args.accelerate_config)
     settings, problems = validate_settings(values)
     if problems:
         raise UsageError(f"--{problems[0].name.replace('_', '-')}: {problems[0].message}")
@@ -117,6 +121,9 @@ def estimate_of_config(args) -> tuple[Estimate, str | None]:
     analysis = analyse_bytes(data, path.name, discover(path).layers_for(path), forced, file_loader(path))
     if analysis.kind is None:
         raise UsageError(f"--config {path}: {unrecognised(analysis)}")
+    if args.accelerate_config is not None and analysis.recipe is None:
+        raise UsageError(f"--accelerate-config pairs a recipe with its launch; --config {path} is a {analysis.kind} "
+                         "config, not an axolotl, LLaMA-Factory or TRL recipe")
     refused = {rule_named(name).code for name in ("syntax-error", "invalid-zeromem-setting")}
     problems = _positioned(path, analysis, refused)
     if problems:

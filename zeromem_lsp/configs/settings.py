@@ -149,6 +149,8 @@ def _certain(name: str, value: object) -> object:
         return check_rank_pattern(value)
     if name in CHOICES:
         return value if type(value) is str and value in CHOICES[name] else _DOUBT
+    if name == "accelerate_config":
+        return value if type(value) is str and value.strip() else _DOUBT
     if name == "warn_fraction":
         if type(value) is int and abs(value) < 2**53:
             value = float(value)

@@ -233,6 +233,12 @@ class ZeromemSettingsModel(BaseModel):
         None, description="PEFT's target_parameters: parameters adapted directly (nn.Parameter, e.g. "
         '"mlp.experts.down_proj" of a transformers 5 MoE), matched by name suffix.',
     )
+    accelerate_config: str | None = Field(
+        None, min_length=1, pattern=r"\S", description="The Accelerate config a recipe is launched with "
+        "(`accelerate launch --config_file PATH`), relative to the file that declares it: its world size "
+        "(num_processes), distributed_type and mixed_precision fill the recipe's plan (docs/recipes.md).",
+        examples=["recipes/accelerate_configs/zero3.yaml"],
+    )
 
 
 def _plain(model: ZeromemSettingsModel) -> dict:

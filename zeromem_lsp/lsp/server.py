@@ -36,6 +36,7 @@ from zeromem_lsp.lsp.convert import (
 SETTINGS_TIMEOUT = 2.0  # seconds to wait for workspace/configuration before analysing with what we have
 INLINE_ANALYSIS_CHARS = 64 * 1024  # larger documents are analysed in a worker thread
 SETTINGS_GLOBS = ("**/pyproject.toml", "**/zeromem.toml")  # watched: project settings are re-read on change
+LAUNCH_GLOBS = ("**/*.yaml", "**/*.yml")  # watched: a recipe's Accelerate config (accelerate_config) is re-read
 
 
 class ZeromemServer(LanguageServer):
@@ -111,6 +112,14 @@ class ZeromemServer(LanguageServer):
         self.generation += 1
         self.reanalyse_open_documents()
 
+    def launch_files_changed(self, paths: set[Path]) -> None:
+        """An Accelerate config some open recipe is paired with changed on disk: analyse again."""
+        paired = {Path(analysis.launch_file).resolve() for _, _, analysis in self._analyses.values()
+                  if analysis.launch_file}
+        if paired & {path.resolve() for path in paths}:
+            self.generation += 1
+            self.reanalyse_open_documents()
+
     def is_open(self, path: Path) -> bool:
         """Whether the client has the file at `path` open (and so shows its diagnostics)."""
         target = path.resolve()
@@ -135,7 +144,20 @@ class ZeromemServer(LanguageServer):
         path = document_path(uri)
         if path is None:
             return (editor(self.editor_settings),)
-        return (*self.project_for(path).layers_for(path), editor(self.editor_settings))
+        return (*self.project_for(path).layers_for(path), editor(self.editor_settings_for(path)))
+
+    def editor_settings_for(self, path: Path) -> ZeromemSettings:
+        """The editor settings, a relative `accelerateConfig` taken from the workspace folder holding `path`
+        (from the document's own folder outside every workspace folder)."""
+        settings = self.editor_settings
+        named = settings.accelerate_config
+        if named is None or Path(named).is_absolute():
+            return settings
+        uris = [*self.workspace.folders, *([self.workspace.root_uri] if self.workspace.root_uri else [])]
+        folders = [folder.resolve() for folder in map(document_path, uris) if folder is not None]
+        roots = [folder for folder in folders if path.resolve().is_relative_to(folder)]
+        base = max(roots, key=lambda root: len(root.parts)) if roots else path.parent
+        return settings.model_copy(update={"accelerate_config": str((base / named).resolve())})
 
     def apply_settings(self, *sources: object) -> None:
         from zeromem_lsp.assist.settings import resolve_settings
@@ -402,7 +424,7 @@ def watch_settings_files(ls: ZeromemServer) -> None:
     if not ls._capability("workspace", "did_change_watched_files", "dynamic_registration"):
         return
     options = types.DidChangeWatchedFilesRegistrationOptions(
-        watchers=[types.FileSystemWatcher(glob_pattern=glob) for glob in SETTINGS_GLOBS])
+        watchers=[types.FileSystemWatcher(glob_pattern=glob) for glob in SETTINGS_GLOBS + LAUNCH_GLOBS])
     registration = types.Registration(id="zeromem-settings-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
                                       register_options=options)
     ignore_reply(ls.client_register_capability(types.RegistrationParams(registrations=[registration])))
@@ -411,7 +433,10 @@ def watch_settings_files(ls: ZeromemServer) -> None:
 @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
 @guarded()
 def did_change_watched_files(ls: ZeromemServer, params: types.DidChangeWatchedFilesParams):
-    ls.project_settings_changed()
+    if any(is_settings_file(change.uri) for change in params.changes) or not params.changes:
+        ls.project_settings_changed()
+    else:
+        ls.launch_files_changed({path for change in params.changes if (path := document_path(change.uri))})
 
 
 async def load_configuration(ls: ZeromemServer) -> None:

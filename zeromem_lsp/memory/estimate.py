@@ -83,6 +83,8 @@ class Estimate(NamedTuple):
         result["gpu_memory"] = self.gpu_memory
         if self.plan.stage is not None:
             result["stage"] = self.plan.stage  # the configured stage (`estimate --config`)
+        if "world_size" in self.plan.origins:
+            result["world_size_from"] = self.plan.origins["world_size"].note
         result["fits"] = self.fits
         result["model_state_fits"] = self.model_state_fits
         judged = {self.plan.judged_by(stage) for stage in self.figures}

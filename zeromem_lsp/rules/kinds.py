@@ -45,6 +45,9 @@ KIND_RULES: dict[str, Rule] = {
     "recipe.missing_file": rule("ZM311"),
     "recipe.invalid_value": rule("ZM104"),
     "recipe.ignored_key": rule("ZM353"),
+    "recipe.accelerate_unreadable": rule("ZM312"),
+    "recipe.launch_refused": rule("ZM313"),
+    "recipe.launch_overridden": rule("ZM356"),
 }
 
 

@@ -389,6 +389,26 @@ RULES: dict[str, Rule] = _rules(
         "base_model: NousResearch/Llama-3.2-1B\ndeepspeed: deepspeed_configs/zero3.json",
     ),
     Rule(
+        "ZM312", "accelerate-config-unusable", "error",
+        "The Accelerate config named by `accelerate_config` (the setting or `--accelerate-config`) cannot be read, "
+        "does not parse, or is not an Accelerate config (no valid `distributed_type`).",
+        "`accelerate launch --config_file` stops on a missing or broken file; without it the recipe's world size "
+        "and engine are unknown, so the recipe is planned as if launched without it.",
+        "base_model: NousResearch/Llama-3.2-1B\nzeromem:\n  accelerate_config: accelerate/zero3.yml",
+        "base_model: NousResearch/Llama-3.2-1B\nzeromem:\n  accelerate_config: accelerate/zero3.yaml",
+    ),
+    Rule(
+        "ZM313", "recipe-deepspeed-refused-by-accelerate", "error",
+        "A recipe names its own DeepSpeed file (`deepspeed:`) while the Accelerate config it is launched with sets "
+        "`deepspeed_config` keys that file owns (`zero_stage`, offload devices, ...) or `mixed_precision`.",
+        "Transformers hands the recipe's file to Accelerate's DeepSpeedPlugin, which refuses the launch when the "
+        "YAML also sets those values ('the following accelerate config variables will be ignored').",
+        "recipe: deepspeed: ds_zero2.json; Accelerate YAML: distributed_type: DEEPSPEED, deepspeed_config: "
+        "{zero_stage: 3}",
+        "Keep one source: drop `deepspeed:` from the recipe, or launch with a YAML that sets only "
+        "`distributed_type: DEEPSPEED` and `num_processes`.",
+    ),
+    Rule(
         "ZM351", "deprecated-fsdp-key", "warning",
         "An FSDP key under an old name that current Accelerate no longer reads (e.g. `fsdp_backward_prefetch_policy`).",
         "The setting is silently dropped: the default applies instead of what the file says.",
@@ -414,6 +434,16 @@ RULES: dict[str, Rule] = _rules(
         "base_model: NousResearch/Llama-3.2-1B\nmicro_batchsize: 4",
         "base_model: NousResearch/Llama-3.2-1B\nmicro_batch_size: 4",
         safe_fix=True,
+    ),
+    Rule(
+        "ZM356", "launch-engine-overridden", "warning",
+        "The recipe and the Accelerate config it is launched with name different engines or DeepSpeed files; "
+        "the message says which one runs and why.",
+        "The run uses one of the two without a word: a recipe's `deepspeed:` wins over the YAML's FSDP or "
+        "`deepspeed_config_file` (TrainingArguments builds the plugin from it), the YAML's DeepSpeed wins over a "
+        "recipe's `fsdp_config` (AcceleratorState picks DEEPSPEED before FSDP).",
+        "recipe: deepspeed: ds_zero2.json; Accelerate YAML: distributed_type: FSDP",
+        "Name the engine once: drop the one that does not run.",
     ),
 )
 

@@ -54,6 +54,7 @@ export const SERVER_SETTING_KEYS = [
   "dora",
   "quantization",
   "doubleQuant",
+  "accelerateConfig",
 ] as const;
 
 export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];
