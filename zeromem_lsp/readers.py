@@ -124,7 +124,10 @@ def read_hf_arguments(data: dict, loader: Loader | None) -> Reading:
     blocks = ((hf_setup.block_path,) if hf_setup.block_path else ()) + TOP_BLOCK
     deepspeed = deepspeed_workload(hf_setup.deepspeed, hf_setup.deepspeed_path,
                                    "" if hf_setup.deepspeed_path else str(data.get("deepspeed")))
-    workload = hf_arguments_workload(data, deepspeed)
+    from dataclasses import replace
+
+    from zeromem_lsp.configs.loss_kernels import trainer_loss
+    workload = replace(hf_arguments_workload(data, deepspeed), loss=trainer_loss(data))
     return _family_reading(data, [*fsdp_issues, *deepspeed_issues], blocks, hf_setup.fsdp, None, setup, missing,
                            workload)
 
@@ -190,6 +193,7 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
     from the recipe as Transformers does), FSDP from its fsdp_config, else DDP."""
     from zeromem_lsp.configs.fsdp import validate_accelerate_fsdp
     from zeromem_lsp.configs.layers import config_values
+    from zeromem_lsp.configs.loss_kernels import recipe_loss
     from zeromem_lsp.configs.recipes import read_recipe as read
     from zeromem_lsp.configs.settings import ParametersFromConfig, ZeromemSettings
 
@@ -217,7 +221,8 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
         values["optimizer"], origins["optimizer"] = recipe.optimizer.value, recipe.optimizer.origin
     workload = Workload(micro_batch=recipe.micro_batch, sequence_length=recipe.sequence_length,
                         checkpointing=recipe.checkpointing, zero=workload.zero, compute_dtype=recipe.compute_dtype,
-                        checkpointing_path=("gradient_checkpointing",), zero_root=workload.zero_root)
+                        checkpointing_path=("gradient_checkpointing",), zero_root=workload.zero_root,
+                        loss=recipe_loss(tool, data))
     _adapter_values(recipe.adapter, values, origins)
     layer = config_values(ZeromemSettings.from_checked(values), origins)
     return Reading(data, issues, TOP_BLOCK, setup, BLANK_SETUP, source, workload, layers=(layer,), recipe=recipe)

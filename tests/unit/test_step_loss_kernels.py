@@ -26,7 +26,7 @@ def estimate(case: dict):
     return estimate_step(model_shape(case["config"]), case["sequence_length"], case["micro_batch"],
                          checkpointing=case["gradient_checkpointing"], attention=case["attention"], engine="torch",
                          param_dtype=dtype, autocast=autocast, optimizer_impl=case["optimizer"]["impl"],
-                         loss_kernel=case["loss"]["kernel"], loss_chunks=case["loss"].get("chunks", 8))
+                         loss_kernel=case["loss"]["kernel"])
 
 
 ROWS = [(case, phase) for case in CASES for phase in PHASES]

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from zeromem_lsp.configs.settings_values import LOSS_KERNELS
+
 F32, I32, I64 = 4, 4, 8
-LOSS_KERNELS = ("hf", "liger_flce", "cut_cross_entropy", "chunked_ce")
 
 
 class LossInputError(ValueError):
@@ -95,6 +96,15 @@ class LossMoments(NamedTuple):
     head: tuple[tuple[str, int], ...] | None
 
 
+def dropped_bytes(kernel: str, logits_bytes: int, compute: int, tokens: int, hidden: int,
+                  head_trainable: bool = True) -> int:
+    """What of the activations a kernel does not keep: Transformers' loss term, and with Liger and a trainable
+    head the head's input (Liger's input gradient, made in forward, is kept instead)."""
+    if kernel == "hf":
+        return 0
+    return logits_bytes + (compute * tokens * hidden if kernel == "liger_flce" and head_trainable else 0)
+
+
 def loss_moments(kernel: str, micro_batch: int, sequence_length: int, hidden: int, vocab: int, compute: int,
                  weight: int, logits_bytes: int, head_trainable: bool = True, chunks: int = 8) -> LossMoments:
     """The parts of a non-"hf" kernel in the step: `compute` the activations' bytes per element, `weight` the head
@@ -106,7 +116,7 @@ def loss_moments(kernel: str, micro_batch: int, sequence_length: int, hidden: in
     head_gradient = weight * vocab * hidden if head_trainable else 0
     if kernel == "liger_flce":  # the gradients are made in forward; the head's input is not kept
         chunk = found.transient - F32 * tokens
-        return LossMoments(logits_bytes + (compute * tokens * hidden if head_trainable else 0),
+        return LossMoments(dropped_bytes(kernel, logits_bytes, compute, tokens, hidden, head_trainable),
                            (("FLCE input gradient", compute * tokens * hidden), ("head gradient", head_gradient)),
                            (("FLCE logits chunk", chunk), ("FLCE loss per token", F32 * tokens)), (), None)
     if kernel == "cut_cross_entropy":  # backward: zeros_like(e), zeros_like(c) and the vocabulary order (int32)
@@ -114,7 +124,7 @@ def loss_moments(kernel: str, micro_batch: int, sequence_length: int, hidden: in
                                           ("CCE targets", 2 * I64 * tokens)), (),
                            (("CCE input gradient", compute * tokens * hidden), ("head gradient", head_gradient),
                             ("CCE vocabulary order", I32 * vocab)), None)
-    # chunked_ce: the chunks' logits are kept (copies when b > 1: a chunk along the sequence of a batch is not
+    # chunked_ce: the chunks' logits are kept, whatever their number (measured with 4, 8 and 16) (copies when b > 1: a chunk along the sequence of a batch is not
     # contiguous, and the head's output lives beside them until forward ends); backward makes the logits'
     # gradient T×V beside them, then the head's backward its weight and input gradients
     logits = compute * tokens * vocab

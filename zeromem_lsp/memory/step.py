@@ -192,7 +192,6 @@ class _Setup(NamedTuple):
     impl: str
     checkpointing: bool
     loss_kernel: str = "hf"  # loss_and_reference.LOSS_KERNELS: what replaces Transformers' T×V loss terms
-    loss_chunks: int = 8  # axolotl's chunked_cross_entropy_num_chunks
     head_trainable: bool = True  # False on a frozen base: no head gradient
     micro_batch: int = 1
 
@@ -206,8 +205,7 @@ def _scratch(impl: str, element: int, every: int, largest: int) -> int:
 
 def _kernel(setup: _Setup):
     return loss_moments(setup.loss_kernel, setup.micro_batch, setup.tokens // setup.micro_batch, setup.hidden,
-                        setup.vocab, setup.c, setup.w, setup.acts.logits_bytes, setup.head_trainable,
-                        setup.loss_chunks)
+                        setup.vocab, setup.c, setup.w, setup.acts.logits_bytes, setup.head_trainable)
 
 
 def _loss_moments(setup: _Setup, base: list[Part], saved: int | None = None) -> tuple[list[Part], list[Part]]:
@@ -566,7 +564,7 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
                   buckets: Buckets = Buckets(), fsdp_version: int = 2, fsdp_reshard: bool = True,
                   fsdp_mixed: bool = False, fsdp_sharded: bool = True, ddp_bucket_view: bool = False,
                   offload_optimizer: bool = False, offload_param: bool = False,
-                  frozen: FrozenBase | None = None, loss_kernel: str = "hf", loss_chunks: int = 8) -> StepPeak:
+                  frozen: FrozenBase | None = None, loss_kernel: str = "hf") -> StepPeak:
     """Per-phase peak bytes of one rank in a steady-state AdamW step; raises StepInputError naming a bad input.
 
     param_dtype is the dtype the weights are stored in (DeepSpeed: its 16-bit dtype; FSDP: the shards').
@@ -574,8 +572,8 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     fsdp_mixed: bf16 gathered parameters and compute over `param_dtype` shards; fsdp_reshard: layers are
     freed after their forward (FULL_SHARD, FSDP2's default); fsdp_sharded False: NO_SHARD. frozen: a frozen
     base with adapters (its per-rank state replaces the full model's; `_frozen`). loss_kernel: Transformers'
-    loss (`hf`) or a fused / chunked kernel (`liger_flce`, `cut_cross_entropy`, `chunked_ce` with `loss_chunks`
-    chunks) in its place (`_loss_moments`, loss_and_reference.loss_moments)."""
+    loss (`hf`) or a fused / chunked kernel (`liger_flce`, `cut_cross_entropy`, `chunked_ce`) in its place
+    (`_loss_moments`, loss_and_reference.loss_moments)."""
     _choice("engine", engine, ENGINES)
     if frozen is None:  # with a frozen base the plan's O holds any optimizer's state (adapter_plan)
         _choice("optimizer", optimizer, OPTIMIZERS)
@@ -583,7 +581,6 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     _choice("param_dtype", param_dtype, tuple(DTYPE_BYTES))
     _choice("attention", attention, ("sdpa", "eager"))
     _choice("loss_kernel", loss_kernel, LOSS_KERNELS)
-    _count("loss_chunks", loss_chunks, 1)
     _count("ranks", ranks, 1)
     if engine == "deepspeed":
         _choice("stage", stage, (0, 1, 2, 3))
@@ -602,7 +599,7 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     tensors = parameter_tensors(shape)
     setup = _Setup(tensors, acts, sequence_length * micro_batch, shape.vocab, shape.hidden,
                    F32 if autocast else DTYPE_BYTES[param_dtype], DTYPE_BYTES[compute], ranks, optimizer_impl,
-                   checkpointing, loss_kernel, loss_chunks, frozen is None, micro_batch)
+                   checkpointing, loss_kernel, frozen is None, micro_batch)
     if frozen is not None:
         gathered = _gathered_frozen(setup, frozen, engine, stage, buckets, (fsdp_version, fsdp_reshard, fsdp_sharded))
         phases = _frozen(setup, shape, frozen, gathered, offload_optimizer, optimizer not in OPTIMIZERS)
