@@ -9,7 +9,8 @@ Each tool's rule, from its code (docs/adapters.md, "Fused and chunked cross-entr
   Without the plugin the key is not a field axolotl reads.
 - axolotl `cut_cross_entropy` with `axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin`
   (integrations/cut_cross_entropy/__init__.py `pre_model_load`): `cce_patch`, or llama's forward on other
-  `<Prefix>ForCausalLM` classes; the same two families get none.
+  `<Prefix>ForCausalLM` classes; the same two families get none. `cut_cross_entropy` defaults to true once the
+  plugin is listed (integrations/cut_cross_entropy/args.py).
 - LLaMA-Factory `enable_liger_kernel` (model/model_utils/liger_kernel.py `apply_liger_kernel`): the model types
   it lists; fused linear cross-entropy only at `stage` pt or sft (its default), other stages need logits and get
   Liger's plain cross_entropy (logits made, as Transformers' loss).
@@ -55,14 +56,16 @@ def _axolotl(data: dict) -> LossRequest | None:
         count = chunks if isinstance(chunks, int) and not isinstance(chunks, bool) and chunks > 0 else AXOLOTL_CHUNKS
         note = f"chunked_cross_entropy ({count} chunks{'' if count != AXOLOTL_CHUNKS or chunks else ', the default'})"
         return LossRequest(Given("chunked_ce", note, ("chunked_cross_entropy",)), None, "axolotl")
-    for key, plugin, kernel in (("liger_fused_linear_cross_entropy", LIGER_PLUGIN, "liger_flce"),
-                                ("cut_cross_entropy", CCE_PLUGIN, "cut_cross_entropy")):
-        if read_flag(data.get(key)):
-            if not _plugin(data, plugin):
-                return LossRequest(Given("hf", f"{key} without {plugin} in plugins: axolotl does not read it, "
-                                         "Transformers' loss runs", (key,)), None, "axolotl")
-            return LossRequest(Given(kernel, f"{key} ({plugin.rsplit('.', 1)[1]})", (key,)), LLAMA_LIKE,
-                               f"axolotl's {plugin.rsplit('.', 1)[1]}")
+    for key, plugin, kernel, default in (("liger_fused_linear_cross_entropy", LIGER_PLUGIN, "liger_flce", False),
+                                         ("cut_cross_entropy", CCE_PLUGIN, "cut_cross_entropy", True)):
+        name, flag = plugin.rsplit(".", 1)[1], read_flag(data.get(key))
+        if flag and not _plugin(data, plugin):
+            return LossRequest(Given("hf", f"{key} without {plugin} in plugins: axolotl does not read it, "
+                                     "Transformers' loss runs", (key,)), None, "axolotl")
+        if _plugin(data, plugin) and (flag or (default and key not in data)):
+            given = (Given(kernel, f"{key} ({name})", (key,)) if flag else
+                     Given(kernel, f"plugins: {name} ({key} defaults to true)", ("plugins",)))
+            return LossRequest(given, LLAMA_LIKE, f"axolotl's {name}")
     return None
 
 
