@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.test_step_frozen import FROZEN, SHAPE, T, V
 from zeromem_lsp.configs.model_config import model_shape
+from zeromem_lsp.memory.loss_and_reference import loss_moments
 from zeromem_lsp.memory.step import PHASES, StepInputError, estimate_step
 
 RECORD = json.loads((Path(__file__).resolve().parents[1] / "data" / "step" / "loss_kernels.json").read_text())
@@ -51,3 +53,46 @@ def test_each_phase_is_within_five_percent(case, phase):
     measured = case["per_rank"][0]["phases"][phase]["peak"]
     model = estimate(case).phases[phase].peak
     assert abs(model / measured - 1) <= GOAL, f"{case['id']} {phase}: model {model:,} measured {measured:,}"
+
+
+# ---- derived kernels (Liger, cut-cross-entropy): what their code allocates, by hand (Llama-3-8B, T = 4096) ----
+
+H = SHAPE.hidden
+
+
+def moment(step, phase: str, name: str) -> dict[str, int]:
+    found = step.phases[phase]
+    assert found.moment == name, found.moment
+    return dict(found.parts)
+
+
+def test_liger_makes_the_head_gradient_in_forward_and_one_logits_chunk():
+    full = estimate_step(SHAPE, T, 1, loss_kernel="liger_flce")
+    hf = estimate_step(SHAPE, T, 1)
+    forward = moment(full, "forward", "the loss")
+    chunk = min(1 << (-(-T // -(-V // H)) - 1).bit_length(), T)  # next power of 2 of ⌈T / ⌈V/h⌉⌉ (= 128 here)
+    assert chunk == 128 and forward["FLCE logits chunk"] == 2 * chunk * V
+    assert forward["head gradient"] == 2 * V * H and forward["FLCE input gradient"] == 2 * T * H
+    assert forward["FLCE loss per token"] == 4 * T and "logits" not in forward  # the head's output is never made
+    # the activations: Transformers' loss term and the head's input are not kept
+    assert forward["activations"] == hf.activations.total - hf.activations.logits_bytes - 2 * T * H
+    frozen = dict(estimate_step(SHAPE, T, 1, frozen=FROZEN, loss_kernel="liger_flce").phases["forward"].parts)
+    assert "head gradient" not in frozen and frozen["activations"] == FROZEN.activations - hf.activations.logits_bytes
+
+
+def test_cut_cross_entropy_makes_its_gradients_in_the_losss_backward_and_no_vocabulary_sized_tensor():
+    hf = estimate_step(SHAPE, T, 1)
+    found = loss_moments("cut_cross_entropy", 1, T, H, V, 2, 2, hf.activations.logits_bytes)
+    assert found.dropped == hf.activations.logits_bytes and found.forward == () and found.head is None
+    assert dict(found.kept) == {"CCE log-sum-exp and logit averages": 4 * T + 4 * V, "CCE targets": 2 * 8 * T}
+    assert dict(found.backward) == {"CCE input gradient": 2 * T * H, "head gradient": 2 * V * H,
+                                    "CCE vocabulary order": 4 * V}
+    step = estimate_step(SHAPE, T, 1, loss_kernel="cut_cross_entropy")
+    for phase in step.phases.values():
+        assert not {"logits", "fp32 logits copy", "log-softmax gradients", "logits gradient"} & set(dict(phase.parts))
+    assert step.phases["backward"].peak < hf.phases["backward"].peak
+
+
+def test_an_unknown_kernel_is_refused_by_name():
+    with pytest.raises(StepInputError, match="loss_kernel must be one of hf, liger_flce, cut_cross_entropy, chunked_ce"):
+        estimate_step(SHAPE, T, 1, loss_kernel="flash")
