@@ -12,6 +12,9 @@ three phases; each phase's peak is the largest live total over the moments that 
 - optimizer: gradients + the optimizer's scratch (torch AdamW foreach ≈ a copy of every tensor it updates,
   for-loop ≈ twice the largest, fused none) + what the engine adds (DeepSpeed's fp32 gradient partition).
 
+`loss_kernel` (Liger's fused linear cross-entropy, cut-cross-entropy, axolotl's chunked loss) replaces the loss's
+T×V terms by what that kernel keeps and makes (`_loss_moments`, `_head_moment`).
+
 Engines: `torch` (one process or DDP), `deepspeed` (ZeRO 0-3), `fsdp` (FSDP2 / FSDP1 sharded units).
 Every term, with the torch / DeepSpeed / Transformers function it comes from: docs/memory-model.md,
 "The whole training step". Activations come from zeromem_lsp.memory.activations (exact against the model code).
