@@ -51,7 +51,24 @@ def cases() -> list[dict]:
         cid = f"chunked-{model}-{regime}-{impl}-s{seq}b{batch}-c{chunks}" + ("-gc" if gc else "")
         out.append(_case(cid, model, regime=regime, impl=impl, seq=seq, batch=batch, checkpointing=gc,
                          loss={"kernel": "chunked_ce", "chunks": chunks}))
+    # LoRA (PEFT, its default fp32 adapters on a bf16 base): the same step with either loss, to compare the difference
+    for kernel in ("hf", "chunked_ce"):
+        out.append(_case(f"lora-{kernel}-llama-h256-bf16-foreach-s128b2", "llama-h256", regime="bf16", impl="foreach",
+                         loss={"kernel": kernel, "chunks": 8},
+                         lora={"r": 8, "lora_alpha": 16, "target_modules": ["q_proj", "v_proj"], "lora_dropout": 0.0}))
     return out
+
+
+def _with_lora(build):
+    """engines.build_model, then PEFT's get_peft_model with the case's LoraConfig (frozen base, trainable adapters)."""
+    def built(case, torch):
+        model = build(case, torch)
+        if "lora" in case:
+            from peft import LoraConfig, get_peft_model
+            model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **case["lora"]))
+            case["_trainable"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        return model
+    return built
 
 
 def _live_peaks(profiler, starts: dict[str, int]) -> dict[str, dict]:
@@ -81,7 +98,9 @@ def run_rank(case: dict, chunked_path: str) -> dict:
     import torch
     import transformers
     from torch.profiler import ProfilerActivity, profile, record_function
+    import engines
     from engines import Run
+    engines.build_model = _with_lora(engines.build_model)
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -110,7 +129,8 @@ def run_rank(case: dict, chunked_path: str) -> dict:
     return {"rank": 0, "phases": phases, "persistent_before_step2": phases["forward"]["start"],
             "step_peak": max(phase["peak"] for phase in phases.values()),
             "peak_phase": max(PHASES, key=lambda name: phases[name]["peak"]), "losses": losses,
-            "compiled_frames": int(counters["frames"].get("ok", 0)), "seconds": round(time.time() - started, 1)}
+            "compiled_frames": int(counters["frames"].get("ok", 0)), "seconds": round(time.time() - started, 1),
+            "trainable_parameters": case.get("_trainable")}
 
 
 def main(argv: list[str] | None = None) -> int:

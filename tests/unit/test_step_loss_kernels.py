@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.conftest import run_zeromem
 from tests.unit.test_step_frozen import FROZEN, SHAPE, T, V
 from zeromem_lsp.configs.model_config import model_shape
 from zeromem_lsp.memory.loss_and_reference import loss_moments
@@ -31,7 +32,8 @@ def estimate(case: dict):
                          loss_kernel=case["loss"]["kernel"])
 
 
-ROWS = [(case, phase) for case in CASES for phase in PHASES]
+ROWS = [(case, phase) for case in CASES for phase in PHASES if "lora" not in case]
+LORA = [case for case in CASES if "lora" in case]
 
 
 def test_the_record_names_its_versions_and_compiled_the_loss():
@@ -53,6 +55,24 @@ def test_each_phase_is_within_five_percent(case, phase):
     measured = case["per_rank"][0]["phases"][phase]["peak"]
     model = estimate(case).phases[phase].peak
     assert abs(model / measured - 1) <= GOAL, f"{case['id']} {phase}: model {model:,} measured {measured:,}"
+
+
+@pytest.mark.parametrize("case", LORA, ids=[case["id"] for case in LORA])
+def test_a_lora_step_with_either_loss_through_zeromem_estimate(case, tmp_path):
+    """PEFT LoRA on the bf16 model, measured whole: `zeromem estimate` with the same adapter, engine torch, one rank
+    (the frozen-base step), each phase within ±5%, and PEFT's trainable count."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(case["config"]))
+    lora = case["lora"]
+    done = run_zeromem("estimate", "--model-config", str(config), "--lora-rank", str(lora["r"]), "--lora-targets",
+                       ",".join(lora["target_modules"]), "--engine", "torch", "-R", "1", "--precision", "bf16",
+                       "--sequence-length", str(case["sequence_length"]), "--micro-batch", str(case["micro_batch"]),
+                       "--loss-kernel", case["loss"]["kernel"], "--format", "json")
+    result = json.loads(done.stdout)
+    assert result["inputs"]["trainable_parameters"] == case["per_rank"][0]["trainable_parameters"]
+    for phase in PHASES:
+        measured, model = case["per_rank"][0]["phases"][phase]["peak"], result["phases"]["ddp"]["phases"][phase]
+        assert abs(model / measured - 1) <= GOAL, f"{case['id']} {phase}: model {model:,} measured {measured:,}"
 
 
 # ---- derived kernels (Liger, cut-cross-entropy): what their code allocates, by hand (Llama-3-8B, T = 4096) ----
