@@ -149,3 +149,18 @@ def test_trl_liger(body, value, note, tmp_path, monkeypatch):
     recipe = tmp_path / "trl.yaml"
     recipe.write_text((RECIPES / "alignment-handbook/recipes/zephyr-7b-beta/sft/config_qlora.yaml").read_text() + "\n" + body)
     assert estimate("--config", str(recipe), "-R", "8")["peak_inputs"]["loss_kernel"] == {"value": value, "from": note}
+
+
+def test_training_arguments_use_liger_kernel(tmp_path):
+    """A TrainingArguments JSON (the Trainer applies Liger itself): `use_liger_kernel` at its key."""
+    args = {"output_dir": "out", "per_device_train_batch_size": 2, "max_seq_length": 512, "bf16": True,
+            "use_liger_kernel": True,
+            "deepspeed": {"train_micro_batch_size_per_gpu": "auto", "bf16": {"enabled": True},
+                          "zero_optimization": {"stage": 2},
+                          "zeromem": {"parameters": {"from_config": str(QWEN)}, "world_size": 8}}}
+    path = tmp_path / "training_args.json"
+    path.write_text(json.dumps(args))
+    result = estimate("--config", str(path))
+    assert result["peak_inputs"]["loss_kernel"] == {
+        "value": "liger_flce", "from": "use_liger_kernel (fused linear cross-entropy: Liger's default)"}
+    assert "FLCE logits chunk" in json.dumps(result["phases"])
