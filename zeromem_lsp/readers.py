@@ -7,11 +7,13 @@ A DeepSpeed config's batch check needs the resolved world size: `issues_with(rea
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import NamedTuple
 
 from zeromem_lsp.configs.deepspeed.validation import validate_deepspeed
 from zeromem_lsp.configs.deepspeed.catalog import HF_AUTO_STAGE
 from zeromem_lsp.configs.issue import ConfigIssue
+from zeromem_lsp.configs.loss_kernels import recipe_loss, trainer_loss
 from zeromem_lsp.configs.training import TrainingSetup, read_training_setup
 from zeromem_lsp.configs.workload import (
     Workload, accelerate_workload, deepspeed_workload, fsdp_file_workload, hf_arguments_workload,
@@ -124,9 +126,6 @@ def read_hf_arguments(data: dict, loader: Loader | None) -> Reading:
     blocks = ((hf_setup.block_path,) if hf_setup.block_path else ()) + TOP_BLOCK
     deepspeed = deepspeed_workload(hf_setup.deepspeed, hf_setup.deepspeed_path,
                                    "" if hf_setup.deepspeed_path else str(data.get("deepspeed")))
-    from dataclasses import replace
-
-    from zeromem_lsp.configs.loss_kernels import trainer_loss
     workload = replace(hf_arguments_workload(data, deepspeed), loss=trainer_loss(data))
     return _family_reading(data, [*fsdp_issues, *deepspeed_issues], blocks, hf_setup.fsdp, None, setup, missing,
                            workload)
@@ -193,7 +192,6 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
     from the recipe as Transformers does), FSDP from its fsdp_config, else DDP."""
     from zeromem_lsp.configs.fsdp import validate_accelerate_fsdp
     from zeromem_lsp.configs.layers import config_values
-    from zeromem_lsp.configs.loss_kernels import recipe_loss
     from zeromem_lsp.configs.recipes import read_recipe as read
     from zeromem_lsp.configs.settings import ParametersFromConfig, ZeromemSettings
 
