@@ -285,10 +285,33 @@ def activation_lines(peak) -> list[str]:
         lines.append(lora_activation_line(peak))
         lines.append(LORA_STEP)
     acts = peak.lora_activations if peak.lora_activations is not None else acts
+    lines.extend(loss_kernel_line(peak, acts.total))
     if acts.checkpointing:
         lines.append(f"one layer recomputed in backward (checkpointing, \"recomputed layer\") = "
                      f"{format_count(acts.per_layer_bytes)} B")
     return lines
+
+
+def loss_kernel_line(peak, saved: int) -> list[str]:
+    """With a fused or chunked loss: what of the saved activations it does not keep (the phases' "activations"
+    are the difference; its own tensors are the phases' named parts)."""
+    from zeromem_lsp.memory.activations import DTYPE_BYTES
+    from zeromem_lsp.memory.loss_and_reference import dropped_bytes
+
+    source = peak.source
+    kernel = source.loss_kernel.value if source is not None else "hf"
+    if kernel == "hf" or source.shape is None or source.dtype is None:
+        return []
+    tokens = source.sequence_length.value * source.micro_batch.value
+    head = peak.lora_activations is None
+    dropped = dropped_bytes(kernel, peak.activations.logits_bytes, DTYPE_BYTES[source.dtype.value], tokens,
+                            source.shape.hidden, head)
+    input_part = (f" and the head's input {format_count(dropped - peak.activations.logits_bytes)}"
+                  if dropped != peak.activations.logits_bytes else "")
+    return [f"loss kernel {kernel} ({source.loss_kernel.note}): Transformers' loss term "
+            f"{format_count(peak.activations.logits_bytes)}{input_part} {'are' if input_part else 'is'} not kept: \"activations\" = "
+            f"{format_count(saved)} − {format_count(dropped)} = {format_count(saved - dropped)} B; its own tensors "
+            "are the named parts (docs/adapters.md)"]
 
 
 def phase_peaks(peak, stage: str) -> str:

@@ -7,11 +7,13 @@ A DeepSpeed config's batch check needs the resolved world size: `issues_with(rea
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import NamedTuple
 
 from zeromem_lsp.configs.deepspeed.validation import validate_deepspeed
 from zeromem_lsp.configs.deepspeed.catalog import HF_AUTO_STAGE
 from zeromem_lsp.configs.issue import ConfigIssue
+from zeromem_lsp.configs.loss_kernels import recipe_loss, trainer_loss
 from zeromem_lsp.configs.training import TrainingSetup, read_training_setup
 from zeromem_lsp.configs.workload import (
     Workload, accelerate_workload, deepspeed_workload, fsdp_file_workload, hf_arguments_workload,
@@ -125,7 +127,7 @@ def read_hf_arguments(data: dict, loader: Loader | None) -> Reading:
     blocks = ((hf_setup.block_path,) if hf_setup.block_path else ()) + TOP_BLOCK
     deepspeed = deepspeed_workload(hf_setup.deepspeed, hf_setup.deepspeed_path,
                                    "" if hf_setup.deepspeed_path else str(data.get("deepspeed")))
-    workload = hf_arguments_workload(data, deepspeed)
+    workload = replace(hf_arguments_workload(data, deepspeed), loss=trainer_loss(data))
     return _family_reading(data, [*fsdp_issues, *deepspeed_issues], blocks, hf_setup.fsdp, None, setup, missing,
                            workload)
 
@@ -218,7 +220,8 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
         values["optimizer"], origins["optimizer"] = recipe.optimizer.value, recipe.optimizer.origin
     workload = Workload(micro_batch=recipe.micro_batch, sequence_length=recipe.sequence_length,
                         checkpointing=recipe.checkpointing, zero=workload.zero, compute_dtype=recipe.compute_dtype,
-                        checkpointing_path=("gradient_checkpointing",), zero_root=workload.zero_root)
+                        checkpointing_path=("gradient_checkpointing",), zero_root=workload.zero_root,
+                        loss=recipe_loss(tool, data))
     _adapter_values(recipe.adapter, values, origins)
     layer = config_values(ZeromemSettings.from_checked(values), origins)
     return Reading(data, issues, TOP_BLOCK, setup, BLANK_SETUP, source, workload, layers=(layer,), recipe=recipe)

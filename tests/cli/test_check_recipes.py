@@ -32,6 +32,8 @@ RECIPE_FILES = {
     "axolotl/examples/mistral/bigstral/bigstral-ds-zero3.yaml": "mistral-community/Mixtral-8x22B-v0.1",
     "axolotl/examples/llama-3/qlora-fsdp-70b.yaml": "casperhansen/llama-3-70b-fp16",
     "axolotl/examples/gemma3/gemma-3-4b-qlora.yml": "google/gemma-3-4b-it",
+    "axolotl/examples/qwen3/32b-qlora.yaml": "Qwen/Qwen3-32B",
+    "axolotl/examples/llama-3/fft-8b-liger-fsdp.yaml": "NousResearch/Meta-Llama-3.1-8B",
     "llamafactory/examples/train_lora/qwen3_lora_sft.yaml": "Qwen/Qwen3-4B-Instruct-2507",
     "llamafactory/examples/train_lora/qwen3_lora_sft_ds3.yaml": "Qwen/Qwen3-4B-Instruct-2507",
     "llamafactory/examples/train_lora/qwen3_lora_dpo.yaml": "Qwen/Qwen3-4B-Instruct-2507",

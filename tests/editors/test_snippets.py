@@ -15,7 +15,7 @@ SERVER_SETTINGS = {"gpu_memory", "parameters", "world_size", "precision", "optim
 #: The peak's settings (issue 12), so far only in the VS Code extension's manifest.
 PEAK_SETTINGS = {"sequence_length", "micro_batch", "gradient_checkpointing", "attention", "reserved"}
 #: The training step the peak follows (issue 19).
-STEP_SETTINGS = {"engine", "param_dtype", "optimizer_impl"}
+STEP_SETTINGS = {"engine", "param_dtype", "optimizer_impl", "loss_kernel"}
 #: A LoRA / QLoRA run (issue 20).
 ADAPTER_SETTINGS = {"lora_rank", "lora_targets", "modules_to_save", "dora", "quantization", "double_quant"}
 #: The Accelerate config a recipe is launched with (issue 20).
@@ -49,13 +49,15 @@ def test_vscode_settings_mirror_the_server():
               "attention": "eager", "reserved": "1GiB", "engine": "torch", "paramDtype": "fp32",
               "optimizerImpl": "for-loop", "loraRank": 16, "loraTargets": "q_proj, v_proj", "modulesToSave": "lm_head",
               "dora": True, "quantization": "nf4", "doubleQuant": True,
-              "accelerateConfig": "recipes/accelerate_configs/zero3.yaml"}
+              "accelerateConfig": "recipes/accelerate_configs/zero3.yaml",
+              "lossKernel": "chunked_ce"}
     settings, problems = resolve_settings(sample)
     assert problems == [] and settings.world_size == 8
     assert (settings.lora_rank, settings.lora_targets, settings.modules_to_save) == (16, ("q_proj", "v_proj"), ("lm_head",))
     assert (settings.dora, settings.quantization, settings.double_quant) == (True, "nf4", True)
     assert settings.accelerate_config == "recipes/accelerate_configs/zero3.yaml"
     assert (settings.engine, settings.param_dtype, settings.optimizer_impl) == ("torch", "fp32", "for-loop")
+    assert settings.loss_kernel == "chunked_ce"
     assert (settings.sequence_length, settings.micro_batch, settings.reserved) == (4096, 2, 2**30)
     for key, value in sample.items():  # the examples and defaults in package.json are accepted too
         prop = properties[f"zeromem.{key}"]

@@ -116,7 +116,7 @@ def test_peak_inputs_are_keyed_by_field_name_in_estimate_json(tmp_path):
     inputs = json.loads(done.stdout)["peak_inputs"]
     assert list(inputs) == list(INPUT_LABELS) == ["sequence_length", "micro_batch", "gradient_checkpointing",
                                                   "attention", "dtype", "reserved", "engine", "param_dtype",
-                                                  "optimizer_impl"]
+                                                  "optimizer_impl", "loss_kernel"]
     assert inputs["sequence_length"] == {"value": 64, "from": "--sequence-length"}
     assert inputs["micro_batch"] == {"value": 2, "from": "--micro-batch"}
     assert inputs["reserved"] == {"value": 2 * 2**30, "from": "--reserved"}

@@ -16,7 +16,7 @@ from zeromem_lsp.provenance import Given, Origin
 from zeromem_lsp.memory.adapter_plan import lora_peak
 from zeromem_lsp.memory.estimate import Estimate, Inputs, estimate, inputs_from_parameters
 from zeromem_lsp.memory.plan import FAMILIES
-from zeromem_lsp.configs.settings_values import ENGINES, OPTIMIZER_IMPLS, PARAM_DTYPES, QUANTIZATIONS
+from zeromem_lsp.configs.settings_values import ENGINES, LOSS_KERNELS, OPTIMIZER_IMPLS, PARAM_DTYPES, QUANTIZATIONS
 from zeromem_lsp.configs.settings_values import check_memory, check_parameters, check_reserve, decimal_budget_note
 from zeromem_lsp.configs.model_source import find_model_config
 from zeromem_lsp.rules.registry import rule_named
@@ -66,6 +66,9 @@ def register(commands) -> None:
                       "fsdp fp32)")
     step.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS,
                       help="torch AdamW implementation (default foreach; fused for a ds_config optimizer section)")
+    step.add_argument("--loss-kernel", choices=LOSS_KERNELS,
+                      help="the causal-LM loss: hf (Transformers', default), liger_flce, cut_cross_entropy or "
+                      "chunked_ce (axolotl); with --config: the recipe's keys, which this overrides")
     lora = parser.add_argument_group("LoRA / QLoRA (needs --model-config: the adapters go on its linear layers)")
     lora.add_argument("--lora-rank", metavar="R", help="LoRA rank r: the base is frozen, r·(in + out) adapter "
                       "parameters per targeted linear layer are trained")
@@ -285,6 +288,7 @@ def _peak_maker(args, shape, problem, plan_inputs: Inputs):
         param_dtype=Given(dtype, "--param-dtype") if args.param_dtype else Given(
             dtype, f"default: the stored precision under {engine.value}"),
         optimizer_impl=_flag(args, "optimizer_impl", "foreach"),
+        loss_kernel=Given(args.loss_kernel, "--loss-kernel") if args.loss_kernel else PeakInputs.loss_kernel,
         parameters=plan_inputs.parameters, ranks=plan_inputs.world_size,
         optimizer=plan_inputs.adapter.optimizer if plan_inputs.adapter is not None else args.optimizer,
         lora=lora_peak(plan_inputs.adapter, args.precision))

@@ -203,6 +203,12 @@ class ZeromemSettingsModel(BaseModel):
         None, description="How the frozen base is stored (bitsandbytes, QLoRA): `none` (the model dtype, default), "
         "`int8`, `nf4` or `fp4`; the output head, embeddings and norms stay 16-bit.",
     )
+    loss_kernel: Literal[plain.LOSS_KERNELS] | None = Field(  # type: ignore[valid-type]
+        None, description="The causal-LM loss the step runs: `hf` (Transformers' ForCausalLMLoss, default: fp32 "
+        "log-softmax and gradients of tokens × vocabulary), `liger_flce` (Liger's fused linear cross-entropy), "
+        "`cut_cross_entropy` (cut-cross-entropy) or `chunked_ce` (axolotl's chunked_cross_entropy); recipes set it "
+        "from their keys (docs/adapters.md).",
+    )
     double_quant: bool | None = Field(
         None, strict=True, description="bnb_4bit_use_double_quant: 4-bit quantization constants quantized again "
         "(about 3 B fewer per 64 weights: 0.37 bit per weight).",

@@ -42,6 +42,7 @@ SETTING_NAMES = (
     "target_parameters",
     "lora_target_linear",
     "accelerate_config",
+    "loss_kernel",
 )
 BYTE_SIZE_PATTERN = r"^\s*[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*([kKMGTPE]i?[bB]?|[bB])?\s*$"
 COUNT_PATTERN = r"^\s*[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*[kKmMbBtT]?\s*$"
@@ -53,13 +54,16 @@ ENGINES = ("torch", "deepspeed", "fsdp")
 PARAM_DTYPES = ("bf16", "fp16", "fp32")
 #: torch.optim's AdamW implementations (foreach: the GPU default; fused: also DeepSpeed's FusedAdam).
 OPTIMIZER_IMPLS = ("foreach", "for-loop", "fused")
+#: The causal-LM loss the step runs: Transformers' ForCausalLMLoss, Liger's fused linear cross-entropy,
+#: cut-cross-entropy, axolotl's chunked cross-entropy (memory/loss_and_reference.py).
+LOSS_KERNELS = ("hf", "liger_flce", "cut_cross_entropy", "chunked_ce")
 #: How the frozen base is stored (bitsandbytes): none (the model dtype), int8, nf4, fp4 (memory/adapters.py).
 QUANTIZATIONS = ("none", "int8", "nf4", "fp4")
 #: PEFT's shorthand for every linear layer but the output head (peft.utils.constants).
 ALL_LINEAR = "all-linear"
 #: Every setting with a fixed set of values -> those values (checked alike by both validators).
 CHOICES = {"attention": ATTENTIONS, "engine": ENGINES, "param_dtype": PARAM_DTYPES, "optimizer_impl": OPTIMIZER_IMPLS,
-           "quantization": QUANTIZATIONS}
+           "quantization": QUANTIZATIONS, "loss_kernel": LOSS_KERNELS}
 #: The settings that are module names: a list, or one string of comma-separated names.
 NAME_LIST_SETTINGS = ("lora_targets", "modules_to_save", "exclude_modules", "layers_pattern", "target_parameters")
 #: Of those, the ones PEFT also takes as one regular expression ({"regex": "..."}).

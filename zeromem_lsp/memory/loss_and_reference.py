@@ -2,8 +2,9 @@
 
 Loss: Transformers' ForCausalLMLoss keeps an fp32 log-softmax of b·s·V and makes an fp32 copy of the logits
 (forward) and their fp32 gradient (backward) — the T×V terms of zeromem_lsp/activations.py (`logits_bytes`)
-and zeromem_lsp/memory/step.py (the loss's `fp32 logits copy` and `log-softmax gradients`). Fused or chunked kernels replace them (sources in
-docs/adapters.md; axolotl's chunked loss measured on CPU by benchmarks/loss/measure.py):
+and zeromem_lsp/memory/step.py (the loss's `fp32 logits copy` and `log-softmax gradients`). Fused or chunked kernels
+replace them, in the step through `loss_moments` (sources in docs/adapters.md; axolotl's chunked loss measured on
+CPU by benchmarks/loss/measure.py and, in whole steps, benchmarks/step/loss_kernels.py):
 - "liger_flce" (liger_kernel/ops/fused_linear_cross_entropy.py, fused_linear_cross_entropy_forward): the head
   and the loss run together over token chunks in forward, which already computes the gradients; it keeps
   grad_input (T×h, model dtype) and, for a trainable head, grad_weight (V×h); one chunk of logits is alive at
@@ -27,8 +28,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from zeromem_lsp.configs.settings_values import LOSS_KERNELS
+
 F32, I32, I64 = 4, 4, 8
-LOSS_KERNELS = ("hf", "liger_flce", "cut_cross_entropy", "chunked_ce")
 
 
 class LossInputError(ValueError):
@@ -78,6 +80,59 @@ def loss_bytes(kernel: str, micro_batch: int, sequence_length: int, hidden: int,
         return LossBytes(kernel, saved, max(width * tokens * vocab, F32 * per_chunk * vocab),
                          f"logits T×V in the model dtype kept; fp32 upcast one chunk of {per_chunk} rows at a time")
     raise LossInputError(f"loss kernel must be one of {', '.join(LOSS_KERNELS)}, got {kernel!r}")
+
+
+class LossMoments(NamedTuple):
+    """A fused or chunked kernel in the step (memory/step.py `_loss_moments`), parts as (name, bytes):
+    `dropped` bytes of the activations it does not keep (Activations.logits_bytes; with Liger and a trainable
+    head also the head's input), `kept` what it keeps instead from forward into the loss's backward, `forward`
+    what is alive beside them while the loss runs, `backward` what the loss's backward adds, and `head` what the
+    head's own backward adds when the head still runs as a linear layer (axolotl's chunked loss; None when the
+    kernel computes the head's gradients itself)."""
+
+    dropped: int
+    kept: tuple[tuple[str, int], ...]
+    forward: tuple[tuple[str, int], ...]
+    backward: tuple[tuple[str, int], ...]
+    head: tuple[tuple[str, int], ...] | None
+
+
+def dropped_bytes(kernel: str, logits_bytes: int, compute: int, tokens: int, hidden: int,
+                  head_trainable: bool = True) -> int:
+    """What of the activations a kernel does not keep: Transformers' loss term, and with Liger and a trainable
+    head the head's input (Liger's input gradient, made in forward, is kept instead)."""
+    if kernel == "hf":
+        return 0
+    return logits_bytes + (compute * tokens * hidden if kernel == "liger_flce" and head_trainable else 0)
+
+
+def loss_moments(kernel: str, micro_batch: int, sequence_length: int, hidden: int, vocab: int, compute: int,
+                 weight: int, logits_bytes: int, head_trainable: bool = True, chunks: int = 8) -> LossMoments:
+    """The parts of a non-"hf" kernel in the step: `compute` the activations' bytes per element, `weight` the head
+    weight's (its gradient's), `logits_bytes` what Transformers' loss would keep (Activations.logits_bytes)."""
+    if kernel == "hf" or kernel not in LOSS_KERNELS:
+        raise LossInputError(f"loss kernel must be one of {', '.join(LOSS_KERNELS[1:])}, got {kernel!r}")
+    found = loss_bytes(kernel, micro_batch, sequence_length, hidden, vocab, compute, head_trainable, chunks)
+    tokens = micro_batch * sequence_length
+    head_gradient = weight * vocab * hidden if head_trainable else 0
+    if kernel == "liger_flce":  # the gradients are made in forward; the head's input is not kept
+        chunk = found.transient - F32 * tokens
+        return LossMoments(dropped_bytes(kernel, logits_bytes, compute, tokens, hidden, head_trainable),
+                           (("FLCE input gradient", compute * tokens * hidden), ("head gradient", head_gradient)),
+                           (("FLCE logits chunk", chunk), ("FLCE loss per token", F32 * tokens)), (), None)
+    if kernel == "cut_cross_entropy":  # backward: zeros_like(e), zeros_like(c) and the vocabulary order (int32)
+        return LossMoments(logits_bytes, (("CCE log-sum-exp and logit averages", found.saved),
+                                          ("CCE targets", 2 * I64 * tokens)), (),
+                           (("CCE input gradient", compute * tokens * hidden), ("head gradient", head_gradient),
+                            ("CCE vocabulary order", I32 * vocab)), None)
+    # chunked_ce: the chunks' logits are kept, whatever their number (measured with 4, 8 and 16) (copies when b > 1: a chunk along the sequence of a batch is not
+    # contiguous, and the head's output lives beside them until forward ends); backward makes the logits'
+    # gradient T×V beside them, then the head's backward its weight and input gradients
+    logits = compute * tokens * vocab
+    return LossMoments(logits_bytes, (("chunked logits", found.saved),),
+                       (("logits", logits if micro_batch > 1 else 0),), (("logits gradient", logits),),
+                       (("logits gradient", logits), ("head gradient", head_gradient),
+                        ("hidden-state gradient", compute * tokens * hidden)))
 
 
 class Reference(NamedTuple):

@@ -46,7 +46,7 @@ FSDP_STAGES = {"ddp": (False, False), "zero2": (True, False), "zero3": (True, Tr
 INPUT_LABELS = {"sequence_length": "sequence length", "micro_batch": "micro-batch",
                 "gradient_checkpointing": "gradient checkpointing", "attention": "attention", "dtype": "dtype",
                 "reserved": "reserved", "engine": "engine", "param_dtype": "parameter dtype",
-                "optimizer_impl": "optimizer implementation"}
+                "optimizer_impl": "optimizer implementation", "loss_kernel": "loss kernel"}
 
 
 class LoraPeak(NamedTuple):
@@ -76,6 +76,7 @@ class PeakInputs:
     engine: Given | None = None  # torch | deepspeed | fsdp: the step the phase model follows
     param_dtype: Given | None = None  # the dtype weights are stored in (the phase model's param_dtype)
     optimizer_impl: Given | None = None  # foreach | for-loop | fused (the phase model's optimizer scratch)
+    loss_kernel: Given = Given("hf", "default: Transformers' ForCausalLMLoss")  # settings_values.LOSS_KERNELS
     zero: dict[str, Given] = field(default_factory=dict)  # zero_optimization buffer keys as written
     parameters: int | None = None
     ranks: int = 1  # the world size (the shard group under a hybrid FSDP strategy)
@@ -246,7 +247,8 @@ def step_arguments(inputs: PeakInputs, family: str, stage: str, offload: object)
                      micro_batch=inputs.micro_batch.value, checkpointing=bool(inputs.gradient_checkpointing.value),  # type: ignore[union-attr]
                      attention=str(inputs.attention.value), engine=engine, ranks=inputs.ranks,
                      param_dtype=param_dtype, optimizer=inputs.optimizer,
-                     optimizer_impl=str(_value(inputs.optimizer_impl) or "foreach"))
+                     optimizer_impl=str(_value(inputs.optimizer_impl) or "foreach"),
+                     loss_kernel=str(inputs.loss_kernel.value))
     if engine == "torch":
         if stage != "ddp":
             raise StepInputError(f"engine torch runs DDP only, not {stage_named(stage).label}")

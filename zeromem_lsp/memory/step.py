@@ -12,6 +12,9 @@ three phases; each phase's peak is the largest live total over the moments that 
 - optimizer: gradients + the optimizer's scratch (torch AdamW foreach ≈ a copy of every tensor it updates,
   for-loop ≈ twice the largest, fused none) + what the engine adds (DeepSpeed's fp32 gradient partition).
 
+`loss_kernel` (Liger's fused linear cross-entropy, cut-cross-entropy, axolotl's chunked loss) replaces the loss's
+T×V terms by what that kernel keeps and makes (`_loss_moments`, `_head_moment`).
+
 Engines: `torch` (one process or DDP), `deepspeed` (ZeRO 0-3), `fsdp` (FSDP2 / FSDP1 sharded units).
 Every term, with the torch / DeepSpeed / Transformers function it comes from: docs/memory-model.md,
 "The whole training step". Activations come from zeromem_lsp.memory.activations (exact against the model code).
@@ -23,6 +26,7 @@ from typing import NamedTuple
 
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS
+from zeromem_lsp.memory.loss_and_reference import LOSS_KERNELS, LossInputError, loss_moments
 from zeromem_lsp.configs.model_config import ModelShape
 
 ENGINES = ("torch", "deepspeed", "fsdp")
@@ -195,6 +199,9 @@ class _Setup(NamedTuple):
     ranks: int
     impl: str
     checkpointing: bool
+    loss_kernel: str = "hf"  # loss_and_reference.LOSS_KERNELS: what replaces Transformers' T×V loss terms
+    head_trainable: bool = True  # False on a frozen base: no head gradient
+    micro_batch: int = 1
 
 
 def _scratch(impl: str, element: int, every: int, largest: int) -> int:
@@ -204,17 +211,46 @@ def _scratch(impl: str, element: int, every: int, largest: int) -> int:
     return {"foreach": element * every, "for-loop": 2 * element * largest, "fused": 0}[impl]
 
 
+def _kernel(setup: _Setup):
+    return loss_moments(setup.loss_kernel, setup.micro_batch, setup.tokens // setup.micro_batch, setup.hidden,
+                        setup.vocab, setup.c, setup.w, setup.acts.logits_bytes, setup.head_trainable)
+
+
 def _loss_moments(setup: _Setup, base: list[Part], saved: int | None = None) -> tuple[list[Part], list[Part]]:
     """(forward's peak, the loss's backward). ForCausalLMLoss (transformers/loss/loss_utils.py) makes
     `logits.float()` and cross_entropy's log-softmax from it while the lm_head output is alive; the backward
     of nll_loss and of log_softmax (`_log_softmax_backward_data`) make two fp32 T×V gradients while the
-    saved log-softmax is still held."""
+    saved log-softmax is still held. Another `loss_kernel` keeps, and briefly makes, what
+    loss_and_reference.loss_moments lists instead."""
     t, v = setup.tokens, setup.vocab
     saved = setup.acts.total if saved is None else saved  # `saved`: what a frozen base keeps (LoRA activations)
+    if setup.loss_kernel != "hf":
+        found = _kernel(setup)
+        kept = [Part("activations", saved - found.dropped), *(Part(*part) for part in found.kept)]
+        return ([*base, *kept, *(Part(*part) for part in found.forward)],
+                [*base, *kept, *(Part(*part) for part in found.backward)])
     forward = [*base, Part("activations", saved), Part("logits", setup.c * t * v),
                Part("fp32 logits copy", F32 * t * v if setup.c != F32 else 0)]
     loss = [*base, Part("activations", saved), Part("log-softmax gradients", 2 * F32 * t * v)]
     return forward, loss
+
+
+def _head_moment(setup: _Setup, base: list[Part], saved: int | None = None) -> dict[str, list[Part]]:
+    """The head's backward after a loss that leaves it to autograd (axolotl's chunked loss): the logits'
+    gradient, the head's weight and input gradients, the loss's kept tensors freed. Transformers' loss keeps
+    this below its loss's backward (the two fp32 T×V gradients); fused kernels make the head's gradients
+    themselves."""
+    if setup.loss_kernel == "hf" or _kernel(setup).head is None:
+        return {}
+    saved = setup.acts.total if saved is None else saved
+    found = _kernel(setup)
+    return {"the head's backward": [*base, Part("activations", saved - found.dropped),
+                                    *(Part(*part) for part in found.head)]}
+
+
+def _logits_gradient(setup: _Setup) -> int:
+    """The T×V gradient the head's backward reads: none when a fused kernel made the head's gradients."""
+    return 0 if setup.loss_kernel in ("liger_flce", "cut_cross_entropy") else setup.c * setup.tokens * setup.vocab
 
 
 def _layer_moments(setup: _Setup, shape: ModelShape, base: list[Part], head_grads: int, layer_grads: int,
@@ -286,7 +322,8 @@ def _torch(setup: _Setup, shape: ModelShape, autocast: bool, ddp_bucket_view: bo
                                                       + tied)]
     step = [*base, Part("gradients", grads * n), Part("optimizer scratch", _scratch(setup.impl, w, n, t.largest))]
     return _phases({"forward": {"the loss": forward},
-                    "backward": {"the loss's backward": loss, **layers, "the end of backward": end},
+                    "backward": {"the loss's backward": loss, **_head_moment(setup, base + cast), **layers,
+                                 "the end of backward": end},
                     "optimizer": {"the optimizer step": step}})
 
 
@@ -420,8 +457,9 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
         ends["the head's backward"] = [
             *base, Part("gathered parameters", max(again, w * fetch)),
             Part("activations", setup.acts.total - setup.acts.logits_bytes),
-            Part("gradients", w * head_numel), Part("logits gradient", setup.c * setup.tokens * setup.vocab)]
-    return _phases({"forward": forwards, "backward": {"the loss's backward": loss, **layers, **ends},
+            Part("gradients", w * head_numel), Part("logits gradient", _logits_gradient(setup))]
+    head = _head_moment(setup, base + [Part("gathered parameters", again)])
+    return _phases({"forward": forwards, "backward": {"the loss's backward": loss, **head, **layers, **ends},
                     "optimizer": steps})
 
 
@@ -463,8 +501,9 @@ def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: 
     else:  # one DTensor shard per parameter (dim 0)
         largest = _ceil(t.largest, r)
     step = [*base, Part("gradients", w * shard), Part("optimizer scratch", _scratch(setup.impl, w, shard, largest))]
+    head_moment = _head_moment(setup, base + [Part("gathered parameters", root + kept + ahead)])
     return _phases({"forward": {"the loss": forward},
-                    "backward": {"the loss's backward": loss, **layers, "the end of backward": end},
+                    "backward": {"the loss's backward": loss, **head_moment, **layers, "the end of backward": end},
                     "optimizer": {"the optimizer step": step}})
 
 
@@ -548,6 +587,7 @@ def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gat
             Part("optimizer scratch", scratch)]
     return _phases({"forward": forwards,
                     "backward": {"the loss's backward": loss, "the top layer's backward": top,
+                                 **_head_moment(setup, base + [Part("gathered parameters", again)], frozen.activations),
                                  "the end of backward": end},
                     "optimizer": {"the optimizer step": step}})
 
@@ -559,20 +599,23 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
                   buckets: Buckets = Buckets(), fsdp_version: int = 2, fsdp_reshard: bool = True,
                   fsdp_mixed: bool = False, fsdp_sharded: bool = True, ddp_bucket_view: bool = False,
                   offload_optimizer: bool = False, offload_param: bool = False,
-                  frozen: FrozenBase | None = None) -> StepPeak:
+                  frozen: FrozenBase | None = None, loss_kernel: str = "hf") -> StepPeak:
     """Per-phase peak bytes of one rank in a steady-state AdamW step; raises StepInputError naming a bad input.
 
     param_dtype is the dtype the weights are stored in (DeepSpeed: its 16-bit dtype; FSDP: the shards').
     autocast (engine torch): fp32 weights, bf16 compute, as HF Trainer's `bf16=True` on an fp32 model.
     fsdp_mixed: bf16 gathered parameters and compute over `param_dtype` shards; fsdp_reshard: layers are
     freed after their forward (FULL_SHARD, FSDP2's default); fsdp_sharded False: NO_SHARD. frozen: a frozen
-    base with adapters (its per-rank state replaces the full model's; `_frozen`)."""
+    base with adapters (its per-rank state replaces the full model's; `_frozen`). loss_kernel: Transformers'
+    loss (`hf`) or a fused / chunked kernel (`liger_flce`, `cut_cross_entropy`, `chunked_ce`) in its place
+    (`_loss_moments`, loss_and_reference.loss_moments)."""
     _choice("engine", engine, ENGINES)
     if frozen is None:  # with a frozen base the plan's O holds any optimizer's state (adapter_plan)
         _choice("optimizer", optimizer, OPTIMIZERS)
     _choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
     _choice("param_dtype", param_dtype, tuple(DTYPE_BYTES))
     _choice("attention", attention, ("sdpa", "eager"))
+    _choice("loss_kernel", loss_kernel, LOSS_KERNELS)
     _count("ranks", ranks, 1)
     if engine == "deepspeed":
         _choice("stage", stage, (0, 1, 2, 3))
@@ -591,7 +634,7 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     tensors = parameter_tensors(shape)
     setup = _Setup(tensors, acts, sequence_length * micro_batch, shape.vocab, shape.hidden,
                    F32 if autocast else DTYPE_BYTES[param_dtype], DTYPE_BYTES[compute], ranks, optimizer_impl,
-                   checkpointing)
+                   checkpointing, loss_kernel, frozen is None, micro_batch)
     if frozen is not None:
         gathered = _gathered_frozen(setup, frozen, engine, stage, buckets, (fsdp_version, fsdp_reshard, fsdp_sharded))
         phases = _frozen(setup, shape, frozen, gathered, offload_optimizer, optimizer not in OPTIMIZERS)

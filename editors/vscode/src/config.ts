@@ -23,6 +23,7 @@ export interface ExtensionSettings {
   engine?: string | null;
   paramDtype?: string | null;
   optimizerImpl?: string | null;
+  lossKernel?: string | null;
   loraRank?: string | number | null;
   loraTargets?: string | null;
   modulesToSave?: string | null;
@@ -48,6 +49,7 @@ export const SERVER_SETTING_KEYS = [
   "engine",
   "paramDtype",
   "optimizerImpl",
+  "lossKernel",
   "loraRank",
   "loraTargets",
   "modulesToSave",
@@ -154,7 +156,7 @@ export function serverSettings(settings: ExtensionSettings): ServerSettings {
 export const UNSET_CHOICE = "default";
 const CHOICE_SETTINGS: ReadonlySet<string> = new Set([
   "precision", "optimizer", "gradientCheckpointing", "attention", "engine", "paramDtype", "optimizerImpl", "dora",
-  "quantization", "doubleQuant",
+  "quantization", "doubleQuant", "lossKernel",
 ]);
 /** Numbers typed into the Settings UI's text boxes (it has no box for an optional number). */
 const NUMBER_SETTINGS: ReadonlySet<string> = new Set([
