@@ -190,6 +190,7 @@ class _Setup(NamedTuple):
     ranks: int
     impl: str
     checkpointing: bool
+    loss: object = None  # a loss that replaces ForCausalLMLoss's moments (memory/preference.FusedHead)
 
 
 def _scratch(impl: str, element: int, every: int, largest: int) -> int:
@@ -206,6 +207,8 @@ def _loss_moments(setup: _Setup, base: list[Part], saved: int | None = None) -> 
     saved log-softmax is still held."""
     t, v = setup.tokens, setup.vocab
     saved = setup.acts.total if saved is None else saved  # `saved`: what a frozen base keeps (LoRA activations)
+    if setup.loss is not None:
+        return setup.loss.moments(setup, base, saved)  # type: ignore[attr-defined]
     forward = [*base, Part("activations", saved), Part("logits", setup.c * t * v),
                Part("fp32 logits copy", F32 * t * v if setup.c != F32 else 0)]
     loss = [*base, Part("activations", saved), Part("log-softmax gradients", 2 * F32 * t * v)]
@@ -410,6 +413,7 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
     if stage == 3 and r > 1:  # the first fetch: one flat all-gather output, then copied out per parameter
         fetch = min(n - persistent, max(min(prefetch, live), t.embedding))
         forwards["the first all-gather"] = [*base, Part("gathered parameters", 2 * w * fetch)]
+    if stage == 3 and r > 1 and setup.loss is None:  # (a fused head's backward is the loss's backward)
         # the head's backward: what the prefetcher fetched for the backward order is gathered beside the
         # head's unsharded weight gradient and the logits' gradient
         ends["the head's backward"] = [
@@ -527,14 +531,16 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
                   buckets: Buckets = Buckets(), fsdp_version: int = 2, fsdp_reshard: bool = True,
                   fsdp_mixed: bool = False, fsdp_sharded: bool = True, ddp_bucket_view: bool = False,
                   offload_optimizer: bool = False, offload_param: bool = False,
-                  frozen: FrozenBase | None = None) -> StepPeak:
+                  frozen: FrozenBase | None = None, loss: object = None) -> StepPeak:
     """Per-phase peak bytes of one rank in a steady-state AdamW step; raises StepInputError naming a bad input.
 
     param_dtype is the dtype the weights are stored in (DeepSpeed: its 16-bit dtype; FSDP: the shards').
     autocast (engine torch): fp32 weights, bf16 compute, as HF Trainer's `bf16=True` on an fp32 model.
     fsdp_mixed: bf16 gathered parameters and compute over `param_dtype` shards; fsdp_reshard: layers are
     freed after their forward (FULL_SHARD, FSDP2's default); fsdp_sharded False: NO_SHARD. frozen: a frozen
-    base with adapters (its per-rank state replaces the full model's; `_frozen`)."""
+    base with adapters (its per-rank state replaces the full model's; `_frozen`). loss: an object whose
+    `moments(setup, base, saved)` replaces ForCausalLMLoss's (forward, loss's backward) moments
+    (memory/preference.py: TRL's fused LM head)."""
     _choice("engine", engine, ENGINES)
     if frozen is None:  # with a frozen base the plan's O holds any optimizer's state (adapter_plan)
         _choice("optimizer", optimizer, OPTIMIZERS)
@@ -559,7 +565,7 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     tensors = parameter_tensors(shape)
     setup = _Setup(tensors, acts, sequence_length * micro_batch, shape.vocab, shape.hidden,
                    F32 if autocast else DTYPE_BYTES[param_dtype], DTYPE_BYTES[compute], ranks, optimizer_impl,
-                   checkpointing)
+                   checkpointing, loss)
     if frozen is not None:
         gathered = _gathered_frozen(setup, frozen, engine, stage, buckets, (fsdp_version, fsdp_reshard, fsdp_sharded))
         phases = _frozen(setup, shape, frozen, gathered, offload_optimizer, optimizer not in OPTIMIZERS)
