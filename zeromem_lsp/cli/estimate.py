@@ -15,7 +15,7 @@ from zeromem_lsp.provenance import Given, Origin
 from zeromem_lsp.memory.adapter_plan import lora_peak
 from zeromem_lsp.memory.estimate import Estimate, Inputs, estimate, inputs_from_parameters
 from zeromem_lsp.memory.plan import FAMILIES
-from zeromem_lsp.configs.settings_values import ENGINES, OPTIMIZER_IMPLS, PARAM_DTYPES, QUANTIZATIONS
+from zeromem_lsp.configs.settings_values import ENGINES, OPTIMIZER_IMPLS, PARAM_DTYPES, QUANTIZATIONS, TRAINERS
 from zeromem_lsp.configs.settings_values import check_memory, check_parameters, check_reserve, decimal_budget_note
 from zeromem_lsp.configs.model_source import find_model_config
 from zeromem_lsp.rules.registry import rule_named
@@ -65,6 +65,11 @@ def register(commands) -> None:
                       "fsdp fp32)")
     step.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS,
                       help="torch AdamW implementation (default foreach; fused for a ds_config optimizer section)")
+    step.add_argument("--trainer", choices=TRAINERS,
+                      help="what trains (default sft): dpo and kto add TRL's frozen reference model and their loss "
+                      "(docs/adapters.md, Preference trainers); orpo, simpo, cpo, grpo leave the peak unknown")
+    step.add_argument("--precompute-ref-log-probs", action="store_true", default=None,
+                      help="TRL's precompute_ref_log_probs: no reference model in the training step")
     lora = parser.add_argument_group("LoRA / QLoRA (needs --model-config: the adapters go on its linear layers)")
     lora.add_argument("--lora-rank", metavar="R", help="LoRA rank r: the base is frozen, r·(in + out) adapter "
                       "parameters per targeted linear layer are trained")
@@ -268,6 +273,8 @@ def _peak_maker(args, shape, problem, plan_inputs: Inputs):
         param_dtype=Given(dtype, "--param-dtype") if args.param_dtype else Given(
             dtype, f"default: the stored precision under {engine.value}"),
         optimizer_impl=_flag(args, "optimizer_impl", "foreach"),
+        trainer=Given(args.trainer, "--trainer") if args.trainer else PeakInputs.trainer,
+        precompute_ref_log_probs=Given(True, "--precompute-ref-log-probs") if args.precompute_ref_log_probs else None,
         parameters=plan_inputs.parameters, ranks=plan_inputs.world_size,
         optimizer=plan_inputs.adapter.optimizer if plan_inputs.adapter is not None else args.optimizer,
         lora=lora_peak(plan_inputs.adapter, args.precision))

@@ -185,6 +185,16 @@ class ZeromemSettingsModel(BaseModel):
         None, strict=True, description="bnb_4bit_use_double_quant: 4-bit quantization constants quantized again "
         "(about 3 B fewer per 64 weights: 0.37 bit per weight).",
     )
+    trainer: Literal[plain.TRAINERS] | None = Field(  # type: ignore[valid-type]
+        None, description="What trains, for the peak: `sft` (default: the model's own loss), `dpo` or `kto` (TRL's "
+        "DPOTrainer / KTOTrainer: a frozen reference model beside the policy unless it is a PEFT model, DPO's chosen "
+        "and rejected rows stacked, TRL's fused LM head), `orpo`, `simpo`, `cpo` (reference-free) or `grpo` (the "
+        "last four: peak unknown, not modelled). docs/adapters.md, \"Preference trainers\".",
+    )
+    precompute_ref_log_probs: bool | None = Field(
+        None, strict=True, description="TRL's precompute_ref_log_probs: the reference log-probs are computed before "
+        "training, so no reference model and no reference forward in the step.",
+    )
 
 
 def _plain(model: ZeromemSettingsModel) -> dict:

@@ -35,6 +35,8 @@ SETTING_NAMES = (
     "dora",
     "quantization",
     "double_quant",
+    "trainer",
+    "precompute_ref_log_probs",
 )
 BYTE_SIZE_PATTERN = r"^\s*[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*([kKMGTPE]i?[bB]?|[bB])?\s*$"
 COUNT_PATTERN = r"^\s*[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*[kKmMbBtT]?\s*$"
@@ -48,11 +50,13 @@ PARAM_DTYPES = ("bf16", "fp16", "fp32")
 OPTIMIZER_IMPLS = ("foreach", "for-loop", "fused")
 #: How the frozen base is stored (bitsandbytes): none (the model dtype), int8, nf4, fp4 (memory/adapters.py).
 QUANTIZATIONS = ("none", "int8", "nf4", "fp4")
+#: What trains (the step's loss and a frozen reference model): sft, or a preference trainer (memory/preference.py).
+TRAINERS = ("sft", "dpo", "kto", "orpo", "simpo", "cpo", "grpo")
 #: PEFT's shorthand for every linear layer but the output head (peft.utils.constants).
 ALL_LINEAR = "all-linear"
 #: Every setting with a fixed set of values -> those values (checked alike by both validators).
 CHOICES = {"attention": ATTENTIONS, "engine": ENGINES, "param_dtype": PARAM_DTYPES, "optimizer_impl": OPTIMIZER_IMPLS,
-           "quantization": QUANTIZATIONS}
+           "quantization": QUANTIZATIONS, "trainer": TRAINERS}
 #: The settings that are module names: a list, or one string of comma-separated names.
 NAME_LIST_SETTINGS = ("lora_targets", "modules_to_save")
 #: The settings that are byte sizes ("80GiB"): checked as bytes, shown as bytes (hover, completion).

@@ -25,11 +25,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from zeromem_lsp.configs.settings_values import TRAINERS  # the `trainer` setting; sft: ForCausalLMLoss
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, I64, ActivationInputError, estimate_activations
 from zeromem_lsp.memory.step import Part, Phase, StepInputError, StepPeak, Tensors, estimate_step
 
-#: The `trainer` setting: what runs the step. sft (default): the model's own loss (ForCausalLMLoss).
-TRAINERS = ("sft", "dpo", "kto", "orpo", "simpo", "cpo", "grpo")
 #: Trainers that keep a reference model (unless PEFT or precomputed log-probs); the others are reference-free.
 WITH_REFERENCE = ("dpo", "kto")
 MODELLED = ("sft", "dpo", "kto")
@@ -129,9 +128,12 @@ class Preference(NamedTuple):
 def reference_gathered(tensors: Tensors, width: int, engine: str, stage: object, ranks: int) -> int:
     """The reference's weights gathered at its forward's peak: under ZeRO-3 (more than one rank) its LM head,
     gathered for the fused head by `maybe_gather_lm_head_ctx` (trl/trainer/utils.py); as measured at two ranks,
-    its layers are released by then."""
-    if engine == "deepspeed" and stage == 3 and ranks > 1:
+    its layers are released by then. Sharded FSDP (derived, not measured): the root unit (embeddings, final norm,
+    head) gathered for the whole forward and one layer, as the policy's forward (`step._fsdp`)."""
+    if ranks > 1 and engine == "deepspeed" and stage == 3:
         return width * (tensors.head or tensors.embedding)
+    if ranks > 1 and engine == "fsdp" and stage in ("SHARD_GRAD_OP", "FULL_SHARD"):
+        return width * (tensors.root + tensors.layer_total)
     return 0
 
 
@@ -164,6 +166,19 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
     return step._replace(phases=phases, peak=phases[step.peak_phase].peak)
 
 
+def fused_head_line(trainer: str, saved: int, logits_bytes: int, sequence_length: int, tokens: int, hidden: int,
+                    c: int) -> str:
+    """How the phases' "activations" follow from the activations shown: the loss's and the LM head's input
+    swapped for what TRL's fused head keeps."""
+    head = FusedHead(trainer, sequence_length, True)
+    kept = head.saved(saved, logits_bytes, tokens, hidden, c) - saved + logits_bytes + c * tokens * hidden
+    stacked = "chosen and rejected stacked, " if rows(trainer, 1) == 2 else ""
+    return (f"{trainer} (TRL): {stacked}{tokens // sequence_length} rows; its fused LM head keeps {kept:,} B (a shifted "
+            f"copy of the last hidden states, labels, log-sum-exp per token) in place of the loss {logits_bytes:,} and "
+            f"the head's input {c * tokens * hidden:,}: activations {saved:,} - {logits_bytes:,} - "
+            f"{c * tokens * hidden:,} + {kept:,} = {saved - logits_bytes - c * tokens * hidden + kept:,} B")
+
+
 def _frozen_saved(head: FusedHead, frozen: object, arguments: dict, micro: int) -> int:
     """A frozen base's saved activations (for `micro` rows) with the fused head's tensors for the loss's."""
     try:
@@ -189,5 +204,5 @@ def _with_reference(phase: Phase, reference: int) -> Phase:
     return Phase(phase.name, phase.peak + reference, moment, ordered)
 
 
-__all__ = ["FusedHead", "MODELLED", "Preference", "TRAINERS", "WITH_REFERENCE", "estimate_preference_step", "reference_gathered",
+__all__ = ["FusedHead", "MODELLED", "fused_head_line", "Preference", "TRAINERS", "WITH_REFERENCE", "estimate_preference_step", "reference_gathered",
            "rows"]

@@ -29,6 +29,8 @@ export interface ExtensionSettings {
   dora?: string | boolean | null;
   quantization?: string | null;
   doubleQuant?: string | boolean | null;
+  trainer?: string | null;
+  precomputeRefLogProbs?: string | boolean | null;
   [other: string]: unknown;
 }
 
@@ -54,6 +56,8 @@ export const SERVER_SETTING_KEYS = [
   "dora",
   "quantization",
   "doubleQuant",
+  "trainer",
+  "precomputeRefLogProbs",
 ] as const;
 
 export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];
@@ -153,14 +157,16 @@ export function serverSettings(settings: ExtensionSettings): ServerSettings {
 export const UNSET_CHOICE = "default";
 const CHOICE_SETTINGS: ReadonlySet<string> = new Set([
   "precision", "optimizer", "gradientCheckpointing", "attention", "engine", "paramDtype", "optimizerImpl", "dora",
-  "quantization", "doubleQuant",
+  "quantization", "doubleQuant", "trainer", "precomputeRefLogProbs",
 ]);
 /** Numbers typed into the Settings UI's text boxes (it has no box for an optional number). */
 const NUMBER_SETTINGS: ReadonlySet<string> = new Set([
   "worldSize", "warnFraction", "sequenceLength", "microBatch", "loraRank",
 ]);
 /** Dropdowns for an optional boolean: "true" / "false" (or "default"). */
-const BOOLEAN_SETTINGS: ReadonlySet<string> = new Set(["gradientCheckpointing", "dora", "doubleQuant"]);
+const BOOLEAN_SETTINGS: ReadonlySet<string> = new Set([
+  "gradientCheckpointing", "dora", "doubleQuant", "precomputeRefLogProbs",
+]);
 const NUMBER = /^[0-9]*\.?[0-9]+$/;
 
 /**
