@@ -5,6 +5,10 @@ Run with the measuring venv (torch CPU, transformers, deepspeed, peft, trl), one
     nice -n 5 /work/venv-measure/bin/python benchmarks/preference/measure.py            # every case -> JSON
     /work/venv-measure/bin/python benchmarks/preference/measure.py --only dpo-full --explain
 
+The `trl18-` cases run TRL 1.8.0 (what axolotl pins: its DPOTrainer makes the full logits and uses
+selective_log_softmax, no fused head) from a directory given with --trl18 (made by
+`pip install --no-deps --target DIR trl==1.8.0`), put first on the children's PYTHONPATH.
+
 The trainers themselves need a tokenizer and datasets; what runs here is TRL's own `_compute_loss`
 (trl/trainer/dpo_trainer.py DPOTrainer._compute_loss, trl/trainer/kto_trainer.py KTOTrainer._compute_loss) called
 on a stand-in trainer object that holds the attributes it reads, with the models prepared as the trainers'
@@ -35,13 +39,14 @@ LORA = {"r": 8, "lora_alpha": 16, "lora_dropout": 0.0, "target_modules": ["q_pro
 
 
 def _case(cid, trainer="dpo", reference="model", engine="torch", stage=None, ranks=1, lora=False, batch=1, seq=128,
-          impl="foreach", model="llama-h256"):
+          impl="foreach", model="llama-h256", trl=None):
     from cases import MODELS, ds_config
     case = {"id": cid, "trainer": trainer, "reference": reference, "engine": engine, "ranks": ranks,
             "lora": dict(LORA) if lora else None, "micro_batch": batch, "sequence_length": seq, "prompt_length": PROMPT,
             "model": model, "config": dict(sorted(MODELS[model].items())), "regime": "bf16" if engine == "torch"
             else "ds-bf16", "optimizer": {"name": "AdamW", "impl": impl, "lr": 1e-4}, "attention": "sdpa",
-            "gradient_checkpointing": False, "loss_type": "sigmoid" if trainer == "dpo" else "kto", "beta": 0.1}
+            "gradient_checkpointing": False, "loss_type": "sigmoid" if trainer == "dpo" else "kto", "beta": 0.1,
+            "trl_version": trl}
     if engine == "deepspeed":
         case["ds_config"] = ds_config(stage, batch)
     return case
@@ -57,6 +62,10 @@ def cases() -> list[dict]:
         _case("dpo-ds-z3-r2-full-ref", engine="deepspeed", stage=3, ranks=2, impl="for-loop"),
         _case("dpo-ds-z2-r2-full-ref", engine="deepspeed", stage=2, ranks=2, impl="for-loop"),
         _case("kto-full-ref", trainer="kto", batch=2),
+        _case("trl18-dpo-full-ref", trl="1.8.0"),
+        _case("trl18-dpo-full-ref-b2", batch=2, trl="1.8.0"),
+        _case("trl18-dpo-full-precomputed", reference="precomputed", trl="1.8.0"),
+        _case("trl18-dpo-lora-adapter-ref", reference="adapter", lora=True, trl="1.8.0"),
     ])
 
 
@@ -138,7 +147,15 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
     import transformers
     from engines import Labeller, build_model, torch_optimizer
     from tracker import StorageTracker
-    from trl.trainer.utils import add_fused_lm_head
+    import trl
+    if case["trl_version"] is not None and trl.__version__ != case["trl_version"]:
+        raise RuntimeError(f"the case needs trl {case['trl_version']} (--trl18), found {trl.__version__}")
+    fused = case["trl_version"] is None  # TRL 1.8 has no fused LM head: the model's own forward makes the logits
+
+    def add_fused_lm_head(module, outputs=("log_probs",)):
+        if fused:
+            from trl.trainer.utils import add_fused_lm_head as add
+            add(module, outputs=outputs)
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -266,7 +283,7 @@ def merge(out: Path, case: dict, ranks: list[dict]) -> None:
         entry["error"] = errors[0]
     kept[case["id"]] = entry
     from measure import METHOD
-    record = {"versions": versions(), "device": "cpu", "method": METHOD + "; TRL's _compute_loss on a stand-in trainer",
+    record = {"versions": {**versions(), "trl (trl18- cases)": "1.8.0"}, "device": "cpu", "method": METHOD + "; TRL's _compute_loss on a stand-in trainer",
               "phases": list(PHASES), "cases": [kept[cid] for cid in by_id() if cid in kept]}
     out.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
 
@@ -276,13 +293,18 @@ def main(argv=None) -> int:
     parser = parser_with_common_arguments(__doc__.splitlines()[0], timeout=900)
     parser.add_argument("--explain", action="store_true")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--trl18", help="a directory holding trl 1.8.0 (pip install --no-deps --target DIR)")
     args = parser.parse_args(argv)
     if args.child:
         return _child_main(args.child, args.rank, args.world, args.result)
     selected = [case for case in cases() if not args.only or any(case["id"].startswith(p) for p in args.only)]
     failed = 0
     for index, case in enumerate(selected, 1):
-        ranks = run_case(case, sys.executable, args.timeout, script=Path(__file__).resolve())
+        if case["trl_version"] and not args.trl18:
+            print(f"{case['id']}: skipped (needs --trl18)")
+            continue
+        env = {"PYTHONPATH": args.trl18} if case["trl_version"] else None
+        ranks = run_case(case, sys.executable, args.timeout, script=Path(__file__).resolve(), env=env)
         print(f"{index}/{len(selected)} {summary(case, ranks)}", flush=True)
         failed += any("error" in rank for rank in ranks)
         if args.explain:

@@ -34,6 +34,7 @@ class Workload:
     compute_dtype: Given | None = None  # mixed-precision compute dtype (bf16 / fp16) the config asks for
     checkpointing_path: Path | None = None  # where this document switches activation checkpointing on
     zero_root: Path | None = None  # where the DeepSpeed config sits in this document (None: elsewhere or none)
+    preference_loss: Given | None = None  # a recipe tool's DPO loss when not TRL's fused head (configs/recipes.py)
 
 
 def _at(root: Path | None, *keys: str) -> Path | None:

@@ -86,6 +86,7 @@ class PeakInputs:
     lora: LoraPeak | None = None  # a LoRA run: a frozen base, the adapter's state and activations
     trainer: Given = Given("sft", "default: sft (the model's own loss)")  # dpo | kto | ... (memory/preference.py)
     precompute_ref_log_probs: Given | None = None  # shown when given (it matters to dpo and kto only)
+    preference_loss: Given | None = None  # the DPO loss a recipe's tool runs when not TRL's fused head ("logits")
 
     def used(self) -> dict[str, Given]:
         """The inputs given, by field name (INPUT_LABELS order)."""
@@ -314,6 +315,9 @@ def preference(inputs: PeakInputs, arguments: dict, stage: str, offload: object)
     """The preference trainer's step inputs at `stage`: its frozen reference model on this rank (none for a PEFT
     policy or with precomputed log-probs), stored like the policy's weights, placed as the engine places it."""
     trainer = str(_value(inputs.trainer))
+    loss = inputs.preference_loss
+    if trainer in ("dpo", "kto") and loss is not None and loss.value != "logits":
+        raise StepInputError(loss.note)
     precomputed = bool(_value(inputs.precompute_ref_log_probs))
     tensors = parameter_tensors(inputs.shape)  # type: ignore[arg-type]
     width = DTYPE_BYTES[arguments["param_dtype"]]
@@ -332,7 +336,8 @@ def preference(inputs: PeakInputs, arguments: dict, stage: str, offload: object)
     gathered_width = DTYPE_BYTES["bf16"] if arguments.get("fsdp_mixed") else width
     gathered = reference_gathered(tensors, gathered_width, engine, place if engine == "fsdp" else number,
                                   inputs.ranks) if reference.bytes_per_rank else 0
-    return Preference(trainer, reference.bytes_per_rank, not precomputed, gathered)
+    return Preference(trainer, reference.bytes_per_rank, not precomputed, gathered,
+                      loss="logits" if loss is not None and loss.value == "logits" else "fused")
 
 
 def _element_count(entry: Given | None, key: str, shape: ModelShape | None, missing: list[str]) -> int | None:

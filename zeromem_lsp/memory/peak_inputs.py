@@ -128,5 +128,6 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
         lora=lora_peak(inputs.adapter, dtype.value if dtype is not None else None),
         trainer=_pick(None, "trainer", resolved, PeakInputs.trainer),
         precompute_ref_log_probs=_pick(None, "precompute_ref_log_probs", resolved),
+        preference_loss=workload.preference_loss,
     )
 

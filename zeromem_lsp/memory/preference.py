@@ -32,6 +32,8 @@ from zeromem_lsp.memory.step import Part, Phase, StepInputError, StepPeak, Tenso
 #: Trainers that keep a reference model (unless PEFT or precomputed log-probs); the others are reference-free.
 WITH_REFERENCE = ("dpo", "kto")
 MODELLED = ("sft", "dpo", "kto")
+#: The DPO loss's implementation: TRL's fused LM head (TRL 1.16) or TRL 1.8's logits (axolotl's pin).
+LOSSES = ("fused", "logits")
 TOKEN_TILE, VOCABULARY_TILE = 4096, 32768  # chunked_logprob.TOKEN_CHUNK_SIZE, utils._CHUNKED_LOGPROB_CHUNK_SIZE
 #: per-token fields each trainer's fused head computes (DPOTrainer / KTOTrainer `__init__`, no WPO weighting)
 OUTPUTS = {"dpo": ("log_probs", "entropy", "mean_logits", "is_top1"), "kto": ("log_probs", "entropy", "mean_logits")}
@@ -62,7 +64,7 @@ class FusedHead(NamedTuple):
         rows = min(tokens, TOKEN_TILE)
         return rows, min(vocab, VOCABULARY_TILE), c * rows * VOCABULARY_TILE
 
-    def saved(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int) -> int:
+    def saved(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int = 0) -> int:
         """What autograd keeps instead of ForCausalLMLoss's: the activations without the fp32 log-softmax and the
         LM head's input, plus the head's shifted hidden-state copy, int64 labels, fp32 log-sum-exp (and entropy),
         and the per-token outputs with their label mask."""
@@ -115,6 +117,52 @@ class FusedHead(NamedTuple):
                 Part("reference LM head tile", tile), Part("fp32 tile temporaries", fallback)]
 
 
+class LogitsHead(NamedTuple):
+    """TRL 1.8's DPO loss (what axolotl pins; trl/trainer/dpo_trainer.py 1.8.0 `_compute_loss`): the model's own
+    forward makes the logits (b·s·V in the compute dtype, kept until the loss returns, the reference's beside them);
+    `selective_log_softmax` (trl/trainer/utils.py) runs a log-softmax per row, each kept for backward (an fp32
+    model: `logsumexp` keeps the logits themselves; derived, not measured); the entropy metric
+    (`entropy_from_logits` on the shifted logits) copies them contiguous and makes three 128-row chunks. Backward:
+    the rows' gradients stacked, then the slice's gradient (b·s·V), then the head's weight gradient beside it."""
+
+    trainer: str
+    sequence_length: int
+    reference_forward: bool
+    reference_gathered: int = 0
+    head_trainable: bool = True
+    triton: bool = True  # (no effect: both heads take the same fields)
+    adjusted: bool = False
+
+    def scored(self, tokens: int) -> int:
+        return tokens - tokens // self.sequence_length
+
+    def _kept(self, tokens: int, vocab: int, c: int) -> int:
+        """What the log-probs keep: each row's log-softmax (16-bit), or the logits for logsumexp (fp32)."""
+        return c * tokens * vocab if c == F32 else c * self.scored(tokens) * vocab
+
+    def saved(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int = 0) -> int:
+        """The activations with the log-probs' kept tensors, labels and per-token log-probs for the loss's."""
+        scored = self.scored(tokens)
+        return saved - logits_bytes + self._kept(tokens, vocab, c) + I64 * scored + F32 * scored
+
+    def moments(self, setup: object, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
+        """(the entropy metric at the end of the loss's forward, the loss's backward at its largest)."""
+        c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w  # type: ignore[attr-defined]
+        tokens = setup.tokens  # type: ignore[attr-defined]
+        scored, logits = self.scored(tokens), c * tokens * v
+        total = saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes, tokens, h, c, v)  # type: ignore[attr-defined]
+        forward = [*base, Part("activations", total), Part("logits", logits),
+                   Part("reference gathered parameters", self.reference_gathered if self.reference_forward else 0),
+                   Part("reference logits", logits if self.reference_forward else 0),
+                   Part("entropy metric", c * scored * v + 3 * c * min(128, scored) * v)]
+        rest = total - self._kept(tokens, v, c)  # the row log-softmaxes are freed once their backward ran
+        stacked = [*base, Part("activations", rest), Part("log-prob gradients", c * scored * v),
+                   Part("logits gradient", logits)]
+        head = [*base, Part("activations", rest), Part("logits gradient", logits),
+                Part("gradients", w * v * h if self.head_trainable else 0), Part("hidden-state gradient", c * tokens * h)]
+        return forward, max(stacked, head, key=lambda parts: sum(part.bytes for part in parts))
+
+
 class Preference(NamedTuple):
     """A preference trainer's step: the trainer, the reference on this rank, and how its forward runs."""
 
@@ -123,6 +171,7 @@ class Preference(NamedTuple):
     reference_forward: bool = True  # False with precomputed reference log-probs
     reference_gathered: int = 0
     triton: bool = True
+    loss: str = "fused"  # "fused": TRL's fused LM head (TRL 1.16); "logits": TRL 1.8's (axolotl's pin)
 
 
 def reference_gathered(tensors: Tensors, width: int, engine: str, stage: object, ranks: int) -> int:
@@ -155,8 +204,13 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
     frozen = arguments.get("frozen")
     sequence = arguments["sequence_length"]
     micro = rows(trainer, arguments["micro_batch"])  # type: ignore[arg-type]
-    head = FusedHead(trainer, sequence, preference.reference_forward,  # type: ignore[arg-type]
-                     preference.reference_gathered, head_trainable=frozen is None, triton=preference.triton)
+    if preference.loss not in LOSSES:
+        raise StepInputError(f"preference loss must be one of {', '.join(LOSSES)}, got {preference.loss!r}")
+    if preference.loss == "logits" and trainer != "dpo":
+        raise StepInputError(f"TRL 1.8's {trainer.upper()}Trainer loss is not modelled (only its DPOTrainer is)")
+    kind = FusedHead if preference.loss == "fused" else LogitsHead
+    head = kind(trainer, sequence, preference.reference_forward,  # type: ignore[arg-type]
+                preference.reference_gathered, head_trainable=frozen is None, triton=preference.triton)
     if frozen is not None:  # its activations are read after the loss too: the fused head's, not the log-softmax
         head = head._replace(adjusted=True)
         arguments = {**arguments, "frozen": frozen._replace(activations=_frozen_saved(head, frozen, arguments, micro))}  # type: ignore[attr-defined]
@@ -166,20 +220,27 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
     return step._replace(phases=phases, peak=phases[step.peak_phase].peak)
 
 
-def fused_head_line(trainer: str, saved: int, logits_bytes: int, sequence_length: int, tokens: int, hidden: int,
-                    c: int) -> str:
-    """How the phases' "activations" follow from the activations shown: the loss's and the LM head's input
-    swapped for what TRL's fused head keeps."""
-    head = FusedHead(trainer, sequence_length, True)
-    kept = head.saved(saved, logits_bytes, tokens, hidden, c) - saved + logits_bytes + c * tokens * hidden
+def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_length: int, tokens: int, hidden: int,
+              c: int, vocab: int) -> str:
+    """How the phases' "activations" follow from the activations shown: the loss's tensors (and, for the fused
+    head, the LM head's input) swapped for what the preference loss keeps."""
     stacked = "chosen and rejected stacked, " if rows(trainer, 1) == 2 else ""
-    return (f"{trainer} (TRL): {stacked}{tokens // sequence_length} rows; its fused LM head keeps {kept:,} B (a shifted "
-            f"copy of the last hidden states, labels, log-sum-exp per token) in place of the loss {logits_bytes:,} and "
-            f"the head's input {c * tokens * hidden:,}: activations {saved:,} - {logits_bytes:,} - "
-            f"{c * tokens * hidden:,} + {kept:,} = {saved - logits_bytes - c * tokens * hidden + kept:,} B")
+    lead = f"{trainer} ({'TRL' if loss == 'fused' else 'TRL 1.8'}): {stacked}{tokens // sequence_length} rows; "
+    if loss == "logits":
+        head = LogitsHead(trainer, sequence_length, True)
+        kept = head.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
+        return (f"{lead}its log-probs keep {kept:,} B (a log-softmax per row, labels, per-token log-probs) in place "
+                f"of the loss {logits_bytes:,}: activations {saved:,} - {logits_bytes:,} + {kept:,} = "
+                f"{saved - logits_bytes + kept:,} B")
+    head_input = c * tokens * hidden
+    kept = FusedHead(trainer, sequence_length, True).saved(saved, logits_bytes, tokens, hidden, c) - saved \
+        + logits_bytes + head_input
+    return (f"{lead}its fused LM head keeps {kept:,} B (a shifted copy of the last hidden states, labels, log-sum-exp "
+            f"per token) in place of the loss {logits_bytes:,} and the head's input {head_input:,}: activations "
+            f"{saved:,} - {logits_bytes:,} - {head_input:,} + {kept:,} = {saved - logits_bytes - head_input + kept:,} B")
 
 
-def _frozen_saved(head: FusedHead, frozen: object, arguments: dict, micro: int) -> int:
+def _frozen_saved(head: FusedHead | LogitsHead, frozen: object, arguments: dict, micro: int) -> int:
     """A frozen base's saved activations (for `micro` rows) with the fused head's tensors for the loss's."""
     try:
         acts = estimate_activations(arguments["shape"], arguments["sequence_length"], micro, frozen.compute_dtype,  # type: ignore[attr-defined]
@@ -188,7 +249,8 @@ def _frozen_saved(head: FusedHead, frozen: object, arguments: dict, micro: int) 
         raise StepInputError(str(error)) from None
     c = DTYPE_BYTES[frozen.compute_dtype]  # type: ignore[attr-defined]
     tokens = micro * arguments["sequence_length"]
-    return head.saved(frozen.activations, acts.logits_bytes, tokens, arguments["shape"].hidden, c)  # type: ignore[attr-defined]
+    return head.saved(frozen.activations, acts.logits_bytes, tokens, arguments["shape"].hidden, c,  # type: ignore[attr-defined]
+                      arguments["shape"].vocab)  # type: ignore[attr-defined]
 
 
 def _with_reference(phase: Phase, reference: int) -> Phase:
@@ -198,11 +260,13 @@ def _with_reference(phase: Phase, reference: int) -> Phase:
     moment = phase.moment
     if any(part.name == "reference forward" for part in parts):
         moment = "the reference model's forward"
+    elif any(part.name == "entropy metric" for part in parts):
+        moment = "the loss's entropy metric (both models' logits alive)"
     elif moment == "the loss" and phase.name == "forward":
         moment = "the policy's LM head"
     ordered = tuple(sorted(parts, key=lambda part: -part.bytes))
     return Phase(phase.name, phase.peak + reference, moment, ordered)
 
 
-__all__ = ["FusedHead", "MODELLED", "fused_head_line", "Preference", "TRAINERS", "WITH_REFERENCE", "estimate_preference_step", "reference_gathered",
+__all__ = ["FusedHead", "LOSSES", "LogitsHead", "MODELLED", "head_line", "Preference", "TRAINERS", "WITH_REFERENCE", "estimate_preference_step", "reference_gathered",
            "rows"]
