@@ -63,7 +63,7 @@ def arguments(case: dict) -> tuple[Preference, dict]:
                                       persistent_bytes=persistent)
     gathered = reference_gathered(tensors, 2, case["engine"], stage, case["ranks"])
     return Preference(case["trainer"], reference.bytes_per_rank, case["reference"] != "precomputed", gathered,
-                      triton=False, loss="logits" if case.get("trl_version") == "1.8.0" else "fused"), kwargs
+                      triton=False, loss="logits" if case["trl_version"] == "1.8.0" else "fused"), kwargs
 
 
 def comparisons() -> list[dict]:

@@ -19,6 +19,11 @@ def test_axolotl_rl_names_the_trainer_at_its_key(rl, trainer):
     assert loss.value == "logits" and "trl==1.8.0" in loss.note  # axolotl pins TRL 1.8: no fused LM head
 
 
+def test_axolotl_liger_dpo_loss_is_named_at_its_key():
+    _, _, loss = trainer_of("axolotl", {"rl": "dpo", "dpo_use_liger_kernel": True})
+    assert (loss.value, loss.path) == ("liger", ("dpo_use_liger_kernel",)) and "not modelled" in loss.note
+
+
 def test_axolotl_without_rl_is_supervised_and_precompute_is_read():
     found, precompute, _ = trainer_of("axolotl", {"precompute_ref_log_probs": True})
     assert found is None and (precompute.value, precompute.path) == (True, ("precompute_ref_log_probs",))

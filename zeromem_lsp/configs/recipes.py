@@ -186,6 +186,8 @@ LLAMAFACTORY_PREF_LOSS = {"sigmoid": "dpo", "hinge": "dpo", "ipo": "dpo", "kto_p
                           "simpo": "simpo"}
 AXOLOTL_LOSS = Given("logits", "axolotl pins trl==1.8.0: its DPOTrainer makes the full logits and a log-softmax per "
                      "row (trl/trainer/dpo_trainer.py 1.8.0)")
+AXOLOTL_LIGER = Given("liger", "dpo_use_liger_kernel: TRL 1.8's DPOTrainer runs Liger's fused linear DPO loss "
+                      "(LigerFusedLinearDPOLoss), which needs Triton; that loss is not modelled", ("dpo_use_liger_kernel",))
 LLAMAFACTORY_LOSS = Given("llamafactory", "LLaMA-Factory's own DPO / KTO trainers make the fp32 logits of every row "
                           "(src/llamafactory/train/dpo/trainer.py concatenated_forward: logits.to(torch.float32)); "
                           "that loss is not modelled (measured: TRL 1.16's fused LM head and TRL 1.8's logits)")
@@ -241,7 +243,8 @@ def _axolotl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
         _optimizer(data, "optimizer", "adamw_torch_fused", "axolotl"), _given(data, "deepspeed"),
         _given(data, "fsdp_config"), adapter if method != "full" else None,
         {"bf16": dtype.value == "bf16", "fp16": dtype.value == "fp16"},
-        _preference(data, "rl", AXOLOTL_RL, "axolotl"), _precompute(data), AXOLOTL_LOSS)
+        _preference(data, "rl", AXOLOTL_RL, "axolotl"), _precompute(data),
+        AXOLOTL_LIGER if read_flag(data.get("dpo_use_liger_kernel")) else AXOLOTL_LOSS)
 
 
 def _split(found: Given | None) -> Given | None:
