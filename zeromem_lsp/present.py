@@ -285,7 +285,20 @@ def activation_lines(peak) -> list[str]:
         lines.append(lora_activation_line(peak))
         lines.append(LORA_STEP)
     acts = peak.lora_activations if peak.lora_activations is not None else acts
-    lines.extend(loss_kernel_line(peak, acts.total))
+    source = peak.source
+    trainer = source.trainer.value if source is not None else "sft"
+    loss = source.preference_loss.value if source is not None and source.preference_loss is not None else "fused"
+    if trainer in ("dpo", "kto") and loss in ("fused", "logits"):
+        from zeromem_lsp.memory.activations import DTYPE_BYTES
+        from zeromem_lsp.memory.peak import activation_dtype, policy_rows
+        from zeromem_lsp.memory.preference import head_line
+
+        c = DTYPE_BYTES[source.lora.activation_dtype if source.lora is not None else activation_dtype(source, peak.family)]
+        tokens = source.sequence_length.value * policy_rows(source)
+        lines.append(head_line(trainer, loss, acts.total, peak.activations.logits_bytes, source.sequence_length.value,
+                               tokens, source.shape.hidden, c, source.shape.vocab))
+    else:
+        lines.extend(loss_kernel_line(peak, acts.total))
     if acts.checkpointing:
         lines.append(f"one layer recomputed in backward (checkpointing, \"recomputed layer\") = "
                      f"{format_count(acts.per_layer_bytes)} B")

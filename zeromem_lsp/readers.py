@@ -221,8 +221,13 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
     workload = Workload(micro_batch=recipe.micro_batch, sequence_length=recipe.sequence_length,
                         checkpointing=recipe.checkpointing, zero=workload.zero, compute_dtype=recipe.compute_dtype,
                         checkpointing_path=("gradient_checkpointing",), zero_root=workload.zero_root,
-                        loss=recipe_loss(tool, data))
+                        loss=recipe_loss(tool, data),
+                        preference_loss=recipe.preference_loss)
     _adapter_values(recipe.adapter, values, origins)
+    for name in ("trainer", "precompute_ref_log_probs"):  # credited to the key that names them
+        found = getattr(recipe, name)
+        if found is not None:
+            values[name], origins[name] = found.value, found.origin
     layer = config_values(ZeromemSettings.from_checked(values), origins)
     return Reading(data, issues, TOP_BLOCK, setup, BLANK_SETUP, source, workload, layers=(layer,), recipe=recipe)
 

@@ -34,6 +34,8 @@ RECIPE_FILES = {
     "axolotl/examples/gemma3/gemma-3-4b-qlora.yml": "google/gemma-3-4b-it",
     "axolotl/examples/qwen3/32b-qlora.yaml": "Qwen/Qwen3-32B",
     "axolotl/examples/llama-3/fft-8b-liger-fsdp.yaml": "NousResearch/Meta-Llama-3.1-8B",
+    "axolotl/examples/qwen2/dpo.yaml": "Qwen/Qwen2.5-0.5B",
+    "axolotl/examples/llama-3/qlora-1b-kto.yaml": "meta-llama/Llama-3.2-1B",
     "llamafactory/examples/train_lora/qwen3_lora_sft.yaml": "Qwen/Qwen3-4B-Instruct-2507",
     "llamafactory/examples/train_lora/qwen3_lora_sft_ds3.yaml": "Qwen/Qwen3-4B-Instruct-2507",
     "llamafactory/examples/train_lora/qwen3_lora_dpo.yaml": "Qwen/Qwen3-4B-Instruct-2507",
@@ -42,8 +44,14 @@ RECIPE_FILES = {
     "alignment-handbook/recipes/zephyr-7b-beta/sft/config_qlora.yaml": "mistralai/Mistral-7B-v0.1",
     "alignment-handbook/recipes/zephyr-7b-beta/sft/config_full.yaml": "mistralai/Mistral-7B-v0.1",
     "alignment-handbook/recipes/zephyr-7b-beta/dpo/config_qlora.yaml": "alignment-handbook/zephyr-7b-sft-qlora",
+    "alignment-handbook/recipes/zephyr-7b-beta/dpo/config_full.yaml": "alignment-handbook/zephyr-7b-sft-full",
     "alignment-handbook/recipes/smollm2/sft/config.yaml": "HuggingFaceTB/SmolLM2-1.7B",
 }
+
+
+#: Recipes whose preference loss the step model does not cover, with what the reason names.
+UNMODELLED_LOSS = {"llamafactory/examples/train_lora/qwen3_lora_dpo.yaml": "LLaMA-Factory's own DPO",
+                   "axolotl/examples/llama-3/qlora-1b-kto.yaml": "TRL 1.8's KTOTrainer"}
 
 
 def cache_with(root: Path, repo_ids, config: Path = GEMMA) -> Path:
@@ -107,9 +115,12 @@ def test_each_real_recipe_gives_a_peak_in_check(name, tmp_path, monkeypatch):
     stage = plan.stage
     state, found = plan.placement.gpu[stage], plan.peak.stage_peak(stage)
     if found is None:  # the phase model refuses a full fine-tune's optimizer or offload: said, no ZM106 guessed
-        assert plan.inputs.adapter is None, name  # with an adapter (most recipes) the frozen-base step is known
         why = plan.peak.unknown(stage)
-        assert why.startswith("peak unknown: ") and ("adam8bit" in why or "FSDP CPU offload" in why), why
+        if name in UNMODELLED_LOSS:  # a preference loss not measured: named, whatever the adapter
+            assert UNMODELLED_LOSS[name] in why, why
+        else:
+            assert plan.inputs.adapter is None, name  # with an adapter (most recipes) the frozen-base step is known
+            assert why.startswith("peak unknown: ") and ("adam8bit" in why or "FSDP CPU offload" in why), why
         items = findings("--world-size", "8", "--gpu-memory", str(state + 2**20), str(RECIPES / name))
         assert not [item for item in items if item["code"] == "ZM106"]
         return

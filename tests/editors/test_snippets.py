@@ -20,6 +20,8 @@ STEP_SETTINGS = {"engine", "param_dtype", "optimizer_impl", "loss_kernel"}
 ADAPTER_SETTINGS = {"lora_rank", "lora_targets", "modules_to_save", "dora", "quantization", "double_quant"}
 #: The Accelerate config a recipe is launched with (issue 20).
 LAUNCH_SETTINGS = {"accelerate_config"}
+#: A preference trainer (issue 20): TRL's reference model and loss.
+TRAINER_SETTINGS = {"trainer", "precompute_ref_log_probs"}
 
 
 def test_the_six_editor_settings_are_server_settings():
@@ -43,14 +45,16 @@ def test_vscode_settings_mirror_the_server():
     manifest = json.loads((EDITORS / "vscode" / "package.json").read_text(encoding="utf-8"))
     properties = manifest["contributes"]["configuration"]["properties"]
     server_keys = {snake_case(key.removeprefix("zeromem.")) for key in properties} & set(SETTING_NAMES)
-    assert server_keys == SERVER_SETTINGS | PEAK_SETTINGS | STEP_SETTINGS | ADAPTER_SETTINGS | LAUNCH_SETTINGS
+    assert server_keys == (SERVER_SETTINGS | PEAK_SETTINGS | STEP_SETTINGS | ADAPTER_SETTINGS | LAUNCH_SETTINGS
+                           | TRAINER_SETTINGS)
     sample = {"gpuMemory": "24GiB", "parameters": "7B", "worldSize": 8, "precision": "bf16", "optimizer": "adamw",
               "warnFraction": 0.8, "sequenceLength": 4096, "microBatch": 2, "gradientCheckpointing": True,
               "attention": "eager", "reserved": "1GiB", "engine": "torch", "paramDtype": "fp32",
               "optimizerImpl": "for-loop", "loraRank": 16, "loraTargets": "q_proj, v_proj", "modulesToSave": "lm_head",
               "dora": True, "quantization": "nf4", "doubleQuant": True,
               "accelerateConfig": "recipes/accelerate_configs/zero3.yaml",
-              "lossKernel": "chunked_ce"}
+              "lossKernel": "chunked_ce", "trainer": "dpo",
+              "precomputeRefLogProbs": True}
     settings, problems = resolve_settings(sample)
     assert problems == [] and settings.world_size == 8
     assert (settings.lora_rank, settings.lora_targets, settings.modules_to_save) == (16, ("q_proj", "v_proj"), ("lm_head",))
@@ -58,12 +62,13 @@ def test_vscode_settings_mirror_the_server():
     assert settings.accelerate_config == "recipes/accelerate_configs/zero3.yaml"
     assert (settings.engine, settings.param_dtype, settings.optimizer_impl) == ("torch", "fp32", "for-loop")
     assert settings.loss_kernel == "chunked_ce"
+    assert (settings.trainer, settings.precompute_ref_log_probs) == ("dpo", True)
     assert (settings.sequence_length, settings.micro_batch, settings.reserved) == (4096, 2, 2**30)
     for key, value in sample.items():  # the examples and defaults in package.json are accepted too
         prop = properties[f"zeromem.{key}"]
         # "default" is the dropdowns' unset choice: the extension sends nothing for it (src/config.ts)
         for example in prop.get("examples", []) + [v for v in prop.get("enum", []) if v != "default"]:
-            booleans = ("gradientCheckpointing", "dora", "doubleQuant")
+            booleans = ("gradientCheckpointing", "dora", "doubleQuant", "precomputeRefLogProbs")
             sent = {"true": True, "false": False}.get(example, example) if key in booleans else example
             assert resolve_settings({key: sent})[1] == [], (key, example)  # as src/config.ts sends it
 

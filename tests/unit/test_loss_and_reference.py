@@ -48,8 +48,12 @@ def test_reference_model_follows_the_trainer_and_the_engine():
     assert reference_model_bytes(p, 8, "ddp", 0).bytes_per_rank == p
     assert reference_model_bytes(p, 8, "deepspeed", 3, peft_policy=True).bytes_per_rank == 0
     assert reference_model_bytes(p, 8, "deepspeed", 2, precompute_ref_log_probs=True).bytes_per_rank == 0
-    # under FSDP the reference is still loaded to precompute (TRL frees it afterwards): counted
-    assert reference_model_bytes(p, 8, "fsdp", "FULL_SHARD", precompute_ref_log_probs=True).bytes_per_rank > 0
+    # under FSDP the reference is loaded only for the precompute; DPOTrainer sets it to None before training
+    assert reference_model_bytes(p, 8, "fsdp", "FULL_SHARD", precompute_ref_log_probs=True).bytes_per_rank == 0
+    # ZeRO-3 keeps parameters under the persistence threshold whole; offload_param moves the rest to the host
+    assert reference_model_bytes(p, 8, "deepspeed", 3, persistent_bytes=1000).bytes_per_rank == -(-p // 8) + 1000
+    assert reference_model_bytes(p, 8, "deepspeed", 3, persistent_bytes=1000, offload_param=True).bytes_per_rank == 1000
+    assert reference_model_bytes(p, 1, "deepspeed", 3, persistent_bytes=1000).bytes_per_rank == p
 
 
 @pytest.mark.parametrize("call, message", [

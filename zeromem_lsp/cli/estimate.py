@@ -16,7 +16,7 @@ from zeromem_lsp.provenance import Given, Origin
 from zeromem_lsp.memory.adapter_plan import lora_peak
 from zeromem_lsp.memory.estimate import Estimate, Inputs, estimate, inputs_from_parameters
 from zeromem_lsp.memory.plan import FAMILIES
-from zeromem_lsp.configs.settings_values import ENGINES, LOSS_KERNELS, OPTIMIZER_IMPLS, PARAM_DTYPES, QUANTIZATIONS
+from zeromem_lsp.configs.settings_values import ENGINES, LOSS_KERNELS, OPTIMIZER_IMPLS, PARAM_DTYPES, QUANTIZATIONS, TRAINERS
 from zeromem_lsp.configs.settings_values import check_memory, check_parameters, check_reserve, decimal_budget_note
 from zeromem_lsp.configs.model_source import find_model_config
 from zeromem_lsp.rules.registry import rule_named
@@ -69,6 +69,11 @@ def register(commands) -> None:
     step.add_argument("--loss-kernel", choices=LOSS_KERNELS,
                       help="the causal-LM loss: hf (Transformers', default), liger_flce, cut_cross_entropy or "
                       "chunked_ce (axolotl); with --config: the recipe's keys, which this overrides")
+    step.add_argument("--trainer", choices=TRAINERS,
+                      help="what trains (default sft): dpo and kto add TRL's frozen reference model and their loss "
+                      "(docs/adapters.md, Preference trainers); orpo, simpo, cpo, grpo leave the peak unknown")
+    step.add_argument("--precompute-ref-log-probs", action="store_true", default=None,
+                      help="TRL's precompute_ref_log_probs: no reference model in the training step")
     lora = parser.add_argument_group("LoRA / QLoRA (needs --model-config: the adapters go on its linear layers)")
     lora.add_argument("--lora-rank", metavar="R", help="LoRA rank r: the base is frozen, r·(in + out) adapter "
                       "parameters per targeted linear layer are trained")
@@ -289,6 +294,8 @@ def _peak_maker(args, shape, problem, plan_inputs: Inputs):
             dtype, f"default: the stored precision under {engine.value}"),
         optimizer_impl=_flag(args, "optimizer_impl", "foreach"),
         loss_kernel=Given(args.loss_kernel, "--loss-kernel") if args.loss_kernel else PeakInputs.loss_kernel,
+        trainer=Given(args.trainer, "--trainer") if args.trainer else PeakInputs.trainer,
+        precompute_ref_log_probs=Given(True, "--precompute-ref-log-probs") if args.precompute_ref_log_probs else None,
         parameters=plan_inputs.parameters, ranks=plan_inputs.world_size,
         optimizer=plan_inputs.adapter.optimizer if plan_inputs.adapter is not None else args.optimizer,
         lora=lora_peak(plan_inputs.adapter, args.precision))

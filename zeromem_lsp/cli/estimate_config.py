@@ -15,11 +15,11 @@ from zeromem_lsp.memory.estimate import Estimate
 #: Options that are settings of the same name (the `zeromem` block's), passed through as written.
 AS_WRITTEN = ("gpu_memory", "parameters", "precision", "optimizer", "attention", "reserved", "engine", "param_dtype",
               "optimizer_impl", "parameter_bytes", "gradient_bytes", "optimizer_bytes", "lora_targets", "modules_to_save",
-              "quantization", "loss_kernel")
+              "quantization", "loss_kernel", "trainer")
 #: Options that are whole numbers.
 COUNTS = ("world_size", "sequence_length", "micro_batch", "lora_rank")
 #: Options that are switches (store_true): a setting only when given.
-SWITCHES = ("gradient_checkpointing", "dora", "double_quant")
+SWITCHES = ("gradient_checkpointing", "dora", "double_quant", "precompute_ref_log_probs")
 
 
 def positive(option: str, text: str | None) -> int | None:

@@ -109,6 +109,9 @@ class RecipeSetup:
     fsdp_config: Given | None = None  # an inline FSDP block (Accelerate-style keys)
     adapter: AdapterSpec | None = None
     flags: dict[str, bool] = field(default_factory=dict)  # bf16 / fp16 as the DeepSpeed "auto" fill needs them
+    trainer: Given | None = None  # a preference trainer (the `trainer` setting's values), at the key that names it
+    precompute_ref_log_probs: Given | None = None
+    preference_loss: Given | None = None  # the DPO loss the tool runs when not TRL's fused head ("logits" or why not)
 
 
 def _issue(kind: str, path: Path, target: str, message: str, replacement: str | None = None) -> ConfigIssue:
@@ -211,6 +214,36 @@ def _optimizer(data: dict, key: str, default: str, tool: str) -> Given | None:
     return Given(mapped, f"{key} absent: {tool}'s default {default}")
 
 
+#: axolotl `rl:` (src/axolotl/utils/schemas/enums.py RLType) -> the `trainer` setting. IPO is TRL's DPOTrainer with
+#: loss_type ["ipo"] (core/trainers/dpo/__init__.py); SimPO runs TRL's CPOTrainer; GDPO runs the GRPO trainer.
+AXOLOTL_RL = {"dpo": "dpo", "ipo": "dpo", "kto": "kto", "orpo": "orpo", "simpo": "simpo", "grpo": "grpo", "gdpo": "grpo"}
+#: LLaMA-Factory `stage: dpo` with `pref_loss` (hparams/finetuning_args.py: orpo and simpo use no reference model).
+LLAMAFACTORY_PREF_LOSS = {"sigmoid": "dpo", "hinge": "dpo", "ipo": "dpo", "kto_pair": "dpo", "orpo": "orpo",
+                          "simpo": "simpo"}
+AXOLOTL_LOSS = Given("logits", "axolotl pins trl==1.8.0: its DPOTrainer makes the full logits and a log-softmax per "
+                     "row (trl/trainer/dpo_trainer.py 1.8.0)")
+AXOLOTL_LIGER = Given("liger", "dpo_use_liger_kernel: TRL 1.8's DPOTrainer runs Liger's fused linear DPO loss "
+                      "(LigerFusedLinearDPOLoss), which needs Triton; that loss is not modelled", ("dpo_use_liger_kernel",))
+LLAMAFACTORY_LOSS = Given("llamafactory", "LLaMA-Factory's own DPO / KTO trainers make the fp32 logits of every row "
+                          "(src/llamafactory/train/dpo/trainer.py concatenated_forward: logits.to(torch.float32)); "
+                          "that loss is not modelled (measured: TRL 1.16's fused LM head and TRL 1.8's logits)")
+
+
+def _preference(data: dict, key: str, table: dict[str, str], tool: str) -> Given | None:
+    """The trainer a recipe's key names, credited to the key (None: supervised fine-tuning or not a trainer the
+    `trainer` setting knows)."""
+    written = data.get(key)
+    if not isinstance(written, str) or written.lower() not in table:
+        return None
+    return Given(table[written.lower()], f"{key}: {written} ({tool})", (key,))
+
+
+def _precompute(data: dict) -> Given | None:
+    found = _given(data, "precompute_ref_log_probs")
+    flag = read_flag(found.value) if found is not None else None
+    return Given(flag, found.note, found.path) if found is not None and flag is not None else None
+
+
 def _axolotl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
     method = str(data.get("adapter") or "full")
     bf16, fp16 = data.get("bf16", "auto"), read_flag(data.get("fp16"))
@@ -253,7 +286,9 @@ def _axolotl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
         dtype if dtype.value != "fp32" else None,
         _optimizer(data, "optimizer", "adamw_torch_fused", "axolotl"), _given(data, "deepspeed"),
         _given(data, "fsdp_config"), adapter if method != "full" else None,
-        {"bf16": dtype.value == "bf16", "fp16": dtype.value == "fp16"})
+        {"bf16": dtype.value == "bf16", "fp16": dtype.value == "fp16"},
+        _preference(data, "rl", AXOLOTL_RL, "axolotl"), _precompute(data),
+        AXOLOTL_LIGER if read_flag(data.get("dpo_use_liger_kernel")) else AXOLOTL_LOSS)
 
 
 def _split(found: Given | None) -> Given | None:
@@ -293,7 +328,19 @@ def _llamafactory(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
         _positive(data, ("cutoff_len",), 2048, "LLaMA-Factory", out), checkpointing, dtype,
         dtype if dtype.value != "fp32" else None, _optimizer(data, "optim", "adamw_torch", "Transformers"),
         _given(data, "deepspeed"), None, adapter if method not in ("full", "freeze") else None,
-        {"bf16": read_flag(data.get("bf16")) is True, "fp16": read_flag(data.get("fp16")) is True})
+        {"bf16": read_flag(data.get("bf16")) is True, "fp16": read_flag(data.get("fp16")) is True},
+        _llamafactory_trainer(data), None, LLAMAFACTORY_LOSS)
+
+
+def _llamafactory_trainer(data: dict) -> Given | None:
+    """`stage: dpo` (its `pref_loss`, default sigmoid) or `stage: kto`."""
+    stage = data.get("stage")
+    if stage == "kto":
+        return Given("kto", "stage: kto (LLaMA-Factory)", ("stage",))
+    if stage != "dpo":
+        return None
+    loss = _preference(data, "pref_loss", LLAMAFACTORY_PREF_LOSS, "LLaMA-Factory")
+    return loss or Given("dpo", "stage: dpo, pref_loss absent: sigmoid (LLaMA-Factory)", ("stage",))
 
 
 def _mixed(data: dict, default: str, note: str) -> Given:
@@ -340,7 +387,24 @@ def _trl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
         positive_int(data.get("gradient_accumulation_steps")) or 1,
         _positive(data, ("max_length", "max_seq_length"), 1024, "TRL", out), checkpointing, dtype, compute,
         _optimizer(data, "optim", "adamw_torch", "Transformers"), _given(data, "deepspeed"), None,
-        adapter if peft else None, {"bf16": bool(bf16), "fp16": fp16})
+        adapter if peft else None, {"bf16": bool(bf16), "fp16": fp16}, _trl_trainer(data), _precompute(data))
+
+
+#: Keys only TRL's KTOConfig / DPOConfig have (trl/trainer/kto_config.py, dpo_config.py; `beta` and
+#: `max_prompt_length` also in the reference-free ORPO / CPO configs: set `trainer` when those run).
+KTO_KEYS = ("desirable_weight", "undesirable_weight")
+DPO_KEYS = ("precompute_ref_log_probs", "ref_model_init_kwargs", "sync_ref_model", "rpo_alpha", "ld_alpha",
+            "use_weighting", "f_divergence_type", "beta", "max_prompt_length")
+
+
+def _trl_trainer(data: dict) -> Given | None:
+    """A TRL / alignment-handbook recipe is run by its script (run_dpo.py, dpo.py, ...): the trainer is read
+    from the config class whose keys it sets."""
+    for trainer, keys in (("kto", KTO_KEYS), ("dpo", DPO_KEYS)):
+        key = next((key for key in keys if key in data), None)
+        if key is not None:
+            return Given(trainer, f"{key}: a {trainer.upper()}Config key (TRL {trainer.upper()}Trainer)", (key,))
+    return None
 
 
 #: Keys whose type every tool checks before anything else (a model name, a path or a mapping, a method name).

@@ -135,7 +135,7 @@ def _certain(name: str, value: object) -> object:
         return value if type(value) is int and 1 <= value <= MAX_SIZE else _DOUBT
     if name == "micro_batch":
         return value if type(value) is int and 1 <= value <= MAX_COUNT else _DOUBT
-    if name in ("gradient_checkpointing", "dora", "double_quant", "lora_target_linear"):
+    if name in ("gradient_checkpointing", "dora", "double_quant", "lora_target_linear", "precompute_ref_log_probs"):
         return value if type(value) is bool else _DOUBT
     if name == "lora_rank":
         return value if type(value) is int and 1 <= value <= MAX_SIZE else _DOUBT

@@ -245,6 +245,16 @@ class ZeromemSettingsModel(BaseModel):
         "(num_processes), distributed_type and mixed_precision fill the recipe's plan (docs/recipes.md).",
         examples=["recipes/accelerate_configs/zero3.yaml"],
     )
+    trainer: Literal[plain.TRAINERS] | None = Field(  # type: ignore[valid-type]
+        None, description="What trains, for the peak: `sft` (default: the model's own loss), `dpo` or `kto` (TRL's "
+        "DPOTrainer / KTOTrainer: a frozen reference model beside the policy unless it is a PEFT model, DPO's chosen "
+        "and rejected rows stacked, TRL's fused LM head), `orpo`, `simpo`, `cpo` (reference-free) or `grpo` (the "
+        "last four: peak unknown, not modelled). docs/adapters.md, \"Preference trainers\".",
+    )
+    precompute_ref_log_probs: bool | None = Field(
+        None, strict=True, description="TRL's precompute_ref_log_probs: the reference log-probs are computed before "
+        "training, so no reference model and no reference forward in the step.",
+    )
 
 
 def _plain(model: ZeromemSettingsModel) -> dict:

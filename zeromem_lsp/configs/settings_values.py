@@ -43,6 +43,8 @@ SETTING_NAMES = (
     "lora_target_linear",
     "accelerate_config",
     "loss_kernel",
+    "trainer",
+    "precompute_ref_log_probs",
 )
 BYTE_SIZE_PATTERN = r"^\s*[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*([kKMGTPE]i?[bB]?|[bB])?\s*$"
 COUNT_PATTERN = r"^\s*[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*[kKmMbBtT]?\s*$"
@@ -59,11 +61,13 @@ OPTIMIZER_IMPLS = ("foreach", "for-loop", "fused")
 LOSS_KERNELS = ("hf", "liger_flce", "cut_cross_entropy", "chunked_ce")
 #: How the frozen base is stored (bitsandbytes): none (the model dtype), int8, nf4, fp4 (memory/adapters.py).
 QUANTIZATIONS = ("none", "int8", "nf4", "fp4")
+#: What trains (the step's loss and a frozen reference model): sft, or a preference trainer (memory/preference.py).
+TRAINERS = ("sft", "dpo", "kto", "orpo", "simpo", "cpo", "grpo")
 #: PEFT's shorthand for every linear layer but the output head (peft.utils.constants).
 ALL_LINEAR = "all-linear"
 #: Every setting with a fixed set of values -> those values (checked alike by both validators).
 CHOICES = {"attention": ATTENTIONS, "engine": ENGINES, "param_dtype": PARAM_DTYPES, "optimizer_impl": OPTIMIZER_IMPLS,
-           "quantization": QUANTIZATIONS, "loss_kernel": LOSS_KERNELS}
+           "quantization": QUANTIZATIONS, "loss_kernel": LOSS_KERNELS, "trainer": TRAINERS}
 #: The settings that are module names: a list, or one string of comma-separated names.
 NAME_LIST_SETTINGS = ("lora_targets", "modules_to_save", "exclude_modules", "layers_pattern", "target_parameters")
 #: Of those, the ones PEFT also takes as one regular expression ({"regex": "..."}).

@@ -35,6 +35,7 @@ class Workload:
     checkpointing_path: Path | None = None  # where this document switches activation checkpointing on
     zero_root: Path | None = None  # where the DeepSpeed config sits in this document (None: elsewhere or none)
     loss: object = None  # configs/loss_kernels.LossRequest: a fused or chunked loss the keys ask for
+    preference_loss: Given | None = None  # a recipe tool's DPO loss when not TRL's fused head (configs/recipes.py)
 
 
 def _at(root: Path | None, *keys: str) -> Path | None:

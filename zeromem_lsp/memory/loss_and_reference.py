@@ -17,11 +17,15 @@ CPU by benchmarks/loss/measure.py and, in whole steps, benchmarks/step/loss_kern
   fp32 row statistics per token; the fp32 upcast lives one chunk at a time; backward's logits gradient is
   T×V in the model dtype.
 
-Reference model (TRL DPOTrainer / KTOTrainer.__init__, trl/models/utils.py prepare_deepspeed): a second frozen
-copy of the parameters, no gradients, no optimizer state. None when the policy is a PEFT model (the adapters
-are disabled instead) or with precompute_ref_log_probs (outside FSDP). Under DeepSpeed ZeRO-3 it is
-partitioned like the policy; at stages 0-2 prepare_deepspeed runs it at stage 0, whole on every rank.
-FSDP shards it with the policy's strategy.
+Reference model (TRL 1.16, trl/trainer/dpo_trainer.py and kto_trainer.py `__init__`, trl/models/utils.py
+prepare_deepspeed / prepare_fsdp): a second copy of the parameters, built like the policy (same dtype), used under
+`torch.no_grad()`, so no gradients and no optimizer state. None when the policy is a PEFT model (its adapters are
+disabled for the reference forward) and none during training with precompute_ref_log_probs — under FSDP too: the
+reference is loaded only for the precompute and set to None before training starts. Under DeepSpeed ZeRO-3 it is
+partitioned like the policy (parameters up to the persistence threshold whole on every rank, and with
+`offload_param` on the host: prepare_deepspeed keeps the config's offload_param); at stages 0-2 prepare_deepspeed
+runs it at stage 0, whole on every rank. FSDP shards it with the policy's strategy. A `ref_model` passed explicitly
+is kept even with PEFT (not modelled: the trainers build none then).
 """
 
 from __future__ import annotations
@@ -141,22 +145,29 @@ class Reference(NamedTuple):
 
 
 def reference_model_bytes(parameter_bytes: int, world_size: int, engine: str, stage: int | str,
-                          peft_policy: bool = False, precompute_ref_log_probs: bool = False) -> Reference:
+                          peft_policy: bool = False, precompute_ref_log_probs: bool = False,
+                          persistent_bytes: int = 0, offload_param: bool = False) -> Reference:
     """Bytes per rank of the frozen reference copy (`parameter_bytes` as loaded, e.g. 2 × parameters in bf16).
 
-    engine "deepspeed" with stage 0-3, "fsdp" with a sharding strategy name, or "ddp"."""
-    if isinstance(parameter_bytes, bool) or not isinstance(parameter_bytes, int) or parameter_bytes < 0:
-        raise LossInputError(f"parameter_bytes must be a non-negative integer, got {parameter_bytes!r}")
+    engine "deepspeed" with stage 0-3, "fsdp" with a sharding strategy name, or "ddp". `persistent_bytes`: at
+    ZeRO-3, the parameters small enough to stay whole on every rank (stage3_param_persistence_threshold)."""
+    for name, value in (("parameter_bytes", parameter_bytes), ("persistent_bytes", persistent_bytes)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise LossInputError(f"{name} must be a non-negative integer, got {value!r}")
     ranks = _positive("world_size", world_size)
     if peft_policy:
         return Reference(0, "no reference model: the PEFT policy disables its adapters instead")
-    if precompute_ref_log_probs and engine != "fsdp":
+    if precompute_ref_log_probs:
         return Reference(0, "no reference model during training: reference log-probs are precomputed")
     if engine == "deepspeed":
         if stage not in (0, 1, 2, 3):
             raise LossInputError(f"DeepSpeed stage must be 0-3, got {stage!r}")
         if stage == 3:
-            return Reference(-(-parameter_bytes // ranks), "reference partitioned by ZeRO-3 like the policy")
+            if offload_param:
+                return Reference(persistent_bytes if ranks > 1 else 0,
+                                 "reference partitioned by ZeRO-3 with its parameters offloaded to the host")
+            whole = persistent_bytes if ranks > 1 else 0
+            return Reference(-(-parameter_bytes // ranks) + whole, "reference partitioned by ZeRO-3 like the policy")
         return Reference(parameter_bytes, "reference whole on every rank (prepare_deepspeed runs it at stage 0)")
     if engine == "fsdp":
         if stage in ("FULL_SHARD", "HYBRID_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD_ZERO2"):
@@ -164,6 +175,6 @@ def reference_model_bytes(parameter_bytes: int, world_size: int, engine: str, st
         if stage == "NO_SHARD":
             return Reference(parameter_bytes, "reference whole on every rank (FSDP NO_SHARD)")
         raise LossInputError(f"FSDP sharding strategy {stage!r} is not one FSDP knows")
-    if engine == "ddp":
+    if engine in ("ddp", "torch"):
         return Reference(parameter_bytes, "reference whole on every rank")
     raise LossInputError(f"engine must be deepspeed, fsdp or ddp, got {engine!r}")

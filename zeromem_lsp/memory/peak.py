@@ -18,7 +18,9 @@ from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS, Buffers, hf_auto_size
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.memory.lora_activations import LoraActivations, estimate_lora_activations
 from zeromem_lsp.memory.stages import stage as stage_named
-from zeromem_lsp.memory.step import Buckets, FrozenBase, Phase, StepInputError, estimate_step
+from zeromem_lsp.memory.loss_and_reference import LossInputError, reference_model_bytes
+from zeromem_lsp.memory.preference import Preference, estimate_preference_step, reference_gathered, rows
+from zeromem_lsp.memory.step import Buckets, FrozenBase, Phase, StepInputError, estimate_step, parameter_tensors
 from zeromem_lsp.provenance import Given
 
 #: How far the peak may be off: the ±10% acceptance bound every measured case of the whole step is held to
@@ -46,7 +48,8 @@ FSDP_STAGES = {"ddp": (False, False), "zero2": (True, False), "zero3": (True, Tr
 INPUT_LABELS = {"sequence_length": "sequence length", "micro_batch": "micro-batch",
                 "gradient_checkpointing": "gradient checkpointing", "attention": "attention", "dtype": "dtype",
                 "reserved": "reserved", "engine": "engine", "param_dtype": "parameter dtype",
-                "optimizer_impl": "optimizer implementation", "loss_kernel": "loss kernel"}
+                "optimizer_impl": "optimizer implementation", "loss_kernel": "loss kernel", "trainer": "trainer",
+                "precompute_ref_log_probs": "precomputed reference log-probs"}
 
 
 class LoraPeak(NamedTuple):
@@ -82,6 +85,9 @@ class PeakInputs:
     ranks: int = 1  # the world size (the shard group under a hybrid FSDP strategy)
     optimizer: str = "adamw"  # the plan's optimizer (precision.OPTIMIZERS)
     lora: LoraPeak | None = None  # a LoRA run: a frozen base, the adapter's state and activations
+    trainer: Given = Given("sft", "default: sft (the model's own loss)")  # dpo | kto | ... (memory/preference.py)
+    precompute_ref_log_probs: Given | None = None  # shown when given (it matters to dpo and kto only)
+    preference_loss: Given | None = None  # the DPO loss a recipe's tool runs when not TRL's fused head ("logits")
 
     def used(self) -> dict[str, Given]:
         """The inputs given, by field name (INPUT_LABELS order)."""
@@ -139,7 +145,11 @@ class Peak:
             arguments = step_arguments(self.source, self.family, stage, offload or self.offload)
             if self.lora_activations is not None:
                 arguments["frozen"] = frozen_base(self.source, self.lora_activations, stage, offload or self.offload)
-            step = estimate_step(**arguments)
+            if str(_value(self.source.trainer) or "sft") != "sft":
+                step = estimate_preference_step(preference(self.source, arguments, stage, offload or self.offload),
+                                                **arguments)
+            else:
+                step = estimate_step(**arguments)
         except StepInputError as error:
             return UnknownPeak(str(error))
         return StagePeak(step.phases, step.peak_phase, self.reserved)
@@ -331,6 +341,35 @@ def largest_copy(count) -> int:
     return max((t.weight.elements for t in count.saved), default=0)
 
 
+def preference(inputs: PeakInputs, arguments: dict, stage: str, offload: object) -> Preference:
+    """The preference trainer's step inputs at `stage`: its frozen reference model on this rank (none for a PEFT
+    policy or with precomputed log-probs), stored like the policy's weights, placed as the engine places it."""
+    trainer = str(_value(inputs.trainer))
+    loss = inputs.preference_loss
+    if trainer in ("dpo", "kto") and loss is not None and loss.value != "logits":
+        raise StepInputError(loss.note)
+    precomputed = bool(_value(inputs.precompute_ref_log_probs))
+    tensors = parameter_tensors(inputs.shape)  # type: ignore[arg-type]
+    width = DTYPE_BYTES[arguments["param_dtype"]]
+    engine, number = arguments["engine"], stage_named(stage).number
+    place: object = number if engine == "deepspeed" else (
+        {"ddp": "NO_SHARD", "zero2": "SHARD_GRAD_OP", "zero3": "FULL_SHARD"}[stage] if engine == "fsdp" else 0)
+    threshold = arguments.get("buckets", Buckets()).persistence_threshold
+    threshold = DEEPSPEED_DEFAULTS["stage3_param_persistence_threshold"] if threshold is None else threshold
+    persistent = width * sum(numel for numel in tensors.all() if numel <= threshold)
+    try:
+        reference = reference_model_bytes(width * tensors.total, inputs.ranks, "ddp" if engine == "torch" else engine,
+                                          place, peft_policy=inputs.lora is not None, precompute_ref_log_probs=precomputed,
+                                          persistent_bytes=persistent, offload_param=bool(arguments.get("offload_param")))
+    except LossInputError as error:
+        raise StepInputError(str(error)) from None
+    gathered_width = DTYPE_BYTES["bf16"] if arguments.get("fsdp_mixed") else width
+    gathered = reference_gathered(tensors, gathered_width, engine, place if engine == "fsdp" else number,
+                                  inputs.ranks) if reference.bytes_per_rank else 0
+    return Preference(trainer, reference.bytes_per_rank, not precomputed, gathered,
+                      loss="logits" if loss is not None and loss.value == "logits" else "fused")
+
+
 def _element_count(entry: Given | None, key: str, shape: ModelShape | None, missing: list[str]) -> int | None:
     """A bucket size as DeepSpeed receives it: DeepSpeed's default when unset, HF's fill for "auto"."""
     if entry is None:
@@ -388,7 +427,7 @@ def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, offloa
     if not missing:
         try:
             activations = estimate_activations(inputs.shape, inputs.sequence_length.value,  # type: ignore[union-attr,arg-type]
-                                               inputs.micro_batch.value, activation_dtype(inputs, family),  # type: ignore[union-attr,arg-type]
+                                               policy_rows(inputs), activation_dtype(inputs, family),
                                                bool(inputs.gradient_checkpointing.value), str(inputs.attention.value))
         except ActivationInputError as error:
             missing.append(str(error))
@@ -398,12 +437,17 @@ def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, offloa
                 family=family, source=inputs, offload=offload, lora_activations=lora)
 
 
+def policy_rows(inputs: PeakInputs) -> int:
+    """Sequences through the policy per micro-batch: DPO-style trainers stack chosen and rejected."""
+    return rows(str(_value(inputs.trainer) or "sft"), inputs.micro_batch.value)  # type: ignore[union-attr,arg-type]
+
+
 def _lora_activations(inputs: PeakInputs, missing: list[str]) -> LoraActivations | None:
     """What one micro-batch keeps with LoRA on a frozen base, or None with the reason in `missing`."""
     lora = inputs.lora
     try:
         return estimate_lora_activations(
-            inputs.shape, lora.count, inputs.sequence_length.value, inputs.micro_batch.value,  # type: ignore[union-attr,arg-type]
+            inputs.shape, lora.count, inputs.sequence_length.value, policy_rows(inputs),  # type: ignore[union-attr,arg-type]
             lora.activation_dtype, lora.adapter_dtype, str(inputs.attention.value),  # type: ignore[union-attr]
             bool(inputs.gradient_checkpointing.value))
     except ActivationInputError as error:

@@ -129,5 +129,8 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
         optimizer=(inputs.per_parameter.optimizer_name if inputs.per_parameter is not None
                    else inputs.adapter.optimizer if inputs.adapter is not None else "adamw"),
         lora=lora_peak(inputs.adapter, dtype.value if dtype is not None else None),
+        trainer=_pick(None, "trainer", resolved, PeakInputs.trainer),
+        precompute_ref_log_probs=_pick(None, "precompute_ref_log_probs", resolved),
+        preference_loss=workload.preference_loss,
     )
 

@@ -202,6 +202,7 @@ class _Setup(NamedTuple):
     loss_kernel: str = "hf"  # loss_and_reference.LOSS_KERNELS: what replaces Transformers' T×V loss terms
     head_trainable: bool = True  # False on a frozen base: no head gradient
     micro_batch: int = 1
+    loss: object = None  # a loss that replaces ForCausalLMLoss's moments (memory/preference.FusedHead)
 
 
 def _scratch(impl: str, element: int, every: int, largest: int) -> int:
@@ -224,6 +225,8 @@ def _loss_moments(setup: _Setup, base: list[Part], saved: int | None = None) -> 
     loss_and_reference.loss_moments lists instead."""
     t, v = setup.tokens, setup.vocab
     saved = setup.acts.total if saved is None else saved  # `saved`: what a frozen base keeps (LoRA activations)
+    if setup.loss is not None:
+        return setup.loss.moments(setup, base, saved)  # type: ignore[attr-defined]
     if setup.loss_kernel != "hf":
         found = _kernel(setup)
         kept = [Part("activations", saved - found.dropped), *(Part(*part) for part in found.kept)]
@@ -452,6 +455,7 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
     if stage == 3 and r > 1:  # the first fetch: one flat all-gather output, then copied out per parameter
         fetch = min(n - persistent, max(min(prefetch, live), t.embedding))
         forwards["the first all-gather"] = [*base, Part("gathered parameters", 2 * w * fetch)]
+    if stage == 3 and r > 1 and setup.loss is None:  # (a fused head's backward is the loss's backward)
         # the head's backward: what the prefetcher fetched for the backward order is gathered beside the
         # head's unsharded weight gradient and the logits' gradient
         ends["the head's backward"] = [
@@ -599,7 +603,7 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
                   buckets: Buckets = Buckets(), fsdp_version: int = 2, fsdp_reshard: bool = True,
                   fsdp_mixed: bool = False, fsdp_sharded: bool = True, ddp_bucket_view: bool = False,
                   offload_optimizer: bool = False, offload_param: bool = False,
-                  frozen: FrozenBase | None = None, loss_kernel: str = "hf") -> StepPeak:
+                  frozen: FrozenBase | None = None, loss_kernel: str = "hf", loss: object = None) -> StepPeak:
     """Per-phase peak bytes of one rank in a steady-state AdamW step; raises StepInputError naming a bad input.
 
     param_dtype is the dtype the weights are stored in (DeepSpeed: its 16-bit dtype; FSDP: the shards').
@@ -608,7 +612,9 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     freed after their forward (FULL_SHARD, FSDP2's default); fsdp_sharded False: NO_SHARD. frozen: a frozen
     base with adapters (its per-rank state replaces the full model's; `_frozen`). loss_kernel: Transformers'
     loss (`hf`) or a fused / chunked kernel (`liger_flce`, `cut_cross_entropy`, `chunked_ce`) in its place
-    (`_loss_moments`, loss_and_reference.loss_moments)."""
+    (`_loss_moments`, loss_and_reference.loss_moments). loss: an object whose
+    `moments(setup, base, saved)` replaces ForCausalLMLoss's (forward, loss's backward) moments
+    (memory/preference.py: TRL's fused LM head); it takes precedence over loss_kernel."""
     _choice("engine", engine, ENGINES)
     if frozen is None:  # with a frozen base the plan's O holds any optimizer's state (adapter_plan)
         _choice("optimizer", optimizer, OPTIMIZERS)
@@ -634,7 +640,7 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     tensors = parameter_tensors(shape)
     setup = _Setup(tensors, acts, sequence_length * micro_batch, shape.vocab, shape.hidden,
                    F32 if autocast else DTYPE_BYTES[param_dtype], DTYPE_BYTES[compute], ranks, optimizer_impl,
-                   checkpointing, loss_kernel, frozen is None, micro_batch)
+                   checkpointing, loss_kernel, frozen is None, micro_batch, loss)
     if frozen is not None:
         gathered = _gathered_frozen(setup, frozen, engine, stage, buckets, (fsdp_version, fsdp_reshard, fsdp_sharded))
         phases = _frozen(setup, shape, frozen, gathered, offload_optimizer, optimizer not in OPTIMIZERS)

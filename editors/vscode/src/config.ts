@@ -30,6 +30,8 @@ export interface ExtensionSettings {
   dora?: string | boolean | null;
   quantization?: string | null;
   doubleQuant?: string | boolean | null;
+  trainer?: string | null;
+  precomputeRefLogProbs?: string | boolean | null;
   [other: string]: unknown;
 }
 
@@ -57,6 +59,8 @@ export const SERVER_SETTING_KEYS = [
   "quantization",
   "doubleQuant",
   "accelerateConfig",
+  "trainer",
+  "precomputeRefLogProbs",
 ] as const;
 
 export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];
@@ -156,14 +160,16 @@ export function serverSettings(settings: ExtensionSettings): ServerSettings {
 export const UNSET_CHOICE = "default";
 const CHOICE_SETTINGS: ReadonlySet<string> = new Set([
   "precision", "optimizer", "gradientCheckpointing", "attention", "engine", "paramDtype", "optimizerImpl", "dora",
-  "quantization", "doubleQuant", "lossKernel",
+  "quantization", "doubleQuant", "lossKernel", "trainer", "precomputeRefLogProbs",
 ]);
 /** Numbers typed into the Settings UI's text boxes (it has no box for an optional number). */
 const NUMBER_SETTINGS: ReadonlySet<string> = new Set([
   "worldSize", "warnFraction", "sequenceLength", "microBatch", "loraRank",
 ]);
 /** Dropdowns for an optional boolean: "true" / "false" (or "default"). */
-const BOOLEAN_SETTINGS: ReadonlySet<string> = new Set(["gradientCheckpointing", "dora", "doubleQuant"]);
+const BOOLEAN_SETTINGS: ReadonlySet<string> = new Set([
+  "gradientCheckpointing", "dora", "doubleQuant", "precomputeRefLogProbs",
+]);
 const NUMBER = /^[0-9]*\.?[0-9]+$/;
 
 /**

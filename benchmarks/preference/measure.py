@@ -1,0 +1,318 @@
+"""Measure preference-training steps (TRL DPO / KTO) per phase on CPU: real TRL loss code, tiny random models.
+
+Run with the measuring venv (torch CPU, transformers, deepspeed, peft, trl), one case at a time:
+
+    nice -n 5 /work/venv-measure/bin/python benchmarks/preference/measure.py            # every case -> JSON
+    /work/venv-measure/bin/python benchmarks/preference/measure.py --only dpo-full --explain
+
+The `trl18-` cases run TRL 1.8.0 (what axolotl pins: its DPOTrainer makes the full logits and uses
+selective_log_softmax, no fused head) from a directory given with --trl18 (made by
+`pip install --no-deps --target DIR trl==1.8.0`), put first on the children's PYTHONPATH.
+
+The trainers themselves need a tokenizer and datasets; what runs here is TRL's own `_compute_loss`
+(trl/trainer/dpo_trainer.py DPOTrainer._compute_loss, trl/trainer/kto_trainer.py KTOTrainer._compute_loss) called
+on a stand-in trainer object that holds the attributes it reads, with the models prepared as the trainers'
+`__init__` prepares them: `add_fused_lm_head` on the policy (its PEFT base) and on the reference, the reference
+built like the policy (same config and dtype), `prepare_deepspeed` (trl/models/utils.py) for it under DeepSpeed,
+none for a PEFT policy (the adapters are disabled for the reference forward) or with precomputed reference
+log-probs (they arrive in the batch). The batch is what the collators make: DPO stacks chosen and rejected
+(2·b rows), KTO b completions and b mismatched KL completions. The StorageTracker of benchmarks/step is entered
+before the models are built; step 2 of 2 is split into forward (the whole `_compute_loss`: policy, KL and
+reference forwards and the loss), backward, optimizer. Results: tests/data/step/preference.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "step"))
+OUT = HERE.parents[1] / "tests" / "data" / "step" / "preference.json"
+PHASES = ("forward", "backward", "optimizer")
+PROMPT = 32  # prompt tokens of every row (completion_mask 0 there)
+LORA = {"r": 8, "lora_alpha": 16, "lora_dropout": 0.0, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}
+
+
+def _case(cid, trainer="dpo", reference="model", engine="torch", stage=None, ranks=1, lora=False, batch=1, seq=128,
+          impl="foreach", model="llama-h256", trl=None):
+    from cases import MODELS, ds_config
+    case = {"id": cid, "trainer": trainer, "reference": reference, "engine": engine, "ranks": ranks,
+            "lora": dict(LORA) if lora else None, "micro_batch": batch, "sequence_length": seq, "prompt_length": PROMPT,
+            "model": model, "config": dict(sorted(MODELS[model].items())), "regime": "bf16" if engine == "torch"
+            else "ds-bf16", "optimizer": {"name": "AdamW", "impl": impl, "lr": 1e-4}, "attention": "sdpa",
+            "gradient_checkpointing": False, "loss_type": "sigmoid" if trainer == "dpo" else "kto", "beta": 0.1,
+            "trl_version": trl}
+    if engine == "deepspeed":
+        case["ds_config"] = ds_config(stage, batch)
+    return case
+
+
+def cases() -> list[dict]:
+    """reference: "model" (a frozen copy), "adapter" (the PEFT policy with adapters off), "precomputed"."""
+    return copy.deepcopy([
+        _case("dpo-full-ref"),
+        _case("dpo-full-ref-b2", batch=2),
+        _case("dpo-full-precomputed", reference="precomputed"),
+        _case("dpo-lora-adapter-ref", reference="adapter", lora=True),
+        _case("dpo-ds-z3-r2-full-ref", engine="deepspeed", stage=3, ranks=2, impl="for-loop"),
+        _case("dpo-ds-z2-r2-full-ref", engine="deepspeed", stage=2, ranks=2, impl="for-loop"),
+        _case("kto-full-ref", trainer="kto", batch=2),
+        _case("trl18-dpo-full-ref", trl="1.8.0"),
+        _case("trl18-dpo-full-ref-b2", batch=2, trl="1.8.0"),
+        _case("trl18-dpo-full-precomputed", reference="precomputed", trl="1.8.0"),
+        _case("trl18-dpo-lora-adapter-ref", reference="adapter", lora=True, trl="1.8.0"),
+    ])
+
+
+def by_id() -> dict[str, dict]:
+    return {case["id"]: case for case in cases()}
+
+
+# ---------------------------------------------------------------- child: one rank of one case
+class _Accelerator:
+    """What `_compute_loss` asks of accelerate's Accelerator on one process (gathers are identities per rank)."""
+
+    def __init__(self, device, ds_config=None):
+        from types import SimpleNamespace
+        self.device = device
+        self.state = SimpleNamespace(deepspeed_plugin=SimpleNamespace(deepspeed_config=ds_config))
+
+    def gather_for_metrics(self, value):
+        return value
+
+    gather = gather_for_metrics
+
+    def unwrap_model(self, model):
+        return model
+
+    def autocast(self):
+        import contextlib
+        return contextlib.nullcontext()
+
+
+def _stand_in(case, model, ref_model, accelerator):
+    """The DPOTrainer / KTOTrainer attributes `_compute_loss` reads, at their config defaults."""
+    from collections import defaultdict
+    from types import SimpleNamespace
+    args = SimpleNamespace(gradient_checkpointing_kwargs=None)  # the only TrainingArguments field it reads
+    common = dict(model=model, ref_model=ref_model, accelerator=accelerator, args=args, aux_loss_enabled=False,
+                  precompute_ref_logps=case["reference"] == "precomputed", beta=case["beta"],
+                  _metrics={"train": defaultdict(list), "eval": defaultdict(list)}, _total_train_tokens=0,
+                  _tp_size=1, router_aux_loss_coef=0.0)
+    if case["trainer"] == "dpo":
+        return SimpleNamespace(**common, ld_alpha=None, f_divergence_type="reverse_kl", loss_types=["sigmoid"],
+                               loss_weights=[1.0], use_weighting=False, label_smoothing=0.0,
+                               f_alpha_divergence_coef=1.0)
+    from trl import KTOTrainer
+    stand = SimpleNamespace(**common, loss_type="kto", calculate_KL=True, desirable_weight=1.0,
+                            undesirable_weight=1.0)
+    stand._compute_kl_logps = KTOTrainer._compute_kl_logps.__get__(stand)
+    return stand
+
+
+def _batch(case, rank, torch):
+    generator = torch.Generator().manual_seed(1 + rank)
+    vocab, b, s = case["config"]["vocab_size"], case["micro_batch"], case["sequence_length"]
+    rows = 2 * b if case["trainer"] == "dpo" else b
+
+    def ids():
+        return torch.randint(0, vocab, (rows, s), generator=generator)
+
+    completion = torch.ones(rows, s, dtype=torch.long)
+    completion[:, :case["prompt_length"]] = 0
+    batch = {"input_ids": ids(), "attention_mask": torch.ones(rows, s, dtype=torch.long), "completion_mask": completion}
+    if case["trainer"] == "kto":
+        batch.update(KL_input_ids=ids(), KL_attention_mask=torch.ones(rows, s, dtype=torch.long),
+                     KL_completion_mask=completion.clone(), label=torch.tensor([True, False] * (b // 2) + [True] * (b % 2)))
+    if case["reference"] == "precomputed":
+        if case["trainer"] == "dpo":
+            batch.update(ref_chosen_logps=-torch.rand(b, generator=generator) * 100,
+                         ref_rejected_logps=-torch.rand(b, generator=generator) * 100)
+        else:
+            batch.update(ref_logps=-torch.rand(b, generator=generator) * 100,
+                         ref_KL_logps=-torch.rand(b, generator=generator) * 100)
+    return batch
+
+
+def run_rank(case: dict, rank: int, world: int) -> dict:
+    import contextlib
+    import warnings
+    warnings.filterwarnings("ignore")
+    import torch
+    import transformers
+    from engines import Labeller, build_model, torch_optimizer
+    from tracker import StorageTracker
+    import trl
+    if case["trl_version"] is not None and trl.__version__ != case["trl_version"]:
+        raise RuntimeError(f"the case needs trl {case['trl_version']} (--trl18), found {trl.__version__}")
+    fused = case["trl_version"] is None  # TRL 1.8 has no fused LM head: the model's own forward makes the logits
+
+    def add_fused_lm_head(module, outputs=("log_probs",)):
+        if fused:
+            from trl.trainer.utils import add_fused_lm_head as add
+            add(module, outputs=outputs)
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    started = time.time()
+    tracker = StorageTracker()
+    extra: dict = {}
+    keep = []
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(tracker)
+        deepspeed_run = case["engine"] == "deepspeed"
+        if deepspeed_run:
+            import deepspeed
+            deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False)
+        model = build_model(case, torch)
+        ref_model = build_model(case, torch) if case["reference"] == "model" else None
+        # DPOTrainer.__init__ / KTOTrainer.__init__: the fields their metrics read (no WPO weighting)
+        outputs = ("log_probs", "entropy", "mean_logits") + (("is_top1",) if case["trainer"] == "dpo" else ())
+        add_fused_lm_head(model, outputs=outputs)
+        if case["lora"]:
+            from peft import LoraConfig, get_peft_model
+            model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **case["lora"]))
+            extra["trainable_parameters"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        if ref_model is not None:
+            ref_model.eval()  # (prepare_deepspeed / prepare_model(evaluation_mode=True) leave it in eval mode)
+            add_fused_lm_head(ref_model)
+        accelerator = _Accelerator(torch.device("cpu"), case.get("ds_config"))
+        if deepspeed_run:
+            from transformers.integrations import HfDeepSpeedConfig
+            keep.append(HfDeepSpeedConfig(copy.deepcopy(case["ds_config"])))  # is_deepspeed_zero3_enabled() reads it
+            client = torch_optimizer(case, [p for p in model.parameters() if p.requires_grad], torch)
+            engine, wrapper, _, _ = deepspeed.initialize(model=model, optimizer=client, model_parameters=[
+                p for p in model.parameters() if p.requires_grad], config=copy.deepcopy(case["ds_config"]))
+            if ref_model is not None:
+                from trl.models.utils import prepare_deepspeed
+                ref_model = prepare_deepspeed(ref_model, accelerator)
+            caller, inner = engine, getattr(wrapper, "optimizer", wrapper)
+            labeller = Labeller(tracker, model, inner, wrapper=wrapper)
+        else:
+            caller = model
+            inner = torch_optimizer(case, [p for p in model.parameters() if p.requires_grad], torch)
+            wrapper = None
+            labeller = Labeller(tracker, model, inner)
+        from trl import DPOTrainer, KTOTrainer
+        trainer_class = DPOTrainer if case["trainer"] == "dpo" else KTOTrainer
+        stand = _stand_in(case, model, ref_model, accelerator)
+        batch = _batch(case, rank, torch)
+        losses = []
+        for step in (1, 2):
+            phase = (lambda name: None) if step == 1 else tracker.begin
+            if step == 1:
+                tracker.begin("step1")
+            else:
+                labeller.collect()
+            phase("forward")
+            loss = trainer_class._compute_loss(stand, caller, batch, False)
+            phase("backward")
+            if deepspeed_run:
+                engine.backward(loss)
+            else:
+                loss.backward()
+            losses.append(float(loss.detach().float().item()))
+            del loss
+            if step == 2:
+                labeller.collect()
+            phase("optimizer")
+            if deepspeed_run:
+                engine.step()
+            else:
+                inner.step()
+                inner.zero_grad(set_to_none=True)
+            tracker.end()
+        ref_serials = set()
+        if ref_model is not None:
+            for p in ref_model.parameters():
+                for tensor in (p, getattr(p, "ds_tensor", None)):
+                    serial = tracker.serial(tensor) if tensor is not None else None
+                    if serial is not None:
+                        ref_serials.add(serial)
+        labels = dict(labeller.labels)
+        labels.update({serial: "ref_param" for serial in ref_serials})
+        result = {"rank": rank, "persistent_before_step2": tracker.phases["forward"]["start"], "phases": {},
+                  "step1_peak": tracker.phases["step1"]["peak"], "losses": losses,
+                  "seconds": round(time.time() - started, 1), **extra,
+                  "model_numel": sum(p.numel() for p in (model.get_base_model() if case["lora"] else model).parameters())}
+        for name in PHASES:
+            found = tracker.phases[name]
+            result["phases"][name] = {"peak": found["peak"], "start": found["start"], "end": found["end"],
+                                      **tracker.breakdown(name, labels)}
+        result["step_peak"] = max(result["phases"][name]["peak"] for name in PHASES)
+        result["peak_phase"] = max(PHASES, key=lambda name: result["phases"][name]["peak"])
+        if world > 1 and torch.distributed.is_initialized():
+            torch.distributed.barrier()
+            torch.distributed.destroy_process_group()
+    return result
+
+
+def _child_main(case_id: str, rank: int, world: int, out: Path) -> int:
+    try:
+        result = run_rank(by_id()[case_id], rank, world)
+    except Exception as error:  # reported in the record
+        import traceback
+        result = {"rank": rank, "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()[-3000:]}
+    out.write_text(json.dumps(result))
+    return 0
+
+
+# ---------------------------------------------------------------- parent
+def versions() -> dict:
+    import importlib.metadata as metadata
+    found = {}
+    for name in ("torch", "transformers", "deepspeed", "peft", "trl"):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def merge(out: Path, case: dict, ranks: list[dict]) -> None:
+    record = json.loads(out.read_text()) if out.exists() else {}
+    kept = {item["id"]: item for item in record.get("cases", [])}
+    entry = {**case, "per_rank": ranks}
+    errors = [rank["error"] for rank in ranks if "error" in rank]
+    if errors:
+        entry["error"] = errors[0]
+    kept[case["id"]] = entry
+    from measure import METHOD
+    record = {"versions": {**versions(), "trl (trl18- cases)": "1.8.0"}, "device": "cpu", "method": METHOD + "; TRL's _compute_loss on a stand-in trainer",
+              "phases": list(PHASES), "cases": [kept[cid] for cid in by_id() if cid in kept]}
+    out.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+
+def main(argv=None) -> int:
+    from measure import parser_with_common_arguments, run_case, summary
+    parser = parser_with_common_arguments(__doc__.splitlines()[0], timeout=900)
+    parser.add_argument("--explain", action="store_true")
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--trl18", help="a directory holding trl 1.8.0 (pip install --no-deps --target DIR)")
+    args = parser.parse_args(argv)
+    if args.child:
+        return _child_main(args.child, args.rank, args.world, args.result)
+    selected = [case for case in cases() if not args.only or any(case["id"].startswith(p) for p in args.only)]
+    failed = 0
+    for index, case in enumerate(selected, 1):
+        if case["trl_version"] and not args.trl18:
+            print(f"{case['id']}: skipped (needs --trl18)")
+            continue
+        env = {"PYTHONPATH": args.trl18} if case["trl_version"] else None
+        ranks = run_case(case, sys.executable, args.timeout, script=Path(__file__).resolve(), env=env)
+        print(f"{index}/{len(selected)} {summary(case, ranks)}", flush=True)
+        failed += any("error" in rank for rank in ranks)
+        if args.explain:
+            print(json.dumps(ranks, indent=1)[:6000])
+        else:
+            merge(args.out, case, ranks)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Preference trainers through the real entry points (`zeromem estimate` / `check` via cli.main): the reference
+model is a part of every phase, placed as the engine places it, gone for a PEFT policy or precomputed log-probs;
+recipes name the trainer at their own key. The step model behind it: tests/unit/test_preference.py (measured)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import run_zeromem
+from tests.cli.test_check_recipes import LLAMA, RECIPES, cache_with
+
+WORKLOAD = ("--model-config", str(LLAMA), "-R", "8", "--sequence-length", "1024", "--micro-batch", "1",
+            "--format", "json")
+P = 2 * 8_030_261_248  # Llama-3-8B in bf16 (the plan's own parameter count, checked below)
+
+
+def estimate(*args: str) -> dict:
+    done = run_zeromem("estimate", *WORKLOAD, *args)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def parts(data: dict, stage: str) -> dict[str, int]:
+    return data["phases"][stage]["parts"]
+
+
+def test_dpo_adds_the_reference_model_placed_per_stage():
+    sft, dpo = estimate(), estimate("--trainer", "dpo")
+    assert dpo["inputs"]["parameter_bytes"] == P  # the contract's P is unchanged: the reference is beside it
+    assert all(dpo[stage] == sft[stage] for stage in ("ddp", "zero1", "zero2", "zero3"))  # the contract's figures
+    assert dpo["peak_inputs"]["trainer"] == {"value": "dpo", "from": "--trainer"}
+    for stage in ("zero1", "zero2"):  # prepare_deepspeed runs the reference at stage 0: whole on every rank
+        assert parts(dpo, stage)["reference model"] == P
+        assert dpo["peak"][stage] > sft["peak"][stage] + P // 2
+    # ZeRO-3 partitions it like the policy: its own 1/8 and the small tensors kept whole on every rank
+    ref3 = parts(dpo, "zero3").get("reference model")
+    assert ref3 is not None and P // 8 <= ref3 < P // 8 + 2 * 10**6
+    assert dpo["activations"]["bytes"] > sft["activations"]["bytes"]  # chosen and rejected: two rows per pair
+
+
+def test_precomputed_log_probs_and_a_peft_policy_keep_no_reference():
+    precomputed = estimate("--trainer", "dpo", "--precompute-ref-log-probs")
+    lora = estimate("--trainer", "dpo", "--lora-rank", "16")
+    for data in (precomputed, lora):
+        for stage, found in data["phases"].items():
+            assert "reference model" not in found["parts"], stage
+    assert precomputed["peak_inputs"]["precompute_ref_log_probs"] == {"value": True, "from": "--precompute-ref-log-probs"}
+    assert estimate("--trainer", "dpo")["peak"]["zero2"] > precomputed["peak"]["zero2"]
+
+
+@pytest.mark.parametrize("trainer, named", [("orpo", "ORPO"), ("simpo", "SimPO"), ("grpo", "GRPO")])
+def test_trainers_not_modelled_leave_the_peak_unknown_with_why(trainer, named):
+    data = estimate("--trainer", trainer)
+    assert all(value is None for value in data["peak"].values())
+    assert all(named in found["unknown"] for found in data["phases"].values())
+
+
+def test_a_bad_trainer_is_a_usage_error():
+    done = run_zeromem("estimate", *WORKLOAD, "--trainer", "ppo")
+    assert done.returncode == 2 and "--trainer" in done.stderr and "dpo" in done.stderr
+
+
+def test_the_zephyr_dpo_recipe_names_its_trainer_and_gets_a_reference(tmp_path, monkeypatch):
+    """alignment-handbook recipes/zephyr-7b-beta/dpo/config_full.yaml (a DPOConfig: beta, max_prompt_length):
+    8 pairs per GPU, max_length 1024, full fine-tune, so a reference model beside the policy."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["alignment-handbook/zephyr-7b-sft-full"], LLAMA)))
+    recipe = RECIPES / "alignment-handbook/recipes/zephyr-7b-beta/dpo/config_full.yaml"
+    done = run_zeromem("estimate", "--config", str(recipe), "-R", "8", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["peak_inputs"]["trainer"] == {"value": "dpo", "from": "beta: a DPOConfig key (TRL DPOTrainer)"}
+    assert data["peak_inputs"]["micro_batch"]["value"] == 8
+    assert all(found["parts"]["reference model"] > 0 for found in data["phases"].values())
+    flagged = json.loads(run_zeromem("estimate", "--config", str(recipe), "-R", "8", "--format", "json",
+                                     "--precompute-ref-log-probs").stdout)
+    assert all("reference model" not in found["parts"] for found in flagged["phases"].values())
+
+
+def test_axolotl_rl_dpo_runs_trl_18s_loss_and_check_reports_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["Qwen/Qwen2.5-0.5B"], LLAMA)))
+    recipe = RECIPES / "axolotl/examples/qwen2/dpo.yaml"
+    done = run_zeromem("estimate", "--config", str(recipe), "-R", "8", "--optimizer", "adamw")
+    assert done.returncode == 0, done.stderr
+    assert "trainer dpo — rl: dpo (axolotl)" in done.stdout
+    assert "dpo (TRL 1.8): chosen and rejected stacked, 4 rows" in done.stdout  # micro_batch_size 2 pairs
+    assert "reference model 16,060,522,496" in done.stdout
+    llamafactory = RECIPES / "llamafactory/examples/train_lora/qwen3_lora_dpo.yaml"
+    cache_with(tmp_path, ["Qwen/Qwen3-4B-Instruct-2507"], LLAMA)
+    data = json.loads(run_zeromem("estimate", "--config", str(llamafactory), "-R", "8", "--format", "json").stdout)
+    assert data["peak_inputs"]["trainer"] == {"value": "dpo", "from": "pref_loss: sigmoid (LLaMA-Factory)"}
+    assert all("LLaMA-Factory's own DPO" in found["unknown"] for found in data["phases"].values())
+    checked = run_zeromem("check", "--world-size", "8", "--gpu-memory", "1GiB", "--format", "json", str(llamafactory))
+    assert not [item for item in json.loads(checked.stdout)["findings"] if item["code"] == "ZM106"]  # no guess
+
+
+def test_settings_in_the_block_are_credited(tmp_path):
+    config = tmp_path / "ds_config.json"
+    config.write_text(json.dumps({
+        "train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "zero_optimization": {"stage": 3},
+        "zeromem": {"parameters": {"from_config": str(LLAMA)}, "world_size": 8, "sequence_length": 1024,
+                    "trainer": "kto"}}))
+    data = json.loads(run_zeromem("estimate", "--config", str(config), "--format", "json").stdout)
+    assert data["peak_inputs"]["trainer"] == {"value": "kto", "from": "zeromem.trainer"}
+    assert parts(data, "zero3")["reference model"] > 0
+    bad = config.with_name("bad.json")
+    bad.write_text(config.read_text().replace('"kto"', '"kto2"'))
+    found = json.loads(run_zeromem("check", "--format", "json", str(bad)).stdout)["findings"]
+    assert any(item["code"] == "ZM104" and "trainer" in item["message"] for item in found)

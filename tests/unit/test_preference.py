@@ -1,0 +1,133 @@
+"""Preference trainers in the step model (memory/preference.py) against TRL's measured DPO / KTO steps (no torch).
+
+tests/data/step/preference.json is written by benchmarks/preference/measure.py: TRL 1.16's own `_compute_loss` on
+CPU (its torch fallback of the fused LM head), per rank, the peak of live tensor storage bytes per phase of step 2.
+The model is compared with `triton=False` (the fallback's fp32 tile temporaries); on a GPU they are not made.
+Run this file as a script to print the error of every case and phase.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from zeromem_lsp.configs.model_config import model_shape
+from zeromem_lsp.memory.activations import DTYPE_BYTES
+from zeromem_lsp.memory.adapters import LoraSettings, count_adapters
+from zeromem_lsp.memory.lora_activations import estimate_lora_activations
+from zeromem_lsp.memory.loss_and_reference import reference_model_bytes
+from zeromem_lsp.memory.preference import Preference, estimate_preference_step, reference_gathered, rows
+from zeromem_lsp.memory.step import PHASES, Buckets, FrozenBase, StepInputError, estimate_step, parameter_tensors
+
+RECORD_PATH = Path(__file__).resolve().parents[1] / "data" / "step" / "preference.json"
+RECORD = json.loads(RECORD_PATH.read_text(encoding="utf-8"))
+CASES = [case for case in RECORD["cases"] if "error" not in case]
+GOAL = 0.05
+
+
+def _frozen(case: dict, shape) -> FrozenBase:
+    """A LoRA policy's per-rank state as PEFT places it: bf16 base, fp32 adapters (PEFT's autocast_adapter_dtype)."""
+    lora = case["lora"]
+    count = count_adapters(case["config"], LoraSettings(lora["r"], tuple(lora["target_modules"])))
+    adapters = 4 * count.trainable
+    acts = estimate_lora_activations(shape, count, case["sequence_length"], rows(case["trainer"], case["micro_batch"]),
+                                     "bf16", "fp32", case["attention"], case["gradient_checkpointing"])
+    return FrozenBase(parameters=2 * count.base + adapters, gradients=adapters, optimizer_states=2 * adapters,
+                      trainable=count.trainable, step_bytes=4, activations=acts.total, recompute=acts.recompute_bytes,
+                      compute_dtype="bf16", all_bytes=2 * count.base + adapters, all_parameters=count.all)
+
+
+def arguments(case: dict) -> tuple[Preference, dict]:
+    """estimate_preference_step's inputs for a measured case: what a user would tell zeromem about the run."""
+    shape = model_shape(case["config"])
+    kwargs = {"shape": shape, "sequence_length": case["sequence_length"], "micro_batch": case["micro_batch"],
+              "checkpointing": case["gradient_checkpointing"], "attention": case["attention"], "ranks": case["ranks"],
+              "param_dtype": "bf16", "optimizer_impl": case["optimizer"]["impl"]}
+    tensors = parameter_tensors(shape)
+    whole = DTYPE_BYTES["bf16"] * tensors.total
+    stage: object = 0
+    if case["engine"] == "deepspeed":
+        zero = case["ds_config"]["zero_optimization"]
+        stage = zero["stage"]
+        kwargs.update(engine="deepspeed", stage=stage, buckets=Buckets(
+            reduce_bucket_size=zero["reduce_bucket_size"], overlap_comm=zero["overlap_comm"],
+            contiguous_gradients=zero["contiguous_gradients"]))
+    else:
+        kwargs["engine"] = "torch"
+    if case["lora"]:
+        kwargs["frozen"] = _frozen(case, shape)
+    persistent = 2 * sum(numel for numel in tensors.all() if numel <= 100_000)  # DeepSpeed's default threshold
+    reference = reference_model_bytes(whole, case["ranks"], "deepspeed" if case["engine"] == "deepspeed" else "ddp",
+                                      stage, peft_policy=bool(case["lora"]),
+                                      precompute_ref_log_probs=case["reference"] == "precomputed",
+                                      persistent_bytes=persistent)
+    gathered = reference_gathered(tensors, 2, case["engine"], stage, case["ranks"])
+    return Preference(case["trainer"], reference.bytes_per_rank, case["reference"] != "precomputed", gathered,
+                      triton=False, loss="logits" if case["trl_version"] == "1.8.0" else "fused"), kwargs
+
+
+def comparisons() -> list[dict]:
+    found = []
+    for case in CASES:
+        preference, kwargs = arguments(case)
+        estimate = estimate_preference_step(preference, **kwargs)
+        for phase in PHASES:
+            measured = max(rank["phases"][phase]["peak"] for rank in case["per_rank"])
+            model = estimate.phases[phase].peak
+            found.append({"id": case["id"], "phase": phase, "measured": measured, "model": model,
+                          "error": model / measured - 1, "moment": estimate.phases[phase].moment})
+    return found
+
+
+ROWS = comparisons()
+
+
+def test_the_record_is_there_with_its_versions():
+    assert RECORD["versions"]["trl"] and RECORD["versions"]["torch"] and len(CASES) >= 5
+    assert {case["reference"] for case in CASES} == {"model", "adapter", "precomputed"}
+    assert any(case["engine"] == "deepspeed" and case["ds_config"]["zero_optimization"]["stage"] == 3
+               and case["ranks"] == 2 for case in CASES)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[f"{row['id']}-{row['phase']}" for row in ROWS])
+def test_each_phase_is_within_five_percent(row):
+    assert abs(row["error"]) <= GOAL, row
+
+
+def test_the_reference_model_is_what_the_measurement_labelled():
+    """The storages of the reference's parameters (labelled `ref_param` by the harness) weigh what the model says."""
+    for case in CASES:
+        preference, _ = arguments(case)
+        for rank in case["per_rank"]:
+            labelled = rank["phases"]["optimizer"]["parts"].get("ref_param", 0)
+            assert abs(labelled - preference.reference_bytes) <= 0.01 * max(labelled, 1), case["id"]
+
+
+def test_the_reference_is_a_part_of_every_phase_and_dpo_doubles_the_rows():
+    case = next(case for case in CASES if case["id"] == "dpo-full-ref")
+    preference, kwargs = arguments(case)
+    step = estimate_preference_step(preference, **kwargs)
+    for phase in step.phases.values():
+        assert dict(phase.parts)["reference model"] == preference.reference_bytes > 0
+        assert phase.peak == sum(part.bytes for part in phase.parts)
+    assert step.activations.total == estimate_step(**{**kwargs, "micro_batch": 2 * kwargs["micro_batch"]}).activations.total
+    # on a GPU (Triton) the tile is folded in place: no fp32 temporaries, a lower forward and backward
+    gpu = estimate_preference_step(preference._replace(triton=False), **kwargs)
+    lean = estimate_preference_step(preference._replace(triton=True), **kwargs)
+    assert lean.phases["backward"].peak < gpu.phases["backward"].peak
+    assert "fp32 tile temporaries" not in dict(lean.phases["backward"].parts)
+
+
+@pytest.mark.parametrize("trainer, named", [("orpo", "ORPO"), ("simpo", "SimPO"), ("cpo", "CPO"), ("grpo", "GRPO"),
+                                            ("ppo", "trainer must be one of")])
+def test_trainers_not_modelled_are_refused_with_the_reason(trainer, named):
+    case = CASES[0]
+    _, kwargs = arguments(case)
+    with pytest.raises(StepInputError, match=named):
+        estimate_preference_step(Preference(trainer), **kwargs)
+
+
+if __name__ == "__main__":
+    for row in ROWS:
+        print(f"{row['id']:28} {row['phase']:9} measured {row['measured']:>12,} model {row['model']:>12,} "
+              f"{row['error']:+.2%}  {row['moment']}")

@@ -1,0 +1,54 @@
+"""Which preference trainer a recipe runs, credited to the key that says so (configs/recipes.py): axolotl `rl:`,
+LLaMA-Factory `stage:` with `pref_loss:`, TRL / alignment-handbook by the config class whose keys it sets."""
+
+import pytest
+
+from zeromem_lsp.configs.recipes import read_recipe
+
+
+def trainer_of(tool: str, data: dict):
+    issues, setup = read_recipe(tool, {"base_model" if tool == "axolotl" else "model_name_or_path": "m", **data})
+    return setup.trainer, setup.precompute_ref_log_probs, setup.preference_loss
+
+
+@pytest.mark.parametrize("rl, trainer", [("dpo", "dpo"), ("ipo", "dpo"), ("kto", "kto"), ("orpo", "orpo"),
+                                         ("simpo", "simpo"), ("grpo", "grpo"), ("gdpo", "grpo")])
+def test_axolotl_rl_names_the_trainer_at_its_key(rl, trainer):
+    found, _, loss = trainer_of("axolotl", {"rl": rl})
+    assert (found.value, found.path) == (trainer, ("rl",)) and "axolotl" in found.note
+    assert loss.value == "logits" and "trl==1.8.0" in loss.note  # axolotl pins TRL 1.8: no fused LM head
+
+
+def test_axolotl_liger_dpo_loss_is_named_at_its_key():
+    _, _, loss = trainer_of("axolotl", {"rl": "dpo", "dpo_use_liger_kernel": True})
+    assert (loss.value, loss.path) == ("liger", ("dpo_use_liger_kernel",)) and "not modelled" in loss.note
+
+
+def test_axolotl_without_rl_is_supervised_and_precompute_is_read():
+    found, precompute, _ = trainer_of("axolotl", {"precompute_ref_log_probs": True})
+    assert found is None and (precompute.value, precompute.path) == (True, ("precompute_ref_log_probs",))
+    assert trainer_of("axolotl", {"rl": "ebft"})[0] is None  # a trainer the setting does not know: left as sft
+
+
+@pytest.mark.parametrize("data, trainer, key", [
+    ({"stage": "dpo"}, "dpo", "stage"), ({"stage": "dpo", "pref_loss": "ipo"}, "dpo", "pref_loss"),
+    ({"stage": "dpo", "pref_loss": "orpo"}, "orpo", "pref_loss"), ({"stage": "dpo", "pref_loss": "simpo"}, "simpo", "pref_loss"),
+    ({"stage": "kto"}, "kto", "stage"), ({"stage": "sft"}, None, None)])
+def test_llamafactory_stage_and_pref_loss(data, trainer, key):
+    found, _, loss = trainer_of("llamafactory", data)
+    assert (found.value if found else None, found.path[0] if found else None) == (trainer, key)
+    assert loss.value == "llamafactory" and "logits.to(torch.float32)" in loss.note
+
+
+@pytest.mark.parametrize("data, trainer, key", [
+    ({"beta": 0.01, "max_prompt_length": 512}, "dpo", "precompute_ref_log_probs"),
+    ({"beta": 0.01}, "dpo", "beta"), ({"desirable_weight": 1.0, "beta": 0.1}, "kto", "desirable_weight"),
+    ({"max_length": 1024}, None, None)])
+def test_trl_recipes_by_their_config_class(data, trainer, key):
+    if key == "precompute_ref_log_probs":
+        data = {**data, "precompute_ref_log_probs": False}
+    found, precompute, loss = trainer_of("trl", data)
+    assert (found.value if found else None, found.path[0] if found else None) == (trainer, key)
+    assert loss is None  # TRL recipes run the installed TRL: its fused LM head
+    if key == "precompute_ref_log_probs":
+        assert precompute.value is False

@@ -1,0 +1,273 @@
+"""Preference trainers in the whole-step peak (pure): TRL's DPO and KTO steps, the reference model beside them.
+
+What TRL 1.16 runs (trl/trainer/dpo_trainer.py, kto_trainer.py, trl/trainer/utils.py `add_fused_lm_head`,
+trl/kernels/chunked_logprob.py `ChunkedLogProbFunction`; measured on CPU by benchmarks/preference/measure.py):
+- DPO stacks chosen and rejected into one batch of 2·b rows (the collator), one policy forward with gradients and,
+  unless the reference log-probs are precomputed, one reference forward of the same rows under `no_grad` (the
+  reference model, or the PEFT policy with its adapters disabled). KTO runs b completions, plus b mismatched KL
+  completions through the policy and the reference under `no_grad`.
+- The loss never makes the b·s·V logits: the fused LM head saves a copy of the final hidden states (b·(s-1)·h,
+  shifted), the labels (int64) and an fp32 log-sum-exp (and entropy) per token, and projects through the head in
+  tiles of at most 4096 tokens × 32768 vocabulary entries into one buffer (`mm_buf`, always 32768 columns). With
+  Triton (CUDA / XPU) each tile is folded in place and only tokens with a label are scored; the torch fallback
+  (other devices, and what the CPU measurement runs) makes fp32 temporaries of the tile (3 at once in forward, 7 in
+  backward, plus a bool tile for `is_top1` / the target mask). Backward accumulates an fp32 gradient of the hidden
+  states and, for a trainable head, of the head weight, and casts them to the parameters' dtype at the end.
+- ORPO, CPO and SimPO (trl/experimental/orpo, trl/experimental/cpo) are reference-free but keep the full logits of
+  2·b rows and a per-row log-softmax (`selective_log_softmax`): not modelled, so their peak is unknown. GRPO
+  generates completions during the step: not modelled.
+
+The reference model's own bytes (memory/loss_and_reference.py `reference_model_bytes`) are a part of every moment;
+its forward (tiles, last hidden states, at ZeRO-3 its gathered weights) is a moment of the forward phase.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from zeromem_lsp.configs.settings_values import TRAINERS  # the `trainer` setting; sft: ForCausalLMLoss
+from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, I64, ActivationInputError, estimate_activations
+from zeromem_lsp.memory.step import Part, Phase, StepInputError, StepPeak, Tensors, estimate_step
+
+#: Trainers that keep a reference model (unless PEFT or precomputed log-probs); the others are reference-free.
+WITH_REFERENCE = ("dpo", "kto")
+MODELLED = ("sft", "dpo", "kto")
+#: The DPO loss's implementation: TRL's fused LM head (TRL 1.16) or TRL 1.8's logits (axolotl's pin).
+LOSSES = ("fused", "logits")
+TOKEN_TILE, VOCABULARY_TILE = 4096, 32768  # chunked_logprob.TOKEN_CHUNK_SIZE, utils._CHUNKED_LOGPROB_CHUNK_SIZE
+#: per-token fields each trainer's fused head computes (DPOTrainer / KTOTrainer `__init__`, no WPO weighting)
+OUTPUTS = {"dpo": ("log_probs", "entropy", "mean_logits", "is_top1"), "kto": ("log_probs", "entropy", "mean_logits")}
+UNMODELLED = {
+    "orpo": "ORPO (trl/experimental/orpo) keeps the full logits of 2·b sequences and a log-softmax per row; "
+            "that loss is not modelled",
+    "simpo": "SimPO (TRL's CPOTrainer, trl/experimental/cpo) keeps the full logits of 2·b sequences and a "
+             "log-softmax per row; that loss is not modelled",
+    "cpo": "CPO (trl/experimental/cpo) keeps the full logits of 2·b sequences and a log-softmax per row; that loss "
+           "is not modelled",
+    "grpo": "GRPO generates completions inside the training step; generation is not modelled",
+}
+
+
+class FusedHead(NamedTuple):
+    """TRL's fused LM head in the step (the `loss` of estimate_step): its saved tensors and transients."""
+
+    trainer: str  # dpo | kto
+    sequence_length: int
+    reference_forward: bool  # a reference forward runs in the step (not with precomputed log-probs)
+    reference_gathered: int = 0  # ZeRO-3: the reference's weights gathered during its forward
+    head_trainable: bool = True
+    triton: bool = True  # False: the torch fallback's fp32 tile temporaries (CPU)
+    adjusted: bool = False  # the `saved` it is given already holds the fused head's tensors (a frozen base's)
+
+    def _tile(self, tokens: int, vocab: int, c: int) -> tuple[int, int, int]:
+        """(rows, columns of the widest tile, bytes of `mm_buf`) for `tokens` scored positions."""
+        rows = min(tokens, TOKEN_TILE)
+        return rows, min(vocab, VOCABULARY_TILE), c * rows * VOCABULARY_TILE
+
+    def saved(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int = 0) -> int:
+        """What autograd keeps instead of ForCausalLMLoss's: the activations without the fp32 log-softmax and the
+        LM head's input, plus the head's shifted hidden-state copy, int64 labels, fp32 log-sum-exp (and entropy),
+        and the per-token outputs with their label mask."""
+        scored = self.scored(tokens)
+        outputs = OUTPUTS[self.trainer]
+        floats = sum(name != "is_top1" for name in outputs)
+        kept = c * scored * hidden + I64 * scored + F32 * scored * (1 + ("entropy" in outputs))
+        kept += F32 * scored * floats + scored * (1 + ("is_top1" in outputs))
+        return saved - logits_bytes - c * tokens * hidden + kept
+
+    def scored(self, tokens: int) -> int:
+        """Positions the head scores: every shifted position of every row (Triton scores only those with a
+        label, at most this)."""
+        return tokens - tokens // self.sequence_length
+
+    def moments(self, setup: object, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
+        """(forward's peak, the loss's backward): the larger of the policy's head and the reference's forward;
+        the head's backward in its tile loop or at its end (fp32 gradients cast to the parameters' dtype)."""
+        c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w  # type: ignore[attr-defined]
+        tokens = setup.tokens  # type: ignore[attr-defined]
+        scored = self.scored(tokens)
+        rows, columns, buffer = self._tile(scored, v, c)
+        kept = Part("activations", saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes,  # type: ignore[attr-defined]
+                                                                          tokens, h, c))
+        top1 = "is_top1" in OUTPUTS[self.trainer]
+        weight_copy = c * columns * h if c != w else 0  # the head's tile cast to the compute dtype
+        fallback = 0 if self.triton else (max(3 * F32 + top1, 2 * F32 + 2 * top1)) * rows * columns
+        head = [*base, kept, Part("last hidden states", c * tokens * h), Part("LM head tile", buffer + weight_copy),
+                Part("fp32 tile temporaries", fallback)]
+        forward = head
+        if self.reference_forward:
+            reference = self._reference(setup, scored, tokens, rows, columns, buffer + weight_copy)
+            if sum(part.bytes for part in reference) > sum(part.bytes for part in head[len(base) + 1:]):
+                forward = [*base, kept, *reference]
+        grads = F32 * scored * h + (F32 * v * h if self.head_trainable else 0)
+        in_loop = [*base, kept, Part("LM head gradients (fp32)", grads), Part("LM head tile", buffer + weight_copy),
+                   Part("fp32 tile temporaries", 0 if self.triton else (7 * F32 + 1) * rows * columns)]
+        end = [*base, kept, Part("LM head gradients (fp32)", grads), Part("LM head tile", buffer),
+               Part("LM head gradients", c * scored * h + (w * v * h if self.head_trainable else 0))]
+        loss = max(in_loop, end, key=lambda parts: sum(part.bytes for part in parts))
+        return forward, loss
+
+    def _reference(self, setup: object, scored: int, tokens: int, rows: int, columns: int, tile: int) -> list[Part]:
+        """The reference forward's transients: its gathered weights (ZeRO-3), last hidden states, the shifted copy,
+        its tile (log_probs only: three fp32 temporaries in the fallback)."""
+        c, h = setup.c, setup.hidden  # type: ignore[attr-defined]
+        fallback = 0 if self.triton else 3 * F32 * rows * columns
+        return [Part("reference gathered parameters", self.reference_gathered),
+                Part("reference forward", c * tokens * h + c * scored * h + I64 * scored + 2 * F32 * scored),
+                Part("reference LM head tile", tile), Part("fp32 tile temporaries", fallback)]
+
+
+class LogitsHead(NamedTuple):
+    """TRL 1.8's DPO loss (what axolotl pins; trl/trainer/dpo_trainer.py 1.8.0 `_compute_loss`): the model's own
+    forward makes the logits (b·s·V in the compute dtype, kept until the loss returns, the reference's beside them);
+    `selective_log_softmax` (trl/trainer/utils.py) runs a log-softmax per row, each kept for backward (an fp32
+    model: `logsumexp` keeps the logits themselves; derived, not measured); the entropy metric
+    (`entropy_from_logits` on the shifted logits) copies them contiguous and makes three 128-row chunks. Backward:
+    the rows' gradients stacked, then the slice's gradient (b·s·V), then the head's weight gradient beside it."""
+
+    trainer: str
+    sequence_length: int
+    reference_forward: bool
+    reference_gathered: int = 0
+    head_trainable: bool = True
+    triton: bool = True  # (no effect: both heads take the same fields)
+    adjusted: bool = False
+
+    def scored(self, tokens: int) -> int:
+        return tokens - tokens // self.sequence_length
+
+    def _kept(self, tokens: int, vocab: int, c: int) -> int:
+        """What the log-probs keep: each row's log-softmax (16-bit), or the logits for logsumexp (fp32)."""
+        return c * tokens * vocab if c == F32 else c * self.scored(tokens) * vocab
+
+    def saved(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int = 0) -> int:
+        """The activations with the log-probs' kept tensors, labels and per-token log-probs for the loss's."""
+        scored = self.scored(tokens)
+        return saved - logits_bytes + self._kept(tokens, vocab, c) + I64 * scored + F32 * scored
+
+    def moments(self, setup: object, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
+        """(the entropy metric at the end of the loss's forward, the loss's backward at its largest)."""
+        c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w  # type: ignore[attr-defined]
+        tokens = setup.tokens  # type: ignore[attr-defined]
+        scored, logits = self.scored(tokens), c * tokens * v
+        total = saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes, tokens, h, c, v)  # type: ignore[attr-defined]
+        forward = [*base, Part("activations", total), Part("logits", logits),
+                   Part("reference gathered parameters", self.reference_gathered if self.reference_forward else 0),
+                   Part("reference logits", logits if self.reference_forward else 0),
+                   Part("entropy metric", c * scored * v + 3 * c * min(128, scored) * v)]
+        rest = total - self._kept(tokens, v, c)  # the row log-softmaxes are freed once their backward ran
+        stacked = [*base, Part("activations", rest), Part("log-prob gradients", c * scored * v),
+                   Part("logits gradient", logits)]
+        head = [*base, Part("activations", rest), Part("logits gradient", logits),
+                Part("gradients", w * v * h if self.head_trainable else 0), Part("hidden-state gradient", c * tokens * h)]
+        return forward, max(stacked, head, key=lambda parts: sum(part.bytes for part in parts))
+
+
+class Preference(NamedTuple):
+    """A preference trainer's step: the trainer, the reference on this rank, and how its forward runs."""
+
+    trainer: str
+    reference_bytes: int = 0  # the frozen reference model on this rank (loss_and_reference.reference_model_bytes)
+    reference_forward: bool = True  # False with precomputed reference log-probs
+    reference_gathered: int = 0
+    triton: bool = True
+    loss: str = "fused"  # "fused": TRL's fused LM head (TRL 1.16); "logits": TRL 1.8's (axolotl's pin)
+
+
+def reference_gathered(tensors: Tensors, width: int, engine: str, stage: object, ranks: int) -> int:
+    """The reference's weights gathered at its forward's peak: under ZeRO-3 (more than one rank) its LM head,
+    gathered for the fused head by `maybe_gather_lm_head_ctx` (trl/trainer/utils.py); as measured at two ranks,
+    its layers are released by then. Sharded FSDP (derived, not measured): the root unit (embeddings, final norm,
+    head) gathered for the whole forward and one layer, as the policy's forward (`step._fsdp`)."""
+    if ranks > 1 and engine == "deepspeed" and stage == 3:
+        return width * (tensors.head or tensors.embedding)
+    if ranks > 1 and engine == "fsdp" and stage in ("SHARD_GRAD_OP", "FULL_SHARD"):
+        return width * (tensors.root + tensors.layer_total)
+    return 0
+
+
+def rows(trainer: str, micro_batch: int) -> int:
+    """Sequences through the policy per micro-batch: DPO-style trainers stack chosen and rejected."""
+    return 2 * micro_batch if trainer in ("dpo", "orpo", "simpo", "cpo") else micro_batch
+
+
+def estimate_preference_step(preference: Preference, **arguments: object) -> StepPeak:
+    """estimate_step for a preference trainer: 2·b rows for DPO, TRL's fused head in place of ForCausalLMLoss,
+    the reference model as a part of every moment. Raises StepInputError for a trainer not modelled."""
+    trainer = preference.trainer
+    if trainer not in TRAINERS:
+        raise StepInputError(f"trainer must be one of {', '.join(TRAINERS)}, got {trainer!r}")
+    if trainer in UNMODELLED:
+        raise StepInputError(UNMODELLED[trainer])
+    if trainer == "sft":
+        return estimate_step(**arguments)  # type: ignore[arg-type]
+    frozen = arguments.get("frozen")
+    sequence = arguments["sequence_length"]
+    micro = rows(trainer, arguments["micro_batch"])  # type: ignore[arg-type]
+    if preference.loss not in LOSSES:
+        raise StepInputError(f"preference loss must be one of {', '.join(LOSSES)}, got {preference.loss!r}")
+    if preference.loss == "logits" and trainer != "dpo":
+        raise StepInputError(f"TRL 1.8's {trainer.upper()}Trainer loss is not modelled (only its DPOTrainer is)")
+    kind = FusedHead if preference.loss == "fused" else LogitsHead
+    head = kind(trainer, sequence, preference.reference_forward,  # type: ignore[arg-type]
+                preference.reference_gathered, head_trainable=frozen is None, triton=preference.triton)
+    if frozen is not None:  # its activations are read after the loss too: the fused head's, not the log-softmax
+        head = head._replace(adjusted=True)
+        arguments = {**arguments, "frozen": frozen._replace(activations=_frozen_saved(head, frozen, arguments, micro))}  # type: ignore[attr-defined]
+    # TRL computes its own loss from the head (a model-level fused or chunked loss never runs under it)
+    arguments = {**arguments, "micro_batch": micro, "loss": head, "loss_kernel": "hf"}
+    step = estimate_step(**arguments)  # type: ignore[arg-type]
+    phases = {name: _with_reference(phase, preference.reference_bytes) for name, phase in step.phases.items()}
+    return step._replace(phases=phases, peak=phases[step.peak_phase].peak)
+
+
+def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_length: int, tokens: int, hidden: int,
+              c: int, vocab: int) -> str:
+    """How the phases' "activations" follow from the activations shown: the loss's tensors (and, for the fused
+    head, the LM head's input) swapped for what the preference loss keeps."""
+    stacked = "chosen and rejected stacked, " if rows(trainer, 1) == 2 else ""
+    lead = f"{trainer} ({'TRL' if loss == 'fused' else 'TRL 1.8'}): {stacked}{tokens // sequence_length} rows; "
+    if loss == "logits":
+        head = LogitsHead(trainer, sequence_length, True)
+        kept = head.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
+        return (f"{lead}its log-probs keep {kept:,} B (a log-softmax per row, labels, per-token log-probs) in place "
+                f"of the loss {logits_bytes:,}: activations {saved:,} - {logits_bytes:,} + {kept:,} = "
+                f"{saved - logits_bytes + kept:,} B")
+    head_input = c * tokens * hidden
+    kept = FusedHead(trainer, sequence_length, True).saved(saved, logits_bytes, tokens, hidden, c) - saved \
+        + logits_bytes + head_input
+    return (f"{lead}its fused LM head keeps {kept:,} B (a shifted copy of the last hidden states, labels, log-sum-exp "
+            f"per token) in place of the loss {logits_bytes:,} and the head's input {head_input:,}: activations "
+            f"{saved:,} - {logits_bytes:,} - {head_input:,} + {kept:,} = {saved - logits_bytes - head_input + kept:,} B")
+
+
+def _frozen_saved(head: FusedHead | LogitsHead, frozen: object, arguments: dict, micro: int) -> int:
+    """A frozen base's saved activations (for `micro` rows) with the fused head's tensors for the loss's."""
+    try:
+        acts = estimate_activations(arguments["shape"], arguments["sequence_length"], micro, frozen.compute_dtype,  # type: ignore[attr-defined]
+                                    bool(arguments.get("checkpointing")), str(arguments.get("attention", "sdpa")))
+    except ActivationInputError as error:
+        raise StepInputError(str(error)) from None
+    c = DTYPE_BYTES[frozen.compute_dtype]  # type: ignore[attr-defined]
+    tokens = micro * arguments["sequence_length"]
+    return head.saved(frozen.activations, acts.logits_bytes, tokens, arguments["shape"].hidden, c,  # type: ignore[attr-defined]
+                      arguments["shape"].vocab)  # type: ignore[attr-defined]
+
+
+def _with_reference(phase: Phase, reference: int) -> Phase:
+    """The phase with the reference model's bytes beside everything (the same in every moment, so the moment
+    holding the peak does not change); its moment named for the reference forward when that holds it."""
+    parts = phase.parts + ((Part("reference model", reference),) if reference else ())
+    moment = phase.moment
+    if any(part.name == "reference forward" for part in parts):
+        moment = "the reference model's forward"
+    elif any(part.name == "entropy metric" for part in parts):
+        moment = "the loss's entropy metric (both models' logits alive)"
+    elif moment == "the loss" and phase.name == "forward":
+        moment = "the policy's LM head"
+    ordered = tuple(sorted(parts, key=lambda part: -part.bytes))
+    return Phase(phase.name, phase.peak + reference, moment, ordered)
+
+
+__all__ = ["FusedHead", "LOSSES", "LogitsHead", "MODELLED", "head_line", "Preference", "TRAINERS", "WITH_REFERENCE", "estimate_preference_step", "reference_gathered",
+           "rows"]
