@@ -50,8 +50,7 @@ RECIPE_FILES = {
 
 
 #: Recipes whose preference loss the step model does not cover, with what the reason names.
-UNMODELLED_LOSS = {"llamafactory/examples/train_lora/qwen3_lora_dpo.yaml": "LLaMA-Factory's own DPO",
-                   "axolotl/examples/llama-3/qlora-1b-kto.yaml": "TRL 1.8's KTOTrainer"}
+UNMODELLED_LOSS = {"axolotl/examples/llama-3/qlora-1b-kto.yaml": "TRL 1.8's KTOTrainer"}
 
 
 def cache_with(root: Path, repo_ids, config: Path = GEMMA) -> Path:

@@ -91,9 +91,44 @@ def test_axolotl_rl_dpo_runs_trl_18s_loss_and_check_reports_it(tmp_path, monkeyp
     cache_with(tmp_path, ["Qwen/Qwen3-4B-Instruct-2507"], LLAMA)
     data = json.loads(run_zeromem("estimate", "--config", str(llamafactory), "-R", "8", "--format", "json").stdout)
     assert data["peak_inputs"]["trainer"] == {"value": "dpo", "from": "pref_loss: sigmoid (LLaMA-Factory)"}
-    assert all("LLaMA-Factory's own DPO" in found["unknown"] for found in data["phases"].values())
-    checked = run_zeromem("check", "--world-size", "8", "--gpu-memory", "1GiB", "--format", "json", str(llamafactory))
-    assert not [item for item in json.loads(checked.stdout)["findings"] if item["code"] == "ZM106"]  # no guess
+    checked = run_zeromem("check", "--world-size", "8", "--gpu-memory", "20GiB", "--format", "json", str(llamafactory))
+    (over,) = [item for item in json.loads(checked.stdout)["findings"] if item["code"] == "ZM106"]
+    assert f"{data['phases']['ddp']['phases']['forward'] + data['reserved_bytes']:,} B" in over["message"]
+
+
+def _llamafactory_dpo(tmp_path, monkeypatch, **keys) -> tuple[dict, str]:
+    """LLaMA-Factory's qwen3_lora_dpo.yaml (its keys replaced by `keys`): estimate's JSON and text."""
+    hub = tmp_path / "hub"
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub if hub.exists() else cache_with(hub, ["Qwen/Qwen3-4B-Instruct-2507"], LLAMA)))
+    recipe = tmp_path / "dpo.yaml"
+    lines = (RECIPES / "llamafactory/examples/train_lora/qwen3_lora_dpo.yaml").read_text().splitlines()
+    lines = [line for line in lines if line.split(":")[0] not in keys] + [f"{key}: {value}" for key, value in keys.items()]
+    recipe.write_text("\n".join(lines) + "\n")
+    done = run_zeromem("estimate", "--config", str(recipe), "-R", "8", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), run_zeromem("estimate", "--config", str(recipe), "-R", "8").stdout
+
+
+def test_llamafactory_dpo_runs_its_own_loss_with_fp32_logits(tmp_path, monkeypatch):
+    """LLaMA-Factory's CustomDPOTrainer (memory/llamafactory_loss.py, measured in tests/data/step/preference.json):
+    the policy's fp32 logits beside the reference's logits and log-softmax; LoRA's reference is the policy with its
+    adapters disabled (no copy), a full fine-tune's is a copy; orpo and simpo run no reference."""
+    lora, text = _llamafactory_dpo(tmp_path, monkeypatch)
+    assert "dpo (LLaMA-Factory): chosen and rejected stacked, 2 rows; its fp32 log-softmax" in text
+    forward = parts(lora, "ddp")
+    assert lora["phases"]["ddp"]["moment"] == "the reference model's forward" and "reference model" not in forward
+    vocab = json.loads(LLAMA.read_text())["vocab_size"]  # 1 pair of cutoff_len 2048: 2 rows
+    assert forward["fp32 logits"] == forward["reference fp32 logits"] == 4 * 2 * 2048 * vocab
+    assert forward["reference log-softmax"] == 4 * 2 * 2047 * vocab  # the shifted positions
+    full, _ = _llamafactory_dpo(tmp_path, monkeypatch, finetuning_type="full")
+    assert parts(full, "ddp")["reference model"] == full["inputs"]["parameter_bytes"]  # a bf16 copy
+    orpo, text = _llamafactory_dpo(tmp_path, monkeypatch, pref_loss="orpo")
+    assert orpo["peak_inputs"]["trainer"] == {"value": "orpo", "from": "pref_loss: orpo (LLaMA-Factory)"}
+    assert "orpo (LLaMA-Factory): chosen and rejected stacked, 2 rows" in text
+    assert not [name for name in parts(orpo, "ddp") if name.startswith("reference")]
+    assert orpo["phases"]["ddp"]["phases"]["forward"] < lora["phases"]["ddp"]["phases"]["forward"]
+    kto, _ = _llamafactory_dpo(tmp_path, monkeypatch, stage="kto")
+    assert all("LLaMA-Factory's own KTO trainer" in found["unknown"] for found in kto["phases"].values())
 
 
 def test_settings_in_the_block_are_credited(tmp_path):

@@ -61,7 +61,12 @@ def arguments(case: dict) -> tuple[Preference, dict]:
                                       stage, peft_policy=bool(case["lora"]),
                                       precompute_ref_log_probs=case["reference"] == "precomputed",
                                       persistent_bytes=persistent)
-    gathered = reference_gathered(tensors, 2, case["engine"], stage, case["ranks"])
+    gathered = reference_gathered(tensors, 2, case["engine"], stage, case["ranks"],
+                                  "llamafactory" if case.get("llamafactory") else "fused")
+    if case.get("llamafactory"):  # LLaMA-Factory's own trainer (orpo / simpo: no reference)
+        with_reference = case["reference"] != "none"
+        return Preference(case["trainer"], reference.bytes_per_rank if with_reference else 0, with_reference,
+                          gathered if with_reference else 0, triton=False, loss="llamafactory"), kwargs
     return Preference(case["trainer"], reference.bytes_per_rank, case["reference"] != "precomputed", gathered,
                       triton=False, loss="logits" if case["trl_version"] == "1.8.0" else "fused"), kwargs
 
@@ -84,7 +89,7 @@ ROWS = comparisons()
 
 def test_the_record_is_there_with_its_versions():
     assert RECORD["versions"]["trl"] and RECORD["versions"]["torch"] and len(CASES) >= 5
-    assert {case["reference"] for case in CASES} == {"model", "adapter", "precomputed"}
+    assert {case["reference"] for case in CASES if not case.get("llamafactory")} == {"model", "adapter", "precomputed"}
     assert any(case["engine"] == "deepspeed" and case["ds_config"]["zero_optimization"]["stage"] == 3
                and case["ranks"] == 2 for case in CASES)
 
@@ -125,6 +130,27 @@ def test_trainers_not_modelled_are_refused_with_the_reason(trainer, named):
     _, kwargs = arguments(case)
     with pytest.raises(StepInputError, match=named):
         estimate_preference_step(Preference(trainer), **kwargs)
+
+
+def test_llamafactory_cases_are_recorded_with_their_versions():
+    """benchmarks/preference/llamafactory.py: LLaMA-Factory's trainer at the cited commit, on TRL 0.24.0."""
+    ours = [case for case in CASES if case.get("llamafactory")]
+    assert RECORD["versions"]["llamafactory (lf- cases)"] == ours[0]["llamafactory"]
+    assert RECORD["versions"]["trl (lf- cases)"] == "0.24.0"
+    assert {case["reference"] for case in ours} == {"model", "adapter", "none"}
+    assert {case["trainer"] for case in ours} == {"dpo", "orpo", "simpo"}
+
+
+def test_llamafactory_orpo_runs_no_reference_and_its_kto_is_refused():
+    case = next(case for case in CASES if case["id"] == "lf-orpo-full")
+    preference, kwargs = arguments(case)
+    step = estimate_preference_step(preference, **kwargs)
+    assert not [name for name, _ in step.phases["forward"].parts if name.startswith("reference")]
+    assert dict(step.phases["forward"].parts)["fp32 logits"] == 4 * 2 * 128 * case["config"]["vocab_size"]
+    with pytest.raises(StepInputError, match="ORPO"):  # TRL's ORPO is another loss
+        estimate_preference_step(preference._replace(loss="fused"), **kwargs)
+    with pytest.raises(StepInputError, match="LLaMA-Factory's KTO trainer"):
+        estimate_preference_step(Preference("kto", loss="llamafactory"), **kwargs)
 
 
 if __name__ == "__main__":

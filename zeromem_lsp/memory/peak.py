@@ -19,7 +19,8 @@ from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.memory.lora_activations import LoraActivations, estimate_lora_activations
 from zeromem_lsp.memory.stages import stage as stage_named
 from zeromem_lsp.memory.loss_and_reference import LossInputError, reference_model_bytes
-from zeromem_lsp.memory.preference import Preference, estimate_preference_step, reference_gathered, rows
+from zeromem_lsp.memory.llamafactory_loss import TRAINERS as LLAMAFACTORY
+from zeromem_lsp.memory.preference import LOSSES, WITH_REFERENCE, Preference, estimate_preference_step, reference_gathered, rows
 from zeromem_lsp.memory.step import Buckets, FrozenBase, Phase, StepInputError, estimate_step, parameter_tensors
 from zeromem_lsp.provenance import Given
 
@@ -346,8 +347,11 @@ def preference(inputs: PeakInputs, arguments: dict, stage: str, offload: object)
     policy or with precomputed log-probs), stored like the policy's weights, placed as the engine places it."""
     trainer = str(_value(inputs.trainer))
     loss = inputs.preference_loss
-    if trainer in ("dpo", "kto") and loss is not None and loss.value != "logits":
-        raise StepInputError(loss.note)
+    kind = "fused" if loss is None else str(loss.value)
+    if trainer in ("dpo", "kto") and kind not in LOSSES or kind == "llamafactory" and trainer not in LLAMAFACTORY:
+        raise StepInputError(loss.note)  # type: ignore[union-attr]
+    if trainer not in WITH_REFERENCE:  # reference-free (LLaMA-Factory's orpo / simpo; the others are refused)
+        return Preference(trainer, 0, False, 0, loss=kind if kind in LOSSES else "fused")
     precomputed = bool(_value(inputs.precompute_ref_log_probs))
     tensors = parameter_tensors(inputs.shape)  # type: ignore[arg-type]
     width = DTYPE_BYTES[arguments["param_dtype"]]
@@ -365,9 +369,9 @@ def preference(inputs: PeakInputs, arguments: dict, stage: str, offload: object)
         raise StepInputError(str(error)) from None
     gathered_width = DTYPE_BYTES["bf16"] if arguments.get("fsdp_mixed") else width
     gathered = reference_gathered(tensors, gathered_width, engine, place if engine == "fsdp" else number,
-                                  inputs.ranks) if reference.bytes_per_rank else 0
-    return Preference(trainer, reference.bytes_per_rank, not precomputed, gathered,
-                      loss="logits" if loss is not None and loss.value == "logits" else "fused")
+                                  inputs.ranks, "llamafactory" if kind == "llamafactory" else "fused") \
+        if reference.bytes_per_rank else 0
+    return Preference(trainer, reference.bytes_per_rank, not precomputed, gathered, loss=kind)
 
 
 def _element_count(entry: Given | None, key: str, shape: ModelShape | None, missing: list[str]) -> int | None:

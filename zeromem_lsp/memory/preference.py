@@ -27,13 +27,15 @@ from typing import NamedTuple
 
 from zeromem_lsp.configs.settings_values import TRAINERS  # the `trainer` setting; sft: ForCausalLMLoss
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, I64, ActivationInputError, estimate_activations
+from zeromem_lsp.memory.llamafactory_loss import TRAINERS as LLAMAFACTORY_TRAINERS, LlamaFactoryHead
 from zeromem_lsp.memory.step import Part, Phase, StepInputError, StepPeak, Tensors, estimate_step
 
 #: Trainers that keep a reference model (unless PEFT or precomputed log-probs); the others are reference-free.
 WITH_REFERENCE = ("dpo", "kto")
 MODELLED = ("sft", "dpo", "kto")
-#: The DPO loss's implementation: TRL's fused LM head (TRL 1.16) or TRL 1.8's logits (axolotl's pin).
-LOSSES = ("fused", "logits")
+#: The DPO loss's implementation: TRL's fused LM head (TRL 1.16), TRL 1.8's logits (axolotl's pin) or
+#: LLaMA-Factory's own trainer (memory/llamafactory_loss.py; its orpo and simpo too).
+LOSSES = ("fused", "logits", "llamafactory")
 TOKEN_TILE, VOCABULARY_TILE = 4096, 32768  # chunked_logprob.TOKEN_CHUNK_SIZE, utils._CHUNKED_LOGPROB_CHUNK_SIZE
 #: per-token fields each trainer's fused head computes (DPOTrainer / KTOTrainer `__init__`, no WPO weighting)
 OUTPUTS = {"dpo": ("log_probs", "entropy", "mean_logits", "is_top1"), "kto": ("log_probs", "entropy", "mean_logits")}
@@ -174,13 +176,14 @@ class Preference(NamedTuple):
     loss: str = "fused"  # "fused": TRL's fused LM head (TRL 1.16); "logits": TRL 1.8's (axolotl's pin)
 
 
-def reference_gathered(tensors: Tensors, width: int, engine: str, stage: object, ranks: int) -> int:
+def reference_gathered(tensors: Tensors, width: int, engine: str, stage: object, ranks: int, loss: str = "fused") -> int:
     """The reference's weights gathered at its forward's peak: under ZeRO-3 (more than one rank) its LM head,
     gathered for the fused head by `maybe_gather_lm_head_ctx` (trl/trainer/utils.py); as measured at two ranks,
-    its layers are released by then. Sharded FSDP (derived, not measured): the root unit (embeddings, final norm,
+    its layers are released by then. LLaMA-Factory's loss scores the reference's logits after its forward has
+    returned, each module released by DeepSpeed's hooks (measured at two ranks: none held). Sharded FSDP (derived, not measured): the root unit (embeddings, final norm,
     head) gathered for the whole forward and one layer, as the policy's forward (`step._fsdp`)."""
     if ranks > 1 and engine == "deepspeed" and stage == 3:
-        return width * (tensors.head or tensors.embedding)
+        return width * (tensors.head or tensors.embedding) if loss == "fused" else 0
     if ranks > 1 and engine == "fsdp" and stage in ("SHARD_GRAD_OP", "FULL_SHARD"):
         return width * (tensors.root + tensors.layer_total)
     return 0
@@ -197,7 +200,7 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
     trainer = preference.trainer
     if trainer not in TRAINERS:
         raise StepInputError(f"trainer must be one of {', '.join(TRAINERS)}, got {trainer!r}")
-    if trainer in UNMODELLED:
+    if trainer in UNMODELLED and not (preference.loss == "llamafactory" and trainer in LLAMAFACTORY_TRAINERS):
         raise StepInputError(UNMODELLED[trainer])
     if trainer == "sft":
         return estimate_step(**arguments)  # type: ignore[arg-type]
@@ -208,7 +211,10 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
         raise StepInputError(f"preference loss must be one of {', '.join(LOSSES)}, got {preference.loss!r}")
     if preference.loss == "logits" and trainer != "dpo":
         raise StepInputError(f"TRL 1.8's {trainer.upper()}Trainer loss is not modelled (only its DPOTrainer is)")
-    kind = FusedHead if preference.loss == "fused" else LogitsHead
+    if preference.loss == "llamafactory" and trainer not in LLAMAFACTORY_TRAINERS:
+        raise StepInputError(f"LLaMA-Factory's {trainer.upper()} trainer makes the fp32 logits of every row "
+                             "(src/llamafactory/train/kto/trainer.py); that loss is not modelled")
+    kind = {"fused": FusedHead, "logits": LogitsHead, "llamafactory": LlamaFactoryHead}[preference.loss]
     head = kind(trainer, sequence, preference.reference_forward,  # type: ignore[arg-type]
                 preference.reference_gathered, head_trainable=frozen is None, triton=preference.triton)
     if frozen is not None:  # its activations are read after the loss too: the fused head's, not the log-softmax
@@ -226,7 +232,11 @@ def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_l
     """How the phases' "activations" follow from the activations shown: the loss's tensors (and, for the fused
     head, the LM head's input) swapped for what the preference loss keeps."""
     stacked = "chosen and rejected stacked, " if rows(trainer, 1) == 2 else ""
-    lead = f"{trainer} ({'TRL' if loss == 'fused' else 'TRL 1.8'}): {stacked}{tokens // sequence_length} rows; "
+    tool = {"fused": "TRL", "logits": "TRL 1.8", "llamafactory": "LLaMA-Factory"}[loss]
+    lead = f"{trainer} ({tool}): {stacked}{tokens // sequence_length} rows; "
+    if loss == "llamafactory":
+        return lead + LlamaFactoryHead(trainer, sequence_length, True).line(saved, logits_bytes, tokens, hidden, c,
+                                                                             vocab)
     if loss == "logits":
         head = LogitsHead(trainer, sequence_length, True)
         kept = head.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
@@ -241,7 +251,7 @@ def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_l
             f"{saved:,} - {logits_bytes:,} - {head_input:,} + {kept:,} = {saved - logits_bytes - head_input + kept:,} B")
 
 
-def _frozen_saved(head: FusedHead | LogitsHead, frozen: object, arguments: dict, micro: int) -> int:
+def _frozen_saved(head: FusedHead | LogitsHead | LlamaFactoryHead, frozen: object, arguments: dict, micro: int) -> int:
     """A frozen base's saved activations (for `micro` rows) with the fused head's tensors for the loss's."""
     try:
         acts = estimate_activations(arguments["shape"], arguments["sequence_length"], micro, frozen.compute_dtype,  # type: ignore[attr-defined]
@@ -259,7 +269,7 @@ def _with_reference(phase: Phase, reference: int) -> Phase:
     holding the peak does not change); its moment named for the reference forward when that holds it."""
     parts = phase.parts + ((Part("reference model", reference),) if reference else ())
     moment = phase.moment
-    if any(part.name == "reference forward" for part in parts):
+    if any(part.name in ("reference forward", "reference log-softmax") for part in parts):
         moment = "the reference model's forward"
     elif any(part.name == "entropy metric" for part in parts):
         moment = "the loss's entropy metric (both models' logits alive)"

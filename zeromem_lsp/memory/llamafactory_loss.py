@@ -1,0 +1,78 @@
+"""LLaMA-Factory's own DPO loss in the step (pure): what its CustomDPOTrainer keeps and makes.
+
+LLaMA-Factory (src/llamafactory/train/dpo/trainer.py at the commit tests/data/recipes/SOURCES.md cites, measured on
+CPU by benchmarks/preference/llamafactory.py) runs `stage: dpo` through its own trainer, not TRL's fused head:
+- `concatenated_forward` casts the model's logits (b·s·V in the compute dtype) to fp32 and keeps them until the
+  loss returns (its `chosen_logits` / `rejected_logits` metrics); `get_batch_logps` (train/trainer_utils.py) runs
+  `log_softmax` over the vocabulary of the shifted positions (fp32, b·(s-1)·V, kept for backward) and gathers the
+  labels' log-probs.
+- The reference forward (`compute_reference_log_probs`, under `no_grad`: the reference copy, or the PEFT policy with
+  its adapters disabled) makes the same fp32 logits and log-softmax beside the policy's; orpo and simpo use no
+  reference (`use_ref_model`, hparams/finetuning_args.py).
+- Backward: the gather's gradient (fp32, b·(s-1)·V) and the log-softmax's input gradient beside the kept output;
+  then the shifted slice's gradient (fp32 b·s·V), its cast to the compute dtype, and the LM head's gradients.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from zeromem_lsp.memory.activations import F32, I64
+from zeromem_lsp.memory.step import Part
+
+#: `pref_loss` values the `trainer` setting maps to that this loss runs (reference-free: orpo, simpo)
+TRAINERS = ("dpo", "orpo", "simpo")
+
+
+class LlamaFactoryHead(NamedTuple):
+    """LLaMA-Factory's DPO / ORPO / SimPO loss (the `loss` of estimate_step): fp32 logits and a log-softmax."""
+
+    trainer: str
+    sequence_length: int
+    reference_forward: bool
+    reference_gathered: int = 0
+    head_trainable: bool = True
+    triton: bool = True  # (no effect: the heads take the same fields)
+    adjusted: bool = False  # the `saved` it is given already holds this loss's tensors (a frozen base's)
+
+    def scored(self, tokens: int) -> int:
+        return tokens - tokens // self.sequence_length
+
+    def saved(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int = 0) -> int:
+        """The activations with the loss's fp32 log-softmax of the shifted positions and the gathered labels
+        (int64) in place of ForCausalLMLoss's."""
+        scored = self.scored(tokens)
+        return saved - logits_bytes + F32 * scored * vocab + I64 * scored
+
+    def moments(self, setup: object, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
+        """(the forward's peak: the policy's fp32 logits beside the reference's logits and log-softmax, or the
+        policy's own; the loss's backward at its largest)."""
+        c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w  # type: ignore[attr-defined]
+        tokens = setup.tokens  # type: ignore[attr-defined]
+        scored = self.scored(tokens)
+        total = saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes, tokens, h, c, v)  # type: ignore[attr-defined]
+        logits, log_softmax = F32 * tokens * v, F32 * scored * v
+        kept = [*base, Part("activations", total), Part("fp32 logits", logits)]
+        forward = kept
+        if self.reference_forward:
+            forward = [*kept, Part("reference gathered parameters", self.reference_gathered),
+                       Part("reference fp32 logits", logits), Part("reference log-softmax", log_softmax)]
+        rest = total - log_softmax  # the log-softmax is freed once its backward ran
+        gradients = [
+            [*base, Part("activations", total), Part("log-softmax gradients", 2 * log_softmax)],
+            [*base, Part("activations", rest), Part("log-softmax input gradient", log_softmax),
+             Part("fp32 logits gradient", logits)],
+            [*base, Part("activations", rest), Part("fp32 logits gradient", logits), Part("logits gradient", c * tokens * v)],
+            [*base, Part("activations", rest), Part("logits gradient", c * tokens * v),
+             Part("gradients", w * v * h if self.head_trainable else 0), Part("hidden-state gradient", c * tokens * h)]]
+        return forward, max(gradients, key=lambda parts: sum(part.bytes for part in parts))
+
+    def line(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int) -> str:
+        """How the phases' "activations" follow from the activations shown."""
+        kept = self.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
+        return (f"its fp32 log-softmax of the shifted positions and labels keep {kept:,} B in place of the loss "
+                f"{logits_bytes:,}: activations {saved:,} - {logits_bytes:,} + {kept:,} = "
+                f"{saved - logits_bytes + kept:,} B")
+
+
+__all__ = ["LlamaFactoryHead", "TRAINERS"]
