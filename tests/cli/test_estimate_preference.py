@@ -127,6 +127,10 @@ def test_llamafactory_dpo_runs_its_own_loss_with_fp32_logits(tmp_path, monkeypat
     assert "orpo (LLaMA-Factory): chosen and rejected stacked, 2 rows" in text
     assert not [name for name in parts(orpo, "ddp") if name.startswith("reference")]
     assert orpo["phases"]["ddp"]["phases"]["forward"] < lora["phases"]["ddp"]["phases"]["forward"]
+    named, _ = _llamafactory_dpo(tmp_path, monkeypatch, ref_model="Qwen/Qwen3-4B-Instruct-2507")
+    assert parts(named, "ddp")["reference model"] == parts(full, "ddp")["reference model"]  # loaded beside LoRA
+    other, _ = _llamafactory_dpo(tmp_path, monkeypatch, ref_model="Qwen/Qwen3-8B")
+    assert all("ref_model: Qwen/Qwen3-8B" in found["unknown"] for found in other["phases"].values())
     kto, _ = _llamafactory_dpo(tmp_path, monkeypatch, stage="kto")
     assert all("LLaMA-Factory's own KTO trainer" in found["unknown"] for found in kto["phases"].values())
 

@@ -112,6 +112,7 @@ class RecipeSetup:
     trainer: Given | None = None  # a preference trainer (the `trainer` setting's values), at the key that names it
     precompute_ref_log_probs: Given | None = None
     preference_loss: Given | None = None  # the DPO loss the tool runs when not TRL's fused head ("logits" or why not)
+    reference_model: Given | None = None  # a reference model named apart from the policy ("copy" or why not modelled)
 
 
 def _issue(kind: str, path: Path, target: str, message: str, replacement: str | None = None) -> ConfigIssue:
@@ -330,7 +331,22 @@ def _llamafactory(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
         dtype if dtype.value != "fp32" else None, _optimizer(data, "optim", "adamw_torch", "Transformers"),
         _given(data, "deepspeed"), None, adapter if method not in ("full", "freeze") else None,
         {"bf16": read_flag(data.get("bf16")) is True, "fp16": read_flag(data.get("fp16")) is True},
-        _llamafactory_trainer(data), None, LLAMAFACTORY_LOSS)
+        _llamafactory_trainer(data), None, LLAMAFACTORY_LOSS, reference_model=_llamafactory_reference(data))
+
+
+def _llamafactory_reference(data: dict) -> Given | None:
+    """`ref_model`: `create_ref_model` (train/trainer_utils.py) loads it even for LoRA, so the reference is not the
+    PEFT base. The base model again ("copy", in the policy's dtype) is modelled; another model, adapters on it or a
+    quantized reference are not (their size is not read)."""
+    name = data.get("ref_model")
+    if name is None:
+        return None
+    if name == data.get("model_name_or_path") and not data.get("ref_model_adapters") and \
+            not data.get("ref_model_quantization_bit"):
+        return Given("copy", f"ref_model: {name} (the base model again: a reference copy beside the policy)",
+                     ("ref_model",))
+    return Given("other", f"ref_model: {name} (with its adapters / quantization) is a reference model apart from the "
+                 "policy's base; its size is not read, so the peak is not modelled", ("ref_model",))
 
 
 def _llamafactory_trainer(data: dict) -> Given | None:

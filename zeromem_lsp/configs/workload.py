@@ -36,6 +36,7 @@ class Workload:
     zero_root: Path | None = None  # where the DeepSpeed config sits in this document (None: elsewhere or none)
     loss: object = None  # configs/loss_kernels.LossRequest: a fused or chunked loss the keys ask for
     preference_loss: Given | None = None  # a recipe tool's DPO loss when not TRL's fused head (configs/recipes.py)
+    reference_model: Given | None = None  # a recipe's reference model named apart from the policy (configs/recipes.py)
 
 
 def _at(root: Path | None, *keys: str) -> Path | None:

@@ -89,6 +89,7 @@ class PeakInputs:
     trainer: Given = Given("sft", "default: sft (the model's own loss)")  # dpo | kto | ... (memory/preference.py)
     precompute_ref_log_probs: Given | None = None  # shown when given (it matters to dpo and kto only)
     preference_loss: Given | None = None  # the DPO loss a recipe's tool runs when not TRL's fused head ("logits")
+    reference_model: Given | None = None  # a recipe's reference named apart from the policy: "copy", else why not
 
     def used(self) -> dict[str, Given]:
         """The inputs given, by field name (INPUT_LABELS order)."""
@@ -353,6 +354,9 @@ def preference(inputs: PeakInputs, arguments: dict, stage: str, offload: object)
     if trainer not in WITH_REFERENCE:  # reference-free (LLaMA-Factory's orpo / simpo; the others are refused)
         return Preference(trainer, 0, False, 0, loss=kind if kind in LOSSES else "fused")
     precomputed = bool(_value(inputs.precompute_ref_log_probs))
+    named = inputs.reference_model  # LLaMA-Factory's ref_model: a copy even beside a PEFT policy
+    if named is not None and named.value != "copy" and not precomputed:
+        raise StepInputError(named.note)
     tensors = parameter_tensors(inputs.shape)  # type: ignore[arg-type]
     width = DTYPE_BYTES[arguments["param_dtype"]]
     engine, number = arguments["engine"], stage_named(stage).number
@@ -363,7 +367,8 @@ def preference(inputs: PeakInputs, arguments: dict, stage: str, offload: object)
     persistent = width * sum(numel for numel in tensors.all() if numel <= threshold)
     try:
         reference = reference_model_bytes(width * tensors.total, inputs.ranks, "ddp" if engine == "torch" else engine,
-                                          place, peft_policy=inputs.lora is not None, precompute_ref_log_probs=precomputed,
+                                          place, peft_policy=inputs.lora is not None and named is None,
+                                          precompute_ref_log_probs=precomputed,
                                           persistent_bytes=persistent, offload_param=bool(arguments.get("offload_param")))
     except LossInputError as error:
         raise StepInputError(str(error)) from None

@@ -132,5 +132,6 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
         trainer=_pick(None, "trainer", resolved, PeakInputs.trainer),
         precompute_ref_log_probs=_pick(None, "precompute_ref_log_probs", resolved),
         preference_loss=workload.preference_loss,
+        reference_model=workload.reference_model,
     )
 
