@@ -1,12 +1,14 @@
-"""Measure LLaMA-Factory's own DPO steps (pref_loss sigmoid / orpo / simpo) per phase on CPU: its trainer code, tiny
-random models.
+"""Measure LLaMA-Factory's own DPO steps (pref_loss sigmoid / orpo / simpo) and KTO steps per phase on CPU: its
+trainer code, tiny random models.
 
 LLaMA-Factory runs `stage: dpo` through CustomDPOTrainer (src/llamafactory/train/dpo/trainer.py), a subclass of TRL's
 DPOTrainer from the TRL it pins (trl>=0.18,<=0.24): its `concatenated_forward` casts the model's logits to fp32 and
 scores them with `get_batch_logps` (src/llamafactory/train/trainer_utils.py: log_softmax over the vocabulary, gather);
 the sigmoid loss is TRL 0.24's `dpo_loss`; orpo and simpo use no reference model (`use_ref_model`,
 hparams/finetuning_args.py). The reference is a second copy of the model for a full fine-tune, the PEFT policy with
-its adapters disabled for LoRA (train/trainer_utils.py `create_ref_model`).
+its adapters disabled for LoRA (train/trainer_utils.py `create_ref_model`). `stage: kto` runs CustomKTOTrainer
+(train/kto/trainer.py) on TRL 0.24's `kto_loss`: b completions with gradients, b mismatched KL completions under
+`no_grad`, both again through the reference.
 
 Its sources at the commit tests/data/recipes/SOURCES.md cites (`git archive <commit> src`) and TRL 0.24.0
 (`pip install --no-deps --target DIR trl==0.24.0`) are given as directories:
@@ -51,6 +53,8 @@ def _lf_case(cid, pref_loss="sigmoid", reference="model", **kwargs):
     case = _preference_script()._case(cid, reference=reference, **kwargs)
     case.update(trainer="dpo" if pref_loss in ("sigmoid", "hinge", "ipo") else pref_loss, loss_type=pref_loss,
                 trl_version="0.24.0", llamafactory=True)
+    if pref_loss == "kto":
+        case["loss_type"] = "kto"
     return case
 
 
@@ -63,6 +67,8 @@ def cases() -> list[dict]:
         _lf_case("lf-orpo-full", pref_loss="orpo", reference="none"),
         _lf_case("lf-simpo-lora", pref_loss="simpo", reference="none", lora=True),
         _lf_case("lf-dpo-ds-z3-r2-full-ref", engine="deepspeed", stage=3, ranks=2, impl="for-loop"),
+        _lf_case("lf-kto-full-ref", pref_loss="kto", batch=2),
+        _lf_case("lf-kto-lora-adapter-ref", pref_loss="kto", reference="adapter", lora=True, batch=2),
     ])
 
 
@@ -71,15 +77,15 @@ def by_id() -> dict[str, dict]:
 
 
 # ---------------------------------------------------------------- child: one rank of one case
-def load_trainer(src: str):
-    """CustomDPOTrainer from LLaMA-Factory's `src`, importing only its train modules."""
+def load_trainer(src: str, trainer: str = "dpo"):
+    """CustomDPOTrainer (CustomKTOTrainer for kto) from LLaMA-Factory's `src`, importing only its train modules."""
     import trl.import_utils as available  # transformers 5's _is_package_available returns a (truthy) tuple
     for name in dir(available):
         value = getattr(available, name)
         if name.endswith("_available") and isinstance(value, tuple):
             setattr(available, name, value[0])
     root = str(Path(src) / "llamafactory")
-    for name in ("llamafactory", "llamafactory.train", "llamafactory.train.dpo"):
+    for name in ("llamafactory", "llamafactory.train", "llamafactory.train.dpo", "llamafactory.train.kto"):
         package = types.ModuleType(name)
         package.__path__ = [root + name[len("llamafactory"):].replace(".", "/")]
         sys.modules[name] = package
@@ -91,6 +97,9 @@ def load_trainer(src: str):
         for attribute in names:
             setattr(module, attribute, None)
         sys.modules[name] = module
+    if trainer == "kto":
+        from llamafactory.train.kto.trainer import CustomKTOTrainer
+        return CustomKTOTrainer
     from llamafactory.train.dpo.trainer import CustomDPOTrainer
     return CustomDPOTrainer
 
@@ -99,6 +108,14 @@ def _stand_in(trainer_class, case, ref_model, accelerator, torch):
     """A CustomDPOTrainer with what its `__init__` sets (FinetuningArguments' defaults), no HF Trainer state."""
     from collections import defaultdict
     stand = trainer_class.__new__(trainer_class)
+    if case["trainer"] == "kto":  # CustomKTOTrainer.__init__ (kto_chosen_weight / kto_rejected_weight 1.0)
+        stand.__dict__.update(
+            reference_free=False, label_pad_token_id=IGNORE_INDEX, padding_value=0, is_encoder_decoder=False,
+            precompute_ref_log_probs=False, _peft_has_been_casted_to_bf16=False, ref_model=ref_model,
+            _stored_metrics=defaultdict(lambda: defaultdict(list)), beta=case["beta"], desirable_weight=1.0,
+            undesirable_weight=1.0, ftx_gamma=0.0, calculate_KL=True, loss_type="kto", accelerator=accelerator,
+            args=types.SimpleNamespace(device=torch.device("cpu")), model_accepts_loss_kwargs=False)
+        return stand
     use_ref = case["loss_type"] not in ("orpo", "simpo")  # FinetuningArguments.__post_init__: use_ref_model
     stand.__dict__.update(
         finetuning_args=types.SimpleNamespace(use_ref_model=use_ref), f_divergence_type="reverse_kl",
@@ -112,9 +129,20 @@ def _stand_in(trainer_class, case, ref_model, accelerator, torch):
 
 
 def _batch(case, rank, torch):
-    """LLaMA-Factory's pairwise collator: chosen rows then rejected rows, prompt labels IGNORE_INDEX."""
+    """LLaMA-Factory's pairwise collator: chosen rows then rejected rows, prompt labels IGNORE_INDEX; its KTO
+    collator: b completions, b mismatched KL completions (`kl_` keys) and `kto_tags`."""
     generator = torch.Generator().manual_seed(1 + rank)
     vocab, b, s = case["config"]["vocab_size"], case["micro_batch"], case["sequence_length"]
+    if case["trainer"] == "kto":
+        batch = {}
+        for prefix in ("", "kl_"):
+            input_ids = torch.randint(0, vocab, (b, s), generator=generator)
+            labels = input_ids.clone()
+            labels[:, :case["prompt_length"]] = IGNORE_INDEX
+            batch.update({f"{prefix}input_ids": input_ids, f"{prefix}attention_mask": torch.ones(b, s, dtype=torch.long),
+                          f"{prefix}labels": labels})
+        batch["kto_tags"] = torch.tensor([True, False] * (b // 2) + [True] * (b % 2))
+        return batch
     input_ids = torch.randint(0, vocab, (2 * b, s), generator=generator)
     labels = input_ids.clone()
     labels[:, :case["prompt_length"]] = IGNORE_INDEX
@@ -131,8 +159,9 @@ def run_rank(case: dict, rank: int, world: int, src: str) -> dict:
     from tracker import StorageTracker
     if trl.__version__ != case["trl_version"]:
         raise RuntimeError(f"the case needs trl {case['trl_version']} (--trl), found {trl.__version__}")
-    trainer_class = load_trainer(src)
+    trainer_class = load_trainer(src, case["trainer"])
     accelerator = _preference_script()._Accelerator(torch.device("cpu"), case.get("ds_config"))
+    accelerator.is_main_process = True
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
     torch.set_num_threads(1)

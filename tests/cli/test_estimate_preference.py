@@ -112,7 +112,8 @@ def _llamafactory_dpo(tmp_path, monkeypatch, **keys) -> tuple[dict, str]:
 def test_llamafactory_dpo_runs_its_own_loss_with_fp32_logits(tmp_path, monkeypatch):
     """LLaMA-Factory's CustomDPOTrainer (memory/llamafactory_loss.py, measured in tests/data/step/preference.json):
     the policy's fp32 logits beside the reference's logits and log-softmax; LoRA's reference is the policy with its
-    adapters disabled (no copy), a full fine-tune's is a copy; orpo and simpo run no reference."""
+    adapters disabled (no copy), a full fine-tune's is a copy; orpo and simpo run no reference; KTO runs b
+    completions and b KL completions through the reference too."""
     lora, text = _llamafactory_dpo(tmp_path, monkeypatch)
     assert "dpo (LLaMA-Factory): chosen and rejected stacked, 2 rows; its fp32 log-softmax" in text
     forward = parts(lora, "ddp")
@@ -131,8 +132,9 @@ def test_llamafactory_dpo_runs_its_own_loss_with_fp32_logits(tmp_path, monkeypat
     assert parts(named, "ddp")["reference model"] == parts(full, "ddp")["reference model"]  # loaded beside LoRA
     other, _ = _llamafactory_dpo(tmp_path, monkeypatch, ref_model="Qwen/Qwen3-8B")
     assert all("ref_model: Qwen/Qwen3-8B" in found["unknown"] for found in other["phases"].values())
-    kto, _ = _llamafactory_dpo(tmp_path, monkeypatch, stage="kto")
-    assert all("LLaMA-Factory's own KTO trainer" in found["unknown"] for found in kto["phases"].values())
+    kto, text = _llamafactory_dpo(tmp_path, monkeypatch, stage="kto")
+    assert "kto (LLaMA-Factory): 1 rows; its fp32 log-softmax" in text
+    assert parts(kto, "ddp")["reference KL fp32 logits"] == 4 * 2048 * vocab
 
 
 def test_settings_in_the_block_are_credited(tmp_path):

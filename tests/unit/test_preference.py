@@ -138,10 +138,10 @@ def test_llamafactory_cases_are_recorded_with_their_versions():
     assert RECORD["versions"]["llamafactory (lf- cases)"] == ours[0]["llamafactory"]
     assert RECORD["versions"]["trl (lf- cases)"] == "0.24.0"
     assert {case["reference"] for case in ours} == {"model", "adapter", "none"}
-    assert {case["trainer"] for case in ours} == {"dpo", "orpo", "simpo"}
+    assert {case["trainer"] for case in ours} == {"dpo", "orpo", "simpo", "kto"}
 
 
-def test_llamafactory_orpo_runs_no_reference_and_its_kto_is_refused():
+def test_llamafactory_orpo_runs_no_reference_and_its_kto_the_kl_completions_through_the_reference():
     case = next(case for case in CASES if case["id"] == "lf-orpo-full")
     preference, kwargs = arguments(case)
     step = estimate_preference_step(preference, **kwargs)
@@ -149,8 +149,12 @@ def test_llamafactory_orpo_runs_no_reference_and_its_kto_is_refused():
     assert dict(step.phases["forward"].parts)["fp32 logits"] == 4 * 2 * 128 * case["config"]["vocab_size"]
     with pytest.raises(StepInputError, match="ORPO"):  # TRL's ORPO is another loss
         estimate_preference_step(preference._replace(loss="fused"), **kwargs)
-    with pytest.raises(StepInputError, match="LLaMA-Factory's KTO trainer"):
-        estimate_preference_step(Preference("kto", loss="llamafactory"), **kwargs)
+    kto = next(case for case in CASES if case["id"] == "lf-kto-full-ref")
+    preference, kwargs = arguments(kto)
+    forward = estimate_preference_step(preference, **kwargs).phases["forward"]
+    logits = 4 * kto["micro_batch"] * 128 * kto["config"]["vocab_size"]  # b completions, not stacked pairs
+    assert dict(forward.parts)["reference KL fp32 logits"] == dict(forward.parts)["reference fp32 logits"] == logits
+    assert forward.moment == "the reference model's forward"
 
 
 if __name__ == "__main__":

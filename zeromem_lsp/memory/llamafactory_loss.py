@@ -1,4 +1,5 @@
-"""LLaMA-Factory's own DPO loss in the step (pure): what its CustomDPOTrainer keeps and makes.
+"""LLaMA-Factory's own DPO and KTO losses in the step (pure): what its CustomDPOTrainer / CustomKTOTrainer keep
+and make.
 
 LLaMA-Factory (src/llamafactory/train/dpo/trainer.py at the commit tests/data/recipes/SOURCES.md cites, measured on
 CPU by benchmarks/preference/llamafactory.py) runs `stage: dpo` through its own trainer, not TRL's fused head:
@@ -9,6 +10,11 @@ CPU by benchmarks/preference/llamafactory.py) runs `stage: dpo` through its own 
 - The reference forward (`compute_reference_log_probs`, under `no_grad`: the reference copy, or the PEFT policy with
   its adapters disabled) makes the same fp32 logits and log-softmax beside the policy's; orpo and simpo use no
   reference (`use_ref_model`, hparams/finetuning_args.py).
+- KTO (train/kto/trainer.py, b completions): `concatenated_forward` runs the completions, then the mismatched KL
+  completions under `no_grad` (same rows), and copies the completions' fp32 logits into chosen and rejected rows
+  (boolean indexing), which outlive it (its metrics) while the completions' own logits do not. The reference
+  (always run: LLaMA-Factory never precomputes) does the same under `no_grad`: its forward's peak holds its
+  completions' fp32 logits and its KL completions' fp32 logits and log-softmax, beside the policy's row copies.
 - Backward: the gather's gradient (fp32, b·(s-1)·V) and the log-softmax's input gradient beside the kept output;
   then the shifted slice's gradient (fp32 b·s·V), its cast to the compute dtype, and the LM head's gradients.
 """
@@ -20,8 +26,9 @@ from typing import NamedTuple
 from zeromem_lsp.memory.activations import F32, I64
 from zeromem_lsp.memory.step import Part
 
-#: `pref_loss` values the `trainer` setting maps to that this loss runs (reference-free: orpo, simpo)
-TRAINERS = ("dpo", "orpo", "simpo")
+#: the `trainer` setting's values this loss runs: `stage: dpo` with its `pref_loss` (reference-free: orpo, simpo)
+#: and `stage: kto`
+TRAINERS = ("dpo", "orpo", "simpo", "kto")
 
 
 class LlamaFactoryHead(NamedTuple):
@@ -54,7 +61,12 @@ class LlamaFactoryHead(NamedTuple):
         logits, log_softmax = F32 * tokens * v, F32 * scored * v
         kept = [*base, Part("activations", total), Part("fp32 logits", logits)]
         forward = kept
-        if self.reference_forward:
+        if self.trainer == "kto":  # the policy's row copies beside the reference's KL completions' forward
+            forward = [*base, Part("activations", total), Part("fp32 logits (chosen / rejected rows)", logits),
+                       Part("reference gathered parameters", self.reference_gathered),
+                       Part("reference fp32 logits", logits), Part("reference KL fp32 logits", logits),
+                       Part("reference log-softmax", log_softmax)]
+        elif self.reference_forward:
             forward = [*kept, Part("reference gathered parameters", self.reference_gathered),
                        Part("reference fp32 logits", logits), Part("reference log-softmax", log_softmax)]
         rest = total - log_softmax  # the log-softmax is freed once its backward ran

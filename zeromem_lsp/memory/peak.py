@@ -19,7 +19,6 @@ from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.memory.lora_activations import LoraActivations, estimate_lora_activations
 from zeromem_lsp.memory.stages import stage as stage_named
 from zeromem_lsp.memory.loss_and_reference import LossInputError, reference_model_bytes
-from zeromem_lsp.memory.llamafactory_loss import TRAINERS as LLAMAFACTORY
 from zeromem_lsp.memory.preference import LOSSES, WITH_REFERENCE, Preference, estimate_preference_step, reference_gathered, rows
 from zeromem_lsp.memory.step import Buckets, FrozenBase, Phase, StepInputError, estimate_step, parameter_tensors
 from zeromem_lsp.provenance import Given
@@ -349,7 +348,7 @@ def preference(inputs: PeakInputs, arguments: dict, stage: str, offload: object)
     trainer = str(_value(inputs.trainer))
     loss = inputs.preference_loss
     kind = "fused" if loss is None else str(loss.value)
-    if trainer in ("dpo", "kto") and kind not in LOSSES or kind == "llamafactory" and trainer not in LLAMAFACTORY:
+    if trainer in ("dpo", "kto") and kind not in LOSSES:
         raise StepInputError(loss.note)  # type: ignore[union-attr]
     if trainer not in WITH_REFERENCE:  # reference-free (LLaMA-Factory's orpo / simpo; the others are refused)
         return Preference(trainer, 0, False, 0, loss=kind if kind in LOSSES else "fused")

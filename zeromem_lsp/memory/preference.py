@@ -34,7 +34,7 @@ from zeromem_lsp.memory.step import Part, Phase, StepInputError, StepPeak, Tenso
 WITH_REFERENCE = ("dpo", "kto")
 MODELLED = ("sft", "dpo", "kto")
 #: The DPO loss's implementation: TRL's fused LM head (TRL 1.16), TRL 1.8's logits (axolotl's pin) or
-#: LLaMA-Factory's own trainer (memory/llamafactory_loss.py; its orpo and simpo too).
+#: LLaMA-Factory's own trainers (memory/llamafactory_loss.py; its DPO with orpo / simpo, and its KTO).
 LOSSES = ("fused", "logits", "llamafactory")
 TOKEN_TILE, VOCABULARY_TILE = 4096, 32768  # chunked_logprob.TOKEN_CHUNK_SIZE, utils._CHUNKED_LOGPROB_CHUNK_SIZE
 #: per-token fields each trainer's fused head computes (DPOTrainer / KTOTrainer `__init__`, no WPO weighting)
@@ -211,9 +211,6 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
         raise StepInputError(f"preference loss must be one of {', '.join(LOSSES)}, got {preference.loss!r}")
     if preference.loss == "logits" and trainer != "dpo":
         raise StepInputError(f"TRL 1.8's {trainer.upper()}Trainer loss is not modelled (only its DPOTrainer is)")
-    if preference.loss == "llamafactory" and trainer not in LLAMAFACTORY_TRAINERS:
-        raise StepInputError(f"LLaMA-Factory's {trainer.upper()} trainer makes the fp32 logits of every row "
-                             "(src/llamafactory/train/kto/trainer.py); that loss is not modelled")
     kind = {"fused": FusedHead, "logits": LogitsHead, "llamafactory": LlamaFactoryHead}[preference.loss]
     head = kind(trainer, sequence, preference.reference_forward,  # type: ignore[arg-type]
                 preference.reference_gathered, head_trainable=frozen is None, triton=preference.triton)
