@@ -225,8 +225,9 @@ AXOLOTL_LOSS = Given("logits", "axolotl pins trl==1.8.0: its DPOTrainer makes th
                      "row (trl/trainer/dpo_trainer.py 1.8.0)")
 AXOLOTL_LIGER = Given("liger", "dpo_use_liger_kernel: TRL 1.8's DPOTrainer runs Liger's fused linear DPO loss "
                       "(LigerFusedLinearDPOLoss), which needs Triton; that loss is not modelled", ("dpo_use_liger_kernel",))
-LLAMAFACTORY_LOSS = Given("llamafactory", "LLaMA-Factory's own DPO / KTO trainers: fp32 logits and a log-softmax "
-                          "per row (src/llamafactory/train/dpo/trainer.py, kto/trainer.py; memory/llamafactory_loss.py)")
+LLAMAFACTORY_LOSS = Given("llamafactory", "LLaMA-Factory's own DPO / KTO trainers: the logits cast to fp32 "
+                          "(logits.to(torch.float32)) and a log-softmax per row (src/llamafactory/train/dpo/trainer.py, "
+                          "kto/trainer.py; memory/llamafactory_loss.py)")
 
 
 def _preference(data: dict, key: str, table: dict[str, str], tool: str) -> Given | None:
