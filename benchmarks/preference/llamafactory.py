@@ -149,7 +149,9 @@ def _batch(case, rank, torch):
     return {"input_ids": input_ids, "attention_mask": torch.ones(2 * b, s, dtype=torch.long), "labels": labels}
 
 
-def run_rank(case: dict, rank: int, world: int, src: str) -> dict:
+def run_rank(case: dict, rank: int, world: int, src: str, trainer=None) -> dict:
+    """One rank's step 2 per phase. `trainer`: (the trainer class, its stand-in maker, its batch maker) when not
+    LLaMA-Factory's (benchmarks/preference/trl_reference_free.py)."""
     import warnings
     warnings.filterwarnings("ignore")
     import torch
@@ -157,9 +159,9 @@ def run_rank(case: dict, rank: int, world: int, src: str) -> dict:
     import trl
     from engines import Labeller, build_model, torch_optimizer
     from tracker import StorageTracker
-    if trl.__version__ != case["trl_version"]:
+    if case["trl_version"] is not None and trl.__version__ != case["trl_version"]:
         raise RuntimeError(f"the case needs trl {case['trl_version']} (--trl), found {trl.__version__}")
-    trainer_class = load_trainer(src, case["trainer"])
+    trainer_class, stand_in, make_batch = trainer or (load_trainer(src, case["trainer"]), _stand_in, _batch)
     accelerator = _preference_script()._Accelerator(torch.device("cpu"), case.get("ds_config"))
     accelerator.is_main_process = True
     transformers.logging.set_verbosity_error()
@@ -199,8 +201,8 @@ def run_rank(case: dict, rank: int, world: int, src: str) -> dict:
         else:
             caller, inner, wrapper = model, torch_optimizer(case, params, torch), None
             labeller = Labeller(tracker, model, inner)
-        stand = _stand_in(trainer_class, case, ref_model, accelerator, torch)
-        batch = _batch(case, rank, torch)
+        stand = stand_in(trainer_class, case, ref_model, accelerator, torch)
+        batch = make_batch(case, rank, torch)
         losses = []
         for step in (1, 2):
             phase = (lambda name: None) if step == 1 else tracker.begin
