@@ -51,11 +51,25 @@ def test_precomputed_log_probs_and_a_peft_policy_keep_no_reference():
     assert estimate("--trainer", "dpo")["peak"]["zero2"] > precomputed["peak"]["zero2"]
 
 
-@pytest.mark.parametrize("trainer, named", [("orpo", "ORPO"), ("simpo", "SimPO"), ("grpo", "GRPO")])
-def test_trainers_not_modelled_leave_the_peak_unknown_with_why(trainer, named):
-    data = estimate("--trainer", trainer)
+def test_trainers_not_modelled_leave_the_peak_unknown_with_why():
+    data = estimate("--trainer", "grpo")
     assert all(value is None for value in data["peak"].values())
-    assert all(named in found["unknown"] for found in data["phases"].values())
+    assert all("GRPO" in found["unknown"] for found in data["phases"].values())
+
+
+@pytest.mark.parametrize("trainer", ["orpo", "cpo", "simpo"])
+def test_trls_reference_free_trainers_keep_their_logits_and_no_reference(trainer):
+    """TRL's ORPOTrainer / CPOTrainer (memory/reference_free_loss.py): 2 rows of bf16 logits, no reference model."""
+    data = estimate("--trainer", trainer)
+    vocab = json.loads(LLAMA.read_text())["vocab_size"]
+    for found in data["phases"].values():
+        assert not [name for name in found["parts"] if name.startswith("reference")]
+    assert all(found["peak_phase"] for found in data["phases"].values())  # a peak, not "unknown"
+    text = run_zeromem("estimate", *WORKLOAD[:-2], "--trainer", trainer).stdout
+    scored = 2 * 1024 - 2  # chosen and rejected stacked, shifted
+    kept = 2 * (scored // 2) * vocab + 2 * scored * vocab + 8 * 2 * 1024  # bf16 NLL + row log-softmaxes, labels
+    assert f"{trainer} (TRL): chosen and rejected stacked, 2 rows; its chosen rows' NLL and a log-softmax per row " \
+           f"keep {kept:,} B" in text
 
 
 def test_a_bad_trainer_is_a_usage_error():

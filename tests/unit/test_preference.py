@@ -63,6 +63,8 @@ def arguments(case: dict) -> tuple[Preference, dict]:
                                       persistent_bytes=persistent)
     gathered = reference_gathered(tensors, 2, case["engine"], stage, case["ranks"],
                                   "llamafactory" if case.get("llamafactory") else "fused")
+    if case.get("reference_free"):  # TRL's ORPO / CPO / SimPO
+        return Preference(case["trainer"], 0, False, 0, triton=False), kwargs
     if case.get("llamafactory"):  # LLaMA-Factory's own trainer (orpo / simpo: no reference)
         with_reference = case["reference"] != "none"
         return Preference(case["trainer"], reference.bytes_per_rank if with_reference else 0, with_reference,
@@ -89,7 +91,8 @@ ROWS = comparisons()
 
 def test_the_record_is_there_with_its_versions():
     assert RECORD["versions"]["trl"] and RECORD["versions"]["torch"] and len(CASES) >= 5
-    assert {case["reference"] for case in CASES if not case.get("llamafactory")} == {"model", "adapter", "precomputed"}
+    assert {case["reference"] for case in CASES if not case.get("llamafactory") and not case.get("reference_free")} \
+        == {"model", "adapter", "precomputed"}
     assert any(case["engine"] == "deepspeed" and case["ds_config"]["zero_optimization"]["stage"] == 3
                and case["ranks"] == 2 for case in CASES)
 
@@ -123,13 +126,14 @@ def test_the_reference_is_a_part_of_every_phase_and_dpo_doubles_the_rows():
     assert "fp32 tile temporaries" not in dict(lean.phases["backward"].parts)
 
 
-@pytest.mark.parametrize("trainer, named", [("orpo", "ORPO"), ("simpo", "SimPO"), ("cpo", "CPO"), ("grpo", "GRPO"),
-                                            ("ppo", "trainer must be one of")])
-def test_trainers_not_modelled_are_refused_with_the_reason(trainer, named):
+@pytest.mark.parametrize("trainer, loss, named", [
+    ("grpo", "fused", "GRPO"), ("ppo", "fused", "trainer must be one of"), ("orpo", "logits", "TRL 1.8's ORPOTrainer"),
+    ("simpo", "logits", "TRL 1.8's SIMPOTrainer"), ("cpo", "llamafactory", "LLaMA-Factory has no CPO trainer")])
+def test_trainers_not_modelled_are_refused_with_the_reason(trainer, loss, named):
     case = CASES[0]
     _, kwargs = arguments(case)
     with pytest.raises(StepInputError, match=named):
-        estimate_preference_step(Preference(trainer), **kwargs)
+        estimate_preference_step(Preference(trainer, loss=loss), **kwargs)
 
 
 def test_llamafactory_cases_are_recorded_with_their_versions():
@@ -147,14 +151,22 @@ def test_llamafactory_orpo_runs_no_reference_and_its_kto_the_kl_completions_thro
     step = estimate_preference_step(preference, **kwargs)
     assert not [name for name, _ in step.phases["forward"].parts if name.startswith("reference")]
     assert dict(step.phases["forward"].parts)["fp32 logits"] == 4 * 2 * 128 * case["config"]["vocab_size"]
-    with pytest.raises(StepInputError, match="ORPO"):  # TRL's ORPO is another loss
-        estimate_preference_step(preference._replace(loss="fused"), **kwargs)
+    trl = estimate_preference_step(preference._replace(loss="fused"), **kwargs)  # TRL's ORPO: bf16 logits, no cast
+    assert "logits" in dict(trl.phases["forward"].parts) and "fp32 logits" not in dict(trl.phases["forward"].parts)
     kto = next(case for case in CASES if case["id"] == "lf-kto-full-ref")
     preference, kwargs = arguments(kto)
     forward = estimate_preference_step(preference, **kwargs).phases["forward"]
     logits = 4 * kto["micro_batch"] * 128 * kto["config"]["vocab_size"]  # b completions, not stacked pairs
     assert dict(forward.parts)["reference KL fp32 logits"] == dict(forward.parts)["reference fp32 logits"] == logits
     assert forward.moment == "the reference model's forward"
+
+
+def test_trls_reference_free_trainers_are_recorded():
+    """benchmarks/preference/trl_reference_free.py: TRL's ORPOTrainer and CPOTrainer (sigmoid, simpo), no reference."""
+    ours = [case for case in CASES if case.get("reference_free")]
+    assert {case["trainer"] for case in ours} == {"orpo", "cpo", "simpo"} and any(case["lora"] for case in ours)
+    for case in ours:
+        assert all("ref_param" not in rank["phases"]["forward"]["parts"] for rank in case["per_rank"])
 
 
 if __name__ == "__main__":

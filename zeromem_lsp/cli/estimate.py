@@ -71,7 +71,8 @@ def register(commands) -> None:
                       "chunked_ce (axolotl); with --config: the recipe's keys, which this overrides")
     step.add_argument("--trainer", choices=TRAINERS,
                       help="what trains (default sft): dpo and kto add TRL's frozen reference model and their loss "
-                      "(docs/adapters.md, Preference trainers); orpo, simpo, cpo, grpo leave the peak unknown")
+                      "(docs/adapters.md, Preference trainers); orpo, simpo, cpo: TRL's reference-free trainers; "
+                      "grpo leaves the peak unknown")
     step.add_argument("--precompute-ref-log-probs", action="store_true", default=None,
                       help="TRL's precompute_ref_log_probs: no reference model in the training step")
     lora = parser.add_argument_group("LoRA / QLoRA (needs --model-config: the adapters go on its linear layers)")

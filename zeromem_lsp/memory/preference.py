@@ -13,9 +13,9 @@ trl/kernels/chunked_logprob.py `ChunkedLogProbFunction`; measured on CPU by benc
   (other devices, and what the CPU measurement runs) makes fp32 temporaries of the tile (3 at once in forward, 7 in
   backward, plus a bool tile for `is_top1` / the target mask). Backward accumulates an fp32 gradient of the hidden
   states and, for a trainable head, of the head weight, and casts them to the parameters' dtype at the end.
-- ORPO, CPO and SimPO (trl/experimental/orpo, trl/experimental/cpo) are reference-free but keep the full logits of
-  2·b rows and a per-row log-softmax (`selective_log_softmax`): not modelled, so their peak is unknown. GRPO
-  generates completions during the step: not modelled.
+- ORPO, CPO and SimPO (trl/experimental/orpo, trl/experimental/cpo) are reference-free and keep the full logits of
+  2·b rows, the chosen rows' NLL and a per-row log-softmax (memory/reference_free_loss.py). LLaMA-Factory's own
+  trainers: memory/llamafactory_loss.py. GRPO generates completions during the step: not modelled.
 
 The reference model's own bytes (memory/loss_and_reference.py `reference_model_bytes`) are a part of every moment;
 its forward (tiles, last hidden states, at ZeRO-3 its gathered weights) is a moment of the forward phase.
@@ -28,26 +28,19 @@ from typing import NamedTuple
 from zeromem_lsp.configs.settings_values import TRAINERS  # the `trainer` setting; sft: ForCausalLMLoss
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, I64, ActivationInputError, estimate_activations
 from zeromem_lsp.memory.llamafactory_loss import TRAINERS as LLAMAFACTORY_TRAINERS, LlamaFactoryHead
+from zeromem_lsp.memory.reference_free_loss import TRAINERS as REFERENCE_FREE, ReferenceFreeHead
 from zeromem_lsp.memory.step import Part, Phase, StepInputError, StepPeak, Tensors, estimate_step
 
 #: Trainers that keep a reference model (unless PEFT or precomputed log-probs); the others are reference-free.
 WITH_REFERENCE = ("dpo", "kto")
-MODELLED = ("sft", "dpo", "kto")
+MODELLED = ("sft", "dpo", "kto", "orpo", "simpo", "cpo")
 #: The DPO loss's implementation: TRL's fused LM head (TRL 1.16), TRL 1.8's logits (axolotl's pin) or
 #: LLaMA-Factory's own trainers (memory/llamafactory_loss.py; its DPO with orpo / simpo, and its KTO).
 LOSSES = ("fused", "logits", "llamafactory")
 TOKEN_TILE, VOCABULARY_TILE = 4096, 32768  # chunked_logprob.TOKEN_CHUNK_SIZE, utils._CHUNKED_LOGPROB_CHUNK_SIZE
 #: per-token fields each trainer's fused head computes (DPOTrainer / KTOTrainer `__init__`, no WPO weighting)
 OUTPUTS = {"dpo": ("log_probs", "entropy", "mean_logits", "is_top1"), "kto": ("log_probs", "entropy", "mean_logits")}
-UNMODELLED = {
-    "orpo": "ORPO (trl/experimental/orpo) keeps the full logits of 2·b sequences and a log-softmax per row; "
-            "that loss is not modelled",
-    "simpo": "SimPO (TRL's CPOTrainer, trl/experimental/cpo) keeps the full logits of 2·b sequences and a "
-             "log-softmax per row; that loss is not modelled",
-    "cpo": "CPO (trl/experimental/cpo) keeps the full logits of 2·b sequences and a log-softmax per row; that loss "
-           "is not modelled",
-    "grpo": "GRPO generates completions inside the training step; generation is not modelled",
-}
+UNMODELLED = {"grpo": "GRPO generates completions inside the training step; generation is not modelled"}
 
 
 class FusedHead(NamedTuple):
@@ -200,7 +193,7 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
     trainer = preference.trainer
     if trainer not in TRAINERS:
         raise StepInputError(f"trainer must be one of {', '.join(TRAINERS)}, got {trainer!r}")
-    if trainer in UNMODELLED and not (preference.loss == "llamafactory" and trainer in LLAMAFACTORY_TRAINERS):
+    if trainer in UNMODELLED:
         raise StepInputError(UNMODELLED[trainer])
     if trainer == "sft":
         return estimate_step(**arguments)  # type: ignore[arg-type]
@@ -211,7 +204,12 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
         raise StepInputError(f"preference loss must be one of {', '.join(LOSSES)}, got {preference.loss!r}")
     if preference.loss == "logits" and trainer != "dpo":
         raise StepInputError(f"TRL 1.8's {trainer.upper()}Trainer loss is not modelled (only its DPOTrainer is)")
+    if preference.loss == "llamafactory" and trainer not in LLAMAFACTORY_TRAINERS:
+        raise StepInputError(f"LLaMA-Factory has no {trainer.upper()} trainer (stage: dpo with pref_loss sigmoid, orpo "
+                             "or simpo; stage: kto)")
     kind = {"fused": FusedHead, "logits": LogitsHead, "llamafactory": LlamaFactoryHead}[preference.loss]
+    if preference.loss == "fused" and trainer in REFERENCE_FREE:  # TRL's ORPOTrainer / CPOTrainer
+        kind = ReferenceFreeHead
     head = kind(trainer, sequence, preference.reference_forward,  # type: ignore[arg-type]
                 preference.reference_gathered, head_trainable=frozen is None, triton=preference.triton)
     if frozen is not None:  # its activations are read after the loss too: the fused head's, not the log-softmax
@@ -231,6 +229,8 @@ def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_l
     stacked = "chosen and rejected stacked, " if rows(trainer, 1) == 2 else ""
     tool = {"fused": "TRL", "logits": "TRL 1.8", "llamafactory": "LLaMA-Factory"}[loss]
     lead = f"{trainer} ({tool}): {stacked}{tokens // sequence_length} rows; "
+    if loss == "fused" and trainer in REFERENCE_FREE:
+        return lead + ReferenceFreeHead(trainer, sequence_length).line(saved, logits_bytes, tokens, hidden, c, vocab)
     if loss == "llamafactory":
         return lead + LlamaFactoryHead(trainer, sequence_length, True).line(saved, logits_bytes, tokens, hidden, c,
                                                                              vocab)
@@ -248,7 +248,7 @@ def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_l
             f"{saved:,} - {logits_bytes:,} - {head_input:,} + {kept:,} = {saved - logits_bytes - head_input + kept:,} B")
 
 
-def _frozen_saved(head: FusedHead | LogitsHead | LlamaFactoryHead, frozen: object, arguments: dict, micro: int) -> int:
+def _frozen_saved(head: FusedHead | LogitsHead | LlamaFactoryHead | ReferenceFreeHead, frozen: object, arguments: dict, micro: int) -> int:
     """A frozen base's saved activations (for `micro` rows) with the fused head's tensors for the loss's."""
     try:
         acts = estimate_activations(arguments["shape"], arguments["sequence_length"], micro, frozen.compute_dtype,  # type: ignore[attr-defined]

@@ -1,0 +1,71 @@
+"""TRL's reference-free preference losses in the step (pure): ORPO, CPO and SimPO (TRL 1.16 trl/experimental/orpo
+orpo_trainer.py, trl/experimental/cpo/cpo_trainer.py; SimPO is CPOTrainer with loss_type "simpo"; measured on CPU by
+benchmarks/preference/trl_reference_free.py).
+
+`concatenated_forward` runs chosen and rejected stacked (2·b rows) through the model, whose logits (b·s·V in the
+compute dtype) stay alive until the loss returns (its logits metrics). The chosen rows' NLL (`nn.CrossEntropyLoss`
+on a contiguous copy of their shifted logits; CPO with its default cpo_alpha 1.0) keeps a log-softmax of the chosen
+rows' shifted positions; `get_batch_logps` runs `selective_log_softmax` (trl/trainer/utils.py), a log-softmax per
+row, each kept for backward (an fp32 model: `logsumexp` keeps the logits themselves; derived, not measured). No
+reference model. Backward: the two paths' logits gradients (each slice's gradient is made at the logits' full
+shape) and their sum, then the LM head's gradients.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from zeromem_lsp.memory.activations import F32, I64
+from zeromem_lsp.memory.step import Part
+
+TRAINERS = ("orpo", "cpo", "simpo")
+
+
+class ReferenceFreeHead(NamedTuple):
+    """TRL's ORPO / CPO / SimPO loss (the `loss` of estimate_step): the logits, the chosen rows' NLL, a
+    log-softmax per row."""
+
+    trainer: str
+    sequence_length: int
+    reference_forward: bool = False  # (none runs: the fields every head takes)
+    reference_gathered: int = 0
+    head_trainable: bool = True
+    triton: bool = True
+    adjusted: bool = False  # the `saved` it is given already holds this loss's tensors (a frozen base's)
+
+    def scored(self, tokens: int) -> int:
+        return tokens - tokens // self.sequence_length
+
+    def _kept(self, tokens: int, vocab: int, c: int) -> int:
+        """The NLL's log-softmax of the chosen rows' shifted positions and the rows' log-softmaxes (an fp32 model's
+        `logsumexp` keeps the logits instead)."""
+        scored = self.scored(tokens)
+        rows = c * tokens * vocab if c == F32 else c * scored * vocab
+        return c * (scored // 2) * vocab + rows
+
+    def saved(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int = 0) -> int:
+        """The activations with the loss's log-softmaxes and labels in place of ForCausalLMLoss's."""
+        return saved - logits_bytes + self._kept(tokens, vocab, c) + I64 * tokens
+
+    def moments(self, setup: object, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
+        """(the end of the loss's forward: the logits beside what it keeps; the loss's backward at its largest)."""
+        c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w  # type: ignore[attr-defined]
+        tokens = setup.tokens  # type: ignore[attr-defined]
+        total = saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes, tokens, h, c, v)  # type: ignore[attr-defined]
+        logits = c * tokens * v
+        forward = [*base, Part("activations", total), Part("logits", logits)]
+        rest = total - self._kept(tokens, v, c)  # the log-softmaxes are freed once their backward ran
+        paths = [*base, Part("activations", rest), Part("logits gradients (NLL, log-probs, their sum)", 3 * logits)]
+        head = [*base, Part("activations", rest), Part("logits gradient", logits),
+                Part("gradients", w * v * h if self.head_trainable else 0), Part("hidden-state gradient", c * tokens * h)]
+        return forward, max(paths, head, key=lambda parts: sum(part.bytes for part in parts))
+
+    def line(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int) -> str:
+        """How the phases' "activations" follow from the activations shown."""
+        kept = self.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
+        return (f"its chosen rows' NLL and a log-softmax per row keep {kept:,} B in place of the loss "
+                f"{logits_bytes:,}: activations {saved:,} - {logits_bytes:,} + {kept:,} = "
+                f"{saved - logits_bytes + kept:,} B")
+
+
+__all__ = ["ReferenceFreeHead", "TRAINERS"]
