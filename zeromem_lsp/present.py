@@ -289,7 +289,7 @@ def activation_lines(peak) -> list[str]:
     trainer = source.trainer.value if source is not None else "sft"
     loss = source.preference_loss.value if source is not None and source.preference_loss is not None else "fused"
     if trainer in ("dpo", "kto") and loss in ("fused", "logits") or loss == "llamafactory" and trainer != "sft" \
-            or loss == "fused" and trainer in ("orpo", "cpo", "simpo"):
+            or loss in ("fused", "logits") and trainer in ("orpo", "cpo", "simpo"):
         from zeromem_lsp.memory.activations import DTYPE_BYTES
         from zeromem_lsp.memory.peak import activation_dtype, policy_rows
         from zeromem_lsp.memory.preference import head_line

@@ -67,9 +67,9 @@ def test_trls_reference_free_trainers_keep_their_logits_and_no_reference(trainer
     assert all(found["peak_phase"] for found in data["phases"].values())  # a peak, not "unknown"
     text = run_zeromem("estimate", *WORKLOAD[:-2], "--trainer", trainer).stdout
     scored = 2 * 1024 - 2  # chosen and rejected stacked, shifted
-    kept = 2 * (scored // 2) * vocab + 2 * scored * vocab + 8 * 2 * 1024  # bf16 NLL + row log-softmaxes, labels
-    assert f"{trainer} (TRL): chosen and rejected stacked, 2 rows; its chosen rows' NLL and a log-softmax per row " \
-           f"keep {kept:,} B" in text
+    kept = 2 * (scored // 2) * vocab + 2 * 4 * scored + 8 * 2 * 1024  # bf16 NLL, the Triton kernel's, labels
+    assert f"{trainer} (TRL): chosen and rejected stacked, 2 rows; its chosen rows' NLL and the log-prob kernel's " \
+           f"2 fp32 values per token keep {kept:,} B" in text
 
 
 def test_a_bad_trainer_is_a_usage_error():
@@ -108,6 +108,21 @@ def test_axolotl_rl_dpo_runs_trl_18s_loss_and_check_reports_it(tmp_path, monkeyp
     checked = run_zeromem("check", "--world-size", "8", "--gpu-memory", "20GiB", "--format", "json", str(llamafactory))
     (over,) = [item for item in json.loads(checked.stdout)["findings"] if item["code"] == "ZM106"]
     assert f"{data['phases']['ddp']['phases']['forward'] + data['reserved_bytes']:,} B" in over["message"]
+
+
+def test_axolotl_rl_orpo_runs_trl_18s_orpo_trainer(tmp_path, monkeypatch):
+    """axolotl's AxolotlORPOTrainer is TRL 1.8's ORPOTrainer (src/axolotl/core/trainers/trl.py): no Triton log-prob
+    kernel in TRL 1.8, so a log-softmax per row, as measured; no reference model."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["Qwen/Qwen2.5-0.5B"], LLAMA)))
+    recipe = tmp_path / "orpo.yaml"
+    text = (RECIPES / "axolotl/examples/qwen2/dpo.yaml").read_text()
+    recipe.write_text("\n".join("rl: orpo" if line.startswith("rl:") else line for line in text.splitlines()) + "\n")
+    done = run_zeromem("estimate", "--config", str(recipe), "-R", "8", "--optimizer", "adamw")
+    assert done.returncode == 0, done.stderr
+    assert "trainer orpo — rl: orpo (axolotl)" in done.stdout
+    assert "orpo (TRL 1.8): chosen and rejected stacked, 4 rows; its chosen rows' NLL and a log-softmax per row" \
+        in done.stdout
+    assert "reference model" not in done.stdout and "peak unknown" not in done.stdout
 
 
 def _llamafactory_dpo(tmp_path, monkeypatch, **keys) -> tuple[dict, str]:

@@ -127,8 +127,8 @@ def test_the_reference_is_a_part_of_every_phase_and_dpo_doubles_the_rows():
 
 
 @pytest.mark.parametrize("trainer, loss, named", [
-    ("grpo", "fused", "GRPO"), ("ppo", "fused", "trainer must be one of"), ("orpo", "logits", "TRL 1.8's ORPOTrainer"),
-    ("simpo", "logits", "TRL 1.8's SIMPOTrainer"), ("cpo", "llamafactory", "LLaMA-Factory has no CPO trainer")])
+    ("grpo", "fused", "GRPO"), ("ppo", "fused", "trainer must be one of"), ("kto", "logits", "TRL 1.8's KTOTrainer"),
+    ("cpo", "llamafactory", "LLaMA-Factory has no CPO trainer")])
 def test_trainers_not_modelled_are_refused_with_the_reason(trainer, loss, named):
     case = CASES[0]
     _, kwargs = arguments(case)
@@ -167,6 +167,19 @@ def test_trls_reference_free_trainers_are_recorded():
     assert {case["trainer"] for case in ours} == {"orpo", "cpo", "simpo"} and any(case["lora"] for case in ours)
     for case in ours:
         assert all("ref_param" not in rank["phases"]["forward"]["parts"] for rank in case["per_rank"])
+
+
+def test_trls_reference_free_loss_on_a_gpu_and_under_trl_18():
+    """TRL 1.8 (axolotl) has no Triton log-prob kernel: its ORPO is the measured torch path; TRL 1.16 on a GPU keeps
+    the logits for the kernel instead of a log-softmax per row (derived): a lower forward."""
+    case = next(case for case in CASES if case["id"] == "trl-orpo-full")
+    preference, kwargs = arguments(case)
+    measured = estimate_preference_step(preference, **kwargs)
+    axolotl = estimate_preference_step(preference._replace(loss="logits", triton=True), **kwargs)
+    gpu = estimate_preference_step(preference._replace(triton=True), **kwargs)
+    assert axolotl.phases == measured.phases
+    assert gpu.phases["forward"].peak < measured.phases["forward"].peak
+    assert dict(gpu.phases["forward"].parts)["activations"] < dict(measured.phases["forward"].parts)["activations"]
 
 
 if __name__ == "__main__":

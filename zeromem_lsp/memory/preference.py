@@ -202,16 +202,18 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
     micro = rows(trainer, arguments["micro_batch"])  # type: ignore[arg-type]
     if preference.loss not in LOSSES:
         raise StepInputError(f"preference loss must be one of {', '.join(LOSSES)}, got {preference.loss!r}")
-    if preference.loss == "logits" and trainer != "dpo":
-        raise StepInputError(f"TRL 1.8's {trainer.upper()}Trainer loss is not modelled (only its DPOTrainer is)")
+    if preference.loss == "logits" and trainer not in ("dpo", *REFERENCE_FREE):
+        raise StepInputError(f"TRL 1.8's {trainer.upper()}Trainer loss is not modelled (its DPO, ORPO and CPO "
+                             "trainers are)")
     if preference.loss == "llamafactory" and trainer not in LLAMAFACTORY_TRAINERS:
         raise StepInputError(f"LLaMA-Factory has no {trainer.upper()} trainer (stage: dpo with pref_loss sigmoid, orpo "
                              "or simpo; stage: kto)")
     kind = {"fused": FusedHead, "logits": LogitsHead, "llamafactory": LlamaFactoryHead}[preference.loss]
-    if preference.loss == "fused" and trainer in REFERENCE_FREE:  # TRL's ORPOTrainer / CPOTrainer
-        kind = ReferenceFreeHead
+    triton = preference.triton
+    if preference.loss in ("fused", "logits") and trainer in REFERENCE_FREE:  # TRL's ORPOTrainer / CPOTrainer
+        kind, triton = ReferenceFreeHead, triton and preference.loss == "fused"  # TRL 1.8: no Triton kernel
     head = kind(trainer, sequence, preference.reference_forward,  # type: ignore[arg-type]
-                preference.reference_gathered, head_trainable=frozen is None, triton=preference.triton)
+                preference.reference_gathered, head_trainable=frozen is None, triton=triton)
     if frozen is not None:  # its activations are read after the loss too: the fused head's, not the log-softmax
         head = head._replace(adjusted=True)
         arguments = {**arguments, "frozen": frozen._replace(activations=_frozen_saved(head, frozen, arguments, micro))}  # type: ignore[attr-defined]
@@ -229,8 +231,9 @@ def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_l
     stacked = "chosen and rejected stacked, " if rows(trainer, 1) == 2 else ""
     tool = {"fused": "TRL", "logits": "TRL 1.8", "llamafactory": "LLaMA-Factory"}[loss]
     lead = f"{trainer} ({tool}): {stacked}{tokens // sequence_length} rows; "
-    if loss == "fused" and trainer in REFERENCE_FREE:
-        return lead + ReferenceFreeHead(trainer, sequence_length).line(saved, logits_bytes, tokens, hidden, c, vocab)
+    if loss in ("fused", "logits") and trainer in REFERENCE_FREE:  # TRL 1.16 with Triton, or TRL 1.8
+        head = ReferenceFreeHead(trainer, sequence_length, triton=loss == "fused")
+        return lead + head.line(saved, logits_bytes, tokens, hidden, c, vocab)
     if loss == "llamafactory":
         return lead + LlamaFactoryHead(trainer, sequence_length, True).line(saved, logits_bytes, tokens, hidden, c,
                                                                              vocab)

@@ -6,7 +6,11 @@ benchmarks/preference/trl_reference_free.py).
 compute dtype) stay alive until the loss returns (its logits metrics). The chosen rows' NLL (`nn.CrossEntropyLoss`
 on a contiguous copy of their shifted logits; CPO with its default cpo_alpha 1.0) keeps a log-softmax of the chosen
 rows' shifted positions; `get_batch_logps` runs `selective_log_softmax` (trl/trainer/utils.py), a log-softmax per
-row, each kept for backward (an fp32 model: `logsumexp` keeps the logits themselves; derived, not measured). No
+row, each kept for backward (an fp32 model: `logsumexp` keeps the logits themselves; derived, not measured) — the
+torch path, which the CPU measurement runs and TRL 1.8 (axolotl's pin) always runs. On CUDA / XPU TRL 1.16's
+`selective_log_softmax` runs its Triton kernel instead (trl/kernels/logprob_entropy.py `_LogProbEntropyFunction`):
+it keeps the logits (a view of the model's, so they stay alive into backward) and an fp32 log-normalizer and
+expected logit per token, and its backward makes the shifted logits' gradient at once (derived, not measured). No
 reference model. Backward: the two paths' logits gradients (each slice's gradient is made at the logits' full
 shape) and their sum, then the LM head's gradients.
 """
@@ -30,7 +34,7 @@ class ReferenceFreeHead(NamedTuple):
     reference_forward: bool = False  # (none runs: the fields every head takes)
     reference_gathered: int = 0
     head_trainable: bool = True
-    triton: bool = True
+    triton: bool = True  # TRL 1.16 on CUDA / XPU: the Triton log-prob kernel; False: the torch path (CPU, TRL 1.8)
     adjusted: bool = False  # the `saved` it is given already holds this loss's tensors (a frozen base's)
 
     def scored(self, tokens: int) -> int:
@@ -38,8 +42,11 @@ class ReferenceFreeHead(NamedTuple):
 
     def _kept(self, tokens: int, vocab: int, c: int) -> int:
         """The NLL's log-softmax of the chosen rows' shifted positions and the rows' log-softmaxes (an fp32 model's
-        `logsumexp` keeps the logits instead)."""
+        `logsumexp` keeps the logits instead); with Triton the kernel's two fp32 values per token (the logits it
+        keeps are a part of their own until backward)."""
         scored = self.scored(tokens)
+        if self.triton:
+            return c * (scored // 2) * vocab + 2 * F32 * scored
         rows = c * tokens * vocab if c == F32 else c * scored * vocab
         return c * (scored // 2) * vocab + rows
 
@@ -58,12 +65,17 @@ class ReferenceFreeHead(NamedTuple):
         paths = [*base, Part("activations", rest), Part("logits gradients (NLL, log-probs, their sum)", 3 * logits)]
         head = [*base, Part("activations", rest), Part("logits gradient", logits),
                 Part("gradients", w * v * h if self.head_trainable else 0), Part("hidden-state gradient", c * tokens * h)]
-        return forward, max(paths, head, key=lambda parts: sum(part.bytes for part in parts))
+        moments = [paths, head]
+        if self.triton:  # the kernel's backward: the logits it kept beside their shifted gradient and its full shape
+            moments.append([*base, Part("activations", total), Part("logits", logits),
+                            Part("log-prob kernel gradients", c * self.scored(tokens) * v + logits)])
+        return forward, max(moments, key=lambda parts: sum(part.bytes for part in parts))
 
     def line(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int) -> str:
         """How the phases' "activations" follow from the activations shown."""
         kept = self.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
-        return (f"its chosen rows' NLL and a log-softmax per row keep {kept:,} B in place of the loss "
+        what = "the log-prob kernel's 2 fp32 values per token" if self.triton else "a log-softmax per row"
+        return (f"its chosen rows' NLL and {what} keep {kept:,} B in place of the loss "
                 f"{logits_bytes:,}: activations {saved:,} - {logits_bytes:,} + {kept:,} = "
                 f"{saved - logits_bytes + kept:,} B")
 
