@@ -74,7 +74,8 @@ class LlamaFactoryHead(NamedTuple):
             [*base, Part("activations", total), Part("log-softmax gradients", 2 * log_softmax)],
             [*base, Part("activations", rest), Part("log-softmax input gradient", log_softmax),
              Part("fp32 logits gradient", logits)],
-            [*base, Part("activations", rest), Part("fp32 logits gradient", logits), Part("logits gradient", c * tokens * v)],
+            [*base, Part("activations", rest), Part("fp32 logits gradient", logits),
+             Part("logits gradient", c * tokens * v if c != F32 else 0)],  # (an fp32 model's cast is no copy)
             [*base, Part("activations", rest), Part("logits gradient", c * tokens * v),
              Part("gradients", w * v * h if self.head_trainable else 0), Part("hidden-state gradient", c * tokens * h)]]
         return forward, max(gradients, key=lambda parts: sum(part.bytes for part in parts))
