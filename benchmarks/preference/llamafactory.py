@@ -19,7 +19,8 @@ LLaMA-Factory's package imports its data and model loaders (torchaudio, omegacon
 the children load only its `train` modules, with `llamafactory.hparams` and `llamafactory.model` stubbed (names the
 trainer module imports but the loss path never calls). A CustomDPOTrainer made without `__init__` holds the
 attributes its `__init__` sets (at FinetuningArguments' defaults) and its own `compute_loss` runs, as the HF Trainer
-calls it. Results are merged into tests/data/step/preference.json (cases `lf-`).
+calls it. The model's forward is the measuring venv's Transformers (newer than LLaMA-Factory's pin; the tiny Llama's
+forward makes the same full logits). Results are merged into tests/data/step/preference.json (cases `lf-`).
 """
 
 from __future__ import annotations
