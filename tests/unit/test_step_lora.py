@@ -23,12 +23,12 @@ CASES = [case for case in RECORD["cases"] if "error" not in case]
 PHASES = ("forward", "backward", "optimizer")
 GOAL, BOUND = 0.05, 0.10
 ENGINES = {"torch": ("torch", lambda case: "ddp"), "fsdp2": ("fsdp", lambda case: "zero3"),
+           "fsdp1": ("fsdp", lambda case: {"FULL_SHARD": "zero3", "SHARD_GRAD_OP": "zero2",
+                                           "NO_SHARD": "ddp"}[case["fsdp"]["sharding_strategy"]]),
            "deepspeed": ("deepspeed", lambda case: f"zero{case['ds_config']['zero_optimization']['stage']}")}
-#: Measured but not compared: the run cannot be described to `zeromem estimate` as it ran (the FSDP peak with an
-#: adapter stays derived; docs/adapters.md).
-UNMATCHED = {"lora-fsdp2-r2-llama-h512-v8k-all-r8": "estimate --engine fsdp takes FSDP1 for an adapter (no FSDP "
-             "version option), and an HF fsdp_config with bf16=True means fp32 shards under mixed precision, not "
-             "the bf16 shards measured"}
+#: Measured but not compared: the run cannot be described to `zeromem estimate` as it ran (none now: FSDP cases
+#: say their version with --fsdp-version and their bf16 shards with --param-dtype).
+UNMATCHED: dict[str, str] = {}
 
 
 def estimate_arguments(case: dict, config_path: Path) -> list[str]:
@@ -42,6 +42,8 @@ def estimate_arguments(case: dict, config_path: Path) -> list[str]:
                  "--engine", engine, "--precision", "bf16", "--optimizer-impl", impl, "-R", str(case["ranks"]),
                  "--sequence-length", str(case["sequence_length"]), "--micro-batch", str(case["micro_batch"]),
                  "--attention", case["attention"]]
+    if case["engine"].startswith("fsdp"):  # the measured shards are the model's bf16, no mixed precision policy
+        arguments += ["--fsdp-version", case["engine"][-1], "--param-dtype", "bf16"]
     if case["gradient_checkpointing"]:
         arguments.append("--gradient-checkpointing")
     if lora.get("modules_to_save"):

@@ -47,7 +47,8 @@ FSDP_STAGES = {"ddp": (False, False), "zero2": (True, False), "zero3": (True, Tr
 #: The peak's inputs by field name (the `zeromem` setting of the same name), with their display labels.
 INPUT_LABELS = {"sequence_length": "sequence length", "micro_batch": "micro-batch",
                 "gradient_checkpointing": "gradient checkpointing", "attention": "attention", "dtype": "dtype",
-                "reserved": "reserved", "engine": "engine", "param_dtype": "parameter dtype",
+                "reserved": "reserved", "engine": "engine", "fsdp_version": "FSDP version",
+                "param_dtype": "parameter dtype",
                 "optimizer_impl": "optimizer implementation", "loss_kernel": "loss kernel", "trainer": "trainer",
                 "precompute_ref_log_probs": "precomputed reference log-probs"}
 
@@ -77,6 +78,7 @@ class PeakInputs:
     dtype: Given | None = None  # the compute dtype (activations)
     reserved: Given = Given(DEFAULT_RESERVED, "default (CUDA context + allocator)")
     engine: Given | None = None  # torch | deepspeed | fsdp: the step the phase model follows
+    fsdp_version: Given | None = None  # 1 | 2 when the engine is fsdp (peak_inputs.fsdp_version)
     param_dtype: Given | None = None  # the dtype weights are stored in (the phase model's param_dtype)
     optimizer_impl: Given | None = None  # foreach | for-loop | fused (the phase model's optimizer scratch)
     loss_kernel: Given = Given("hf", "default: Transformers' ForCausalLMLoss")  # settings_values.LOSS_KERNELS
@@ -274,8 +276,9 @@ def step_arguments(inputs: PeakInputs, family: str, stage: str, offload: object)
         if (moves_p or moves_o) and inputs.lora is None:  # a frozen base's step places P, G, O itself
             raise StepInputError("the phase model has no FSDP CPU offload")
         sharded, reshard = FSDP_STAGES[stage]
+        version = _value(inputs.fsdp_version)
         arguments.update(fsdp_sharded=sharded, fsdp_reshard=reshard, fsdp_mixed=compute != param_dtype,
-                         offload_optimizer=moves_o)
+                         offload_optimizer=moves_o, fsdp_version=2 if version is None else version)
     return arguments
 
 
