@@ -1,10 +1,10 @@
 """The step over a frozen base (LoRA / QLoRA) against whole LoRA training steps measured with PEFT (no torch here).
 
 tests/data/step/measured_lora.json is written by `benchmarks/step/measure.py --lora` (PEFT get_peft_model on
-HF models built from config, torch AdamW, DeepSpeed ZeRO-2/3 over gloo, FSDP2; CPU): per rank, the peak of
+HF models built from config, torch AdamW, DeepSpeed ZeRO-2/3 over gloo, FSDP2 and FSDP1; CPU): per rank, the peak of
 live tensor storage bytes in each phase of step 2. Each case is given to `zeromem estimate` as a user would
 describe the run (model config, rank, targets, quantization, engine, precision, optimizer implementation, ranks,
-tokens), so the phases compared are the product's own (adapter_plan → peak.frozen_base → step._frozen). Run
+tokens; FSDP: its version and bf16 shards), so the phases compared are the product's own (adapter_plan → peak.frozen_base → step._frozen). Run
 this file as a script to print every case's error per phase.
 """
 
@@ -116,7 +116,7 @@ def test_the_record_has_its_versions_and_the_cases_the_issue_asks_for():
     assert CASES and len(CASES) == len(RECORD["cases"]), [case["id"] for case in RECORD["cases"] if "error" in case]
     engines = {(case["engine"], case.get("ds_config", {}).get("zero_optimization", {}).get("stage"))
                for case in CASES}
-    assert {("torch", None), ("deepspeed", 2), ("deepspeed", 3)} <= engines
+    assert {("torch", None), ("deepspeed", 2), ("deepspeed", 3), ("fsdp1", None), ("fsdp2", None)} <= engines
     assert {case["optimizer"]["impl"] for case in CASES if case["engine"] == "torch"} == {"foreach", "for-loop", "fused"}
     assert {case["gradient_checkpointing"] for case in CASES} == {True, False}
     assert {case["config"]["tie_word_embeddings"] for case in CASES} == {True, False}

@@ -484,7 +484,9 @@ def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: 
     layer = g * t.layer_total if sharded else 0
     kept = layer * t.layers if not reshard else 0
     ahead = layer if version == 2 and collective else 0  # FSDP2: one layer's all-gather output alive at the loss
-    forward, loss = _loss_moments(setup, base + [Part("gathered parameters", root + kept + ahead)])
+    forward, _ = _loss_moments(setup, base + [Part("gathered parameters", root + kept + ahead)])
+    _, loss = _loss_moments(setup, base + [Part("gathered parameters", root + kept + _backward_ahead(
+        version, reshard, r if collective else 1, layer))])
     grads_layer = _ceil(w * t.layer_total, r)
     head = _ceil(w * (t.head + t.final_norm), r) if t.head else 0
     scatter = 2 * w * t.layer_total if collective else 0  # reduce-scatter input + full-size output (gloo)
@@ -509,6 +511,17 @@ def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: 
     return _phases({"forward": {"the loss": forward},
                     "backward": {"the loss's backward": loss, **head_moment, **layers, "the end of backward": end},
                     "optimizer": {"the optimizer step": step}})
+
+
+def _backward_ahead(version: int, reshard: bool, ranks: int, layer: int) -> int:
+    """A layer gathered ahead at the loss's backward. FSDP2: the one its forward prefetch left alive (as at the
+    loss). FSDP1 resharding after forward: the root's pre-backward hook, on the model's outputs (the loss among
+    them), unshards the root and, with BACKWARD_PRE (torch's default backward_prefetch), prefetches the next handle
+    in reverse post-forward order, the last decoder layer (torch/distributed/fsdp/_runtime_utils.py
+    `_pre_backward_hook` → `_prefetch_handle(..., _PrefetchMode.BACKWARD)`; measured: lora-fsdp1-*)."""
+    if ranks <= 1:
+        return 0
+    return layer if version == 2 or reshard else 0
 
 
 class _Gathered(NamedTuple):
@@ -555,7 +568,8 @@ def _gathered_frozen(setup: _Setup, frozen: FrozenBase, engine: str, stage: int,
     if engine == "fsdp" and sharded:
         layer, kept = g(t.layer_total), 0 if reshard else g(t.layer_total * t.layers)
         ahead = layer if version == 2 and r > 1 else 0
-        return _Gathered(g(t.root) + kept + ahead, g(t.root) + kept + ahead, g(t.root) + max(kept, 2 * layer))
+        return _Gathered(g(t.root) + kept + ahead, g(t.root) + kept + _backward_ahead(version, reshard, r, layer),
+                         g(t.root) + max(kept, 2 * layer))
     return _Gathered()
 
 
