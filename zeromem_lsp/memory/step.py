@@ -82,7 +82,8 @@ class FrozenBase(NamedTuple):
     """A frozen base with trainable adapters (LoRA / QLoRA), per rank: persistent bytes as the plan places the
     adapter's P, G, O at the stage (memory/adapter_plan.py), and what the step needs beside them. With it the
     moments are the full step's (`_frozen`), over trainable tensors only. Measured whole with PEFT (torch,
-    DeepSpeed ZeRO-2/3: tests/data/step/measured_lora.json); derived under FSDP."""
+    DeepSpeed ZeRO-2/3, FSDP2 and FSDP1 FULL_SHARD with bf16 shards: tests/data/step/measured_lora.json); derived
+    under FSDP mixed precision, SHARD_GRAD_OP and NO_SHARD."""
 
     parameters: int  # frozen base + adapters on this rank (P as placed)
     gradients: int  # the adapters' gradients on this rank (G as placed): only from the end of backward
