@@ -146,7 +146,8 @@ class Peak:
         try:
             arguments = step_arguments(self.source, self.family, stage, offload or self.offload)
             if self.lora_activations is not None:
-                arguments["frozen"] = frozen_base(self.source, self.lora_activations, stage, offload or self.offload)
+                arguments["frozen"] = frozen_base(self.source, self.lora_activations, stage, offload or self.offload,
+                                                  arguments["engine"])
             if str(_value(self.source.trainer) or "sft") != "sft":
                 step = estimate_preference_step(preference(self.source, arguments, stage, offload or self.offload),
                                                 **arguments)
@@ -283,11 +284,11 @@ def step_arguments(inputs: PeakInputs, family: str, stage: str, offload: object)
 
 
 #: How the peak with an adapter is made (JSON `activations.lora.step`; docs/adapters.md).
-FROZEN_STEP = ("the step over a frozen base: measured as a whole step with PEFT on CPU (33 LoRA / QLoRA NF4 steps: "
-               "torch AdamW foreach, for-loop, fused; DeepSpeed ZeRO-2 and ZeRO-3 at 2 ranks; FSDP2 and FSDP1 "
-               "FULL_SHARD at 2 ranks with bf16 shards; every phase within ±5%, worst +4.6%, FSDP within ±1%); derived "
-               "from the measured terms, not measured whole, under FSDP mixed precision (fp32 shards), SHARD_GRAD_OP "
-               "and NO_SHARD, ZeRO-1 and offload")
+FROZEN_STEP = ("the step over a frozen base: measured as a whole step with PEFT on CPU (34 LoRA / QLoRA NF4 steps: "
+               "torch AdamW foreach, for-loop, fused; DeepSpeed ZeRO-2 and ZeRO-3 at 2 ranks; FSDP2 with and without "
+               "resharding and FSDP1 FULL_SHARD at 2 ranks with bf16 shards; every phase within ±5%, worst +4.6%, FSDP "
+               "within ±1%); derived from the measured terms, not measured whole, under FSDP mixed precision (fp32 "
+               "shards), FSDP1 SHARD_GRAD_OP, NO_SHARD, ZeRO-1 and offload")
 #: Which of P, G, O a stage shards (the contract's placement, docs/memory-model.md): ZeRO-1 O, ZeRO-2 G and O,
 #: ZeRO-3 all three (FSDP's SHARD_GRAD_OP and FULL_SHARD use the zero2 / zero3 keys).
 SHARDED = {"ddp": (False, False, False), "zero1": (False, False, True), "zero2": (False, True, True),
@@ -303,11 +304,16 @@ def adapter_placement(lora: LoraPeak, stage: str, ranks: int, offload: object) -
                  for size, sharded, moved in zip(own, SHARDED[stage], moves))
 
 
-def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: object) -> FrozenBase:
+def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: object,
+                engine: str = "") -> FrozenBase:
     """The step model's frozen base for a LoRA run at `stage`: the adapter's P, G, O as placed, the trainable
-    tensors this rank steps on (DeepSpeed: an fp32 partition beside its fp32 gradients), LoRA's activations."""
+    tensors this rank steps on (DeepSpeed: an fp32 partition beside its fp32 gradients), LoRA's activations.
+    Under FSDP without resharding (the zero2 key) the persistent parameters are still shards: the gathered
+    layers kept from forward to backward are the step's own part (step._gathered_frozen), not P."""
     lora = inputs.lora
-    params, grads, states = adapter_placement(lora, stage, inputs.ranks, offload)  # type: ignore[arg-type]
+    placed = "zero3" if engine == "fsdp" and stage == "zero2" else stage
+    params, _, _ = adapter_placement(lora, placed, inputs.ranks, offload)  # type: ignore[arg-type]
+    _, grads, states = adapter_placement(lora, stage, inputs.ranks, offload)  # type: ignore[arg-type]
     trainable = lora.count.trainable  # type: ignore[union-attr,attr-defined]
     if SHARDED[stage][2]:
         trainable = -(-trainable // inputs.ranks)

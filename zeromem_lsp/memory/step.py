@@ -82,8 +82,8 @@ class FrozenBase(NamedTuple):
     """A frozen base with trainable adapters (LoRA / QLoRA), per rank: persistent bytes as the plan places the
     adapter's P, G, O at the stage (memory/adapter_plan.py), and what the step needs beside them. With it the
     moments are the full step's (`_frozen`), over trainable tensors only. Measured whole with PEFT (torch,
-    DeepSpeed ZeRO-2/3, FSDP2 and FSDP1 FULL_SHARD with bf16 shards: tests/data/step/measured_lora.json); derived
-    under FSDP mixed precision, SHARD_GRAD_OP and NO_SHARD."""
+    DeepSpeed ZeRO-2/3, FSDP2 with and without resharding, FSDP1 FULL_SHARD, bf16 shards:
+    tests/data/step/measured_lora.json); derived under FSDP mixed precision, FSDP1 SHARD_GRAD_OP and NO_SHARD."""
 
     parameters: int  # frozen base + adapters on this rank (P as placed)
     gradients: int  # the adapters' gradients on this rank (G as placed): only from the end of backward
@@ -515,14 +515,13 @@ def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: 
 
 
 def _backward_ahead(version: int, reshard: bool, ranks: int, layer: int) -> int:
-    """A layer gathered ahead at the loss's backward. FSDP2: the one its forward prefetch left alive (as at the
-    loss). FSDP1 resharding after forward: the root's pre-backward hook, on the model's outputs (the loss among
-    them), unshards the root and, with BACKWARD_PRE (torch's default backward_prefetch), prefetches the next handle
-    in reverse post-forward order, the last decoder layer (torch/distributed/fsdp/_runtime_utils.py
-    `_pre_backward_hook` → `_prefetch_handle(..., _PrefetchMode.BACKWARD)`; measured: lora-fsdp1-*)."""
-    if ranks <= 1:
-        return 0
-    return layer if version == 2 or reshard else 0
+    """A layer gathered ahead at the loss's backward, when layers are resharded after forward (unresharded ones are
+    all gathered already: measured, lora-fsdp2-*-noreshard). FSDP2: the one its forward prefetch left alive (as at
+    the loss). FSDP1: the root's pre-backward hook, on the model's outputs (the loss among them), unshards the root
+    and, with BACKWARD_PRE (torch's default backward_prefetch), prefetches the next handle in reverse post-forward
+    order, the last decoder layer (torch/distributed/fsdp/_runtime_utils.py `_pre_backward_hook` →
+    `_prefetch_handle(..., _PrefetchMode.BACKWARD)`; measured: lora-fsdp1-*)."""
+    return layer if ranks > 1 and reshard else 0
 
 
 class _Gathered(NamedTuple):
