@@ -251,7 +251,12 @@ def lora_activation_line(peak) -> str:
               f"{format_count(lora.outside_bytes)}" if lora.checkpointing else
               f"layers {format_count(lora.layer_bytes)} (first adapted {format_count(lora.first_layer_bytes)}, each "
               f"later {format_count(lora.per_layer_bytes)}) + embedding, rotary, norm, loss {format_count(lora.outside_bytes)}")
-    return (f"with LoRA ({inputs.adapter_dtype} adapters, {inputs.activation_dtype} forward; frozen weights keep no "
+    from zeromem_lsp.memory.peak import lora_compute_dtype
+
+    computed = lora_compute_dtype(peak.source, peak.family)
+    adapters = (f"{inputs.adapter_dtype} adapters" if computed == inputs.adapter_dtype
+                else f"{inputs.adapter_dtype} adapters gathered in {computed} (FSDP mixed precision)")
+    return (f"with LoRA ({adapters}, {inputs.activation_dtype} forward; frozen weights keep no "
             f"input, docs/adapters.md) = {layers} = {format_count(lora.total)} B, instead of the full fine-tuning "
             f"{format_count(peak.activations.total)} B")
 

@@ -269,6 +269,9 @@ def lora_cases() -> list[dict]:
                      impl="foreach", checkpointing=True, fsdp={}))
     out.append(_lora("lora-fsdp2-r2-llama-h512-v8k-all-r8-noreshard", "llama-h512-v8k", ALL, 8, engine="fsdp2",
                      ranks=2, impl="foreach", fsdp={"reshard_after_forward": False}))
+    # FSDP2 mixed precision: fp32 base and adapters sharded, bf16 gathered parameters and compute, fp32 reduction
+    out.append(_lora("lora-fsdp2-r2-llama-h512-v8k-all-r8-mixed", "llama-h512-v8k", ALL, 8, engine="fsdp2", ranks=2,
+                     impl="foreach", regime="fsdp-mixed", fsdp={}))
     # FSDP1 (use_orig_params=True, FULL_SHARD) with PEFT's fsdp_auto_wrap_policy: adapters in units of their own
     out.append(_lora("lora-fsdp1-r2-llama-h512-v8k-all-r8", "llama-h512-v8k", ALL, 8, engine="fsdp1", ranks=2,
                      impl="foreach", fsdp={"sharding_strategy": "FULL_SHARD"}))

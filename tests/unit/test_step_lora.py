@@ -43,8 +43,9 @@ def estimate_arguments(case: dict, config_path: Path) -> list[str]:
                  "--engine", engine, "--precision", "bf16", "--optimizer-impl", impl, "-R", str(case["ranks"]),
                  "--sequence-length", str(case["sequence_length"]), "--micro-batch", str(case["micro_batch"]),
                  "--attention", case["attention"]]
-    if case["engine"].startswith("fsdp"):  # the measured shards are the model's bf16, no mixed precision policy
-        arguments += ["--fsdp-version", case["engine"][-1], "--param-dtype", "bf16"]
+    if case["engine"].startswith("fsdp"):  # bf16 shards, or fp32 ones under a bf16 mixed precision policy
+        shards = "fp32" if case["regime"] == "fsdp-mixed" else "bf16"
+        arguments += ["--fsdp-version", case["engine"][-1], "--param-dtype", shards]
     if case["gradient_checkpointing"]:
         arguments.append("--gradient-checkpointing")
     if lora.get("modules_to_save"):

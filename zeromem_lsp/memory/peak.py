@@ -215,6 +215,7 @@ class Peak:
         if activations is not None and lora is not None:
             activations["full_fine_tuning_bytes"] = acts.total
             activations["lora"] = {**lora._asdict(), "adapter_dtype": self.source.lora.adapter_dtype,  # type: ignore[union-attr]
+                                   "adapter_compute_dtype": lora_compute_dtype(self.source, self.family),
                                    "activation_dtype": self.source.lora.activation_dtype,  # type: ignore[union-attr]
                                    "step": FROZEN_STEP}
             activations["bytes"] = lora.total
@@ -442,7 +443,7 @@ def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, offloa
                                                bool(inputs.gradient_checkpointing.value), str(inputs.attention.value))
         except ActivationInputError as error:
             missing.append(str(error))
-    lora = _lora_activations(inputs, missing) if not missing and inputs.lora is not None else None
+    lora = _lora_activations(inputs, missing, family) if not missing and inputs.lora is not None else None
     return Peak(state=dict(state), buffers=buffers, activations=activations,
                 reserved=int(inputs.reserved.value), inputs=inputs.used(), missing=tuple(missing),  # type: ignore[arg-type]
                 family=family, source=inputs, offload=offload, lora_activations=lora)
@@ -453,13 +454,23 @@ def policy_rows(inputs: PeakInputs) -> int:
     return rows(str(_value(inputs.trainer) or "sft"), inputs.micro_batch.value)  # type: ignore[union-attr,arg-type]
 
 
-def _lora_activations(inputs: PeakInputs, missing: list[str]) -> LoraActivations | None:
+def lora_compute_dtype(inputs: PeakInputs, family: str) -> str:
+    """The dtype the adapters compute in: their own (PEFT's fp32; PEFT casts the input to lora_A's dtype,
+    peft/tuners/lora/layer.py `_cast_input_dtype`), but under FSDP mixed precision the gathered adapters are in
+    the compute dtype like every parameter (MixedPrecisionPolicy.param_dtype), so no fp32 input copy is kept."""
+    lora = inputs.lora
+    engine, compute = str(_value(inputs.engine) or family), str(_value(inputs.dtype))
+    stored = str(_value(inputs.param_dtype) or compute)
+    return compute if engine == "fsdp" and stored != compute else lora.adapter_dtype  # type: ignore[union-attr]
+
+
+def _lora_activations(inputs: PeakInputs, missing: list[str], family: str = "") -> LoraActivations | None:
     """What one micro-batch keeps with LoRA on a frozen base, or None with the reason in `missing`."""
     lora = inputs.lora
     try:
         return estimate_lora_activations(
             inputs.shape, lora.count, inputs.sequence_length.value, policy_rows(inputs),  # type: ignore[union-attr,arg-type]
-            lora.activation_dtype, lora.adapter_dtype, str(inputs.attention.value),  # type: ignore[union-attr]
+            lora.activation_dtype, lora_compute_dtype(inputs, family), str(inputs.attention.value),  # type: ignore[union-attr]
             bool(inputs.gradient_checkpointing.value))
     except ActivationInputError as error:
         missing.append(f"LoRA activations: {error}")

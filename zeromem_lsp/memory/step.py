@@ -536,15 +536,20 @@ class _Gathered(NamedTuple):
 
 
 def _gathered_frozen(setup: _Setup, frozen: FrozenBase, engine: str, stage: int, buckets: Buckets,
-                     fsdp: tuple[int, bool, bool]) -> _Gathered:
+                     fsdp: tuple[int, bool, bool, bool]) -> _Gathered:
     """The full step's rules for gathered parameters (`_deepspeed` ZeRO-3, `_fsdp`), frozen weights at
     `bytes_each` — frozen parameters are partitioned and gathered like trainable ones; bytes pro rata of the whole
     P (a quantized base gathers its packed bytes). ZeRO-3 also makes its IPG reduce bucket with the optimizer
     (stage3.py, contiguous_gradients), and its first fetch (up to the prefetch bucket) is one flat all-gather
-    output copied out per parameter (partition_parameters.py, `AllGatherCoalescedHandle.wait`)."""
+    output copied out per parameter (partition_parameters.py, `AllGatherCoalescedHandle.wait`). FSDP under mixed
+    precision gathers every parameter, frozen or not, in the compute dtype (FSDP2 `MixedPrecisionPolicy.param_dtype`:
+    `_fsdp_param.py` casts each shard before the all-gather; measured: lora-fsdp2-*-mixed)."""
     t, r = setup.tensors, setup.ranks
+    version, reshard, sharded, mixed = fsdp
 
     def g(elements: int) -> int:
+        if engine == "fsdp" and mixed:
+            return setup.c * elements
         return -(-elements * frozen.all_bytes // frozen.all_parameters) if frozen.all_parameters else 0
 
     if engine == "deepspeed" and stage == 3 and r > 1:
@@ -564,7 +569,6 @@ def _gathered_frozen(setup: _Setup, frozen: FrozenBase, engine: str, stage: int,
             else buckets.reduce_bucket_size
         bucket = setup.w * reduce if buckets.contiguous_gradients else 0
         return _Gathered(g(elements), g(again), g(elements), g(fetch), bucket)
-    version, reshard, sharded = fsdp
     if engine == "fsdp" and sharded:
         layer, kept = g(t.layer_total), 0 if reshard else g(t.layer_total * t.layers)
         ahead = layer if version == 2 and r > 1 else 0
@@ -656,7 +660,8 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
                    F32 if autocast else DTYPE_BYTES[param_dtype], DTYPE_BYTES[compute], ranks, optimizer_impl,
                    checkpointing, loss_kernel, frozen is None, micro_batch, loss)
     if frozen is not None:
-        gathered = _gathered_frozen(setup, frozen, engine, stage, buckets, (fsdp_version, fsdp_reshard, fsdp_sharded))
+        gathered = _gathered_frozen(setup, frozen, engine, stage, buckets,
+                                    (fsdp_version, fsdp_reshard, fsdp_sharded, fsdp_mixed))
         phases = _frozen(setup, shape, frozen, gathered, offload_optimizer, optimizer not in OPTIMIZERS)
     elif engine == "torch":
         phases = _torch(setup, shape, autocast, ddp_bucket_view)
