@@ -82,8 +82,8 @@ class FrozenBase(NamedTuple):
     """A frozen base with trainable adapters (LoRA / QLoRA), per rank: persistent bytes as the plan places the
     adapter's P, G, O at the stage (memory/adapter_plan.py), and what the step needs beside them. With it the
     moments are the full step's (`_frozen`), over trainable tensors only. Measured whole with PEFT (torch,
-    DeepSpeed ZeRO-2/3, FSDP2 with and without resharding, FSDP1 FULL_SHARD, bf16 shards:
-    tests/data/step/measured_lora.json); derived under FSDP mixed precision, FSDP1 SHARD_GRAD_OP and NO_SHARD."""
+    DeepSpeed ZeRO-2/3, FSDP2 with and without resharding and under mixed precision, FSDP1 FULL_SHARD:
+    tests/data/step/measured_lora.json); derived under FSDP1 mixed precision and SHARD_GRAD_OP, and NO_SHARD."""
 
     parameters: int  # frozen base + adapters on this rank (P as placed)
     gradients: int  # the adapters' gradients on this rank (G as placed): only from the end of backward
