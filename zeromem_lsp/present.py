@@ -239,8 +239,9 @@ def activation_sum(activations) -> str:
 #: How the peak is made with an adapter (docs/adapters.md, "The step with a frozen base").
 LORA_STEP = ("with an adapter the step runs over a frozen base: parameters, gradients, optimizer states are P, G, O "
              "each sharded as the stage shards it (ZeRO-1: O; ZeRO-2: G and O; ZeRO-3: all, ⌈·/R⌉); no gradient "
-             "exists at the loss's backward; measured as a whole step with PEFT (torch, QLoRA NF4, DeepSpeed ZeRO-2/3: "
-             "every phase within ±5%); under FSDP, ZeRO-1 and offload derived, not measured whole (docs/adapters.md)")
+             "exists at the loss's backward; measured as a whole step with PEFT (torch, QLoRA NF4, DeepSpeed ZeRO-2/3, "
+             "FSDP2 and FSDP1 sharded: every phase within ±5%); other FSDP setups (FSDP1 mixed precision or "
+             "without resharding, no sharding), ZeRO-1 and offload derived, not measured whole (docs/adapters.md)")
 
 
 def lora_activation_line(peak) -> str:
@@ -250,7 +251,12 @@ def lora_activation_line(peak) -> str:
               f"{format_count(lora.outside_bytes)}" if lora.checkpointing else
               f"layers {format_count(lora.layer_bytes)} (first adapted {format_count(lora.first_layer_bytes)}, each "
               f"later {format_count(lora.per_layer_bytes)}) + embedding, rotary, norm, loss {format_count(lora.outside_bytes)}")
-    return (f"with LoRA ({inputs.adapter_dtype} adapters, {inputs.activation_dtype} forward; frozen weights keep no "
+    from zeromem_lsp.memory.peak import lora_compute_dtype
+
+    computed = lora_compute_dtype(peak.source, peak.family)
+    adapters = (f"{inputs.adapter_dtype} adapters" if computed == inputs.adapter_dtype
+                else f"{inputs.adapter_dtype} adapters gathered in {computed} (FSDP mixed precision)")
+    return (f"with LoRA ({adapters}, {inputs.activation_dtype} forward; frozen weights keep no "
             f"input, docs/adapters.md) = {layers} = {format_count(lora.total)} B, instead of the full fine-tuning "
             f"{format_count(peak.activations.total)} B")
 

@@ -191,7 +191,7 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
     """An axolotl / LLaMA-Factory / TRL recipe: its keys checked, its model, batch, sequence and
     checkpointing as the tool defaults them, the DeepSpeed file it names followed (its "auto" filled
     from the recipe as Transformers does), FSDP from its fsdp_config, else DDP."""
-    from zeromem_lsp.configs.fsdp import validate_accelerate_fsdp
+    from zeromem_lsp.configs.fsdp import AXOLOTL_DEFAULT_VERSION, strip_prefix, validate_accelerate_fsdp
     from zeromem_lsp.configs.layers import config_values
     from zeromem_lsp.configs.recipes import read_recipe as read
     from zeromem_lsp.configs.settings import ParametersFromConfig, ZeromemSettings
@@ -208,9 +208,13 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
     else:
         fsdp = recipe.fsdp_config.value if recipe.fsdp_config is not None else None
         if isinstance(fsdp, dict):
-            if "fsdp_version" in data and not {"fsdp_version", "version"} & set(fsdp):
-                fsdp = {**fsdp, "fsdp_version": data["fsdp_version"]}  # axolotl writes it beside the block
-            fsdp_setup = validate_accelerate_fsdp(fsdp, ("fsdp_config",))[1]  # axolotl hands it to Accelerate
+            top = data.get("fsdp_version")  # axolotl: the top-level key wins over the block's (validation.py)
+            if top is not None:
+                fsdp = {**{key: value for key, value in fsdp.items() if strip_prefix(str(key)) != "version"},
+                        "fsdp_version": top}
+            fsdp_setup = validate_accelerate_fsdp(fsdp, ("fsdp_config",), AXOLOTL_DEFAULT_VERSION)[1]
+            if top is not None and fsdp_setup.version_path is not None:
+                fsdp_setup = fsdp_setup._replace(version_path=("fsdp_version",))
             source = FsdpSource(fsdp_setup, world_hint=_world_hint(tool))
         else:
             source = TorchSource(DDP_NOTE)

@@ -265,6 +265,18 @@ def lora_cases() -> list[dict]:
     # FSDP2: fully_shard per decoder layer and the root, bf16 base, fp32 adapters
     out.append(_lora("lora-fsdp2-r2-llama-h512-v8k-all-r8", "llama-h512-v8k", ALL, 8, engine="fsdp2", ranks=2,
                      impl="foreach", fsdp={}))
+    out.append(_lora("lora-fsdp2-r2-llama-h512-v8k-all-r8-gc", "llama-h512-v8k", ALL, 8, engine="fsdp2", ranks=2,
+                     impl="foreach", checkpointing=True, fsdp={}))
+    out.append(_lora("lora-fsdp2-r2-llama-h512-v8k-all-r8-noreshard", "llama-h512-v8k", ALL, 8, engine="fsdp2",
+                     ranks=2, impl="foreach", fsdp={"reshard_after_forward": False}))
+    # FSDP2 mixed precision: fp32 base and adapters sharded, bf16 gathered parameters and compute, fp32 reduction
+    out.append(_lora("lora-fsdp2-r2-llama-h512-v8k-all-r8-mixed", "llama-h512-v8k", ALL, 8, engine="fsdp2", ranks=2,
+                     impl="foreach", regime="fsdp-mixed", fsdp={}))
+    # FSDP1 (use_orig_params=True, FULL_SHARD) with PEFT's fsdp_auto_wrap_policy: adapters in units of their own
+    out.append(_lora("lora-fsdp1-r2-llama-h512-v8k-all-r8", "llama-h512-v8k", ALL, 8, engine="fsdp1", ranks=2,
+                     impl="foreach", fsdp={"sharding_strategy": "FULL_SHARD"}))
+    out.append(_lora("lora-fsdp2-r2-qwen2-h256-tied-qv-r64-for-loop", "qwen2-h256-tied", QV, 64, engine="fsdp2",
+                     ranks=2, impl="for-loop", fsdp={}))
     return copy.deepcopy(out)
 
 

@@ -199,6 +199,9 @@ class Run:
         from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
         layer_class = type(self._layers(model)[0])
         policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={layer_class})
+        if "lora" in self.case:  # PEFT's policy: every trainable leaf (lora_A / lora_B) its own unit, so no flat
+            from peft.utils.other import fsdp_auto_wrap_policy  # parameter mixes frozen bf16 and fp32 adapters
+            policy = fsdp_auto_wrap_policy(model)
         kwargs = {"auto_wrap_policy": policy, "device_id": torch.device(self.device), "use_orig_params": True,
                   "sharding_strategy": getattr(ShardingStrategy, self.case["fsdp"]["sharding_strategy"])}
         if self.case["regime"] == "fsdp-mixed":

@@ -85,8 +85,8 @@ ACCELERATE = "distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n"
 FSDP_CASES = [
     ("ZM301", "accelerate.yaml", ACCELERATE + "  fsdp_sharding_strategy: FULL_SHARDED\n", "FULL_SHARDED",
      ACCELERATE + "  fsdp_sharding_strategy: FULL_SHARD\n"),
-    ("ZM301", "fsdp_config.json", '{"fsdp_backward_prefetch": "BACKWARDS"}', '"BACKWARDS"',
-     '{"fsdp_backward_prefetch": "backward_pre"}'),
+    ("ZM301", "fsdp_config.json", '{"version": 1, "fsdp_backward_prefetch": "BACKWARDS"}', '"BACKWARDS"',
+     '{"version": 1, "fsdp_backward_prefetch": "backward_pre"}'),  # FSDP1: Transformers' FSDP2 default ignores it
     ("ZM302", "train_args.json", '{"output_dir": "out", "fsdp": "offload"}', '"offload"',
      '{"output_dir": "out", "fsdp": "full_shard offload"}'),
     ("ZM303", "train_args.json", '{"output_dir": "out", "fsdp": "full_shard shard_grad_op"}',

@@ -15,7 +15,7 @@ SERVER_SETTINGS = {"gpu_memory", "parameters", "world_size", "precision", "optim
 #: The peak's settings (issue 12), so far only in the VS Code extension's manifest.
 PEAK_SETTINGS = {"sequence_length", "micro_batch", "gradient_checkpointing", "attention", "reserved"}
 #: The training step the peak follows (issue 19).
-STEP_SETTINGS = {"engine", "param_dtype", "optimizer_impl", "loss_kernel"}
+STEP_SETTINGS = {"engine", "fsdp_version", "param_dtype", "optimizer_impl", "loss_kernel"}
 #: A LoRA / QLoRA run (issue 20).
 ADAPTER_SETTINGS = {"lora_rank", "lora_targets", "modules_to_save", "dora", "quantization", "double_quant"}
 #: The Accelerate config a recipe is launched with (issue 20).
@@ -49,7 +49,7 @@ def test_vscode_settings_mirror_the_server():
                            | TRAINER_SETTINGS)
     sample = {"gpuMemory": "24GiB", "parameters": "7B", "worldSize": 8, "precision": "bf16", "optimizer": "adamw",
               "warnFraction": 0.8, "sequenceLength": 4096, "microBatch": 2, "gradientCheckpointing": True,
-              "attention": "eager", "reserved": "1GiB", "engine": "torch", "paramDtype": "fp32",
+              "attention": "eager", "reserved": "1GiB", "engine": "torch", "fsdpVersion": 1, "paramDtype": "fp32",
               "optimizerImpl": "for-loop", "loraRank": 16, "loraTargets": "q_proj, v_proj", "modulesToSave": "lm_head",
               "dora": True, "quantization": "nf4", "doubleQuant": True,
               "accelerateConfig": "recipes/accelerate_configs/zero3.yaml",
@@ -61,6 +61,7 @@ def test_vscode_settings_mirror_the_server():
     assert (settings.dora, settings.quantization, settings.double_quant) == (True, "nf4", True)
     assert settings.accelerate_config == "recipes/accelerate_configs/zero3.yaml"
     assert (settings.engine, settings.param_dtype, settings.optimizer_impl) == ("torch", "fp32", "for-loop")
+    assert settings.fsdp_version == 1
     assert settings.loss_kernel == "chunked_ce"
     assert (settings.trainer, settings.precompute_ref_log_probs) == ("dpo", True)
     assert (settings.sequence_length, settings.micro_batch, settings.reserved) == (4096, 2, 2**30)
@@ -70,6 +71,7 @@ def test_vscode_settings_mirror_the_server():
         for example in prop.get("examples", []) + [v for v in prop.get("enum", []) if v != "default"]:
             booleans = ("gradientCheckpointing", "dora", "doubleQuant", "precomputeRefLogProbs")
             sent = {"true": True, "false": False}.get(example, example) if key in booleans else example
+            sent = int(sent) if key == "fsdpVersion" else sent  # a NUMBER_SETTINGS dropdown: sent as a number
             assert resolve_settings({key: sent})[1] == [], (key, example)  # as src/config.ts sends it
 
 

@@ -102,7 +102,8 @@ def test_mixed_precision_is_the_activation_dtype(tmp_path):
     assert _inputs(analysis)["dtype"].value == "bf16"
     assert analysis.plan.inputs.per_parameter.precision == "fp32"  # FSDP keeps the loaded fp32 shards
     forward = dict(analysis.plan.peak.stage_peak("zero3").phases["forward"].parts)
-    assert forward["gathered parameters"] == 2 * (ROOT + LAYER)  # in bf16: the root, and FSDP2's layer ahead
+    assert forward["gathered parameters"] == 2 * ROOT  # in bf16: the root (FSDP1, accelerate launch's default)
+    assert _inputs(analysis)["fsdp_version"].value == 1 and _inputs(analysis)["fsdp_version"].path is None
     assert forward["parameters"] == 4 * -(-llama0_parameters() // 8)  # fp32 shards
     from tests.cli.test_estimate_peak import CASES
     assert analysis.plan.peak.activations.total == CASES["llama-0"]["saved_bytes"]["2"]  # measured in bf16
@@ -114,3 +115,23 @@ def test_deepspeed_alias_spelling_of_zero3_sizes(tmp_path):
         "zeromem": _block(tmp_path, sequence_length=32)})
     parts = {part.name: part.bytes for part in _analyse(tmp_path, text).plan.peak.buffers["zero3"].parts}
     assert parts["stage3_prefetch_bucket_size"] == 4 * 1234 and parts["stage3_max_live_parameters"] == 4 * 99  # fp32
+
+
+def _versioned(tmp_path, written: str, setting: int | None):
+    block = {**_block(tmp_path, sequence_length=64, micro_batch=2), **({"fsdp_version": setting} if setting else {})}
+    yaml = ("distributed_type: FSDP\nnum_processes: 8\nmixed_precision: bf16\nfsdp_config:\n"
+            f"{written}  zeromem:\n" + "".join(f"    {key}: {json.dumps(value)}\n" for key, value in block.items()))
+    return _analyse(tmp_path, yaml, "accelerate.yaml")
+
+
+def test_the_fsdp_version_written_in_the_yaml_runs_and_the_setting_fills_only_the_default(tmp_path):
+    """FSDP2 keeps one layer's all-gather output alive at the loss (prefetched); FSDP1 does not (step._fsdp)."""
+    written = _versioned(tmp_path, "  fsdp_version: 2\n", None)
+    version = _inputs(written)["fsdp_version"]
+    assert (version.value, version.path) == (2, ("fsdp_config", "fsdp_version"))
+    forward = dict(written.plan.peak.stage_peak("zero3").phases["forward"].parts)
+    assert forward["gathered parameters"] == 2 * (ROOT + LAYER)  # the root, and FSDP2's layer ahead
+    filled = _inputs(_versioned(tmp_path, "", 2))["fsdp_version"]
+    assert (filled.value, filled.path) == (2, ("fsdp_config", "zeromem", "fsdp_version"))
+    kept = _inputs(_versioned(tmp_path, "  fsdp_version: 1\n", 2))["fsdp_version"]  # what the config says runs
+    assert (kept.value, kept.path) == (1, ("fsdp_config", "fsdp_version"))

@@ -1,10 +1,10 @@
 """The step over a frozen base (LoRA / QLoRA) against whole LoRA training steps measured with PEFT (no torch here).
 
 tests/data/step/measured_lora.json is written by `benchmarks/step/measure.py --lora` (PEFT get_peft_model on
-HF models built from config, torch AdamW, DeepSpeed ZeRO-2/3 over gloo, FSDP2; CPU): per rank, the peak of
+HF models built from config, torch AdamW, DeepSpeed ZeRO-2/3 over gloo, FSDP2 and FSDP1; CPU): per rank, the peak of
 live tensor storage bytes in each phase of step 2. Each case is given to `zeromem estimate` as a user would
 describe the run (model config, rank, targets, quantization, engine, precision, optimizer implementation, ranks,
-tokens), so the phases compared are the product's own (adapter_plan → peak.frozen_base → step._frozen). Run
+tokens; FSDP: its version and bf16 shards), so the phases compared are the product's own (adapter_plan → peak.frozen_base → step._frozen). Run
 this file as a script to print every case's error per phase.
 """
 
@@ -22,13 +22,14 @@ RECORD = json.loads(RECORD_PATH.read_text(encoding="utf-8"))
 CASES = [case for case in RECORD["cases"] if "error" not in case]
 PHASES = ("forward", "backward", "optimizer")
 GOAL, BOUND = 0.05, 0.10
-ENGINES = {"torch": ("torch", lambda case: "ddp"), "fsdp2": ("fsdp", lambda case: "zero3"),
+ENGINES = {"torch": ("torch", lambda case: "ddp"),
+           "fsdp2": ("fsdp", lambda case: "zero3" if case["fsdp"].get("reshard_after_forward", True) else "zero2"),
+           "fsdp1": ("fsdp", lambda case: {"FULL_SHARD": "zero3", "SHARD_GRAD_OP": "zero2",
+                                           "NO_SHARD": "ddp"}[case["fsdp"]["sharding_strategy"]]),
            "deepspeed": ("deepspeed", lambda case: f"zero{case['ds_config']['zero_optimization']['stage']}")}
-#: Measured but not compared: the run cannot be described to `zeromem estimate` as it ran (the FSDP peak with an
-#: adapter stays derived; docs/adapters.md).
-UNMATCHED = {"lora-fsdp2-r2-llama-h512-v8k-all-r8": "estimate --engine fsdp takes FSDP1 for an adapter (no FSDP "
-             "version option), and an HF fsdp_config with bf16=True means fp32 shards under mixed precision, not "
-             "the bf16 shards measured"}
+#: Measured but not compared: the run cannot be described to `zeromem estimate` as it ran (none now: FSDP cases
+#: say their version with --fsdp-version and their bf16 shards with --param-dtype).
+UNMATCHED: dict[str, str] = {}
 
 
 def estimate_arguments(case: dict, config_path: Path) -> list[str]:
@@ -42,6 +43,9 @@ def estimate_arguments(case: dict, config_path: Path) -> list[str]:
                  "--engine", engine, "--precision", "bf16", "--optimizer-impl", impl, "-R", str(case["ranks"]),
                  "--sequence-length", str(case["sequence_length"]), "--micro-batch", str(case["micro_batch"]),
                  "--attention", case["attention"]]
+    if case["engine"].startswith("fsdp"):  # bf16 shards, or fp32 ones under a bf16 mixed precision policy
+        shards = "fp32" if case["regime"] == "fsdp-mixed" else "bf16"
+        arguments += ["--fsdp-version", case["engine"][-1], "--param-dtype", shards]
     if case["gradient_checkpointing"]:
         arguments.append("--gradient-checkpointing")
     if lora.get("modules_to_save"):
@@ -114,7 +118,7 @@ def test_the_record_has_its_versions_and_the_cases_the_issue_asks_for():
     assert CASES and len(CASES) == len(RECORD["cases"]), [case["id"] for case in RECORD["cases"] if "error" in case]
     engines = {(case["engine"], case.get("ds_config", {}).get("zero_optimization", {}).get("stage"))
                for case in CASES}
-    assert {("torch", None), ("deepspeed", 2), ("deepspeed", 3)} <= engines
+    assert {("torch", None), ("deepspeed", 2), ("deepspeed", 3), ("fsdp1", None), ("fsdp2", None)} <= engines
     assert {case["optimizer"]["impl"] for case in CASES if case["engine"] == "torch"} == {"foreach", "for-loop", "fused"}
     assert {case["gradient_checkpointing"] for case in CASES} == {True, False}
     assert {case["config"]["tie_word_embeddings"] for case in CASES} == {True, False}

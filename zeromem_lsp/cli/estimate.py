@@ -16,7 +16,7 @@ from zeromem_lsp.provenance import Given, Origin
 from zeromem_lsp.memory.adapter_plan import lora_peak
 from zeromem_lsp.memory.estimate import Estimate, Inputs, estimate, inputs_from_parameters
 from zeromem_lsp.memory.plan import FAMILIES
-from zeromem_lsp.configs.settings_values import ENGINES, LOSS_KERNELS, OPTIMIZER_IMPLS, PARAM_DTYPES, QUANTIZATIONS, TRAINERS
+from zeromem_lsp.configs.settings_values import ENGINES, FSDP_VERSIONS, LOSS_KERNELS, OPTIMIZER_IMPLS, PARAM_DTYPES, QUANTIZATIONS, TRAINERS
 from zeromem_lsp.configs.settings_values import check_memory, check_parameters, check_reserve, decimal_budget_note
 from zeromem_lsp.configs.model_source import find_model_config
 from zeromem_lsp.rules.registry import rule_named
@@ -61,6 +61,9 @@ def register(commands) -> None:
     step = parser.add_argument_group("the training step the peak follows")
     step.add_argument("--engine", choices=ENGINES, help="what runs the step: torch (one process or DDP; only the DDP "
                       "stage), deepspeed (default) or fsdp; with --config: the config's own, which this overrides")
+    step.add_argument("--fsdp-version", type=int, choices=FSDP_VERSIONS,
+                      help="with --engine fsdp: FSDP1 (1, FullyShardedDataParallel) or FSDP2 (2, fully_shard; default, "
+                      "as Transformers' TrainingArguments); with --config: the config's, which this overrides")
     step.add_argument("--param-dtype", choices=PARAM_DTYPES,
                       help="the dtype weights are stored in (default per engine: deepspeed and torch the precision, "
                       "fsdp fp32)")
@@ -130,6 +133,13 @@ def _engine(args) -> str:
     return args.engine or "deepspeed"
 
 
+def _fsdp_version(args) -> Given:
+    """--fsdp-version, else what runs when nothing names one (peak_inputs.DEFAULT_FSDP_VERSION)."""
+    from zeromem_lsp.memory.peak_inputs import DEFAULT_FSDP_VERSION
+
+    return Given(args.fsdp_version, "--fsdp-version") if args.fsdp_version else DEFAULT_FSDP_VERSION
+
+
 def _param_dtype(args) -> str:
     """--param-dtype, else per engine: DeepSpeed and torch store weights in the precision, FSDP fp32 shards."""
     if args.param_dtype:
@@ -197,6 +207,7 @@ def _adapter_inputs(args, adapter, config, per_parameter, world_size: int) -> In
     try:
         inputs, _ = adapter_inputs(config, adapter, family, _param_dtype(args) if engine != "deepspeed"
                                    else args.precision, args.optimizer, world_size,
+                                   fsdp_version=_fsdp_version(args).value if engine == "fsdp" else None,
                                    assumptions=(f"model from {args.model_config}",))
     except AdapterInputError as error:
         option = OPTION_OF_FIELD.get(error.field, "--lora-rank")
@@ -290,7 +301,7 @@ def _peak_maker(args, shape, problem, plan_inputs: Inputs):
         attention=_flag(args, "attention", "sdpa"),
         dtype=Given(args.precision, "--precision"),
         reserved=Given(reserved, "--reserved") if reserved is not None else PeakInputs.reserved,
-        engine=engine,
+        engine=engine, fsdp_version=_fsdp_version(args) if engine.value == "fsdp" else None,
         param_dtype=Given(dtype, "--param-dtype") if args.param_dtype else Given(
             dtype, f"default: the stored precision under {engine.value}"),
         optimizer_impl=_flag(args, "optimizer_impl", "foreach"),

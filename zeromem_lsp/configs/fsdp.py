@@ -59,6 +59,8 @@ class FsdpSetup(NamedTuple):
     offload: bool
     offload_path: Path | None
     mixed_precision: str | None  # Accelerate's: no | fp16 | bf16 | fp8 (compute only under FSDP)
+    version_note: str = ""  # where `version` comes from: the key written, or the loader's default and its source
+    version_path: Path | None = None  # the key that sets it (None: the loader's default)
 
 
 def strip_prefix(key: str) -> str:
@@ -158,23 +160,36 @@ def _v2_checks(section: _Section, out: list[ConfigIssue], source: str) -> None:
                           "FSDP2 does not support LOCAL_STATE_DICT; use SHARDED_STATE_DICT or FULL_STATE_DICT"))
 
 
-def _checked_version(section: "_Section", name: str, out: list[ConfigIssue]) -> int:
-    """The FSDP version written in the section (default 1); an invalid one is reported."""
+#: What each loader runs when no version is written, and where that default is set.
+ACCELERATE_DEFAULT_VERSION = (1, "default: FSDP1 (accelerate launch's --fsdp_version default \"1\", accelerate 1.16 "
+                                 "commands/launch.py; FullyShardedDataParallelPlugin reads FSDP_VERSION, default 1)")
+AXOLOTL_DEFAULT_VERSION = (1, "default: FSDP1 (axolotl pins an unversioned fsdp_config to fsdp_version 1, "
+                              "utils/schemas/validation.py check_fsdp_version_in_fsdp_config)")
+TRANSFORMERS_DEFAULT_VERSION = (2, "default: FSDP2 (TrainingArguments' fsdp_config version default 2, transformers "
+                                   "5.24 training_args.py _process_fsdp_args)")
+
+
+def _checked_version(section: "_Section", name: str, out: list[ConfigIssue],
+                     default: tuple[int, str] = ACCELERATE_DEFAULT_VERSION) -> tuple[int, str, Path | None]:
+    """(version, where it comes from, its key) as written in the section, else the loader's `default`; an
+    invalid one is reported (and the default used)."""
     if not section.has("version"):
-        return 1
+        return (*default, None)
     parsed = _version(section.get("version"))
     if parsed is None:
         out.append(_issue("invalid_value", section.paths["version"], "value",
                           f"{name} must be 1 or 2, got {section.get('version')!r}"))
-        return 1
-    return parsed
+        return (*default, None)
+    return parsed, f"{section.written['version']} {section.get('version')!r}", section.paths["version"]
 
 
-def validate_accelerate_fsdp(data: dict, base: Path) -> tuple[list[ConfigIssue], FsdpSetup]:
-    """The `fsdp_config` block of an Accelerate config, as `accelerate launch` + the FSDP plugin read it."""
+def validate_accelerate_fsdp(data: dict, base: Path, default_version: tuple[int, str] = ACCELERATE_DEFAULT_VERSION,
+                             ) -> tuple[list[ConfigIssue], FsdpSetup]:
+    """The `fsdp_config` block of an Accelerate config, as `accelerate launch` + the FSDP plugin read it
+    (`default_version`: what runs when the block names no version)."""
     section = _Section(data, base)
     out: list[ConfigIssue] = []
-    version = _checked_version(section, "fsdp_version", out)
+    version, version_note, version_path = _checked_version(section, "fsdp_version", out, default_version)
     for name, written in section.written.items():
         if name in ACCELERATE_DEPRECATED:
             successor = ACCELERATE_DEPRECATED[name]
@@ -263,7 +278,7 @@ def validate_accelerate_fsdp(data: dict, base: Path) -> tuple[list[ConfigIssue],
                               f"{strategy} (fsdp_sharding_strategy{'' if section.has('sharding_strategy') else ', default'})"))
     offload = parse_bool(section.get("offload_params", False)) is True
     return out, FsdpSetup(version, strategy, strategy_path, strategy_note, offload,
-                          section.paths.get("offload_params"), None)
+                          section.paths.get("offload_params"), None, version_note, version_path)
 
 
 def parse_fsdp_options(value: object) -> tuple[list[str], list[str]]:
@@ -304,7 +319,8 @@ def validate_transformers_fsdp(
     """A `--fsdp_config` dict as TrainingArguments reads it. `options`: the `--fsdp` words when known."""
     section = _Section(data, base)
     out: list[ConfigIssue] = []
-    version = _checked_version(section, "fsdp_config version", out)
+    version, version_note, version_path = _checked_version(section, "fsdp_config version", out,
+                                                           TRANSFORMERS_DEFAULT_VERSION)
     for name, why in TRANSFORMERS_IGNORED.items():
         if section.has(name):
             out.append(_issue("ignored_setting", section.paths[name], "key",
@@ -352,10 +368,24 @@ def validate_transformers_fsdp(
         offload = "offload" in options
         if strategy is None and options:
             strategy, note = "FULL_SHARD", "no sharding option in --fsdp: Accelerate's default FULL_SHARD"
-    if version == 2:
-        reshard = parse_bool(section.get("reshard_after_forward", "false"))
-        strategy = "FULL_SHARD" if reshard else "SHARD_GRAD_OP"
-        note = (f"FSDP2 reshard_after_forward is {section.get('reshard_after_forward')!r}"
-                if section.has("reshard_after_forward") else "FSDP2 via Transformers: reshard_after_forward defaults to false")
-        path = section.paths.get("reshard_after_forward")
-    return out, FsdpSetup(version, strategy, path, note, offload, options_path if offload else None, None)
+    if section.has("cpu_offload") and parse_bool(section.get("cpu_offload")) is True:  # transformers 5.24
+        offload, offload_path = True, section.paths["cpu_offload"]
+    else:
+        offload_path = options_path if offload else None
+    if version == 2:  # _process_fsdp_args: a bool, written, else from --fsdp (_apply_legacy_fsdp_to_config), else True
+        legacy = [option for option in (options or []) if option.upper() in SHARDING_STRATEGIES]
+        if section.has("reshard_after_forward"):
+            reshard = parse_bool(section.get("reshard_after_forward"))
+            note = f"FSDP2 reshard_after_forward is {section.get('reshard_after_forward')!r}"
+            path = section.paths["reshard_after_forward"]
+        elif legacy and legacy[0] in ("full_shard", "shard_grad_op"):
+            reshard, note = legacy[0] == "full_shard", f"--fsdp option {legacy[0]!r} under FSDP2"
+        else:
+            reshard, note, path = True, "FSDP2 default: reshard_after_forward true (transformers 5.24)", None
+        refused = [option for option in legacy if option not in ("full_shard", "shard_grad_op")]
+        if refused and not xla:
+            out.append(_issue("fsdp2_rejects", options_path or (), "value",
+                              f"--fsdp {refused[0]} is only available with FSDP1 (Transformers raises with fsdp_config "
+                              "version 2, the default): set fsdp_config version 1, or use full_shard / shard_grad_op"))
+        strategy = None if reshard is None else "FULL_SHARD" if reshard else "SHARD_GRAD_OP"
+    return out, FsdpSetup(version, strategy, path, note, offload, offload_path, None, version_note, version_path)

@@ -78,8 +78,9 @@ def validate_hf_arguments(data: dict, loader: Loader | None = None) -> tuple[lis
         fsdp_issues += issues
         if "zeromem" in config:
             block_path, block = ("fsdp_config", "zeromem"), config["zeromem"]
-    if fsdp_setup is None and options:
-        _, fsdp_setup = validate_transformers_fsdp({}, ("fsdp_config",), options, ("fsdp",))
+    if fsdp_setup is None and options:  # no fsdp_config: Transformers' default version (2) decides what --fsdp may say
+        found, fsdp_setup = validate_transformers_fsdp({}, ("fsdp_config",), options, ("fsdp",))
+        fsdp_issues += [issue for issue in found if issue.kind == "fsdp2_rejects"]
     deepspeed = data.get("deepspeed")
     deepspeed_config, deepspeed_path = None, None
     if isinstance(deepspeed, dict):

@@ -137,6 +137,8 @@ def _certain(name: str, value: object) -> object:
         return value if type(value) is int and 1 <= value <= MAX_COUNT else _DOUBT
     if name in ("gradient_checkpointing", "dora", "double_quant", "lora_target_linear", "precompute_ref_log_probs"):
         return value if type(value) is bool else _DOUBT
+    if name == "fsdp_version":
+        return value if type(value) is int and value in (1, 2) else _DOUBT
     if name == "lora_rank":
         return value if type(value) is int and 1 <= value <= MAX_SIZE else _DOUBT
     if name in REGEX_SETTINGS:

@@ -111,6 +111,16 @@ ParametersSetting = Annotated[
 ]
 
 
+def _whole_version(value: object) -> object:
+    """1 or 2 as an integer: true, 2.0 or "2" are not an FSDP version."""
+    if value is not None and type(value) is not int:
+        raise ValueError(f"expected 1 or 2 (an integer), got {value!r}")
+    return value
+
+
+FsdpVersion = Annotated[Literal[plain.FSDP_VERSIONS], BeforeValidator(_whole_version)]  # type: ignore[valid-type]
+
+
 class ZeromemSettingsModel(BaseModel):
     """Declarations for zeromem; DeepSpeed ignores this top-level block."""
 
@@ -171,6 +181,11 @@ class ZeromemSettingsModel(BaseModel):
         None, description="What runs the training step, for the peak: `torch` (one process or DDP), `deepspeed` "
         "or `fsdp`; default: what the config is (a ds_config: deepspeed; an FSDP config: fsdp). It names the "
         "step the peak models; ZeRO stages and model state still come from the config.",
+    )
+    fsdp_version: FsdpVersion | None = Field(
+        None, description="FSDP1 (1: FullyShardedDataParallel) or FSDP2 (2: fully_shard) when the step "
+        "is FSDP, for the peak and the adapter's state; default: the config's `fsdp_version` / `version`, else what "
+        "its loader runs (Accelerate YAML and axolotl 1, a Transformers fsdp_config 2; docs/fsdp-accelerate.md).",
     )
     param_dtype: Literal[plain.PARAM_DTYPES] | None = Field(  # type: ignore[valid-type]
         None, description="The dtype the weights are stored in, for the peak; default per engine: deepspeed "

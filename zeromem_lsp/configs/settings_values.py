@@ -27,6 +27,7 @@ SETTING_NAMES = (
     "attention",
     "reserved",
     "engine",
+    "fsdp_version",
     "param_dtype",
     "optimizer_impl",
     "lora_rank",
@@ -52,6 +53,8 @@ DEFAULT_WARN_FRACTION = 0.9
 ATTENTIONS = ("sdpa", "eager")
 #: What runs the step (the peak's phases differ): plain torch / DDP, DeepSpeed ZeRO, FSDP.
 ENGINES = ("torch", "deepspeed", "fsdp")
+#: FSDP1 (FullyShardedDataParallel) or FSDP2 (fully_shard), when the engine is fsdp.
+FSDP_VERSIONS = (1, 2)
 #: The dtype the weights are stored in.
 PARAM_DTYPES = ("bf16", "fp16", "fp32")
 #: torch.optim's AdamW implementations (foreach: the GPU default; fused: also DeepSpeed's FusedAdam).

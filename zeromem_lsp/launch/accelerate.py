@@ -146,7 +146,10 @@ def _paired(reading: Reading, data: dict, setup: AccelerateSetup, shown: str, at
     elif kind == "DEEPSPEED":
         source, workload = _accelerate_deepspeed(reading, setup, shown, at, loader, issues)
     elif kind == "FSDP" and setup.fsdp is not None:
-        fsdp = setup.fsdp._replace(strategy_path=None, offload_path=None,
+        written = setup.fsdp.version_note
+        version_note = (f"{written}; {shown} names no fsdp_version" if written.startswith("default")
+                        else f"{shown} {written}")
+        fsdp = setup.fsdp._replace(strategy_path=None, offload_path=None, version_path=None, version_note=version_note,
                                    strategy_note=f"{shown} {setup.fsdp.strategy_note}",
                                    mixed_precision=_compute(recipe) or setup.mixed_precision)
         source = FsdpSource(fsdp, world_hint=why or None)

@@ -47,7 +47,8 @@ FSDP_STAGES = {"ddp": (False, False), "zero2": (True, False), "zero3": (True, Tr
 #: The peak's inputs by field name (the `zeromem` setting of the same name), with their display labels.
 INPUT_LABELS = {"sequence_length": "sequence length", "micro_batch": "micro-batch",
                 "gradient_checkpointing": "gradient checkpointing", "attention": "attention", "dtype": "dtype",
-                "reserved": "reserved", "engine": "engine", "param_dtype": "parameter dtype",
+                "reserved": "reserved", "engine": "engine", "fsdp_version": "FSDP version",
+                "param_dtype": "parameter dtype",
                 "optimizer_impl": "optimizer implementation", "loss_kernel": "loss kernel", "trainer": "trainer",
                 "precompute_ref_log_probs": "precomputed reference log-probs"}
 
@@ -77,6 +78,7 @@ class PeakInputs:
     dtype: Given | None = None  # the compute dtype (activations)
     reserved: Given = Given(DEFAULT_RESERVED, "default (CUDA context + allocator)")
     engine: Given | None = None  # torch | deepspeed | fsdp: the step the phase model follows
+    fsdp_version: Given | None = None  # 1 | 2 when the engine is fsdp (peak_inputs.fsdp_version)
     param_dtype: Given | None = None  # the dtype weights are stored in (the phase model's param_dtype)
     optimizer_impl: Given | None = None  # foreach | for-loop | fused (the phase model's optimizer scratch)
     loss_kernel: Given = Given("hf", "default: Transformers' ForCausalLMLoss")  # settings_values.LOSS_KERNELS
@@ -145,7 +147,8 @@ class Peak:
         try:
             arguments = step_arguments(self.source, self.family, stage, offload or self.offload)
             if self.lora_activations is not None:
-                arguments["frozen"] = frozen_base(self.source, self.lora_activations, stage, offload or self.offload)
+                arguments["frozen"] = frozen_base(self.source, self.lora_activations, stage, offload or self.offload,
+                                                  arguments["engine"])
             if str(_value(self.source.trainer) or "sft") != "sft":
                 step = estimate_preference_step(preference(self.source, arguments, stage, offload or self.offload),
                                                 **arguments)
@@ -213,6 +216,7 @@ class Peak:
         if activations is not None and lora is not None:
             activations["full_fine_tuning_bytes"] = acts.total
             activations["lora"] = {**lora._asdict(), "adapter_dtype": self.source.lora.adapter_dtype,  # type: ignore[union-attr]
+                                   "adapter_compute_dtype": lora_compute_dtype(self.source, self.family),
                                    "activation_dtype": self.source.lora.activation_dtype,  # type: ignore[union-attr]
                                    "step": FROZEN_STEP}
             activations["bytes"] = lora.total
@@ -275,15 +279,18 @@ def step_arguments(inputs: PeakInputs, family: str, stage: str, offload: object)
         if (moves_p or moves_o) and inputs.lora is None:  # a frozen base's step places P, G, O itself
             raise StepInputError("the phase model has no FSDP CPU offload")
         sharded, reshard = FSDP_STAGES[stage]
+        version = _value(inputs.fsdp_version)
         arguments.update(fsdp_sharded=sharded, fsdp_reshard=reshard, fsdp_mixed=compute != param_dtype,
-                         offload_optimizer=moves_o)
+                         offload_optimizer=moves_o, fsdp_version=2 if version is None else version)
     return arguments
 
 
 #: How the peak with an adapter is made (JSON `activations.lora.step`; docs/adapters.md).
-FROZEN_STEP = ("the step over a frozen base: measured as a whole step with PEFT on CPU (29 LoRA / QLoRA NF4 steps: "
-               "torch AdamW foreach, for-loop, fused; DeepSpeed ZeRO-2 and ZeRO-3 at 2 ranks; every phase within "
-               "±5%, worst +4.6%); derived from the measured terms, not measured whole, under FSDP, ZeRO-1 and offload")
+FROZEN_STEP = ("the step over a frozen base: measured as a whole step with PEFT on CPU (35 LoRA / QLoRA NF4 steps: "
+               "torch AdamW foreach, for-loop, fused; DeepSpeed ZeRO-2 and ZeRO-3 at 2 ranks; FSDP2 with and without "
+               "resharding, bf16 shards or fp32 ones under bf16 mixed precision, and FSDP1 FULL_SHARD, at 2 ranks; "
+               "every phase within ±5%, worst +4.6%, FSDP within ±1%); derived from the measured terms, not measured "
+               "whole, under FSDP1 mixed precision and SHARD_GRAD_OP, NO_SHARD, ZeRO-1 and offload")
 #: Which of P, G, O a stage shards (the contract's placement, docs/memory-model.md): ZeRO-1 O, ZeRO-2 G and O,
 #: ZeRO-3 all three (FSDP's SHARD_GRAD_OP and FULL_SHARD use the zero2 / zero3 keys).
 SHARDED = {"ddp": (False, False, False), "zero1": (False, False, True), "zero2": (False, True, True),
@@ -299,11 +306,16 @@ def adapter_placement(lora: LoraPeak, stage: str, ranks: int, offload: object) -
                  for size, sharded, moved in zip(own, SHARDED[stage], moves))
 
 
-def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: object) -> FrozenBase:
+def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: object,
+                engine: str = "") -> FrozenBase:
     """The step model's frozen base for a LoRA run at `stage`: the adapter's P, G, O as placed, the trainable
-    tensors this rank steps on (DeepSpeed: an fp32 partition beside its fp32 gradients), LoRA's activations."""
+    tensors this rank steps on (DeepSpeed: an fp32 partition beside its fp32 gradients), LoRA's activations.
+    Under FSDP without resharding (the zero2 key) the persistent parameters are still shards: the gathered
+    layers kept from forward to backward are the step's own part (step._gathered_frozen), not P."""
     lora = inputs.lora
-    params, grads, states = adapter_placement(lora, stage, inputs.ranks, offload)  # type: ignore[arg-type]
+    placed = "zero3" if engine == "fsdp" and stage == "zero2" else stage
+    params, _, _ = adapter_placement(lora, placed, inputs.ranks, offload)  # type: ignore[arg-type]
+    _, grads, states = adapter_placement(lora, stage, inputs.ranks, offload)  # type: ignore[arg-type]
     trainable = lora.count.trainable  # type: ignore[union-attr,attr-defined]
     if SHARDED[stage][2]:
         trainable = -(-trainable // inputs.ranks)
@@ -439,7 +451,7 @@ def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, offloa
                                                bool(inputs.gradient_checkpointing.value), str(inputs.attention.value))
         except ActivationInputError as error:
             missing.append(str(error))
-    lora = _lora_activations(inputs, missing) if not missing and inputs.lora is not None else None
+    lora = _lora_activations(inputs, missing, family) if not missing and inputs.lora is not None else None
     return Peak(state=dict(state), buffers=buffers, activations=activations,
                 reserved=int(inputs.reserved.value), inputs=inputs.used(), missing=tuple(missing),  # type: ignore[arg-type]
                 family=family, source=inputs, offload=offload, lora_activations=lora)
@@ -450,13 +462,23 @@ def policy_rows(inputs: PeakInputs) -> int:
     return rows(str(_value(inputs.trainer) or "sft"), inputs.micro_batch.value)  # type: ignore[union-attr,arg-type]
 
 
-def _lora_activations(inputs: PeakInputs, missing: list[str]) -> LoraActivations | None:
+def lora_compute_dtype(inputs: PeakInputs, family: str) -> str:
+    """The dtype the adapters compute in: their own (PEFT's fp32; PEFT casts the input to lora_A's dtype,
+    peft/tuners/lora/layer.py `_cast_input_dtype`), but under FSDP mixed precision the gathered adapters are in
+    the compute dtype like every parameter (MixedPrecisionPolicy.param_dtype), so no fp32 input copy is kept."""
+    lora = inputs.lora
+    engine, compute = str(_value(inputs.engine) or family), str(_value(inputs.dtype))
+    stored = str(_value(inputs.param_dtype) or compute)
+    return compute if engine == "fsdp" and stored != compute else lora.adapter_dtype  # type: ignore[union-attr]
+
+
+def _lora_activations(inputs: PeakInputs, missing: list[str], family: str = "") -> LoraActivations | None:
     """What one micro-batch keeps with LoRA on a frozen base, or None with the reason in `missing`."""
     lora = inputs.lora
     try:
         return estimate_lora_activations(
             inputs.shape, lora.count, inputs.sequence_length.value, policy_rows(inputs),  # type: ignore[union-attr,arg-type]
-            lora.activation_dtype, lora.adapter_dtype, str(inputs.attention.value),  # type: ignore[union-attr]
+            lora.activation_dtype, lora_compute_dtype(inputs, family), str(inputs.attention.value),  # type: ignore[union-attr]
             bool(inputs.gradient_checkpointing.value))
     except ActivationInputError as error:
         missing.append(f"LoRA activations: {error}")

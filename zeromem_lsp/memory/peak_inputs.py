@@ -94,9 +94,30 @@ def step_choices(family: str, resolved: Resolved, precision: str | None,
     return engine, param_dtype, impl
 
 
+#: What runs when nothing names an FSDP version (`estimate --engine fsdp`, a non-FSDP config with engine fsdp):
+#: Transformers' TrainingArguments default (transformers 5.24 training_args.py `_process_fsdp_args`), which is also
+#: the answer `accelerate config` offers first (accelerate 1.16 commands/config/cluster.py).
+DEFAULT_FSDP_VERSION = Given(2, "default: FSDP2 (Transformers' TrainingArguments default, transformers 5.24)")
+
+
+def fsdp_version(config: Given | None, resolved: Resolved) -> Given:
+    """The FSDP version the step runs, with its origin: a command-line flag; else the version the config writes;
+    else the `fsdp_version` setting (block, project, editor); else the config's loader default (`config` with a
+    "default" note); else DEFAULT_FSDP_VERSION."""
+    written = config is not None and not config.note.startswith("default")
+    value = resolved.settings.fsdp_version
+    if value is not None and (resolved.commanded("fsdp_version") or not written):
+        origin = resolved.origin("fsdp_version") or Origin("zeromem.fsdp_version")
+        if written and value != config.value:  # type: ignore[union-attr]
+            return Given(value, f"{origin.note} (overrides {config.note})", origin.path)  # type: ignore[union-attr]
+        return Given.of(value, origin)
+    return config if config is not None else DEFAULT_FSDP_VERSION
+
+
 def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precision_origin: Origin | None,
-                family: str = "deepspeed") -> PeakInputs:
-    """Every input of the peak, each with its origin, for a plan of these `inputs`."""
+                family: str = "deepspeed", version: Given | None = None) -> PeakInputs:
+    """Every input of the peak, each with its origin, for a plan of these `inputs`. `version`: the FSDP version
+    the config gives (`fsdp_version`), resolved here when the step is FSDP's."""
     workload, settings = source.workload, resolved.settings
     micro = _pick(workload.micro_batch, "micro_batch", resolved) or _derived_micro_batch(source.setup,
                                                                                         inputs.world_size)
@@ -112,6 +133,7 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
     engine, param_dtype, impl = step_choices(family, resolved, precision, source.setup)
     return PeakInputs(
         engine=engine, param_dtype=param_dtype, optimizer_impl=impl,
+        fsdp_version=fsdp_version(version, resolved) if engine.value == "fsdp" else None,
         loss_kernel=_pick(applied(workload.loss, model.shape.model_type if model.shape else None)  # type: ignore[arg-type]
                           if workload.loss is not None else None, "loss_kernel", resolved, PeakInputs.loss_kernel),
         shape=model.shape,

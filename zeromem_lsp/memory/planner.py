@@ -17,6 +17,7 @@ from zeromem_lsp.memory.adapter_plan import Adapter, AdapterInputError, adapter_
 from zeromem_lsp.configs.training import TrainingSetup, implied_world_size
 from zeromem_lsp.memory.peak import estimate_peak
 from zeromem_lsp.memory.peak_inputs import PeakSource, peak_inputs
+from zeromem_lsp.memory.peak_inputs import fsdp_version as resolve_fsdp_version
 from zeromem_lsp.memory.plan import (
     DEEPSPEED, DEFAULT_WARN_FRACTION, FSDP, FSDP_CPU_OFFLOAD, TORCH, Family, FsdpOffload, Inputs, MemoryPlan,
     Offload, Origin, Unplanned, inputs_from_parameters, place,
@@ -92,14 +93,15 @@ def build(
     peak: PeakSource | None = None,
     read_origins: dict[str, Origin] | None = None,
     adapter: Adapter | None = None,
-    fsdp_version: int | None = None,
+    fsdp_version: Given | None = None,
 ) -> MemoryPlan | Unplanned:
     """The finished plan, once the family has read its stage, offload and ranks.
 
     `per_parameter(missing)` -> (BytesPerParameter, {"precision": Origin, "optimizer": Origin}, extra
     assumptions), or None with `missing` extended; called only when no explicit bytes are declared.
     `peak`: what the peak needs beyond the plan (None: no peak, as in the calculator). `adapter`: a LoRA run
-    (memory/adapter_plan): P, G, O count frozen and trainable parameters apart, from the model's config.json."""
+    (memory/adapter_plan): P, G, O count frozen and trainable parameters apart, from the model's config.json.
+    `fsdp_version`: the FSDP config's version and where it comes from (resolved with the settings, peak_inputs)."""
     settings = resolved.settings
     explicit = (settings.parameter_bytes, settings.gradient_bytes, settings.optimizer_bytes)
     origins: dict[str, Origin] = dict(read_origins or {})
@@ -118,7 +120,9 @@ def build(
             origins["parameters"] = _setting(resolved, "parameters")
             assumptions = [f"precision: {origins['precision'].note}", f"optimizer: {origins['optimizer'].note}", *extra]
             if adapter is not None:
-                inputs = _adapter_inputs(adapter, peak, family, bytes_each, ranks, fsdp_version, assumptions, missing)
+                version = resolve_fsdp_version(fsdp_version, resolved) if family.name == "fsdp" else None
+                inputs = _adapter_inputs(adapter, peak, family, bytes_each, ranks,
+                                         version.value if version else None, assumptions, missing)
             else:
                 inputs = inputs_from_parameters(settings.parameters, bytes_each, ranks, tuple(assumptions))
     if missing or inputs is None:
@@ -131,7 +135,7 @@ def build(
     if peak is not None:
         state = {key: placement.gpu[key] for key in family.stages}
         estimated = estimate_peak(state, family.name, peak_inputs(peak, resolved, inputs, origins.get("precision"),
-                                                                       family.name), offload)
+                                                                       family.name, fsdp_version), offload)
     warn = settings.warn_fraction if settings.warn_fraction is not None else DEFAULT_WARN_FRACTION
     return MemoryPlan(stage=stage, stage_path=stage_path, inputs=inputs, origins=origins, offload=offload,
                       placement=placement, gpu_memory=settings.gpu_memory, warn_fraction=warn, policy=family,
@@ -261,7 +265,8 @@ def fsdp_plan(source: FsdpSource, resolved: Resolved, peak: PeakSource | None = 
 
     return build(FSDP, FSDP_STRATEGY_STAGE.get(strategy), strategy_origin.path,
                  FSDP_CPU_OFFLOAD if fsdp.offload else FsdpOffload(), ranks, ranks_origin, per_parameter, resolved,
-                 missing, peak, {"strategy": strategy_origin}, adapter, getattr(fsdp, "version", None))
+                 missing, peak, {"strategy": strategy_origin}, adapter,
+                 Given(fsdp.version, fsdp.version_note or f"fsdp_version {fsdp.version}", fsdp.version_path))
 
 
 def torch_plan(source: TorchSource, resolved: Resolved, peak: PeakSource | None = None,

@@ -82,7 +82,8 @@ class FrozenBase(NamedTuple):
     """A frozen base with trainable adapters (LoRA / QLoRA), per rank: persistent bytes as the plan places the
     adapter's P, G, O at the stage (memory/adapter_plan.py), and what the step needs beside them. With it the
     moments are the full step's (`_frozen`), over trainable tensors only. Measured whole with PEFT (torch,
-    DeepSpeed ZeRO-2/3: tests/data/step/measured_lora.json); derived under FSDP."""
+    DeepSpeed ZeRO-2/3, FSDP2 with and without resharding and under mixed precision, FSDP1 FULL_SHARD:
+    tests/data/step/measured_lora.json); derived under FSDP1 mixed precision and SHARD_GRAD_OP, and NO_SHARD."""
 
     parameters: int  # frozen base + adapters on this rank (P as placed)
     gradients: int  # the adapters' gradients on this rank (G as placed): only from the end of backward
@@ -484,7 +485,9 @@ def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: 
     layer = g * t.layer_total if sharded else 0
     kept = layer * t.layers if not reshard else 0
     ahead = layer if version == 2 and collective else 0  # FSDP2: one layer's all-gather output alive at the loss
-    forward, loss = _loss_moments(setup, base + [Part("gathered parameters", root + kept + ahead)])
+    forward, _ = _loss_moments(setup, base + [Part("gathered parameters", root + kept + ahead)])
+    _, loss = _loss_moments(setup, base + [Part("gathered parameters", root + kept + _backward_ahead(
+        version, reshard, r if collective else 1, layer))])
     grads_layer = _ceil(w * t.layer_total, r)
     head = _ceil(w * (t.head + t.final_norm), r) if t.head else 0
     scatter = 2 * w * t.layer_total if collective else 0  # reduce-scatter input + full-size output (gloo)
@@ -511,6 +514,16 @@ def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: 
                     "optimizer": {"the optimizer step": step}})
 
 
+def _backward_ahead(version: int, reshard: bool, ranks: int, layer: int) -> int:
+    """A layer gathered ahead at the loss's backward, when layers are resharded after forward (unresharded ones are
+    all gathered already: measured, lora-fsdp2-*-noreshard). FSDP2: the one its forward prefetch left alive (as at
+    the loss). FSDP1: the root's pre-backward hook, on the model's outputs (the loss among them), unshards the root
+    and, with BACKWARD_PRE (torch's default backward_prefetch), prefetches the next handle in reverse post-forward
+    order, the last decoder layer (torch/distributed/fsdp/_runtime_utils.py `_pre_backward_hook` →
+    `_prefetch_handle(..., _PrefetchMode.BACKWARD)`; measured: lora-fsdp1-*)."""
+    return layer if ranks > 1 and reshard else 0
+
+
 class _Gathered(NamedTuple):
     """What a frozen base's engine holds beside P, G, O (bytes): gathered parameters at the loss, at the loss's
     backward and in a layer's backward; ZeRO-3's first coalesced fetch and its reduce bucket."""
@@ -523,15 +536,20 @@ class _Gathered(NamedTuple):
 
 
 def _gathered_frozen(setup: _Setup, frozen: FrozenBase, engine: str, stage: int, buckets: Buckets,
-                     fsdp: tuple[int, bool, bool]) -> _Gathered:
+                     fsdp: tuple[int, bool, bool, bool]) -> _Gathered:
     """The full step's rules for gathered parameters (`_deepspeed` ZeRO-3, `_fsdp`), frozen weights at
     `bytes_each` — frozen parameters are partitioned and gathered like trainable ones; bytes pro rata of the whole
     P (a quantized base gathers its packed bytes). ZeRO-3 also makes its IPG reduce bucket with the optimizer
     (stage3.py, contiguous_gradients), and its first fetch (up to the prefetch bucket) is one flat all-gather
-    output copied out per parameter (partition_parameters.py, `AllGatherCoalescedHandle.wait`)."""
+    output copied out per parameter (partition_parameters.py, `AllGatherCoalescedHandle.wait`). FSDP under mixed
+    precision gathers every parameter, frozen or not, in the compute dtype (FSDP2 `MixedPrecisionPolicy.param_dtype`:
+    `_fsdp_param.py` casts each shard before the all-gather; measured: lora-fsdp2-*-mixed)."""
     t, r = setup.tensors, setup.ranks
+    version, reshard, sharded, mixed = fsdp
 
     def g(elements: int) -> int:
+        if engine == "fsdp" and mixed:
+            return setup.c * elements
         return -(-elements * frozen.all_bytes // frozen.all_parameters) if frozen.all_parameters else 0
 
     if engine == "deepspeed" and stage == 3 and r > 1:
@@ -551,11 +569,11 @@ def _gathered_frozen(setup: _Setup, frozen: FrozenBase, engine: str, stage: int,
             else buckets.reduce_bucket_size
         bucket = setup.w * reduce if buckets.contiguous_gradients else 0
         return _Gathered(g(elements), g(again), g(elements), g(fetch), bucket)
-    version, reshard, sharded = fsdp
     if engine == "fsdp" and sharded:
         layer, kept = g(t.layer_total), 0 if reshard else g(t.layer_total * t.layers)
         ahead = layer if version == 2 and r > 1 else 0
-        return _Gathered(g(t.root) + kept + ahead, g(t.root) + kept + ahead, g(t.root) + max(kept, 2 * layer))
+        return _Gathered(g(t.root) + kept + ahead, g(t.root) + kept + _backward_ahead(version, reshard, r, layer),
+                         g(t.root) + max(kept, 2 * layer))
     return _Gathered()
 
 
@@ -642,7 +660,8 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
                    F32 if autocast else DTYPE_BYTES[param_dtype], DTYPE_BYTES[compute], ranks, optimizer_impl,
                    checkpointing, loss_kernel, frozen is None, micro_batch, loss)
     if frozen is not None:
-        gathered = _gathered_frozen(setup, frozen, engine, stage, buckets, (fsdp_version, fsdp_reshard, fsdp_sharded))
+        gathered = _gathered_frozen(setup, frozen, engine, stage, buckets,
+                                    (fsdp_version, fsdp_reshard, fsdp_sharded, fsdp_mixed))
         phases = _frozen(setup, shape, frozen, gathered, offload_optimizer, optimizer not in OPTIMIZERS)
     elif engine == "torch":
         phases = _torch(setup, shape, autocast, ddp_bucket_view)

@@ -177,6 +177,10 @@ def suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion)
         member = _member(context, base)
         if member is None or member.value is None:
             return ()
+        written = data.get("fsdp_config") if isinstance(data.get("fsdp_config"), dict) else {}
+        version = written.get("version", written.get("fsdp_version", 2))  # transformers 5.24: FSDP2 by default
+        if suggestion.stage == "ddp" and str(version) != "1":
+            return ()  # no_shard is FSDP1's only (TrainingArguments raises under FSDP2)
         options, _ = parse_fsdp_options(member.value.value)
         words = [w for w in options if w.upper() not in STRATEGY_FOR_STAGE.values() and not w.startswith("hybrid")]
         words = [strategy.lower()] + [w for w in words if w != "offload"] + (["offload"] if offload or "offload" in options else [])

@@ -337,9 +337,10 @@ RULES: dict[str, Rule] = _rules(
     Rule(
         "ZM306", "fsdp2-rejects-setting", "error",
         "With `fsdp_version: 2`, a setting FSDP2 rejects: `reshard_after_forward` that is not a boolean (FSDP1's "
-        "strategy names), or `LOCAL_STATE_DICT`.",
+        "strategy names), `LOCAL_STATE_DICT`, or a `--fsdp` hybrid_shard / hybrid_shard_zero2 / no_shard option "
+        "under Transformers' FSDP2 (its default version).",
         "FSDP2 (`fully_shard`) takes a boolean for resharding and has no local state dict; Accelerate raises a "
-        "ValueError while building the plugin.",
+        "ValueError while building the plugin, and TrainingArguments raises for an FSDP1-only sharding option.",
         "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n  fsdp_reshard_after_forward: FULL_SHARD",
         "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n  fsdp_reshard_after_forward: true",
     ),

@@ -21,6 +21,7 @@ export interface ExtensionSettings {
   attention?: string | null;
   reserved?: string | null;
   engine?: string | null;
+  fsdpVersion?: string | number | null;
   paramDtype?: string | null;
   optimizerImpl?: string | null;
   lossKernel?: string | null;
@@ -49,6 +50,7 @@ export const SERVER_SETTING_KEYS = [
   "attention",
   "reserved",
   "engine",
+  "fsdpVersion",
   "paramDtype",
   "optimizerImpl",
   "lossKernel",
@@ -159,12 +161,12 @@ export function serverSettings(settings: ExtensionSettings): ServerSettings {
 /** The dropdowns' "unset" choice: the Settings UI cannot offer null. */
 export const UNSET_CHOICE = "default";
 const CHOICE_SETTINGS: ReadonlySet<string> = new Set([
-  "precision", "optimizer", "gradientCheckpointing", "attention", "engine", "paramDtype", "optimizerImpl", "dora",
+  "precision", "optimizer", "gradientCheckpointing", "attention", "engine", "fsdpVersion", "paramDtype", "optimizerImpl", "dora",
   "quantization", "doubleQuant", "lossKernel", "trainer", "precomputeRefLogProbs",
 ]);
 /** Numbers typed into the Settings UI's text boxes (it has no box for an optional number). */
 const NUMBER_SETTINGS: ReadonlySet<string> = new Set([
-  "worldSize", "warnFraction", "sequenceLength", "microBatch", "loraRank",
+  "worldSize", "warnFraction", "sequenceLength", "microBatch", "loraRank", "fsdpVersion",
 ]);
 /** Dropdowns for an optional boolean: "true" / "false" (or "default"). */
 const BOOLEAN_SETTINGS: ReadonlySet<string> = new Set([

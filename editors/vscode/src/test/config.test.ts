@@ -91,6 +91,8 @@ describe("serverSettings", () => {
     assert.deepEqual(serverSettings({ sequenceLength: "4096", microBatch: " 2 ", gradientCheckpointing: "false", attention: "default" }),
       { sequenceLength: 4096, microBatch: 2, gradientCheckpointing: false });
     assert.deepEqual(serverSettings({ gradientCheckpointing: "default", reserved: "" }), {});
+    assert.deepEqual(serverSettings({ fsdpVersion: "2" }), { fsdpVersion: 2 }); // the dropdown's "2", sent as 2
+    assert.deepEqual(serverSettings({ fsdpVersion: "default" }), {});
     // not a number: passed on as typed, so the server names the problem
     assert.deepEqual(serverSettings({ worldSize: "eight" }), { worldSize: "eight" });
   });
