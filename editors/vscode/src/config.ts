@@ -25,8 +25,14 @@ export interface ExtensionSettings {
   optimizerImpl?: string | null;
   lossKernel?: string | null;
   loraRank?: string | number | null;
-  loraTargets?: string | null;
+  loraTargets?: string | string[] | { regex: string } | null;
   modulesToSave?: string | null;
+  excludeModules?: string | string[] | { regex: string } | null;
+  layersToTransform?: number[] | null;
+  layersPattern?: string[] | null;
+  loraRankPattern?: Record<string, number> | null;
+  loraTargetLinear?: string | boolean | null;
+  targetParameters?: string[] | null;
   dora?: string | boolean | null;
   quantization?: string | null;
   doubleQuant?: string | boolean | null;
@@ -55,6 +61,12 @@ export const SERVER_SETTING_KEYS = [
   "loraRank",
   "loraTargets",
   "modulesToSave",
+  "excludeModules",
+  "layersToTransform",
+  "layersPattern",
+  "loraRankPattern",
+  "loraTargetLinear",
+  "targetParameters",
   "dora",
   "quantization",
   "doubleQuant",
@@ -64,7 +76,9 @@ export const SERVER_SETTING_KEYS = [
 ] as const;
 
 export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];
-export type ServerSettings = Partial<Record<ServerSettingKey, string | number | boolean>>;
+/** What the server gets: JSON values (lists and objects for the adapter-matching settings). */
+export type SettingValue = string | number | boolean | readonly (string | number)[] | { readonly [key: string]: unknown };
+export type ServerSettings = Partial<Record<ServerSettingKey, SettingValue>>;
 
 export interface ServerCommand {
   command: string;
@@ -136,7 +150,8 @@ export function serverCommand(settings: ExtensionSettings, environment: Environm
 
 /**
  * The server's settings from the extension's: only the keys the server knows (it warns about any
- * other), and nothing for unset values (null, "", whitespace), so the server's defaults apply.
+ * other), and nothing for unset values (null, "", whitespace, [] and {}: the list and object settings'
+ * defaults), so the server's defaults apply. Lists and objects go as written; the server checks them.
  */
 export function serverSettings(settings: ExtensionSettings): ServerSettings {
   const result: ServerSettings = {};
@@ -151,6 +166,8 @@ export function serverSettings(settings: ExtensionSettings): ServerSettings {
       else result[key] = text;
     } else if ((typeof value === "number" && Number.isFinite(value)) || typeof value === "boolean") {
       result[key] = value; // settings.json written before these became strings
+    } else if (STRUCTURED_SETTINGS.has(key) && typeof value === "object" && Object.keys(value).length > 0) {
+      result[key] = value as SettingValue;
     }
   }
   return result;
@@ -160,7 +177,7 @@ export function serverSettings(settings: ExtensionSettings): ServerSettings {
 export const UNSET_CHOICE = "default";
 const CHOICE_SETTINGS: ReadonlySet<string> = new Set([
   "precision", "optimizer", "gradientCheckpointing", "attention", "engine", "paramDtype", "optimizerImpl", "dora",
-  "quantization", "doubleQuant", "lossKernel", "trainer", "precomputeRefLogProbs",
+  "quantization", "doubleQuant", "lossKernel", "trainer", "precomputeRefLogProbs", "loraTargetLinear",
 ]);
 /** Numbers typed into the Settings UI's text boxes (it has no box for an optional number). */
 const NUMBER_SETTINGS: ReadonlySet<string> = new Set([
@@ -168,7 +185,11 @@ const NUMBER_SETTINGS: ReadonlySet<string> = new Set([
 ]);
 /** Dropdowns for an optional boolean: "true" / "false" (or "default"). */
 const BOOLEAN_SETTINGS: ReadonlySet<string> = new Set([
-  "gradientCheckpointing", "dora", "doubleQuant", "precomputeRefLogProbs",
+  "gradientCheckpointing", "dora", "doubleQuant", "precomputeRefLogProbs", "loraTargetLinear",
+]);
+/** Settings whose value may be a list or an object (package.json: "array" / "object" types). */
+const STRUCTURED_SETTINGS: ReadonlySet<string> = new Set([
+  "loraTargets", "excludeModules", "layersToTransform", "layersPattern", "loraRankPattern", "targetParameters",
 ]);
 const NUMBER = /^[0-9]*\.?[0-9]+$/;
 
