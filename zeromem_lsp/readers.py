@@ -123,6 +123,8 @@ def read_hf_arguments(data: dict, loader: Loader | None) -> Reading:
     if hf_setup.fsdp is None and hf_setup.deepspeed is not None:
         setup = read_training_setup(hf_setup.deepspeed, HF_AUTO_STAGE)  # via Accelerate's DeepSpeedPlugin
         setup = _rerooted(setup, hf_setup.deepspeed_path)
+        if hf_setup.deepspeed_path is None:  # the file the "deepspeed" argument names
+            setup = setup._replace(written_in=str(data["deepspeed"]))
     elif hf_setup.fsdp is None and hf_setup.unread:
         missing = "; ".join(f"the referenced {item}" for item in hf_setup.unread)
     blocks = ((hf_setup.block_path,) if hf_setup.block_path else ()) + TOP_BLOCK
