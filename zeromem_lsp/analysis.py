@@ -227,7 +227,8 @@ def analyse(
         at = named.path if named is not None and named.path else (*block_path, found[0])
         block_problems.append((at, f"{named.note if named else 'zeromem.' + found[0]}: {found[1]}", "value"))
     plan = planner.plan(reading.source, resolved, PeakSource(reading.workload, reading.setup, model), adapter)
-    context = Context(document, data, effective, reading.rule_setup, plan, reading.workload, resolved.origins)
+    context = Context(document, data, effective, reading.rule_setup, plan, reading.workload, resolved.origins,
+                      reading.setup)
     findings = _syntax_findings(kind, context)
     findings += settings_rules.block_findings(context, block_problems)
     findings += settings_rules.budget_note(context, block_path)

@@ -153,6 +153,39 @@ def describe_suggestion(suggestion, family: str) -> str:
     return f"{text} ({format_bytes(suggestion.gpu_bytes)}/GPU)"
 
 
+#: DeepSpeed's settings as a ds_config spells them, and as an Accelerate YAML's deepspeed_config does
+#: (accelerate/utils/dataclasses.py DeepSpeedPlugin: zero_stage, offload_optimizer_device, offload_param_device).
+DEEPSPEED_SPELLINGS = {
+    "ds_config": {"stage": '"stage": {}', "offload_optimizer": '"offload_optimizer": {{"device": "{}"}}',
+                  "offload_param": '"offload_param": {{"device": "{}"}}'},
+    "accelerate": {"stage": "zero_stage: {}", "offload_optimizer": "offload_optimizer_device: {}",
+                   "offload_param": "offload_param_device: {}"},
+}
+
+
+def deepspeed_setting(setup, name: str, value: object) -> str:
+    """`name` (stage, offload_optimizer, offload_param) set to `value` as the file holding the DeepSpeed settings
+    (a configs.training.TrainingSetup; None: a ds_config) spells it, with that file when it is another one."""
+    spelling = getattr(setup, "spelling", "ds_config")
+    written_in = getattr(setup, "written_in", None)
+    return f"`{DEEPSPEED_SPELLINGS[spelling][name].format(value)}`" + (f" in {written_in}" if written_in else "")
+
+
+def settings_elsewhere(setup, plan, suggestion) -> str:
+    """For a DeepSpeed suggestion whose settings live in another file (no quick fix here): what to set there."""
+    if suggestion is None or plan.family != "deepspeed" or getattr(setup, "written_in", None) is None:
+        return ""
+    plain = setup._replace(written_in=None)
+    changes = []
+    if suggestion.stage != plan.stage:
+        changes.append(deepspeed_setting(plain, "stage", stage_named(suggestion.stage).number))
+    for name in ("optimizer", "param"):
+        device = getattr(suggestion.offload, name)
+        if device and not getattr(plan.offload, name):
+            changes.append(deepspeed_setting(plain, f"offload_{name}", device))
+    return f"set {' and '.join(changes)} in {setup.written_in}" if changes else ""
+
+
 def no_fit(family: str, peak_known: bool) -> str:
     """Why nothing fits and what would: plain torch (DDP) can only be sharded by another engine, which is not an
     edit of this file; DeepSpeed and FSDP have tried every stage and offload."""

@@ -101,7 +101,8 @@ def read_accelerate(data: dict, loader: Loader | None) -> Reading:
             missing = f"the DeepSpeed config {accelerate.deepspeed_file!r} (could not be read next to this file)"
         else:
             config = parse_document(loaded).to_python()  # Accelerate fills "stage": "auto" (HF_AUTO_STAGE)
-            setup = _rerooted(read_training_setup(config, HF_AUTO_STAGE), None)
+            setup = _rerooted(read_training_setup(config, HF_AUTO_STAGE), None)._replace(
+                written_in=accelerate.deepspeed_file)
             workload = deepspeed_workload(config, None, accelerate.deepspeed_file)
     blocks = (("fsdp_config", "zeromem"), ("deepspeed_config", "zeromem"), ("zeromem",))
     return _family_reading(data, issues, blocks, accelerate.fsdp, accelerate, setup, missing, workload)
@@ -122,6 +123,8 @@ def read_hf_arguments(data: dict, loader: Loader | None) -> Reading:
     if hf_setup.fsdp is None and hf_setup.deepspeed is not None:
         setup = read_training_setup(hf_setup.deepspeed, HF_AUTO_STAGE)  # via Accelerate's DeepSpeedPlugin
         setup = _rerooted(setup, hf_setup.deepspeed_path)
+        if hf_setup.deepspeed_path is None:  # the file the "deepspeed" argument names
+            setup = setup._replace(written_in=str(data["deepspeed"]))
     elif hf_setup.fsdp is None and hf_setup.unread:
         missing = "; ".join(f"the referenced {item}" for item in hf_setup.unread)
     blocks = ((hf_setup.block_path,) if hf_setup.block_path else ()) + TOP_BLOCK
@@ -174,6 +177,8 @@ def _recipe_deepspeed(recipe, loader: Loader | None, issues: list[ConfigIssue]):
     config = fill_auto(hjson_numbers(config), recipe)
     setup = read_training_setup(config, HF_AUTO_STAGE)
     setup = _rerooted(setup, root)
+    if root is None:  # the settings are in that file: a hint names it
+        setup = setup._replace(written_in=str(written.value))
     if "optimizer" not in config and recipe.optimizer is not None:  # the Trainer builds the recipe's optimizer
         setup = setup._replace(optimizer=recipe.optimizer.value, optimizer_note=recipe.optimizer.note,
                                optimizer_path=recipe.optimizer.path)

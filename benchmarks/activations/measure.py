@@ -16,11 +16,13 @@ wrapping each layer's checkpoint function. Results go to tests/data/activations/
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import multiprocessing
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from saved_tensors import SavedTensors  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[2] / "tests" / "data" / "activations" / "measured.json"
 
@@ -120,23 +122,6 @@ def cases() -> list[dict]:
     return out
 
 
-def _storages(value, found: dict) -> None:
-    """Record the storages of every tensor in value (tuples, lists, dicts, partials walked)."""
-    import torch
-    if isinstance(value, torch.Tensor):
-        storage = value.untyped_storage()
-        found[storage.data_ptr()] = storage.nbytes()
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            _storages(item, found)
-    elif isinstance(value, dict):
-        for item in value.values():
-            _storages(item, found)
-    elif isinstance(value, functools.partial):
-        _storages(value.args, found)
-        _storages(value.keywords, found)
-
-
 def measure(case: dict, layers: int, explain: bool = False) -> int:
     """Saved-for-backward bytes of one forward + loss at `layers` layers (runs in a child process)."""
     import torch
@@ -154,40 +139,17 @@ def measure(case: dict, layers: int, explain: bool = False) -> int:
     model.train()
     if case["gradient_checkpointing"]:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    found: dict[int, int] = {}
-    shapes: list[str] = []
-
-    def pack(tensor):
-        storage = tensor.untyped_storage()
-        if storage.data_ptr() not in params:
-            if explain and storage.data_ptr() not in found:
-                shapes.append(f"{tuple(tensor.shape)} {tensor.dtype} {storage.nbytes()}")
-            found[storage.data_ptr()] = storage.nbytes()
-        return tensor
-
+    saved = SavedTensors(model, explain)
     if case["gradient_checkpointing"]:
-        for module in model.modules():
-            inner = getattr(module, "_gradient_checkpointing_func", None)
-            if inner is not None:
-                def recording(function, *args, _inner=inner, **kwargs):
-                    kept: dict[int, int] = {}
-                    _storages((function, args, kwargs), kept)
-                    for pointer, size in kept.items():
-                        if pointer not in params:
-                            if explain and pointer not in found:
-                                shapes.append(f"checkpoint input {size}")
-                            found[pointer] = size
-                    return _inner(function, *args, **kwargs)
-                module._gradient_checkpointing_func = recording
+        saved.record_checkpoint_inputs(model)
     generator = torch.Generator().manual_seed(1)
     ids = torch.randint(0, fields["vocab_size"], (case["micro_batch"], case["sequence_length"]), generator=generator)
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+    with saved.hooks():
         loss = model(input_ids=ids, labels=ids).loss
     loss.backward()  # proves the graph is complete
     if explain:
-        print(f"--- {case['id']} layers={layers}", *shapes, sep="\n  ")
-    return sum(found.values())
+        print(f"--- {case['id']} layers={layers}", *saved.shapes, sep="\n  ")
+    return saved.total
 
 
 def _child(arguments) -> int | str:

@@ -19,8 +19,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "tests" / "data" / "adapters" / "lora_activations.json"
-sys.path.insert(0, str(ROOT / "benchmarks" / "activations"))
-from measure import BASE, _storages  # noqa: E402
+sys.path[:0] = [str(ROOT / "benchmarks" / "activations"), str(ROOT / "benchmarks")]
+from measure import BASE  # noqa: E402
+from saved_tensors import SavedTensors  # noqa: E402
 
 LORA = [  # (family, LoraConfig fields, autocast_adapter_dtype, sequence, micro-batch[, attention, layer counts,
     #          gradient checkpointing])
@@ -110,32 +111,16 @@ def measure(arguments) -> int | str:
                 model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
         model = get_peft_model(model, LoraConfig(**case["lora"]), autocast_adapter_dtype=case["autocast_adapter_dtype"])
         model.train()
-        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-        found: dict[int, int] = {}
-
-        def pack(tensor):
-            storage = tensor.untyped_storage()
-            if storage.data_ptr() not in params:
-                found[storage.data_ptr()] = storage.nbytes()
-            return tensor
-
+        saved = SavedTensors(model)
         if case["gradient_checkpointing"]:  # non-reentrant; what a checkpoint keeps are its inputs (as measure.py)
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-            for module in model.modules():
-                inner = getattr(module, "_gradient_checkpointing_func", None)
-                if inner is not None:
-                    def recording(function, *args, _inner=inner, **kwargs):
-                        kept: dict[int, int] = {}
-                        _storages((function, args, kwargs), kept)
-                        found.update({pointer: size for pointer, size in kept.items() if pointer not in params})
-                        return _inner(function, *args, **kwargs)
-                    module._gradient_checkpointing_func = recording
+            saved.record_checkpoint_inputs(model)
         ids = torch.randint(0, fields["vocab_size"], (case["micro_batch"], case["sequence_length"]),
                             generator=torch.Generator().manual_seed(1))
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        with saved.hooks():
             loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
-        return sum(found.values())
+        return saved.total
     except Exception as error:
         return f"{case['id']}: {type(error).__name__}: {error}"
 

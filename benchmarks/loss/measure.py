@@ -22,8 +22,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "tests" / "data" / "loss" / "measured.json"
-sys.path.insert(0, str(ROOT / "benchmarks" / "activations"))
+sys.path[:0] = [str(ROOT / "benchmarks" / "activations"), str(ROOT / "benchmarks")]
 from measure import BASE  # noqa: E402
+from saved_tensors import SavedTensors  # noqa: E402
 
 CASES = [("llama", 64, 2, 8), ("llama", 128, 1, 4), ("qwen2", 64, 2, 8), ("gemma", 48, 3, 6)]
 
@@ -49,21 +50,13 @@ def run(arguments) -> int | str:
         config._attn_implementation = "sdpa"
         model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
         model.train()
-        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-        found: dict[int, int] = {}
-
-        def pack(tensor):
-            storage = tensor.untyped_storage()
-            if storage.data_ptr() not in params:
-                found[storage.data_ptr()] = storage.nbytes()
-            return tensor
-
+        saved = SavedTensors(model)
         ids = torch.randint(0, fields["vocab_size"], (case["micro_batch"], case["sequence_length"]),
                             generator=torch.Generator().manual_seed(1))
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        with saved.hooks():
             loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
-        return sum(found.values())
+        return saved.total
     except Exception as error:
         return f"{case['id']} {kernel}: {type(error).__name__}: {error}"
 

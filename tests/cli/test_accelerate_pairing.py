@@ -221,3 +221,21 @@ def test_a_missing_file_named_in_pyproject_is_zm312_naming_the_settings_file_and
     assert status == 1 and missing["range"]["start"] == {"line": first_key, "character": 0}  # not in the recipe: its top
     assert "pyproject.toml [tool.zeromem]" in missing["message"]
     assert str(project / "launch" / "zero3.yaml") in missing["message"]
+
+
+def test_zm101_names_the_keys_to_set_in_the_file_that_holds_the_deepspeed_settings(project):
+    """The recipe cannot take the stage or offload (no quick fix there): ZM101 says what to set, as that file spells
+    it — the YAML's deepspeed_config keys, or the DeepSpeed JSON the recipe names."""
+    recipe = project / RECIPE
+    launch = "recipes/accelerate_configs/deepspeed_zero2.yaml"
+    _, findings = check(recipe, "--parameters", "7B", "--gpu-memory", "12GiB", "--accelerate-config", launch,
+                        cwd=project)
+    [overflow] = [item for item in findings if item["code"] == "ZM101"]
+    assert "the cheapest that fits is ZeRO-3 with optimizer → cpu" in overflow["message"]
+    assert overflow["message"].endswith(f"; set `zero_stage: 3` and `offload_optimizer_device: cpu` in {launch}")
+
+    (recipe.parent / "ds_z2.json").write_text(LLAMAFACTORY_ZERO2.read_text(encoding="utf-8"))
+    recipe.write_text(recipe.read_text(encoding="utf-8").rstrip("\n") + "\ndeepspeed: ds_z2.json\n")
+    _, findings = check(recipe, "--parameters", "7B", "--gpu-memory", "12GiB", "--world-size", "8", cwd=project)
+    [overflow] = [item for item in findings if item["code"] == "ZM101"]
+    assert overflow["message"].endswith('; set `"stage": 3` and `"offload_optimizer": {"device": "cpu"}` in ds_z2.json')

@@ -18,6 +18,11 @@ PEAK_SETTINGS = {"sequence_length", "micro_batch", "gradient_checkpointing", "at
 STEP_SETTINGS = {"engine", "fsdp_version", "param_dtype", "optimizer_impl", "loss_kernel"}
 #: A LoRA / QLoRA run (issue 20).
 ADAPTER_SETTINGS = {"lora_rank", "lora_targets", "modules_to_save", "dora", "quantization", "double_quant"}
+#: Which modules LoRA adapts, as PEFT matches them (issue 20): lists, a {regex: rank} object, a boolean.
+MATCHING_SETTINGS = {"exclude_modules", "layers_to_transform", "layers_pattern", "lora_rank_pattern",
+                     "lora_target_linear", "target_parameters"}
+#: What the extension sends nothing for (src/config.ts): the dropdowns' "default", empty text, lists and objects.
+UNSET = ("", "default", [], {})
 #: The Accelerate config a recipe is launched with (issue 20).
 LAUNCH_SETTINGS = {"accelerate_config"}
 #: A preference trainer (issue 20): TRL's reference model and loss.
@@ -45,8 +50,8 @@ def test_vscode_settings_mirror_the_server():
     manifest = json.loads((EDITORS / "vscode" / "package.json").read_text(encoding="utf-8"))
     properties = manifest["contributes"]["configuration"]["properties"]
     server_keys = {snake_case(key.removeprefix("zeromem.")) for key in properties} & set(SETTING_NAMES)
-    assert server_keys == (SERVER_SETTINGS | PEAK_SETTINGS | STEP_SETTINGS | ADAPTER_SETTINGS | LAUNCH_SETTINGS
-                           | TRAINER_SETTINGS)
+    assert server_keys == (SERVER_SETTINGS | PEAK_SETTINGS | STEP_SETTINGS | ADAPTER_SETTINGS | MATCHING_SETTINGS
+                           | LAUNCH_SETTINGS | TRAINER_SETTINGS)
     sample = {"gpuMemory": "24GiB", "parameters": "7B", "worldSize": 8, "precision": "bf16", "optimizer": "adamw",
               "warnFraction": 0.8, "sequenceLength": 4096, "microBatch": 2, "gradientCheckpointing": True,
               "attention": "eager", "reserved": "1GiB", "engine": "torch", "fsdpVersion": 1, "paramDtype": "fp32",
@@ -54,7 +59,9 @@ def test_vscode_settings_mirror_the_server():
               "dora": True, "quantization": "nf4", "doubleQuant": True,
               "accelerateConfig": "recipes/accelerate_configs/zero3.yaml",
               "lossKernel": "chunked_ce", "trainer": "dpo",
-              "precomputeRefLogProbs": True}
+              "precomputeRefLogProbs": True, "excludeModules": {"regex": ".*mlp.*"}, "layersToTransform": [0, 2],
+              "layersPattern": ["layers"], "loraRankPattern": {"v_proj": 32}, "loraTargetLinear": True,
+              "targetParameters": ["mlp.experts.down_proj"]}
     settings, problems = resolve_settings(sample)
     assert problems == [] and settings.world_size == 8
     assert (settings.lora_rank, settings.lora_targets, settings.modules_to_save) == (16, ("q_proj", "v_proj"), ("lm_head",))
@@ -65,14 +72,55 @@ def test_vscode_settings_mirror_the_server():
     assert settings.loss_kernel == "chunked_ce"
     assert (settings.trainer, settings.precompute_ref_log_probs) == ("dpo", True)
     assert (settings.sequence_length, settings.micro_batch, settings.reserved) == (4096, 2, 2**30)
+    assert (settings.exclude_modules.regex, settings.layers_to_transform, settings.layers_pattern) == (
+        ".*mlp.*", (0, 2), ("layers",))
+    assert (settings.lora_rank_pattern, settings.lora_target_linear, settings.target_parameters) == (
+        (("v_proj", 32),), True, ("mlp.experts.down_proj",))
+    booleans = ("gradientCheckpointing", "dora", "doubleQuant", "precomputeRefLogProbs", "loraTargetLinear")
     for key, value in sample.items():  # the examples and defaults in package.json are accepted too
         prop = properties[f"zeromem.{key}"]
-        # "default" is the dropdowns' unset choice: the extension sends nothing for it (src/config.ts)
+        # the unset values (a dropdown's "default", "", [] and {}): the extension sends nothing (src/config.ts)
+        assert prop["default"] in UNSET or resolve_settings({key: prop["default"]})[1] == [], key
         for example in prop.get("examples", []) + [v for v in prop.get("enum", []) if v != "default"]:
-            booleans = ("gradientCheckpointing", "dora", "doubleQuant", "precomputeRefLogProbs")
             sent = {"true": True, "false": False}.get(example, example) if key in booleans else example
             sent = int(sent) if key == "fsdpVersion" else sent  # a NUMBER_SETTINGS dropdown: sent as a number
             assert resolve_settings({key: sent})[1] == [], (key, example)  # as src/config.ts sends it
+
+
+#: Values for the adapter-matching settings, valid and not: package.json's schema and the server must agree on
+#: each (what VS Code marks valid in settings.json the server takes, and the reverse).
+MATCHING_VALUES = {
+    "loraTargets": ["q_proj,v_proj", "all-linear", ["q_proj"], {"regex": ".*q_proj"}, [""], [1], {"regex": ""},
+                    {"regex": ".*", "extra": 1}, {"pattern": ".*"}, True, 16],
+    "excludeModules": ["o_proj", "o_proj, down_proj", ["o_proj", "down_proj"], {"regex": ".*mlp.*"}, [""], [3],
+                       {"regex": ""}, {}, {"names": ["o_proj"]}, False, 2],
+    "layersToTransform": [[0], [0, 1, 31], [10**6], [-1], [10**6 + 1], [1.5], ["0"], [True]],
+    "layersPattern": [["layers"], ["layers", "h"], [""], [0], ["layers", 1]],
+    "loraRankPattern": [{"v_proj": 16}, {"q_proj": 1, "o_proj": 10**9}, {"v_proj": 0}, {"v_proj": 10**9 + 1},
+                        {"v_proj": 1.5}, {"v_proj": "16"}, {"v_proj": True}, {"": 8}],
+    "targetParameters": [["mlp.experts.down_proj"], [""], [7]],
+}
+#: Spellings the server also takes that the Settings UI's list editors do not offer: one item for a list of one.
+SERVER_ONLY = {"layersToTransform": 2, "layersPattern": "layers", "targetParameters": "mlp.experts.gate_up_proj"}
+
+
+def test_vscode_schema_of_the_matching_settings_is_the_servers():
+    import jsonschema
+
+    properties = json.loads((EDITORS / "vscode" / "package.json").read_text(encoding="utf-8"))[
+        "contributes"]["configuration"]["properties"]
+    for key, values in MATCHING_VALUES.items():
+        schema = properties[f"zeromem.{key}"]
+        validator = jsonschema.Draft7Validator(schema)
+        for value in values:
+            in_vscode = validator.is_valid(value)
+            on_server = resolve_settings({key: value})[1] == []
+            assert in_vscode == on_server, (key, value, in_vscode, on_server)
+        assert validator.is_valid(schema["default"]) and schema["default"] in UNSET, key
+    for key, value in SERVER_ONLY.items():  # the same setting written as the list of one VS Code offers
+        validator = jsonschema.Draft7Validator(properties[f"zeromem.{key}"])
+        assert not validator.is_valid(value) and validator.is_valid([value]), key
+        assert resolve_settings({key: value}) == resolve_settings({key: [value]}), key
 
 
 def test_neovim_and_emacs_name_the_settings():

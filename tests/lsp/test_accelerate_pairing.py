@@ -102,3 +102,21 @@ async def test_the_recipe_block_names_it_relative_to_the_recipe_and_a_missing_on
     [missing] = [item for item in await pull(client, uri) if item.code == "ZM312"]
     assert missing.range.start == types.Position(line=text.count("\n") - 1, character=len("  accelerate_config: "))
     assert str(folder / "launch" / "zero3.yml") in missing.message
+
+
+async def test_offload_and_stage_hints_name_the_accelerate_yaml_keys(client, workspace):
+    """DeepSpeed set up by the YAML's deepspeed_config: the hover's offload hint and ZM101's suggestion name its
+    keys (zero_stage, offload_optimizer_device) and the file, not a ds_config's "offload_optimizer"."""
+    recipe = workspace / "recipes" / "zephyr-7b-beta" / "sft" / "zero2.yaml"
+    launch = "../../accelerate_configs/deepspeed_zero2.yaml"
+    text = (recipe.with_name("config_full.yaml").read_text(encoding="utf-8").rstrip("\n")
+            .replace("mistralai/Mistral-7B-v0.1", str(workspace / "llama"))
+            + f"\nzeromem:\n  accelerate_config: {launch}\n  gpu_memory: 24GiB\n")
+    uri = open_recipe(client, recipe, text)
+    [overflow] = [item for item in await pull(client, uri) if item.code == "ZM101"]
+    assert "the cheapest whose peak fits is ZeRO-3 with optimizer → cpu" in overflow.message
+    assert overflow.message.endswith(f"; set `zero_stage: 3` and `offload_optimizer_device: cpu` in {launch}")
+    shown = await hover(client, uri, text, "model_name_or_path:")
+    assert f"Offload: none. `offload_optimizer_device: cpu` in {launch} would move G (gradients), O (optimizer" in shown
+    assert f"— set `zero_stage: 3` and `offload_optimizer_device: cpu` in {launch}." in shown
+    assert '"offload_optimizer"' not in shown and '"stage"' not in shown

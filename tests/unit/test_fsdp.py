@@ -5,6 +5,7 @@ import json
 import pytest
 
 from zeromem_lsp.analysis import analyse
+from zeromem_lsp.assist.hover import hover_at
 from zeromem_lsp.document.yaml_document import parse_yaml_document
 from zeromem_lsp.findings import apply_edits
 from zeromem_lsp.memory.plan import MemoryPlan, Unplanned
@@ -295,6 +296,23 @@ def test_deepspeed_loaded_from_another_file_has_no_position_here():
         "deepspeed_config:\n  deepspeed_config_file: ds.json\n  zeromem: {parameters: 7B}\n")
     _, plan = plan_of(text, loader={"ds.json": ds}.get)
     assert isinstance(plan, MemoryPlan) and plan.stage_path is None and plan.origins["precision"].path is None
+
+
+def test_zm101_names_the_keys_of_the_file_that_holds_the_deepspeed_settings():
+    """7B bf16 AdamW on 8 ranks, ZeRO-2 = 14e9 + ⌈(14e9 + 84e9)/8⌉ B > 12 GiB; ZeRO-3 with the optimizer on the CPU
+    fits: the suggestion names the keys as the file that holds them spells them, and the file when it is another."""
+    block = {"parameters": "7B", "world_size": 8, "gpu_memory": "12GiB", "precision": "bf16"}
+    ds = json.dumps({"zero_optimization": {"stage": 2}, "bf16": {"enabled": True}})
+    text = json.dumps({"output_dir": "out", "deepspeed": "ds.json", "fsdp_config": {"zeromem": block}})
+    analysis, _ = plan_of(text, "args.json", loader={"ds.json": ds}.get)
+    [overflow] = [f for f in analysis.findings if f.code == "ZM101"]
+    assert overflow.message.endswith('; set `"stage": 3` and `"offload_optimizer": {"device": "cpu"}` in ds.json')
+    yaml = (HEAD.replace("FSDP", "DEEPSPEED") + "deepspeed_config:\n  zero_stage: 2\n  zeromem: "
+            + json.dumps(block) + "\n")
+    analysis, plan = plan_of(yaml)
+    [overflow] = [f for f in analysis.findings if f.code == "ZM101"]
+    assert overflow.fixes and "; set" not in overflow.message  # its own keys: the quick fix edits them
+    assert "`offload_optimizer_device: cpu` would move" in hover_at(analysis, yaml.index("zero_stage")).markdown
 
 
 # --- integers: one shared reading ---------------------------------------------------------------

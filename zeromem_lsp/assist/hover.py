@@ -17,8 +17,9 @@ from zeromem_lsp.configs.training import TrainingSetup, implied_world_size
 from zeromem_lsp.configs.workload import ZERO_ALIASES
 from zeromem_lsp.memory.plan import FSDP_CPU_OFFLOAD, MemoryPlan, Offload, Unplanned
 from zeromem_lsp.present import (
-    activation_lines, adapter_lines, buffer_sum, count_times_bytes, describe_suggestion, human_and_exact, input_notes,
-    peak_rows, peak_sum, per_gpu_summary, phase_peaks, stage_label, stage_rows,
+    activation_lines, adapter_lines, buffer_sum, count_times_bytes, deepspeed_setting, describe_suggestion,
+    human_and_exact, input_notes, peak_rows, peak_sum, per_gpu_summary, phase_peaks, settings_elsewhere, stage_label,
+    stage_rows,
 )
 from zeromem_lsp.present import no_fit
 from zeromem_lsp.units import format_bytes, format_count, format_parameters
@@ -69,9 +70,9 @@ def hover_at(analysis: Analysis, offset: int) -> HoverText | None:
     on_stage = isinstance(plan, MemoryPlan) and plan.stage_path is not None and path == tuple(plan.stage_path)
     on_recipe = analysis.kind in RECIPE_KINDS and path in RECIPE_MEMORY_KEYS
     if path in MEMORY_PATHS or on_stage or on_recipe:
-        sections.append(memory_section(analysis.plan))
+        sections.append(memory_section(analysis.plan, analysis.setup))
     elif path[0] == "zero_optimization" and len(path) >= 2 and path[1] in OFFLOAD_KEYS:
-        sections.append(offload_section(analysis.plan))
+        sections.append(offload_section(analysis.plan, analysis.setup))
     elif len(path) >= 2 and path[-2] == "zero_optimization" and (
             path[-1] in BUFFER_KEYS or path[-1].startswith("stage3_")):
         sections.append(buffer_cost_section(analysis.plan, ZERO_ALIASES.get(path[-1], path[-1])))
@@ -93,7 +94,8 @@ def _missing(plan: Unplanned) -> str:
     return "**Memory per GPU: not computable yet.** Missing:\n\n" + "\n".join(f"- {item}" for item in plan.missing)
 
 
-def memory_section(plan: MemoryPlan | Unplanned | None) -> str:
+def memory_section(plan: MemoryPlan | Unplanned | None, setup: TrainingSetup | None = None) -> str:
+    """The memory table; `setup`: where the DeepSpeed settings are written, for the keys a hint names."""
     if plan is None:
         return ""
     if isinstance(plan, Unplanned):
@@ -119,12 +121,14 @@ def memory_section(plan: MemoryPlan | Unplanned | None) -> str:
         *([fsdp_dtype_line(plan), ""] if plan.family == "fsdp" and plan.inputs.per_parameter else []),
         *input_lines(plan),
         "",
-        offload_text(plan),
+        offload_text(plan, setup),
     ]
     if plan.peak_exceeds:
         suggestion = plan.cheapest_fit()
         judged = "whose peak fits" if suggestion is not None and suggestion.peak is not None else "that fits"
-        lines += ["", f"Cheapest {judged}: {describe_suggestion(suggestion, plan.family)}." if suggestion
+        elsewhere = settings_elsewhere(setup, plan, suggestion)
+        elsewhere = f" — {elsewhere}" if elsewhere else ""
+        lines += ["", f"Cheapest {judged}: {describe_suggestion(suggestion, plan.family)}{elsewhere}." if suggestion
                   else f"N{no_fit(plan.family, plan.peak_known)[1:]}." if plan.family == "torch"
                   else f"Nothing {'peaks within the budget' if plan.peak_known else 'fits'}, even ZeRO-3 with full "
                        "offload: add GPUs."]
@@ -284,7 +288,7 @@ def _moved(offload: Offload, stage: str) -> str:
     return ", ".join(name for name, moves in zip(names, offload.moves(stage)) if moves)
 
 
-def offload_text(plan: MemoryPlan) -> str:
+def offload_text(plan: MemoryPlan, setup: TrainingSetup | None = None) -> str:
     label = stage_label(plan.stage, plan.family)
     if plan.offload.optimizer or plan.offload.param:
         moved = _moved(plan.offload, plan.stage)
@@ -299,14 +303,14 @@ def offload_text(plan: MemoryPlan) -> str:
     elif plan.stage == "ddp":
         return "Offload: none (DeepSpeed offloads only with ZeRO stages 1-3)."
     else:
-        alternative, setting = Offload(optimizer="cpu"), '`"offload_optimizer": {"device": "cpu"}`'
+        alternative, setting = Offload(optimizer="cpu"), deepspeed_setting(setup, "offload_optimizer", "cpu")
     placement = plan.placement_with(alternative)
     return (f"Offload: none. {setting} would move {_moved(alternative, plan.stage)} "
             f"to the host at {label}: {format_bytes(placement.gpu[plan.stage])}/GPU + "
             f"{format_bytes(placement.host[plan.stage])} host per rank.")
 
 
-def offload_section(plan: MemoryPlan | Unplanned | None) -> str:
+def offload_section(plan: MemoryPlan | Unplanned | None, setup: TrainingSetup | None = None) -> str:
     if plan is None:
         return ""
     if isinstance(plan, Unplanned):
@@ -320,7 +324,7 @@ def offload_section(plan: MemoryPlan | Unplanned | None) -> str:
                           format_bytes(gpu[stage]), format_bytes(host[stage])]))
     head = (f"**Offload at {stage_label(plan.stage, plan.family)}** ({plan.offload.describe()}): "
             f"GPU {format_bytes(plan.gpu_bytes)} · host {format_bytes(plan.host_bytes)} per rank")
-    return "\n".join([head, "", offload_text(plan), "", *rows])
+    return "\n".join([head, "", offload_text(plan, setup), "", *rows])
 
 
 # ---------------------------------------------------------------- batch sizes

@@ -101,6 +101,7 @@ def _deepspeed_setup(block: dict, precision: str | None) -> TrainingSetup:
         precision_note=note if precision_name else f"mixed_precision {precision!r} has no byte convention here",
         optimizer="adamw", optimizer_path=None, optimizer_note="Accelerate builds no optimizer: AdamW assumed",
         gradient_dtype=None, train_batch_size=None, micro_batch_size=None, gradient_accumulation_steps=None,
+        spelling="accelerate",
     )
 
 

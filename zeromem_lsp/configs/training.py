@@ -30,6 +30,10 @@ class TrainingSetup(NamedTuple):
     train_batch_size: int | None
     micro_batch_size: int | None
     gradient_accumulation_steps: int | None
+    #: How its keys are spelt where they are written: "ds_config" (a DeepSpeed JSON) or "accelerate" (an
+    #: Accelerate YAML's deepspeed_config: zero_stage, offload_optimizer_device), for hints that name a key.
+    spelling: str = "ds_config"
+    written_in: str | None = None  # the file holding them when it is not the document analysed
 
 
 def _get(data: object, *path: str) -> object:

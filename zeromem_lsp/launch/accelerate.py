@@ -242,7 +242,7 @@ def _accelerate_deepspeed(reading: Reading, setup: AccelerateSetup, shown: str, 
     note = (f"the recipe's {precision}" if _compute(recipe) else f"{shown} mixed_precision {setup.mixed_precision!r}"
             if setup.mixed_precision else f"no bf16 / fp16 in the recipe or {shown}: fp32")
     found = setup.deepspeed._replace(stage_path=None, precision=precision if precision != "fp8" else None,
-                                     precision_path=None, precision_note=note)
+                                     precision_path=None, precision_note=note, written_in=shown)
     if recipe.optimizer is not None:  # the Trainer builds the recipe's optimizer
         found = found._replace(optimizer=recipe.optimizer.value, optimizer_note=recipe.optimizer.note,
                                optimizer_path=recipe.optimizer.path)

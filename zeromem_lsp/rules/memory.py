@@ -11,7 +11,7 @@ from zeromem_lsp.edits import insert_member, replace_value, set_value
 from zeromem_lsp.memory.stages import stage as stage_named
 from zeromem_lsp.findings import Finding, Fix, TextEdit, overlapping
 from zeromem_lsp.memory.plan import MemoryPlan, Suggestion, Unplanned
-from zeromem_lsp.present import describe_suggestion, no_fit, percent_of, stage_label
+from zeromem_lsp.present import describe_suggestion, no_fit, percent_of, settings_elsewhere, stage_label
 from zeromem_lsp.rules import fsdp as fsdp_rules
 from zeromem_lsp.rules.context import Context
 from zeromem_lsp.rules.registry import rule
@@ -137,6 +137,8 @@ def budget_findings(context: Context) -> Iterator[Finding]:
             if suggestion
             else no_fit(plan.family, plan.peak_known)
         )
+        elsewhere = settings_elsewhere(context.planned_setup, plan, suggestion)
+        advice += f"; {elsewhere}" if elsewhere else ""
         yield context.finding(
             EXCEEDS,
             f"{label} needs {format_bytes(figure)} per GPU ({format_count(figure)} B) for model state, "

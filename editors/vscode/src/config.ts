@@ -26,8 +26,14 @@ export interface ExtensionSettings {
   optimizerImpl?: string | null;
   lossKernel?: string | null;
   loraRank?: string | number | null;
-  loraTargets?: string | null;
+  loraTargets?: string | string[] | { regex: string } | null;
   modulesToSave?: string | null;
+  excludeModules?: string | string[] | { regex: string } | null;
+  layersToTransform?: number[] | null;
+  layersPattern?: string[] | null;
+  loraRankPattern?: Record<string, number> | null;
+  loraTargetLinear?: string | boolean | null;
+  targetParameters?: string[] | null;
   dora?: string | boolean | null;
   quantization?: string | null;
   doubleQuant?: string | boolean | null;
@@ -57,6 +63,12 @@ export const SERVER_SETTING_KEYS = [
   "loraRank",
   "loraTargets",
   "modulesToSave",
+  "excludeModules",
+  "layersToTransform",
+  "layersPattern",
+  "loraRankPattern",
+  "loraTargetLinear",
+  "targetParameters",
   "dora",
   "quantization",
   "doubleQuant",
@@ -66,7 +78,9 @@ export const SERVER_SETTING_KEYS = [
 ] as const;
 
 export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];
-export type ServerSettings = Partial<Record<ServerSettingKey, string | number | boolean>>;
+/** What the server gets: JSON values (lists and objects for the adapter-matching settings). */
+export type SettingValue = string | number | boolean | readonly (string | number)[] | { readonly [key: string]: unknown };
+export type ServerSettings = Partial<Record<ServerSettingKey, SettingValue>>;
 
 export interface ServerCommand {
   command: string;
@@ -138,7 +152,8 @@ export function serverCommand(settings: ExtensionSettings, environment: Environm
 
 /**
  * The server's settings from the extension's: only the keys the server knows (it warns about any
- * other), and nothing for unset values (null, "", whitespace), so the server's defaults apply.
+ * other), and nothing for unset values (null, "", whitespace, [] and {}: the list and object settings'
+ * defaults), so the server's defaults apply. Lists and objects go as written; the server checks them.
  */
 export function serverSettings(settings: ExtensionSettings): ServerSettings {
   const result: ServerSettings = {};
@@ -153,6 +168,8 @@ export function serverSettings(settings: ExtensionSettings): ServerSettings {
       else result[key] = text;
     } else if ((typeof value === "number" && Number.isFinite(value)) || typeof value === "boolean") {
       result[key] = value; // settings.json written before these became strings
+    } else if (STRUCTURED_SETTINGS.has(key) && typeof value === "object" && Object.keys(value).length > 0) {
+      result[key] = value as SettingValue;
     }
   }
   return result;
@@ -162,7 +179,7 @@ export function serverSettings(settings: ExtensionSettings): ServerSettings {
 export const UNSET_CHOICE = "default";
 const CHOICE_SETTINGS: ReadonlySet<string> = new Set([
   "precision", "optimizer", "gradientCheckpointing", "attention", "engine", "fsdpVersion", "paramDtype", "optimizerImpl", "dora",
-  "quantization", "doubleQuant", "lossKernel", "trainer", "precomputeRefLogProbs",
+  "quantization", "doubleQuant", "lossKernel", "trainer", "precomputeRefLogProbs", "loraTargetLinear",
 ]);
 /** Numbers typed into the Settings UI's text boxes (it has no box for an optional number). */
 const NUMBER_SETTINGS: ReadonlySet<string> = new Set([
@@ -170,7 +187,11 @@ const NUMBER_SETTINGS: ReadonlySet<string> = new Set([
 ]);
 /** Dropdowns for an optional boolean: "true" / "false" (or "default"). */
 const BOOLEAN_SETTINGS: ReadonlySet<string> = new Set([
-  "gradientCheckpointing", "dora", "doubleQuant", "precomputeRefLogProbs",
+  "gradientCheckpointing", "dora", "doubleQuant", "precomputeRefLogProbs", "loraTargetLinear",
+]);
+/** Settings whose value may be a list or an object (package.json: "array" / "object" types). */
+const STRUCTURED_SETTINGS: ReadonlySet<string> = new Set([
+  "loraTargets", "excludeModules", "layersToTransform", "layersPattern", "loraRankPattern", "targetParameters",
 ]);
 const NUMBER = /^[0-9]*\.?[0-9]+$/;
 

@@ -96,6 +96,23 @@ describe("serverSettings", () => {
     // not a number: passed on as typed, so the server names the problem
     assert.deepEqual(serverSettings({ worldSize: "eight" }), { worldSize: "eight" });
   });
+
+  it("passes the adapter-matching lists and objects as written, and their empty defaults as unset", () => {
+    const written = {
+      excludeModules: { regex: ".*mlp.*" }, layersToTransform: [0, 2], layersPattern: ["layers"],
+      loraRankPattern: { v_proj: 16 }, targetParameters: ["mlp.experts.down_proj"], loraTargets: ["q_proj", "v_proj"],
+    };
+    assert.deepEqual(serverSettings({ ...written, loraTargetLinear: "true" }), { ...written, loraTargetLinear: true });
+    assert.deepEqual(serverSettings({ loraTargets: { regex: ".*q_proj" }, excludeModules: ["o_proj"] }),
+      { loraTargets: { regex: ".*q_proj" }, excludeModules: ["o_proj"] });
+    assert.deepEqual(serverSettings({
+      excludeModules: [], layersToTransform: [], layersPattern: [], loraRankPattern: {}, targetParameters: [],
+      loraTargets: "", loraTargetLinear: "default",
+    }), {});
+    assert.deepEqual(serverSettings({ loraTargetLinear: "false" }), { loraTargetLinear: false });
+    // a list or object for a setting that takes neither is not sent (as before: only strings, numbers, booleans)
+    assert.deepEqual(serverSettings({ gpuMemory: ["80GiB"] as unknown as string, modulesToSave: { a: 1 } as unknown as string }), {});
+  });
 });
 
 describe("needsRestart", () => {
@@ -213,8 +230,41 @@ describe("package.json", () => {
     }
   });
 
+  // the lists and objects the Settings UI edits as such (a list of strings or integers; Item/Value pairs)
+  const LISTS = ["layersToTransform", "layersPattern", "targetParameters"];
+  const OBJECTS = ["loraRankPattern"];
+  // PEFT also takes one regular expression ({"regex": ...}) here: several types, edited in settings.json
+  const UNIONS = ["loraTargets", "excludeModules"];
+
+  it("edits the adapter-matching lists and rank pattern in the Settings UI, their empty value unset", () => {
+    for (const key of LISTS) {
+      const property = properties[`zeromem.${key}`];
+      assert.equal(property.type, "array", key);
+      assert.ok(["string", "integer"].includes(property.items.type), key); // VS Code's list editor
+      assert.deepEqual(property.default, [], key);
+    }
+    for (const key of OBJECTS) {
+      const property = properties[`zeromem.${key}`];
+      assert.equal(property.type, "object", key);
+      assert.equal(property.additionalProperties.type, "integer", key); // VS Code's Item/Value editor
+      assert.deepEqual(property.default, {}, key);
+    }
+    for (const key of UNIONS) {
+      const property = properties[`zeromem.${key}`];
+      assert.deepEqual([...property.type].sort(), ["array", "object", "string"], key);
+      assert.deepEqual(property.required, ["regex"], key);
+      assert.equal(property.additionalProperties, false, key);
+      assert.equal(property.items.type, "string", key);
+    }
+    for (const key of [...LISTS, ...OBJECTS, ...UNIONS]) {
+      const unset = properties[`zeromem.${key}`].default;
+      assert.deepEqual(serverSettings({ [key]: unset }), {}, `${key}: the default is sent as unset`);
+    }
+  });
+
   it("uses types the Settings UI edits: strings and enums, no null", () => {
     for (const key of SERVER_SETTING_KEYS) {
+      if ([...LISTS, ...OBJECTS, ...UNIONS].includes(key)) continue;
       const property = properties[`zeromem.${key}`];
       assert.equal(property.type, "string", key);
       assert.equal(typeof property.default, "string", key);

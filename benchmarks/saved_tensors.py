@@ -1,0 +1,75 @@
+"""What autograd keeps for backward, as the CPU measurements count it (benchmarks/activations, adapters, loss).
+
+Inside `SavedTensors.hooks()` every tensor saved for backward reaches `torch.autograd.graph.saved_tensors_hooks`;
+its storage is counted once (unique by data pointer), the model's parameters excluded. With non-reentrant
+gradient checkpointing a checkpointed layer's saved tensors never reach the hook: what the checkpoint keeps
+are the layer's inputs, added by `record_checkpoint_inputs`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+
+def storages(value, found: dict) -> None:
+    """Record the storages of every tensor in value (tuples, lists, dicts, partials walked)."""
+    import torch
+    if isinstance(value, torch.Tensor):
+        storage = value.untyped_storage()
+        found[storage.data_ptr()] = storage.nbytes()
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            storages(item, found)
+    elif isinstance(value, dict):
+        for item in value.values():
+            storages(item, found)
+    elif isinstance(value, functools.partial):
+        storages(value.args, found)
+        storages(value.keywords, found)
+
+
+class SavedTensors:
+    """The unique storages saved for backward of `model`'s forward, its parameters excluded; with `explain`,
+    one line per storage in the order first seen (`shapes`)."""
+
+    def __init__(self, model, explain: bool = False):
+        self.parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        self.found: dict[int, int] = {}
+        self.shapes: list[str] = []
+        self.explain = explain
+
+    def _keep(self, pointer: int, size: int, describe) -> None:
+        if pointer in self.parameters:
+            return
+        if self.explain and pointer not in self.found:
+            self.shapes.append(describe())
+        self.found[pointer] = size
+
+    def pack(self, tensor):
+        storage = tensor.untyped_storage()
+        self._keep(storage.data_ptr(), storage.nbytes(),
+                   lambda: f"{tuple(tensor.shape)} {tensor.dtype} {storage.nbytes()}")
+        return tensor
+
+    def hooks(self):
+        """The context that records what the forward inside it saves."""
+        import torch
+        return torch.autograd.graph.saved_tensors_hooks(self.pack, lambda tensor: tensor)
+
+    def record_checkpoint_inputs(self, model) -> None:
+        """Wrap each checkpointed layer's checkpoint function (after gradient_checkpointing_enable) to record
+        the inputs it keeps."""
+        for module in model.modules():
+            inner = getattr(module, "_gradient_checkpointing_func", None)
+            if inner is not None:
+                def recording(function, *args, _inner=inner, **kwargs):
+                    kept: dict[int, int] = {}
+                    storages((function, args, kwargs), kept)
+                    for pointer, size in kept.items():
+                        self._keep(pointer, size, lambda size=size: f"checkpoint input {size}")
+                    return _inner(function, *args, **kwargs)
+                module._gradient_checkpointing_func = recording
+
+    @property
+    def total(self) -> int:
+        return sum(self.found.values())
