@@ -179,3 +179,19 @@ def test_settings_in_the_block_are_credited(tmp_path):
     bad.write_text(config.read_text().replace('"kto"', '"kto2"'))
     found = json.loads(run_zeromem("check", "--format", "json", str(bad)).stdout)["findings"]
     assert any(item["code"] == "ZM104" and "trainer" in item["message"] for item in found)
+
+
+def test_check_says_the_peak_is_unknown_at_the_trainer_that_makes_it_so(tmp_path, monkeypatch):
+    """axolotl's rl: kto runs TRL 1.8's KTOTrainer, whose loss is not modelled: with a budget, check must not read
+    as a fitting run (no finding) but say only the model state was checked, at the `rl:` key's value."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["meta-llama/Llama-3.2-1B"], LLAMA)))
+    recipe = RECIPES / "axolotl/examples/llama-3/qlora-1b-kto.yaml"
+    row = recipe.read_text().splitlines().index("rl: kto")
+    done = run_zeromem("check", "--world-size", "1", "--gpu-memory", "80GiB", "--format", "json", str(recipe))
+    (unknown,) = [item for item in json.loads(done.stdout)["findings"] if item["code"] == "ZM103"]
+    assert "KTOTrainer loss is not modelled" in unknown["message"] and "only the model state" in unknown["message"]
+    assert (unknown["range"]["start"]["line"], unknown["range"]["start"]["character"]) == (row, len("rl: "))
+    assert done.returncode == 0  # information only
+    small = run_zeromem("check", "--world-size", "1", "--gpu-memory", "4GiB", "--format", "json", str(recipe))
+    codes = {item["code"] for item in json.loads(small.stdout)["findings"]}
+    assert "ZM101" in codes and "ZM103" not in codes  # the model state itself does not fit: that error alone

@@ -124,6 +124,7 @@ class UnknownPeak(NamedTuple):
     """A stage whose peak the phase model cannot give (an unsupported combination): why, never a guess."""
 
     why: str
+    input: str | None = None  # the peak input (PeakInputs field) that the phase model refuses, when one is
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ class Peak:
             else:
                 step = estimate_step(**arguments)
         except StepInputError as error:
-            return UnknownPeak(str(error))
+            return UnknownPeak(str(error), error.input)
         return StagePeak(step.phases, step.peak_phase, self.reserved)
 
     def stage_peak(self, stage: str, offload: object = None) -> StagePeak | None:
@@ -167,6 +168,11 @@ class Peak:
         """`peak unknown: <why>` when the phase model refuses this stage's inputs."""
         found = self.stage_step(stage, offload)
         return f"peak unknown: {found.why}" if isinstance(found, UnknownPeak) else None
+
+    def unknown_input(self, stage: str) -> Given | None:
+        """The input the phase model refuses at `stage`, when it names one."""
+        found = self.stage_step(stage)
+        return self.inputs.get(found.input) if isinstance(found, UnknownPeak) and found.input else None
 
     def at(self, stage: str, offload: object = None) -> int | None:
         """Peak bytes per GPU at `stage`, or None while an input is missing or the peak is unknown."""
@@ -361,13 +367,13 @@ def preference(inputs: PeakInputs, arguments: dict, stage: str, offload: object)
     loss = inputs.preference_loss
     kind = "fused" if loss is None else str(loss.value)
     if trainer in ("dpo", "kto") and kind not in LOSSES:
-        raise StepInputError(loss.note)  # type: ignore[union-attr]
+        raise StepInputError(loss.note, "preference_loss")  # type: ignore[union-attr]
     if trainer not in WITH_REFERENCE:  # reference-free (LLaMA-Factory's orpo / simpo; the others are refused)
         return Preference(trainer, 0, False, 0, loss=kind if kind in LOSSES else "fused")
     precomputed = bool(_value(inputs.precompute_ref_log_probs))
     named = inputs.reference_model  # LLaMA-Factory's ref_model: a copy even beside a PEFT policy
     if named is not None and named.value != "copy" and not precomputed:
-        raise StepInputError(named.note)
+        raise StepInputError(named.note, "reference_model")
     tensors = parameter_tensors(inputs.shape)  # type: ignore[arg-type]
     width = DTYPE_BYTES[arguments["param_dtype"]]
     engine, number = arguments["engine"], stage_named(stage).number

@@ -194,7 +194,7 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
     if trainer not in TRAINERS:
         raise StepInputError(f"trainer must be one of {', '.join(TRAINERS)}, got {trainer!r}")
     if trainer in UNMODELLED:
-        raise StepInputError(UNMODELLED[trainer])
+        raise StepInputError(UNMODELLED[trainer], "trainer")
     if trainer == "sft":
         return estimate_step(**arguments)  # type: ignore[arg-type]
     frozen = arguments.get("frozen")
@@ -204,10 +204,10 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
         raise StepInputError(f"preference loss must be one of {', '.join(LOSSES)}, got {preference.loss!r}")
     if preference.loss == "logits" and trainer not in ("dpo", *REFERENCE_FREE):
         raise StepInputError(f"TRL 1.8's {trainer.upper()}Trainer loss is not modelled (its DPO, ORPO and CPO "
-                             "trainers are)")
+                             "trainers are)", "trainer")
     if preference.loss == "llamafactory" and trainer not in LLAMAFACTORY_TRAINERS:
         raise StepInputError(f"LLaMA-Factory has no {trainer.upper()} trainer (stage: dpo with pref_loss sigmoid, orpo "
-                             "or simpo; stage: kto)")
+                             "or simpo; stage: kto)", "trainer")
     kind = {"fused": FusedHead, "logits": LogitsHead, "llamafactory": LlamaFactoryHead}[preference.loss]
     triton = preference.triton
     if preference.loss in ("fused", "logits") and trainer in REFERENCE_FREE:  # TRL's ORPOTrainer / CPOTrainer

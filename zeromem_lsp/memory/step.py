@@ -40,7 +40,11 @@ MAX_REUSE_DISTANCE = 1_000_000_000
 
 
 class StepInputError(ValueError):
-    """An input the step model cannot use (named, with the allowed values)."""
+    """An input the step model cannot use (named, with the allowed values); `input`: the peak input to blame."""
+
+    def __init__(self, message: str, input: str | None = None) -> None:
+        super().__init__(message)
+        self.input = input
 
 
 class Part(NamedTuple):

@@ -108,6 +108,14 @@ def check(context: Context) -> Iterator[Finding]:
                                   f"{format_bytes(budget)} budget: missing {'; '.join(peak.missing)}", plan.stage_path)
         return
     total = peak.at(plan.stage)
+    unknown = peak.unknown(plan.stage)
+    if total is None and unknown is not None:
+        blamed = peak.unknown_input(plan.stage)
+        where = blamed.path if blamed is not None and blamed.path is not None and context.exists(blamed.path) \
+            else plan.stage_path
+        yield context.finding(NOT_COMPUTABLE, f"cannot check the peak of {label} against the {format_bytes(budget)} "
+                              f"budget: {unknown}; only the model state is checked", where)
+        return
     if total is None or total <= budget:
         return
     within = total <= budget * (1 + MODEL_UNCERTAINTY)  # exact: MODEL_UNCERTAINTY is a Fraction

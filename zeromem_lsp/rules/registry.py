@@ -77,8 +77,11 @@ RULES: dict[str, Rule] = _rules(
     ),
     Rule(
         "ZM103", "memory-not-computable", "information",
-        "A GPU budget is declared but the per-GPU figure cannot be computed; the message says what is missing.",
-        "A budget without a figure silently checks nothing; saying what is missing lets you declare it.",
+        "A GPU budget is declared but the per-GPU figure cannot be computed; the message says what is missing, or "
+        "why the step's peak is unknown (a trainer or setup the phase model does not cover: only the model state is "
+        "then checked).",
+        "A budget without a figure silently checks nothing; saying what is missing lets you declare it, and saying "
+        "the peak is unknown keeps a fitting model state from reading as a fitting run.",
         '{"zero_optimization": {"stage": 2}, "zeromem": {"gpu_memory": "80GiB"}}',
         'Declare the missing inputs in the `zeromem` block, e.g. `"parameters": "7B", "world_size": 8`.',
     ),
