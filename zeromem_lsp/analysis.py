@@ -228,7 +228,7 @@ def analyse(
         block_problems.append((at, f"{named.note if named else 'zeromem.' + found[0]}: {found[1]}", "value"))
     plan = planner.plan(reading.source, resolved, PeakSource(reading.workload, reading.setup, model), adapter)
     context = Context(document, data, effective, reading.rule_setup, plan, reading.workload, resolved.origins,
-                      reading.setup)
+                      reading.setup, model_unread=missing_model)
     findings = _syntax_findings(kind, context)
     findings += settings_rules.block_findings(context, block_problems)
     findings += settings_rules.budget_note(context, block_path)

@@ -91,6 +91,24 @@ def test_every_recipe_is_recognised_and_its_missing_model_named_at_its_key(tmp_p
     assert not [item for items in results.values() for item in items if item["severity"] == "error"]
 
 
+def test_a_budget_beside_an_unread_model_adds_no_second_finding(tmp_path, monkeypatch):
+    """ZM108 already names the model and where it was looked for: ZM103's "declare parameters in the zeromem
+    block" beside it would say the same thing less precisely. A missing input other than the model still shows."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    results: dict[str, list[str]] = {}
+    for item in findings("--gpu-memory", "80GiB", "--world-size", "8", str(RECIPES)):
+        results.setdefault(Path(item["path"]).resolve().relative_to(RECIPES).as_posix(), []).append(item["code"])
+    for name in RECIPE_FILES:
+        assert results[name].count("ZM108") == 1 and "ZM103" not in results[name], name
+    beside = "alignment-handbook/recipes/accelerate_configs/zero3.yaml"  # no model named at all: ZM103 says so
+    assert results[beside] == ["ZM103"]
+    (tmp_path / "zero3.json").write_text('{"zero_optimization": {"stage": 3}, "bf16": {"enabled": true}}')
+    recipe = write(tmp_path, "sft.yaml", "model_name_or_path: org/model\nfinetuning_type: full\ndeepspeed: zero3.json\n")
+    both = findings("--gpu-memory", "80GiB", str(recipe))  # ZeRO-3 needs the world size too: that alone is said
+    (missing,) = [item for item in both if item["code"] == "ZM103"]
+    assert "world size" in missing["message"] and "model size" not in missing["message"]
+
+
 def test_a_cached_model_is_counted_not_reported(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["google/gemma-3-4b-it"])))
     assert findings(str(RECIPES / "axolotl/examples/gemma3/gemma-3-4b-qlora.yml")) == []

@@ -257,6 +257,10 @@ def place(inputs: Inputs, offload: Offload) -> Placement:
     return Placement(gpu=gpu, host=host)
 
 
+#: The missing input named when neither `parameters` nor a model config gives the model's size.
+MISSING_MODEL_SIZE = 'the model size: declare "parameters" (e.g. "7B") in the zeromem block'
+
+
 class Unplanned(NamedTuple):
     """Why no figure can be computed: each missing input with what would supply it."""
 

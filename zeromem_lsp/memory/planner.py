@@ -19,8 +19,8 @@ from zeromem_lsp.memory.peak import estimate_peak
 from zeromem_lsp.memory.peak_inputs import PeakSource, peak_inputs
 from zeromem_lsp.memory.peak_inputs import fsdp_version as resolve_fsdp_version
 from zeromem_lsp.memory.plan import (
-    DEEPSPEED, DEFAULT_WARN_FRACTION, FSDP, FSDP_CPU_OFFLOAD, TORCH, Family, FsdpOffload, Inputs, MemoryPlan,
-    Offload, Origin, Unplanned, inputs_from_parameters, place,
+    DEEPSPEED, DEFAULT_WARN_FRACTION, FSDP, FSDP_CPU_OFFLOAD, MISSING_MODEL_SIZE, TORCH, Family, FsdpOffload, Inputs,
+    MemoryPlan, Offload, Origin, Unplanned, inputs_from_parameters, place,
 )
 from zeromem_lsp.memory.precision import BytesPerParameter, bytes_per_parameter
 from zeromem_lsp.memory.stages import FSDP_STRATEGY_STAGE
@@ -112,7 +112,7 @@ def build(
         origins["bytes"] = _setting(resolved, "parameter_bytes")
     else:
         if settings.parameters is None:
-            missing.append('the model size: declare "parameters" (e.g. "7B") in the zeromem block')
+            missing.append(MISSING_MODEL_SIZE)
         read = per_parameter(missing)
         if not missing and read is not None:
             bytes_each, bytes_origins, extra = read

@@ -24,6 +24,7 @@ class Context:
     workload: Workload = field(default_factory=Workload)  # the config's batch, sequence and buffer values
     origins: dict[str, Origin] = field(default_factory=dict)  # setting name -> the layer that supplied it
     planned_setup: TrainingSetup | None = None  # the DeepSpeed setup planned, also from another file (a recipe's)
+    model_unread: bool = False  # a recipe names a model that could not be read (its own finding says where)
 
     def span(self, path: Path | None, target: str = "value") -> tuple[int, int]:
         """Range of the value (or key) at path; the nearest existing ancestor's key when absent."""

@@ -10,7 +10,7 @@ from zeromem_lsp.document import Document, Member
 from zeromem_lsp.edits import insert_member, replace_value, set_value
 from zeromem_lsp.memory.stages import stage as stage_named
 from zeromem_lsp.findings import Finding, Fix, TextEdit, overlapping
-from zeromem_lsp.memory.plan import MemoryPlan, Suggestion, Unplanned
+from zeromem_lsp.memory.plan import MISSING_MODEL_SIZE, MemoryPlan, Suggestion, Unplanned
 from zeromem_lsp.present import describe_suggestion, no_fit, percent_of, settings_elsewhere, stage_label
 from zeromem_lsp.rules import fsdp as fsdp_rules
 from zeromem_lsp.rules.context import Context
@@ -121,7 +121,10 @@ def budget_findings(context: Context) -> Iterator[Finding]:
     if budget is None:
         return
     if isinstance(plan, Unplanned):
-        missing = "; ".join(plan.missing)
+        # a recipe's unreadable model has its own finding, naming the model and every place looked
+        missing = "; ".join(item for item in plan.missing if not (context.model_unread and item == MISSING_MODEL_SIZE))
+        if not missing:
+            return
         path = _budget_span_path(context, context.setup.stage_path)
         yield context.finding(NOT_COMPUTABLE, f"cannot check the {format_bytes(budget)} GPU budget: missing {missing}", path)
         return
