@@ -118,7 +118,11 @@ class LogitsHead(NamedTuple):
     `selective_log_softmax` (trl/trainer/utils.py) runs a log-softmax per row, each kept for backward (an fp32
     model: `logsumexp` keeps the logits themselves; derived, not measured); the entropy metric
     (`entropy_from_logits` on the shifted logits) copies them contiguous and makes three 128-row chunks. Backward:
-    the rows' gradients stacked, then the slice's gradient (b·s·V), then the head's weight gradient beside it."""
+    the rows' gradients stacked, then the slice's gradient (b·s·V), then the head's weight gradient beside it.
+    TRL 1.8's KTO (kto_trainer.py 1.8.0 `_compute_loss`) runs b completions the same way; its KL rows' forwards
+    (`_compute_kl_logps`, under `no_grad`) end before the moment. Beside the DPO's tensors there: the chosen and
+    rejected rows' logits `index_select`ed for the metrics (a b·s·V copy) and, as it does not pass
+    `use_cache=False`, the reference outputs' KV cache (`cache`; the policy's shares the K/V attention keeps)."""
 
     trainer: str
     sequence_length: int
@@ -127,6 +131,7 @@ class LogitsHead(NamedTuple):
     head_trainable: bool = True
     triton: bool = True  # (no effect: both heads take the same fields)
     adjusted: bool = False
+    cache: int = 0  # KTO: elements of the reference outputs' KV cache (per element, the compute dtype's bytes)
 
     def scored(self, tokens: int) -> int:
         return tokens - tokens // self.sequence_length
@@ -150,6 +155,9 @@ class LogitsHead(NamedTuple):
                    Part("reference gathered parameters", self.reference_gathered if self.reference_forward else 0),
                    Part("reference logits", logits if self.reference_forward else 0),
                    Part("entropy metric", c * scored * v + 3 * c * min(128, scored) * v)]
+        if self.trainer == "kto":
+            forward += [Part("logits selected for the metrics", logits),
+                        Part("reference KV cache", c * self.cache if self.reference_forward else 0)]
         rest = total - self._kept(tokens, v, c)  # the row log-softmaxes are freed once their backward ran
         stacked = [*base, Part("activations", rest), Part("log-prob gradients", c * scored * v),
                    Part("logits gradient", logits)]
@@ -182,6 +190,12 @@ def reference_gathered(tensors: Tensors, width: int, engine: str, stage: object,
     return 0
 
 
+def kv_cache(shape: object, tokens: int) -> int:
+    """Elements of a DynamicCache filled by one forward of `tokens` tokens: every layer's keys and values
+    (transformers/cache_utils.py; a sliding layer's keeps a view of the whole states)."""
+    return 2 * shape.layers * shape.kv_heads * shape.head_dim * tokens  # type: ignore[attr-defined]
+
+
 def rows(trainer: str, micro_batch: int) -> int:
     """Sequences through the policy per micro-batch: DPO-style trainers stack chosen and rejected."""
     return 2 * micro_batch if trainer in ("dpo", "orpo", "simpo", "cpo") else micro_batch
@@ -202,9 +216,6 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
     micro = rows(trainer, arguments["micro_batch"])  # type: ignore[arg-type]
     if preference.loss not in LOSSES:
         raise StepInputError(f"preference loss must be one of {', '.join(LOSSES)}, got {preference.loss!r}")
-    if preference.loss == "logits" and trainer not in ("dpo", *REFERENCE_FREE):
-        raise StepInputError(f"TRL 1.8's {trainer.upper()}Trainer loss is not modelled (its DPO, ORPO and CPO "
-                             "trainers are)", "trainer")
     if preference.loss == "llamafactory" and trainer not in LLAMAFACTORY_TRAINERS:
         raise StepInputError(f"LLaMA-Factory has no {trainer.upper()} trainer (stage: dpo with pref_loss sigmoid, orpo "
                              "or simpo; stage: kto)", "trainer")
@@ -214,6 +225,8 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
         kind, triton = ReferenceFreeHead, triton and preference.loss == "fused"  # TRL 1.8: no Triton kernel
     head = kind(trainer, sequence, preference.reference_forward,  # type: ignore[arg-type]
                 preference.reference_gathered, head_trainable=frozen is None, triton=triton)
+    if kind is LogitsHead and trainer == "kto":
+        head = head._replace(cache=kv_cache(arguments["shape"], micro * sequence))  # type: ignore[arg-type]
     if frozen is not None:  # its activations are read after the loss too: the fused head's, not the log-softmax
         head = head._replace(adjusted=True)
         arguments = {**arguments, "frozen": frozen._replace(activations=_frozen_saved(head, frozen, arguments, micro))}  # type: ignore[attr-defined]
