@@ -39,12 +39,12 @@ LORA = {"r": 8, "lora_alpha": 16, "lora_dropout": 0.0, "target_modules": ["q_pro
 
 
 def _case(cid, trainer="dpo", reference="model", engine="torch", stage=None, ranks=1, lora=False, batch=1, seq=128,
-          impl="foreach", model="llama-h256", trl=None):
+          impl="foreach", model="llama-h256", trl=None, attention="sdpa"):
     from cases import MODELS, ds_config
     case = {"id": cid, "trainer": trainer, "reference": reference, "engine": engine, "ranks": ranks,
             "lora": dict(LORA) if lora else None, "micro_batch": batch, "sequence_length": seq, "prompt_length": PROMPT,
             "model": model, "config": dict(sorted(MODELS[model].items())), "regime": "bf16" if engine == "torch"
-            else "ds-bf16", "optimizer": {"name": "AdamW", "impl": impl, "lr": 1e-4}, "attention": "sdpa",
+            else "ds-bf16", "optimizer": {"name": "AdamW", "impl": impl, "lr": 1e-4}, "attention": attention,
             "gradient_checkpointing": False, "loss_type": "sigmoid" if trainer == "dpo" else "kto", "beta": 0.1,
             "trl_version": trl}
     if engine == "deepspeed":
@@ -71,6 +71,7 @@ def cases() -> list[dict]:
         _case("trl18-kto-full-ref-b4", trainer="kto", batch=4, trl="1.8.0"),
         _case("trl18-kto-full-precomputed", trainer="kto", reference="precomputed", batch=2, trl="1.8.0"),
         _case("trl18-kto-lora-adapter-ref", trainer="kto", reference="adapter", lora=True, batch=2, trl="1.8.0"),
+        _case("trl18-kto-full-ref-eager", trainer="kto", batch=2, trl="1.8.0", attention="eager"),
     ])
 
 

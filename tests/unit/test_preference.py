@@ -146,6 +146,11 @@ def test_trl18_kto_holds_the_metrics_logits_copy_and_the_reference_kv_cache_besi
     assert steps["kto"].phases["backward"] == steps["dpo"].phases["backward"]
     preference, kwargs = arguments(next(case for case in CASES if case["id"] == "trl18-kto-full-precomputed"))
     assert "reference KV cache" not in dict(estimate_preference_step(preference, **kwargs).phases["forward"].parts)
+    assert "policy KV cache" not in forward  # sdpa (grouped-query, no mask) keeps the K/V its cache holds
+    preference, kwargs = arguments(next(case for case in CASES if case["id"] == "trl18-kto-full-ref-eager"))
+    assert dict(estimate_preference_step(preference, **kwargs).phases["forward"].parts)["policy KV cache"] == cache
+    checkpointed = estimate_preference_step(preference, **{**kwargs, "checkpointing": True}).phases["forward"]
+    assert "policy KV cache" not in dict(checkpointed.parts)  # the checkpointed layers drop the cache
 
 
 @pytest.mark.parametrize("trainer, loss, named", [

@@ -122,7 +122,9 @@ class LogitsHead(NamedTuple):
     TRL 1.8's KTO (kto_trainer.py 1.8.0 `_compute_loss`) runs b completions the same way; its KL rows' forwards
     (`_compute_kl_logps`, under `no_grad`) end before the moment. Beside the DPO's tensors there: the chosen and
     rejected rows' logits `index_select`ed for the metrics (a b·s·V copy) and, as it does not pass
-    `use_cache=False`, the reference outputs' KV cache (`cache`; the policy's shares the K/V attention keeps)."""
+    `use_cache=False`, the reference outputs' KV cache (`cache`). The policy's cache holds the K/V its sdpa keeps
+    for backward (grouped-query sdpa without a mask), none under checkpointing (the layers drop it); with eager
+    attention on a grouped-query model, K/V beside the repeated ones attention keeps (`policy_cache`)."""
 
     trainer: str
     sequence_length: int
@@ -132,6 +134,7 @@ class LogitsHead(NamedTuple):
     triton: bool = True  # (no effect: both heads take the same fields)
     adjusted: bool = False
     cache: int = 0  # KTO: elements of the reference outputs' KV cache (per element, the compute dtype's bytes)
+    policy_cache: int = 0  # KTO: elements of the policy outputs' KV cache beyond what its attention keeps
 
     def scored(self, tokens: int) -> int:
         return tokens - tokens // self.sequence_length
@@ -157,7 +160,8 @@ class LogitsHead(NamedTuple):
                    Part("entropy metric", c * scored * v + 3 * c * min(128, scored) * v)]
         if self.trainer == "kto":
             forward += [Part("logits selected for the metrics", logits),
-                        Part("reference KV cache", c * self.cache if self.reference_forward else 0)]
+                        Part("reference KV cache", c * self.cache if self.reference_forward else 0),
+                        Part("policy KV cache", c * self.policy_cache)]
         rest = total - self._kept(tokens, v, c)  # the row log-softmaxes are freed once their backward ran
         stacked = [*base, Part("activations", rest), Part("log-prob gradients", c * scored * v),
                    Part("logits gradient", logits)]
@@ -226,7 +230,9 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
     head = kind(trainer, sequence, preference.reference_forward,  # type: ignore[arg-type]
                 preference.reference_gathered, head_trainable=frozen is None, triton=triton)
     if kind is LogitsHead and trainer == "kto":
-        head = head._replace(cache=kv_cache(arguments["shape"], micro * sequence))  # type: ignore[arg-type]
+        shape, cache = arguments["shape"], kv_cache(arguments["shape"], micro * sequence)  # type: ignore[arg-type]
+        repeated = arguments.get("attention") == "eager" and shape.kv_heads < shape.heads  # type: ignore[attr-defined]
+        head = head._replace(cache=cache, policy_cache=cache if repeated and not arguments.get("checkpointing") else 0)
     if frozen is not None:  # its activations are read after the loss too: the fused head's, not the log-softmax
         head = head._replace(adjusted=True)
         arguments = {**arguments, "frozen": frozen._replace(activations=_frozen_saved(head, frozen, arguments, micro))}  # type: ignore[attr-defined]
