@@ -5,8 +5,8 @@ Run with the measuring venv (torch CPU, transformers, deepspeed, peft, trl), one
     nice -n 5 /work/venv-measure/bin/python benchmarks/preference/measure.py            # every case -> JSON
     /work/venv-measure/bin/python benchmarks/preference/measure.py --only dpo-full --explain
 
-The `trl18-` cases run TRL 1.8.0 (what axolotl pins: its DPOTrainer makes the full logits and uses
-selective_log_softmax, no fused head) from a directory given with --trl18 (made by
+The `trl18-` cases run TRL 1.8.0 (what axolotl pins: its DPOTrainer and KTOTrainer make the full logits and use
+selective_log_softmax, no fused head; its KTOTrainer refuses a micro-batch of 1) from a directory given with --trl18 (made by
 `pip install --no-deps --target DIR trl==1.8.0`), put first on the children's PYTHONPATH.
 
 The trainers themselves need a tokenizer and datasets; what runs here is TRL's own `_compute_loss`
