@@ -39,7 +39,7 @@ LORA = {"r": 8, "lora_alpha": 16, "lora_dropout": 0.0, "target_modules": ["q_pro
 
 
 def _case(cid, trainer="dpo", reference="model", engine="torch", stage=None, ranks=1, lora=False, batch=1, seq=128,
-          impl="foreach", model="llama-h256", trl=None, attention="sdpa"):
+          impl="foreach", model="llama-h256", trl=None, attention="sdpa", use_cache=None):
     from cases import MODELS, ds_config
     case = {"id": cid, "trainer": trainer, "reference": reference, "engine": engine, "ranks": ranks,
             "lora": dict(LORA) if lora else None, "micro_batch": batch, "sequence_length": seq, "prompt_length": PROMPT,
@@ -49,6 +49,8 @@ def _case(cid, trainer="dpo", reference="model", engine="torch", stage=None, ran
             "trl_version": trl}
     if engine == "deepspeed":
         case["ds_config"] = ds_config(stage, batch)
+    if use_cache is not None:  # axolotl's check_model_config (src/axolotl/loaders/utils.py) sets it False
+        case["config"]["use_cache"] = use_cache
     return case
 
 
@@ -72,6 +74,9 @@ def cases() -> list[dict]:
         _case("trl18-kto-full-precomputed", trainer="kto", reference="precomputed", batch=2, trl="1.8.0"),
         _case("trl18-kto-lora-adapter-ref", trainer="kto", reference="adapter", lora=True, batch=2, trl="1.8.0"),
         _case("trl18-kto-full-ref-eager", trainer="kto", batch=2, trl="1.8.0", attention="eager"),
+        _case("trl18-kto-full-ref-axolotl", trainer="kto", batch=2, trl="1.8.0", use_cache=False),
+        _case("trl18-kto-lora-adapter-ref-axolotl", trainer="kto", reference="adapter", lora=True, batch=2,
+              trl="1.8.0", use_cache=False),
     ])
 
 

@@ -121,10 +121,11 @@ class LogitsHead(NamedTuple):
     the rows' gradients stacked, then the slice's gradient (b·s·V), then the head's weight gradient beside it.
     TRL 1.8's KTO (kto_trainer.py 1.8.0 `_compute_loss`) runs b completions the same way; its KL rows' forwards
     (`_compute_kl_logps`, under `no_grad`) end before the moment. Beside the DPO's tensors there: the chosen and
-    rejected rows' logits `index_select`ed for the metrics (a b·s·V copy) and, as it does not pass
-    `use_cache=False`, the reference outputs' KV cache (`cache`). The policy's cache holds the K/V its sdpa keeps
-    for backward (grouped-query sdpa without a mask), none under checkpointing (the layers drop it); with eager
-    attention on a grouped-query model, K/V beside the repeated ones attention keeps (`policy_cache`)."""
+    rejected rows' logits `index_select`ed for the metrics (a b·s·V copy) and, as it passes no `use_cache=False`,
+    with a model config's `use_cache` (not under axolotl) the reference outputs' KV cache (`cache`). The policy's
+    cache holds the K/V its sdpa keeps for backward (grouped-query sdpa without a mask), none under checkpointing
+    (the layers drop it); with eager attention on a grouped-query model, K/V beside the repeated ones attention
+    keeps (`policy_cache`)."""
 
     trainer: str
     sequence_length: int
@@ -179,6 +180,9 @@ class Preference(NamedTuple):
     reference_gathered: int = 0
     triton: bool = True
     loss: str = "fused"  # "fused": TRL's fused LM head (TRL 1.16); "logits": TRL 1.8's (axolotl's pin)
+    #: the model config's use_cache, which TRL 1.8's KTO leaves on: axolotl's `check_model_config`
+    #: (src/axolotl/loaders/utils.py) sets it False for the policy and the reference it loads
+    kv_cache: bool = False
 
 
 def reference_gathered(tensors: Tensors, width: int, engine: str, stage: object, ranks: int, loss: str = "fused") -> int:
@@ -229,7 +233,7 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
         kind, triton = ReferenceFreeHead, triton and preference.loss == "fused"  # TRL 1.8: no Triton kernel
     head = kind(trainer, sequence, preference.reference_forward,  # type: ignore[arg-type]
                 preference.reference_gathered, head_trainable=frozen is None, triton=triton)
-    if kind is LogitsHead and trainer == "kto":
+    if kind is LogitsHead and trainer == "kto" and preference.kv_cache:
         shape, cache = arguments["shape"], kv_cache(arguments["shape"], micro * sequence)  # type: ignore[arg-type]
         repeated = arguments.get("attention") == "eager" and shape.kv_heads < shape.heads  # type: ignore[attr-defined]
         head = head._replace(cache=cache, policy_cache=cache if repeated and not arguments.get("checkpointing") else 0)
