@@ -5,8 +5,8 @@ Run with the measuring venv (torch CPU, transformers, deepspeed, peft, trl), one
     nice -n 5 /work/venv-measure/bin/python benchmarks/preference/measure.py            # every case -> JSON
     /work/venv-measure/bin/python benchmarks/preference/measure.py --only dpo-full --explain
 
-The `trl18-` cases run TRL 1.8.0 (what axolotl pins: its DPOTrainer makes the full logits and uses
-selective_log_softmax, no fused head) from a directory given with --trl18 (made by
+The `trl18-` cases run TRL 1.8.0 (what axolotl pins: its DPOTrainer and KTOTrainer make the full logits and use
+selective_log_softmax, no fused head; its KTOTrainer refuses a micro-batch of 1) from a directory given with --trl18 (made by
 `pip install --no-deps --target DIR trl==1.8.0`), put first on the children's PYTHONPATH.
 
 The trainers themselves need a tokenizer and datasets; what runs here is TRL's own `_compute_loss`
@@ -39,16 +39,18 @@ LORA = {"r": 8, "lora_alpha": 16, "lora_dropout": 0.0, "target_modules": ["q_pro
 
 
 def _case(cid, trainer="dpo", reference="model", engine="torch", stage=None, ranks=1, lora=False, batch=1, seq=128,
-          impl="foreach", model="llama-h256", trl=None):
+          impl="foreach", model="llama-h256", trl=None, attention="sdpa", use_cache=None):
     from cases import MODELS, ds_config
     case = {"id": cid, "trainer": trainer, "reference": reference, "engine": engine, "ranks": ranks,
             "lora": dict(LORA) if lora else None, "micro_batch": batch, "sequence_length": seq, "prompt_length": PROMPT,
             "model": model, "config": dict(sorted(MODELS[model].items())), "regime": "bf16" if engine == "torch"
-            else "ds-bf16", "optimizer": {"name": "AdamW", "impl": impl, "lr": 1e-4}, "attention": "sdpa",
+            else "ds-bf16", "optimizer": {"name": "AdamW", "impl": impl, "lr": 1e-4}, "attention": attention,
             "gradient_checkpointing": False, "loss_type": "sigmoid" if trainer == "dpo" else "kto", "beta": 0.1,
             "trl_version": trl}
     if engine == "deepspeed":
         case["ds_config"] = ds_config(stage, batch)
+    if use_cache is not None:  # axolotl's check_model_config (src/axolotl/loaders/utils.py) sets it False
+        case["config"]["use_cache"] = use_cache
     return case
 
 
@@ -66,6 +68,15 @@ def cases() -> list[dict]:
         _case("trl18-dpo-full-ref-b2", batch=2, trl="1.8.0"),
         _case("trl18-dpo-full-precomputed", reference="precomputed", trl="1.8.0"),
         _case("trl18-dpo-lora-adapter-ref", reference="adapter", lora=True, trl="1.8.0"),
+        # TRL 1.8's KTOTrainer refuses a micro-batch of 1 (its KL term needs a mismatched neighbour)
+        _case("trl18-kto-full-ref", trainer="kto", batch=2, trl="1.8.0"),
+        _case("trl18-kto-full-ref-b4", trainer="kto", batch=4, trl="1.8.0"),
+        _case("trl18-kto-full-precomputed", trainer="kto", reference="precomputed", batch=2, trl="1.8.0"),
+        _case("trl18-kto-lora-adapter-ref", trainer="kto", reference="adapter", lora=True, batch=2, trl="1.8.0"),
+        _case("trl18-kto-full-ref-eager", trainer="kto", batch=2, trl="1.8.0", attention="eager"),
+        _case("trl18-kto-full-ref-axolotl", trainer="kto", batch=2, trl="1.8.0", use_cache=False),
+        _case("trl18-kto-lora-adapter-ref-axolotl", trainer="kto", reference="adapter", lora=True, batch=2,
+              trl="1.8.0", use_cache=False),
     ])
 
 
@@ -169,8 +180,9 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
         if deepspeed_run:
             import deepspeed
             deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False)
-        model = build_model(case, torch)
-        ref_model = build_model(case, torch) if case["reference"] == "model" else None
+        plain = {key: value for key, value in case.items() if key != "lora"}  # get_peft_model runs below, after the head
+        model = build_model(plain, torch)
+        ref_model = build_model(plain, torch) if case["reference"] == "model" else None
         # DPOTrainer.__init__ / KTOTrainer.__init__: the fields their metrics read (no WPO weighting)
         outputs = ("log_probs", "entropy", "mean_logits") + (("is_top1",) if case["trainer"] == "dpo" else ())
         add_fused_lm_head(model, outputs=outputs)
@@ -275,16 +287,19 @@ def versions() -> dict:
 
 
 def merge(out: Path, case: dict, ranks: list[dict]) -> None:
+    """The case into the record, in this script's order ahead of the cases (and versions) other scripts recorded."""
     record = json.loads(out.read_text()) if out.exists() else {}
-    kept = {item["id"]: item for item in record.get("cases", [])}
+    kept = [item for item in record.get("cases", []) if item["id"] != case["id"]]
     entry = {**case, "per_rank": ranks}
     errors = [rank["error"] for rank in ranks if "error" in rank]
     if errors:
         entry["error"] = errors[0]
-    kept[case["id"]] = entry
+    order = list(by_id())
+    ours = sorted([item for item in kept if item["id"] in order] + [entry], key=lambda item: order.index(item["id"]))
     from measure import METHOD
-    record = {"versions": {**versions(), "trl (trl18- cases)": "1.8.0"}, "device": "cpu", "method": METHOD + "; TRL's _compute_loss on a stand-in trainer",
-              "phases": list(PHASES), "cases": [kept[cid] for cid in by_id() if cid in kept]}
+    record = {"versions": {**record.get("versions", {}), **versions(), "trl (trl18- cases)": "1.8.0"}, "device": "cpu",
+              "method": METHOD + "; TRL's _compute_loss on a stand-in trainer", "phases": list(PHASES),
+              "cases": ours + [item for item in kept if item["id"] not in order]}
     out.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 

@@ -49,10 +49,6 @@ RECIPE_FILES = {
 }
 
 
-#: Recipes whose preference loss the step model does not cover, with what the reason names.
-UNMODELLED_LOSS = {"axolotl/examples/llama-3/qlora-1b-kto.yaml": "TRL 1.8's KTOTrainer"}
-
-
 def cache_with(root: Path, repo_ids, config: Path = GEMMA) -> Path:
     """A Hugging Face hub cache holding `config` as each repo id's config.json at revision main."""
     for repo_id in repo_ids:
@@ -133,11 +129,8 @@ def test_each_real_recipe_gives_a_peak_in_check(name, tmp_path, monkeypatch):
     state, found = plan.placement.gpu[stage], plan.peak.stage_peak(stage)
     if found is None:  # the phase model refuses a full fine-tune's optimizer or offload: said, no ZM106 guessed
         why = plan.peak.unknown(stage)
-        if name in UNMODELLED_LOSS:  # a preference loss not measured: named, whatever the adapter
-            assert UNMODELLED_LOSS[name] in why, why
-        else:
-            assert plan.inputs.adapter is None, name  # with an adapter (most recipes) the frozen-base step is known
-            assert why.startswith("peak unknown: ") and ("adam8bit" in why or "FSDP CPU offload" in why), why
+        assert plan.inputs.adapter is None, name  # with an adapter (most recipes) the frozen-base step is known
+        assert why.startswith("peak unknown: ") and ("adam8bit" in why or "FSDP CPU offload" in why), why
         items = findings("--world-size", "8", "--gpu-memory", str(state + 2**20), str(RECIPES / name))
         assert not [item for item in items if item["code"] == "ZM106"]
         return

@@ -182,16 +182,44 @@ def test_settings_in_the_block_are_credited(tmp_path):
 
 
 def test_check_says_the_peak_is_unknown_at_the_trainer_that_makes_it_so(tmp_path, monkeypatch):
-    """axolotl's rl: kto runs TRL 1.8's KTOTrainer, whose loss is not modelled: with a budget, check must not read
+    """axolotl's rl: grpo runs TRL's GRPOTrainer, whose generation is not modelled: with a budget, check must not read
     as a fitting run (no finding) but say only the model state was checked, at the `rl:` key's value."""
     monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["meta-llama/Llama-3.2-1B"], LLAMA)))
-    recipe = RECIPES / "axolotl/examples/llama-3/qlora-1b-kto.yaml"
-    row = recipe.read_text().splitlines().index("rl: kto")
+    recipe = tmp_path / "qlora-1b-grpo.yaml"
+    text = (RECIPES / "axolotl/examples/llama-3/qlora-1b-kto.yaml").read_text()
+    recipe.write_text(text.replace("rl: kto\n", "rl: grpo\n"))
+    row = recipe.read_text().splitlines().index("rl: grpo")
     done = run_zeromem("check", "--world-size", "1", "--gpu-memory", "80GiB", "--format", "json", str(recipe))
     (unknown,) = [item for item in json.loads(done.stdout)["findings"] if item["code"] == "ZM103"]
-    assert "KTOTrainer loss is not modelled" in unknown["message"] and "only the model state" in unknown["message"]
+    assert "GRPO generates completions" in unknown["message"] and "only the model state" in unknown["message"]
     assert (unknown["range"]["start"]["line"], unknown["range"]["start"]["character"]) == (row, len("rl: "))
     assert done.returncode == 0  # information only
     small = run_zeromem("check", "--world-size", "1", "--gpu-memory", "4GiB", "--format", "json", str(recipe))
     codes = {item["code"] for item in json.loads(small.stdout)["findings"]}
     assert "ZM101" in codes and "ZM103" not in codes  # the model state itself does not fit: that error alone
+
+
+def test_axolotl_rl_kto_runs_trl_18s_kto_trainer_and_check_reports_it(tmp_path, monkeypatch):
+    """axolotl's rl: kto is TRL 1.8's KTOTrainer (measured: tests/unit/test_preference.py trl18-kto-*): b completions
+    (no stacking) and the logits copy its metrics select beside DPO's tensors, no KV cache (axolotl sets the model
+    config's use_cache False); the reference is the QLoRA policy with its adapters off (no reference model's bytes)."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["meta-llama/Llama-3.2-1B"], LLAMA)))
+    recipe = RECIPES / "axolotl/examples/llama-3/qlora-1b-kto.yaml"
+    done = run_zeromem("estimate", "--config", str(recipe), "-R", "1")
+    assert done.returncode == 0, done.stderr
+    assert "trainer kto — rl: kto (axolotl)" in done.stdout and "peak unknown" not in done.stdout
+    assert "kto (TRL 1.8): 2 rows; its log-probs keep" in done.stdout  # micro_batch_size 2 completions
+    data = json.loads(run_zeromem("estimate", "--config", str(recipe), "-R", "1", "--format", "json").stdout)
+    config, tokens, c = json.loads(LLAMA.read_text()), 2 * 2048, 4  # QLoRA under PEFT: an fp32 forward
+    found = data["phases"]["ddp"]
+    assert found["parts"]["logits selected for the metrics"] == found["parts"]["logits"] == c * tokens * config[
+        "vocab_size"]
+    assert found["parts"]["reference logits"] == found["parts"]["logits"]  # the adapter-disabled policy's forward
+    assert not {"reference model", "reference KV cache", "policy KV cache"} & set(found["parts"])
+    peak = data["peak"]["ddp"]
+    assert peak == found["phases"]["forward"] + data["reserved_bytes"] == sum(found["parts"].values()) + data[
+        "reserved_bytes"]
+    budget = (data["ddp"] + peak) // 2
+    checked = run_zeromem("check", "--world-size", "1", "--gpu-memory", str(budget), "--format", "json", str(recipe))
+    (over,) = [item for item in json.loads(checked.stdout)["findings"] if item["code"] == "ZM106"]
+    assert f"= {peak:,} B" in over["message"]

@@ -70,7 +70,8 @@ def arguments(case: dict) -> tuple[Preference, dict]:
         return Preference(case["trainer"], reference.bytes_per_rank if with_reference else 0, with_reference,
                           gathered if with_reference else 0, triton=False, loss="llamafactory"), kwargs
     return Preference(case["trainer"], reference.bytes_per_rank, case["reference"] != "precomputed", gathered,
-                      triton=False, loss="logits" if case["trl_version"] == "1.8.0" else "fused"), kwargs
+                      triton=False, loss="logits" if case["trl_version"] == "1.8.0" else "fused",
+                      kv_cache=case["config"].get("use_cache", True)), kwargs
 
 
 def comparisons() -> list[dict]:
@@ -126,8 +127,44 @@ def test_the_reference_is_a_part_of_every_phase_and_dpo_doubles_the_rows():
     assert "fp32 tile temporaries" not in dict(lean.phases["backward"].parts)
 
 
+def test_trl18_kto_holds_the_metrics_logits_copy_and_the_reference_kv_cache_beside_dpos_tensors():
+    """TRL 1.8's KTO with b completions against its DPO with b/2 pairs (the same rows): the forward adds the
+    `index_select`ed logits and, with the config's use_cache, the reference outputs' KV cache (it passes no
+    `use_cache=False`); the backward is the same."""
+    kto, dpo = (next(case for case in CASES if case["id"] == name) for name in ("trl18-kto-full-ref", "trl18-dpo-full-ref"))
+    assert rows("kto", kto["micro_batch"]) == rows("dpo", dpo["micro_batch"])
+    steps = {}
+    for case in (kto, dpo):
+        preference, kwargs = arguments(case)
+        steps[case["trainer"]] = estimate_preference_step(preference, **kwargs)
+    config, tokens = kto["config"], rows("kto", kto["micro_batch"]) * kto["sequence_length"]
+    cache = 2 * 2 * config["num_hidden_layers"] * config["num_key_value_heads"] * config["head_dim"] * tokens
+    forward = dict(steps["kto"].phases["forward"].parts)
+    assert forward["reference KV cache"] == cache and forward["logits selected for the metrics"] == 2 * tokens * 32000
+    added = steps["kto"].phases["forward"].peak - steps["dpo"].phases["forward"].peak
+    assert added == cache + 2 * tokens * 32000
+    measured = {case["trainer"]: case["per_rank"][0]["phases"] for case in (kto, dpo)}
+    assert abs(measured["kto"]["forward"]["peak"] - measured["dpo"]["forward"]["peak"] - added) <= 0.001 * added
+    assert steps["kto"].phases["backward"] == steps["dpo"].phases["backward"]
+    preference, kwargs = arguments(next(case for case in CASES if case["id"] == "trl18-kto-full-precomputed"))
+    assert "reference KV cache" not in dict(estimate_preference_step(preference, **kwargs).phases["forward"].parts)
+    assert "policy KV cache" not in forward  # sdpa (grouped-query, no mask) keeps the K/V its cache holds
+    preference, kwargs = arguments(next(case for case in CASES if case["id"] == "trl18-kto-full-ref-eager"))
+    assert dict(estimate_preference_step(preference, **kwargs).phases["forward"].parts)["policy KV cache"] == cache
+    checkpointed = estimate_preference_step(preference, **{**kwargs, "checkpointing": True}).phases["forward"]
+    assert "policy KV cache" not in dict(checkpointed.parts)  # the checkpointed layers drop the cache
+    # axolotl's check_model_config sets use_cache False (the Preference default): no cache, measured one cache less
+    axolotl = next(case for case in CASES if case["id"] == "trl18-kto-full-ref-axolotl")
+    preference, kwargs = arguments(axolotl)
+    assert not preference.kv_cache and preference == preference._replace(kv_cache=Preference("kto").kv_cache)
+    parts = dict(estimate_preference_step(preference, **kwargs).phases["forward"].parts)
+    assert "reference KV cache" not in parts and "policy KV cache" not in parts
+    assert kto["per_rank"][0]["phases"]["forward"]["peak"] - axolotl["per_rank"][0]["phases"]["forward"]["peak"] \
+        == cache
+
+
 @pytest.mark.parametrize("trainer, loss, named", [
-    ("grpo", "fused", "GRPO"), ("ppo", "fused", "trainer must be one of"), ("kto", "logits", "TRL 1.8's KTOTrainer"),
+    ("grpo", "fused", "GRPO"), ("grpo", "logits", "GRPO"), ("ppo", "fused", "trainer must be one of"),
     ("cpo", "llamafactory", "LLaMA-Factory has no CPO trainer")])
 def test_trainers_not_modelled_are_refused_with_the_reason(trainer, loss, named):
     case = CASES[0]

@@ -118,7 +118,14 @@ class LogitsHead(NamedTuple):
     `selective_log_softmax` (trl/trainer/utils.py) runs a log-softmax per row, each kept for backward (an fp32
     model: `logsumexp` keeps the logits themselves; derived, not measured); the entropy metric
     (`entropy_from_logits` on the shifted logits) copies them contiguous and makes three 128-row chunks. Backward:
-    the rows' gradients stacked, then the slice's gradient (b·s·V), then the head's weight gradient beside it."""
+    the rows' gradients stacked, then the slice's gradient (b·s·V), then the head's weight gradient beside it.
+    TRL 1.8's KTO (kto_trainer.py 1.8.0 `_compute_loss`) runs b completions the same way; its KL rows' forwards
+    (`_compute_kl_logps`, under `no_grad`) end before the moment. Beside the DPO's tensors there: the chosen and
+    rejected rows' logits `index_select`ed for the metrics (a b·s·V copy) and, as it passes no `use_cache=False`,
+    with a model config's `use_cache` (not under axolotl) the reference outputs' KV cache (`cache`). The policy's
+    cache holds the K/V its sdpa keeps for backward (grouped-query sdpa without a mask), none under checkpointing
+    (the layers drop it); with eager attention on a grouped-query model, K/V beside the repeated ones attention
+    keeps (`policy_cache`)."""
 
     trainer: str
     sequence_length: int
@@ -127,6 +134,8 @@ class LogitsHead(NamedTuple):
     head_trainable: bool = True
     triton: bool = True  # (no effect: both heads take the same fields)
     adjusted: bool = False
+    cache: int = 0  # KTO: elements of the reference outputs' KV cache (per element, the compute dtype's bytes)
+    policy_cache: int = 0  # KTO: elements of the policy outputs' KV cache beyond what its attention keeps
 
     def scored(self, tokens: int) -> int:
         return tokens - tokens // self.sequence_length
@@ -150,6 +159,10 @@ class LogitsHead(NamedTuple):
                    Part("reference gathered parameters", self.reference_gathered if self.reference_forward else 0),
                    Part("reference logits", logits if self.reference_forward else 0),
                    Part("entropy metric", c * scored * v + 3 * c * min(128, scored) * v)]
+        if self.trainer == "kto":
+            forward += [Part("logits selected for the metrics", logits),
+                        Part("reference KV cache", c * self.cache if self.reference_forward else 0),
+                        Part("policy KV cache", c * self.policy_cache)]
         rest = total - self._kept(tokens, v, c)  # the row log-softmaxes are freed once their backward ran
         stacked = [*base, Part("activations", rest), Part("log-prob gradients", c * scored * v),
                    Part("logits gradient", logits)]
@@ -167,6 +180,9 @@ class Preference(NamedTuple):
     reference_gathered: int = 0
     triton: bool = True
     loss: str = "fused"  # "fused": TRL's fused LM head (TRL 1.16); "logits": TRL 1.8's (axolotl's pin)
+    #: the model config's use_cache, which TRL 1.8's KTO leaves on: axolotl's `check_model_config`
+    #: (src/axolotl/loaders/utils.py) sets it False for the policy and the reference it loads
+    kv_cache: bool = False
 
 
 def reference_gathered(tensors: Tensors, width: int, engine: str, stage: object, ranks: int, loss: str = "fused") -> int:
@@ -180,6 +196,12 @@ def reference_gathered(tensors: Tensors, width: int, engine: str, stage: object,
     if ranks > 1 and engine == "fsdp" and stage in ("SHARD_GRAD_OP", "FULL_SHARD"):
         return width * (tensors.root + tensors.layer_total)
     return 0
+
+
+def kv_cache(shape: object, tokens: int) -> int:
+    """Elements of a DynamicCache filled by one forward of `tokens` tokens: every layer's keys and values
+    (transformers/cache_utils.py; a sliding layer's keeps a view of the whole states)."""
+    return 2 * shape.layers * shape.kv_heads * shape.head_dim * tokens  # type: ignore[attr-defined]
 
 
 def rows(trainer: str, micro_batch: int) -> int:
@@ -202,9 +224,6 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
     micro = rows(trainer, arguments["micro_batch"])  # type: ignore[arg-type]
     if preference.loss not in LOSSES:
         raise StepInputError(f"preference loss must be one of {', '.join(LOSSES)}, got {preference.loss!r}")
-    if preference.loss == "logits" and trainer not in ("dpo", *REFERENCE_FREE):
-        raise StepInputError(f"TRL 1.8's {trainer.upper()}Trainer loss is not modelled (its DPO, ORPO and CPO "
-                             "trainers are)", "trainer")
     if preference.loss == "llamafactory" and trainer not in LLAMAFACTORY_TRAINERS:
         raise StepInputError(f"LLaMA-Factory has no {trainer.upper()} trainer (stage: dpo with pref_loss sigmoid, orpo "
                              "or simpo; stage: kto)", "trainer")
@@ -214,6 +233,10 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
         kind, triton = ReferenceFreeHead, triton and preference.loss == "fused"  # TRL 1.8: no Triton kernel
     head = kind(trainer, sequence, preference.reference_forward,  # type: ignore[arg-type]
                 preference.reference_gathered, head_trainable=frozen is None, triton=triton)
+    if kind is LogitsHead and trainer == "kto" and preference.kv_cache:
+        shape, cache = arguments["shape"], kv_cache(arguments["shape"], micro * sequence)  # type: ignore[arg-type]
+        repeated = arguments.get("attention") == "eager" and shape.kv_heads < shape.heads  # type: ignore[attr-defined]
+        head = head._replace(cache=cache, policy_cache=cache if repeated and not arguments.get("checkpointing") else 0)
     if frozen is not None:  # its activations are read after the loss too: the fused head's, not the log-softmax
         head = head._replace(adjusted=True)
         arguments = {**arguments, "frozen": frozen._replace(activations=_frozen_saved(head, frozen, arguments, micro))}  # type: ignore[attr-defined]
