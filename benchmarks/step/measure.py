@@ -59,6 +59,7 @@ class _MemTrackerPhases:
 
 def run_rank(case: dict, rank: int, world: int) -> dict:
     import contextlib
+    import copy
     import warnings
     warnings.filterwarnings("ignore")
     import torch
@@ -74,7 +75,7 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
     with contextlib.ExitStack() as stack:
         if case["fake"]:
             from torch._subclasses.fake_tensor import FakeTensorMode
-            stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
+            tracker.fake_mode = stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
         if cross is not None:
             stack.enter_context(cross.tracker)
         stack.enter_context(tracker)
@@ -83,13 +84,13 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
         ids = torch.randint(0, case["config"]["vocab_size"], (case["micro_batch"], case["sequence_length"]),
                             generator=generator)
         losses = []
+        first = copy.copy(run.labeller)  # step 1's names apart, so step 2's breakdown is named as before
+        first.labels = {}
         for step in (1, 2):
-            phase = (lambda name: None) if step == 1 else tracker.begin
+            labeller = first if step == 1 else run.labeller
+            phase = (lambda name: tracker.begin("step1." + name)) if step == 1 else tracker.begin
             cross_phase = (lambda name: None) if (step == 1 or cross is None) else cross.begin
-            if step == 1:
-                tracker.begin("step1")
-            if step == 2:
-                run.labeller.collect()
+            labeller.collect()
             if cross is not None:
                 cross.tracker.reset_mod_stats()  # MemTracker refuses a module's second iteration otherwise
             phase("forward"), cross_phase("forward")
@@ -98,24 +99,26 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
             run.backward(loss)
             losses.append(float(loss.detach().float().item()) if not case["fake"] else None)
             del loss
-            if step == 2:
-                run.labeller.collect()
+            labeller.collect()
             phase("optimizer"), cross_phase("optimizer")
             run.step()
             tracker.end()
             if cross is not None:
                 cross.end()
-            if step == 2:
-                run.labeller.collect()
+            labeller.collect()
     labels = run.labeller.labels
     result = {"rank": rank, "persistent_before_step2": tracker.phases["forward"]["start"],
               "meta_bytes": tracker.meta_current,
-              "step1_peak": tracker.phases["step1"]["peak"], "phases": {}, "losses": losses,
+              "step1_peak": max(tracker.phases["step1." + name]["peak"] for name in PHASES), "phases": {},
+              "step1_phases": {}, "losses": losses,
               "seconds": round(time.time() - started, 1), **run.extra}
     for name in PHASES:
         phase = tracker.phases[name]
         result["phases"][name] = {"peak": phase["peak"], "start": phase["start"], "end": phase["end"],
                                   **tracker.breakdown(name, labels)}
+        one = tracker.phases["step1." + name]  # step 1 (the optimizer state is made in its optimizer phase)
+        result["step1_phases"][name] = {"peak": one["peak"], "start": one["start"], "end": one["end"],
+                                        **tracker.breakdown("step1." + name, first.labels)}
     result["step_peak"] = max(result["phases"][name]["peak"] for name in PHASES)
     result["peak_phase"] = max(PHASES, key=lambda name: result["phases"][name]["peak"])
     result["param_numel_local"] = sum(_local(p).numel() for p in run.model.parameters())

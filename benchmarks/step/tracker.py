@@ -3,7 +3,8 @@
 `StorageTracker` is a TorchDispatchMode. Every storage an op returns (or takes, if not yet seen) is registered
 once with its byte size and a `weakref.finalize` that subtracts it when the storage is freed. Views share
 one storage, so nothing is counted twice. Meta tensors (DeepSpeed keeps some) use no memory: they are
-counted apart, in `meta_current`, because MemTracker counts them. `UntypedStorage.resize_` (FSDP2 frees and re-allocates unsharded
+counted apart, in `meta_current`, because MemTracker counts them. FakeTensors are counted only under the
+case's own FakeTensorMode (`fake_mode`). `UntypedStorage.resize_` (FSDP2 frees and re-allocates unsharded
 parameters that way) is not dispatched and is patched to update the size. Enter the tracker before the
 model is built so parameters and DeepSpeed's flat buffers are registered when they are created.
 
@@ -23,6 +24,7 @@ try:
     from torch.distributed.tensor import DTensor
 except ImportError:  # pragma: no cover - torch without distributed
     DTensor = None
+from torch._subclasses.fake_tensor import FakeTensor
 
 
 def _storage(tensor):
@@ -45,6 +47,10 @@ class StorageTracker(TorchDispatchMode):
         self.phase: str | None = None
         self.phases: dict[str, dict] = {}
         self._orig_resize = torch.UntypedStorage.resize_
+        # the FakeTensorMode a case runs under (its fake storages are what it counts); any other FakeTensor holds no
+        # memory: DTensor's sharding propagation makes global-shape ones in a FakeTensorMode of its own
+        # (torch/distributed/tensor/_sharding_prop.py `_propagate_tensor_meta_non_cached`) on every cache miss
+        self.fake_mode = None
 
     # --- registration ---
     def _freed(self, key: int, serial: int) -> None:
@@ -57,7 +63,7 @@ class StorageTracker(TorchDispatchMode):
 
     def register(self, tensor, op: str = "") -> None:
         storage = _storage(tensor)
-        if storage is None:
+        if storage is None or (isinstance(tensor, FakeTensor) and tensor.fake_mode is not self.fake_mode):
             return
         if tensor.device.type == "meta":
             if id(storage) not in self.meta_seen:

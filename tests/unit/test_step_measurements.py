@@ -176,3 +176,30 @@ def test_the_gpu_script_runs_its_cpu_path_on_a_tiny_case(tmp_path):
     assert phases["backward"]["max_allocated"] >= phases["backward"]["start_allocated"]
     assert phases["optimizer"]["end_allocated"] == phases["forward"]["start_allocated"]
     assert rank["step_max_allocated"] == max(phase["max_allocated"] for phase in phases.values())
+
+
+TRACKER_CHECK = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from tracker import StorageTracker
+tracker = StorageTracker()
+with tracker:
+    real = torch.empty(1000)  # 4,000 B
+    with FakeTensorMode():  # another mode's fake (DTensor's sharding propagation makes such): no memory
+        other = torch.empty(50_000)
+    tracker.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with tracker.fake_mode:  # the case's own mode: counted, as the FakeTensorMode cases need
+        own = torch.empty(2000)
+print(tracker.current)
+"""
+
+
+def test_the_tracker_counts_only_the_cases_own_fake_tensors():
+    python = _python_with_torch()
+    if python is None:
+        pytest.skip("no Python with torch and transformers (set ZEROMEM_MEASURE_PYTHON)")
+    run = subprocess.run([python, "-c", TRACKER_CHECK, str(STEP)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert int(run.stdout.split()[-1]) == 4_000 + 8_000
