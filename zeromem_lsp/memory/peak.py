@@ -46,6 +46,7 @@ FSDP_STAGES = {"ddp": (False, False), "zero2": (True, False), "zero3": (True, Tr
 
 #: The peak's inputs by field name (the `zeromem` setting of the same name), with their display labels.
 INPUT_LABELS = {"sequence_length": "sequence length", "micro_batch": "micro-batch",
+                "gradient_accumulation_steps": "gradient accumulation steps",
                 "gradient_checkpointing": "gradient checkpointing", "attention": "attention", "dtype": "dtype",
                 "reserved": "reserved", "engine": "engine", "fsdp_version": "FSDP version",
                 "param_dtype": "parameter dtype",
@@ -73,6 +74,7 @@ class PeakInputs:
     shape_problem: str | None = None  # why there is no shape: no from_config, or what was wrong with it
     sequence_length: Given | None = None
     micro_batch: Given | None = None
+    gradient_accumulation_steps: Given | None = None  # micro-batches per optimizer step (memory/accumulation.py)
     gradient_checkpointing: Given = Given(False, "default: off")
     attention: Given = Given("sdpa", "default: sdpa")
     dtype: Given | None = None  # the compute dtype (activations)
@@ -269,7 +271,8 @@ def step_arguments(inputs: PeakInputs, family: str, stage: str, offload: object)
                      attention=str(inputs.attention.value), engine=engine, ranks=inputs.ranks,
                      param_dtype=param_dtype, optimizer=inputs.optimizer,
                      optimizer_impl=str(_value(inputs.optimizer_impl) or "foreach"),
-                     loss_kernel=str(inputs.loss_kernel.value))
+                     loss_kernel=str(inputs.loss_kernel.value),
+                     gradient_accumulation_steps=int(_value(inputs.gradient_accumulation_steps) or 1))  # type: ignore[call-overload]
     if engine == "torch":
         if stage != "ddp":
             raise StepInputError(f"engine torch runs DDP only, not {stage_named(stage).label}")
