@@ -299,7 +299,8 @@ def _peak_maker(args, shape, problem, plan_inputs: Inputs):
         shape=shape, shape_problem=problem or ("give --model-config PATH" if args.model_config is None else None),
         sequence_length=Given(sequence, "--sequence-length") if sequence else None,
         micro_batch=Given(micro, "--micro-batch") if micro else None,
-        gradient_accumulation_steps=Given(steps, "--gradient-accumulation-steps") if steps else None,
+        gradient_accumulation_steps=Given(steps, "--gradient-accumulation-steps") if steps
+        else PeakInputs.gradient_accumulation_steps,
         gradient_checkpointing=Given(args.gradient_checkpointing,
                                      "--gradient-checkpointing" if args.gradient_checkpointing else "default: off"),
         attention=_flag(args, "attention", "sdpa"),

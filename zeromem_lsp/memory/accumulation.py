@@ -22,7 +22,8 @@ What each engine holds (measured with two micro-batches: tests/data/step/gradien
   (`FSDPParam.to_accumulated_grad_if_needed` upcasts it, torch/distributed/fsdp/_fully_shard/_fsdp_param.py).
 - FSDP1 under `no_sync`: the unsharded flat gradients (measured FULL_SHARD fp32; under mixed precision derived in
   the parameters' dtype).
-- A frozen base (LoRA): the adapters' gradients as the plan places them (measured under torch; derived elsewhere).
+- A frozen base (LoRA): the adapters' gradients as the plan places them, unsharded under FSDP (measured under
+  torch, ZeRO-2 and FSDP2; derived under the other engines from the full step's rule).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ LATER = ", a later micro-batch"
 class Held(NamedTuple):
     accumulated: int  # bytes alive from the second micro-batch's forward to its end of backward
     fresh: int = 0  # at the end of backward, a new gradient made beside the accumulated one before it is added
-    how: str = "measured"  # "measured" or "derived: why"
+    derived: str = ""  # why the held bytes are derived, not measured ("": measured)
     replaces: tuple[str, ...] = ("gradients",)  # the step's parts the held gradients take the place of in backward
     at_end: int | None = None  # what is still held at the end of backward (None: all of it)
     bucket: int = 0  # a reduce bucket held from the first micro-batch on (it is the step's own "reduce bucket")
@@ -64,30 +65,33 @@ def held(engine: Engine, frozen_gradients: int | None = None) -> Held:
     """What a later micro-batch holds beside the plain step's moments. `frozen_gradients`: a frozen base's adapter
     gradients as placed (their G)."""
     e = engine
-    if frozen_gradients is not None:
-        how = "measured" if e.name == "torch" else "derived: the adapters' gradients as the plan places them"
+    if frozen_gradients is not None:  # (the adapters are fp32 under PEFT, so their reduce dtype is theirs)
+        measured = e.name == "torch" or (e.name == "deepspeed" and e.stage == 2) or (
+            e.name == "fsdp" and e.fsdp_version == 2)
+        how = "" if measured else "the adapters' gradients held as the full step holds them"
+        if e.name == "fsdp" and e.fsdp_sharded:  # unsharded, as the full step's
+            return Held(frozen_gradients * e.ranks, 0, how, (), 0)
         return Held(frozen_gradients, 0, how)
     if e.name == "torch":
-        how = ("derived: under gradient_as_bucket_view the gradients held outside no_sync's buckets are not measured"
-               if e.ranks > 1 and e.bucket_view else "measured")
+        how = ("DDP's gradient_as_bucket_view not measured" if e.ranks > 1 and e.bucket_view else "")
         return Held(e.w * e.numel, e.w * e.embedding, how)
     if e.name == "deepspeed":
         if e.stage == 3:
-            return Held(0, 0, "measured" if not e.offload_optimizer else "derived: accumulated into the partitions")
+            return Held(0, 0, "" if not e.offload_optimizer else "offload accumulates into the partitions")
         if e.offload_optimizer and e.stage == 2:  # stage_1_and_2.py `async_accumulate_grad_in_cpu_via_gpu`
-            return Held(0, 0, "derived: ZeRO-Offload accumulates in host memory")
+            return Held(0, 0, "ZeRO-Offload accumulates in host memory")
         if e.stage == 2:
-            return Held(e.w * e.touched, 0, "measured", replaces=())
+            return Held(e.w * e.touched, 0, "", replaces=())
         bucket = e.bucket if e.stage == 1 and e.ranks > 1 else 0  # (the step's own "reduce bucket" is this one)
         return Held(e.w * e.numel, e.w * e.embedding,
-                    "measured" if not e.offload_optimizer else "derived: offload not measured", bucket=bucket)
+                    "" if not e.offload_optimizer else "offload not measured", bucket=bucket)
     if not e.fsdp_sharded:  # NO_SHARD: DDP's no_sync
-        return Held(e.w * e.numel, e.w * e.embedding, "derived: NO_SHARD as DDP")
+        return Held(e.w * e.numel, e.w * e.embedding, "NO_SHARD taken as DDP")
     if e.fsdp_version == 2:  # the last micro-batch reduce-scatters each unit's as it goes, the root's at the end
         # (`FSDPParamGroup.post_backward` hands the accumulated gradient to the reduce-scatter and drops it): the end
         # of backward is the plain step's (never the peak in what was measured)
-        return Held(e.reduce_bytes * e.numel, 0, "measured", (), 0)
-    return Held(e.w * e.numel, 0, "measured" if e.reduce_bytes == e.w else "derived: FSDP1 mixed precision")
+        return Held(e.reduce_bytes * e.numel, 0, "", (), 0)
+    return Held(e.w * e.numel, 0, "" if e.reduce_bytes == e.w else "FSDP1 mixed precision not measured")
 
 
 def later_moments(moments: dict[str, dict[str, list]], found: Held, part) -> dict[str, dict[str, list]]:
@@ -99,9 +103,10 @@ def later_moments(moments: dict[str, dict[str, list]], found: Held, part) -> dic
     kept = part("accumulated gradients", found.accumulated)
     bucket = [part("reduce bucket", found.bucket)] if found.bucket else []
     replaced = found.replaces + (("reduce bucket",) if found.bucket else ())
+    later_name = f"{LATER}, accumulated gradients derived ({found.derived})" if found.derived else LATER
     out = {name: dict(phase) for name, phase in moments.items()}
     for name, moment in moments["forward"].items():
-        out["forward"][name + LATER] = [*[item for item in moment if item.name not in replaced], kept, *bucket]
+        out["forward"][name + later_name] = [*[item for item in moment if item.name not in replaced], kept, *bucket]
     for name, moment in moments["backward"].items():
         later = [item for item in moment if item.name not in replaced] + bucket
         if name == "the end of backward":
@@ -109,7 +114,7 @@ def later_moments(moments: dict[str, dict[str, list]], found: Held, part) -> dic
                       part("fresh gradient", found.fresh)]
         else:
             later.append(kept)
-        out["backward"][name + LATER] = later
+        out["backward"][name + later_name] = later
     return out
 
 
