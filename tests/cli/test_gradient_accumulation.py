@@ -124,6 +124,9 @@ def test_an_axolotl_recipes_value_is_credited(tmp_path, monkeypatch):
     recipe.write_text(recipe.read_text().replace("gradient_accumulation_steps: 2\n", ""))
     assert estimate("--config", str(recipe), "-R", "8")["peak_inputs"]["gradient_accumulation_steps"] == {
         "value": 1, "from": "gradient_accumulation_steps absent: axolotl's default"}
+    recipe.write_text(recipe.read_text() + "batch_size: 8\n")  # micro_batch_size 2: axolotl derives 4
+    assert estimate("--config", str(recipe), "-R", "8")["peak_inputs"]["gradient_accumulation_steps"] == {
+        "value": 4, "from": "batch_size // micro_batch_size = 8 // 2"}
 
 
 def test_the_setting_from_the_project(tmp_path):
