@@ -298,9 +298,11 @@ def accumulation_cases() -> list[dict]:
     out = [_accumulated(full[cid]) for cid in (
         "torch-llama-h256-bf16-foreach", "torch-qwen2-h256-tied-bf16-foreach-s32b1", "ddp-llama-h256-fp32-foreach-r2",
         "ds-z0-r1", "ds-z1-r2", "ds-z2-r2", "ds-z3-r2", "ds-qwen2-h256-tied-z2-r2", "ds-z2-r2-s16-rb5e6-nooverlap",
-        "fsdp2-r2-fp32", "fsdp2-r2-mixed", "fsdp1-r2-fp32-full-shard")]
+        "fsdp2-r2-fp32", "fsdp2-r2-mixed", "fsdp1-r2-fp32-full-shard", "ddp-llama-h256-bf16-for-loop-r2-view",
+        "ds-z1-r2-overlap", "fsdp2-r2-fp32-noreshard", "fsdp1-r2-mixed-full-shard", "fsdp1-r2-fp32-no-shard")]
     out += [_accumulated(lora[cid]) for cid in (
-        "lora-llama-h256-all-r64-foreach", "lora-ds-z2-r2-llama-h512-v8k-all-r64", "lora-fsdp2-r2-llama-h512-v8k-all-r8")]
+        "lora-llama-h256-all-r64-foreach", "lora-ds-z2-r2-llama-h512-v8k-all-r64", "lora-fsdp2-r2-llama-h512-v8k-all-r8",
+        "lora-ds-z3-r2-llama-h512-v8k-all-r64")]
     return out
 
 

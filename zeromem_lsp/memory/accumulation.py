@@ -8,22 +8,22 @@ micro-batch is the plain step's; the step's peak is the larger of the two. The o
 
 What each engine holds (measured with two micro-batches: tests/data/step/gradient_accumulation.json):
 
-- torch / DDP under `no_sync`: every `param.grad` (torch's AccumulateGrad adds the new gradient into it in place,
-  torch/csrc/autograd/functions/accumulate_grad.h); at the end of backward the embedding's fresh gradient sits
-  beside the accumulated one before that add.
+- torch / DDP under `no_sync` (with or without gradient_as_bucket_view): every `param.grad` (torch's AccumulateGrad
+  adds the new gradient into it in place, torch/csrc/autograd/functions/accumulate_grad.h); at the end of backward
+  the embedding's fresh gradient sits beside the accumulated one before that add.
 - DeepSpeed ZeRO-0 and ZeRO-1 (Accelerate enters `engine.no_sync()` below stage 2): the full 16-bit gradients
   in `param.grad`; ZeRO-1 also keeps its IPG reduce bucket, made by `setup_buckets` in each gradient hook and
-  released only by the boundary's `ipg_epilogue` (deepspeed/runtime/zero/stage_1_and_2.py).
+  released only by the boundary's `ipg_epilogue` (two with overlap_comm; deepspeed/runtime/zero/stage_1_and_2.py).
 - ZeRO-2: reduced every micro-batch; the rank keeps the gradients of the parameters its partition touches
   (`all_grad_tensors`, made in `ipg_epilogue` and added to while not at the boundary) — the same tensors the
   step's end of backward already holds.
 - ZeRO-3: nothing more: gradients are reduced into the persistent partitions, which exist in every step.
 - FSDP2 under `set_requires_gradient_sync(False)`: every unsharded gradient, in the reduce dtype
   (`FSDPParam.to_accumulated_grad_if_needed` upcasts it, torch/distributed/fsdp/_fully_shard/_fsdp_param.py).
-- FSDP1 under `no_sync`: the unsharded flat gradients (measured FULL_SHARD fp32; under mixed precision derived in
-  the parameters' dtype).
-- A frozen base (LoRA): the adapters' gradients as the plan places them, unsharded under FSDP (measured under
-  torch, ZeRO-2 and FSDP2; derived under the other engines from the full step's rule).
+- FSDP1 under `no_sync`: the unsharded flat gradients in the compute dtype (bf16 under mixed precision); under
+  NO_SHARD the root unit's new flat gradient is made whole beside them at the end of backward.
+- A frozen base (LoRA): the adapters' gradients as the plan places them, unsharded under FSDP, none more under
+  ZeRO-3 (measured under torch, ZeRO-2, ZeRO-3 and FSDP2; derived under the others from the full step's rule).
 """
 
 from __future__ import annotations
@@ -59,6 +59,8 @@ class Engine(NamedTuple):
     reduce_bytes: int = 4  # FSDP: bytes of the reduce dtype (fp32 under mixed precision)
     ranks: int = 1
     bucket_view: bool = False  # DDP gradient_as_bucket_view
+    compute: int = 2  # bytes of the compute dtype (FSDP1 keeps unsharded gradients in it under mixed precision)
+    root: int = 0  # FSDP's root unit's elements (embeddings, final norm, head)
 
 
 def held(engine: Engine, frozen_gradients: int | None = None) -> Held:
@@ -66,15 +68,16 @@ def held(engine: Engine, frozen_gradients: int | None = None) -> Held:
     gradients as placed (their G)."""
     e = engine
     if frozen_gradients is not None:  # (the adapters are fp32 under PEFT, so their reduce dtype is theirs)
-        measured = e.name == "torch" or (e.name == "deepspeed" and e.stage == 2) or (
+        measured = e.name == "torch" or (e.name == "deepspeed" and e.stage in (2, 3)) or (
             e.name == "fsdp" and e.fsdp_version == 2)
         how = "" if measured else "the adapters' gradients held as the full step holds them"
         if e.name == "fsdp" and e.fsdp_sharded:  # unsharded, as the full step's
             return Held(frozen_gradients * e.ranks, 0, how, (), 0)
+        if e.name == "deepspeed" and e.stage == 3:  # reduced into the partitions, as the full step's
+            return Held(0, 0, how)
         return Held(frozen_gradients, 0, how)
     if e.name == "torch":
-        how = ("DDP's gradient_as_bucket_view not measured" if e.ranks > 1 and e.bucket_view else "")
-        return Held(e.w * e.numel, e.w * e.embedding, how)
+        return Held(e.w * e.numel, e.w * e.embedding)
     if e.name == "deepspeed":
         if e.stage == 3:
             return Held(0, 0, "" if not e.offload_optimizer else "offload accumulates into the partitions")
@@ -85,13 +88,13 @@ def held(engine: Engine, frozen_gradients: int | None = None) -> Held:
         bucket = e.bucket if e.stage == 1 and e.ranks > 1 else 0  # (the step's own "reduce bucket" is this one)
         return Held(e.w * e.numel, e.w * e.embedding,
                     "" if not e.offload_optimizer else "offload not measured", bucket=bucket)
-    if not e.fsdp_sharded:  # NO_SHARD: DDP's no_sync
-        return Held(e.w * e.numel, e.w * e.embedding, "NO_SHARD taken as DDP")
+    if not e.fsdp_sharded:  # NO_SHARD: the root unit's new flat gradient is made whole beside the accumulated one
+        return Held(e.w * e.numel, e.w * e.root, "" if e.fsdp_version == 1 else "FSDP2 NO_SHARD not measured")
     if e.fsdp_version == 2:  # the last micro-batch reduce-scatters each unit's as it goes, the root's at the end
         # (`FSDPParamGroup.post_backward` hands the accumulated gradient to the reduce-scatter and drops it): the end
         # of backward is the plain step's (never the peak in what was measured)
         return Held(e.reduce_bytes * e.numel, 0, "", (), 0)
-    return Held(e.w * e.numel, 0, "" if e.reduce_bytes == e.w else "FSDP1 mixed precision not measured")
+    return Held(e.compute * e.numel, 0)
 
 
 def later_moments(moments: dict[str, dict[str, list]], found: Held, part) -> dict[str, dict[str, list]]:

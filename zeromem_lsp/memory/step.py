@@ -691,7 +691,7 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
                             max(touched for touched, _ in _touched(tensors, ranks)) if engine == "deepspeed" else 0,
                             _ipg(setup.w, stage, buckets),
                             offload_optimizer, fsdp_version, fsdp_sharded, F32 if fsdp_mixed else setup.w, ranks,
-                            ddp_bucket_view), frozen.gradients if frozen is not None else None)
+                            ddp_bucket_view, setup.c, tensors.root), frozen.gradients if frozen is not None else None)
         moments = later_moments(moments, found, Part)
     phases = _phases(moments)
     peak_phase = max(PHASES, key=lambda name: phases[name].peak)
