@@ -58,7 +58,6 @@ class Engine(NamedTuple):
     fsdp_sharded: bool = True
     reduce_bytes: int = 4  # FSDP: bytes of the reduce dtype (fp32 under mixed precision)
     ranks: int = 1
-    bucket_view: bool = False  # DDP gradient_as_bucket_view
     compute: int = 2  # bytes of the compute dtype (FSDP1 keeps unsharded gradients in it under mixed precision)
     root: int = 0  # FSDP's root unit's elements (embeddings, final norm, head)
 
@@ -85,7 +84,7 @@ def held(engine: Engine, frozen_gradients: int | None = None) -> Held:
             return Held(0, 0, "ZeRO-Offload accumulates in host memory")
         if e.stage == 2:
             return Held(e.w * e.touched, 0, "", replaces=())
-        bucket = e.bucket if e.stage == 1 and e.ranks > 1 else 0  # (the step's own "reduce bucket" is this one)
+        bucket = e.bucket if e.stage == 1 else 0  # (the step's own "reduce bucket" is this one)
         return Held(e.w * e.numel, e.w * e.embedding,
                     "" if not e.offload_optimizer else "offload not measured", bucket=bucket)
     if not e.fsdp_sharded:  # NO_SHARD: the root unit's new flat gradient is made whole beside the accumulated one
@@ -100,7 +99,8 @@ def held(engine: Engine, frozen_gradients: int | None = None) -> Held:
 def later_moments(moments: dict[str, dict[str, list]], found: Held, part) -> dict[str, dict[str, list]]:
     """The phases' moments with a later micro-batch's beside the first's: its forward holds the accumulated
     gradients; in its backward they take the place of the parts `replaces` names (this micro-batch's gradients,
-    where the engine adds them in place); at the end of backward what is still held, and the fresh gradient. `part(name, bytes)` makes a part."""
+    where the engine adds them in place); at the end of backward what is still held, and the fresh gradient.
+    `part(name, bytes)` makes a part."""
     if not found.accumulated and not found.fresh and not found.bucket:
         return moments
     kept = part("accumulated gradients", found.accumulated)

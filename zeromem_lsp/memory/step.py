@@ -63,6 +63,10 @@ class Phase(NamedTuple):
         return self.parts[:count]
 
 
+#: phase → moment → its parts (what the engine functions return; `_phases` keeps each phase's largest moment)
+Moments = dict[str, dict[str, list[Part]]]
+
+
 class StepPeak(NamedTuple):
     phases: dict[str, Phase]
     peak_phase: str
@@ -302,11 +306,11 @@ def _tied_sum(tensors: Tensors, w: int) -> int:
     return 2 * w * tensors.embedding if not tensors.head else 0
 
 
-def _phases(name_moments: dict[str, dict[str, list[Part]]]) -> dict[str, Phase]:
+def _phases(name_moments: Moments) -> dict[str, Phase]:
     return {name: _phase(name, moments) for name, moments in name_moments.items()}
 
 
-def _torch(setup: _Setup, shape: ModelShape, autocast: bool, ddp_bucket_view: bool) -> dict[str, Phase]:
+def _torch(setup: _Setup, shape: ModelShape, autocast: bool, ddp_bucket_view: bool) -> Moments:
     """Plain torch or DDP: parameters, AdamW's exp_avg and exp_avg_sq in the parameters' dtype
     (`torch.zeros_like(p)` in `Adam._init_group`), gradients from backward until `zero_grad`."""
     t, w, n = setup.tensors, setup.w, setup.tensors.total
@@ -330,10 +334,10 @@ def _torch(setup: _Setup, shape: ModelShape, autocast: bool, ddp_bucket_view: bo
     end = [*base, Part("gradients", grads * n), Part("embedding gradient", setup.c * setup.tokens * setup.hidden
                                                       + tied)]
     step = [*base, Part("gradients", grads * n), Part("optimizer scratch", _scratch(setup.impl, w, n, t.largest))]
-    return ({"forward": {"the loss": forward},
-                    "backward": {"the loss's backward": loss, **_head_moment(setup, base + cast), **layers,
-                                 "the end of backward": end},
-                    "optimizer": {"the optimizer step": step}})
+    return {"forward": {"the loss": forward},
+            "backward": {"the loss's backward": loss, **_head_moment(setup, base + cast), **layers,
+                         "the end of backward": end},
+            "optimizer": {"the optimizer step": step}}
 
 
 def _persistent_numel(tensors: Tensors, threshold: int) -> int:
@@ -367,7 +371,7 @@ def _ipg(w: int, stage: int, buckets: Buckets) -> int:
 
 
 def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, offload_optimizer: bool,
-               offload_param: bool) -> dict[str, Phase]:
+               offload_param: bool) -> Moments:
     """DeepSpeed ZeRO 0-3 (16-bit or fp32 model) with a torch AdamW client optimizer (foreach, for-loop) or
     DeepSpeed's FusedAdam from the config's optimizer section (`fused`)."""
     t, w, n, r = setup.tensors, setup.w, setup.tensors.total, setup.ranks
@@ -477,12 +481,12 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
             Part("activations", setup.acts.total - setup.acts.logits_bytes),
             Part("gradients", w * head_numel), Part("logits gradient", _logits_gradient(setup))]
     head = _head_moment(setup, base + [Part("gathered parameters", again)])
-    return ({"forward": forwards, "backward": {"the loss's backward": loss, **head, **layers, **ends},
-                    "optimizer": steps})
+    return {"forward": forwards, "backward": {"the loss's backward": loss, **head, **layers, **ends},
+            "optimizer": steps}
 
 
 def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: bool,
-          sharded: bool) -> dict[str, Phase]:
+          sharded: bool) -> Moments:
     """FSDP2 (`fully_shard` per decoder layer and on the root) or FSDP1 (a FlatParameter per unit): shards of
     parameters, gradients and AdamW states; the root unit (embeddings, final norm, head) is gathered for the
     whole forward and backward; a layer is gathered for its forward (and kept when not resharding) and again
@@ -522,9 +526,9 @@ def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: 
         largest = _ceil(t.largest, r)
     step = [*base, Part("gradients", w * shard), Part("optimizer scratch", _scratch(setup.impl, w, shard, largest))]
     head_moment = _head_moment(setup, base + [Part("gathered parameters", root + kept + ahead)])
-    return ({"forward": {"the loss": forward},
-                    "backward": {"the loss's backward": loss, **head_moment, **layers, "the end of backward": end},
-                    "optimizer": {"the optimizer step": step}})
+    return {"forward": {"the loss": forward},
+            "backward": {"the loss's backward": loss, **head_moment, **layers, "the end of backward": end},
+            "optimizer": {"the optimizer step": step}}
 
 
 def _backward_ahead(version: int, reshard: bool, ranks: int, layer: int) -> int:
@@ -591,7 +595,7 @@ def _gathered_frozen(setup: _Setup, frozen: FrozenBase, engine: str, stage: int,
 
 
 def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gathered,
-            offload_optimizer: bool, in_place: bool) -> dict[str, Phase]:
+            offload_optimizer: bool, in_place: bool) -> Moments:
     """The step with a frozen base: the full step's moments (`_loss_moments`, `_layer_transient`) with no
     gradient for a frozen weight. Forward at the loss; the loss's backward (no gradient yet); the top layer's
     backward (input gradients only: frozen weights make none); the end of backward with the adapters'
@@ -620,11 +624,11 @@ def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gat
     scratch = 0 if offload_optimizer or in_place else _scratch(setup.impl, 1, stepped, largest)
     step = [*base, Part("gradients", frozen.gradients), Part("fp32 gradients", fp32),
             Part("optimizer scratch", scratch)]
-    return ({"forward": forwards,
-                    "backward": {"the loss's backward": loss, "the top layer's backward": top,
-                                 **_head_moment(setup, base + [Part("gathered parameters", again)], frozen.activations),
-                                 "the end of backward": end},
-                    "optimizer": {"the optimizer step": step}})
+    return {"forward": forwards,
+            "backward": {"the loss's backward": loss, "the top layer's backward": top,
+                         **_head_moment(setup, base + [Part("gathered parameters", again)], frozen.activations),
+                         "the end of backward": end},
+            "optimizer": {"the optimizer step": step}}
 
 
 def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, checkpointing: bool = False,
@@ -691,7 +695,7 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
                             max(touched for touched, _ in _touched(tensors, ranks)) if engine == "deepspeed" else 0,
                             _ipg(setup.w, stage, buckets),
                             offload_optimizer, fsdp_version, fsdp_sharded, F32 if fsdp_mixed else setup.w, ranks,
-                            ddp_bucket_view, setup.c, tensors.root), frozen.gradients if frozen is not None else None)
+                            setup.c, tensors.root), frozen.gradients if frozen is not None else None)
         moments = later_moments(moments, found, Part)
     phases = _phases(moments)
     peak_phase = max(PHASES, key=lambda name: phases[name].peak)
