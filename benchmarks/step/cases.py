@@ -280,10 +280,36 @@ def lora_cases() -> list[dict]:
     return copy.deepcopy(out)
 
 
+def _accumulated(case: dict, steps: int = 2) -> dict:
+    """The case with `steps` micro-batches per optimizer step (a ds_config's own gradient_accumulation_steps)."""
+    case = copy.deepcopy(case)
+    case["id"] += f"-ga{steps}"
+    case["gradient_accumulation_steps"] = steps
+    if "ds_config" in case:
+        case["ds_config"]["gradient_accumulation_steps"] = steps
+    return case
+
+
+def accumulation_cases() -> list[dict]:
+    """Gradient accumulation (measured into tests/data/step/gradient_accumulation.json): twins of measured cases
+    with two micro-batches per step, run as HF Trainer + Accelerate run them (measure.py, engines.Run.accumulating)."""
+    full = {case["id"]: case for case in cases()}
+    lora = {case["id"]: case for case in lora_cases()}
+    out = [_accumulated(full[cid]) for cid in (
+        "torch-llama-h256-bf16-foreach", "torch-qwen2-h256-tied-bf16-foreach-s32b1", "ddp-llama-h256-fp32-foreach-r2",
+        "ds-z0-r1", "ds-z1-r2", "ds-z2-r2", "ds-z3-r2", "ds-qwen2-h256-tied-z2-r2", "ds-z2-r2-s16-rb5e6-nooverlap",
+        "fsdp2-r2-fp32", "fsdp2-r2-mixed", "fsdp1-r2-fp32-full-shard", "ddp-llama-h256-bf16-for-loop-r2-view",
+        "ds-z1-r2-overlap", "fsdp2-r2-fp32-noreshard", "fsdp1-r2-mixed-full-shard", "fsdp1-r2-fp32-no-shard")]
+    out += [_accumulated(lora[cid]) for cid in (
+        "lora-llama-h256-all-r64-foreach", "lora-ds-z2-r2-llama-h512-v8k-all-r64", "lora-fsdp2-r2-llama-h512-v8k-all-r8",
+        "lora-ds-z3-r2-llama-h512-v8k-all-r64")]
+    return out
+
+
 def smoke_case() -> dict:
     """A tiny plain-torch case for a quick check that the loop runs (not part of the measured record)."""
     return _case("smoke-tiny-bf16-foreach", "tiny", regime="bf16", impl="foreach", seq=16, batch=1)
 
 
 def by_id() -> dict[str, dict]:
-    return {case["id"]: case for case in [*cases(), *lora_cases(), smoke_case()]}
+    return {case["id"]: case for case in [*cases(), *lora_cases(), *accumulation_cases(), smoke_case()]}

@@ -8,6 +8,19 @@ from __future__ import annotations
 
 import json
 
+def _fsdp2_no_sync(module):
+    import contextlib
+
+    @contextlib.contextmanager
+    def context():
+        module.set_requires_gradient_sync(False)
+        try:
+            yield
+        finally:
+            module.set_requires_gradient_sync(True)
+    return context()
+
+
 def _local(tensor):
     return getattr(tensor, "_local_tensor", tensor)
 
@@ -217,11 +230,29 @@ class Run:
                 return target(input_ids=ids, labels=ids).loss
         return target(input_ids=ids, labels=ids).loss
 
-    def backward(self, loss):
-        if self.case["engine"] == "deepspeed":
+    def backward(self, loss, boundary=True):
+        if self.case["engine"] == "deepspeed":  # Accelerate's DeepSpeedEngineWrapper.backward
+            if self.case.get("gradient_accumulation_steps", 1) > 1:
+                self.engine.set_gradient_accumulation_boundary(is_boundary=boundary)
             self.engine.backward(loss)
         else:
             loss.backward()
+
+    def accumulating(self, last):
+        """The context a micro-batch runs in, as Accelerate's `Accelerator.no_sync` (entered by `accumulate`, which
+        HF Trainer wraps each training step in) chooses it: for every micro-batch but the last, DDP's and FSDP1's
+        `no_sync()`, FSDP2's `set_requires_gradient_sync(False)`, DeepSpeed's `engine.no_sync()` below ZeRO-2;
+        nothing on the last or on one process."""
+        import contextlib
+        engine = self.case["engine"]
+        if last or self.world == 1 and engine != "deepspeed":
+            return contextlib.nullcontext()
+        if engine == "fsdp2":
+            return _fsdp2_no_sync(self.module)
+        if engine == "deepspeed":
+            partitioned = self.engine.zero_optimization_partition_gradients()
+            return contextlib.nullcontext() if partitioned or self.world == 1 else self.engine.no_sync()
+        return self.module.no_sync()
 
     def step(self):
         if self.case["engine"] == "deepspeed":

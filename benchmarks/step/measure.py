@@ -28,9 +28,18 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 OUT = HERE.parents[1] / "tests" / "data" / "step" / "measured.json"
 OUT_LORA = OUT.with_name("measured_lora.json")  # the LoRA / QLoRA cases (cases.lora_cases, --lora)
+OUT_GA = OUT.with_name("gradient_accumulation.json")  # gradient_accumulation_steps > 1 (cases.accumulation_cases)
 PHASES = ("forward", "backward", "optimizer")
 METHOD = ("TorchDispatchMode + weakref.finalize over unique untyped storages, entered before the model is "
           "built; UntypedStorage.resize_ patched; peak read after every dispatched op; step 2 of 2")
+
+
+def phase_names(case: dict) -> tuple[str, ...]:
+    """forward, backward, optimizer; with gradient accumulation the earlier micro-batches' forward_<k>, backward_<k>
+    come first (the plain names are the last micro-batch's)."""
+    earlier = tuple(f"{name}_{micro}" for micro in range(1, case.get("gradient_accumulation_steps", 1))
+                    for name in ("forward", "backward"))
+    return earlier + PHASES
 
 
 # ---------------------------------------------------------------- child: one rank of one case
@@ -81,8 +90,9 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
         stack.enter_context(tracker)
         run = Run(case, rank, world, torch, tracker)
         generator = torch.Generator().manual_seed(1 + rank)
-        ids = torch.randint(0, case["config"]["vocab_size"], (case["micro_batch"], case["sequence_length"]),
-                            generator=generator)
+        accumulation = case.get("gradient_accumulation_steps", 1)
+        batches = [torch.randint(0, case["config"]["vocab_size"], (case["micro_batch"], case["sequence_length"]),
+                                 generator=generator) for _ in range(accumulation)]
         losses = []
         first = copy.copy(run.labeller)  # step 1's names apart, so step 2's breakdown is named as before
         first.labels = {}
@@ -91,15 +101,21 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
             phase = (lambda name: tracker.begin("step1." + name)) if step == 1 else tracker.begin
             cross_phase = (lambda name: None) if (step == 1 or cross is None) else cross.begin
             labeller.collect()
-            if cross is not None:
-                cross.tracker.reset_mod_stats()  # MemTracker refuses a module's second iteration otherwise
-            phase("forward"), cross_phase("forward")
-            loss = run.forward(ids)
-            phase("backward"), cross_phase("backward")
-            run.backward(loss)
-            losses.append(float(loss.detach().float().item()) if not case["fake"] else None)
-            del loss
-            labeller.collect()
+            for micro, ids in enumerate(batches, 1):  # gradient accumulation: the last micro-batch's phases
+                last = micro == accumulation  # keep the plain names, the earlier ones are suffixed _<micro>
+                tag = "" if last else f"_{micro}"
+                if cross is not None:
+                    cross.tracker.reset_mod_stats()  # MemTracker refuses a module's second iteration otherwise
+                with run.accumulating(last):
+                    phase("forward" + tag), cross_phase("forward" + tag)
+                    loss = run.forward(ids)
+                    if accumulation > 1 and case["engine"] != "deepspeed":  # HF Trainer: the loss / GA (DeepSpeed
+                        loss = loss / accumulation  # scales it in engine.backward)
+                    phase("backward" + tag), cross_phase("backward" + tag)
+                    run.backward(loss, boundary=last)
+                losses.append(float(loss.detach().float().item()) if not case["fake"] else None)
+                del loss
+                labeller.collect()
             phase("optimizer"), cross_phase("optimizer")
             run.step()
             tracker.end()
@@ -109,18 +125,18 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
     labels = run.labeller.labels
     result = {"rank": rank, "persistent_before_step2": tracker.phases["forward"]["start"],
               "meta_bytes": tracker.meta_current,
-              "step1_peak": max(tracker.phases["step1." + name]["peak"] for name in PHASES), "phases": {},
+              "step1_peak": max(tracker.phases["step1." + name]["peak"] for name in phase_names(case)), "phases": {},
               "step1_phases": {}, "losses": losses,
               "seconds": round(time.time() - started, 1), **run.extra}
-    for name in PHASES:
+    for name in phase_names(case):
         phase = tracker.phases[name]
         result["phases"][name] = {"peak": phase["peak"], "start": phase["start"], "end": phase["end"],
                                   **tracker.breakdown(name, labels)}
         one = tracker.phases["step1." + name]  # step 1 (the optimizer state is made in its optimizer phase)
         result["step1_phases"][name] = {"peak": one["peak"], "start": one["start"], "end": one["end"],
                                         **tracker.breakdown("step1." + name, first.labels)}
-    result["step_peak"] = max(result["phases"][name]["peak"] for name in PHASES)
-    result["peak_phase"] = max(PHASES, key=lambda name: result["phases"][name]["peak"])
+    result["step_peak"] = max(result["phases"][name]["peak"] for name in phase_names(case))
+    result["peak_phase"] = max(phase_names(case), key=lambda name: result["phases"][name]["peak"])
     result["param_numel_local"] = sum(_local(p).numel() for p in run.model.parameters())
     result["model_numel"] = case["_model_numel"]
     if "_trainable_numel" in case:
@@ -206,6 +222,8 @@ def merge(out: Path, case: dict, ranks: list[dict], device="cpu", method=METHOD,
     kept = {item["id"]: item for item in record.get("cases", [])}
     entry = dict(case)
     entry["per_rank"] = ranks
+    if case.get("gradient_accumulation_steps", 1) > 1:
+        entry["phase_names"] = list(phase_names(case))
     errors = [rank.get("error") for rank in ranks if "error" in rank]
     if errors:
         entry["error"] = errors[0]
@@ -245,9 +263,9 @@ def parser_with_common_arguments(description: str, timeout: int) -> argparse.Arg
     return parser
 
 
-def selected_cases(only, lora=False) -> list[dict]:
-    from cases import cases, lora_cases
-    chosen = lora_cases() if lora else cases()
+def selected_cases(only, lora=False, accumulation=False) -> list[dict]:
+    from cases import accumulation_cases, cases, lora_cases
+    chosen = accumulation_cases() if accumulation else lora_cases() if lora else cases()
     return [case for case in chosen if not only or any(case["id"].startswith(prefix) for prefix in only)]
 
 
@@ -258,12 +276,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--explain", action="store_true", help="print each rank's result, write nothing")
     parser.add_argument("--out", type=Path, help=f"default {OUT.name} ({OUT_LORA.name} with --lora)")
     parser.add_argument("--lora", action="store_true", help="the LoRA / QLoRA cases (cases.lora_cases)")
+    parser.add_argument("--accumulation", action="store_true",
+                        help=f"gradient accumulation cases (cases.accumulation_cases) -> {OUT_GA.name}")
     parser.add_argument("--ids", help="exactly these case ids, comma-separated")
     args = parser.parse_args(argv)
     if args.child:
         return _child_main(args.child, args.rank, args.world, args.result)
-    args.out = args.out or (OUT_LORA if args.lora else OUT)
-    selected = selected_cases(args.only, args.lora)
+    args.out = args.out or (OUT_GA if args.accumulation else OUT_LORA if args.lora else OUT)
+    selected = selected_cases(args.only, args.lora, args.accumulation)
     if args.ids:
         selected = [case for case in selected if case["id"] in args.ids.split(",")]
     if args.skip_done and args.out.exists():
@@ -278,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.explain:
             print(json.dumps(ranks, indent=1))
         else:
-            merge(args.out, case, ranks, lora=args.lora)
+            merge(args.out, case, ranks, lora=args.lora or args.accumulation)
     return 1 if failed else 0
 
 

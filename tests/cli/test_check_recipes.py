@@ -152,8 +152,11 @@ def test_the_recipes_batch_and_sequence_drive_the_peak(tmp_path, monkeypatch):
     step = plan.peak.stage_peak(plan.stage)  # the recipe's own 8-bit AdamW: with an adapter the peak is known
     forward, backward = dict(step.phases["forward"].parts), dict(step.phases["backward"].parts)
     assert forward["logits"] == 4 * 2 * 2048 * 262_208 and "fp32 logits copy" not in forward
-    assert step.phases["backward"].moment == "the loss's backward"
+    # gradient_accumulation_steps 4: the later micro-batches hold the adapters' gradients at the loss's backward
+    assert step.phases["backward"].moment == "the loss's backward, a later micro-batch"
+    assert backward["accumulated gradients"] == plan.peak.source.lora.gradient_bytes > 0
     assert backward["log-softmax gradients"] == 2 * 4 * 2 * 2048 * 262_208
+    assert plan.peak.inputs["gradient_accumulation_steps"].path == ("gradient_accumulation_steps",)
     assert plan.peak.inputs["micro_batch"].path == ("micro_batch_size",)
     assert plan.peak.inputs["sequence_length"].path == ("sequence_len",)
     assert plan.family == "torch" and plan.stage == "ddp"  # no deepspeed / fsdp_config: torch DDP

@@ -13,7 +13,8 @@ from zeromem_lsp.configs.settings import SETTING_NAMES
 EDITORS = Path(__file__).resolve().parents[2] / "editors"
 SERVER_SETTINGS = {"gpu_memory", "parameters", "world_size", "precision", "optimizer", "warn_fraction"}
 #: The peak's settings (issue 12), so far only in the VS Code extension's manifest.
-PEAK_SETTINGS = {"sequence_length", "micro_batch", "gradient_checkpointing", "attention", "reserved"}
+PEAK_SETTINGS = {"sequence_length", "micro_batch", "gradient_checkpointing", "attention", "reserved",
+                 "gradient_accumulation_steps"}
 #: The training step the peak follows (issue 19).
 STEP_SETTINGS = {"engine", "fsdp_version", "param_dtype", "optimizer_impl", "loss_kernel"}
 #: A LoRA / QLoRA run (issue 20).
@@ -53,7 +54,8 @@ def test_vscode_settings_mirror_the_server():
     assert server_keys == (SERVER_SETTINGS | PEAK_SETTINGS | STEP_SETTINGS | ADAPTER_SETTINGS | MATCHING_SETTINGS
                            | LAUNCH_SETTINGS | TRAINER_SETTINGS)
     sample = {"gpuMemory": "24GiB", "parameters": "7B", "worldSize": 8, "precision": "bf16", "optimizer": "adamw",
-              "warnFraction": 0.8, "sequenceLength": 4096, "microBatch": 2, "gradientCheckpointing": True,
+              "warnFraction": 0.8, "sequenceLength": 4096, "microBatch": 2, "gradientAccumulationSteps": 4,
+              "gradientCheckpointing": True,
               "attention": "eager", "reserved": "1GiB", "engine": "torch", "fsdpVersion": 1, "paramDtype": "fp32",
               "optimizerImpl": "for-loop", "loraRank": 16, "loraTargets": "q_proj, v_proj", "modulesToSave": "lm_head",
               "dora": True, "quantization": "nf4", "doubleQuant": True,
@@ -72,6 +74,7 @@ def test_vscode_settings_mirror_the_server():
     assert settings.loss_kernel == "chunked_ce"
     assert (settings.trainer, settings.precompute_ref_log_probs) == ("dpo", True)
     assert (settings.sequence_length, settings.micro_batch, settings.reserved) == (4096, 2, 2**30)
+    assert settings.gradient_accumulation_steps == 4
     assert (settings.exclude_modules.regex, settings.layers_to_transform, settings.layers_pattern) == (
         ".*mlp.*", (0, 2), ("layers",))
     assert (settings.lora_rank_pattern, settings.lora_target_linear, settings.target_parameters) == (

@@ -114,7 +114,8 @@ def test_peak_inputs_are_keyed_by_field_name_in_estimate_json(tmp_path):
     done = run_zeromem("estimate", "--model-config", str(config), "--world-size", "2", "--sequence-length", "64",
                        "--micro-batch", "2", "--reserved", "2GiB", "--format", "json")
     inputs = json.loads(done.stdout)["peak_inputs"]
-    assert list(inputs) == [name for name in INPUT_LABELS if name != "fsdp_version"][:-1] == ["sequence_length", "micro_batch", "gradient_checkpointing",
+    assert list(inputs) == [name for name in INPUT_LABELS if name != "fsdp_version"][:-1] == ["sequence_length", "micro_batch",
+                                                       "gradient_accumulation_steps", "gradient_checkpointing",
                                                        "attention", "dtype", "reserved", "engine", "param_dtype",
                                                        "optimizer_impl", "loss_kernel", "trainer"]  # not FSDP: no version
     assert inputs["trainer"] == {"value": "sft", "from": "default: sft (the model's own loss)"}

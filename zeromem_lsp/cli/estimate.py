@@ -55,6 +55,8 @@ def register(commands) -> None:
     peak = parser.add_argument_group("peak per GPU (beside model state): activations, buffers, reserve")
     peak.add_argument("--sequence-length", metavar="N", help="tokens per sequence")
     peak.add_argument("--micro-batch", metavar="N", help="sequences per GPU per step")
+    peak.add_argument("--gradient-accumulation-steps", metavar="N",
+                      help="micro-batches per optimizer step (the later ones hold the accumulated gradients)")
     peak.add_argument("--gradient-checkpointing", action="store_true", help="activation checkpointing is on")
     peak.add_argument("--attention", choices=ATTENTION, help="attention implementation (default sdpa)")
     peak.add_argument("--reserved", metavar="SIZE", help="CUDA context + allocator reserve (default 1GiB)")
@@ -289,6 +291,7 @@ def _peak_maker(args, shape, problem, plan_inputs: Inputs):
         return None
     sequence = _positive("--sequence-length", args.sequence_length)
     micro = _positive("--micro-batch", args.micro_batch)
+    steps = _positive("--gradient-accumulation-steps", args.gradient_accumulation_steps)
     reserved = _checked("--reserved", check_reserve, args.reserved) if args.reserved else None
     engine = _flag(args, "engine", "deepspeed")
     dtype = _param_dtype(args)
@@ -296,6 +299,8 @@ def _peak_maker(args, shape, problem, plan_inputs: Inputs):
         shape=shape, shape_problem=problem or ("give --model-config PATH" if args.model_config is None else None),
         sequence_length=Given(sequence, "--sequence-length") if sequence else None,
         micro_batch=Given(micro, "--micro-batch") if micro else None,
+        gradient_accumulation_steps=Given(steps, "--gradient-accumulation-steps") if steps
+        else PeakInputs.gradient_accumulation_steps,
         gradient_checkpointing=Given(args.gradient_checkpointing,
                                      "--gradient-checkpointing" if args.gradient_checkpointing else "default: off"),
         attention=_flag(args, "attention", "sdpa"),

@@ -17,7 +17,7 @@ AS_WRITTEN = ("gpu_memory", "parameters", "precision", "optimizer", "attention",
               "param_dtype", "optimizer_impl", "parameter_bytes", "gradient_bytes", "optimizer_bytes", "lora_targets", "modules_to_save",
               "quantization", "loss_kernel", "trainer")
 #: Options that are whole numbers.
-COUNTS = ("world_size", "sequence_length", "micro_batch", "lora_rank")
+COUNTS = ("world_size", "sequence_length", "micro_batch", "gradient_accumulation_steps", "lora_rank")
 #: Options that are switches (store_true): a setting only when given.
 SWITCHES = ("gradient_checkpointing", "dora", "double_quant", "precompute_ref_log_probs")
 

@@ -133,7 +133,7 @@ def _certain(name: str, value: object) -> object:
         return value if type(value) is int and value >= 1 else _DOUBT
     if name == "sequence_length":
         return value if type(value) is int and 1 <= value <= MAX_SIZE else _DOUBT
-    if name == "micro_batch":
+    if name in ("micro_batch", "gradient_accumulation_steps"):
         return value if type(value) is int and 1 <= value <= MAX_COUNT else _DOUBT
     if name in ("gradient_checkpointing", "dora", "double_quant", "lora_target_linear", "precompute_ref_log_probs"):
         return value if type(value) is bool else _DOUBT

@@ -164,6 +164,11 @@ class ZeromemSettingsModel(BaseModel):
         description="Sequences per GPU per step, for the activation estimate; default: the config's "
         "`train_micro_batch_size_per_gpu` / `per_device_train_batch_size`.",
     )
+    gradient_accumulation_steps: int | None = Field(
+        None, ge=1, le=MAX_COUNT, strict=True,
+        description="Micro-batches per optimizer step, for the peak (from the second on the accumulated gradients "
+        "are held); default: the config's `gradient_accumulation_steps`, else 1.",
+    )
     gradient_checkpointing: bool | None = Field(
         None, strict=True,
         description="Whether the training script enables gradient (activation) checkpointing; default: the "

@@ -23,6 +23,7 @@ SETTING_NAMES = (
     "warn_fraction",
     "sequence_length",
     "micro_batch",
+    "gradient_accumulation_steps",
     "gradient_checkpointing",
     "attention",
     "reserved",

@@ -37,6 +37,7 @@ class Workload:
     loss: object = None  # configs/loss_kernels.LossRequest: a fused or chunked loss the keys ask for
     preference_loss: Given | None = None  # a recipe tool's DPO loss when not TRL's fused head (configs/recipes.py)
     reference_model: Given | None = None  # a recipe's reference model named apart from the policy (configs/recipes.py)
+    accumulation: Given | None = None  # gradient_accumulation_steps as written (memory/accumulation.py)
 
 
 def _at(root: Path | None, *keys: str) -> Path | None:
@@ -58,6 +59,9 @@ def deepspeed_workload(config: object, root: Path | None, where: str = "") -> Wo
     micro = positive_int(config.get("train_micro_batch_size_per_gpu"))
     given = Given(micro, f"train_micro_batch_size_per_gpu{suffix}",
                   _at(root, "train_micro_batch_size_per_gpu")) if micro else None
+    steps = positive_int(config.get("gradient_accumulation_steps"))
+    accumulation = Given(steps, f"gradient_accumulation_steps{suffix}",
+                         _at(root, "gradient_accumulation_steps")) if steps else None
     zero = config.get("zero_optimization")
     buffers = {}
     if isinstance(zero, dict):
@@ -66,7 +70,7 @@ def deepspeed_workload(config: object, root: Path | None, where: str = "") -> Wo
             if zero.get(written) is not None and key not in buffers:
                 buffers[key] = Given(zero[written], f"zero_optimization.{written}{suffix}",
                                      _at(root, "zero_optimization", written))
-    return Workload(micro_batch=given, zero=buffers, zero_root=root if not where else None)
+    return Workload(micro_batch=given, zero=buffers, zero_root=root if not where else None, accumulation=accumulation)
 
 
 def _fsdp_workload(section: object, root: Path) -> Workload:
@@ -106,6 +110,11 @@ def accelerate_workload(data: dict) -> Workload:
     found = _fsdp_workload(data.get("fsdp_config"), ("fsdp_config",))
     found = replace(found, compute_dtype=_compute_dtype(data.get("mixed_precision"), "mixed_precision",
                                                         ("mixed_precision",)))
+    block = data.get("deepspeed_config")
+    steps = positive_int(block.get("gradient_accumulation_steps")) if isinstance(block, dict) else None
+    if steps:  # Accelerate's DeepSpeedPlugin passes it to the engine (a deepspeed_config_file owns it instead)
+        found = replace(found, accumulation=Given(steps, "deepspeed_config.gradient_accumulation_steps",
+                                                  ("deepspeed_config", "gradient_accumulation_steps")))
     if found.checkpointing_path is None and isinstance(data.get("fsdp_config"), dict):
         found = replace(found, checkpointing_path=("fsdp_config", "fsdp_activation_checkpointing"))
     return found
@@ -135,6 +144,10 @@ def hf_arguments_workload(data: dict, deepspeed: Workload) -> Workload:
     if checkpointing is None or (not checkpointing.value and fsdp.checkpointing is not None):
         checkpointing = fsdp.checkpointing or checkpointing
     mixed = next((name for name in ("bf16", "fp16") if data.get(name) is True), None)
-    return Workload(micro_batch=batch, sequence_length=sequence, checkpointing=checkpointing, zero=deepspeed.zero,
+    steps = positive_int(data.get("gradient_accumulation_steps"))  # HF fills the DeepSpeed "auto" from it
+    accumulation = (Given(steps, "gradient_accumulation_steps", ("gradient_accumulation_steps",)) if steps
+                    else deepspeed.accumulation or Given(1, "gradient_accumulation_steps absent: TrainingArguments' "
+                                                            "default"))
+    return Workload(micro_batch=batch, accumulation=accumulation, sequence_length=sequence, checkpointing=checkpointing, zero=deepspeed.zero,
                     checkpointing_path=("gradient_checkpointing",),
                     zero_root=deepspeed.zero_root, compute_dtype=_compute_dtype(mixed, f"{mixed}: true", (mixed,)))

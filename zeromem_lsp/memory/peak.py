@@ -46,6 +46,7 @@ FSDP_STAGES = {"ddp": (False, False), "zero2": (True, False), "zero3": (True, Tr
 
 #: The peak's inputs by field name (the `zeromem` setting of the same name), with their display labels.
 INPUT_LABELS = {"sequence_length": "sequence length", "micro_batch": "micro-batch",
+                "gradient_accumulation_steps": "gradient accumulation steps",
                 "gradient_checkpointing": "gradient checkpointing", "attention": "attention", "dtype": "dtype",
                 "reserved": "reserved", "engine": "engine", "fsdp_version": "FSDP version",
                 "param_dtype": "parameter dtype",
@@ -73,6 +74,7 @@ class PeakInputs:
     shape_problem: str | None = None  # why there is no shape: no from_config, or what was wrong with it
     sequence_length: Given | None = None
     micro_batch: Given | None = None
+    gradient_accumulation_steps: Given = Given(1, "default: 1 (one micro-batch per optimizer step)")  # accumulation.py
     gradient_checkpointing: Given = Given(False, "default: off")
     attention: Given = Given("sdpa", "default: sdpa")
     dtype: Given | None = None  # the compute dtype (activations)
@@ -197,6 +199,12 @@ class Peak:
             return None
         given = self.source.micro_batch
         inputs = replace(self.source, micro_batch=Given(micro_batch, given.note, given.path))
+        factor, rest = divmod(given.value, micro_batch)  # type: ignore[operator]
+        if factor > 1 and not rest:  # the global batch kept, as the fix does (rules/memory.micro_batch_edits)
+            steps = self.source.gradient_accumulation_steps
+            before = int(steps.value)  # type: ignore[call-overload]
+            inputs = replace(inputs, gradient_accumulation_steps=Given(
+                before * factor, f"{before} × {factor}, the micro-batch divided by {factor}"))
         return estimate_peak(self.state, self.family, inputs, self.offload)
 
     def with_zero(self, sizes: dict[str, int]) -> Peak | None:
@@ -269,7 +277,8 @@ def step_arguments(inputs: PeakInputs, family: str, stage: str, offload: object)
                      attention=str(inputs.attention.value), engine=engine, ranks=inputs.ranks,
                      param_dtype=param_dtype, optimizer=inputs.optimizer,
                      optimizer_impl=str(_value(inputs.optimizer_impl) or "foreach"),
-                     loss_kernel=str(inputs.loss_kernel.value))
+                     loss_kernel=str(inputs.loss_kernel.value),
+                     gradient_accumulation_steps=int(inputs.gradient_accumulation_steps.value))  # type: ignore[call-overload]
     if engine == "torch":
         if stage != "ddp":
             raise StepInputError(f"engine torch runs DDP only, not {stage_named(stage).label}")

@@ -71,6 +71,20 @@ def _derived_micro_batch(setup: TrainingSetup | None, world_size: int) -> Given 
                  f"{setup.train_batch_size} / ({setup.gradient_accumulation_steps} × {world_size})")
 
 
+def _derived_accumulation(setup: TrainingSetup | None, world_size: int) -> Given | None:
+    """DeepSpeed's own when the config leaves it out (deepspeed/runtime/config.py `_set_batch_related_parameters`):
+    train_batch_size // train_micro_batch_size_per_gpu // world size; 1 beside train_batch_size alone."""
+    if setup is None or setup.gradient_accumulation_steps is not None or setup.train_batch_size is None:
+        return None
+    if setup.micro_batch_size is None:
+        return Given(1, "gradient_accumulation_steps absent beside train_batch_size alone: DeepSpeed's 1")
+    steps = setup.train_batch_size // setup.micro_batch_size // world_size
+    if steps < 1:
+        return None
+    return Given(steps, f"train_batch_size // train_micro_batch_size_per_gpu // world size = "
+                 f"{setup.train_batch_size} // {setup.micro_batch_size} // {world_size}")
+
+
 def step_choices(family: str, resolved: Resolved, precision: str | None,
                  setup: TrainingSetup | None = None) -> tuple[Given, Given | None, Given]:
     """(engine, param_dtype, optimizer_impl) for the peak: a setting (flag, block, project, editor) wins; else
@@ -140,6 +154,10 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
         shape_problem=model.shape_problem,
         sequence_length=_pick(workload.sequence_length, "sequence_length", resolved),
         micro_batch=micro,
+        gradient_accumulation_steps=_pick(workload.accumulation or _derived_accumulation(source.setup,
+                                                                                         inputs.world_size),
+                                          "gradient_accumulation_steps", resolved,
+                                          PeakInputs.gradient_accumulation_steps),
         gradient_checkpointing=_pick(workload.checkpointing, "gradient_checkpointing", resolved,
                                      PeakInputs.gradient_checkpointing),
         attention=_pick(None, "attention", resolved, PeakInputs.attention),

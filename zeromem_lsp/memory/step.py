@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from zeromem_lsp.memory.accumulation import Engine, held, later_moments
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS
 from zeromem_lsp.memory.loss_and_reference import LOSS_KERNELS, LossInputError, loss_moments
@@ -60,6 +61,10 @@ class Phase(NamedTuple):
 
     def largest(self, count: int = 3) -> tuple[Part, ...]:
         return self.parts[:count]
+
+
+#: phase → moment → its parts (what the engine functions return; `_phases` keeps each phase's largest moment)
+Moments = dict[str, dict[str, list[Part]]]
 
 
 class StepPeak(NamedTuple):
@@ -301,11 +306,11 @@ def _tied_sum(tensors: Tensors, w: int) -> int:
     return 2 * w * tensors.embedding if not tensors.head else 0
 
 
-def _phases(name_moments: dict[str, dict[str, list[Part]]]) -> dict[str, Phase]:
+def _phases(name_moments: Moments) -> dict[str, Phase]:
     return {name: _phase(name, moments) for name, moments in name_moments.items()}
 
 
-def _torch(setup: _Setup, shape: ModelShape, autocast: bool, ddp_bucket_view: bool) -> dict[str, Phase]:
+def _torch(setup: _Setup, shape: ModelShape, autocast: bool, ddp_bucket_view: bool) -> Moments:
     """Plain torch or DDP: parameters, AdamW's exp_avg and exp_avg_sq in the parameters' dtype
     (`torch.zeros_like(p)` in `Adam._init_group`), gradients from backward until `zero_grad`."""
     t, w, n = setup.tensors, setup.w, setup.tensors.total
@@ -329,10 +334,10 @@ def _torch(setup: _Setup, shape: ModelShape, autocast: bool, ddp_bucket_view: bo
     end = [*base, Part("gradients", grads * n), Part("embedding gradient", setup.c * setup.tokens * setup.hidden
                                                       + tied)]
     step = [*base, Part("gradients", grads * n), Part("optimizer scratch", _scratch(setup.impl, w, n, t.largest))]
-    return _phases({"forward": {"the loss": forward},
-                    "backward": {"the loss's backward": loss, **_head_moment(setup, base + cast), **layers,
-                                 "the end of backward": end},
-                    "optimizer": {"the optimizer step": step}})
+    return {"forward": {"the loss": forward},
+            "backward": {"the loss's backward": loss, **_head_moment(setup, base + cast), **layers,
+                         "the end of backward": end},
+            "optimizer": {"the optimizer step": step}}
 
 
 def _persistent_numel(tensors: Tensors, threshold: int) -> int:
@@ -357,8 +362,16 @@ def _touched(tensors: Tensors, ranks: int) -> list[tuple[int, int]]:
     return found
 
 
+def _ipg(w: int, stage: int, buckets: Buckets) -> int:
+    """ZeRO-1/2's IPG reduce bucket (two with overlap_comm) when gradients are contiguous."""
+    reduce = DEEPSPEED_DEFAULTS["reduce_bucket_size"] if buckets.reduce_bucket_size is None \
+        else buckets.reduce_bucket_size
+    overlap = (stage == 3) if buckets.overlap_comm is None else buckets.overlap_comm
+    return w * reduce * (2 if overlap else 1) if stage in (1, 2) and buckets.contiguous_gradients else 0
+
+
 def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, offload_optimizer: bool,
-               offload_param: bool) -> dict[str, Phase]:
+               offload_param: bool) -> Moments:
     """DeepSpeed ZeRO 0-3 (16-bit or fp32 model) with a torch AdamW client optimizer (foreach, for-loop) or
     DeepSpeed's FusedAdam from the config's optimizer section (`fused`)."""
     t, w, n, r = setup.tensors, setup.w, setup.tensors.total, setup.ranks
@@ -389,7 +402,7 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
             gathered = w * min(n - persistent, max(reuse, min(prefetch, live)))
     else:
         base = [Part("parameters", w * n), *master]
-        ipg = w * reduce * (2 if overlap else 1) if stage and buckets.contiguous_gradients else 0
+        ipg = _ipg(w, stage, buckets)
     gather = [Part("gathered parameters", gathered)]
     forward, _ = _loss_moments(setup, base + gather)
     # the loss's backward: the head is gathered again (fetched for its backward) if it was released
@@ -468,12 +481,12 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
             Part("activations", setup.acts.total - setup.acts.logits_bytes),
             Part("gradients", w * head_numel), Part("logits gradient", _logits_gradient(setup))]
     head = _head_moment(setup, base + [Part("gathered parameters", again)])
-    return _phases({"forward": forwards, "backward": {"the loss's backward": loss, **head, **layers, **ends},
-                    "optimizer": steps})
+    return {"forward": forwards, "backward": {"the loss's backward": loss, **head, **layers, **ends},
+            "optimizer": steps}
 
 
 def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: bool,
-          sharded: bool) -> dict[str, Phase]:
+          sharded: bool) -> Moments:
     """FSDP2 (`fully_shard` per decoder layer and on the root) or FSDP1 (a FlatParameter per unit): shards of
     parameters, gradients and AdamW states; the root unit (embeddings, final norm, head) is gathered for the
     whole forward and backward; a layer is gathered for its forward (and kept when not resharding) and again
@@ -513,9 +526,9 @@ def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: 
         largest = _ceil(t.largest, r)
     step = [*base, Part("gradients", w * shard), Part("optimizer scratch", _scratch(setup.impl, w, shard, largest))]
     head_moment = _head_moment(setup, base + [Part("gathered parameters", root + kept + ahead)])
-    return _phases({"forward": {"the loss": forward},
-                    "backward": {"the loss's backward": loss, **head_moment, **layers, "the end of backward": end},
-                    "optimizer": {"the optimizer step": step}})
+    return {"forward": {"the loss": forward},
+            "backward": {"the loss's backward": loss, **head_moment, **layers, "the end of backward": end},
+            "optimizer": {"the optimizer step": step}}
 
 
 def _backward_ahead(version: int, reshard: bool, ranks: int, layer: int) -> int:
@@ -582,7 +595,7 @@ def _gathered_frozen(setup: _Setup, frozen: FrozenBase, engine: str, stage: int,
 
 
 def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gathered,
-            offload_optimizer: bool, in_place: bool) -> dict[str, Phase]:
+            offload_optimizer: bool, in_place: bool) -> Moments:
     """The step with a frozen base: the full step's moments (`_loss_moments`, `_layer_transient`) with no
     gradient for a frozen weight. Forward at the loss; the loss's backward (no gradient yet); the top layer's
     backward (input gradients only: frozen weights make none); the end of backward with the adapters'
@@ -611,11 +624,11 @@ def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gat
     scratch = 0 if offload_optimizer or in_place else _scratch(setup.impl, 1, stepped, largest)
     step = [*base, Part("gradients", frozen.gradients), Part("fp32 gradients", fp32),
             Part("optimizer scratch", scratch)]
-    return _phases({"forward": forwards,
-                    "backward": {"the loss's backward": loss, "the top layer's backward": top,
-                                 **_head_moment(setup, base + [Part("gathered parameters", again)], frozen.activations),
-                                 "the end of backward": end},
-                    "optimizer": {"the optimizer step": step}})
+    return {"forward": forwards,
+            "backward": {"the loss's backward": loss, "the top layer's backward": top,
+                         **_head_moment(setup, base + [Part("gathered parameters", again)], frozen.activations),
+                         "the end of backward": end},
+            "optimizer": {"the optimizer step": step}}
 
 
 def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, checkpointing: bool = False,
@@ -625,7 +638,8 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
                   buckets: Buckets = Buckets(), fsdp_version: int = 2, fsdp_reshard: bool = True,
                   fsdp_mixed: bool = False, fsdp_sharded: bool = True, ddp_bucket_view: bool = False,
                   offload_optimizer: bool = False, offload_param: bool = False,
-                  frozen: FrozenBase | None = None, loss_kernel: str = "hf", loss: object = None) -> StepPeak:
+                  frozen: FrozenBase | None = None, loss_kernel: str = "hf", loss: object = None,
+                  gradient_accumulation_steps: int = 1) -> StepPeak:
     """Per-phase peak bytes of one rank in a steady-state AdamW step; raises StepInputError naming a bad input.
 
     param_dtype is the dtype the weights are stored in (DeepSpeed: its 16-bit dtype; FSDP: the shards').
@@ -636,7 +650,9 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     loss (`hf`) or a fused / chunked kernel (`liger_flce`, `cut_cross_entropy`, `chunked_ce`) in its place
     (`_loss_moments`, loss_and_reference.loss_moments). loss: an object whose
     `moments(setup, base, saved)` replaces ForCausalLMLoss's (forward, loss's backward) moments
-    (memory/preference.py: TRL's fused LM head); it takes precedence over loss_kernel."""
+    (memory/preference.py: TRL's fused LM head); it takes precedence over loss_kernel.
+    gradient_accumulation_steps > 1: the later micro-batches' moments hold the accumulated gradients too
+    (memory/accumulation.py)."""
     _choice("engine", engine, ENGINES)
     if frozen is None:  # with a frozen base the plan's O holds any optimizer's state (adapter_plan)
         _choice("optimizer", optimizer, OPTIMIZERS)
@@ -645,6 +661,7 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     _choice("attention", attention, ("sdpa", "eager"))
     _choice("loss_kernel", loss_kernel, LOSS_KERNELS)
     _count("ranks", ranks, 1)
+    _count("gradient_accumulation_steps", gradient_accumulation_steps, 1)
     if engine == "deepspeed":
         _choice("stage", stage, (0, 1, 2, 3))
     if engine == "fsdp":
@@ -666,13 +683,21 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     if frozen is not None:
         gathered = _gathered_frozen(setup, frozen, engine, stage, buckets,
                                     (fsdp_version, fsdp_reshard, fsdp_sharded, fsdp_mixed))
-        phases = _frozen(setup, shape, frozen, gathered, offload_optimizer, optimizer not in OPTIMIZERS)
+        moments = _frozen(setup, shape, frozen, gathered, offload_optimizer, optimizer not in OPTIMIZERS)
     elif engine == "torch":
-        phases = _torch(setup, shape, autocast, ddp_bucket_view)
+        moments = _torch(setup, shape, autocast, ddp_bucket_view)
     elif engine == "deepspeed":
-        phases = _deepspeed(setup, shape, stage, buckets, offload_optimizer, offload_param)
+        moments = _deepspeed(setup, shape, stage, buckets, offload_optimizer, offload_param)
     else:
-        phases = _fsdp(setup, shape, fsdp_version, fsdp_reshard, fsdp_mixed, fsdp_sharded)
+        moments = _fsdp(setup, shape, fsdp_version, fsdp_reshard, fsdp_mixed, fsdp_sharded)
+    if gradient_accumulation_steps > 1:
+        found = held(Engine(engine, stage, setup.w, tensors.total, tensors.embedding,
+                            max(touched for touched, _ in _touched(tensors, ranks)) if engine == "deepspeed" else 0,
+                            _ipg(setup.w, stage, buckets),
+                            offload_optimizer, fsdp_version, fsdp_sharded, F32 if fsdp_mixed else setup.w, ranks,
+                            setup.c, tensors.root), frozen.gradients if frozen is not None else None)
+        moments = later_moments(moments, found, Part)
+    phases = _phases(moments)
     peak_phase = max(PHASES, key=lambda name: phases[name].peak)
     return StepPeak(phases, peak_phase, phases[peak_phase].peak, acts, tensors.total)
 

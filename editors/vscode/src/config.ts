@@ -17,6 +17,7 @@ export interface ExtensionSettings {
   warnFraction?: string | number | null;
   sequenceLength?: string | number | null;
   microBatch?: string | number | null;
+  gradientAccumulationSteps?: string | number | null;
   gradientCheckpointing?: string | boolean | null;
   attention?: string | null;
   reserved?: string | null;
@@ -52,6 +53,7 @@ export const SERVER_SETTING_KEYS = [
   "warnFraction",
   "sequenceLength",
   "microBatch",
+  "gradientAccumulationSteps",
   "gradientCheckpointing",
   "attention",
   "reserved",
@@ -183,7 +185,8 @@ const CHOICE_SETTINGS: ReadonlySet<string> = new Set([
 ]);
 /** Numbers typed into the Settings UI's text boxes (it has no box for an optional number). */
 const NUMBER_SETTINGS: ReadonlySet<string> = new Set([
-  "worldSize", "warnFraction", "sequenceLength", "microBatch", "loraRank", "fsdpVersion",
+  "worldSize", "warnFraction", "sequenceLength", "microBatch", "gradientAccumulationSteps", "loraRank",
+  "fsdpVersion",
 ]);
 /** Dropdowns for an optional boolean: "true" / "false" (or "default"). */
 const BOOLEAN_SETTINGS: ReadonlySet<string> = new Set([

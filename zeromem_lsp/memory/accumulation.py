@@ -1,0 +1,124 @@
+"""Gradient accumulation in the step: what the later micro-batches hold (pure, exact ints).
+
+With gradient_accumulation_steps > 1 the optimizer steps once after several forward/backward passes. From the
+second micro-batch on, the gradients accumulated so far are alive through its forward and backward, held as the
+engine holds them while it does not reduce (HF Trainer runs each micro-batch inside Accelerate's
+`Accelerator.accumulate`, whose `no_sync` picks the engine's own switch: accelerate/accelerator.py). The first
+micro-batch is the plain step's; the step's peak is the larger of the two. The optimizer step is unchanged.
+
+What each engine holds (measured with two micro-batches: tests/data/step/gradient_accumulation.json):
+
+- torch / DDP under `no_sync` (with or without gradient_as_bucket_view): every `param.grad` (torch's AccumulateGrad
+  adds the new gradient into it in place, torch/csrc/autograd/functions/accumulate_grad.h); at the end of backward
+  the embedding's fresh gradient sits beside the accumulated one before that add.
+- DeepSpeed ZeRO-0 and ZeRO-1 (Accelerate enters `engine.no_sync()` below stage 2): the full 16-bit gradients
+  in `param.grad`; ZeRO-1 also keeps its IPG reduce bucket, made by `setup_buckets` in each gradient hook and
+  released only by the boundary's `ipg_epilogue` (two with overlap_comm; deepspeed/runtime/zero/stage_1_and_2.py).
+- ZeRO-2: reduced every micro-batch; the rank keeps the gradients of the parameters its partition touches
+  (`all_grad_tensors`, made in `ipg_epilogue` and added to while not at the boundary) — the same tensors the
+  step's end of backward already holds.
+- ZeRO-3: nothing more: gradients are reduced into the persistent partitions, which exist in every step.
+- FSDP2 under `set_requires_gradient_sync(False)`: every unsharded gradient, in the reduce dtype
+  (`FSDPParam.to_accumulated_grad_if_needed` upcasts it, torch/distributed/fsdp/_fully_shard/_fsdp_param.py).
+- FSDP1 under `no_sync`: the unsharded flat gradients in the compute dtype (bf16 under mixed precision); under
+  NO_SHARD the root unit's new flat gradient is made whole beside them at the end of backward.
+- A frozen base (LoRA): the adapters' gradients as the plan places them, unsharded under FSDP, none more under
+  ZeRO-3 (measured under torch, ZeRO-2, ZeRO-3 and FSDP2; derived under the others from the full step's rule).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+#: the moment, in a later micro-batch (the plain names are the first micro-batch's)
+LATER = ", a later micro-batch"
+
+
+class Held(NamedTuple):
+    accumulated: int  # bytes alive from the second micro-batch's forward to its end of backward
+    fresh: int = 0  # at the end of backward, a new gradient made beside the accumulated one before it is added
+    derived: str = ""  # why the held bytes are derived, not measured ("": measured)
+    replaces: tuple[str, ...] = ("gradients",)  # the step's parts the held gradients take the place of in backward
+    at_end: int | None = None  # what is still held at the end of backward (None: all of it)
+    bucket: int = 0  # a reduce bucket held from the first micro-batch on (it is the step's own "reduce bucket")
+
+
+class Engine(NamedTuple):
+    """The step's engine as the held gradients depend on it (bytes per element, elements)."""
+
+    name: str  # torch | deepspeed | fsdp
+    stage: int = 0
+    w: int = 2  # a stored parameter's (and gradient's) bytes
+    numel: int = 0  # the model's parameters
+    embedding: int = 0  # the embedding's elements (its fresh gradient at the end of backward)
+    touched: int = 0  # ZeRO-1/2: the most elements whose whole gradients one rank's partition touches
+    bucket: int = 0  # ZeRO-1: the IPG reduce bucket's bytes (as the step has it)
+    offload_optimizer: bool = False
+    fsdp_version: int = 2
+    fsdp_sharded: bool = True
+    reduce_bytes: int = 4  # FSDP: bytes of the reduce dtype (fp32 under mixed precision)
+    ranks: int = 1
+    compute: int = 2  # bytes of the compute dtype (FSDP1 keeps unsharded gradients in it under mixed precision)
+    root: int = 0  # FSDP's root unit's elements (embeddings, final norm, head)
+
+
+def held(engine: Engine, frozen_gradients: int | None = None) -> Held:
+    """What a later micro-batch holds beside the plain step's moments. `frozen_gradients`: a frozen base's adapter
+    gradients as placed (their G)."""
+    e = engine
+    if frozen_gradients is not None:  # (the adapters are fp32 under PEFT, so their reduce dtype is theirs)
+        measured = e.name == "torch" or (e.name == "deepspeed" and e.stage in (2, 3)) or (
+            e.name == "fsdp" and e.fsdp_version == 2)
+        how = "" if measured else "the adapters' gradients held as the full step holds them"
+        if e.name == "fsdp" and e.fsdp_sharded:  # unsharded, as the full step's
+            return Held(frozen_gradients * e.ranks, 0, how, (), 0)
+        if e.name == "deepspeed" and e.stage == 3:  # reduced into the partitions, as the full step's
+            return Held(0, 0, how)
+        return Held(frozen_gradients, 0, how)
+    if e.name == "torch":
+        return Held(e.w * e.numel, e.w * e.embedding)
+    if e.name == "deepspeed":
+        if e.stage == 3:
+            return Held(0, 0, "" if not e.offload_optimizer else "offload accumulates into the partitions")
+        if e.offload_optimizer and e.stage == 2:  # stage_1_and_2.py `async_accumulate_grad_in_cpu_via_gpu`
+            return Held(0, 0, "ZeRO-Offload accumulates in host memory")
+        if e.stage == 2:
+            return Held(e.w * e.touched, 0, "", replaces=())
+        bucket = e.bucket if e.stage == 1 else 0  # (the step's own "reduce bucket" is this one)
+        return Held(e.w * e.numel, e.w * e.embedding,
+                    "" if not e.offload_optimizer else "offload not measured", bucket=bucket)
+    if not e.fsdp_sharded:  # NO_SHARD: the root unit's new flat gradient is made whole beside the accumulated one
+        return Held(e.w * e.numel, e.w * e.root, "" if e.fsdp_version == 1 else "FSDP2 NO_SHARD not measured")
+    if e.fsdp_version == 2:  # the last micro-batch reduce-scatters each unit's as it goes, the root's at the end
+        # (`FSDPParamGroup.post_backward` hands the accumulated gradient to the reduce-scatter and drops it): the end
+        # of backward is the plain step's (never the peak in what was measured)
+        return Held(e.reduce_bytes * e.numel, 0, "", (), 0)
+    return Held(e.compute * e.numel, 0)
+
+
+def later_moments(moments: dict[str, dict[str, list]], found: Held, part) -> dict[str, dict[str, list]]:
+    """The phases' moments with a later micro-batch's beside the first's: its forward holds the accumulated
+    gradients; in its backward they take the place of the parts `replaces` names (this micro-batch's gradients,
+    where the engine adds them in place); at the end of backward what is still held, and the fresh gradient.
+    `part(name, bytes)` makes a part."""
+    if not found.accumulated and not found.fresh and not found.bucket:
+        return moments
+    kept = part("accumulated gradients", found.accumulated)
+    bucket = [part("reduce bucket", found.bucket)] if found.bucket else []
+    replaced = found.replaces + (("reduce bucket",) if found.bucket else ())
+    later_name = f"{LATER}, accumulated gradients derived ({found.derived})" if found.derived else LATER
+    out = {name: dict(phase) for name, phase in moments.items()}
+    for name, moment in moments["forward"].items():
+        out["forward"][name + later_name] = [*[item for item in moment if item.name not in replaced], kept, *bucket]
+    for name, moment in moments["backward"].items():
+        later = [item for item in moment if item.name not in replaced] + bucket
+        if name == "the end of backward":
+            later += [part("accumulated gradients", found.accumulated if found.at_end is None else found.at_end),
+                      part("fresh gradient", found.fresh)]
+        else:
+            later.append(kept)
+        out["backward"][name + later_name] = later
+    return out
+
+
+__all__ = ["Engine", "Held", "LATER", "held", "later_moments"]
