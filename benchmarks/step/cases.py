@@ -316,6 +316,8 @@ def optimizer_cases() -> list[dict]:
     out.append(_other("opt-ds-z2-r2-adagrad", "adagrad", engine="deepspeed", stage=2, ranks=2))
     out.append(_other("opt-ds-z3-r2-sgdm", "sgdm", engine="deepspeed", stage=3, ranks=2))
     out.append(_other("opt-ds-z1-r2-adagrad-foreach", "adagrad", "foreach", engine="deepspeed", stage=1, ranks=2))
+    # Adafactor as a client optimizer: DeepSpeed hands it one flat fp32 partition (1-D: not factored)
+    out.append(_other("opt-ds-z2-r2-adafactor", "adafactor", engine="deepspeed", stage=2, ranks=2))
     out.append(_other("opt-fsdp2-r2-fp32-sgdm", "sgdm", "foreach", version=2))
     out.append(_other("opt-fsdp2-r2-fp32-adagrad", "adagrad", "foreach", version=2))
     return copy.deepcopy(out)
