@@ -47,11 +47,12 @@ def _numel(tensors) -> list[int]:
 
 
 def optimizer_step(optimizer: str, impl: str, width: int, tensors: list[tuple[int, ...]],
-                   engine: str = "torch") -> Stepped:
+                   engine: str = "torch", largest: int | None = None) -> Stepped:
     """States and scratch of `optimizer` (precision.OPTIMIZERS) stepping `tensors` of `width` bytes per element,
-    `impl` foreach / for-loop / fused where torch has them. Raises OptimizerNotModelled with the reason."""
+    `impl` foreach / for-loop / fused where torch has them; `largest`: the largest tensor a for-loop steps when
+    `tensors` only stand for their elements (FSDP's shards). Raises OptimizerNotModelled with the reason."""
     sizes = _numel(tensors)
-    every, largest = sum(sizes), max(sizes, default=0)
+    every, largest = sum(sizes), max(sizes, default=0) if largest is None else largest
     if optimizer in ("adam", "adamw"):  # torch/optim/adam.py: exp_avg, exp_avg_sq `zeros_like(p)`
         # `_multi_tensor_adam` makes `_foreach_sqrt(exp_avg_sq)` for every tensor; `_single_tensor_adam`
         # `exp_avg_sq.sqrt()` and its quotient for one; `_fused_adam` nothing
