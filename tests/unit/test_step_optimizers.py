@@ -77,6 +77,8 @@ def test_the_optimizer_phase_names_its_parts():
     assert "optimizer scratch" not in names["opt-torch-llama-h256-bf16-adagrad-fused"]
     assert {"Adafactor factors", "optimizer scratch"} <= names["opt-torch-llama-h256-bf16-adafactor-for-loop"]
     assert "Adagrad sums made before DeepSpeed" in names["opt-ds-z2-r2-adagrad"]
+    # DeepSpeed hands Adafactor one flat fp32 partition: a whole second moment, 4 B per element of the shard
+    assert "Adafactor second moment (flat: not factored)" in names["opt-ds-z2-r2-adafactor"]
 
 
 def test_the_step_scratch_by_hand():

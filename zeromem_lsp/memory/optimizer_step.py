@@ -71,7 +71,9 @@ def optimizer_step(optimizer: str, impl: str, width: int, tensors: list[tuple[in
         if engine == "fsdp":
             raise OptimizerNotModelled("the optimizer step of adafactor over FSDP's sharded parameters is not "
                                        "modelled")
-        return Stepped(adafactor_states(tensors), adafactor_scratch(width, sizes), "Adafactor factors")
+        factored = any(len(shape) >= 2 for shape in tensors)  # DeepSpeed's flat partition is not
+        return Stepped(adafactor_states(tensors), adafactor_scratch(width, sizes),
+                       "Adafactor factors" if factored else "Adafactor second moment (flat: not factored)")
     if optimizer == "lion":
         if engine == "fsdp":
             raise OptimizerNotModelled("the optimizer step of lion under FSDP is not modelled")
