@@ -21,6 +21,7 @@ RECORD = json.loads((Path(__file__).resolve().parents[1] / "data" / "step" / "me
 CASES = [case for case in RECORD["cases"] if "error" not in case]
 GOAL = 0.05  # every phase of every measured case (test_step.py holds AdamW's cases to the same)
 MODELS = Path(__file__).resolve().parents[1] / "data" / "models"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def optimizer(case: dict) -> str:
@@ -79,6 +80,29 @@ def test_the_optimizer_phase_names_its_parts():
     assert "Adagrad sums made before DeepSpeed" in names["opt-ds-z2-r2-adagrad"]
     # DeepSpeed hands Adafactor one flat fp32 partition: a whole second moment, 4 B per element of the shard
     assert "Adafactor second moment (flat: not factored)" in names["opt-ds-z2-r2-adafactor"]
+
+
+def test_the_record_is_the_case_list_measured():
+    """Each recorded case is benchmarks/step/cases.py's as it stands (re-measure when one changes)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("step_cases", ROOT / "benchmarks" / "step" / "cases.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    listed = {case["id"]: case for case in module.optimizer_cases()}
+    assert [case["id"] for case in RECORD["cases"]] == list(listed)
+    for case in RECORD["cases"]:
+        assert {key: value for key, value in case.items() if key not in ("per_rank", "step_peak_max_rank")} \
+            == listed[case["id"]], case["id"]
+        assert len(case["per_rank"]) == case["ranks"]
+
+
+def test_the_optimizer_states_are_model_state_to_zm106():
+    """ZM106 names the largest part beside the model state: every optimizer's state part counts as state."""
+    from zeromem_lsp.rules.peak import STATE_PARTS
+    for row in ROWS:
+        for part in row["parts"]:
+            if "sums" in part.name or "momentum" in part.name or "Adafactor" in part.name:
+                assert part.name in STATE_PARTS, part.name
 
 
 def test_the_step_scratch_by_hand():

@@ -31,6 +31,17 @@ BNB_MIN_8BIT, BNB_BLOCK, BNB_QMAPS = 4096, 256, 2 * 256 * F32
 LAMB_BUFFERS = (2 * 512 + 1) * F32
 
 
+#: The name each optimizer's state has among a phase's parts (rules/peak.py counts them as model state)
+STATE_NAMES = {"adamw": "optimizer states", "adam": "optimizer states", "sgd": "optimizer states",
+               "sgd_momentum": "momentum buffers", "adagrad": "Adagrad sums", "adafactor": "Adafactor factors",
+               "lion": "Lion momentum (derived)", "lamb": "LAMB m, v (derived)",
+               "adam8bit": "8-bit m, v + block scales (derived)"}
+#: Adafactor over one flat tensor (DeepSpeed's partition); torch Adagrad's sums made for the model before DeepSpeed
+UNFACTORED = "Adafactor second moment (flat: not factored)"
+ADAGRAD_FIRST_SUMS = "Adagrad sums made before DeepSpeed"
+STATE_PARTS = (*dict.fromkeys(STATE_NAMES.values()), UNFACTORED, ADAGRAD_FIRST_SUMS)
+
+
 class OptimizerNotModelled(ValueError):
     """A combination whose optimizer step is not modelled (not a bad input): why."""
 
@@ -57,40 +68,40 @@ def optimizer_step(optimizer: str, impl: str, width: int, tensors: list[tuple[in
         # `_multi_tensor_adam` makes `_foreach_sqrt(exp_avg_sq)` for every tensor; `_single_tensor_adam`
         # `exp_avg_sq.sqrt()` and its quotient for one; `_fused_adam` nothing
         scratch = {"foreach": width * every, "for-loop": 2 * width * largest, "fused": 0}[impl]
-        return Stepped(2 * width * every, scratch, "optimizer states")
+        return Stepped(2 * width * every, scratch, STATE_NAMES[optimizer])
     if optimizer == "sgd":  # torch/optim/sgd.py: no state; `param.add_(grad)` (weight_decay 0) in every path
-        return Stepped(0, 0, "optimizer states")
+        return Stepped(0, 0, STATE_NAMES[optimizer])
     if optimizer == "sgd_momentum":  # momentum_buffer = `grad.clone()` once, then `mul_` / `add_` in place
-        return Stepped(width * every, 0, "momentum buffers")
+        return Stepped(width * every, 0, STATE_NAMES[optimizer])
     if optimizer == "adagrad":  # torch/optim/adagrad.py: state["sum"] `full_like(p)`; `_multi_tensor_adagrad`:
         # `_foreach_sqrt(sums)` and `_foreach_mul(grads, -clr)` for every tensor; `_single_tensor_adagrad`:
         # `state_sum.sqrt()` for one; `_fused_adagrad` nothing
         scratch = {"foreach": 2 * width * every, "for-loop": width * largest, "fused": 0}[impl]
-        return Stepped(width * every, scratch, "Adagrad sums")
+        return Stepped(width * every, scratch, STATE_NAMES[optimizer])
     if optimizer == "adafactor":
         if engine == "fsdp":
             raise OptimizerNotModelled("the optimizer step of adafactor over FSDP's sharded parameters is not "
                                        "modelled")
         factored = any(len(shape) >= 2 for shape in tensors)  # DeepSpeed's flat partition is not
         return Stepped(adafactor_states(tensors), adafactor_scratch(width, sizes),
-                       "Adafactor factors" if factored else "Adafactor second moment (flat: not factored)")
+                       STATE_NAMES[optimizer] if factored else UNFACTORED)
     if optimizer == "lion":
         if engine == "fsdp":
             raise OptimizerNotModelled("the optimizer step of lion under FSDP is not modelled")
         # bitsandbytes `Optimizer1State.init_state`: state1 fp32 whatever the parameter's dtype; FusedLion
         # `zeros_like(p)` of DeepSpeed's fp32 partition; both update in place (multi_tensor_lion / kOptimizer32bit1State)
-        return Stepped(F32 * every, 0, "Lion momentum (derived)", True)
+        return Stepped(F32 * every, 0, STATE_NAMES[optimizer], True)
     if optimizer == "lamb":
         if engine != "deepspeed":
             raise OptimizerNotModelled("the optimizer step of lamb is modelled under DeepSpeed only (its FusedLamb); "
                                        "no torch or Transformers LAMB to follow")
         # deepspeed/ops/lamb/fused_lamb.py: exp_avg, exp_avg_sq `zeros_like(p.data)`; per tensor two 512-element
         # L2 partial sums and a coefficient
-        return Stepped(2 * width * every, LAMB_BUFFERS if tensors else 0, "LAMB m, v (derived)", True)
+        return Stepped(2 * width * every, LAMB_BUFFERS if tensors else 0, STATE_NAMES[optimizer], True)
     if optimizer == "adam8bit":
         if engine == "fsdp":
             raise OptimizerNotModelled("the optimizer step of adam8bit (bitsandbytes) under FSDP is not modelled")
-        return Stepped(adam8bit_states(sizes), 0, "8-bit m, v + block scales (derived)", True)
+        return Stepped(adam8bit_states(sizes), 0, STATE_NAMES[optimizer], True)
     raise OptimizerNotModelled(f"the optimizer step of {optimizer} is not modelled")
 
 
@@ -153,5 +164,5 @@ def parameter_shapes(shape: ModelShape) -> list[tuple[int, ...]]:
     return [(v, h)] + (attention + mlp + norms) * shape.layers + [(h,)] + head
 
 
-__all__ = ["DERIVED", "OptimizerNotModelled", "Stepped", "adafactor_scratch", "adafactor_states", "adam8bit_states",
+__all__ = ["ADAGRAD_FIRST_SUMS", "DERIVED", "OptimizerNotModelled", "STATE_NAMES", "STATE_PARTS", "UNFACTORED", "Stepped", "adafactor_scratch", "adafactor_states", "adam8bit_states",
            "optimizer_step", "parameter_shapes"]

@@ -27,7 +27,8 @@ from typing import NamedTuple
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS
 from zeromem_lsp.memory.loss_and_reference import LOSS_KERNELS, LossInputError, loss_moments
-from zeromem_lsp.memory.optimizer_step import OptimizerNotModelled, Stepped, optimizer_step, parameter_shapes
+from zeromem_lsp.memory.optimizer_step import (ADAGRAD_FIRST_SUMS, OptimizerNotModelled, Stepped, optimizer_step,
+                                               parameter_shapes)
 from zeromem_lsp.memory.precision import OPTIMIZERS as ALL_OPTIMIZERS
 from zeromem_lsp.configs.model_config import ModelShape
 
@@ -388,7 +389,7 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
         # swaps its param groups for its fp32 ones and those sums stay in `state` (measured: opt-ds-z*-adagrad*,
         # a model built in fp32 and cast by deepspeed.initialize: 4 B each; 2 B for a model loaded in bf16, so 4 B
         # is the bound); under ZeRO-3 HF Trainer builds the model partitioned (zero.Init): those sums are empty
-        master.append(Part("Adagrad sums made before DeepSpeed", F32 * n))
+        master.append(Part(ADAGRAD_FIRST_SUMS, F32 * n))
     gathered, ipg, threshold = 0, 0, 0
     if stage == 3:
         threshold = (DEEPSPEED_DEFAULTS["stage3_param_persistence_threshold"] if buckets.persistence_threshold
