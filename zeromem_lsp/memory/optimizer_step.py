@@ -80,8 +80,9 @@ def optimizer_step(optimizer: str, impl: str, width: int, tensors: list[tuple[in
         return Stepped(width * every, scratch, STATE_NAMES[optimizer])
     if optimizer == "adafactor":
         if engine == "fsdp":
-            raise OptimizerNotModelled("the optimizer step of adafactor over FSDP's sharded parameters is not "
-                                       "modelled")
+            raise OptimizerNotModelled("the optimizer step of adafactor under FSDP is not modelled (under FSDP2 "
+                                       "Transformers' Adafactor fails: its row and column means are plain tensors "
+                                       "beside DTensor shards; FSDP1 not measured)")
         factored = any(len(shape) >= 2 for shape in tensors)  # DeepSpeed's flat partition is not
         return Stepped(adafactor_states(tensors), adafactor_scratch(width, sizes),
                        STATE_NAMES[optimizer] if factored else UNFACTORED)
