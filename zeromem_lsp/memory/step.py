@@ -38,6 +38,7 @@ OPTIMIZER_IMPLS = ("foreach", "for-loop", "fused")
 #: gradient-sized tensor in the foreach path (not modelled: the default is 0). The other optimizers' steps:
 #: memory/optimizer_step.py (weight decay 0, HF Trainer's default)
 OPTIMIZERS = ("adamw", "adam")
+TORCH_OPTIMIZERS = (*OPTIMIZERS, "sgd", "sgd_momentum", "adagrad")  # torch.optim's, with their scratch
 PHASES = ("forward", "backward", "optimizer")
 #: DeepSpeed defaults beyond buffers.DEEPSPEED_DEFAULTS (deepspeed/runtime/zero/config.py)
 MAX_REUSE_DISTANCE = 1_000_000_000
@@ -609,8 +610,9 @@ def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gat
     """The step with a frozen base: the full step's moments (`_loss_moments`, `_layer_transient`) with no
     gradient for a frozen weight. Forward at the loss; the loss's backward (no gradient yet); the top layer's
     backward (input gradients only: frozen weights make none); the end of backward with the adapters'
-    gradients; the optimizer step over the trainable tensors only. `in_place`: the optimizer is not torch's
-    Adam/AdamW and makes no scratch (bitsandbytes' 8-bit optimizers update each parameter in place)."""
+    gradients; the optimizer step over the trainable tensors only. `in_place`: the optimizer is not one of torch's
+    (AdamW, Adam, SGD, Adagrad) and is taken to make no scratch (bitsandbytes' optimizers update each parameter in
+    place; Adafactor's per-tensor copies are not modelled with an adapter)."""
     base = [Part("parameters", frozen.parameters), Part("optimizer states", frozen.optimizer_states),
             Part("reduce bucket", gathered.bucket)]
     at_loss, again, in_layer = gathered.at_loss, gathered.again, gathered.in_layer
@@ -631,7 +633,8 @@ def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gat
     fp32 = F32 * frozen.trainable if frozen.fp32_gradients and not offload_optimizer else 0
     stepped = frozen.stepped or frozen.step_bytes * frozen.trainable
     largest = frozen.largest or stepped  # for-loop: one tensor at a time (tests/data/step/measured_lora.json)
-    scratch = 0 if offload_optimizer or in_place else _scratch(setup.impl, 1, stepped, largest)
+    scratch = 0 if offload_optimizer or in_place else optimizer_step(  # torch's: by the bytes they step
+        setup.optimizer, setup.impl, 1, [(stepped,)], largest=largest).scratch
     step = [*base, Part("gradients", frozen.gradients), Part("fp32 gradients", fp32),
             Part("optimizer scratch", scratch)]
     return _phases({"forward": forwards,
@@ -690,7 +693,7 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     if frozen is not None:
         gathered = _gathered_frozen(setup, frozen, engine, stage, buckets,
                                     (fsdp_version, fsdp_reshard, fsdp_sharded, fsdp_mixed))
-        phases = _frozen(setup, shape, frozen, gathered, offload_optimizer, optimizer not in OPTIMIZERS)
+        phases = _frozen(setup, shape, frozen, gathered, offload_optimizer, optimizer not in TORCH_OPTIMIZERS)
     elif engine == "torch":
         phases = _torch(setup, shape, autocast, ddp_bucket_view)
     elif engine == "deepspeed":
