@@ -2,6 +2,7 @@
 scratch, memory/optimizer_step.py), names its parts, and says plainly what is not modelled (never as a bad input)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -64,3 +65,26 @@ def test_what_is_not_modelled_says_why_not_bad_input():
 def test_derived_steps_are_labelled_derived():
     for optimizer in ("lion", "lamb", "adam8bit"):
         assert "(derived)" in text("--optimizer", optimizer), optimizer
+
+
+def test_a_ds_config_adagrad_section_is_torch_adagrad_with_its_first_sums(tmp_path):
+    """DeepSpeed builds torch.optim.Adagrad for `optimizer.type: Adagrad` (engine.py `_configure_basic_optimizer`): its
+    foreach step, its sums of the fp32 partition, and the sums its __init__ made for the model before DeepSpeed
+    swapped the param groups (measured: opt-ds-z2-r2-adagrad) — not FusedAdam's nothing. 16 tokens: the optimizer
+    phase holds the peak, so its parts are shown."""
+    config = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+              "optimizer": {"type": "Adagrad", "params": {"lr": 1e-4}}, "zero_optimization": {"stage": 2},
+              "zeromem": {"parameters": {"from_config": str(Path(QWEN).resolve())}, "sequence_length": 16,
+                          "world_size": 8}}
+    path = tmp_path / "ds_config.json"
+    path.write_text(json.dumps(config))
+    done = run_zeromem("estimate", "--config", str(path), "--format", "json")
+    data = json.loads(done.stdout)
+    assert data["peak_inputs"]["optimizer_impl"]["value"] == "foreach"
+    assert "torch Adagrad" in data["peak_inputs"]["optimizer_impl"]["from"]
+    phase = data["phases"][data["stage"]]
+    assert data["stage"] == "zero2"
+    shard = -(-7_615_616_512 // 8)
+    assert phase["parts"]["Adagrad sums"] == 4 * shard
+    assert phase["parts"]["optimizer scratch"] == 2 * 4 * shard  # `_foreach_sqrt` and `_foreach_mul`
+    assert phase["parts"]["Adagrad sums made before DeepSpeed"] == 4 * 7_615_616_512
