@@ -10,7 +10,8 @@ three phases; each phase's peak is the largest live total over the moments that 
   the top and bottom decoder layer (gradients appear as activations are freed), at the end (all gradients,
   tied embeddings' accumulation);
 - optimizer: gradients + the optimizer's scratch (torch AdamW foreach ≈ a copy of every tensor it updates,
-  for-loop ≈ twice the largest, fused none) + what the engine adds (DeepSpeed's fp32 gradient partition).
+  for-loop ≈ twice the largest, fused none; other optimizers: memory/optimizer_step.py) + what the engine adds
+  (DeepSpeed's fp32 gradient partition).
 
 `loss_kernel` (Liger's fused linear cross-entropy, cut-cross-entropy, axolotl's chunked loss) replaces the loss's
 T×V terms by what that kernel keeps and makes (`_loss_moments`, `_head_moment`).
