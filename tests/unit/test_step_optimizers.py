@@ -149,6 +149,9 @@ def test_derived_optimizers_give_a_peak_under_deepspeed():
     for name in ("lion", "lamb", "adam8bit"):
         step = estimate_step(shape, 128, 2, optimizer=name, engine="deepspeed", stage=2, ranks=2)
         assert any("derived" in part.name for part in step.phases["optimizer"].parts), name
+        assert optimizer_step(name, "foreach", 4, [(10,)], "deepspeed").derived
+    assert not any(optimizer_step(name, "foreach", 4, [(10,)]).derived
+                   for name in ("adamw", "sgd", "sgd_momentum", "adagrad", "adafactor"))
 
 
 if __name__ == "__main__":

@@ -18,12 +18,6 @@ from typing import NamedTuple
 from zeromem_lsp.configs.model_config import ModelShape
 
 F32 = 4
-#: How each optimizer's step is known: measured here, or derived from the code named
-DERIVED = {
-    "lion": "derived from bitsandbytes' Lion (32-bit state, CUDA kernel in place) and DeepSpeed's FusedLion",
-    "lamb": "derived from DeepSpeed's FusedLamb (CUDA)",
-    "adam8bit": "derived from bitsandbytes' 8-bit blockwise AdamW (CUDA kernel in place)",
-}
 #: bitsandbytes keeps 32-bit state for tensors below `min_8bit_size` and one fp32 absmax per 256-element block
 #: (bitsandbytes/optim/optimizer.py, `Optimizer2State.init_state`); its two quantile maps (256 fp32 each) once
 BNB_MIN_8BIT, BNB_BLOCK, BNB_QMAPS = 4096, 256, 2 * 256 * F32
@@ -165,5 +159,5 @@ def parameter_shapes(shape: ModelShape) -> list[tuple[int, ...]]:
     return [(v, h)] + (attention + mlp + norms) * shape.layers + [(h,)] + head
 
 
-__all__ = ["ADAGRAD_FIRST_SUMS", "DERIVED", "OptimizerNotModelled", "STATE_NAMES", "STATE_PARTS", "UNFACTORED", "Stepped", "adafactor_scratch", "adafactor_states", "adam8bit_states",
+__all__ = ["ADAGRAD_FIRST_SUMS", "OptimizerNotModelled", "STATE_NAMES", "STATE_PARTS", "UNFACTORED", "Stepped", "adafactor_scratch", "adafactor_states", "adam8bit_states",
            "optimizer_step", "parameter_shapes"]
