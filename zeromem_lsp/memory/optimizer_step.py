@@ -16,15 +16,13 @@ from math import prod
 from typing import NamedTuple
 
 from zeromem_lsp.configs.model_config import ModelShape
+from zeromem_lsp.memory.activations import F32
 
-F32 = 4
 #: bitsandbytes keeps 32-bit state for tensors below `min_8bit_size` and one fp32 absmax per 256-element block
 #: (bitsandbytes/optim/optimizer.py, `Optimizer2State.init_state`); its two quantile maps (256 fp32 each) once
 BNB_MIN_8BIT, BNB_BLOCK, BNB_QMAPS = 4096, 256, 2 * 256 * F32
 #: FusedLamb's per-tensor buffers: two 512-element L2 partial sums and the coefficient (fused_lamb_cuda.cpp)
 LAMB_BUFFERS = (2 * 512 + 1) * F32
-
-
 #: The name each optimizer's state has among a phase's parts (rules/peak.py counts them as model state)
 STATE_NAMES = {"adamw": "optimizer states", "adam": "optimizer states", "sgd": "optimizer states",
                "sgd_momentum": "momentum buffers", "adagrad": "Adagrad sums", "adafactor": "Adafactor factors",
