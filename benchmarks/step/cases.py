@@ -306,10 +306,54 @@ def accumulation_cases() -> list[dict]:
     return out
 
 
+#: (tag, optimizer name, extra settings) of the optimizers other than AdamW that run on CPU
+OTHER_OPTIMIZERS = {"sgd": ("SGD", {}), "sgdm": ("SGD", {"momentum": 0.9}), "adagrad": ("Adagrad", {}),
+                    "adafactor": ("Adafactor", {})}
+
+
+def _other(cid, tag, impl="for-loop", **kwargs):
+    """A case stepped by another optimizer than AdamW (engines.torch_optimizer): a client optimizer under
+    DeepSpeed, torch's over the shards under FSDP."""
+    name, settings = OTHER_OPTIMIZERS[tag]
+    maker = _ds if kwargs.pop("engine", None) == "deepspeed" else (_fsdp if "version" in kwargs else _case)
+    case = maker(cid, **kwargs, impl=impl)
+    case["optimizer"] = {"name": name, "impl": "for-loop" if tag == "adafactor" else impl, "lr": LR, **settings}
+    return case
+
+
+def optimizer_cases() -> list[dict]:
+    """Whole steps with SGD (with and without momentum), Adagrad and Adafactor (measured into
+    tests/data/step/measured_optimizers.json): plain torch, DeepSpeed ZeRO-2 / ZeRO-3 with a client optimizer,
+    FSDP2."""
+    out = []
+    for tag, impls in (("sgd", ("for-loop", "foreach")), ("sgdm", ("for-loop", "foreach")),
+                       ("adagrad", ("for-loop", "foreach", "fused")), ("adafactor", ("for-loop",))):
+        for impl in impls:
+            out.append(_other(f"opt-torch-llama-h256-bf16-{tag}-{impl}", tag, impl, model="llama-h256"))
+    out.append(_other("opt-torch-llama-h256-fp32-adafactor", "adafactor", model="llama-h256", regime="fp32"))
+    out.append(_other("opt-torch-qwen2-h256-tied-fp32-adagrad-foreach", "adagrad", "foreach", model="qwen2-h256-tied",
+                      regime="fp32"))
+    # few tokens on the wide model: the optimizer step holds the peak
+    for tag, impl, regime in (("adagrad", "foreach", "bf16"), ("adafactor", "for-loop", "bf16"),
+                              ("sgdm", "for-loop", "fp32"), ("adafactor", "for-loop", "fp32")):
+        out.append(_other(f"opt-torch-llama-h1024-{regime}-{tag}-{impl}-s64", tag, impl, model="llama-h1024",
+                          regime=regime, seq=64))
+    out.append(_other("opt-ds-z2-r2-sgdm", "sgdm", engine="deepspeed", stage=2, ranks=2))
+    out.append(_other("opt-ds-z2-r2-adagrad", "adagrad", engine="deepspeed", stage=2, ranks=2))
+    out.append(_other("opt-ds-z3-r2-sgdm", "sgdm", engine="deepspeed", stage=3, ranks=2))
+    out.append(_other("opt-ds-z1-r2-adagrad-foreach", "adagrad", "foreach", engine="deepspeed", stage=1, ranks=2))
+    # Adafactor as a client optimizer: DeepSpeed hands it one flat fp32 partition (1-D: not factored)
+    out.append(_other("opt-ds-z2-r2-adafactor", "adafactor", engine="deepspeed", stage=2, ranks=2))
+    out.append(_other("opt-fsdp2-r2-fp32-sgdm", "sgdm", "foreach", version=2))
+    out.append(_other("opt-fsdp2-r2-fp32-adagrad", "adagrad", "foreach", version=2))
+    return copy.deepcopy(out)
+
+
 def smoke_case() -> dict:
     """A tiny plain-torch case for a quick check that the loop runs (not part of the measured record)."""
     return _case("smoke-tiny-bf16-foreach", "tiny", regime="bf16", impl="foreach", seq=16, batch=1)
 
 
 def by_id() -> dict[str, dict]:
-    return {case["id"]: case for case in [*cases(), *lora_cases(), *accumulation_cases(), smoke_case()]}
+    return {case["id"]: case for case in [*cases(), *lora_cases(), *accumulation_cases(), *optimizer_cases(),
+                                          smoke_case()]}

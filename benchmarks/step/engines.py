@@ -135,9 +135,19 @@ def trainable(model):
 
 
 def torch_optimizer(case, params, torch):
-    impl = case["optimizer"]["impl"]
+    """The case's optimizer as HF Trainer builds it (transformers/trainer_optimizer.py): torch AdamW, SGD (its
+    `momentum`), Adagrad, or Transformers' Adafactor with `scale_parameter=False, relative_step=False`."""
+    settings = case["optimizer"]
+    name, impl, lr = settings["name"], settings["impl"], settings["lr"]
+    if name == "Adafactor":  # one implementation: a Python loop over the parameters
+        from transformers.optimization import Adafactor
+        return Adafactor(params, lr=lr, scale_parameter=False, relative_step=False)
     flags = {"foreach": {"foreach": True}, "for-loop": {"foreach": False}, "fused": {"fused": True}}[impl]
-    return torch.optim.AdamW(params, lr=case["optimizer"]["lr"], **flags)
+    if name == "SGD":
+        return torch.optim.SGD(params, lr=lr, momentum=settings.get("momentum", 0.0), **flags)
+    if name == "Adagrad":
+        return torch.optim.Adagrad(params, lr=lr, **flags)
+    return torch.optim.AdamW(params, lr=lr, **flags)
 
 
 class Run:

@@ -29,6 +29,7 @@ sys.path.insert(0, str(HERE))
 OUT = HERE.parents[1] / "tests" / "data" / "step" / "measured.json"
 OUT_LORA = OUT.with_name("measured_lora.json")  # the LoRA / QLoRA cases (cases.lora_cases, --lora)
 OUT_GA = OUT.with_name("gradient_accumulation.json")  # gradient_accumulation_steps > 1 (cases.accumulation_cases)
+OUT_OPTIMIZERS = OUT.with_name("measured_optimizers.json")  # SGD, Adagrad, Adafactor (cases.optimizer_cases)
 PHASES = ("forward", "backward", "optimizer")
 METHOD = ("TorchDispatchMode + weakref.finalize over unique untyped storages, entered before the model is "
           "built; UntypedStorage.resize_ patched; peak read after every dispatched op; step 2 of 2")
@@ -232,7 +233,7 @@ def merge(out: Path, case: dict, ranks: list[dict], device="cpu", method=METHOD,
     kept[case["id"]] = entry
     order = list(by_id())
     found = versions()
-    if not lora:  # the full-step record keeps the versions it had
+    if not lora:  # the full-step records keep the versions they had
         found = {name: found[name] for name in ("torch", "transformers", "deepspeed")}
     record = {**found, "device": device, "method": method, "phases": list(PHASES),
               "cases": [kept[cid] for cid in order if cid in kept]}
@@ -263,9 +264,10 @@ def parser_with_common_arguments(description: str, timeout: int) -> argparse.Arg
     return parser
 
 
-def selected_cases(only, lora=False, accumulation=False) -> list[dict]:
-    from cases import accumulation_cases, cases, lora_cases
-    chosen = accumulation_cases() if accumulation else lora_cases() if lora else cases()
+def selected_cases(only, lora=False, accumulation=False, optimizers=False) -> list[dict]:
+    from cases import accumulation_cases, cases, lora_cases, optimizer_cases
+    chosen = (accumulation_cases() if accumulation else lora_cases() if lora else optimizer_cases() if optimizers
+              else cases())
     return [case for case in chosen if not only or any(case["id"].startswith(prefix) for prefix in only)]
 
 
@@ -278,12 +280,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lora", action="store_true", help="the LoRA / QLoRA cases (cases.lora_cases)")
     parser.add_argument("--accumulation", action="store_true",
                         help=f"gradient accumulation cases (cases.accumulation_cases) -> {OUT_GA.name}")
+    parser.add_argument("--optimizers", action="store_true",
+                        help=f"SGD, Adagrad, Adafactor (cases.optimizer_cases) -> {OUT_OPTIMIZERS.name}")
     parser.add_argument("--ids", help="exactly these case ids, comma-separated")
     args = parser.parse_args(argv)
     if args.child:
         return _child_main(args.child, args.rank, args.world, args.result)
-    args.out = args.out or (OUT_GA if args.accumulation else OUT_LORA if args.lora else OUT)
-    selected = selected_cases(args.only, args.lora, args.accumulation)
+    args.out = args.out or (OUT_GA if args.accumulation else OUT_LORA if args.lora else
+                            OUT_OPTIMIZERS if args.optimizers else OUT)
+    selected = selected_cases(args.only, args.lora, args.accumulation, args.optimizers)
     if args.ids:
         selected = [case for case in selected if case["id"] in args.ids.split(",")]
     if args.skip_done and args.out.exists():

@@ -163,7 +163,7 @@ def test_sharding_lowers_the_optimizer_phase():
 
 
 @pytest.mark.parametrize("kwargs, named", [({"engine": "jax"}, "engine"), ({"optimizer_impl": "apex"}, "optimizer_impl"),
-                                           ({"optimizer": "lion"}, "optimizer"), ({"micro_batch": 0}, "micro_batch"),
+                                           ({"optimizer": "muon"}, "optimizer"), ({"micro_batch": 0}, "micro_batch"),
                                            ({"param_dtype": "int8"}, "param_dtype"), ({"ranks": 0}, "ranks"),
                                            ({"engine": "deepspeed", "stage": 4}, "stage"),
                                            ({"engine": "fsdp", "autocast": True}, "autocast")])

@@ -57,7 +57,7 @@ def test_the_optimizer_steps_over_the_trainable_tensors_only(impl, scratch):
 
 def test_an_8bit_optimizer_updates_in_place_and_deepspeed_keeps_fp32_gradients():
     """bitsandbytes' Optimizer2State.update_step: one in-place kernel per parameter, no scratch; the plan's O
-    holds its state, so the step takes it (the full step refuses it)."""
+    holds its state, so the step takes it."""
     frozen = FROZEN._replace(fp32_gradients=True)
     step = estimate_step(SHAPE, T, 1, engine="deepspeed", stage=2, ranks=8, optimizer="adam8bit", frozen=frozen)
     found = parts(step.phases["optimizer"])
@@ -65,6 +65,17 @@ def test_an_8bit_optimizer_updates_in_place_and_deepspeed_keeps_fp32_gradients()
     offloaded = estimate_step(SHAPE, T, 1, engine="deepspeed", stage=2, ranks=8, offload_optimizer=True,
                               frozen=frozen)
     assert "fp32 gradients" not in parts(offloaded.phases["optimizer"])
+
+
+@pytest.mark.parametrize("optimizer, impl, scratch", [("adagrad", "foreach", 2), ("adagrad", "for-loop", 1),
+                                                      ("sgd_momentum", "foreach", 0), ("lion", "foreach", 0)])
+def test_torch_optimizers_make_their_own_scratch_over_the_adapters(optimizer, impl, scratch):
+    """torch Adagrad over the adapters: foreach `_foreach_sqrt` + `_foreach_mul` (two copies of what it steps),
+    for-loop one of the largest tensor; SGD nothing; bitsandbytes' Lion in place."""
+    frozen = FROZEN._replace(stepped=4 * FROZEN.trainable, largest=4 * 1000)
+    step = estimate_step(SHAPE, T, 1, engine="torch", optimizer=optimizer, optimizer_impl=impl, frozen=frozen)
+    expected = scratch * (frozen.stepped if impl == "foreach" else frozen.largest)
+    assert parts(step.phases["optimizer"]).get("optimizer scratch", 0) == expected
 
 
 @pytest.mark.parametrize("buckets", [Buckets(max_reuse_distance=0, prefetch_bucket_size=50_000_000,

@@ -102,7 +102,11 @@ def step_choices(family: str, resolved: Resolved, precision: str | None,
         param_dtype = Given.of(settings.param_dtype, resolved.origin("param_dtype") or Origin("zeromem.param_dtype"))
     impl = Given("foreach", "default: torch AdamW's foreach implementation (what runs on a GPU)")
     if engine.value == "deepspeed" and setup is not None and setup.optimizer_path is not None:
-        impl = Given("fused", "DeepSpeed's FusedAdam for the config's optimizer section", setup.optimizer_path)
+        fused = {"lion": "FusedLion", "lamb": "FusedLamb"}.get(str(setup.optimizer), "FusedAdam")
+        impl = Given("fused", f"DeepSpeed's {fused} for the config's optimizer section", setup.optimizer_path)
+        if setup.optimizer == "adagrad":  # deepspeed/runtime/engine.py `_configure_basic_optimizer`
+            impl = Given("foreach", "torch Adagrad for the config's optimizer section (its foreach path on a GPU)",
+                         setup.optimizer_path)
     if settings.optimizer_impl is not None:
         impl = Given.of(settings.optimizer_impl, resolved.origin("optimizer_impl") or Origin("zeromem.optimizer_impl"))
     return engine, param_dtype, impl

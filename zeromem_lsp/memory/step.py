@@ -10,7 +10,8 @@ three phases; each phase's peak is the largest live total over the moments that 
   the top and bottom decoder layer (gradients appear as activations are freed), at the end (all gradients,
   tied embeddings' accumulation);
 - optimizer: gradients + the optimizer's scratch (torch AdamW foreach ≈ a copy of every tensor it updates,
-  for-loop ≈ twice the largest, fused none) + what the engine adds (DeepSpeed's fp32 gradient partition).
+  for-loop ≈ twice the largest, fused none; other optimizers: memory/optimizer_step.py) + what the engine adds
+  (DeepSpeed's fp32 gradient partition).
 
 `loss_kernel` (Liger's fused linear cross-entropy, cut-cross-entropy, axolotl's chunked loss) replaces the loss's
 T×V terms by what that kernel keeps and makes (`_loss_moments`, `_head_moment`).
@@ -28,13 +29,18 @@ from zeromem_lsp.memory.accumulation import Engine, held, later_moments
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS
 from zeromem_lsp.memory.loss_and_reference import LOSS_KERNELS, LossInputError, loss_moments
+from zeromem_lsp.memory.optimizer_step import (ADAGRAD_FIRST_SUMS, OptimizerNotModelled, Stepped, optimizer_step,
+                                               parameter_shapes)
+from zeromem_lsp.memory.precision import OPTIMIZERS as ALL_OPTIMIZERS
 from zeromem_lsp.configs.model_config import ModelShape
 
 ENGINES = ("torch", "deepspeed", "fsdp")
 OPTIMIZER_IMPLS = ("foreach", "for-loop", "fused")
 #: Adam and AdamW keep the same tensors (exp_avg, exp_avg_sq); Adam's weight decay, when set, adds one more
-#: gradient-sized tensor in the foreach path (not modelled: the default is 0)
+#: gradient-sized tensor in the foreach path (not modelled: the default is 0). The other optimizers' steps:
+#: memory/optimizer_step.py (weight decay 0, HF Trainer's default)
 OPTIMIZERS = ("adamw", "adam")
+TORCH_OPTIMIZERS = (*OPTIMIZERS, "sgd", "sgd_momentum", "adagrad")  # torch.optim's, with their scratch
 PHASES = ("forward", "backward", "optimizer")
 #: DeepSpeed defaults beyond buffers.DEEPSPEED_DEFAULTS (deepspeed/runtime/zero/config.py)
 MAX_REUSE_DISTANCE = 1_000_000_000
@@ -213,13 +219,21 @@ class _Setup(NamedTuple):
     head_trainable: bool = True  # False on a frozen base: no head gradient
     micro_batch: int = 1
     loss: object = None  # a loss that replaces ForCausalLMLoss's moments (memory/preference.FusedHead)
+    optimizer: str = "adamw"  # precision.OPTIMIZERS: its states and scratch (memory/optimizer_step.py)
+
+
+def _stepped(setup: _Setup, width: int, tensors: list[tuple[int, ...]], engine: str,
+             largest: int | None = None) -> Stepped:
+    """The optimizer's states and scratch over `tensors` (`largest`: the for-loop's largest, when not theirs)."""
+    try:
+        return optimizer_step(setup.optimizer, setup.impl, width, tensors, engine, largest)
+    except OptimizerNotModelled as error:
+        raise StepInputError(str(error)) from None
 
 
 def _scratch(impl: str, element: int, every: int, largest: int) -> int:
-    """torch AdamW's temporaries (torch/optim/adam.py): `_multi_tensor_adam` makes `exp_avg_sq_sqrt` with
-    `_foreach_sqrt`, one tensor per parameter it updates; `_single_tensor_adam` makes `exp_avg_sq.sqrt()` and
-    its quotient by the bias correction for one parameter at a time; `_fused_adam` updates in place."""
-    return {"foreach": element * every, "for-loop": 2 * element * largest, "fused": 0}[impl]
+    """torch AdamW's temporaries over `every` elements, `largest` the largest tensor (optimizer_step.py)."""
+    return optimizer_step("adamw", impl, element, [(every,)], largest=largest).scratch
 
 
 def _kernel(setup: _Setup):
@@ -314,7 +328,8 @@ def _torch(setup: _Setup, shape: ModelShape, autocast: bool, ddp_bucket_view: bo
     """Plain torch or DDP: parameters, AdamW's exp_avg and exp_avg_sq in the parameters' dtype
     (`torch.zeros_like(p)` in `Adam._init_group`), gradients from backward until `zero_grad`."""
     t, w, n = setup.tensors, setup.w, setup.tensors.total
-    base = [Part("parameters", w * n), Part("optimizer states", 2 * w * n)]
+    stepped = _stepped(setup, w, parameter_shapes(shape), "torch")
+    base = [Part("parameters", w * n), Part(stepped.state_name, stepped.states)]
     if setup.ranks > 1:  # torch/csrc/distributed/c10d/reducer.cpp: one flat bucket tensor per bucket
         base.append(Part("DDP buckets", w * n))
     if autocast:  # autocast's weight cache (a bf16 copy per matmul weight) and fp32 norm outputs, held to backward
@@ -333,7 +348,7 @@ def _torch(setup: _Setup, shape: ModelShape, autocast: bool, ddp_bucket_view: bo
     tied = _tied_sum(t, w)
     end = [*base, Part("gradients", grads * n), Part("embedding gradient", setup.c * setup.tokens * setup.hidden
                                                       + tied)]
-    step = [*base, Part("gradients", grads * n), Part("optimizer scratch", _scratch(setup.impl, w, n, t.largest))]
+    step = [*base, Part("gradients", grads * n), Part("optimizer scratch", stepped.scratch)]
     return {"forward": {"the loss": forward},
             "backward": {"the loss's backward": loss, **_head_moment(setup, base + cast), **layers,
                          "the end of backward": end},
@@ -380,8 +395,16 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
     overlap = (stage == 3) if buckets.overlap_comm is None else buckets.overlap_comm
     shard = _ceil(n, r) if stage else n
     plain = stage == 0 and w == F32  # engine.py `_do_optimizer_sanity_check`: fp32 without ZeRO wraps nothing
+    # the inner optimizer steps fp32 copies of each parameter (stage 0) or one flat fp32 partition
+    stepped = _stepped(setup, F32, parameter_shapes(shape) if stage == 0 else [(shard,)], "deepspeed")
     master = [] if offload_optimizer else [Part("fp32 master", 0 if plain else F32 * shard),
-                                           Part("optimizer states", 8 * shard)]
+                                           Part(stepped.state_name, stepped.states)]
+    if setup.optimizer == "adagrad" and not (plain or offload_optimizer) and stage < 3:
+        # torch Adagrad makes its sums in __init__ (`full_like(p)`) for the model it is built on; DeepSpeed then
+        # swaps its param groups for its fp32 ones and those sums stay in `state` (measured: opt-ds-z*-adagrad*,
+        # a model built in fp32 and cast by deepspeed.initialize: 4 B each; 2 B for a model loaded in bf16, so 4 B
+        # is the bound); under ZeRO-3 HF Trainer builds the model partitioned (zero.Init): those sums are empty
+        master.append(Part(ADAGRAD_FIRST_SUMS, F32 * n))
     gathered, ipg, threshold = 0, 0, 0
     if stage == 3:
         threshold = (DEEPSPEED_DEFAULTS["stage3_param_persistence_threshold"] if buckets.persistence_threshold
@@ -447,18 +470,19 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
     if stage == 3:  # step() starts with `_partition_all_parameters()`: persistent parameters are freed too
         base = [Part("parameters", own), *base[1:]]
     if stage == 0:  # FP16_UnfusedOptimizer: per-parameter fp32 masters; the 16-bit gradients are still alive
-        scratch = _scratch(setup.impl, F32, n, t.largest)
+        scratch = stepped.scratch
         if setup.impl == "fused" and not plain:  # DeepSpeed's FusedAdam → FP16_Optimizer (fp16/fused_optimizer.py):
             fp32_grads *= 2  # every gradient cast to fp32, then flattened into one fp32 tensor beside them
         step = [*base, Part("gradients", w * n), Part("fp32 gradients", 0 if plain else fp32_grads),
                 Part("optimizer scratch", scratch)]
         steps = {"the optimizer step": step}
     else:  # one flat fp32 partition per group: for-loop's "largest tensor" is the partition itself
-        scratch = 0 if offload_optimizer else _scratch(setup.impl, F32, shard, shard)
+        scratch = 0 if offload_optimizer else stepped.scratch
         steps = {"the optimizer step": [*base, Part("fp32 gradients", fp32_grads),
                                         Part("optimizer scratch", scratch)],
-                 "the 16-bit copy of the updated partition": [*base, Part("fp32 gradients", fp32_grads),
-                                                              Part("16-bit partition copies", 2 * w * shard)]}
+                 "the 16-bit copy of the updated partition": [*base, Part("fp32 gradients", fp32_grads), Part(
+                     "16-bit partition copies", (1 if stage == 3 else 2) * w * shard)]}  # ZeRO-3: one flat copy
+                     # of the gradient partition beside its fp32 conversion (measured: opt-ds-z3-r2-sgdm)
         if stage in (1, 2):  # the 16-bit gradients of the touched parameters live until the fp32 copy is made
             ranks_touched = _touched(t, r)
             most = max(touched for touched, _ in ranks_touched)
@@ -497,7 +521,12 @@ def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: 
     collective = sharded and r > 1  # at one rank FSDP2 still copies the root in and out, but reduces nothing
     r = r if sharded else 1  # NO_SHARD: every rank holds everything
     shard = _ceil(n, r)
-    base = [Part("parameters", w * shard), Part("optimizer states", 2 * w * shard)]
+    if version == 1:  # one flat parameter per unit: for-loop's largest tensor is the largest unit's shard
+        largest = _ceil(max(t.root, t.layer_total), r)
+    else:  # one DTensor shard per parameter (dim 0)
+        largest = _ceil(t.largest, r)
+    stepped = _stepped(setup, w, [(shard,)], "fsdp", largest)
+    base = [Part("parameters", w * shard), Part(stepped.state_name, stepped.states)]
     root = g * t.root if sharded else 0
     layer = g * t.layer_total if sharded else 0
     kept = layer * t.layers if not reshard else 0
@@ -520,11 +549,7 @@ def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: 
     kept_grads = w * shard if (version == 2 or not sharded) else t.layers * grads_layer
     end = [*base, Part("gradients", kept_grads), Part("reduce-scatter", 2 * w * t.root if collective else 0),
            Part("unsharded gradients", unsharded)]
-    if version == 1:  # one flat parameter per unit: for-loop's largest tensor is the largest unit's shard
-        largest = _ceil(max(t.root, t.layer_total), r)
-    else:  # one DTensor shard per parameter (dim 0)
-        largest = _ceil(t.largest, r)
-    step = [*base, Part("gradients", w * shard), Part("optimizer scratch", _scratch(setup.impl, w, shard, largest))]
+    step = [*base, Part("gradients", w * shard), Part("optimizer scratch", stepped.scratch)]
     head_moment = _head_moment(setup, base + [Part("gathered parameters", root + kept + ahead)])
     return {"forward": {"the loss": forward},
             "backward": {"the loss's backward": loss, **head_moment, **layers, "the end of backward": end},
@@ -599,8 +624,9 @@ def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gat
     """The step with a frozen base: the full step's moments (`_loss_moments`, `_layer_transient`) with no
     gradient for a frozen weight. Forward at the loss; the loss's backward (no gradient yet); the top layer's
     backward (input gradients only: frozen weights make none); the end of backward with the adapters'
-    gradients; the optimizer step over the trainable tensors only. `in_place`: the optimizer is not torch's
-    Adam/AdamW and makes no scratch (bitsandbytes' 8-bit optimizers update each parameter in place)."""
+    gradients; the optimizer step over the trainable tensors only. `in_place`: the optimizer is not one of torch's
+    (AdamW, Adam, SGD, Adagrad) and is taken to make no scratch (bitsandbytes' optimizers update each parameter in
+    place; Adafactor's per-tensor copies are not modelled with an adapter)."""
     base = [Part("parameters", frozen.parameters), Part("optimizer states", frozen.optimizer_states),
             Part("reduce bucket", gathered.bucket)]
     at_loss, again, in_layer = gathered.at_loss, gathered.again, gathered.in_layer
@@ -621,7 +647,8 @@ def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gat
     fp32 = F32 * frozen.trainable if frozen.fp32_gradients and not offload_optimizer else 0
     stepped = frozen.stepped or frozen.step_bytes * frozen.trainable
     largest = frozen.largest or stepped  # for-loop: one tensor at a time (tests/data/step/measured_lora.json)
-    scratch = 0 if offload_optimizer or in_place else _scratch(setup.impl, 1, stepped, largest)
+    scratch = 0 if offload_optimizer or in_place else optimizer_step(  # torch's: by the bytes they step
+        setup.optimizer, setup.impl, 1, [(stepped,)], largest=largest).scratch
     step = [*base, Part("gradients", frozen.gradients), Part("fp32 gradients", fp32),
             Part("optimizer scratch", scratch)]
     return {"forward": forwards,
@@ -640,7 +667,8 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
                   offload_optimizer: bool = False, offload_param: bool = False,
                   frozen: FrozenBase | None = None, loss_kernel: str = "hf", loss: object = None,
                   gradient_accumulation_steps: int = 1) -> StepPeak:
-    """Per-phase peak bytes of one rank in a steady-state AdamW step; raises StepInputError naming a bad input.
+    """Per-phase peak bytes of one rank in a steady-state step (AdamW, or any precision.OPTIMIZERS one whose step
+    memory/optimizer_step.py models); raises StepInputError naming a bad input or what is not modelled.
 
     param_dtype is the dtype the weights are stored in (DeepSpeed: its 16-bit dtype; FSDP: the shards').
     autocast (engine torch): fp32 weights, bf16 compute, as HF Trainer's `bf16=True` on an fp32 model.
@@ -655,7 +683,7 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     (memory/accumulation.py)."""
     _choice("engine", engine, ENGINES)
     if frozen is None:  # with a frozen base the plan's O holds any optimizer's state (adapter_plan)
-        _choice("optimizer", optimizer, OPTIMIZERS)
+        _choice("optimizer", optimizer, ALL_OPTIMIZERS)
     _choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
     _choice("param_dtype", param_dtype, tuple(DTYPE_BYTES))
     _choice("attention", attention, ("sdpa", "eager"))
@@ -679,11 +707,11 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     tensors = parameter_tensors(shape)
     setup = _Setup(tensors, acts, sequence_length * micro_batch, shape.vocab, shape.hidden,
                    F32 if autocast else DTYPE_BYTES[param_dtype], DTYPE_BYTES[compute], ranks, optimizer_impl,
-                   checkpointing, loss_kernel, frozen is None, micro_batch, loss)
+                   checkpointing, loss_kernel, frozen is None, micro_batch, loss, optimizer)
     if frozen is not None:
         gathered = _gathered_frozen(setup, frozen, engine, stage, buckets,
                                     (fsdp_version, fsdp_reshard, fsdp_sharded, fsdp_mixed))
-        moments = _frozen(setup, shape, frozen, gathered, offload_optimizer, optimizer not in OPTIMIZERS)
+        moments = _frozen(setup, shape, frozen, gathered, offload_optimizer, optimizer not in TORCH_OPTIMIZERS)
     elif engine == "torch":
         moments = _torch(setup, shape, autocast, ddp_bucket_view)
     elif engine == "deepspeed":

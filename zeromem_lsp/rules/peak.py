@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from zeromem_lsp.findings import Finding, Fix, overlapping
 from zeromem_lsp.edits import set_value
 from zeromem_lsp.memory.peak import MODEL_UNCERTAINTY, Peak
+from zeromem_lsp.memory.optimizer_step import STATE_PARTS as OPTIMIZER_STATES
 from zeromem_lsp.memory.plan import MemoryPlan
 from zeromem_lsp.present import describe_suggestion, no_fit, peak_sum, stage_label
 from zeromem_lsp.rules.context import Context
@@ -24,7 +25,7 @@ BUCKET_PARTS = {"reduce bucket": ("reduce_bucket_size",), "bucket copy": ("reduc
                 "gathered parameters": ("stage3_prefetch_bucket_size", "stage3_max_live_parameters",
                                         "stage3_max_reuse_distance")}
 #: The persistent state in a phase: the model state's own shares, not a driver of the peak.
-STATE_PARTS = ("parameters", "fp32 master", "optimizer states", "gradient partitions", "gradients")
+STATE_PARTS = ("parameters", "fp32 master", *OPTIMIZER_STATES, "gradient partitions", "gradients")
 
 
 def _driver_path(context: Context, plan: MemoryPlan, largest: str):

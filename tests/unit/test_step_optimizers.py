@@ -1,0 +1,160 @@
+"""The optimizer step of SGD, SGD with momentum, Adagrad and Adafactor (memory/optimizer_step.py in the whole-step
+model) against every measured step (no torch).
+
+tests/data/step/measured_optimizers.json is written by `benchmarks/step/measure.py --optimizers` (real HF model
+code on CPU; plain torch, DeepSpeed ZeRO-1/2/3 with a client optimizer, FSDP2): per rank, the peak of live tensor
+storage bytes in each phase of step 2. Run this file as a script to print the error of every case and phase.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_step import arguments
+from zeromem_lsp.configs.model_config import model_shape
+from zeromem_lsp.memory.optimizer_step import (OptimizerNotModelled, adafactor_scratch, adafactor_states,
+                                               adam8bit_states, optimizer_step, parameter_shapes)
+from zeromem_lsp.memory.step import PHASES, StepInputError, estimate_step, parameter_tensors
+
+RECORD = json.loads((Path(__file__).resolve().parents[1] / "data" / "step" / "measured_optimizers.json").read_text())
+CASES = [case for case in RECORD["cases"] if "error" not in case]
+GOAL = 0.05  # every phase of every measured case (test_step.py holds AdamW's cases to the same)
+MODELS = Path(__file__).resolve().parents[1] / "data" / "models"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def optimizer(case: dict) -> str:
+    """The measured optimizer as precision.OPTIMIZERS names it."""
+    settings = case["optimizer"]
+    if settings["name"] == "SGD":
+        return "sgd_momentum" if settings.get("momentum", 0) > 0 else "sgd"
+    return settings["name"].lower()
+
+
+def comparisons() -> list[dict]:
+    rows = []
+    for case in CASES:
+        kwargs = arguments(case)
+        if optimizer(case) == "adafactor":  # one implementation (a Python loop); `impl` is not read
+            kwargs["optimizer_impl"] = "for-loop"
+        estimate = estimate_step(model_shape(case["config"]), case["sequence_length"], case["micro_batch"],
+                                 optimizer=optimizer(case), **kwargs)
+        for phase in PHASES:
+            measured = max(rank["phases"][phase]["peak"] for rank in case["per_rank"])
+            model = estimate.phases[phase].peak
+            rows.append({"id": case["id"], "phase": phase, "measured": measured, "model": model,
+                         "error": model / measured - 1, "parts": estimate.phases[phase].parts})
+        persistent = max(rank["persistent_before_step2"] for rank in case["per_rank"])
+        rows.append({"id": case["id"], "phase": "persistent", "measured": persistent, "error": None,
+                     "model": None, "parts": ()})
+    return rows
+
+
+ROWS = [row for row in comparisons() if row["error"] is not None]
+
+
+def test_the_record_covers_the_optimizers_and_engines():
+    assert RECORD["torch"] and RECORD["transformers"] and RECORD["deepspeed"] and RECORD["method"]
+    assert {optimizer(case) for case in CASES} == {"sgd", "sgd_momentum", "adagrad", "adafactor"}
+    assert {case["engine"] for case in CASES} == {"torch", "deepspeed", "fsdp2"}
+    stages = {case["ds_config"]["zero_optimization"]["stage"] for case in CASES if case["engine"] == "deepspeed"}
+    assert {2, 3} <= stages
+    assert len(CASES) == len(RECORD["cases"])
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[f"{row['id']}-{row['phase']}" for row in ROWS])
+def test_every_measured_phase_is_within_five_percent(row):
+    assert abs(row["error"]) <= GOAL, row
+
+
+def test_the_optimizer_phase_names_its_parts():
+    """The measured optimizer phases are made of the parts the model names: a momentum buffer or Adagrad's sums
+    where the optimizer keeps one, Adafactor's factors and scratch."""
+    names = {row["id"]: {part.name for part in row["parts"]} for row in ROWS if row["phase"] == "optimizer"}
+    assert "momentum buffers" in names["opt-torch-llama-h256-bf16-sgdm-foreach"]
+    assert "optimizer states" not in names["opt-torch-llama-h256-bf16-sgd-foreach"]
+    assert {"Adagrad sums", "optimizer scratch"} <= names["opt-torch-llama-h256-bf16-adagrad-foreach"]
+    assert "optimizer scratch" not in names["opt-torch-llama-h256-bf16-adagrad-fused"]
+    assert {"Adafactor factors", "optimizer scratch"} <= names["opt-torch-llama-h256-bf16-adafactor-for-loop"]
+    assert "Adagrad sums made before DeepSpeed" in names["opt-ds-z2-r2-adagrad"]
+    # DeepSpeed hands Adafactor one flat fp32 partition: a whole second moment, 4 B per element of the shard
+    assert "Adafactor second moment (flat: not factored)" in names["opt-ds-z2-r2-adafactor"]
+
+
+def test_the_record_is_the_case_list_measured():
+    """Each recorded case is benchmarks/step/cases.py's as it stands (re-measure when one changes)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("step_cases", ROOT / "benchmarks" / "step" / "cases.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    listed = {case["id"]: case for case in module.optimizer_cases()}
+    assert [case["id"] for case in RECORD["cases"]] == list(listed)
+    for case in RECORD["cases"]:
+        assert {key: value for key, value in case.items() if key not in ("per_rank", "step_peak_max_rank")} \
+            == listed[case["id"]], case["id"]
+        assert len(case["per_rank"]) == case["ranks"]
+
+
+def test_the_optimizer_states_are_model_state_to_zm106():
+    """ZM106 names the largest part beside the model state: every optimizer's state part counts as state."""
+    from zeromem_lsp.rules.peak import STATE_PARTS
+    for row in ROWS:
+        for part in row["parts"]:
+            if "sums" in part.name or "momentum" in part.name or "Adafactor" in part.name:
+                assert part.name in STATE_PARTS, part.name
+
+
+def test_the_step_scratch_by_hand():
+    """llama-h256: N = 17,835,264, the largest tensors the 32000 × 256 embedding and head (8,192,000)."""
+    shapes = parameter_shapes(model_shape(CASES[0]["config"]))
+    n, largest = 17_835_264, 8_192_000
+    assert optimizer_step("adagrad", "foreach", 2, shapes).scratch == 2 * 2 * n
+    assert optimizer_step("adagrad", "for-loop", 2, shapes).scratch == 2 * largest
+    assert optimizer_step("sgd_momentum", "foreach", 2, shapes) .states == 2 * n
+    # Adafactor, bf16: the head (last) in fp32 four times, beside the final norm's (256) last `update`
+    assert adafactor_scratch(2, [s[0] * (s[1] if len(s) > 1 else 1) for s in shapes]) == 16 * largest + 4 * 256
+    # one flat partition (DeepSpeed): not factored
+    assert adafactor_states([(1000,)]) == 4000 and adafactor_states([(32000, 256)]) == 4 * (32000 + 256)
+
+
+def test_adam8bit_states_by_hand():
+    """bitsandbytes: uint8 m, v and an fp32 absmax each per 256 elements from 4096 elements; fp32 below."""
+    assert adam8bit_states([4096]) == 2 * 4096 + 2 * 4 * 16 + 2048
+    assert adam8bit_states([4095]) == 8 * 4095 + 2048
+    assert adam8bit_states([4097]) == 2 * 4097 + 2 * 4 * 17 + 2048
+
+
+@pytest.mark.parametrize("path", sorted(MODELS.glob("*/config.json")), ids=lambda p: p.parent.name)
+def test_parameter_shapes_are_the_step_models_tensors(path):
+    shape = model_shape(json.loads(path.read_text()))
+    shapes = parameter_shapes(shape)
+    sizes = [1 if not s else __import__("math").prod(s) for s in shapes]
+    assert sum(sizes) == parameter_tensors(shape).total
+    assert max(sizes) == max(parameter_tensors(shape).all())
+
+
+@pytest.mark.parametrize("name, engine", [("lamb", "torch"), ("adafactor", "fsdp"), ("lion", "fsdp"),
+                                          ("adam8bit", "fsdp")])
+def test_what_is_not_modelled_says_so(name, engine):
+    with pytest.raises(StepInputError, match=f"the optimizer step of {name}.* not modelled|modelled under"):
+        estimate_step(model_shape(CASES[0]["config"]), 128, 2, optimizer=name, engine=engine, ranks=2,
+                      param_dtype="fp32")
+    with pytest.raises(OptimizerNotModelled):
+        optimizer_step(name, "foreach", 4, [(10,)], engine)
+
+
+def test_derived_optimizers_give_a_peak_under_deepspeed():
+    shape = model_shape(CASES[0]["config"])
+    for name in ("lion", "lamb", "adam8bit"):
+        step = estimate_step(shape, 128, 2, optimizer=name, engine="deepspeed", stage=2, ranks=2)
+        assert any("derived" in part.name for part in step.phases["optimizer"].parts), name
+        assert optimizer_step(name, "foreach", 4, [(10,)], "deepspeed").derived
+    assert not any(optimizer_step(name, "foreach", 4, [(10,)]).derived
+                   for name in ("adamw", "sgd", "sgd_momentum", "adagrad", "adafactor"))
+
+
+if __name__ == "__main__":
+    for row in ROWS:
+        print(f"{row['id']:55} {row['phase']:9} measured {row['measured']:>13,} model {row['model']:>13,} "
+              f"{row['error']:+.2%}")

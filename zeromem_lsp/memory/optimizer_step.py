@@ -1,0 +1,161 @@
+"""The optimizer step of a full fine-tune, per optimizer (pure, exact ints, no torch): the state the optimizer keeps
+for the tensors it steps on one rank, and the scratch its step makes at its largest.
+
+`tensors` are the shapes the optimizer steps, in its order: the model's parameters (engine torch, FSDP's shards),
+or one flat fp32 partition (DeepSpeed ZeRO 1-3), each `width` bytes per element. Measured on CPU
+(tests/data/step/measured.json, measured_optimizers.json): torch AdamW / Adam, SGD with and without momentum,
+Adagrad (foreach, for-loop, fused), Transformers' Adafactor. Derived from their code, not measured (their GPU
+kernels do not run here): Lion (bitsandbytes' 32-bit Lion as HF Trainer's `lion_32bit`, DeepSpeed's FusedLion),
+LAMB (DeepSpeed's FusedLamb) and 8-bit Adam (bitsandbytes' blockwise AdamW8bit). docs/memory-model.md,
+"The optimizer step per optimizer".
+"""
+
+from __future__ import annotations
+
+from math import prod
+from typing import NamedTuple
+
+from zeromem_lsp.configs.model_config import ModelShape
+from zeromem_lsp.memory.activations import F32
+
+#: bitsandbytes keeps 32-bit state for tensors below `min_8bit_size` and one fp32 absmax per 256-element block
+#: (bitsandbytes/optim/optimizer.py, `Optimizer2State.init_state`); its two quantile maps (256 fp32 each) once
+BNB_MIN_8BIT, BNB_BLOCK, BNB_QMAPS = 4096, 256, 2 * 256 * F32
+#: FusedLamb's per-tensor buffers: two 512-element L2 partial sums and the coefficient (fused_lamb_cuda.cpp)
+LAMB_BUFFERS = (2 * 512 + 1) * F32
+#: The name each optimizer's state has among a phase's parts (rules/peak.py counts them as model state)
+STATE_NAMES = {"adamw": "optimizer states", "adam": "optimizer states", "sgd": "optimizer states",
+               "sgd_momentum": "momentum buffers", "adagrad": "Adagrad sums", "adafactor": "Adafactor factors",
+               "lion": "Lion momentum (derived)", "lamb": "LAMB m, v (derived)",
+               "adam8bit": "8-bit m, v + block scales (derived)"}
+#: Adafactor over one flat tensor (DeepSpeed's partition); torch Adagrad's sums made for the model before DeepSpeed
+UNFACTORED = "Adafactor second moment (flat: not factored)"
+ADAGRAD_FIRST_SUMS = "Adagrad sums made before DeepSpeed"
+STATE_PARTS = (*dict.fromkeys(STATE_NAMES.values()), UNFACTORED, ADAGRAD_FIRST_SUMS)
+
+
+class OptimizerNotModelled(ValueError):
+    """A combination whose optimizer step is not modelled (not a bad input): why."""
+
+
+class Stepped(NamedTuple):
+    states: int  # what the optimizer keeps between steps
+    scratch: int  # what its step makes at the most
+    state_name: str  # the part's name, as shown
+    derived: bool = False  # derived from code, not measured
+
+
+def _numel(tensors) -> list[int]:
+    return [prod(shape) for shape in tensors]
+
+
+def optimizer_step(optimizer: str, impl: str, width: int, tensors: list[tuple[int, ...]],
+                   engine: str = "torch", largest: int | None = None) -> Stepped:
+    """States and scratch of `optimizer` (precision.OPTIMIZERS) stepping `tensors` of `width` bytes per element,
+    `impl` foreach / for-loop / fused where torch has them; `largest`: the largest tensor a for-loop steps when
+    `tensors` only stand for their elements (FSDP's shards). Raises OptimizerNotModelled with the reason."""
+    sizes = _numel(tensors)
+    every, largest = sum(sizes), max(sizes, default=0) if largest is None else largest
+    if optimizer in ("adam", "adamw"):  # torch/optim/adam.py: exp_avg, exp_avg_sq `zeros_like(p)`
+        # `_multi_tensor_adam` makes `_foreach_sqrt(exp_avg_sq)` for every tensor; `_single_tensor_adam`
+        # `exp_avg_sq.sqrt()` and its quotient for one; `_fused_adam` nothing
+        scratch = {"foreach": width * every, "for-loop": 2 * width * largest, "fused": 0}[impl]
+        return Stepped(2 * width * every, scratch, STATE_NAMES[optimizer])
+    if optimizer == "sgd":  # torch/optim/sgd.py: no state; `param.add_(grad)` (weight_decay 0) in every path
+        return Stepped(0, 0, STATE_NAMES[optimizer])
+    if optimizer == "sgd_momentum":  # momentum_buffer = `grad.clone()` once, then `mul_` / `add_` in place
+        return Stepped(width * every, 0, STATE_NAMES[optimizer])
+    if optimizer == "adagrad":  # torch/optim/adagrad.py: state["sum"] `full_like(p)`; `_multi_tensor_adagrad`:
+        # `_foreach_sqrt(sums)` and `_foreach_mul(grads, -clr)` for every tensor; `_single_tensor_adagrad`:
+        # `state_sum.sqrt()` for one; `_fused_adagrad` nothing
+        scratch = {"foreach": 2 * width * every, "for-loop": width * largest, "fused": 0}[impl]
+        return Stepped(width * every, scratch, STATE_NAMES[optimizer])
+    if optimizer == "adafactor":
+        if engine == "fsdp":
+            raise OptimizerNotModelled("the optimizer step of adafactor under FSDP is not modelled (under FSDP2 "
+                                       "Transformers' Adafactor fails: its row and column means are plain tensors "
+                                       "beside DTensor shards; FSDP1 not measured)")
+        factored = any(len(shape) >= 2 for shape in tensors)  # DeepSpeed's flat partition is not
+        return Stepped(adafactor_states(tensors), adafactor_scratch(width, sizes),
+                       STATE_NAMES[optimizer] if factored else UNFACTORED)
+    if optimizer == "lion":
+        if engine == "fsdp":
+            raise OptimizerNotModelled("the optimizer step of lion under FSDP is not modelled")
+        # bitsandbytes `Optimizer1State.init_state`: state1 fp32 whatever the parameter's dtype; FusedLion
+        # `zeros_like(p)` of DeepSpeed's fp32 partition; both update in place (multi_tensor_lion / kOptimizer32bit1State)
+        return Stepped(F32 * every, 0, STATE_NAMES[optimizer], True)
+    if optimizer == "lamb":
+        if engine != "deepspeed":
+            raise OptimizerNotModelled("the optimizer step of lamb is modelled under DeepSpeed only (its FusedLamb); "
+                                       "no torch or Transformers LAMB to follow")
+        # deepspeed/ops/lamb/fused_lamb.py: exp_avg, exp_avg_sq `zeros_like(p.data)`; per tensor two 512-element
+        # L2 partial sums and a coefficient
+        return Stepped(2 * width * every, LAMB_BUFFERS if tensors else 0, STATE_NAMES[optimizer], True)
+    if optimizer == "adam8bit":
+        if engine == "fsdp":
+            raise OptimizerNotModelled("the optimizer step of adam8bit (bitsandbytes) under FSDP is not modelled")
+        return Stepped(adam8bit_states(sizes), 0, STATE_NAMES[optimizer], True)
+    raise OptimizerNotModelled(f"the optimizer step of {optimizer} is not modelled")
+
+
+def adafactor_states(tensors: list[tuple[int, ...]]) -> int:
+    """transformers/optimization.py `Adafactor.step` (beta1 unset, HF Trainer's `adafactor`): fp32 state
+    (`.to(grad)` after `grad.float()`): for a tensor of two or more dimensions the row means (shape[:-1]) and the
+    column means (shape[:-2] + shape[-1:]), else the whole second moment."""
+    total = 0
+    for shape in tensors:
+        if len(shape) >= 2:
+            total += F32 * (prod(shape[:-1]) + prod(shape[:-2]) * shape[-1])
+        else:
+            total += F32 * prod(shape)
+    return total
+
+
+def adafactor_scratch(width: int, sizes: list[int]) -> int:
+    """Adafactor steps one tensor at a time: a 16-bit tensor's gradient and weight are copied to fp32
+    (`grad.float()`, `p.float()`), then `grad**2` and `+ eps` are alive together, while the previous tensor's
+    `update` is still bound (freed when `update` is rebound); fp32 weights make no copies. So the largest of
+    (4 or 2) × 4 B × n + 4 B × the previous tensor's n (measured: opt-torch-*-adafactor-*)."""
+    copies = 4 if width < F32 else 2
+    return max((copies * F32 * n + F32 * (sizes[i - 1] if i else 0) for i, n in enumerate(sizes)), default=0)
+
+
+def adam8bit_states(sizes: list[int]) -> int:
+    """bitsandbytes 8-bit AdamW: two uint8 states and two fp32 absmax per 256-element block for a tensor of at
+    least 4096 elements, else two fp32 states; the two quantile maps once."""
+    total = 0
+    for n in sizes:
+        total += 2 * n + 2 * F32 * -(-n // BNB_BLOCK) if n >= BNB_MIN_8BIT else 2 * F32 * n
+    return total + (BNB_QMAPS if sizes else 0)
+
+
+def parameter_shapes(shape: ModelShape) -> list[tuple[int, ...]]:
+    """The parameters' shapes in `model.parameters()` order (modeling_<family>.py), as step.parameter_tensors
+    counts them (tests/unit/test_optimizer_step.py holds the two equal)."""
+    h, q, kv, d, inter, v = shape.hidden, shape.heads, shape.kv_heads, shape.head_dim, shape.intermediate, shape.vocab
+    kind = shape.model_type
+    if kind == "gpt2":  # Conv1D weights are (in, out)
+        layer = [(h,), (h,), (h, 3 * h), (3 * h,), (h, h), (h,), (h,), (h,), (h, inter), (inter,), (inter, h), (h,)]
+        head = [] if shape.tied else [(v, h)]
+        return [(v, h)] + layer * shape.layers + [(h,), (h,)] + head
+    if kind == "gpt_neox":
+        layer = [(h,), (h,), (h,), (h,), (3 * h, h), (3 * h,), (h, h), (h,), (inter, h), (inter,), (h, inter), (h,)]
+        head = [] if shape.tied else [(v, h)]
+        return [(v, h)] + layer * shape.layers + [(h,), (h,)] + head
+    attention = [(q * d, h), (kv * d, h), (kv * d, h), (h, q * d)]
+    if kind == "qwen2":
+        attention += [(q * d,), (kv * d,), (kv * d,)]
+    if kind in ("qwen3", "qwen3_moe", "gemma3_text"):
+        attention += [(d,), (d,)]
+    norms = [(h,)] * (4 if kind in ("gemma2", "gemma3_text") else 2)
+    if shape.experts and shape.sparse_layers:
+        e, width = shape.experts, shape.expert_intermediate
+        mlp = [(e, h), (e, 2 * width, h), (e, h, width)]
+    else:
+        mlp = [(inter, h), (inter, h), (h, inter)]
+    head = [] if shape.tied else [(v, h)]
+    return [(v, h)] + (attention + mlp + norms) * shape.layers + [(h,)] + head
+
+
+__all__ = ["ADAGRAD_FIRST_SUMS", "OptimizerNotModelled", "STATE_NAMES", "STATE_PARTS", "UNFACTORED", "Stepped", "adafactor_scratch", "adafactor_states", "adam8bit_states",
+           "optimizer_step", "parameter_shapes"]
