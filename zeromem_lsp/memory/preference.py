@@ -15,7 +15,8 @@ trl/kernels/chunked_logprob.py `ChunkedLogProbFunction`; measured on CPU by benc
   states and, for a trainable head, of the head weight, and casts them to the parameters' dtype at the end.
 - ORPO, CPO and SimPO (trl/experimental/orpo, trl/experimental/cpo) are reference-free and keep the full logits of
   2·b rows, the chosen rows' NLL and a per-row log-softmax (memory/reference_free_loss.py). LLaMA-Factory's own
-  trainers: memory/llamafactory_loss.py. GRPO generates completions during the step: not modelled.
+  trainers: memory/llamafactory_loss.py. GRPO (its generation and reference log-probs before the loss):
+  memory/grpo.py.
 
 The reference model's own bytes (memory/loss_and_reference.py `reference_model_bytes`) are a part of every moment;
 its forward (tiles, last hidden states, at ZeRO-3 its gathered weights) is a moment of the forward phase.
@@ -27,20 +28,23 @@ from typing import NamedTuple
 
 from zeromem_lsp.configs.settings_values import TRAINERS  # the `trainer` setting; sft: ForCausalLMLoss
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, I64, ActivationInputError, estimate_activations
+from zeromem_lsp.memory.grpo import MOMENTS as GRPO_MOMENTS, Generation, GrpoHead, check as check_grpo
 from zeromem_lsp.memory.llamafactory_loss import TRAINERS as LLAMAFACTORY_TRAINERS, LlamaFactoryHead
 from zeromem_lsp.memory.reference_free_loss import TRAINERS as REFERENCE_FREE, ReferenceFreeHead
 from zeromem_lsp.memory.step import Part, Phase, StepInputError, StepPeak, Tensors, estimate_step
 
 #: Trainers that keep a reference model (unless PEFT or precomputed log-probs); the others are reference-free.
 WITH_REFERENCE = ("dpo", "kto")
-MODELLED = ("sft", "dpo", "kto", "orpo", "simpo", "cpo")
+MODELLED = ("sft", "dpo", "kto", "orpo", "simpo", "cpo", "grpo")
 #: The DPO loss's implementation: TRL's fused LM head (TRL 1.16), TRL 1.8's logits (axolotl's pin) or
 #: LLaMA-Factory's own trainers (memory/llamafactory_loss.py; its DPO with orpo / simpo, and its KTO).
 LOSSES = ("fused", "logits", "llamafactory")
 TOKEN_TILE, VOCABULARY_TILE = 4096, 32768  # chunked_logprob.TOKEN_CHUNK_SIZE, utils._CHUNKED_LOGPROB_CHUNK_SIZE
 #: per-token fields each trainer's fused head computes (DPOTrainer / KTOTrainer `__init__`, no WPO weighting)
-OUTPUTS = {"dpo": ("log_probs", "entropy", "mean_logits", "is_top1"), "kto": ("log_probs", "entropy", "mean_logits")}
-UNMODELLED = {"grpo": "GRPO generates completions inside the training step; generation is not modelled"}
+OUTPUTS = {"dpo": ("log_probs", "entropy", "mean_logits", "is_top1"), "kto": ("log_probs", "entropy", "mean_logits"),
+           "grpo": ("log_probs", "entropy")}  # GRPOTrainer `__init__`
+#: TRL 1.8's GRPOTrainer (axolotl's pin) computes its log-probs from the full logits: not measured
+UNMODELLED_LOSSES = {"grpo": ("logits",)}
 
 
 class FusedHead(NamedTuple):
@@ -183,6 +187,7 @@ class Preference(NamedTuple):
     #: the model config's use_cache, which TRL 1.8's KTO leaves on: axolotl's `check_model_config`
     #: (src/axolotl/loaders/utils.py) sets it False for the policy and the reference it loads
     kv_cache: bool = False
+    generation: Generation = Generation()  # GRPO only (memory/grpo.py)
 
 
 def reference_gathered(tensors: Tensors, width: int, engine: str, stage: object, ranks: int, loss: str = "fused") -> int:
@@ -215,8 +220,6 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
     trainer = preference.trainer
     if trainer not in TRAINERS:
         raise StepInputError(f"trainer must be one of {', '.join(TRAINERS)}, got {trainer!r}")
-    if trainer in UNMODELLED:
-        raise StepInputError(UNMODELLED[trainer], "trainer")
     if trainer == "sft":
         return estimate_step(**arguments)  # type: ignore[arg-type]
     frozen = arguments.get("frozen")
@@ -224,6 +227,12 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
     micro = rows(trainer, arguments["micro_batch"])  # type: ignore[arg-type]
     if preference.loss not in LOSSES:
         raise StepInputError(f"preference loss must be one of {', '.join(LOSSES)}, got {preference.loss!r}")
+    if preference.loss in UNMODELLED_LOSSES.get(trainer, ()):
+        raise StepInputError(f"{trainer.upper()} with the {preference.loss} loss (TRL 1.8's GRPOTrainer, what axolotl "
+                             "pins, scores the full logits) is not measured: peak not modelled", "trainer")
+    if trainer == "grpo":
+        check_grpo(preference.generation, sequence, str(arguments.get("engine", "torch")), arguments.get("stage"),  # type: ignore[arg-type]
+                   bool(arguments.get("fsdp_sharded", True)), int(arguments.get("ranks", 1)))  # type: ignore[call-overload]
     if preference.loss == "llamafactory" and trainer not in LLAMAFACTORY_TRAINERS:
         raise StepInputError(f"LLaMA-Factory has no {trainer.upper()} trainer (stage: dpo with pref_loss sigmoid, orpo "
                              "or simpo; stage: kto)", "trainer")
@@ -231,7 +240,8 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
     triton = preference.triton
     if preference.loss in ("fused", "logits") and trainer in REFERENCE_FREE:  # TRL's ORPOTrainer / CPOTrainer
         kind, triton = ReferenceFreeHead, triton and preference.loss == "fused"  # TRL 1.8: no Triton kernel
-    head = kind(trainer, sequence, preference.reference_forward,  # type: ignore[arg-type]
+    # GRPO's reference runs before the policy's forward (its own moment, memory/grpo.py), never beside it
+    head = kind(trainer, sequence, preference.reference_forward and trainer != "grpo",  # type: ignore[arg-type]
                 preference.reference_gathered, head_trainable=frozen is None, triton=triton)
     if kind is LogitsHead and trainer == "kto" and preference.kv_cache:
         shape, cache = arguments["shape"], kv_cache(arguments["shape"], micro * sequence)  # type: ignore[arg-type]
@@ -240,6 +250,8 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
     if frozen is not None:  # its activations are read after the loss too: the fused head's, not the log-softmax
         head = head._replace(adjusted=True)
         arguments = {**arguments, "frozen": frozen._replace(activations=_frozen_saved(head, frozen, arguments, micro))}  # type: ignore[attr-defined]
+    if trainer == "grpo":
+        head = GrpoHead(head, preference.generation, arguments["shape"], preference.reference_gathered)
     # TRL computes its own loss from the head (a model-level fused or chunked loss never runs under it)
     arguments = {**arguments, "micro_batch": micro, "loss": head, "loss_kernel": "hf"}
     step = estimate_step(**arguments)  # type: ignore[arg-type]
@@ -292,7 +304,10 @@ def _with_reference(phase: Phase, reference: int) -> Phase:
     holding the peak does not change); its moment named for the reference forward when that holds it."""
     parts = phase.parts + ((Part("reference model", reference),) if reference else ())
     moment = phase.moment
-    if any(part.name in ("reference forward", "reference log-softmax") for part in parts):
+    grpo = [GRPO_MOMENTS[part.name] for part in parts if part.name in GRPO_MOMENTS]
+    if grpo:
+        moment = grpo[0]
+    elif any(part.name in ("reference forward", "reference log-softmax") for part in parts):
         moment = "the reference model's forward"
     elif any(part.name == "entropy metric" for part in parts):
         moment = "the loss's entropy metric (both models' logits alive)"

@@ -1,0 +1,150 @@
+"""TRL's GRPO step in the whole-step peak (pure): generation, the reference's log-probs, then the policy's loss.
+
+What TRL 1.16 runs with use_vllm false, its default (trl/trainer/grpo_trainer.py; measured on CPU by
+benchmarks/preference/grpo.py, tests/data/step/preference.json `grpo-` cases):
+- `_prepare_inputs` → `_generate_and_score_completions` → `_generate_single_turn`: the policy's HF `generate` under
+  `no_grad` over the generation batch, per_device_train_batch_size × steps_per_generation completions on a rank
+  (steps_per_generation defaults to gradient_accumulation_steps, grpo_config.py `__post_init__`; the sampler has
+  already repeated each prompt num_generations times, so num_generations changes no rank's bytes), each up to
+  max_completion_length new tokens (the worst case: no EOS). It runs at the first micro-step of an optimizer step,
+  after `zero_grad`: no gradients are alive. Its moments (transformers' DynamicCache and `_sample`):
+  the prompt's prefill (the cache of every prompt token, one decoder layer's MLP — three b·p·I tensors — beside four
+  b·p·h hidden states: the embeddings, the layer's input, its residual and normed input — and the rotary cos / sin),
+  a layer's cache update (`torch.cat` makes the grown keys while the old ones are alive) and the last token's
+  sampling (the cache of prompt + completion − 1 tokens, the last position's logits in the compute dtype, their
+  fp32 copy, the softmax and one more fp32 copy).
+- beta != 0 (GRPOConfig's default is 0.0: no reference): `_get_per_token_logps_and_entropies` of the reference — a
+  copy of the policy, or the PEFT policy with its adapters disabled (`use_adapter(model, None)`) — under `no_grad`,
+  in chunks of per_device_train_batch_size completions, through TRL's fused LM head (FusedHead's reference forward).
+- `_compute_loss`: the policy's forward over b completions of prompt + completion tokens through the fused head
+  (outputs log_probs and entropy), the clipped ratio loss on per-token tensors, its backward and the optimizer.
+vLLM (use_vllm: server or colocate) generates outside this process's PyTorch allocations: not modelled.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from zeromem_lsp.memory.activations import F32, I64
+from zeromem_lsp.memory.step import Part, StepInputError
+
+#: GRPOConfig's defaults (trl/trainer/grpo_config.py, TRL 1.16 and 1.8)
+MAX_COMPLETION_LENGTH = 512
+BETA = 0.0
+VLLM = ("GRPO with use_vllm: vLLM generates in its own engine (colocate: a share of the GPU set by "
+        "vllm_gpu_memory_utilization; server: other GPUs), outside the step model")
+SHARDED = ("GRPO under ZeRO-3 or sharded FSDP: generation gathers the whole policy (unwrap_model_for_generation "
+           "with ds3_gather_for_generation, summon_full_params); not measured, not modelled")
+
+
+class Generation(NamedTuple):
+    """What GRPO's generation and reference need beyond the step's rows (b completions of sequence_length tokens:
+    prompt + completion)."""
+
+    completion_length: int = MAX_COMPLETION_LENGTH  # max_completion_length: new tokens per completion
+    steps_per_generation: int = 1  # generation batch = micro-batch × this (TRL: gradient_accumulation_steps)
+    reference: bool = False  # beta != 0: the reference's log-probs are computed before the policy's forward
+    use_vllm: bool = False
+    moment: str | None = None  # report this forward moment (GrpoHead.all_moments' names) instead of the largest
+
+
+def kv_elements(shape: object, tokens: int) -> int:
+    """Elements of a DynamicCache holding `tokens` tokens: every layer's keys and values."""
+    return 2 * shape.layers * shape.kv_heads * shape.head_dim * tokens  # type: ignore[attr-defined]
+
+
+def _width(shape: object) -> int:
+    """The MLP's width a token goes through (a mixture of experts: its experts per token)."""
+    if shape.experts and shape.sparse_layers:  # type: ignore[attr-defined]
+        return shape.expert_intermediate * shape.experts_per_token  # type: ignore[attr-defined]
+    return shape.intermediate  # type: ignore[attr-defined]
+
+
+def generation_moments(shape: object, generation: Generation, sequence_length: int, micro_batch: int,
+                       c: int) -> dict[str, list[Part]]:
+    """The generation's moments beside the persistent state: (name → parts)."""
+    rows = micro_batch * generation.steps_per_generation
+    prompt = sequence_length - generation.completion_length
+    h, v = shape.hidden, shape.vocab  # type: ignore[attr-defined]
+    last = sequence_length - 1  # the cache when the last token is sampled (that token is never fed)
+    tokens = rows * prompt
+    ids = Part("token ids and mask", 2 * I64 * rows * sequence_length)
+    states = 4 if shape.layers > 1 else 3  # type: ignore[attr-defined]
+    prefill = [Part("KV cache (generation)", c * kv_elements(shape, tokens)),
+               Part("prefill layer transients", 3 * c * tokens * _width(shape) + states * c * tokens * h
+                    + 2 * c * tokens * shape.head_dim),  # type: ignore[attr-defined]
+               ids]
+    update = [Part("KV cache (generation)", c * kv_elements(shape, rows * last)),
+              Part("cache update copy", c * rows * shape.kv_heads * shape.head_dim * (last - 1)),  # type: ignore[attr-defined]
+              ids]
+    sampling = [Part("KV cache (generation)", c * kv_elements(shape, rows * last)),
+                Part("next-token logits and probabilities", c * rows * v + 3 * F32 * rows * v), ids]
+    return {"the prompt's prefill": prefill, "a layer's cache update": update, "the last token's sampling": sampling}
+
+
+class GrpoHead(NamedTuple):
+    """The step's `loss` for GRPO: the policy's fused head (its saved tensors and backward), with the generation
+    and the reference's log-probs as moments of the forward phase."""
+
+    head: object  # preference.FusedHead for trainer "grpo"
+    generation: Generation
+    shape: object
+    reference_gathered: int = 0
+
+    def scored(self, tokens: int) -> int:
+        return self.head.scored(tokens)  # type: ignore[attr-defined]
+
+    def saved(self, *arguments: int) -> int:
+        return self.head.saved(*arguments)  # type: ignore[attr-defined]
+
+    def all_moments(self, setup: object, base: list[Part], saved: int) -> dict[str, list[Part]]:
+        """Every moment of the forward phase: the generation's, the reference's (beta != 0) and the policy's head."""
+        forward, _ = self.head.moments(setup, base, saved)  # type: ignore[attr-defined]
+        c, micro = setup.c, setup.micro_batch  # type: ignore[attr-defined]
+        sequence = setup.tokens // micro  # type: ignore[attr-defined]
+        found = {name: [*base, *parts] for name, parts in
+                 generation_moments(self.shape, self.generation, sequence, micro, c).items()}
+        rows = micro * self.generation.steps_per_generation
+        ids = Part("token ids and mask", 2 * I64 * rows * sequence)
+        if self.generation.reference:
+            tokens = setup.tokens  # type: ignore[attr-defined]
+            scored = self.head.scored(tokens)  # type: ignore[attr-defined]
+            rows_tile, columns, buffer = self.head._tile(scored, setup.vocab, c)  # type: ignore[attr-defined]
+            weight_copy = c * columns * setup.hidden if c != setup.w else 0  # type: ignore[attr-defined]
+            reference = self.head._replace(reference_gathered=self.reference_gathered)._reference(  # type: ignore[attr-defined]
+                setup, scored, tokens, rows_tile, columns, buffer + weight_copy)
+            found["the reference's log-probs"] = [*base, *reference, ids]
+        found["the policy's LM head"] = forward
+        return found
+
+    def moments(self, setup: object, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
+        _, loss = self.head.moments(setup, base, saved)  # type: ignore[attr-defined]
+        found = self.all_moments(setup, base, saved)
+        if self.generation.moment is not None:
+            if self.generation.moment not in found:
+                raise StepInputError(f"GRPO's forward has no moment {self.generation.moment!r} here: "
+                                     f"{', '.join(found)}")
+            return found[self.generation.moment], loss
+        return max(found.values(), key=lambda parts: sum(part.bytes for part in parts)), loss
+
+
+def check(generation: Generation, sequence_length: int, engine: str, stage: object, sharded: bool, ranks: int) -> None:
+    """Raise StepInputError for a GRPO step the model does not follow."""
+    if generation.use_vllm:
+        raise StepInputError(VLLM, "trainer")
+    if ranks > 1 and ((engine == "deepspeed" and stage == 3) or (engine == "fsdp" and sharded)):
+        raise StepInputError(SHARDED, "trainer")
+    if generation.completion_length < 1 or generation.steps_per_generation < 1:
+        raise StepInputError("GRPO's max_completion_length and steps_per_generation must be at least 1")
+    if sequence_length <= generation.completion_length:
+        raise StepInputError(f"GRPO's sequence length is prompt + completion: {sequence_length} leaves no prompt beside "
+                             f"max_completion_length {generation.completion_length}", "sequence_length")
+
+
+#: how a forward phase's moment is named when a GRPO moment holds it (by a part only that moment has)
+MOMENTS = {"prefill layer transients": "GRPO's generation: the prompt's prefill",
+           "cache update copy": "GRPO's generation: a layer's KV-cache update",
+           "next-token logits and probabilities": "GRPO's generation: the last token's sampling"}
+
+__all__ = ["BETA", "Generation", "GrpoHead", "MAX_COMPLETION_LENGTH", "MOMENTS", "check", "generation_moments",
+           "kv_elements"]
