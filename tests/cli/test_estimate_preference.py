@@ -51,10 +51,31 @@ def test_precomputed_log_probs_and_a_peft_policy_keep_no_reference():
     assert estimate("--trainer", "dpo")["peak"]["zero2"] > precomputed["peak"]["zero2"]
 
 
-def test_trainers_not_modelled_leave_the_peak_unknown_with_why():
-    data = estimate("--trainer", "grpo")
+def test_grpo_gives_a_peak_with_its_generation_named_and_its_inputs_defaulted_from_trl():
+    """--trainer grpo: TRL's defaults (max_completion_length 512, beta 0: no reference) with the sequence length as
+    prompt + completion; many completions generated at once make the generation the peak, named as such."""
+    sft = estimate("--gradient-checkpointing")
+    data = estimate("--trainer", "grpo", "--gradient-checkpointing", "--steps-per-generation", "64")
+    assert data["peak_inputs"]["max_completion_length"] == {
+        "value": 512, "from": "default: TRL GRPOConfig's max_completion_length 512"}
+    assert data["peak_inputs"]["steps_per_generation"] == {"value": 64, "from": "--steps-per-generation"}
+    assert data["peak_inputs"]["beta"]["value"] == 0.0 and data["peak_inputs"]["use_vllm"]["value"] is False
+    held = data["phases"]["zero2"]
+    assert held["peak_phase"] == "forward" and held["moment"].startswith("GRPO's generation")
+    cache = 2 * 32 * 8 * 128 * 2 * 64 * 1023  # Llama-3-8B's K/V per token × 64 completions × (1024 - 1) tokens
+    assert held["parts"]["KV cache (generation)"] == cache and "reference model" not in held["parts"]
+    assert data["peak"]["zero2"] > sft["peak"]["zero2"]
+    # ZeRO-3 gathers the whole policy for generation: unknown, with why
+    assert data["peak"]["zero3"] is None and "ZeRO-3" in data["phases"]["zero3"]["unknown"]
+    with_reference = estimate("--trainer", "grpo", "--beta", "0.04")
+    assert parts(with_reference, "zero2")["reference model"] == P
+    assert with_reference["peak_inputs"]["beta"] == {"value": 0.04, "from": "--beta"}
+
+
+def test_grpo_with_vllm_leaves_the_peak_unknown_with_why():
+    data = estimate("--trainer", "grpo", "--use-vllm")
     assert all(value is None for value in data["peak"].values())
-    assert all("GRPO" in found["unknown"] for found in data["phases"].values())
+    assert all("vLLM" in found["unknown"] for found in data["phases"].values())
 
 
 @pytest.mark.parametrize("trainer", ["orpo", "cpo", "simpo"])
@@ -182,17 +203,27 @@ def test_settings_in_the_block_are_credited(tmp_path):
 
 
 def test_check_says_the_peak_is_unknown_at_the_trainer_that_makes_it_so(tmp_path, monkeypatch):
-    """axolotl's rl: grpo runs TRL's GRPOTrainer, whose generation is not modelled: with a budget, check must not read
-    as a fitting run (no finding) but say only the model state was checked, at the `rl:` key's value."""
+    """axolotl's rl: grpo with trl.use_vllm runs TRL's GRPOTrainer generating with vLLM, whose memory is not
+    modelled: with a budget, check must not read as a fitting run (no finding) but say only the model state was
+    checked, at the `use_vllm` key's value. Without vLLM, axolotl's pinned TRL 1.8 GRPO loss (full logits) is not
+    measured: unknown at the `rl:` key's value."""
     monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["meta-llama/Llama-3.2-1B"], LLAMA)))
     recipe = tmp_path / "qlora-1b-grpo.yaml"
     text = (RECIPES / "axolotl/examples/llama-3/qlora-1b-kto.yaml").read_text()
-    recipe.write_text(text.replace("rl: kto\n", "rl: grpo\n"))
-    row = recipe.read_text().splitlines().index("rl: grpo")
+    recipe.write_text(text.replace("rl: kto\n", "rl: grpo\ntrl:\n  use_vllm: true\n"))
+    row = recipe.read_text().splitlines().index("  use_vllm: true")
     done = run_zeromem("check", "--world-size", "1", "--gpu-memory", "80GiB", "--format", "json", str(recipe))
     (unknown,) = [item for item in json.loads(done.stdout)["findings"] if item["code"] == "ZM103"]
-    assert "GRPO generates completions" in unknown["message"] and "only the model state" in unknown["message"]
-    assert (unknown["range"]["start"]["line"], unknown["range"]["start"]["character"]) == (row, len("rl: "))
+    assert "vLLM" in unknown["message"] and "only the model state" in unknown["message"]
+    assert (unknown["range"]["start"]["line"], unknown["range"]["start"]["character"]) == (row, len("  use_vllm: "))
+    plain = tmp_path / "qlora-1b-grpo-plain.yaml"
+    plain.write_text(text.replace("rl: kto\n", "rl: grpo\n"))
+    found = json.loads(run_zeromem("check", "--world-size", "1", "--gpu-memory", "80GiB", "--format", "json",
+                                   str(plain)).stdout)["findings"]
+    (unknown_plain,) = [item for item in found if item["code"] == "ZM103"]
+    assert "TRL 1.8" in unknown_plain["message"]
+    assert (unknown_plain["range"]["start"]["line"], unknown_plain["range"]["start"]["character"]) == (
+        plain.read_text().splitlines().index("rl: grpo"), len("rl: "))
     assert done.returncode == 0  # information only
     small = run_zeromem("check", "--world-size", "1", "--gpu-memory", "4GiB", "--format", "json", str(recipe))
     codes = {item["code"] for item in json.loads(small.stdout)["findings"]}

@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 from zeromem_lsp.memory.activations import F32, I64
 from zeromem_lsp.memory.step import Part, StepInputError
+from zeromem_lsp.provenance import Given
 
 #: GRPOConfig's defaults (trl/trainer/grpo_config.py, TRL 1.16 and 1.8)
 MAX_COMPLETION_LENGTH = 512
@@ -131,14 +132,76 @@ class GrpoHead(NamedTuple):
 def check(generation: Generation, sequence_length: int, engine: str, stage: object, sharded: bool, ranks: int) -> None:
     """Raise StepInputError for a GRPO step the model does not follow."""
     if generation.use_vllm:
-        raise StepInputError(VLLM, "trainer")
+        raise StepInputError(VLLM, "use_vllm")
     if ranks > 1 and ((engine == "deepspeed" and stage == 3) or (engine == "fsdp" and sharded)):
         raise StepInputError(SHARDED, "trainer")
     if generation.completion_length < 1 or generation.steps_per_generation < 1:
         raise StepInputError("GRPO's max_completion_length and steps_per_generation must be at least 1")
     if sequence_length <= generation.completion_length:
         raise StepInputError(f"GRPO's sequence length is prompt + completion: {sequence_length} leaves no prompt beside "
-                             f"max_completion_length {generation.completion_length}", "sequence_length")
+                             f"max_completion_length {generation.completion_length}", "max_completion_length")
+
+
+#: GRPOConfig's keys the peak reads (the peak inputs of the same names), each with its provenance
+KEYS = ("max_completion_length", "steps_per_generation", "beta", "use_vllm")
+
+
+def generation_inputs(written: dict[str, Given], sequence_length: int | None,
+                      accumulation: Given | None = None) -> dict[str, Given]:
+    """Every GRPO input: as written, else TRL's default. The sequence length is prompt + completion; when it is
+    not above TRL's max_completion_length (512), half of it is taken for the completion. steps_per_generation
+    defaults to gradient_accumulation_steps (TRL's `__post_init__`), 1 when that is not known."""
+    found = dict(written)
+    if "max_completion_length" not in found:
+        if sequence_length is None or sequence_length > MAX_COMPLETION_LENGTH:
+            found["max_completion_length"] = Given(MAX_COMPLETION_LENGTH, "default: TRL GRPOConfig's "
+                                                   f"max_completion_length {MAX_COMPLETION_LENGTH}")
+        else:
+            found["max_completion_length"] = Given(sequence_length // 2, "default: half the sequence length (prompt "
+                                                   f"+ completion; TRL's {MAX_COMPLETION_LENGTH} leaves no prompt)")
+    if "steps_per_generation" not in found:
+        found["steps_per_generation"] = (
+            Given(accumulation.value, f"{accumulation.note}: TRL's default steps_per_generation", accumulation.path)
+            if accumulation is not None else Given(1, "default: 1 (TRL: gradient_accumulation_steps; the generation "
+                                                  "batch is micro-batch × this)"))
+    found.setdefault("beta", Given(BETA, "default: TRL GRPOConfig's beta 0.0 (no reference model)"))
+    found.setdefault("use_vllm", Given(False, "default: TRL's use_vllm false (transformers' generate)"))
+    return {key: found[key] for key in KEYS}
+
+
+def generation_of(inputs: dict[str, Given]) -> Generation:
+    """The Generation the inputs name (generation_inputs' keys); StepInputError naming a value it cannot use."""
+    for key in ("max_completion_length", "steps_per_generation"):
+        value = inputs[key].value
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise StepInputError(f"GRPO's {key} must be an integer ≥ 1, got {value!r}", key)
+    beta, vllm = inputs["beta"].value, inputs["use_vllm"].value
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)):
+        raise StepInputError(f"GRPO's beta must be a number, got {beta!r}", "beta")
+    if not isinstance(vllm, bool):
+        raise StepInputError(f"GRPO's use_vllm must be true or false, got {vllm!r}", "use_vllm")
+    return Generation(inputs["max_completion_length"].value, inputs["steps_per_generation"].value,  # type: ignore[arg-type]
+                      beta != 0, vllm)
+
+
+def generation_line(shape: object, inputs: dict[str, Given], sequence_length: int, micro_batch: int,
+                    c: int) -> list[str]:
+    """How the generation's parts follow from the inputs shown (empty when they are not usable)."""
+    try:
+        generation = generation_of(inputs)
+    except StepInputError:
+        return []
+    rows = micro_batch * generation.steps_per_generation
+    per_token = c * kv_elements(shape, 1)
+    last = sequence_length - 1
+    prompt = sequence_length - generation.completion_length
+    logits = c * rows * shape.vocab + 3 * F32 * rows * shape.vocab  # type: ignore[attr-defined]
+    return [f"GRPO generation: {rows} completions at once (micro-batch {micro_batch} × steps per generation "
+            f"{generation.steps_per_generation}); \"KV cache (generation)\" = {per_token:,} B per token (2 × "
+            f"{shape.layers} layers × {shape.kv_heads} KV heads × {shape.head_dim} × {c} B) × {rows} × "  # type: ignore[attr-defined]
+            f"(the prompt {prompt:,} at its prefill, or prompt + completion − 1 = {last:,}: "
+            f"{per_token * rows * last:,} B); \"next-token logits and probabilities\" = {rows} × {shape.vocab:,} × "  # type: ignore[attr-defined]
+            f"({c} + 3 × 4) = {logits:,} B"]
 
 
 #: how a forward phase's moment is named when a GRPO moment holds it (by a part only that moment has)
@@ -146,5 +209,5 @@ MOMENTS = {"prefill layer transients": "GRPO's generation: the prompt's prefill"
            "cache update copy": "GRPO's generation: a layer's KV-cache update",
            "next-token logits and probabilities": "GRPO's generation: the last token's sampling"}
 
-__all__ = ["BETA", "Generation", "GrpoHead", "MAX_COMPLETION_LENGTH", "MOMENTS", "check", "generation_moments",
-           "kv_elements"]
+__all__ = ["BETA", "Generation", "GrpoHead", "KEYS", "MAX_COMPLETION_LENGTH", "MOMENTS", "check", "generation_inputs", "generation_line",
+           "generation_moments", "generation_of", "kv_elements"]

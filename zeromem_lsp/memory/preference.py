@@ -227,12 +227,12 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
     micro = rows(trainer, arguments["micro_batch"])  # type: ignore[arg-type]
     if preference.loss not in LOSSES:
         raise StepInputError(f"preference loss must be one of {', '.join(LOSSES)}, got {preference.loss!r}")
-    if preference.loss in UNMODELLED_LOSSES.get(trainer, ()):
-        raise StepInputError(f"{trainer.upper()} with the {preference.loss} loss (TRL 1.8's GRPOTrainer, what axolotl "
-                             "pins, scores the full logits) is not measured: peak not modelled", "trainer")
     if trainer == "grpo":
         check_grpo(preference.generation, sequence, str(arguments.get("engine", "torch")), arguments.get("stage"),  # type: ignore[arg-type]
                    bool(arguments.get("fsdp_sharded", True)), int(arguments.get("ranks", 1)))  # type: ignore[call-overload]
+    if preference.loss in UNMODELLED_LOSSES.get(trainer, ()):
+        raise StepInputError(f"{trainer.upper()} with the {preference.loss} loss (TRL 1.8's GRPOTrainer, what axolotl "
+                             "pins, scores the full logits) is not measured: peak not modelled", "trainer")
     if preference.loss == "llamafactory" and trainer not in LLAMAFACTORY_TRAINERS:
         raise StepInputError(f"LLaMA-Factory has no {trainer.upper()} trainer (stage: dpo with pref_loss sigmoid, orpo "
                              "or simpo; stage: kto)", "trainer")
