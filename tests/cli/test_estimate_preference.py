@@ -72,6 +72,27 @@ def test_grpo_gives_a_peak_with_its_generation_named_and_its_inputs_defaulted_fr
     assert with_reference["peak_inputs"]["beta"] == {"value": 0.04, "from": "--beta"}
 
 
+def test_a_trl_grpo_recipe_gets_its_generation_from_its_keys(tmp_path, monkeypatch):
+    """A TRL GRPOConfig recipe: num_generations names the trainer; beta 0.04 adds the reference copy; the generation
+    batch is per_device_train_batch_size × gradient_accumulation_steps (TRL's default steps_per_generation)."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["meta-llama/Meta-Llama-3-8B"], LLAMA)))
+    recipe = tmp_path / "grpo.yaml"
+    recipe.write_text("model_name_or_path: meta-llama/Meta-Llama-3-8B\ndataset_name: trl-lib/DeepMath-103K\n"
+                      "dtype: bfloat16\nbf16: true\nper_device_train_batch_size: 2\ngradient_accumulation_steps: 8\n"
+                      "num_generations: 8\nmax_completion_length: 256\nbeta: 0.04\nmax_length: 1024\n")
+    done = run_zeromem("estimate", "--config", str(recipe), "-R", "8", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    inputs = data["peak_inputs"]
+    assert inputs["trainer"]["value"] == "grpo" and "num_generations" in inputs["trainer"]["from"]
+    assert inputs["steps_per_generation"]["value"] == 8 and "gradient_accumulation_steps" in \
+        inputs["steps_per_generation"]["from"]
+    assert inputs["max_completion_length"] == {"value": 256, "from": "max_completion_length"}
+    assert parts(data, "ddp")["reference model"] == P  # no DeepSpeed file: torch DDP
+    text = run_zeromem("estimate", "--config", str(recipe), "-R", "8").stdout
+    assert "GRPO generation: 16 completions at once" in text and "prompt 768 at its prefill" in text
+
+
 def test_grpo_with_vllm_leaves_the_peak_unknown_with_why():
     data = estimate("--trainer", "grpo", "--use-vllm")
     assert all(value is None for value in data["peak"].values())
