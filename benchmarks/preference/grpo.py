@@ -17,7 +17,11 @@ defaults (loss_type "dapo", epsilon 0.2, temperature 1.0, top_p 1.0, top_k 0, no
 - forward / backward / optimizer: `_compute_loss` on one micro-batch (the first per_device_train_batch_size
   completions), its backward, the AdamW step.
 Both models get `add_fused_lm_head` as `__init__` adds it (policy: log_probs and entropy; reference: log_probs).
-Step 2 of 2 is split into those phases. Results are merged into tests/data/step/preference.json (cases `grpo-`).
+The `trl18-grpo-` cases run TRL 1.8.0 (axolotl's pin; --trl18 DIR as benchmarks/preference/measure.py): no fused
+head — its `_get_per_token_logps_and_entropies` makes the completion positions' logits (`logits_to_keep` + 1),
+`selective_log_softmax` and the entropy under `no_grad`; GRPOConfig's max_completion_length default is 256 there.
+Step 2 of 2 is split into those phases. Results are merged into tests/data/step/preference.json (cases `grpo-`,
+`trl18-grpo-`).
 """
 
 from __future__ import annotations
@@ -42,11 +46,11 @@ def _module(name: str):
     return module
 
 
-def _grpo_case(cid, prompt=32, completion=96, beta=0.04, steps_per_generation=1, **kwargs):
+def _grpo_case(cid, prompt=32, completion=96, beta=0.04, steps_per_generation=1, trl=None, **kwargs):
     reference = "none" if beta == 0 else ("adapter" if kwargs.get("lora") else "model")
     case = _module("measure")._case(cid, reference=reference, seq=prompt + completion, **kwargs)
     case.update(trainer="grpo", loss_type="dapo", beta=beta, prompt_length=prompt, completion_length=completion,
-                steps_per_generation=steps_per_generation, num_generations=case["micro_batch"], trl_version=None)
+                steps_per_generation=steps_per_generation, num_generations=case["micro_batch"], trl_version=trl)
     return case
 
 
@@ -57,6 +61,10 @@ def cases() -> list[dict]:
         _grpo_case("grpo-lora-adapter-ref", batch=4, lora=True),
         _grpo_case("grpo-full-ref-longprompt", batch=4, prompt=96, completion=32),
         _grpo_case("grpo-full-ref-spg2", batch=2, steps_per_generation=2),
+        _grpo_case("trl18-grpo-full-ref", batch=4, trl="1.8.0"),
+        _grpo_case("trl18-grpo-full-noref", batch=4, beta=0.0, trl="1.8.0"),
+        _grpo_case("trl18-grpo-lora-adapter-ref", batch=4, lora=True, trl="1.8.0"),
+        _grpo_case("trl18-grpo-full-ref-b2", batch=2, trl="1.8.0"),
     ])
 
 
@@ -75,7 +83,10 @@ def _stand_in(case, model, ref_model, accelerator):
                             off_policy_mask_threshold=None, importance_sampling_level="token", use_vllm=False,
                             vllm_importance_sampling_correction=False, aux_loss_enabled=False,
                             _entropy_bonus_enabled=False, current_gradient_accumulation_steps=case["steps_per_generation"],
-                            max_completion_length=case["completion_length"],
+                            max_completion_length=case["completion_length"], temperature=1.0,
+                            model_kwarg_keys=inspect.signature(
+                                (model.get_base_model() if hasattr(model, "get_base_model") else model).forward
+                            ).parameters.keys(),
                             _metrics={"train": defaultdict(list), "eval": defaultdict(list)})
     # (its `profiling_decorator` only times it; the function it wraps runs here)
     logps = inspect.unwrap(GRPOTrainer._get_per_token_logps_and_entropies)
@@ -121,8 +132,16 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
     import transformers
     from engines import Labeller, build_model, torch_optimizer
     from tracker import StorageTracker
+    import trl
     from trl import GRPOTrainer
-    from trl.trainer.utils import add_fused_lm_head, use_adapter
+    from trl.trainer.utils import use_adapter
+    if case["trl_version"] is not None and trl.__version__ != case["trl_version"]:
+        raise RuntimeError(f"the case needs trl {case['trl_version']} (--trl18), found {trl.__version__}")
+
+    def add_fused_lm_head(module, outputs=("log_probs",)):  # TRL 1.16's GRPOTrainer.__init__; none in TRL 1.8
+        if case["trl_version"] is None:
+            from trl.trainer.utils import add_fused_lm_head as add
+            add(module, outputs=outputs)
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -240,6 +259,7 @@ def main(argv=None) -> int:
     parser = parser_with_common_arguments(__doc__.splitlines()[0], timeout=900)
     parser.add_argument("--explain", action="store_true")
     parser.add_argument("--out", type=Path, default=_module("measure").OUT)
+    parser.add_argument("--trl18", help="a directory holding trl 1.8.0 (pip install --no-deps --target DIR)")
     args = parser.parse_args(argv)
     if args.child:
         return _child_main(args.child, args.rank, args.world, args.result)
@@ -250,7 +270,11 @@ def main(argv=None) -> int:
     failed = 0
     selected = [case for case in cases() if not args.only or any(case["id"].startswith(p) for p in args.only)]
     for index, case in enumerate(selected, 1):
-        ranks = run_case(case, sys.executable, args.timeout, script=Path(__file__).resolve())
+        if case["trl_version"] and not args.trl18:
+            print(f"{case['id']}: skipped (needs --trl18)")
+            continue
+        env = {"PYTHONPATH": args.trl18} if case["trl_version"] else None
+        ranks = run_case(case, sys.executable, args.timeout, script=Path(__file__).resolve(), env=env)
         print(f"{index}/{len(selected)} {summary(case, ranks)}", flush=True)
         failed += any("error" in rank for rank in ranks)
         if args.explain:
