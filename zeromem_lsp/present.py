@@ -327,7 +327,7 @@ def activation_lines(peak) -> list[str]:
     source = peak.source
     trainer = source.trainer.value if source is not None else "sft"
     loss = source.preference_loss.value if source is not None and source.preference_loss is not None else "fused"
-    if trainer in ("dpo", "kto") and loss in ("fused", "logits") or trainer == "grpo" and loss == "fused" \
+    if trainer in ("dpo", "kto", "grpo") and loss in ("fused", "logits") \
             or loss == "llamafactory" and trainer != "sft" \
             or loss in ("fused", "logits") and trainer in ("orpo", "cpo", "simpo"):
         from zeromem_lsp.memory.activations import DTYPE_BYTES
@@ -336,8 +336,10 @@ def activation_lines(peak) -> list[str]:
 
         c = DTYPE_BYTES[source.lora.activation_dtype if source.lora is not None else activation_dtype(source, peak.family)]
         tokens = source.sequence_length.value * policy_rows(source)
+        completion = source.generation.get("max_completion_length")
         lines.append(head_line(trainer, loss, acts.total, peak.activations.logits_bytes, source.sequence_length.value,
-                               tokens, source.shape.hidden, c, source.shape.vocab))
+                               tokens, source.shape.hidden, c, source.shape.vocab,
+                               completion.value if completion is not None and isinstance(completion.value, int) else 0))
         if trainer == "grpo":
             from zeromem_lsp.memory.grpo import generation_line
             lines.extend(generation_line(source.shape, source.generation, source.sequence_length.value,

@@ -226,8 +226,7 @@ def test_settings_in_the_block_are_credited(tmp_path):
 def test_check_says_the_peak_is_unknown_at_the_trainer_that_makes_it_so(tmp_path, monkeypatch):
     """axolotl's rl: grpo with trl.use_vllm runs TRL's GRPOTrainer generating with vLLM, whose memory is not
     modelled: with a budget, check must not read as a fitting run (no finding) but say only the model state was
-    checked, at the `use_vllm` key's value. Without vLLM, axolotl's pinned TRL 1.8 GRPO loss (full logits) is not
-    measured: unknown at the `rl:` key's value."""
+    checked, at the `use_vllm` key's value. Without vLLM the peak is known (TRL 1.8's GRPO, axolotl's pin)."""
     monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["meta-llama/Llama-3.2-1B"], LLAMA)))
     recipe = tmp_path / "qlora-1b-grpo.yaml"
     text = (RECIPES / "axolotl/examples/llama-3/qlora-1b-kto.yaml").read_text()
@@ -241,10 +240,11 @@ def test_check_says_the_peak_is_unknown_at_the_trainer_that_makes_it_so(tmp_path
     plain.write_text(text.replace("rl: kto\n", "rl: grpo\n"))
     found = json.loads(run_zeromem("check", "--world-size", "1", "--gpu-memory", "80GiB", "--format", "json",
                                    str(plain)).stdout)["findings"]
-    (unknown_plain,) = [item for item in found if item["code"] == "ZM103"]
-    assert "TRL 1.8" in unknown_plain["message"]
-    assert (unknown_plain["range"]["start"]["line"], unknown_plain["range"]["start"]["character"]) == (
-        plain.read_text().splitlines().index("rl: grpo"), len("rl: "))
+    assert not [item for item in found if item["code"] in ("ZM103", "ZM104")]
+    data = json.loads(run_zeromem("estimate", "--config", str(plain), "-R", "1", "--format", "json").stdout)
+    assert data["peak"]["ddp"] is not None
+    assert data["peak_inputs"]["max_completion_length"] == {
+        "value": 256, "from": "default: TRL 1.8 GRPOConfig's max_completion_length 256"}
     assert done.returncode == 0  # information only
     small = run_zeromem("check", "--world-size", "1", "--gpu-memory", "4GiB", "--format", "json", str(recipe))
     codes = {item["code"] for item in json.loads(small.stdout)["findings"]}

@@ -1,6 +1,7 @@
 """GRPO's step in the model (memory/grpo.py) against TRL 1.16's measured GRPO steps (no torch).
 
-tests/data/step/preference.json's `grpo-` cases are written by benchmarks/preference/grpo.py: per phase of step 2,
+tests/data/step/preference.json's `grpo-` (TRL 1.16) and `trl18-grpo-` (TRL 1.8.0, axolotl's pin) cases are written
+by benchmarks/preference/grpo.py: per phase of step 2,
 generation (the policy's `generate`), reference (its log-probs, beta != 0), forward (`_compute_loss`), backward,
 optimizer. The model's forward phase is the largest of its moments; each moment is compared with the measured phase
 it stands for, on the whole and on what lies above the persistent state (the moment's own transients).
@@ -109,5 +110,22 @@ def test_what_the_model_does_not_follow_is_refused_with_the_reason(change, named
         estimate_preference_step(preference._replace(generation=preference.generation._replace(**change)), **kwargs)
     with pytest.raises(StepInputError, match="ZeRO-3 or sharded FSDP"):
         estimate_preference_step(preference, **{**kwargs, "engine": "deepspeed", "stage": 3, "ranks": 2})
-    with pytest.raises(StepInputError, match="TRL 1.8"):
-        estimate_preference_step(preference._replace(loss="logits"), **kwargs)
+
+
+def test_trl18s_loss_makes_the_logits_of_the_completion_positions_only():
+    """TRL 1.8 (axolotl's pin): `logits_to_keep` = completion + 1, so a longer prompt adds no logits; each row's
+    log-softmax is kept for backward; the reference's log-probs hold its logits and two rows' log-softmaxes."""
+    case = next(case for case in CASES if case["id"] == "trl18-grpo-full-ref")
+    preference, kwargs = grpo(case)
+    assert preference.loss == "logits"
+    forward = dict(_moment(case, "the policy's LM head").parts)
+    b, completion, vocab = case["micro_batch"], case["completion_length"], case["config"]["vocab_size"]
+    assert forward["logits"] == 2 * b * (completion + 1) * vocab
+    assert forward["completion logits copy"] == 2 * b * completion * vocab
+    longer = estimate_preference_step(preference, **{**kwargs, "sequence_length": 2 * case["sequence_length"]})
+    assert dict(longer.phases["forward"].parts)["logits"] == forward["logits"]
+    reference = dict(_moment(case, "the reference's log-probs").parts)
+    assert reference["reference log-softmax"] == 2 * 2 * completion * vocab
+    measured = case["per_rank"][0]["phases"]
+    assert abs(measured["backward"]["peak"] / estimate_preference_step(preference, **kwargs).phases["backward"].peak
+               - 1) <= 0.001

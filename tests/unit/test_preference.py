@@ -164,7 +164,7 @@ def test_trl18_kto_holds_the_metrics_logits_copy_and_the_reference_kv_cache_besi
 
 
 @pytest.mark.parametrize("trainer, loss, named", [
-    ("grpo", "logits", "TRL 1.8's GRPOTrainer"), ("ppo", "fused", "trainer must be one of"),
+    ("grpo", "llamafactory", "LLaMA-Factory has no GRPO trainer"), ("ppo", "fused", "trainer must be one of"),
     ("cpo", "llamafactory", "LLaMA-Factory has no CPO trainer")])
 def test_trainers_not_modelled_are_refused_with_the_reason(trainer, loss, named):
     case = CASES[0]

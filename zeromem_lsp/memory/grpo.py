@@ -31,6 +31,7 @@ from zeromem_lsp.provenance import Given
 
 #: GRPOConfig's defaults (trl/trainer/grpo_config.py, TRL 1.16 and 1.8)
 MAX_COMPLETION_LENGTH = 512
+MAX_COMPLETION_LENGTH_TRL18 = 256  # TRL 1.8.0's GRPOConfig (axolotl's pin)
 BETA = 0.0
 VLLM = ("GRPO with use_vllm: vLLM generates in its own engine (colocate: a share of the GPU set by "
         "vllm_gpu_memory_utilization; server: other GPUs), outside the step model")
@@ -83,11 +84,73 @@ def generation_moments(shape: object, generation: Generation, sequence_length: i
     return {"the prompt's prefill": prefill, "a layer's cache update": update, "the last token's sampling": sampling}
 
 
+class GrpoLogitsHead(NamedTuple):
+    """TRL 1.8's GRPO loss (what axolotl pins; trl/trainer/grpo_trainer.py 1.8.0 `_get_per_token_logps_and_entropies`,
+    trl/trainer/utils.py `selective_log_softmax`, `entropy_from_logits`): the model makes the logits of the last
+    completion + 1 positions only (`logits_to_keep`), b·(C+1)·V in the compute dtype, alive until the loss returns;
+    a log-softmax per completion row is kept for backward (16-bit; an fp32 model's `logsumexp` keeps none beyond the
+    logits: derived); a copy of the completion positions' logits (b·C·V) lives from the forward into the loss's
+    backward (measured; what makes it is not named here); the entropy metric runs under `no_grad` in 128-row chunks
+    (a log-softmax, its exp and their product). Backward at the loss: the gradient through the temperature's `div_`
+    (b·C·V) and two b·(C+1)·V gradients (the slice's zero-filled input gradient and the logits'), the log-softmaxes
+    freed; then the head's weight gradient beside the logits' gradient."""
+
+    sequence_length: int
+    completion_length: int
+    head_trainable: bool = True
+    adjusted: bool = False
+
+    def scored(self, tokens: int) -> int:
+        """Completion positions scored: C per row."""
+        return tokens // self.sequence_length * self.completion_length
+
+    def _kept(self, tokens: int, vocab: int, c: int) -> int:
+        return 0 if c == F32 else c * self.scored(tokens) * vocab
+
+    def saved(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int = 0) -> int:
+        """The activations with the per-row log-softmaxes in place of the loss's, and the per-token log-probs."""
+        scored = self.scored(tokens)
+        return saved - logits_bytes + self._kept(tokens, vocab, c) + F32 * scored
+
+    def logits(self, tokens: int, vocab: int, c: int) -> int:
+        """The logits the model makes: the last C + 1 positions of every row."""
+        return c * (tokens // self.sequence_length) * (self.completion_length + 1) * vocab
+
+    def moments(self, setup: object, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
+        c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w  # type: ignore[attr-defined]
+        tokens = setup.tokens  # type: ignore[attr-defined]
+        scored, logits = self.scored(tokens), self.logits(tokens, v, c)
+        total = saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes, tokens, h, c, v)  # type: ignore[attr-defined]
+        copy = Part("completion logits copy", c * scored * v)
+        forward = [*base, Part("activations", total), Part("logits", logits), copy,
+                   Part("entropy chunks", 3 * c * min(128, scored) * v)]
+        rest = total - self._kept(tokens, v, c)
+        at_loss = [*base, Part("activations", rest), copy, Part("log-prob gradients", c * scored * v),
+                   Part("logits gradients", 2 * logits)]
+        head = [*base, Part("activations", rest), Part("logits gradients", logits),
+                Part("gradients", w * v * h if self.head_trainable else 0),
+                Part("hidden-state gradient", c * tokens * h)]
+        return forward, max(at_loss, head, key=lambda parts: sum(part.bytes for part in parts))
+
+    def line(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int) -> str:
+        kept = self.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
+        return (f"its log-probs keep {kept:,} B (a log-softmax per completion row, per-token log-probs) in place of "
+                f"the loss {logits_bytes:,}: activations {saved:,} - {logits_bytes:,} + {kept:,} = "
+                f"{saved - logits_bytes + kept:,} B; its logits: the last completion + 1 = "
+                f"{self.completion_length + 1:,} positions of each row")
+
+    def reference(self, setup: object) -> list[Part]:
+        """The reference's log-probs under `no_grad`: its logits and two rows' log-softmaxes."""
+        c, v = setup.c, setup.vocab  # type: ignore[attr-defined]
+        return [Part("reference logits", self.logits(setup.tokens, v, c)),  # type: ignore[attr-defined]
+                Part("reference log-softmax", 2 * c * self.completion_length * v)]
+
+
 class GrpoHead(NamedTuple):
     """The step's `loss` for GRPO: the policy's fused head (its saved tensors and backward), with the generation
     and the reference's log-probs as moments of the forward phase."""
 
-    head: object  # preference.FusedHead for trainer "grpo"
+    head: object  # preference.FusedHead for trainer "grpo" (TRL 1.16), or GrpoLogitsHead (TRL 1.8)
     generation: Generation
     shape: object
     reference_gathered: int = 0
@@ -107,7 +170,9 @@ class GrpoHead(NamedTuple):
                  generation_moments(self.shape, self.generation, sequence, micro, c).items()}
         rows = micro * self.generation.steps_per_generation
         ids = Part("token ids and mask", 2 * I64 * rows * sequence)
-        if self.generation.reference:
+        if self.generation.reference and isinstance(self.head, GrpoLogitsHead):
+            found["the reference's log-probs"] = [*base, *self.head.reference(setup), ids]
+        elif self.generation.reference:
             tokens = setup.tokens  # type: ignore[attr-defined]
             scored = self.head.scored(tokens)  # type: ignore[attr-defined]
             rows_tile, columns, buffer = self.head._tile(scored, setup.vocab, c)  # type: ignore[attr-defined]
@@ -147,18 +212,19 @@ KEYS = ("max_completion_length", "steps_per_generation", "beta", "use_vllm")
 
 
 def generation_inputs(written: dict[str, Given], sequence_length: int | None,
-                      accumulation: Given | None = None) -> dict[str, Given]:
+                      accumulation: Given | None = None, trl18: bool = False) -> dict[str, Given]:
     """Every GRPO input: as written, else TRL's default. The sequence length is prompt + completion; when it is
     not above TRL's max_completion_length (512), half of it is taken for the completion. steps_per_generation
     defaults to gradient_accumulation_steps (TRL's `__post_init__`), 1 when that is not known."""
     found = dict(written)
+    default, version = (MAX_COMPLETION_LENGTH_TRL18, "TRL 1.8") if trl18 else (MAX_COMPLETION_LENGTH, "TRL")
     if "max_completion_length" not in found:
-        if sequence_length is None or sequence_length > MAX_COMPLETION_LENGTH:
-            found["max_completion_length"] = Given(MAX_COMPLETION_LENGTH, "default: TRL GRPOConfig's "
-                                                   f"max_completion_length {MAX_COMPLETION_LENGTH}")
+        if sequence_length is None or sequence_length > default:
+            found["max_completion_length"] = Given(default, f"default: {version} GRPOConfig's "
+                                                   f"max_completion_length {default}")
         else:
             found["max_completion_length"] = Given(sequence_length // 2, "default: half the sequence length (prompt "
-                                                   f"+ completion; TRL's {MAX_COMPLETION_LENGTH} leaves no prompt)")
+                                                   f"+ completion; {version}'s {default} leaves no prompt)")
     if "steps_per_generation" not in found:
         found["steps_per_generation"] = (
             Given(accumulation.value, f"{accumulation.note}: TRL's default steps_per_generation", accumulation.path)
@@ -209,5 +275,5 @@ MOMENTS = {"prefill layer transients": "GRPO's generation: the prompt's prefill"
            "cache update copy": "GRPO's generation: a layer's KV-cache update",
            "next-token logits and probabilities": "GRPO's generation: the last token's sampling"}
 
-__all__ = ["BETA", "Generation", "GrpoHead", "KEYS", "MAX_COMPLETION_LENGTH", "MOMENTS", "check", "generation_inputs", "generation_line",
+__all__ = ["BETA", "Generation", "GrpoHead", "GrpoLogitsHead", "MAX_COMPLETION_LENGTH_TRL18", "KEYS", "MAX_COMPLETION_LENGTH", "MOMENTS", "check", "generation_inputs", "generation_line",
            "generation_moments", "generation_of", "kv_elements"]

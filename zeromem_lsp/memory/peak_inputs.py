@@ -157,7 +157,9 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
         preference_loss=workload.preference_loss,
         reference_model=workload.reference_model,
         generation=generation_inputs(workload.generation, _value_of(_pick(workload.sequence_length, "sequence_length",
-                                                                          resolved)), _accumulation(source.setup)),
+                                                                          resolved)), _accumulation(source.setup),
+                                     trl18=workload.preference_loss is not None
+                                     and workload.preference_loss.value == "logits"),
     )
 
 

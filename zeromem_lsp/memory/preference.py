@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 from zeromem_lsp.configs.settings_values import TRAINERS  # the `trainer` setting; sft: ForCausalLMLoss
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, I64, ActivationInputError, estimate_activations
-from zeromem_lsp.memory.grpo import MOMENTS as GRPO_MOMENTS, Generation, GrpoHead, check as check_grpo
+from zeromem_lsp.memory.grpo import MOMENTS as GRPO_MOMENTS, Generation, GrpoHead, GrpoLogitsHead, check as check_grpo
 from zeromem_lsp.memory.llamafactory_loss import TRAINERS as LLAMAFACTORY_TRAINERS, LlamaFactoryHead
 from zeromem_lsp.memory.reference_free_loss import TRAINERS as REFERENCE_FREE, ReferenceFreeHead
 from zeromem_lsp.memory.step import Part, Phase, StepInputError, StepPeak, Tensors, estimate_step
@@ -43,8 +43,7 @@ TOKEN_TILE, VOCABULARY_TILE = 4096, 32768  # chunked_logprob.TOKEN_CHUNK_SIZE, u
 #: per-token fields each trainer's fused head computes (DPOTrainer / KTOTrainer `__init__`, no WPO weighting)
 OUTPUTS = {"dpo": ("log_probs", "entropy", "mean_logits", "is_top1"), "kto": ("log_probs", "entropy", "mean_logits"),
            "grpo": ("log_probs", "entropy")}  # GRPOTrainer `__init__`
-#: TRL 1.8's GRPOTrainer (axolotl's pin) computes its log-probs from the full logits: not measured
-UNMODELLED_LOSSES = {"grpo": ("logits",)}
+
 
 
 class FusedHead(NamedTuple):
@@ -230,9 +229,6 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
     if trainer == "grpo":
         check_grpo(preference.generation, sequence, str(arguments.get("engine", "torch")), arguments.get("stage"),  # type: ignore[arg-type]
                    bool(arguments.get("fsdp_sharded", True)), int(arguments.get("ranks", 1)))  # type: ignore[call-overload]
-    if preference.loss in UNMODELLED_LOSSES.get(trainer, ()):
-        raise StepInputError(f"{trainer.upper()} with the {preference.loss} loss (TRL 1.8's GRPOTrainer, what axolotl "
-                             "pins, scores the full logits) is not measured: peak not modelled", "trainer")
     if preference.loss == "llamafactory" and trainer not in LLAMAFACTORY_TRAINERS:
         raise StepInputError(f"LLaMA-Factory has no {trainer.upper()} trainer (stage: dpo with pref_loss sigmoid, orpo "
                              "or simpo; stage: kto)", "trainer")
@@ -240,9 +236,11 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
     triton = preference.triton
     if preference.loss in ("fused", "logits") and trainer in REFERENCE_FREE:  # TRL's ORPOTrainer / CPOTrainer
         kind, triton = ReferenceFreeHead, triton and preference.loss == "fused"  # TRL 1.8: no Triton kernel
-    # GRPO's reference runs before the policy's forward (its own moment, memory/grpo.py), never beside it
-    head = kind(trainer, sequence, preference.reference_forward and trainer != "grpo",  # type: ignore[arg-type]
-                preference.reference_gathered, head_trainable=frozen is None, triton=triton)
+    if trainer == "grpo" and preference.loss == "logits":  # TRL 1.8's GRPOTrainer (axolotl's pin)
+        head = GrpoLogitsHead(sequence, preference.generation.completion_length, frozen is None)
+    else:  # GRPO's reference runs before the policy's forward (its own moment, memory/grpo.py), never beside it
+        head = kind(trainer, sequence, preference.reference_forward and trainer != "grpo",  # type: ignore[arg-type]
+                    preference.reference_gathered, head_trainable=frozen is None, triton=triton)
     if kind is LogitsHead and trainer == "kto" and preference.kv_cache:
         shape, cache = arguments["shape"], kv_cache(arguments["shape"], micro * sequence)  # type: ignore[arg-type]
         repeated = arguments.get("attention") == "eager" and shape.kv_heads < shape.heads  # type: ignore[attr-defined]
@@ -260,7 +258,7 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
 
 
 def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_length: int, tokens: int, hidden: int,
-              c: int, vocab: int) -> str:
+              c: int, vocab: int, completion_length: int = 0) -> str:
     """How the phases' "activations" follow from the activations shown: the loss's tensors (and, for the fused
     head, the LM head's input) swapped for what the preference loss keeps."""
     stacked = "chosen and rejected stacked, " if rows(trainer, 1) == 2 else ""
@@ -272,6 +270,9 @@ def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_l
     if loss == "llamafactory":
         return lead + LlamaFactoryHead(trainer, sequence_length, True).line(saved, logits_bytes, tokens, hidden, c,
                                                                              vocab)
+    if loss == "logits" and trainer == "grpo":
+        return lead + GrpoLogitsHead(sequence_length, completion_length).line(saved, logits_bytes, tokens, hidden, c,
+                                                                                vocab)
     if loss == "logits":
         head = LogitsHead(trainer, sequence_length, True)
         kept = head.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
