@@ -18,6 +18,8 @@ benchmarks/preference/grpo.py, tests/data/step/preference.json `grpo-` cases):
   in chunks of per_device_train_batch_size completions, through TRL's fused LM head (FusedHead's reference forward).
 - `_compute_loss`: the policy's forward over b completions of prompt + completion tokens through the fused head
   (outputs log_probs and entropy), the clipped ratio loss on per-token tensors, its backward and the optimizer.
+TRL 1.8.0 (axolotl's pin; `trl18-grpo-` cases) runs the same generation and reference steps with the completion
+positions' logits in place of the fused head (GrpoLogitsHead).
 vLLM (use_vllm: server or colocate) generates outside this process's PyTorch allocations: not modelled.
 """
 
