@@ -61,6 +61,8 @@ def cases() -> list[dict]:
         _grpo_case("grpo-lora-adapter-ref", batch=4, lora=True),
         _grpo_case("grpo-full-ref-longprompt", batch=4, prompt=96, completion=32),
         _grpo_case("grpo-full-ref-spg2", batch=2, steps_per_generation=2),
+        _grpo_case("grpo-ds-z2-r2-full-ref", batch=4, engine="deepspeed", stage=2, ranks=2, impl="for-loop"),
+        _grpo_case("grpo-ds-z3-r2-full-ref", batch=4, engine="deepspeed", stage=3, ranks=2, impl="for-loop"),
         _grpo_case("trl18-grpo-full-ref", batch=4, trl="1.8.0"),
         _grpo_case("trl18-grpo-full-noref", batch=4, beta=0.0, trl="1.8.0"),
         _grpo_case("trl18-grpo-lora-adapter-ref", batch=4, lora=True, trl="1.8.0"),
@@ -111,14 +113,19 @@ def _generate(case, model, accelerator, prompt_ids, torch):
 
 
 class _Accelerator(_module("measure")._Accelerator):
-    """One process, no DeepSpeed or FSDP plugin (trl/distributed.py `DistributedBackend` reads them)."""
+    """What GRPO's code asks of accelerate's Accelerator on one rank: the DeepSpeed plugin (its config and ZeRO
+    stage, read by trl/distributed.py `DistributedBackend` and `prepare_deepspeed`) or none; per-rank reductions."""
 
-    num_processes = 1
-
-    def __init__(self, device):
+    def __init__(self, device, ds_config=None, world=1):
         from types import SimpleNamespace
         super().__init__(device)
-        self.state = SimpleNamespace(deepspeed_plugin=None, fsdp_plugin=None)
+        plugin = None if ds_config is None else SimpleNamespace(
+            deepspeed_config=ds_config, zero_stage=ds_config["zero_optimization"]["stage"])
+        self.state = SimpleNamespace(deepspeed_plugin=plugin, fsdp_plugin=None)
+        self.num_processes = world
+
+    def unwrap_model(self, model):
+        return getattr(model, "module", model)  # a DeepSpeed engine's module, as accelerate's
 
     def reduce(self, value, reduction="sum"):
         return value
@@ -148,8 +155,13 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
     started = time.time()
     tracker = StorageTracker()
     extra: dict = {}
+    keep = []
     with contextlib.ExitStack() as stack:
         stack.enter_context(tracker)
+        deepspeed_run = case["engine"] == "deepspeed"
+        if deepspeed_run:
+            import deepspeed
+            deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False)
         plain = {key: value for key, value in case.items() if key != "lora"}
         model = build_model(plain, torch)
         ref_model = build_model(plain, torch) if case["reference"] == "model" else None
@@ -161,10 +173,24 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
         if ref_model is not None:
             ref_model.eval()
             add_fused_lm_head(ref_model)
-        accelerator = _Accelerator(torch.device("cpu"))
-        optimizer = torch_optimizer(case, [p for p in model.parameters() if p.requires_grad], torch)
-        labeller = Labeller(tracker, model, optimizer)
-        stand = _stand_in(case, model, ref_model, accelerator)
+        accelerator = _Accelerator(torch.device("cpu"), case.get("ds_config"), world)
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        if deepspeed_run:
+            from transformers.integrations import HfDeepSpeedConfig
+            keep.append(HfDeepSpeedConfig(copy.deepcopy(case["ds_config"])))  # is_deepspeed_zero3_enabled() reads it
+            engine, wrapper, _, _ = deepspeed.initialize(model=model, optimizer=torch_optimizer(case, trainable, torch),
+                                                         model_parameters=trainable,
+                                                         config=copy.deepcopy(case["ds_config"]))
+            if ref_model is not None:
+                from trl.models.utils import prepare_deepspeed
+                ref_model = prepare_deepspeed(ref_model, accelerator)
+            caller, optimizer = engine, getattr(wrapper, "optimizer", wrapper)
+            labeller = Labeller(tracker, model, optimizer, wrapper=wrapper)
+        else:
+            caller = model
+            optimizer = torch_optimizer(case, trainable, torch)
+            labeller = Labeller(tracker, model, optimizer)
+        stand = _stand_in(case, caller, ref_model, accelerator)
         b, rows = case["micro_batch"], case["micro_batch"] * case["steps_per_generation"]
         generator = torch.Generator().manual_seed(1 + rank)
         losses, lengths = [], []
@@ -177,7 +203,7 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
             prompt_ids = torch.randint(3, case["config"]["vocab_size"] - 1, (rows, case["prompt_length"]),
                                        generator=generator)
             phase("generation")
-            completion_ids = _generate(case, model, accelerator, prompt_ids, torch)
+            completion_ids = _generate(case, caller, accelerator, prompt_ids, torch)
             lengths.append(completion_ids.size(1))
             completion_mask = torch.ones_like(completion_ids)
             ids = torch.cat([prompt_ids, completion_ids], dim=1)
@@ -200,22 +226,29 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
             if ref_logps is not None:
                 inputs["ref_per_token_logps"] = ref_logps[:b]
             phase("forward")
-            loss = inspect.unwrap(GRPOTrainer._compute_loss)(stand, model, inputs)
+            loss = inspect.unwrap(GRPOTrainer._compute_loss)(stand, caller, inputs)
             phase("backward")
-            loss.backward()
+            if deepspeed_run:
+                engine.backward(loss)
+            else:
+                loss.backward()
             losses.append(float(loss.detach().float().item()))
             del loss
             if step == 2:
                 labeller.collect()
             phase("optimizer")
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            if deepspeed_run:
+                engine.step()
+            else:
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
             tracker.end()
             del inputs, ref_logps, ids, mask, completion_ids, completion_mask, prompt_ids
         labels = dict(labeller.labels)
         if ref_model is not None:
-            labels.update({serial: "ref_param" for serial in (tracker.serial(p) for p in ref_model.parameters())
-                           if serial is not None})
+            found = [tensor for p in ref_model.parameters() for tensor in (p, getattr(p, "ds_tensor", None))
+                     if tensor is not None]
+            labels.update({serial: "ref_param" for serial in map(tracker.serial, found) if serial is not None})
         result = {"rank": rank, "persistent_before_step2": tracker.phases["generation"]["start"], "phases": {},
                   "step1_peak": tracker.phases["step1"]["peak"], "losses": losses, "completion_lengths": lengths,
                   "seconds": round(time.time() - started, 1), **extra,
@@ -226,6 +259,9 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
                                       **tracker.breakdown(name, labels)}
         result["step_peak"] = max(result["phases"][name]["peak"] for name in PHASES)
         result["peak_phase"] = max(PHASES, key=lambda name: result["phases"][name]["peak"])
+        if world > 1 and torch.distributed.is_initialized():
+            torch.distributed.barrier()
+            torch.distributed.destroy_process_group()
     return result
 
 
