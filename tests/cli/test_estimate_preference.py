@@ -65,8 +65,12 @@ def test_grpo_gives_a_peak_with_its_generation_named_and_its_inputs_defaulted_fr
     cache = 2 * 32 * 8 * 128 * 2 * 64 * 1023  # Llama-3-8B's K/V per token × 64 completions × (1024 - 1) tokens
     assert held["parts"]["KV cache (generation)"] == cache and "reference model" not in held["parts"]
     assert data["peak"]["zero2"] > sft["peak"]["zero2"]
-    # ZeRO-3 gathers the whole policy for generation: unknown, with why
-    assert data["peak"]["zero3"] is None and "ZeRO-3" in data["phases"]["zero3"]["unknown"]
+    # ZeRO-3 gathers the whole policy for generation (all but the small tensors kept whole on every rank)
+    held3 = data["phases"]["zero3"]
+    assert held3["moment"].startswith("GRPO's generation") and P * 0.99 < held3["parts"]["gathered parameters"] < P
+    # sharded FSDP: not modelled, with why
+    fsdp = estimate("--trainer", "grpo", "--engine", "fsdp")
+    assert fsdp["peak"]["zero3"] is None and "sharded FSDP" in fsdp["phases"]["zero3"]["unknown"]
     with_reference = estimate("--trainer", "grpo", "--beta", "0.04")
     assert parts(with_reference, "zero2")["reference model"] == P
     assert with_reference["peak_inputs"]["beta"] == {"value": 0.04, "from": "--beta"}

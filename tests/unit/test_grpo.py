@@ -18,7 +18,7 @@ CASES = [case for case in RECORD["cases"] if case["trainer"] == "grpo" and "erro
 GENERATION = ("the prompt's prefill", "a layer's cache update", "the last token's sampling")
 MEASURED = {**dict.fromkeys(GENERATION, "generation"), "the reference's log-probs": "reference",
             "the policy's LM head": "forward"}
-PERSISTENT = ("parameters", "optimizer states", "reference model")
+PERSISTENT = ("parameters", "optimizer states", "reference model", "fp32 master", "gradient partitions", "reduce bucket")
 
 
 def grpo(case: dict, moment: str | None = None) -> tuple[Preference, dict]:
@@ -64,7 +64,9 @@ def test_each_moment_and_its_transients_match_the_measured_phase(case):
         above = phase.peak - sum(size for part, size in phase.parts if part in PERSISTENT)
         assert abs(phase.peak / measured - 1) <= GOAL, (case["id"], name)
         assert abs(above / (measured - rank["persistent_before_step2"]) - 1) <= 0.01, (case["id"], name)
-    assert all(found[name].peak <= rank["phases"]["generation"]["peak"] for name in GENERATION)
+    # (ZeRO-3: the reference's small parameters are whole on every rank only from its forward on; the model keeps
+    # them whole throughout, 0.4% of this case's generation)
+    assert all(found[name].peak <= 1.005 * rank["phases"]["generation"]["peak"] for name in GENERATION)
     # a long prompt's prefill holds the generation's peak, else the last token's sampling
     long_prompt = case["prompt_length"] > case["completion_length"]
     assert largest == ("the prompt's prefill" if long_prompt else "the last token's sampling")
@@ -108,8 +110,26 @@ def test_what_the_model_does_not_follow_is_refused_with_the_reason(change, named
     preference, kwargs = grpo(CASES[0])
     with pytest.raises(StepInputError, match=named):
         estimate_preference_step(preference._replace(generation=preference.generation._replace(**change)), **kwargs)
-    with pytest.raises(StepInputError, match="ZeRO-3 or sharded FSDP"):
-        estimate_preference_step(preference, **{**kwargs, "engine": "deepspeed", "stage": 3, "ranks": 2})
+    with pytest.raises(StepInputError, match="sharded FSDP"):
+        estimate_preference_step(preference, **{**kwargs, "engine": "fsdp", "ranks": 2})
+
+
+def test_zero3_gathers_the_whole_policy_for_generation_and_only_the_head_at_the_loss_after_it():
+    """ZeRO-3 (2 ranks, measured): `unwrap_model_for_generation` gathers every parameter not kept whole; after it,
+    `add_hooks` invalidates the coordinator's trace, so the micro-step's forward fetches without prefetch and holds
+    only the LM head gathered at the fused head; with steps_per_generation > 1 later micro-steps run as any step."""
+    case = next(case for case in CASES if case["id"] == "grpo-ds-z3-r2-full-ref")
+    rank = max(case["per_rank"], key=lambda found: found["phases"]["generation"]["peak"])
+    sampling = dict(_moment(case, "the last token's sampling").parts)
+    shape = _shape(case)
+    head = 2 * shape.vocab * shape.hidden
+    own = sampling["gathered parameters"] + sampling["reduce bucket"] + sampling["KV cache (generation)"] \
+        + sampling["next-token logits and probabilities"] + sampling["token ids and mask"]
+    assert abs(own / rank["phases"]["generation"]["parts"]["other"] - 1) <= 0.001
+    assert dict(_moment(case, "the policy's LM head").parts)["gathered parameters"] == head
+    preference, kwargs = grpo(case)
+    later = preference._replace(generation=preference.generation._replace(steps_per_generation=2))
+    assert dict(estimate_preference_step(later, **kwargs).phases["backward"].parts)["gathered parameters"] > head
 
 
 def test_trl18s_loss_makes_the_logits_of_the_completion_positions_only():

@@ -20,7 +20,9 @@ benchmarks/preference/grpo.py, tests/data/step/preference.json `grpo-` cases):
   (outputs log_probs and entropy), the clipped ratio loss on per-token tensors, its backward and the optimizer.
 TRL 1.8.0 (axolotl's pin; `trl18-grpo-` cases) runs the same generation and reference steps with the completion
 positions' logits in place of the fused head (GrpoLogitsHead).
-vLLM (use_vllm: server or colocate) generates outside this process's PyTorch allocations: not modelled.
+Under ZeRO-3 the generation holds the whole policy gathered (GrpoHead.generation_gathered) and the micro-step after
+it fetches without prefetch (GrpoHead.loss_gathered). vLLM (use_vllm: server or colocate) generates outside this
+process's PyTorch allocations, and sharded FSDP inside summon_full_params: not modelled.
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ MAX_COMPLETION_LENGTH_TRL18 = 256  # TRL 1.8.0's GRPOConfig (axolotl's pin)
 BETA = 0.0
 VLLM = ("GRPO with use_vllm: vLLM generates in its own engine (colocate: a share of the GPU set by "
         "vllm_gpu_memory_utilization; server: other GPUs), outside the step model")
-SHARDED = ("GRPO under ZeRO-3 or sharded FSDP: generation gathers the whole policy (unwrap_model_for_generation "
-           "with ds3_gather_for_generation, summon_full_params); not measured, not modelled")
+SHARDED = ("GRPO under sharded FSDP: generation runs the policy inside summon_full_params "
+           "(unwrap_model_for_generation); not measured, not modelled")
 
 
 class Generation(NamedTuple):
@@ -156,6 +158,24 @@ class GrpoHead(NamedTuple):
     generation: Generation
     shape: object
     reference_gathered: int = 0
+    #: ZeRO-3: the policy gathered whole for generation (`unwrap_model_for_generation` with ds3_gather_for_generation:
+    #: `GatheredParameters(model.parameters())`), in place of what the step holds gathered at the loss
+    generation_gathered: int | None = None
+    #: ZeRO-3: what is gathered at the policy's loss and its backward when a generation precedes the micro-step
+    #: (`add_hooks` invalidates the parameter coordinator's trace: no prefetch, each module released after use, the
+    #: LM head gathered for the head; measured) — with steps_per_generation 1, every micro-step
+    loss_gathered: int | None = None
+
+    @property
+    def prefetch(self) -> bool:
+        """False when the micro-step's ZeRO-3 trace was invalidated by the generation (no first coalesced fetch)."""
+        return self.loss_gathered is None
+
+    def _gathered(self, base: list[Part], gathered: int | None) -> list[Part]:
+        """`base` with its gathered parameters replaced by `gathered` (None: as it is)."""
+        if gathered is None:
+            return base
+        return [*(part for part in base if part.name != "gathered parameters"), Part("gathered parameters", gathered)]
 
     def scored(self, tokens: int) -> int:
         return self.head.scored(tokens)  # type: ignore[attr-defined]
@@ -165,15 +185,18 @@ class GrpoHead(NamedTuple):
 
     def all_moments(self, setup: object, base: list[Part], saved: int) -> dict[str, list[Part]]:
         """Every moment of the forward phase: the generation's, the reference's (beta != 0) and the policy's head."""
-        forward, _ = self.head.moments(setup, base, saved)  # type: ignore[attr-defined]
+        forward, _ = self.head.moments(setup, self._gathered(base, self.loss_gathered), saved)  # type: ignore[attr-defined]
         c, micro = setup.c, setup.micro_batch  # type: ignore[attr-defined]
         sequence = setup.tokens // micro  # type: ignore[attr-defined]
-        found = {name: [*base, *parts] for name, parts in
+        outside = self._gathered(base, self.generation_gathered)
+        found = {name: [*outside, *parts] for name, parts in
                  generation_moments(self.shape, self.generation, sequence, micro, c).items()}
         rows = micro * self.generation.steps_per_generation
         ids = Part("token ids and mask", 2 * I64 * rows * sequence)
+        # the reference runs after the generation released the policy's gathered weights (ZeRO-3)
+        released = self._gathered(base, 0 if self.generation_gathered is not None else None)
         if self.generation.reference and isinstance(self.head, GrpoLogitsHead):
-            found["the reference's log-probs"] = [*base, *self.head.reference(setup), ids]
+            found["the reference's log-probs"] = [*released, *self.head.reference(setup), ids]
         elif self.generation.reference:
             tokens = setup.tokens  # type: ignore[attr-defined]
             scored = self.head.scored(tokens)  # type: ignore[attr-defined]
@@ -181,12 +204,12 @@ class GrpoHead(NamedTuple):
             weight_copy = c * columns * setup.hidden if c != setup.w else 0  # type: ignore[attr-defined]
             reference = self.head._replace(reference_gathered=self.reference_gathered)._reference(  # type: ignore[attr-defined]
                 setup, scored, tokens, rows_tile, columns, buffer + weight_copy)
-            found["the reference's log-probs"] = [*base, *reference, ids]
+            found["the reference's log-probs"] = [*released, *reference, ids]
         found["the policy's LM head"] = forward
         return found
 
     def moments(self, setup: object, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
-        _, loss = self.head.moments(setup, base, saved)  # type: ignore[attr-defined]
+        _, loss = self.head.moments(setup, self._gathered(base, self.loss_gathered), saved)  # type: ignore[attr-defined]
         found = self.all_moments(setup, base, saved)
         if self.generation.moment is not None:
             if self.generation.moment not in found:
@@ -200,7 +223,7 @@ def check(generation: Generation, sequence_length: int, engine: str, stage: obje
     """Raise StepInputError for a GRPO step the model does not follow."""
     if generation.use_vllm:
         raise StepInputError(VLLM, "use_vllm")
-    if ranks > 1 and ((engine == "deepspeed" and stage == 3) or (engine == "fsdp" and sharded)):
+    if ranks > 1 and engine == "fsdp" and sharded:
         raise StepInputError(SHARDED, "trainer")
     if generation.completion_length < 1 or generation.steps_per_generation < 1:
         raise StepInputError("GRPO's max_completion_length and steps_per_generation must be at least 1")

@@ -31,7 +31,9 @@ from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, I64, ActivationInpu
 from zeromem_lsp.memory.grpo import MOMENTS as GRPO_MOMENTS, Generation, GrpoHead, GrpoLogitsHead, check as check_grpo
 from zeromem_lsp.memory.llamafactory_loss import TRAINERS as LLAMAFACTORY_TRAINERS, LlamaFactoryHead
 from zeromem_lsp.memory.reference_free_loss import TRAINERS as REFERENCE_FREE, ReferenceFreeHead
-from zeromem_lsp.memory.step import Part, Phase, StepInputError, StepPeak, Tensors, estimate_step
+from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS
+from zeromem_lsp.memory.step import (Buckets, Part, Phase, StepInputError, StepPeak, Tensors, estimate_step,
+                                     parameter_tensors)
 
 #: Trainers that keep a reference model (unless PEFT or precomputed log-probs); the others are reference-free.
 WITH_REFERENCE = ("dpo", "kto")
@@ -249,7 +251,11 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
         head = head._replace(adjusted=True)
         arguments = {**arguments, "frozen": frozen._replace(activations=_frozen_saved(head, frozen, arguments, micro))}  # type: ignore[attr-defined]
     if trainer == "grpo":
-        head = GrpoHead(head, preference.generation, arguments["shape"], preference.reference_gathered)
+        whole = _generation_gathered(arguments)
+        tensors = parameter_tensors(arguments["shape"])  # type: ignore[arg-type]
+        at_loss = DTYPE_BYTES[str(arguments.get("param_dtype", "bf16"))] * (tensors.head or tensors.embedding) \
+            if whole is not None and preference.generation.steps_per_generation == 1 else None
+        head = GrpoHead(head, preference.generation, arguments["shape"], preference.reference_gathered, whole, at_loss)
     # TRL computes its own loss from the head (a model-level fused or chunked loss never runs under it)
     arguments = {**arguments, "micro_batch": micro, "loss": head, "loss_kernel": "hf"}
     step = estimate_step(**arguments)  # type: ignore[arg-type]
@@ -285,6 +291,19 @@ def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_l
     return (f"{lead}its fused LM head keeps {kept:,} B (a shifted copy of the last hidden states, labels, log-sum-exp "
             f"per token) in place of the loss {logits_bytes:,} and the head's input {head_input:,}: activations "
             f"{saved:,} - {logits_bytes:,} - {head_input:,} + {kept:,} = {saved - logits_bytes - head_input + kept:,} B")
+
+
+def _generation_gathered(arguments: dict) -> int | None:
+    """ZeRO-3 at more than one rank: the policy's parameters gathered whole for GRPO's generation, all but those
+    kept whole on every rank (at most stage3_param_persistence_threshold elements; memory/step.py `_deepspeed`)."""
+    buckets = arguments.get("buckets", Buckets())
+    if arguments.get("engine") != "deepspeed" or arguments.get("stage") != 3 or int(arguments.get("ranks", 1)) < 2:  # type: ignore[call-overload]
+        return None
+    threshold = (DEEPSPEED_DEFAULTS["stage3_param_persistence_threshold"] if buckets.persistence_threshold is None
+                 else buckets.persistence_threshold)  # type: ignore[union-attr]
+    tensors = parameter_tensors(arguments["shape"])  # type: ignore[arg-type]
+    whole = sum(numel for numel in tensors.all() if numel > threshold)
+    return DTYPE_BYTES[str(arguments.get("param_dtype", "bf16"))] * whole
 
 
 def _frozen_saved(head: FusedHead | LogitsHead | LlamaFactoryHead | ReferenceFreeHead, frozen: object, arguments: dict, micro: int) -> int:
