@@ -247,8 +247,12 @@ def test_check_says_the_peak_is_unknown_at_the_trainer_that_makes_it_so(tmp_path
     assert not [item for item in found if item["code"] in ("ZM103", "ZM104")]
     data = json.loads(run_zeromem("estimate", "--config", str(plain), "-R", "1", "--format", "json").stdout)
     assert data["peak"]["ddp"] is not None
-    assert data["peak_inputs"]["max_completion_length"] == {
-        "value": 256, "from": "default: TRL 1.8 GRPOConfig's max_completion_length 256"}
+    completion = data["peak_inputs"]["max_completion_length"]
+    assert completion["value"] == 256 and completion["from"].startswith("default: TRL 1.8 GRPOConfig's")
+    assert "set it" in completion["from"]  # axolotl passes None when unset
+    beta = data["peak_inputs"]["beta"]  # the recipe's rl_beta: 0.5, a QLoRA policy (its adapters disabled)
+    assert beta == {"value": 0.5, "from": "rl_beta (axolotl: trl.beta not set)"}
+    assert "reference model" not in data["phases"]["ddp"]["parts"]
     assert done.returncode == 0  # information only
     small = run_zeromem("check", "--world-size", "1", "--gpu-memory", "4GiB", "--format", "json", str(recipe))
     codes = {item["code"] for item in json.loads(small.stdout)["findings"]}

@@ -74,3 +74,11 @@ def test_axolotl_reads_grpo_keys_from_its_trl_block():
     assert (found["use_vllm"].value, found["use_vllm"].path) == (True, ("trl", "use_vllm"))
     assert (found["beta"].value, found["beta"].note) == (0.001, "trl.beta")
     assert found["steps_per_generation"].path == ("trl", "steps_per_generation")
+
+
+def test_axolotl_rl_beta_is_grpos_beta_when_trl_beta_is_not_set():
+    """core/builders/rl.py: trl.beta, else rl_beta."""
+    _, setup = read_recipe("axolotl", {"base_model": "m", "rl": "grpo", "rl_beta": 0.5})
+    assert (setup.generation["beta"].value, setup.generation["beta"].path) == (0.5, ("rl_beta",))
+    _, setup = read_recipe("axolotl", {"base_model": "m", "rl": "grpo", "rl_beta": 0.5, "trl": {"beta": 0.0}})
+    assert (setup.generation["beta"].value, setup.generation["beta"].path) == (0.0, ("trl", "beta"))

@@ -268,6 +268,14 @@ def _grpo(data: dict, block: tuple[str, ...] = ()) -> dict[str, Given]:
     return found
 
 
+def _axolotl_grpo(data: dict) -> dict[str, Given]:
+    """axolotl's `trl:` block; `rl_beta` when `trl.beta` is not set (core/builders/rl.py)."""
+    found = _grpo(data, ("trl",))
+    if "beta" not in found and data.get("rl_beta") is not None:
+        found["beta"] = Given(data["rl_beta"], "rl_beta (axolotl: trl.beta not set)", ("rl_beta",))
+    return found
+
+
 def _axolotl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
     method = str(data.get("adapter") or "full")
     bf16, fp16 = data.get("bf16", "auto"), read_flag(data.get("fp16"))
@@ -312,7 +320,7 @@ def _axolotl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
         _given(data, "fsdp_config"), adapter if method != "full" else None,
         {"bf16": dtype.value == "bf16", "fp16": dtype.value == "fp16"},
         _preference(data, "rl", AXOLOTL_RL, "axolotl"), _precompute(data),
-        AXOLOTL_LIGER if read_flag(data.get("dpo_use_liger_kernel")) else AXOLOTL_LOSS, generation=_grpo(data, ("trl",)))
+        AXOLOTL_LIGER if read_flag(data.get("dpo_use_liger_kernel")) else AXOLOTL_LOSS, generation=_axolotl_grpo(data))
 
 
 def _split(found: Given | None) -> Given | None:

@@ -36,6 +36,9 @@ from zeromem_lsp.provenance import Given
 #: GRPOConfig's defaults (trl/trainer/grpo_config.py, TRL 1.16 and 1.8)
 MAX_COMPLETION_LENGTH = 512
 MAX_COMPLETION_LENGTH_TRL18 = 256  # TRL 1.8.0's GRPOConfig (axolotl's pin)
+#: axolotl passes trl.max_completion_length even when unset (core/trainers/grpo/__init__.py): None
+TRL18_UNSET = (" (axolotl passes None when trl.max_completion_length is unset: the model's generation_config then "
+               "bounds the completions; set it)")
 BETA = 0.0
 VLLM = ("GRPO with use_vllm: vLLM generates in its own engine (colocate: a share of the GPU set by "
         "vllm_gpu_memory_utilization; server: other GPUs), outside the step model")
@@ -246,7 +249,7 @@ def generation_inputs(written: dict[str, Given], sequence_length: int | None,
     if "max_completion_length" not in found:
         if sequence_length is None or sequence_length > default:
             found["max_completion_length"] = Given(default, f"default: {version} GRPOConfig's "
-                                                   f"max_completion_length {default}")
+                                                   f"max_completion_length {default}" + TRL18_UNSET * trl18)
         else:
             found["max_completion_length"] = Given(sequence_length // 2, "default: half the sequence length (prompt "
                                                    f"+ completion; {version}'s {default} leaves no prompt)")
