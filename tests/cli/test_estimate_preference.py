@@ -97,6 +97,13 @@ def test_a_trl_grpo_recipe_gets_its_generation_from_its_keys(tmp_path, monkeypat
     assert "GRPO generation: 16 completions at once" in text and "prompt 768 at its prefill" in text
 
 
+def test_grpo_options_with_a_config_are_a_usage_error_naming_the_recipe_key(tmp_path):
+    recipe = tmp_path / "grpo.yaml"
+    recipe.write_text("model_name_or_path: m\nnum_generations: 8\n")
+    done = run_zeromem("estimate", "--config", str(recipe), "--beta", "0.1")
+    assert done.returncode == 2 and "--beta goes with --model-config" in done.stderr and "trl.beta" in done.stderr
+
+
 def test_grpo_with_vllm_leaves_the_peak_unknown_with_why():
     data = estimate("--trainer", "grpo", "--use-vllm")
     assert all(value is None for value in data["peak"].values())
