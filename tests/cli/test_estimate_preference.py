@@ -68,6 +68,10 @@ def test_grpo_gives_a_peak_with_its_generation_named_and_its_inputs_defaulted_fr
     # ZeRO-3 gathers the whole policy for generation (all but the small tensors kept whole on every rank)
     held3 = data["phases"]["zero3"]
     assert held3["moment"].startswith("GRPO's generation") and P * 0.99 < held3["parts"]["gathered parameters"] < P
+    # a QLoRA base gathers its packed bytes (pro rata of its P), far below the 16-bit policy
+    qlora = estimate("--trainer", "grpo", "--gradient-checkpointing", "--steps-per-generation", "64", "--lora-rank",
+                     "16", "--quantization", "nf4")["phases"]["zero3"]
+    assert qlora["moment"].startswith("GRPO's generation") and qlora["parts"]["gathered parameters"] < P // 2
     # sharded FSDP: not modelled, with why
     fsdp = estimate("--trainer", "grpo", "--engine", "fsdp")
     assert fsdp["peak"]["zero3"] is None and "sharded FSDP" in fsdp["phases"]["zero3"]["unknown"]

@@ -251,10 +251,7 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
         head = head._replace(adjusted=True)
         arguments = {**arguments, "frozen": frozen._replace(activations=_frozen_saved(head, frozen, arguments, micro))}  # type: ignore[attr-defined]
     if trainer == "grpo":
-        whole = _generation_gathered(arguments)
-        tensors = parameter_tensors(arguments["shape"])  # type: ignore[arg-type]
-        at_loss = DTYPE_BYTES[str(arguments.get("param_dtype", "bf16"))] * (tensors.head or tensors.embedding) \
-            if whole is not None and preference.generation.steps_per_generation == 1 else None
+        whole, at_loss = _generation_gathered(arguments, preference.generation.steps_per_generation)
         head = GrpoHead(head, preference.generation, arguments["shape"], preference.reference_gathered, whole, at_loss)
     # TRL computes its own loss from the head (a model-level fused or chunked loss never runs under it)
     arguments = {**arguments, "micro_batch": micro, "loss": head, "loss_kernel": "hf"}
@@ -293,17 +290,27 @@ def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_l
             f"{saved:,} - {logits_bytes:,} - {head_input:,} + {kept:,} = {saved - logits_bytes - head_input + kept:,} B")
 
 
-def _generation_gathered(arguments: dict) -> int | None:
-    """ZeRO-3 at more than one rank: the policy's parameters gathered whole for GRPO's generation, all but those
-    kept whole on every rank (at most stage3_param_persistence_threshold elements; memory/step.py `_deepspeed`)."""
+def _generation_gathered(arguments: dict, steps_per_generation: int) -> tuple[int | None, int | None]:
+    """ZeRO-3 at more than one rank: (the policy's parameters gathered whole for GRPO's generation — all but those
+    kept whole on every rank, at most stage3_param_persistence_threshold elements, memory/step.py `_deepspeed` —, the
+    LM head alone gathered at the loss when every micro-step follows a generation); (None, None) otherwise. A frozen
+    base's bytes are pro rata of its whole P (a quantized base gathers its packed bytes), as step.py's."""
     buckets = arguments.get("buckets", Buckets())
     if arguments.get("engine") != "deepspeed" or arguments.get("stage") != 3 or int(arguments.get("ranks", 1)) < 2:  # type: ignore[call-overload]
-        return None
+        return None, None
     threshold = (DEEPSPEED_DEFAULTS["stage3_param_persistence_threshold"] if buckets.persistence_threshold is None
                  else buckets.persistence_threshold)  # type: ignore[union-attr]
     tensors = parameter_tensors(arguments["shape"])  # type: ignore[arg-type]
     whole = sum(numel for numel in tensors.all() if numel > threshold)
-    return DTYPE_BYTES[str(arguments.get("param_dtype", "bf16"))] * whole
+    frozen = arguments.get("frozen")
+    width = DTYPE_BYTES[str(arguments.get("param_dtype", "bf16"))]
+
+    def gathered(elements: int) -> int:
+        if frozen is None or not frozen.all_parameters:  # type: ignore[attr-defined]
+            return width * elements
+        return -(-elements * frozen.all_bytes // frozen.all_parameters)  # type: ignore[attr-defined]
+    head = gathered(tensors.head or tensors.embedding) if steps_per_generation == 1 else None
+    return gathered(whole), head
 
 
 def _frozen_saved(head: FusedHead | LogitsHead | LlamaFactoryHead | ReferenceFreeHead, frozen: object, arguments: dict, micro: int) -> int:
