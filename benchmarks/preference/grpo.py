@@ -63,6 +63,7 @@ def cases() -> list[dict]:
         _grpo_case("grpo-full-ref-spg2", batch=2, steps_per_generation=2),
         _grpo_case("grpo-ds-z2-r2-full-ref", batch=4, engine="deepspeed", stage=2, ranks=2, impl="for-loop"),
         _grpo_case("grpo-ds-z3-r2-full-ref", batch=4, engine="deepspeed", stage=3, ranks=2, impl="for-loop"),
+        _grpo_case("grpo-fsdp2-r2-full-noref", batch=4, beta=0.0, engine="fsdp2", ranks=2),
         _grpo_case("trl18-grpo-full-ref", batch=4, trl="1.8.0"),
         _grpo_case("trl18-grpo-full-noref", batch=4, beta=0.0, trl="1.8.0"),
         _grpo_case("trl18-grpo-lora-adapter-ref", batch=4, lora=True, trl="1.8.0"),
@@ -134,6 +135,7 @@ class _Accelerator(_module("measure")._Accelerator):
 def run_rank(case: dict, rank: int, world: int) -> dict:
     import contextlib
     import warnings
+    from types import SimpleNamespace
     warnings.filterwarnings("ignore")
     import torch
     import transformers
@@ -158,10 +160,12 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
     keep = []
     with contextlib.ExitStack() as stack:
         stack.enter_context(tracker)
-        deepspeed_run = case["engine"] == "deepspeed"
+        deepspeed_run, fsdp_run = case["engine"] == "deepspeed", case["engine"] == "fsdp2"
         if deepspeed_run:
             import deepspeed
             deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False)
+        elif world > 1:
+            torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
         plain = {key: value for key, value in case.items() if key != "lora"}
         model = build_model(plain, torch)
         ref_model = build_model(plain, torch) if case["reference"] == "model" else None
@@ -187,6 +191,15 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
             caller, optimizer = engine, getattr(wrapper, "optimizer", wrapper)
             labeller = Labeller(tracker, model, optimizer, wrapper=wrapper)
         else:
+            if fsdp_run:  # FSDP2 as Accelerate applies it: each decoder layer, then the root (reshard after forward)
+                from torch.distributed.device_mesh import init_device_mesh
+                from torch.distributed.fsdp import fully_shard
+                mesh = init_device_mesh("cpu", (world,))
+                for layer in model.model.layers:
+                    fully_shard(layer, mesh=mesh)
+                fully_shard(model, mesh=mesh)
+                trainable = [p for p in model.parameters() if p.requires_grad]
+                accelerator.state.fsdp_plugin = SimpleNamespace(fsdp_version=2)
             caller = model
             optimizer = torch_optimizer(case, trainable, torch)
             labeller = Labeller(tracker, model, optimizer)

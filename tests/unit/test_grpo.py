@@ -16,6 +16,7 @@ from zeromem_lsp.memory.step import StepInputError
 
 CASES = [case for case in RECORD["cases"] if case["trainer"] == "grpo" and "error" not in case]
 GENERATION = ("the prompt's prefill", "a layer's cache update", "the last token's sampling")
+UNSHARD = "the first layer's unshard"  # FSDP2 only
 MEASURED = {**dict.fromkeys(GENERATION, "generation"), "the reference's log-probs": "reference",
             "the policy's LM head": "forward"}
 PERSISTENT = ("parameters", "optimizer states", "reference model", "fp32 master", "gradient partitions", "reduce bucket")
@@ -23,6 +24,8 @@ PERSISTENT = ("parameters", "optimizer states", "reference model", "fp32 master"
 
 def grpo(case: dict, moment: str | None = None) -> tuple[Preference, dict]:
     preference, kwargs = arguments(case)
+    if case["engine"] == "fsdp2":  # fully_shard per layer and on the root; the harness builds this model in fp32
+        kwargs.update(engine="fsdp", fsdp_version=2, param_dtype="fp32")
     generation = Generation(case["completion_length"], case["steps_per_generation"], case["beta"] != 0, moment=moment)
     return preference._replace(generation=generation, reference_forward=case["beta"] != 0,
                                reference_bytes=preference.reference_bytes if case["beta"] else 0), kwargs
@@ -56,20 +59,23 @@ def test_each_moment_and_its_transients_match_the_measured_phase(case):
     persistent state); the reference's and the policy's moments theirs; no generation moment exceeds it."""
     rank = case["per_rank"][0]
     names = [name for name in MEASURED if case["beta"] or name != "the reference's log-probs"]
+    generation = GENERATION + ((UNSHARD,) if case["engine"] == "fsdp2" else ())
+    names += [UNSHARD] if case["engine"] == "fsdp2" else []
     found = {name: _moment(case, name) for name in names}
-    largest = max(GENERATION, key=lambda name: found[name].peak)
-    for name in [largest, *(name for name in names if name not in GENERATION)]:
+    largest = max(generation, key=lambda name: found[name].peak)
+    for name in [largest, *(name for name in names if name not in generation)]:
         phase = found[name]
-        measured = rank["phases"][MEASURED[name]]["peak"]
+        measured = rank["phases"][MEASURED.get(name, "generation")]["peak"]
         above = phase.peak - sum(size for part, size in phase.parts if part in PERSISTENT)
         assert abs(phase.peak / measured - 1) <= GOAL, (case["id"], name)
         assert abs(above / (measured - rank["persistent_before_step2"]) - 1) <= 0.01, (case["id"], name)
     # (ZeRO-3: the reference's small parameters are whole on every rank only from its forward on; the model keeps
     # them whole throughout, 0.4% of this case's generation)
-    assert all(found[name].peak <= 1.005 * rank["phases"]["generation"]["peak"] for name in GENERATION)
-    # a long prompt's prefill holds the generation's peak, else the last token's sampling
+    assert all(found[name].peak <= 1.005 * rank["phases"]["generation"]["peak"] for name in generation)
+    # FSDP2: the root's and the first layer's unshard; else a long prompt's prefill, or the last token's sampling
     long_prompt = case["prompt_length"] > case["completion_length"]
-    assert largest == ("the prompt's prefill" if long_prompt else "the last token's sampling")
+    assert largest == (UNSHARD if case["engine"] == "fsdp2" else
+                       "the prompt's prefill" if long_prompt else "the last token's sampling")
 
 
 def test_the_generation_holds_the_cache_of_every_generated_row_and_names_its_moment():
@@ -110,7 +116,9 @@ def test_what_the_model_does_not_follow_is_refused_with_the_reason(change, named
     preference, kwargs = grpo(CASES[0])
     with pytest.raises(StepInputError, match=named):
         estimate_preference_step(preference._replace(generation=preference.generation._replace(**change)), **kwargs)
-    with pytest.raises(StepInputError, match="sharded FSDP"):
+    with pytest.raises(StepInputError, match="sharded FSDP1"):
+        estimate_preference_step(preference, **{**kwargs, "engine": "fsdp", "fsdp_version": 1, "ranks": 2})
+    with pytest.raises(StepInputError, match="reference under sharded FSDP"):  # CASES[0] has beta 0.04
         estimate_preference_step(preference, **{**kwargs, "engine": "fsdp", "ranks": 2})
 
 

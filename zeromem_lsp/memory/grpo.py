@@ -21,8 +21,9 @@ benchmarks/preference/grpo.py, tests/data/step/preference.json `grpo-` cases):
 TRL 1.8.0 (axolotl's pin; `trl18-grpo-` cases) runs the same generation and reference steps with the completion
 positions' logits in place of the fused head (GrpoLogitsHead).
 Under ZeRO-3 the generation holds the whole policy gathered (GrpoHead.generation_gathered) and the micro-step after
-it fetches without prefetch (GrpoHead.loss_gathered). vLLM (use_vllm: server or colocate) generates outside this
-process's PyTorch allocations, and sharded FSDP inside summon_full_params: not modelled.
+it fetches without prefetch (GrpoHead.loss_gathered); under FSDP2 its first forward unshards the root and the first
+layer (GrpoHead.unshard). vLLM (use_vllm: server or colocate) generates outside this process's PyTorch allocations,
+FSDP1 inside the root's summon_full_params, and a reference under sharded FSDP: not modelled.
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ TRL18_UNSET = (" (axolotl passes None when trl.max_completion_length is unset: t
 BETA = 0.0
 VLLM = ("GRPO with use_vllm: vLLM generates in its own engine (colocate: a share of the GPU set by "
         "vllm_gpu_memory_utilization; server: other GPUs), outside the step model")
-SHARDED = ("GRPO under sharded FSDP: generation runs the policy inside summon_full_params "
-           "(unwrap_model_for_generation); not measured, not modelled")
+SHARDED = ("GRPO under sharded FSDP1: generation runs inside the root's summon_full_params "
+           "(trl/distributed.py); not measured, not modelled")
+REFERENCE_FSDP = ("GRPO's reference under sharded FSDP (prepare_fsdp, beta != 0): not measured, not modelled; "
+                  "beta 0 is")
 
 
 class Generation(NamedTuple):
@@ -168,6 +171,10 @@ class GrpoHead(NamedTuple):
     #: (`add_hooks` invalidates the parameter coordinator's trace: no prefetch, each module released after use, the
     #: LM head gathered for the head; measured) — with steps_per_generation 1, every micro-step
     loss_gathered: int | None = None
+    #: FSDP2 (sharded, more than one rank): the generation's first forward unshards the root, resharded after the
+    #: last backward, and then the first layer while the root's all-gather output is still alive (measured on
+    #: gloo, as step.py's FSDP2 keeps a layer's at the loss): (the root's bytes, a layer's)
+    unshard: tuple[int, int] | None = None
 
     @property
     def prefetch(self) -> bool:
@@ -194,6 +201,11 @@ class GrpoHead(NamedTuple):
         outside = self._gathered(base, self.generation_gathered)
         found = {name: [*outside, *parts] for name, parts in
                  generation_moments(self.shape, self.generation, sequence, micro, c).items()}
+        if self.unshard is not None:
+            root, layer = self.unshard
+            found["the first layer's unshard"] = [
+                *self._gathered(base, root + layer), Part("all-gather outputs", root + layer),
+                Part("token ids and mask", 2 * I64 * micro * self.generation.steps_per_generation * sequence)]
         rows = micro * self.generation.steps_per_generation
         ids = Part("token ids and mask", 2 * I64 * rows * sequence)
         # the reference runs after the generation released the policy's gathered weights (ZeRO-3)
@@ -222,12 +234,15 @@ class GrpoHead(NamedTuple):
         return max(found.values(), key=lambda parts: sum(part.bytes for part in parts)), loss
 
 
-def check(generation: Generation, sequence_length: int, engine: str, stage: object, sharded: bool, ranks: int) -> None:
+def check(generation: Generation, sequence_length: int, engine: str, stage: object, sharded: bool, ranks: int,
+          fsdp_version: int = 2) -> None:
     """Raise StepInputError for a GRPO step the model does not follow."""
     if generation.use_vllm:
         raise StepInputError(VLLM, "use_vllm")
-    if ranks > 1 and engine == "fsdp" and sharded:
+    if ranks > 1 and engine == "fsdp" and sharded and fsdp_version == 1:
         raise StepInputError(SHARDED, "trainer")
+    if ranks > 1 and engine == "fsdp" and sharded and generation.reference:
+        raise StepInputError(REFERENCE_FSDP, "beta")
     if generation.completion_length < 1 or generation.steps_per_generation < 1:
         raise StepInputError("GRPO's max_completion_length and steps_per_generation must be at least 1")
     if sequence_length <= generation.completion_length:
@@ -299,7 +314,8 @@ def generation_line(shape: object, inputs: dict[str, Given], sequence_length: in
 
 
 #: how a forward phase's moment is named when a GRPO moment holds it (by a part only that moment has)
-MOMENTS = {"prefill layer transients": "GRPO's generation: the prompt's prefill",
+MOMENTS = {"all-gather outputs": "GRPO's generation: the first layer's unshard (FSDP2)",
+           "prefill layer transients": "GRPO's generation: the prompt's prefill",
            "cache update copy": "GRPO's generation: a layer's KV-cache update",
            "next-token logits and probabilities": "GRPO's generation: the last token's sampling"}
 

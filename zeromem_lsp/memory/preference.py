@@ -230,7 +230,8 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
         raise StepInputError(f"preference loss must be one of {', '.join(LOSSES)}, got {preference.loss!r}")
     if trainer == "grpo":
         check_grpo(preference.generation, sequence, str(arguments.get("engine", "torch")), arguments.get("stage"),  # type: ignore[arg-type]
-                   bool(arguments.get("fsdp_sharded", True)), int(arguments.get("ranks", 1)))  # type: ignore[call-overload]
+                   bool(arguments.get("fsdp_sharded", True)), int(arguments.get("ranks", 1)),  # type: ignore[call-overload]
+                   int(arguments.get("fsdp_version", 2)))  # type: ignore[call-overload]
     if preference.loss == "llamafactory" and trainer not in LLAMAFACTORY_TRAINERS:
         raise StepInputError(f"LLaMA-Factory has no {trainer.upper()} trainer (stage: dpo with pref_loss sigmoid, orpo "
                              "or simpo; stage: kto)", "trainer")
@@ -252,7 +253,8 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
         arguments = {**arguments, "frozen": frozen._replace(activations=_frozen_saved(head, frozen, arguments, micro))}  # type: ignore[attr-defined]
     if trainer == "grpo":
         whole, at_loss = _generation_gathered(arguments, preference.generation.steps_per_generation)
-        head = GrpoHead(head, preference.generation, arguments["shape"], preference.reference_gathered, whole, at_loss)
+        head = GrpoHead(head, preference.generation, arguments["shape"], preference.reference_gathered, whole, at_loss,
+                        _fsdp2_unshard(arguments))
     # TRL computes its own loss from the head (a model-level fused or chunked loss never runs under it)
     arguments = {**arguments, "micro_batch": micro, "loss": head, "loss_kernel": "hf"}
     step = estimate_step(**arguments)  # type: ignore[arg-type]
@@ -311,6 +313,24 @@ def _generation_gathered(arguments: dict, steps_per_generation: int) -> tuple[in
         return -(-elements * frozen.all_bytes // frozen.all_parameters)  # type: ignore[attr-defined]
     head = gathered(tensors.head or tensors.embedding) if steps_per_generation == 1 else None
     return gathered(whole), head
+
+
+def _fsdp2_unshard(arguments: dict) -> tuple[int, int] | None:
+    """FSDP2 sharded at more than one rank: (the root's, a decoder layer's) bytes as gathered (the compute dtype
+    under mixed precision; a frozen base's pro rata of its P), as step.py `_fsdp` / `_gathered_frozen`."""
+    if arguments.get("engine") != "fsdp" or not arguments.get("fsdp_sharded", True) or \
+            int(arguments.get("ranks", 1)) < 2 or int(arguments.get("fsdp_version", 2)) != 2:  # type: ignore[call-overload]
+        return None
+    tensors = parameter_tensors(arguments["shape"])  # type: ignore[arg-type]
+    frozen = arguments.get("frozen")
+    if arguments.get("fsdp_mixed"):
+        return DTYPE_BYTES["bf16"] * tensors.root, DTYPE_BYTES["bf16"] * tensors.layer_total
+    if frozen is not None and frozen.all_parameters:  # type: ignore[attr-defined]
+        def share(elements: int) -> int:
+            return -(-elements * frozen.all_bytes // frozen.all_parameters)  # type: ignore[attr-defined]
+        return share(tensors.root), share(tensors.layer_total)
+    width = DTYPE_BYTES[str(arguments.get("param_dtype", "bf16"))]
+    return width * tensors.root, width * tensors.layer_total
 
 
 def _frozen_saved(head: FusedHead | LogitsHead | LlamaFactoryHead | ReferenceFreeHead, frozen: object, arguments: dict, micro: int) -> int:
