@@ -20,8 +20,11 @@ Both models get `add_fused_lm_head` as `__init__` adds it (policy: log_probs and
 The `trl18-grpo-` cases run TRL 1.8.0 (axolotl's pin; --trl18 DIR as benchmarks/preference/measure.py): no fused
 head — its `_get_per_token_logps_and_entropies` makes the completion positions' logits (`logits_to_keep` + 1),
 `selective_log_softmax` and the entropy under `no_grad`; GRPOConfig's max_completion_length default is 256 there.
+Engines: torch (one process); DeepSpeed ZeRO-2 / ZeRO-3 at 2 ranks (`deepspeed.initialize`, the reference through
+`prepare_deepspeed`, the plugin's stage read by `unwrap_model_for_generation`); FSDP2 at 2 ranks (`fully_shard` per
+decoder layer and on the root; beta 0; this harness builds that model in fp32).
 Step 2 of 2 is split into those phases. Results are merged into tests/data/step/preference.json (cases `grpo-`,
-`trl18-grpo-`).
+`trl18-grpo-`), the other scripts' cases kept.
 """
 
 from __future__ import annotations

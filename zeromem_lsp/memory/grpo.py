@@ -201,13 +201,11 @@ class GrpoHead(NamedTuple):
         outside = self._gathered(base, self.generation_gathered)
         found = {name: [*outside, *parts] for name, parts in
                  generation_moments(self.shape, self.generation, sequence, micro, c).items()}
+        ids = Part("token ids and mask", 2 * I64 * micro * self.generation.steps_per_generation * sequence)
         if self.unshard is not None:
             root, layer = self.unshard
-            found["the first layer's unshard"] = [
-                *self._gathered(base, root + layer), Part("all-gather outputs", root + layer),
-                Part("token ids and mask", 2 * I64 * micro * self.generation.steps_per_generation * sequence)]
-        rows = micro * self.generation.steps_per_generation
-        ids = Part("token ids and mask", 2 * I64 * rows * sequence)
+            found["the first layer's unshard"] = [*self._gathered(base, root + layer),
+                                                  Part("all-gather outputs", root + layer), ids]
         # the reference runs after the generation released the policy's gathered weights (ZeRO-3)
         released = self._gathered(base, 0 if self.generation_gathered is not None else None)
         if self.generation.reference and isinstance(self.head, GrpoLogitsHead):
