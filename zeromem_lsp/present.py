@@ -327,7 +327,8 @@ def activation_lines(peak) -> list[str]:
     source = peak.source
     trainer = source.trainer.value if source is not None else "sft"
     loss = source.preference_loss.value if source is not None and source.preference_loss is not None else "fused"
-    if trainer in ("dpo", "kto") and loss in ("fused", "logits") or loss == "llamafactory" and trainer != "sft" \
+    if trainer in ("dpo", "kto", "grpo") and loss in ("fused", "logits") \
+            or loss == "llamafactory" and trainer != "sft" \
             or loss in ("fused", "logits") and trainer in ("orpo", "cpo", "simpo"):
         from zeromem_lsp.memory.activations import DTYPE_BYTES
         from zeromem_lsp.memory.peak import activation_dtype, policy_rows
@@ -335,8 +336,14 @@ def activation_lines(peak) -> list[str]:
 
         c = DTYPE_BYTES[source.lora.activation_dtype if source.lora is not None else activation_dtype(source, peak.family)]
         tokens = source.sequence_length.value * policy_rows(source)
+        completion = source.generation.get("max_completion_length")
         lines.append(head_line(trainer, loss, acts.total, peak.activations.logits_bytes, source.sequence_length.value,
-                               tokens, source.shape.hidden, c, source.shape.vocab))
+                               tokens, source.shape.hidden, c, source.shape.vocab,
+                               completion.value if completion is not None and isinstance(completion.value, int) else 0))
+        if trainer == "grpo":
+            from zeromem_lsp.memory.grpo import generation_line
+            lines.extend(generation_line(source.shape, source.generation, source.sequence_length.value,
+                                         source.micro_batch.value, c))
     else:
         lines.extend(loss_kernel_line(peak, acts.total))
     if acts.checkpointing:

@@ -245,7 +245,7 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
                         checkpointing_path=("gradient_checkpointing",), zero_root=workload.zero_root,
                         loss=recipe_loss(tool, data),
                         preference_loss=recipe.preference_loss, reference_model=recipe.reference_model,
-                        accumulation=_recipe_accumulation(data, recipe.tool))
+                        accumulation=_recipe_accumulation(data, recipe.tool), generation=recipe.generation)
     _adapter_values(recipe.adapter, values, origins)
     for name in ("trainer", "precompute_ref_log_probs"):  # credited to the key that names them
         found = getattr(recipe, name)

@@ -90,7 +90,7 @@ def main() -> None:
         factory |= _fields(factory_classes, root, outside)
     transformers_fields = {field.name for field in dataclasses.fields(Seq2SeqTrainingArguments) if field.init}
     factory |= transformers_fields
-    trl_classes = [trl.ScriptArguments, trl.ModelConfig, trl.SFTConfig, trl.DPOConfig]
+    trl_classes = [trl.ScriptArguments, trl.ModelConfig, trl.SFTConfig, trl.DPOConfig, trl.GRPOConfig]
     trl_keys = {field.name for cls in trl_classes for field in dataclasses.fields(cls) if field.init}
     handbook = _fields(_classes(args.handbook, "src/alignment"), "SFTConfig", outside) | _fields(
         _classes(args.handbook, "src/alignment"), "ScriptArguments", outside) | _fields(
@@ -106,7 +106,7 @@ def main() -> None:
         f"axolotl {_commit(args.axolotl)} (src/axolotl/utils/schemas: AxolotlInputConfig and its bases)\n"
         f"LLaMA-Factory {_commit(args.llamafactory)} (src/llamafactory/hparams: the _TRAIN_ARGS dataclasses)\n"
         f"  + transformers {transformers.__version__} Seq2SeqTrainingArguments\n"
-        f"TRL {trl.__version__} (ScriptArguments, ModelConfig, SFTConfig, DPOConfig)\n"
+        f"TRL {trl.__version__} (ScriptArguments, ModelConfig, SFTConfig, DPOConfig, GRPOConfig)\n"
         f"alignment-handbook {_commit(args.handbook)} (src/alignment/configs.py: its subclasses' own fields)\n"
         '"""\n\n'
         f"TRANSFORMERS_VERSION = {transformers.__version__!r}\nTRL_VERSION = {trl.__version__!r}\n\n"

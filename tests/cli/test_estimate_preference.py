@@ -51,10 +51,71 @@ def test_precomputed_log_probs_and_a_peft_policy_keep_no_reference():
     assert estimate("--trainer", "dpo")["peak"]["zero2"] > precomputed["peak"]["zero2"]
 
 
-def test_trainers_not_modelled_leave_the_peak_unknown_with_why():
-    data = estimate("--trainer", "grpo")
+def test_grpo_gives_a_peak_with_its_generation_named_and_its_inputs_defaulted_from_trl():
+    """--trainer grpo: TRL's defaults (max_completion_length 512, beta 0: no reference) with the sequence length as
+    prompt + completion; many completions generated at once make the generation the peak, named as such."""
+    sft = estimate("--gradient-checkpointing")
+    data = estimate("--trainer", "grpo", "--gradient-checkpointing", "--steps-per-generation", "64")
+    assert data["peak_inputs"]["max_completion_length"] == {
+        "value": 512, "from": "default: TRL GRPOConfig's max_completion_length 512"}
+    assert data["peak_inputs"]["steps_per_generation"] == {"value": 64, "from": "--steps-per-generation"}
+    assert data["peak_inputs"]["beta"]["value"] == 0.0 and data["peak_inputs"]["use_vllm"]["value"] is False
+    held = data["phases"]["zero2"]
+    assert held["peak_phase"] == "forward" and held["moment"].startswith("GRPO's generation")
+    cache = 2 * 32 * 8 * 128 * 2 * 64 * 1023  # Llama-3-8B's K/V per token × 64 completions × (1024 - 1) tokens
+    assert held["parts"]["KV cache (generation)"] == cache and "reference model" not in held["parts"]
+    assert data["peak"]["zero2"] > sft["peak"]["zero2"]
+    # ZeRO-3 gathers the whole policy for generation (all but the small tensors kept whole on every rank)
+    held3 = data["phases"]["zero3"]
+    assert held3["moment"].startswith("GRPO's generation") and P * 0.99 < held3["parts"]["gathered parameters"] < P
+    # a QLoRA base gathers its packed bytes (pro rata of its P), far below the 16-bit policy
+    qlora = estimate("--trainer", "grpo", "--gradient-checkpointing", "--steps-per-generation", "64", "--lora-rank",
+                     "16", "--quantization", "nf4")["phases"]["zero3"]
+    assert qlora["moment"].startswith("GRPO's generation") and qlora["parts"]["gathered parameters"] < P // 2
+    # FSDP2 (beta 0) is modelled; FSDP1's summon_full_params and a reference under sharded FSDP are not, with why
+    assert estimate("--trainer", "grpo", "--engine", "fsdp")["peak"]["zero3"] is not None
+    fsdp1 = estimate("--trainer", "grpo", "--engine", "fsdp", "--fsdp-version", "1")
+    assert fsdp1["peak"]["zero3"] is None and "sharded FSDP1" in fsdp1["phases"]["zero3"]["unknown"]
+    fsdp_ref = estimate("--trainer", "grpo", "--engine", "fsdp", "--beta", "0.04")
+    assert fsdp_ref["peak"]["ddp"] is not None and "reference under sharded FSDP" in \
+        fsdp_ref["phases"]["zero3"]["unknown"]
+    with_reference = estimate("--trainer", "grpo", "--beta", "0.04")
+    assert parts(with_reference, "zero2")["reference model"] == P
+    assert with_reference["peak_inputs"]["beta"] == {"value": 0.04, "from": "--beta"}
+
+
+def test_a_trl_grpo_recipe_gets_its_generation_from_its_keys(tmp_path, monkeypatch):
+    """A TRL GRPOConfig recipe: num_generations names the trainer; beta 0.04 adds the reference copy; the generation
+    batch is per_device_train_batch_size × gradient_accumulation_steps (TRL's default steps_per_generation)."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["meta-llama/Meta-Llama-3-8B"], LLAMA)))
+    recipe = tmp_path / "grpo.yaml"
+    recipe.write_text("model_name_or_path: meta-llama/Meta-Llama-3-8B\ndataset_name: trl-lib/DeepMath-103K\n"
+                      "dtype: bfloat16\nbf16: true\nper_device_train_batch_size: 2\ngradient_accumulation_steps: 8\n"
+                      "num_generations: 8\nmax_completion_length: 256\nbeta: 0.04\nmax_length: 1024\n")
+    done = run_zeromem("estimate", "--config", str(recipe), "-R", "8", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    inputs = data["peak_inputs"]
+    assert inputs["trainer"]["value"] == "grpo" and "num_generations" in inputs["trainer"]["from"]
+    assert inputs["steps_per_generation"]["value"] == 8 and "gradient_accumulation_steps" in \
+        inputs["steps_per_generation"]["from"]
+    assert inputs["max_completion_length"] == {"value": 256, "from": "max_completion_length"}
+    assert parts(data, "ddp")["reference model"] == P  # no DeepSpeed file: torch DDP
+    text = run_zeromem("estimate", "--config", str(recipe), "-R", "8").stdout
+    assert "GRPO generation: 16 completions at once" in text and "prompt 768 at its prefill" in text
+
+
+def test_grpo_options_with_a_config_are_a_usage_error_naming_the_recipe_key(tmp_path):
+    recipe = tmp_path / "grpo.yaml"
+    recipe.write_text("model_name_or_path: m\nnum_generations: 8\n")
+    done = run_zeromem("estimate", "--config", str(recipe), "--beta", "0.1")
+    assert done.returncode == 2 and "--beta goes with --model-config" in done.stderr and "trl.beta" in done.stderr
+
+
+def test_grpo_with_vllm_leaves_the_peak_unknown_with_why():
+    data = estimate("--trainer", "grpo", "--use-vllm")
     assert all(value is None for value in data["peak"].values())
-    assert all("GRPO" in found["unknown"] for found in data["phases"].values())
+    assert all("vLLM" in found["unknown"] for found in data["phases"].values())
 
 
 @pytest.mark.parametrize("trainer", ["orpo", "cpo", "simpo"])
@@ -182,17 +243,31 @@ def test_settings_in_the_block_are_credited(tmp_path):
 
 
 def test_check_says_the_peak_is_unknown_at_the_trainer_that_makes_it_so(tmp_path, monkeypatch):
-    """axolotl's rl: grpo runs TRL's GRPOTrainer, whose generation is not modelled: with a budget, check must not read
-    as a fitting run (no finding) but say only the model state was checked, at the `rl:` key's value."""
+    """axolotl's rl: grpo with trl.use_vllm runs TRL's GRPOTrainer generating with vLLM, whose memory is not
+    modelled: with a budget, check must not read as a fitting run (no finding) but say only the model state was
+    checked, at the `use_vllm` key's value. Without vLLM the peak is known (TRL 1.8's GRPO, axolotl's pin)."""
     monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["meta-llama/Llama-3.2-1B"], LLAMA)))
     recipe = tmp_path / "qlora-1b-grpo.yaml"
     text = (RECIPES / "axolotl/examples/llama-3/qlora-1b-kto.yaml").read_text()
-    recipe.write_text(text.replace("rl: kto\n", "rl: grpo\n"))
-    row = recipe.read_text().splitlines().index("rl: grpo")
+    recipe.write_text(text.replace("rl: kto\n", "rl: grpo\ntrl:\n  use_vllm: true\n"))
+    row = recipe.read_text().splitlines().index("  use_vllm: true")
     done = run_zeromem("check", "--world-size", "1", "--gpu-memory", "80GiB", "--format", "json", str(recipe))
     (unknown,) = [item for item in json.loads(done.stdout)["findings"] if item["code"] == "ZM103"]
-    assert "GRPO generates completions" in unknown["message"] and "only the model state" in unknown["message"]
-    assert (unknown["range"]["start"]["line"], unknown["range"]["start"]["character"]) == (row, len("rl: "))
+    assert "vLLM" in unknown["message"] and "only the model state" in unknown["message"]
+    assert (unknown["range"]["start"]["line"], unknown["range"]["start"]["character"]) == (row, len("  use_vllm: "))
+    plain = tmp_path / "qlora-1b-grpo-plain.yaml"
+    plain.write_text(text.replace("rl: kto\n", "rl: grpo\n"))
+    found = json.loads(run_zeromem("check", "--world-size", "1", "--gpu-memory", "80GiB", "--format", "json",
+                                   str(plain)).stdout)["findings"]
+    assert not [item for item in found if item["code"] in ("ZM103", "ZM104")]
+    data = json.loads(run_zeromem("estimate", "--config", str(plain), "-R", "1", "--format", "json").stdout)
+    assert data["peak"]["ddp"] is not None
+    completion = data["peak_inputs"]["max_completion_length"]
+    assert completion["value"] == 256 and completion["from"].startswith("default: TRL 1.8 GRPOConfig's")
+    assert "set it" in completion["from"]  # axolotl passes None when unset
+    beta = data["peak_inputs"]["beta"]  # the recipe's rl_beta: 0.5, a QLoRA policy (its adapters disabled)
+    assert beta == {"value": 0.5, "from": "rl_beta (axolotl: trl.beta not set)"}
+    assert "reference model" not in data["phases"]["ddp"]["parts"]
     assert done.returncode == 0  # information only
     small = run_zeromem("check", "--world-size", "1", "--gpu-memory", "4GiB", "--format", "json", str(recipe))
     codes = {item["code"] for item in json.loads(small.stdout)["findings"]}

@@ -52,3 +52,33 @@ def test_trl_recipes_by_their_config_class(data, trainer, key):
     assert loss is None  # TRL recipes run the installed TRL: its fused LM head
     if key == "precompute_ref_log_probs":
         assert precompute.value is False
+
+
+def test_a_trl_grpo_recipe_names_grpo_and_its_generation_keys_at_their_paths():
+    """GRPOConfig has `beta` too (a DPOConfig key): a GRPO-only key is read first. steps_per_generation defaults to
+    gradient_accumulation_steps as written (TRL's GRPOConfig.__post_init__)."""
+    _, setup = read_recipe("trl", {"model_name_or_path": "m", "num_generations": 8, "beta": 0.04,
+                                   "max_completion_length": 256, "gradient_accumulation_steps": 4})
+    assert (setup.trainer.value, setup.trainer.path) == ("grpo", ("num_generations",))
+    found = setup.generation
+    assert (found["beta"].value, found["beta"].path) == (0.04, ("beta",))
+    assert (found["max_completion_length"].value, found["max_completion_length"].path) == (256, ("max_completion_length",))
+    assert (found["steps_per_generation"].value, found["steps_per_generation"].path) == (4, ("gradient_accumulation_steps",))
+    assert "use_vllm" not in found  # TRL's default, filled with the peak's inputs (memory/grpo.generation_inputs)
+
+
+def test_axolotl_reads_grpo_keys_from_its_trl_block():
+    _, setup = read_recipe("axolotl", {"base_model": "m", "rl": "grpo",
+                                       "trl": {"use_vllm": "true", "beta": 0.001, "steps_per_generation": 2}})
+    found = setup.generation
+    assert (found["use_vllm"].value, found["use_vllm"].path) == (True, ("trl", "use_vllm"))
+    assert (found["beta"].value, found["beta"].note) == (0.001, "trl.beta")
+    assert found["steps_per_generation"].path == ("trl", "steps_per_generation")
+
+
+def test_axolotl_rl_beta_is_grpos_beta_when_trl_beta_is_not_set():
+    """core/builders/rl.py: trl.beta, else rl_beta."""
+    _, setup = read_recipe("axolotl", {"base_model": "m", "rl": "grpo", "rl_beta": 0.5})
+    assert (setup.generation["beta"].value, setup.generation["beta"].path) == (0.5, ("rl_beta",))
+    _, setup = read_recipe("axolotl", {"base_model": "m", "rl": "grpo", "rl_beta": 0.5, "trl": {"beta": 0.0}})
+    assert (setup.generation["beta"].value, setup.generation["beta"].path) == (0.0, ("trl", "beta"))

@@ -99,8 +99,8 @@ def test_the_generated_trl_keys_match_the_installed_trl():
 
     if trl.__version__ != recipe_keys.TRL_VERSION:
         pytest.skip(f"generated from TRL {recipe_keys.TRL_VERSION}, installed {trl.__version__}")
-    fields = {field.name for cls in (trl.ScriptArguments, trl.ModelConfig, trl.SFTConfig, trl.DPOConfig)
-              for field in dataclasses.fields(cls) if field.init}
+    classes = (trl.ScriptArguments, trl.ModelConfig, trl.SFTConfig, trl.DPOConfig, trl.GRPOConfig)
+    fields = {field.name for cls in classes for field in dataclasses.fields(cls) if field.init}
     assert recipe_keys.TRL_KEYS == fields
 
 

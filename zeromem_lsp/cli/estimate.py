@@ -11,6 +11,7 @@ from zeromem_lsp.cli.errors import UsageError
 from zeromem_lsp.cli.estimate_config import MATCHING_OPTIONS, matching_options
 from zeromem_lsp.cli.estimate_config import positive as _positive
 from zeromem_lsp.configs.model_config import MAX_SIZE, UnsupportedModel, count_parameters_from_text, model_shape_from_text
+from zeromem_lsp.memory.grpo import KEYS as GRPO_KEYS, generation_inputs
 from zeromem_lsp.memory.peak import Peak, PeakInputs, estimate_peak
 from zeromem_lsp.provenance import Given, Origin
 from zeromem_lsp.memory.adapter_plan import lora_peak
@@ -77,7 +78,18 @@ def register(commands) -> None:
     step.add_argument("--trainer", choices=TRAINERS,
                       help="what trains (default sft): dpo and kto add TRL's frozen reference model and their loss "
                       "(docs/adapters.md, Preference trainers); orpo, simpo, cpo: TRL's reference-free trainers; "
-                      "grpo leaves the peak unknown")
+                      "grpo: TRL's GRPOTrainer, its generation and reference log-probs in the step (the sequence "
+                      "length is prompt + completion)")
+    step.add_argument("--max-completion-length", metavar="N", type=int,
+                      help="with --trainer grpo: tokens generated per completion (default TRL's 512, half the "
+                      "sequence length when that is not above 512)")
+    step.add_argument("--steps-per-generation", metavar="N", type=int,
+                      help="with --trainer grpo: micro-batches generated at once (default 1; TRL's default is "
+                      "gradient_accumulation_steps)")
+    step.add_argument("--beta", type=float, help="with --trainer grpo: the KL coefficient; not 0 adds the reference "
+                      "model (default TRL's 0.0)")
+    step.add_argument("--use-vllm", action="store_true", default=None,
+                      help="with --trainer grpo: generation by vLLM (its memory is not modelled: peak unknown)")
     step.add_argument("--precompute-ref-log-probs", action="store_true", default=None,
                       help="TRL's precompute_ref_log_probs: no reference model in the training step")
     lora = parser.add_argument_group("LoRA / QLoRA (needs --model-config: the adapters go on its linear layers)")
@@ -313,6 +325,7 @@ def _peak_maker(args, shape, problem, plan_inputs: Inputs):
         loss_kernel=Given(args.loss_kernel, "--loss-kernel") if args.loss_kernel else PeakInputs.loss_kernel,
         trainer=Given(args.trainer, "--trainer") if args.trainer else PeakInputs.trainer,
         precompute_ref_log_probs=Given(True, "--precompute-ref-log-probs") if args.precompute_ref_log_probs else None,
+        generation=generation_inputs(_generation_flags(args), sequence),
         parameters=plan_inputs.parameters, ranks=plan_inputs.world_size,
         optimizer=plan_inputs.adapter.optimizer if plan_inputs.adapter is not None else args.optimizer,
         lora=lora_peak(plan_inputs.adapter, args.precision))
@@ -320,6 +333,12 @@ def _peak_maker(args, shape, problem, plan_inputs: Inputs):
     def make(state: dict[str, int]) -> Peak:
         return estimate_peak(state, engine.value, inputs)
     return make
+
+
+def _generation_flags(args) -> dict[str, Given]:
+    """GRPO's inputs given as options (memory/grpo.py KEYS)."""
+    return {key: Given(getattr(args, key), "--" + key.replace("_", "-")) for key in GRPO_KEYS
+            if getattr(args, key, None) is not None}
 
 
 def calculator(args) -> tuple[Estimate, str | None]:

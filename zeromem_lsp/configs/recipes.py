@@ -113,6 +113,7 @@ class RecipeSetup:
     precompute_ref_log_probs: Given | None = None
     preference_loss: Given | None = None  # the DPO loss the tool runs when not TRL's fused head ("logits" or why not)
     reference_model: Given | None = None  # a reference model named apart from the policy ("copy" or why not modelled)
+    generation: dict[str, Given] = field(default_factory=dict)  # GRPO's keys as written (`_grpo`)
 
 
 def _issue(kind: str, path: Path, target: str, message: str, replacement: str | None = None) -> ConfigIssue:
@@ -245,6 +246,36 @@ def _precompute(data: dict) -> Given | None:
     return Given(flag, found.note, found.path) if found is not None and flag is not None else None
 
 
+#: GRPOConfig's keys the peak reads (memory/grpo.py KEYS); TRL's own defaults fill the ones not written
+GRPO_KEYS = ("max_completion_length", "steps_per_generation", "beta", "use_vllm")
+
+
+def _grpo(data: dict, block: tuple[str, ...] = ()) -> dict[str, Given]:
+    """GRPO's keys at `block` (axolotl's `trl:` mapping, or the top of a TRL recipe), each at its key path; without
+    steps_per_generation, TRL's default: gradient_accumulation_steps as written."""
+    inner = data
+    for key in block:
+        inner = inner.get(key) if isinstance(inner, dict) else None
+    found: dict[str, Given] = {}
+    for key in GRPO_KEYS:
+        if isinstance(inner, dict) and inner.get(key) is not None:
+            value = read_flag(inner[key]) if key == "use_vllm" and read_flag(inner[key]) is not None else inner[key]
+            found[key] = Given(value, ".".join((*block, key)), (*block, key))
+    steps = positive_int(data.get("gradient_accumulation_steps"))
+    if "steps_per_generation" not in found and steps is not None:
+        found["steps_per_generation"] = Given(steps, "gradient_accumulation_steps: TRL's default steps_per_generation",
+                                              ("gradient_accumulation_steps",))
+    return found
+
+
+def _axolotl_grpo(data: dict) -> dict[str, Given]:
+    """axolotl's `trl:` block; `rl_beta` when `trl.beta` is not set (core/builders/rl.py)."""
+    found = _grpo(data, ("trl",))
+    if "beta" not in found and data.get("rl_beta") is not None:
+        found["beta"] = Given(data["rl_beta"], "rl_beta (axolotl: trl.beta not set)", ("rl_beta",))
+    return found
+
+
 def _axolotl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
     method = str(data.get("adapter") or "full")
     bf16, fp16 = data.get("bf16", "auto"), read_flag(data.get("fp16"))
@@ -289,7 +320,7 @@ def _axolotl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
         _given(data, "fsdp_config"), adapter if method != "full" else None,
         {"bf16": dtype.value == "bf16", "fp16": dtype.value == "fp16"},
         _preference(data, "rl", AXOLOTL_RL, "axolotl"), _precompute(data),
-        AXOLOTL_LIGER if read_flag(data.get("dpo_use_liger_kernel")) else AXOLOTL_LOSS)
+        AXOLOTL_LIGER if read_flag(data.get("dpo_use_liger_kernel")) else AXOLOTL_LOSS, generation=_axolotl_grpo(data))
 
 
 def _split(found: Given | None) -> Given | None:
@@ -403,12 +434,16 @@ def _trl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
         positive_int(data.get("gradient_accumulation_steps")) or 1,
         _positive(data, ("max_length", "max_seq_length"), 1024, "TRL", out), checkpointing, dtype, compute,
         _optimizer(data, "optim", "adamw_torch", "Transformers"), _given(data, "deepspeed"), None,
-        adapter if peft else None, {"bf16": bool(bf16), "fp16": fp16}, _trl_trainer(data), _precompute(data))
+        adapter if peft else None, {"bf16": bool(bf16), "fp16": fp16}, _trl_trainer(data), _precompute(data),
+        generation=_grpo(data))
 
 
 #: Keys only TRL's KTOConfig / DPOConfig have (trl/trainer/kto_config.py, dpo_config.py; `beta` and
 #: `max_prompt_length` also in the reference-free ORPO / CPO configs: set `trainer` when those run).
 KTO_KEYS = ("desirable_weight", "undesirable_weight")
+#: Keys only TRL's GRPOConfig has (trl/trainer/grpo_config.py), read first: it has `beta` too.
+GRPO_ONLY_KEYS = ("num_generations", "steps_per_generation", "generation_batch_size", "epsilon_high", "scale_rewards",
+                  "reward_weights", "ds3_gather_for_generation")
 DPO_KEYS = ("precompute_ref_log_probs", "ref_model_init_kwargs", "sync_ref_model", "rpo_alpha", "ld_alpha",
             "use_weighting", "f_divergence_type", "beta", "max_prompt_length")
 
@@ -416,7 +451,7 @@ DPO_KEYS = ("precompute_ref_log_probs", "ref_model_init_kwargs", "sync_ref_model
 def _trl_trainer(data: dict) -> Given | None:
     """A TRL / alignment-handbook recipe is run by its script (run_dpo.py, dpo.py, ...): the trainer is read
     from the config class whose keys it sets."""
-    for trainer, keys in (("kto", KTO_KEYS), ("dpo", DPO_KEYS)):
+    for trainer, keys in (("grpo", GRPO_ONLY_KEYS), ("kto", KTO_KEYS), ("dpo", DPO_KEYS)):
         key = next((key for key in keys if key in data), None)
         if key is not None:
             return Given(trainer, f"{key}: a {trainer.upper()}Config key (TRL {trainer.upper()}Trainer)", (key,))

@@ -269,8 +269,8 @@ class ZeromemSettingsModel(BaseModel):
         None, description="What trains, for the peak: `sft` (default: the model's own loss), `dpo` or `kto` (TRL's "
         "DPOTrainer / KTOTrainer: a frozen reference model beside the policy unless it is a PEFT model, DPO's chosen "
         "and rejected rows stacked, TRL's fused LM head), `orpo`, `simpo`, `cpo` (TRL's reference-free trainers: "
-        "the logits of the stacked rows) or `grpo` (peak unknown, not modelled). docs/adapters.md, "
-        "\"Preference trainers\".",
+        "the logits of the stacked rows) or `grpo` (TRL's GRPOTrainer: its generation and the reference's log-probs "
+        "before the loss; with use_vllm the peak is unknown). docs/adapters.md, \"Preference trainers\".",
     )
     precompute_ref_log_probs: bool | None = Field(
         None, strict=True, description="TRL's precompute_ref_log_probs: the reference log-probs are computed before "

@@ -38,6 +38,7 @@ class Workload:
     preference_loss: Given | None = None  # a recipe tool's DPO loss when not TRL's fused head (configs/recipes.py)
     reference_model: Given | None = None  # a recipe's reference model named apart from the policy (configs/recipes.py)
     accumulation: Given | None = None  # gradient_accumulation_steps as written (memory/accumulation.py)
+    generation: dict[str, Given] = field(default_factory=dict)  # GRPO's keys as a recipe writes them (recipes.py)
 
 
 def _at(root: Path | None, *keys: str) -> Path | None:

@@ -19,6 +19,7 @@ from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.memory.lora_activations import LoraActivations, estimate_lora_activations
 from zeromem_lsp.memory.stages import stage as stage_named
 from zeromem_lsp.memory.loss_and_reference import LossInputError, reference_model_bytes
+from zeromem_lsp.memory.grpo import KEYS as GRPO_KEYS, generation_inputs, generation_of
 from zeromem_lsp.memory.preference import LOSSES, WITH_REFERENCE, Preference, estimate_preference_step, reference_gathered, rows
 from zeromem_lsp.memory.step import Buckets, FrozenBase, Phase, StepInputError, estimate_step, parameter_tensors
 from zeromem_lsp.provenance import Given
@@ -51,7 +52,10 @@ INPUT_LABELS = {"sequence_length": "sequence length", "micro_batch": "micro-batc
                 "reserved": "reserved", "engine": "engine", "fsdp_version": "FSDP version",
                 "param_dtype": "parameter dtype",
                 "optimizer_impl": "optimizer implementation", "loss_kernel": "loss kernel", "trainer": "trainer",
-                "precompute_ref_log_probs": "precomputed reference log-probs"}
+                "precompute_ref_log_probs": "precomputed reference log-probs",
+                # GRPO's (memory/grpo.py KEYS), shown for trainer grpo only
+                "max_completion_length": "GRPO max completion length", "steps_per_generation": "GRPO steps per generation",
+                "beta": "GRPO beta", "use_vllm": "GRPO use_vllm"}
 
 
 class LoraPeak(NamedTuple):
@@ -93,10 +97,12 @@ class PeakInputs:
     precompute_ref_log_probs: Given | None = None  # shown when given (it matters to dpo and kto only)
     preference_loss: Given | None = None  # the DPO loss a recipe's tool runs when not TRL's fused head ("logits")
     reference_model: Given | None = None  # a recipe's reference named apart from the policy: "copy", else why not
+    generation: dict[str, Given] = field(default_factory=dict)  # GRPO's inputs (memory/grpo.generation_inputs)
 
     def used(self) -> dict[str, Given]:
-        """The inputs given, by field name (INPUT_LABELS order)."""
-        found = {name: getattr(self, name) for name in INPUT_LABELS}
+        """The inputs given, by field name (INPUT_LABELS order); GRPO's with trainer grpo."""
+        grpo = self.generation if str(_value(self.trainer)) == "grpo" else {}
+        found = {name: grpo.get(name) if name in GRPO_KEYS else getattr(self, name) for name in INPUT_LABELS}
         return {name: given for name, given in found.items() if given is not None}
 
 
@@ -377,9 +383,14 @@ def preference(inputs: PeakInputs, arguments: dict, stage: str, offload: object)
     kind = "fused" if loss is None else str(loss.value)
     if trainer in ("dpo", "kto") and kind not in LOSSES:
         raise StepInputError(loss.note, "preference_loss")  # type: ignore[union-attr]
-    if trainer not in WITH_REFERENCE:  # reference-free (LLaMA-Factory's orpo / simpo; the others are refused)
+    generation = None
+    if trainer == "grpo":  # beta != 0: a reference (a copy, or the PEFT policy's adapters disabled)
+        generation = generation_of(inputs.generation or generation_inputs({}, _value(inputs.sequence_length)))  # type: ignore[arg-type]
+        if not generation.reference:
+            return Preference(trainer, 0, False, 0, loss=kind if kind in LOSSES else "fused", generation=generation)
+    elif trainer not in WITH_REFERENCE:  # reference-free (LLaMA-Factory's orpo / simpo; the others are refused)
         return Preference(trainer, 0, False, 0, loss=kind if kind in LOSSES else "fused")
-    precomputed = bool(_value(inputs.precompute_ref_log_probs))
+    precomputed = trainer != "grpo" and bool(_value(inputs.precompute_ref_log_probs))
     named = inputs.reference_model  # LLaMA-Factory's ref_model: a copy even beside a PEFT policy
     if named is not None and named.value != "copy" and not precomputed:
         raise StepInputError(named.note, "reference_model")
@@ -402,7 +413,8 @@ def preference(inputs: PeakInputs, arguments: dict, stage: str, offload: object)
     gathered = reference_gathered(tensors, gathered_width, engine, place if engine == "fsdp" else number,
                                   inputs.ranks, "llamafactory" if kind == "llamafactory" else "fused") \
         if reference.bytes_per_rank else 0
-    return Preference(trainer, reference.bytes_per_rank, not precomputed, gathered, loss=kind)
+    found = Preference(trainer, reference.bytes_per_rank, not precomputed, gathered, loss=kind)
+    return found if generation is None else found._replace(generation=generation, reference_forward=True)
 
 
 def _element_count(entry: Given | None, key: str, shape: ModelShape | None, missing: list[str]) -> int | None:

@@ -18,6 +18,7 @@ from zeromem_lsp.configs.model_config import ModelShape, ParameterCount, Unsuppo
 from zeromem_lsp.configs.training import TrainingSetup
 from zeromem_lsp.configs.workload import Workload
 from zeromem_lsp.memory.adapter_plan import lora_peak
+from zeromem_lsp.memory.grpo import generation_inputs
 from zeromem_lsp.memory.peak import PeakInputs
 from zeromem_lsp.memory.plan import Inputs
 from zeromem_lsp.provenance import Given, Origin
@@ -177,5 +178,19 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
         precompute_ref_log_probs=_pick(None, "precompute_ref_log_probs", resolved),
         preference_loss=workload.preference_loss,
         reference_model=workload.reference_model,
+        generation=generation_inputs(workload.generation, _value_of(_pick(workload.sequence_length, "sequence_length",
+                                                                          resolved)), _accumulation(source.setup),
+                                     trl18=workload.preference_loss is not None
+                                     and workload.preference_loss.value == "logits"),
     )
+
+
+def _value_of(given: Given | None) -> int | None:
+    return given.value if given is not None and isinstance(given.value, int) else None  # type: ignore[return-value]
+
+
+def _accumulation(setup: TrainingSetup | None) -> Given | None:
+    """gradient_accumulation_steps as the training config sets it (GRPO's default steps_per_generation)."""
+    steps = setup.gradient_accumulation_steps if setup is not None else None
+    return Given(steps, "gradient_accumulation_steps") if isinstance(steps, int) else None
 

@@ -15,7 +15,8 @@ trl/kernels/chunked_logprob.py `ChunkedLogProbFunction`; measured on CPU by benc
   states and, for a trainable head, of the head weight, and casts them to the parameters' dtype at the end.
 - ORPO, CPO and SimPO (trl/experimental/orpo, trl/experimental/cpo) are reference-free and keep the full logits of
   2·b rows, the chosen rows' NLL and a per-row log-softmax (memory/reference_free_loss.py). LLaMA-Factory's own
-  trainers: memory/llamafactory_loss.py. GRPO generates completions during the step: not modelled.
+  trainers: memory/llamafactory_loss.py. GRPO (its generation and reference log-probs before the loss):
+  memory/grpo.py.
 
 The reference model's own bytes (memory/loss_and_reference.py `reference_model_bytes`) are a part of every moment;
 its forward (tiles, last hidden states, at ZeRO-3 its gathered weights) is a moment of the forward phase.
@@ -27,20 +28,24 @@ from typing import NamedTuple
 
 from zeromem_lsp.configs.settings_values import TRAINERS  # the `trainer` setting; sft: ForCausalLMLoss
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, I64, ActivationInputError, estimate_activations
+from zeromem_lsp.memory.grpo import MOMENTS as GRPO_MOMENTS, Generation, GrpoHead, GrpoLogitsHead, check as check_grpo
 from zeromem_lsp.memory.llamafactory_loss import TRAINERS as LLAMAFACTORY_TRAINERS, LlamaFactoryHead
 from zeromem_lsp.memory.reference_free_loss import TRAINERS as REFERENCE_FREE, ReferenceFreeHead
-from zeromem_lsp.memory.step import Part, Phase, StepInputError, StepPeak, Tensors, estimate_step
+from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS
+from zeromem_lsp.memory.step import (Buckets, Part, Phase, StepInputError, StepPeak, Tensors, estimate_step,
+                                     parameter_tensors)
 
 #: Trainers that keep a reference model (unless PEFT or precomputed log-probs); the others are reference-free.
 WITH_REFERENCE = ("dpo", "kto")
-MODELLED = ("sft", "dpo", "kto", "orpo", "simpo", "cpo")
+MODELLED = ("sft", "dpo", "kto", "orpo", "simpo", "cpo", "grpo")
 #: The DPO loss's implementation: TRL's fused LM head (TRL 1.16), TRL 1.8's logits (axolotl's pin) or
 #: LLaMA-Factory's own trainers (memory/llamafactory_loss.py; its DPO with orpo / simpo, and its KTO).
 LOSSES = ("fused", "logits", "llamafactory")
 TOKEN_TILE, VOCABULARY_TILE = 4096, 32768  # chunked_logprob.TOKEN_CHUNK_SIZE, utils._CHUNKED_LOGPROB_CHUNK_SIZE
 #: per-token fields each trainer's fused head computes (DPOTrainer / KTOTrainer `__init__`, no WPO weighting)
-OUTPUTS = {"dpo": ("log_probs", "entropy", "mean_logits", "is_top1"), "kto": ("log_probs", "entropy", "mean_logits")}
-UNMODELLED = {"grpo": "GRPO generates completions inside the training step; generation is not modelled"}
+OUTPUTS = {"dpo": ("log_probs", "entropy", "mean_logits", "is_top1"), "kto": ("log_probs", "entropy", "mean_logits"),
+           "grpo": ("log_probs", "entropy")}  # GRPOTrainer `__init__`
+
 
 
 class FusedHead(NamedTuple):
@@ -183,6 +188,7 @@ class Preference(NamedTuple):
     #: the model config's use_cache, which TRL 1.8's KTO leaves on: axolotl's `check_model_config`
     #: (src/axolotl/loaders/utils.py) sets it False for the policy and the reference it loads
     kv_cache: bool = False
+    generation: Generation = Generation()  # GRPO only (memory/grpo.py)
 
 
 def reference_gathered(tensors: Tensors, width: int, engine: str, stage: object, ranks: int, loss: str = "fused") -> int:
@@ -215,8 +221,6 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
     trainer = preference.trainer
     if trainer not in TRAINERS:
         raise StepInputError(f"trainer must be one of {', '.join(TRAINERS)}, got {trainer!r}")
-    if trainer in UNMODELLED:
-        raise StepInputError(UNMODELLED[trainer], "trainer")
     if trainer == "sft":
         return estimate_step(**arguments)  # type: ignore[arg-type]
     frozen = arguments.get("frozen")
@@ -224,6 +228,10 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
     micro = rows(trainer, arguments["micro_batch"])  # type: ignore[arg-type]
     if preference.loss not in LOSSES:
         raise StepInputError(f"preference loss must be one of {', '.join(LOSSES)}, got {preference.loss!r}")
+    if trainer == "grpo":
+        check_grpo(preference.generation, sequence, str(arguments.get("engine", "torch")), arguments.get("stage"),  # type: ignore[arg-type]
+                   bool(arguments.get("fsdp_sharded", True)), int(arguments.get("ranks", 1)),  # type: ignore[call-overload]
+                   int(arguments.get("fsdp_version", 2)))  # type: ignore[call-overload]
     if preference.loss == "llamafactory" and trainer not in LLAMAFACTORY_TRAINERS:
         raise StepInputError(f"LLaMA-Factory has no {trainer.upper()} trainer (stage: dpo with pref_loss sigmoid, orpo "
                              "or simpo; stage: kto)", "trainer")
@@ -231,8 +239,11 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
     triton = preference.triton
     if preference.loss in ("fused", "logits") and trainer in REFERENCE_FREE:  # TRL's ORPOTrainer / CPOTrainer
         kind, triton = ReferenceFreeHead, triton and preference.loss == "fused"  # TRL 1.8: no Triton kernel
-    head = kind(trainer, sequence, preference.reference_forward,  # type: ignore[arg-type]
-                preference.reference_gathered, head_trainable=frozen is None, triton=triton)
+    if trainer == "grpo" and preference.loss == "logits":  # TRL 1.8's GRPOTrainer (axolotl's pin)
+        head = GrpoLogitsHead(sequence, preference.generation.completion_length, frozen is None)
+    else:  # GRPO's reference runs before the policy's forward (its own moment, memory/grpo.py), never beside it
+        head = kind(trainer, sequence, preference.reference_forward and trainer != "grpo",  # type: ignore[arg-type]
+                    preference.reference_gathered, head_trainable=frozen is None, triton=triton)
     if kind is LogitsHead and trainer == "kto" and preference.kv_cache:
         shape, cache = arguments["shape"], kv_cache(arguments["shape"], micro * sequence)  # type: ignore[arg-type]
         repeated = arguments.get("attention") == "eager" and shape.kv_heads < shape.heads  # type: ignore[attr-defined]
@@ -240,6 +251,10 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
     if frozen is not None:  # its activations are read after the loss too: the fused head's, not the log-softmax
         head = head._replace(adjusted=True)
         arguments = {**arguments, "frozen": frozen._replace(activations=_frozen_saved(head, frozen, arguments, micro))}  # type: ignore[attr-defined]
+    if trainer == "grpo":
+        whole, at_loss = _generation_gathered(arguments, preference.generation.steps_per_generation)
+        head = GrpoHead(head, preference.generation, arguments["shape"], preference.reference_gathered, whole, at_loss,
+                        _fsdp2_unshard(arguments))
     # TRL computes its own loss from the head (a model-level fused or chunked loss never runs under it)
     arguments = {**arguments, "micro_batch": micro, "loss": head, "loss_kernel": "hf"}
     step = estimate_step(**arguments)  # type: ignore[arg-type]
@@ -248,7 +263,7 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
 
 
 def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_length: int, tokens: int, hidden: int,
-              c: int, vocab: int) -> str:
+              c: int, vocab: int, completion_length: int = 0) -> str:
     """How the phases' "activations" follow from the activations shown: the loss's tensors (and, for the fused
     head, the LM head's input) swapped for what the preference loss keeps."""
     stacked = "chosen and rejected stacked, " if rows(trainer, 1) == 2 else ""
@@ -260,6 +275,9 @@ def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_l
     if loss == "llamafactory":
         return lead + LlamaFactoryHead(trainer, sequence_length, True).line(saved, logits_bytes, tokens, hidden, c,
                                                                              vocab)
+    if loss == "logits" and trainer == "grpo":
+        return lead + GrpoLogitsHead(sequence_length, completion_length).line(saved, logits_bytes, tokens, hidden, c,
+                                                                                vocab)
     if loss == "logits":
         head = LogitsHead(trainer, sequence_length, True)
         kept = head.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
@@ -272,6 +290,47 @@ def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_l
     return (f"{lead}its fused LM head keeps {kept:,} B (a shifted copy of the last hidden states, labels, log-sum-exp "
             f"per token) in place of the loss {logits_bytes:,} and the head's input {head_input:,}: activations "
             f"{saved:,} - {logits_bytes:,} - {head_input:,} + {kept:,} = {saved - logits_bytes - head_input + kept:,} B")
+
+
+def _generation_gathered(arguments: dict, steps_per_generation: int) -> tuple[int | None, int | None]:
+    """ZeRO-3 at more than one rank: (the policy's parameters gathered whole for GRPO's generation — all but those
+    kept whole on every rank, at most stage3_param_persistence_threshold elements, memory/step.py `_deepspeed` —, the
+    LM head alone gathered at the loss when every micro-step follows a generation); (None, None) otherwise. A frozen
+    base's bytes are pro rata of its whole P (a quantized base gathers its packed bytes), as step.py's."""
+    buckets = arguments.get("buckets", Buckets())
+    if arguments.get("engine") != "deepspeed" or arguments.get("stage") != 3 or int(arguments.get("ranks", 1)) < 2:  # type: ignore[call-overload]
+        return None, None
+    threshold = (DEEPSPEED_DEFAULTS["stage3_param_persistence_threshold"] if buckets.persistence_threshold is None
+                 else buckets.persistence_threshold)  # type: ignore[union-attr]
+    tensors = parameter_tensors(arguments["shape"])  # type: ignore[arg-type]
+    whole = sum(numel for numel in tensors.all() if numel > threshold)
+    frozen = arguments.get("frozen")
+    width = DTYPE_BYTES[str(arguments.get("param_dtype", "bf16"))]
+
+    def gathered(elements: int) -> int:
+        if frozen is None or not frozen.all_parameters:  # type: ignore[attr-defined]
+            return width * elements
+        return -(-elements * frozen.all_bytes // frozen.all_parameters)  # type: ignore[attr-defined]
+    head = gathered(tensors.head or tensors.embedding) if steps_per_generation == 1 else None
+    return gathered(whole), head
+
+
+def _fsdp2_unshard(arguments: dict) -> tuple[int, int] | None:
+    """FSDP2 sharded at more than one rank: (the root's, a decoder layer's) bytes as gathered (the compute dtype
+    under mixed precision; a frozen base's pro rata of its P), as step.py `_fsdp` / `_gathered_frozen`."""
+    if arguments.get("engine") != "fsdp" or not arguments.get("fsdp_sharded", True) or \
+            int(arguments.get("ranks", 1)) < 2 or int(arguments.get("fsdp_version", 2)) != 2:  # type: ignore[call-overload]
+        return None
+    tensors = parameter_tensors(arguments["shape"])  # type: ignore[arg-type]
+    frozen = arguments.get("frozen")
+    if arguments.get("fsdp_mixed"):
+        return DTYPE_BYTES["bf16"] * tensors.root, DTYPE_BYTES["bf16"] * tensors.layer_total
+    if frozen is not None and frozen.all_parameters:  # type: ignore[attr-defined]
+        def share(elements: int) -> int:
+            return -(-elements * frozen.all_bytes // frozen.all_parameters)  # type: ignore[attr-defined]
+        return share(tensors.root), share(tensors.layer_total)
+    width = DTYPE_BYTES[str(arguments.get("param_dtype", "bf16"))]
+    return width * tensors.root, width * tensors.layer_total
 
 
 def _frozen_saved(head: FusedHead | LogitsHead | LlamaFactoryHead | ReferenceFreeHead, frozen: object, arguments: dict, micro: int) -> int:
@@ -292,7 +351,10 @@ def _with_reference(phase: Phase, reference: int) -> Phase:
     holding the peak does not change); its moment named for the reference forward when that holds it."""
     parts = phase.parts + ((Part("reference model", reference),) if reference else ())
     moment = phase.moment
-    if any(part.name in ("reference forward", "reference log-softmax") for part in parts):
+    grpo = [GRPO_MOMENTS[part.name] for part in parts if part.name in GRPO_MOMENTS]
+    if grpo:
+        moment = grpo[0]
+    elif any(part.name in ("reference forward", "reference log-softmax") for part in parts):
         moment = "the reference model's forward"
     elif any(part.name == "entropy metric" for part in parts):
         moment = "the loss's entropy metric (both models' logits alive)"

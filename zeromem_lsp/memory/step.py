@@ -494,7 +494,9 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
                                             Part("16-bit partition copies", w * shard),
                                             Part("fp32 gradients", fp32_grads)]
     forwards = {"the loss": forward}
-    if stage == 3 and r > 1:  # the first fetch: one flat all-gather output, then copied out per parameter
+    # the first fetch: one flat all-gather output, then copied out per parameter (none without a prefetch: GRPO's
+    # first micro-step after generation, memory/grpo.py)
+    if stage == 3 and r > 1 and getattr(setup.loss, "prefetch", True):
         fetch = min(n - persistent, max(min(prefetch, live), t.embedding))
         forwards["the first all-gather"] = [*base, Part("gathered parameters", 2 * w * fetch)]
     if stage == 3 and r > 1 and setup.loss is None:  # (a fused head's backward is the loss's backward)

@@ -1,0 +1,321 @@
+"""TRL's GRPO step in the whole-step peak (pure): generation, the reference's log-probs, then the policy's loss.
+
+What TRL 1.16 runs with use_vllm false, its default (trl/trainer/grpo_trainer.py; measured on CPU by
+benchmarks/preference/grpo.py, tests/data/step/preference.json `grpo-` cases):
+- `_prepare_inputs` → `_generate_and_score_completions` → `_generate_single_turn`: the policy's HF `generate` under
+  `no_grad` over the generation batch, per_device_train_batch_size × steps_per_generation completions on a rank
+  (steps_per_generation defaults to gradient_accumulation_steps, grpo_config.py `__post_init__`; the sampler has
+  already repeated each prompt num_generations times, so num_generations changes no rank's bytes), each up to
+  max_completion_length new tokens (the worst case: no EOS). It runs at the first micro-step of an optimizer step,
+  after `zero_grad`: no gradients are alive. Its moments (transformers' DynamicCache and `_sample`):
+  the prompt's prefill (the cache of every prompt token, one decoder layer's MLP — three b·p·I tensors — beside four
+  b·p·h hidden states: the embeddings, the layer's input, its residual and normed input — and the rotary cos / sin),
+  a layer's cache update (`torch.cat` makes the grown keys while the old ones are alive) and the last token's
+  sampling (the cache of prompt + completion − 1 tokens, the last position's logits in the compute dtype, their
+  fp32 copy, the softmax and one more fp32 copy).
+- beta != 0 (GRPOConfig's default is 0.0: no reference): `_get_per_token_logps_and_entropies` of the reference — a
+  copy of the policy, or the PEFT policy with its adapters disabled (`use_adapter(model, None)`) — under `no_grad`,
+  in chunks of per_device_train_batch_size completions, through TRL's fused LM head (FusedHead's reference forward).
+- `_compute_loss`: the policy's forward over b completions of prompt + completion tokens through the fused head
+  (outputs log_probs and entropy), the clipped ratio loss on per-token tensors, its backward and the optimizer.
+TRL 1.8.0 (axolotl's pin; `trl18-grpo-` cases) runs the same generation and reference steps with the completion
+positions' logits in place of the fused head (GrpoLogitsHead).
+Under ZeRO-3 the generation holds the whole policy gathered (GrpoHead.generation_gathered) and the micro-step after
+it fetches without prefetch (GrpoHead.loss_gathered); under FSDP2 its first forward unshards the root and the first
+layer (GrpoHead.unshard). vLLM (use_vllm: server or colocate) generates outside this process's PyTorch allocations,
+FSDP1 inside the root's summon_full_params, and a reference under sharded FSDP: not modelled.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from zeromem_lsp.memory.activations import F32, I64
+from zeromem_lsp.memory.step import Part, StepInputError
+from zeromem_lsp.provenance import Given
+
+#: GRPOConfig's defaults (trl/trainer/grpo_config.py, TRL 1.16 and 1.8)
+MAX_COMPLETION_LENGTH = 512
+MAX_COMPLETION_LENGTH_TRL18 = 256  # TRL 1.8.0's GRPOConfig (axolotl's pin)
+#: axolotl passes trl.max_completion_length even when unset (core/trainers/grpo/__init__.py): None
+TRL18_UNSET = (" (axolotl passes None when trl.max_completion_length is unset: the model's generation_config then "
+               "bounds the completions; set it)")
+BETA = 0.0
+VLLM = ("GRPO with use_vllm: vLLM generates in its own engine (colocate: a share of the GPU set by "
+        "vllm_gpu_memory_utilization; server: other GPUs), outside the step model")
+SHARDED = ("GRPO under sharded FSDP1: generation runs inside the root's summon_full_params "
+           "(trl/distributed.py); not measured, not modelled")
+REFERENCE_FSDP = ("GRPO's reference under sharded FSDP (prepare_fsdp, beta != 0): not measured, not modelled; "
+                  "beta 0 is")
+
+
+class Generation(NamedTuple):
+    """What GRPO's generation and reference need beyond the step's rows (b completions of sequence_length tokens:
+    prompt + completion)."""
+
+    completion_length: int = MAX_COMPLETION_LENGTH  # max_completion_length: new tokens per completion
+    steps_per_generation: int = 1  # generation batch = micro-batch × this (TRL: gradient_accumulation_steps)
+    reference: bool = False  # beta != 0: the reference's log-probs are computed before the policy's forward
+    use_vllm: bool = False
+    moment: str | None = None  # report this forward moment (GrpoHead.all_moments' names) instead of the largest
+
+
+def kv_elements(shape: object, tokens: int) -> int:
+    """Elements of a DynamicCache holding `tokens` tokens: every layer's keys and values."""
+    return 2 * shape.layers * shape.kv_heads * shape.head_dim * tokens  # type: ignore[attr-defined]
+
+
+def _width(shape: object) -> int:
+    """The MLP's width a token goes through (a mixture of experts: its experts per token)."""
+    if shape.experts and shape.sparse_layers:  # type: ignore[attr-defined]
+        return shape.expert_intermediate * shape.experts_per_token  # type: ignore[attr-defined]
+    return shape.intermediate  # type: ignore[attr-defined]
+
+
+def generation_moments(shape: object, generation: Generation, sequence_length: int, micro_batch: int,
+                       c: int) -> dict[str, list[Part]]:
+    """The generation's moments beside the persistent state: (name → parts)."""
+    rows = micro_batch * generation.steps_per_generation
+    prompt = sequence_length - generation.completion_length
+    h, v = shape.hidden, shape.vocab  # type: ignore[attr-defined]
+    last = sequence_length - 1  # the cache when the last token is sampled (that token is never fed)
+    tokens = rows * prompt
+    ids = Part("token ids and mask", 2 * I64 * rows * sequence_length)
+    states = 4 if shape.layers > 1 else 3  # type: ignore[attr-defined]
+    prefill = [Part("KV cache (generation)", c * kv_elements(shape, tokens)),
+               Part("prefill layer transients", 3 * c * tokens * _width(shape) + states * c * tokens * h
+                    + 2 * c * tokens * shape.head_dim),  # type: ignore[attr-defined]
+               ids]
+    update = [Part("KV cache (generation)", c * kv_elements(shape, rows * last)),
+              Part("cache update copy", c * rows * shape.kv_heads * shape.head_dim * (last - 1)),  # type: ignore[attr-defined]
+              ids]
+    sampling = [Part("KV cache (generation)", c * kv_elements(shape, rows * last)),
+                Part("next-token logits and probabilities", c * rows * v + 3 * F32 * rows * v), ids]
+    return {"the prompt's prefill": prefill, "a layer's cache update": update, "the last token's sampling": sampling}
+
+
+class GrpoLogitsHead(NamedTuple):
+    """TRL 1.8's GRPO loss (what axolotl pins; trl/trainer/grpo_trainer.py 1.8.0 `_get_per_token_logps_and_entropies`,
+    trl/trainer/utils.py `selective_log_softmax`, `entropy_from_logits`): the model makes the logits of the last
+    completion + 1 positions only (`logits_to_keep`), b·(C+1)·V in the compute dtype, alive until the loss returns;
+    a log-softmax per completion row is kept for backward (16-bit; an fp32 model's `logsumexp` keeps none beyond the
+    logits: derived); a copy of the completion positions' logits (b·C·V) lives from the forward into the loss's
+    backward (measured; what makes it is not named here); the entropy metric runs under `no_grad` in 128-row chunks
+    (a log-softmax, its exp and their product). Backward at the loss: the gradient through the temperature's `div_`
+    (b·C·V) and two b·(C+1)·V gradients (the slice's zero-filled input gradient and the logits'), the log-softmaxes
+    freed; then the head's weight gradient beside the logits' gradient."""
+
+    sequence_length: int
+    completion_length: int
+    head_trainable: bool = True
+    adjusted: bool = False
+
+    def scored(self, tokens: int) -> int:
+        """Completion positions scored: C per row."""
+        return tokens // self.sequence_length * self.completion_length
+
+    def _kept(self, tokens: int, vocab: int, c: int) -> int:
+        return 0 if c == F32 else c * self.scored(tokens) * vocab
+
+    def saved(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int = 0) -> int:
+        """The activations with the per-row log-softmaxes in place of the loss's, and the per-token log-probs."""
+        scored = self.scored(tokens)
+        return saved - logits_bytes + self._kept(tokens, vocab, c) + F32 * scored
+
+    def logits(self, tokens: int, vocab: int, c: int) -> int:
+        """The logits the model makes: the last C + 1 positions of every row."""
+        return c * (tokens // self.sequence_length) * (self.completion_length + 1) * vocab
+
+    def moments(self, setup: object, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
+        c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w  # type: ignore[attr-defined]
+        tokens = setup.tokens  # type: ignore[attr-defined]
+        scored, logits = self.scored(tokens), self.logits(tokens, v, c)
+        total = saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes, tokens, h, c, v)  # type: ignore[attr-defined]
+        copy = Part("completion logits copy", c * scored * v)
+        forward = [*base, Part("activations", total), Part("logits", logits), copy,
+                   Part("entropy chunks", 3 * c * min(128, scored) * v)]
+        rest = total - self._kept(tokens, v, c)
+        at_loss = [*base, Part("activations", rest), copy, Part("log-prob gradients", c * scored * v),
+                   Part("logits gradients", 2 * logits)]
+        head = [*base, Part("activations", rest), Part("logits gradients", logits),
+                Part("gradients", w * v * h if self.head_trainable else 0),
+                Part("hidden-state gradient", c * tokens * h)]
+        return forward, max(at_loss, head, key=lambda parts: sum(part.bytes for part in parts))
+
+    def line(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int) -> str:
+        kept = self.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
+        return (f"its log-probs keep {kept:,} B (a log-softmax per completion row, per-token log-probs) in place of "
+                f"the loss {logits_bytes:,}: activations {saved:,} - {logits_bytes:,} + {kept:,} = "
+                f"{saved - logits_bytes + kept:,} B; its logits: the last completion + 1 = "
+                f"{self.completion_length + 1:,} positions of each row")
+
+    def reference(self, setup: object) -> list[Part]:
+        """The reference's log-probs under `no_grad`: its logits and two rows' log-softmaxes."""
+        c, v = setup.c, setup.vocab  # type: ignore[attr-defined]
+        return [Part("reference logits", self.logits(setup.tokens, v, c)),  # type: ignore[attr-defined]
+                Part("reference log-softmax", 2 * c * self.completion_length * v)]
+
+
+class GrpoHead(NamedTuple):
+    """The step's `loss` for GRPO: the policy's fused head (its saved tensors and backward), with the generation
+    and the reference's log-probs as moments of the forward phase."""
+
+    head: object  # preference.FusedHead for trainer "grpo" (TRL 1.16), or GrpoLogitsHead (TRL 1.8)
+    generation: Generation
+    shape: object
+    reference_gathered: int = 0
+    #: ZeRO-3: the policy gathered whole for generation (`unwrap_model_for_generation` with ds3_gather_for_generation:
+    #: `GatheredParameters(model.parameters())`), in place of what the step holds gathered at the loss
+    generation_gathered: int | None = None
+    #: ZeRO-3: what is gathered at the policy's loss and its backward when a generation precedes the micro-step
+    #: (`add_hooks` invalidates the parameter coordinator's trace: no prefetch, each module released after use, the
+    #: LM head gathered for the head; measured) — with steps_per_generation 1, every micro-step
+    loss_gathered: int | None = None
+    #: FSDP2 (sharded, more than one rank): the generation's first forward unshards the root, resharded after the
+    #: last backward, and then the first layer while the root's all-gather output is still alive (measured on
+    #: gloo, as step.py's FSDP2 keeps a layer's at the loss): (the root's bytes, a layer's)
+    unshard: tuple[int, int] | None = None
+
+    @property
+    def prefetch(self) -> bool:
+        """False when the micro-step's ZeRO-3 trace was invalidated by the generation (no first coalesced fetch)."""
+        return self.loss_gathered is None
+
+    def _gathered(self, base: list[Part], gathered: int | None) -> list[Part]:
+        """`base` with its gathered parameters replaced by `gathered` (None: as it is)."""
+        if gathered is None:
+            return base
+        return [*(part for part in base if part.name != "gathered parameters"), Part("gathered parameters", gathered)]
+
+    def scored(self, tokens: int) -> int:
+        return self.head.scored(tokens)  # type: ignore[attr-defined]
+
+    def saved(self, *arguments: int) -> int:
+        return self.head.saved(*arguments)  # type: ignore[attr-defined]
+
+    def all_moments(self, setup: object, base: list[Part], saved: int) -> dict[str, list[Part]]:
+        """Every moment of the forward phase: the generation's, the reference's (beta != 0) and the policy's head."""
+        forward, _ = self.head.moments(setup, self._gathered(base, self.loss_gathered), saved)  # type: ignore[attr-defined]
+        c, micro = setup.c, setup.micro_batch  # type: ignore[attr-defined]
+        sequence = setup.tokens // micro  # type: ignore[attr-defined]
+        outside = self._gathered(base, self.generation_gathered)
+        found = {name: [*outside, *parts] for name, parts in
+                 generation_moments(self.shape, self.generation, sequence, micro, c).items()}
+        ids = Part("token ids and mask", 2 * I64 * micro * self.generation.steps_per_generation * sequence)
+        if self.unshard is not None:
+            root, layer = self.unshard
+            found["the first layer's unshard"] = [*self._gathered(base, root + layer),
+                                                  Part("all-gather outputs", root + layer), ids]
+        # the reference runs after the generation released the policy's gathered weights (ZeRO-3)
+        released = self._gathered(base, 0 if self.generation_gathered is not None else None)
+        if self.generation.reference and isinstance(self.head, GrpoLogitsHead):
+            found["the reference's log-probs"] = [*released, *self.head.reference(setup), ids]
+        elif self.generation.reference:
+            tokens = setup.tokens  # type: ignore[attr-defined]
+            scored = self.head.scored(tokens)  # type: ignore[attr-defined]
+            rows_tile, columns, buffer = self.head._tile(scored, setup.vocab, c)  # type: ignore[attr-defined]
+            weight_copy = c * columns * setup.hidden if c != setup.w else 0  # type: ignore[attr-defined]
+            reference = self.head._replace(reference_gathered=self.reference_gathered)._reference(  # type: ignore[attr-defined]
+                setup, scored, tokens, rows_tile, columns, buffer + weight_copy)
+            found["the reference's log-probs"] = [*released, *reference, ids]
+        found["the policy's LM head"] = forward
+        return found
+
+    def moments(self, setup: object, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
+        _, loss = self.head.moments(setup, self._gathered(base, self.loss_gathered), saved)  # type: ignore[attr-defined]
+        found = self.all_moments(setup, base, saved)
+        if self.generation.moment is not None:
+            if self.generation.moment not in found:
+                raise StepInputError(f"GRPO's forward has no moment {self.generation.moment!r} here: "
+                                     f"{', '.join(found)}")
+            return found[self.generation.moment], loss
+        return max(found.values(), key=lambda parts: sum(part.bytes for part in parts)), loss
+
+
+def check(generation: Generation, sequence_length: int, engine: str, stage: object, sharded: bool, ranks: int,
+          fsdp_version: int = 2) -> None:
+    """Raise StepInputError for a GRPO step the model does not follow."""
+    if generation.use_vllm:
+        raise StepInputError(VLLM, "use_vllm")
+    if ranks > 1 and engine == "fsdp" and sharded and fsdp_version == 1:
+        raise StepInputError(SHARDED, "trainer")
+    if ranks > 1 and engine == "fsdp" and sharded and generation.reference:
+        raise StepInputError(REFERENCE_FSDP, "beta")
+    if generation.completion_length < 1 or generation.steps_per_generation < 1:
+        raise StepInputError("GRPO's max_completion_length and steps_per_generation must be at least 1")
+    if sequence_length <= generation.completion_length:
+        raise StepInputError(f"GRPO's sequence length is prompt + completion: {sequence_length} leaves no prompt beside "
+                             f"max_completion_length {generation.completion_length}", "max_completion_length")
+
+
+#: GRPOConfig's keys the peak reads (the peak inputs of the same names), each with its provenance
+KEYS = ("max_completion_length", "steps_per_generation", "beta", "use_vllm")
+
+
+def generation_inputs(written: dict[str, Given], sequence_length: int | None,
+                      accumulation: Given | None = None, trl18: bool = False) -> dict[str, Given]:
+    """Every GRPO input: as written, else TRL's default. The sequence length is prompt + completion; when it is
+    not above TRL's max_completion_length (512), half of it is taken for the completion. steps_per_generation
+    defaults to gradient_accumulation_steps (TRL's `__post_init__`), 1 when that is not known."""
+    found = dict(written)
+    default, version = (MAX_COMPLETION_LENGTH_TRL18, "TRL 1.8") if trl18 else (MAX_COMPLETION_LENGTH, "TRL")
+    if "max_completion_length" not in found:
+        if sequence_length is None or sequence_length > default:
+            found["max_completion_length"] = Given(default, f"default: {version} GRPOConfig's "
+                                                   f"max_completion_length {default}" + TRL18_UNSET * trl18)
+        else:
+            found["max_completion_length"] = Given(sequence_length // 2, "default: half the sequence length (prompt "
+                                                   f"+ completion; {version}'s {default} leaves no prompt)")
+    if "steps_per_generation" not in found:
+        found["steps_per_generation"] = (
+            Given(accumulation.value, f"{accumulation.note}: TRL's default steps_per_generation", accumulation.path)
+            if accumulation is not None else Given(1, "default: 1 (TRL: gradient_accumulation_steps; the generation "
+                                                  "batch is micro-batch × this)"))
+    found.setdefault("beta", Given(BETA, "default: TRL GRPOConfig's beta 0.0 (no reference model)"))
+    found.setdefault("use_vllm", Given(False, "default: TRL's use_vllm false (transformers' generate)"))
+    return {key: found[key] for key in KEYS}
+
+
+def generation_of(inputs: dict[str, Given]) -> Generation:
+    """The Generation the inputs name (generation_inputs' keys); StepInputError naming a value it cannot use."""
+    for key in ("max_completion_length", "steps_per_generation"):
+        value = inputs[key].value
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise StepInputError(f"GRPO's {key} must be an integer ≥ 1, got {value!r}", key)
+    beta, vllm = inputs["beta"].value, inputs["use_vllm"].value
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)):
+        raise StepInputError(f"GRPO's beta must be a number, got {beta!r}", "beta")
+    if not isinstance(vllm, bool):
+        raise StepInputError(f"GRPO's use_vllm must be true or false, got {vllm!r}", "use_vllm")
+    return Generation(inputs["max_completion_length"].value, inputs["steps_per_generation"].value,  # type: ignore[arg-type]
+                      beta != 0, vllm)
+
+
+def generation_line(shape: object, inputs: dict[str, Given], sequence_length: int, micro_batch: int,
+                    c: int) -> list[str]:
+    """How the generation's parts follow from the inputs shown (empty when they are not usable)."""
+    try:
+        generation = generation_of(inputs)
+    except StepInputError:
+        return []
+    rows = micro_batch * generation.steps_per_generation
+    per_token = c * kv_elements(shape, 1)
+    last = sequence_length - 1
+    prompt = sequence_length - generation.completion_length
+    logits = c * rows * shape.vocab + 3 * F32 * rows * shape.vocab  # type: ignore[attr-defined]
+    return [f"GRPO generation: {rows} completions at once (micro-batch {micro_batch} × steps per generation "
+            f"{generation.steps_per_generation}); \"KV cache (generation)\" = {per_token:,} B per token (2 × "
+            f"{shape.layers} layers × {shape.kv_heads} KV heads × {shape.head_dim} × {c} B) × {rows} × "  # type: ignore[attr-defined]
+            f"(the prompt {prompt:,} at its prefill, or prompt + completion − 1 = {last:,}: "
+            f"{per_token * rows * last:,} B); \"next-token logits and probabilities\" = {rows} × {shape.vocab:,} × "  # type: ignore[attr-defined]
+            f"({c} + 3 × 4) = {logits:,} B"]
+
+
+#: how a forward phase's moment is named when a GRPO moment holds it (by a part only that moment has)
+MOMENTS = {"all-gather outputs": "GRPO's generation: the first layer's unshard (FSDP2)",
+           "prefill layer transients": "GRPO's generation: the prompt's prefill",
+           "cache update copy": "GRPO's generation: a layer's KV-cache update",
+           "next-token logits and probabilities": "GRPO's generation: the last token's sampling"}
+
+__all__ = ["BETA", "Generation", "GrpoHead", "GrpoLogitsHead", "MAX_COMPLETION_LENGTH_TRL18", "KEYS", "MAX_COMPLETION_LENGTH", "MOMENTS", "check", "generation_inputs", "generation_line",
+           "generation_moments", "generation_of", "kv_elements"]
