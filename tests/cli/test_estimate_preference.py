@@ -84,6 +84,20 @@ def test_grpo_gives_a_peak_with_its_generation_named_and_its_inputs_defaulted_fr
     assert with_reference["peak_inputs"]["beta"] == {"value": 0.04, "from": "--beta"}
 
 
+def test_grpos_generation_batch_follows_the_accumulation_flag_and_generates_before_the_gradients():
+    """TRL's steps_per_generation defaults to gradient_accumulation_steps: `--gradient-accumulation-steps 4` makes
+    the generation batch 4 micro-batches; the generation runs at the first micro-step (after zero_grad), so the
+    later micro-batches hold the accumulated gradients beside the policy's head only."""
+    data = estimate("--trainer", "grpo", "--gradient-checkpointing", "--gradient-accumulation-steps", "4")
+    assert data["peak_inputs"]["steps_per_generation"] == {
+        "value": 4, "from": "--gradient-accumulation-steps: TRL's default steps_per_generation"}
+    one = estimate("--trainer", "grpo", "--gradient-checkpointing", "--steps-per-generation", "4")
+    for stage in ("ddp", "zero1", "zero2"):  # the peak at a later micro-batch is its head, never a generation
+        moment = data["phases"][stage]["moment"]
+        assert "generation" not in moment or "a later micro-batch" not in moment, (stage, moment)
+        assert data["phases"][stage]["phases"]["forward"] >= one["phases"][stage]["phases"]["forward"]
+
+
 def test_a_trl_grpo_recipe_gets_its_generation_from_its_keys(tmp_path, monkeypatch):
     """A TRL GRPOConfig recipe: num_generations names the trainer; beta 0.04 adds the reference copy; the generation
     batch is per_device_train_batch_size × gradient_accumulation_steps (TRL's default steps_per_generation)."""
@@ -207,7 +221,9 @@ def test_llamafactory_dpo_runs_its_own_loss_with_fp32_logits(tmp_path, monkeypat
     lora, text = _llamafactory_dpo(tmp_path, monkeypatch)
     assert "dpo (LLaMA-Factory): chosen and rejected stacked, 2 rows; its fp32 log-softmax" in text
     forward = parts(lora, "ddp")
-    assert lora["phases"]["ddp"]["moment"] == "the reference model's forward" and "reference model" not in forward
+    # the recipe accumulates 8 micro-batches: the peak is a later one's reference forward, gradients held
+    assert lora["phases"]["ddp"]["moment"] == "the reference model's forward, a later micro-batch"
+    assert "reference model" not in forward
     vocab = json.loads(LLAMA.read_text())["vocab_size"]  # 1 pair of cutoff_len 2048: 2 rows
     assert forward["fp32 logits"] == forward["reference fp32 logits"] == 4 * 2 * 2048 * vocab
     assert forward["reference log-softmax"] == 4 * 2 * 2047 * vocab  # the shifted positions

@@ -157,3 +157,22 @@ def test_trl18s_loss_makes_the_logits_of_the_completion_positions_only():
     measured = case["per_rank"][0]["phases"]
     assert abs(measured["backward"]["peak"] / estimate_preference_step(preference, **kwargs).phases["backward"].peak
                - 1) <= 0.001
+
+
+def test_under_gradient_accumulation_only_a_generation_micro_step_generates():
+    """TRL generates once per steps_per_generation micro-steps (its default: gradient_accumulation_steps), from the
+    first micro-step of an optimizer step, after zero_grad: the later micro-batches, which hold the accumulated
+    gradients, run the policy's head only. When steps_per_generation is no multiple of the accumulation a generation
+    can land on a later micro-batch, with the gradients alive beside it."""
+    case = next(case for case in CASES if case["id"] == "grpo-full-ref-spg2")
+    preference, kwargs = grpo(case)
+    generating = preference._replace(generation=preference.generation._replace(steps_per_generation=1024))
+    alone = estimate_preference_step(generating, **kwargs).phases["forward"]
+    assert alone.moment.startswith("GRPO's generation")
+    accumulated = estimate_preference_step(generating, **kwargs, gradient_accumulation_steps=2).phases["forward"]
+    assert accumulated.peak == alone.peak and "accumulated gradients" not in dict(accumulated.parts)
+    odd = generating._replace(generation=generating.generation._replace(steps_per_generation=1023))
+    alone = estimate_preference_step(odd, **kwargs).phases["forward"]
+    later = estimate_preference_step(odd, **kwargs, gradient_accumulation_steps=2).phases["forward"]
+    assert later.moment.startswith("GRPO's generation") and later.moment.endswith("a later micro-batch")
+    assert later.peak - alone.peak == dict(later.parts)["accumulated gradients"] > 0

@@ -307,12 +307,13 @@ def _peak_maker(args, shape, problem, plan_inputs: Inputs):
     reserved = _checked("--reserved", check_reserve, args.reserved) if args.reserved else None
     engine = _flag(args, "engine", "deepspeed")
     dtype = _param_dtype(args)
+    accumulation = (Given(steps, "--gradient-accumulation-steps") if steps
+                    else PeakInputs.gradient_accumulation_steps)
     inputs = PeakInputs(
         shape=shape, shape_problem=problem or ("give --model-config PATH" if args.model_config is None else None),
         sequence_length=Given(sequence, "--sequence-length") if sequence else None,
         micro_batch=Given(micro, "--micro-batch") if micro else None,
-        gradient_accumulation_steps=Given(steps, "--gradient-accumulation-steps") if steps
-        else PeakInputs.gradient_accumulation_steps,
+        gradient_accumulation_steps=accumulation,
         gradient_checkpointing=Given(args.gradient_checkpointing,
                                      "--gradient-checkpointing" if args.gradient_checkpointing else "default: off"),
         attention=_flag(args, "attention", "sdpa"),
@@ -325,7 +326,7 @@ def _peak_maker(args, shape, problem, plan_inputs: Inputs):
         loss_kernel=Given(args.loss_kernel, "--loss-kernel") if args.loss_kernel else PeakInputs.loss_kernel,
         trainer=Given(args.trainer, "--trainer") if args.trainer else PeakInputs.trainer,
         precompute_ref_log_probs=Given(True, "--precompute-ref-log-probs") if args.precompute_ref_log_probs else None,
-        generation=generation_inputs(_generation_flags(args), sequence),
+        generation=generation_inputs(_generation_flags(args), sequence, accumulation),
         parameters=plan_inputs.parameters, ranks=plan_inputs.world_size,
         optimizer=plan_inputs.adapter.optimizer if plan_inputs.adapter is not None else args.optimizer,
         lora=lora_peak(plan_inputs.adapter, args.precision))

@@ -96,11 +96,13 @@ def held(engine: Engine, frozen_gradients: int | None = None) -> Held:
     return Held(e.compute * e.numel, 0)
 
 
-def later_moments(moments: dict[str, dict[str, list]], found: Held, part) -> dict[str, dict[str, list]]:
+def later_moments(moments: dict[str, dict[str, list]], found: Held, part,
+                  source: dict[str, dict[str, list]] | None = None) -> dict[str, dict[str, list]]:
     """The phases' moments with a later micro-batch's beside the first's: its forward holds the accumulated
     gradients; in its backward they take the place of the parts `replaces` names (this micro-batch's gradients,
     where the engine adds them in place); at the end of backward what is still held, and the fresh gradient.
-    `part(name, bytes)` makes a part."""
+    `part(name, bytes)` makes a part. `source`: a later micro-batch's own moments when they differ from the first's
+    (GRPO generates only at the first); else the first's."""
     if not found.accumulated and not found.fresh and not found.bucket:
         return moments
     kept = part("accumulated gradients", found.accumulated)
@@ -108,9 +110,10 @@ def later_moments(moments: dict[str, dict[str, list]], found: Held, part) -> dic
     replaced = found.replaces + (("reduce bucket",) if found.bucket else ())
     later_name = f"{LATER}, accumulated gradients derived ({found.derived})" if found.derived else LATER
     out = {name: dict(phase) for name, phase in moments.items()}
-    for name, moment in moments["forward"].items():
+    source = source or moments
+    for name, moment in source["forward"].items():
         out["forward"][name + later_name] = [*[item for item in moment if item.name not in replaced], kept, *bucket]
-    for name, moment in moments["backward"].items():
+    for name, moment in source["backward"].items():
         later = [item for item in moment if item.name not in replaced] + bucket
         if name == "the end of backward":
             later += [part("accumulated gradients", found.accumulated if found.at_end is None else found.at_end),

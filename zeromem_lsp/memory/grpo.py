@@ -221,6 +221,15 @@ class GrpoHead(NamedTuple):
         found["the policy's LM head"] = forward
         return found
 
+    def later(self, accumulation: int) -> "GrpoHead | None":
+        """The loss of a later micro-batch under gradient accumulation, when no generation runs there: TRL generates
+        (and scores the reference) once per steps_per_generation micro-steps, from the first of an optimizer step
+        when steps_per_generation is a multiple of gradient_accumulation_steps (its default: equal); the later
+        micro-steps run only the policy's head, their ZeRO-3 trace intact. None when a generation can land there."""
+        if self.generation.steps_per_generation % accumulation:
+            return None
+        return self._replace(generation=self.generation._replace(moment="the policy's LM head"), loss_gathered=None)
+
     def moments(self, setup: object, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
         _, loss = self.head.moments(setup, self._gathered(base, self.loss_gathered), saved)  # type: ignore[attr-defined]
         found = self.all_moments(setup, base, saved)

@@ -150,6 +150,8 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
         dtype = Given(given.value, f"{given.note} (mixed-precision compute)", given.path)
     model = source.model
     engine, param_dtype, impl = step_choices(family, resolved, precision, source.setup)
+    accumulation = _pick(workload.accumulation or _derived_accumulation(source.setup, inputs.world_size),
+                         "gradient_accumulation_steps", resolved, PeakInputs.gradient_accumulation_steps)
     return PeakInputs(
         engine=engine, param_dtype=param_dtype, optimizer_impl=impl,
         fsdp_version=fsdp_version(version, resolved) if engine.value == "fsdp" else None,
@@ -159,10 +161,7 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
         shape_problem=model.shape_problem,
         sequence_length=_pick(workload.sequence_length, "sequence_length", resolved),
         micro_batch=micro,
-        gradient_accumulation_steps=_pick(workload.accumulation or _derived_accumulation(source.setup,
-                                                                                         inputs.world_size),
-                                          "gradient_accumulation_steps", resolved,
-                                          PeakInputs.gradient_accumulation_steps),
+        gradient_accumulation_steps=accumulation,
         gradient_checkpointing=_pick(workload.checkpointing, "gradient_checkpointing", resolved,
                                      PeakInputs.gradient_checkpointing),
         attention=_pick(None, "attention", resolved, PeakInputs.attention),
@@ -179,7 +178,7 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
         preference_loss=workload.preference_loss,
         reference_model=workload.reference_model,
         generation=generation_inputs(workload.generation, _value_of(_pick(workload.sequence_length, "sequence_length",
-                                                                          resolved)), _accumulation(source.setup),
+                                                                          resolved)), accumulation,
                                      trl18=workload.preference_loss is not None
                                      and workload.preference_loss.value == "logits"),
     )
@@ -189,8 +188,4 @@ def _value_of(given: Given | None) -> int | None:
     return given.value if given is not None and isinstance(given.value, int) else None  # type: ignore[return-value]
 
 
-def _accumulation(setup: TrainingSetup | None) -> Given | None:
-    """gradient_accumulation_steps as the training config sets it (GRPO's default steps_per_generation)."""
-    steps = setup.gradient_accumulation_steps if setup is not None else None
-    return Given(steps, "gradient_accumulation_steps") if isinstance(steps, int) else None
 

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 from zeromem_lsp.configs.settings_values import TRAINERS  # the `trainer` setting; sft: ForCausalLMLoss
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, I64, ActivationInputError, estimate_activations
+from zeromem_lsp.memory.accumulation import LATER
 from zeromem_lsp.memory.grpo import MOMENTS as GRPO_MOMENTS, Generation, GrpoHead, GrpoLogitsHead, check as check_grpo
 from zeromem_lsp.memory.llamafactory_loss import TRAINERS as LLAMAFACTORY_TRAINERS, LlamaFactoryHead
 from zeromem_lsp.memory.reference_free_loss import TRAINERS as REFERENCE_FREE, ReferenceFreeHead
@@ -351,6 +352,7 @@ def _with_reference(phase: Phase, reference: int) -> Phase:
     holding the peak does not change); its moment named for the reference forward when that holds it."""
     parts = phase.parts + ((Part("reference model", reference),) if reference else ())
     moment = phase.moment
+    later = moment[moment.index(LATER):] if LATER in moment else ""  # kept on the renamed moment
     grpo = [GRPO_MOMENTS[part.name] for part in parts if part.name in GRPO_MOMENTS]
     if grpo:
         moment = grpo[0]
@@ -358,8 +360,10 @@ def _with_reference(phase: Phase, reference: int) -> Phase:
         moment = "the reference model's forward"
     elif any(part.name == "entropy metric" for part in parts):
         moment = "the loss's entropy metric (both models' logits alive)"
-    elif moment == "the loss" and phase.name == "forward":
+    elif moment.startswith("the loss") and phase.name == "forward":
         moment = "the policy's LM head"
+    if later and not moment.endswith(later):
+        moment += later
     ordered = tuple(sorted(parts, key=lambda part: -part.bytes))
     return Phase(phase.name, phase.peak + reference, moment, ordered)
 

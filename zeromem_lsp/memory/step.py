@@ -710,23 +710,28 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     setup = _Setup(tensors, acts, sequence_length * micro_batch, shape.vocab, shape.hidden,
                    F32 if autocast else DTYPE_BYTES[param_dtype], DTYPE_BYTES[compute], ranks, optimizer_impl,
                    checkpointing, loss_kernel, frozen is None, micro_batch, loss, optimizer)
-    if frozen is not None:
-        gathered = _gathered_frozen(setup, frozen, engine, stage, buckets,
-                                    (fsdp_version, fsdp_reshard, fsdp_sharded, fsdp_mixed))
-        moments = _frozen(setup, shape, frozen, gathered, offload_optimizer, optimizer not in TORCH_OPTIMIZERS)
-    elif engine == "torch":
-        moments = _torch(setup, shape, autocast, ddp_bucket_view)
-    elif engine == "deepspeed":
-        moments = _deepspeed(setup, shape, stage, buckets, offload_optimizer, offload_param)
-    else:
-        moments = _fsdp(setup, shape, fsdp_version, fsdp_reshard, fsdp_mixed, fsdp_sharded)
+
+    def engine_moments(setup: _Setup) -> Moments:
+        if frozen is not None:
+            gathered = _gathered_frozen(setup, frozen, engine, stage, buckets,
+                                        (fsdp_version, fsdp_reshard, fsdp_sharded, fsdp_mixed))
+            return _frozen(setup, shape, frozen, gathered, offload_optimizer, optimizer not in TORCH_OPTIMIZERS)
+        if engine == "torch":
+            return _torch(setup, shape, autocast, ddp_bucket_view)
+        if engine == "deepspeed":
+            return _deepspeed(setup, shape, stage, buckets, offload_optimizer, offload_param)
+        return _fsdp(setup, shape, fsdp_version, fsdp_reshard, fsdp_mixed, fsdp_sharded)
+
+    moments = engine_moments(setup)
     if gradient_accumulation_steps > 1:
         found = held(Engine(engine, stage, setup.w, tensors.total, tensors.embedding,
                             max(touched for touched, _ in _touched(tensors, ranks)) if engine == "deepspeed" else 0,
                             _ipg(setup.w, stage, buckets),
                             offload_optimizer, fsdp_version, fsdp_sharded, F32 if fsdp_mixed else setup.w, ranks,
                             setup.c, tensors.root), frozen.gradients if frozen is not None else None)
-        moments = later_moments(moments, found, Part)
+        later_loss = loss.later(gradient_accumulation_steps) if hasattr(loss, "later") else None
+        source = engine_moments(setup._replace(loss=later_loss)) if later_loss is not None else None
+        moments = later_moments(moments, found, Part, source)
     phases = _phases(moments)
     peak_phase = max(PHASES, key=lambda name: phases[name].peak)
     return StepPeak(phases, peak_phase, phases[peak_phase].peak, acts, tensors.total)
