@@ -277,6 +277,19 @@ def lora_cases() -> list[dict]:
                      impl="foreach", fsdp={"sharding_strategy": "FULL_SHARD"}))
     out.append(_lora("lora-fsdp2-r2-qwen2-h256-tied-qv-r64-for-loop", "qwen2-h256-tied", QV, 64, engine="fsdp2",
                      ranks=2, impl="for-loop", fsdp={}))
+    # FSDP1 under bf16 mixed precision (fp32 base and adapters), without resharding, and without sharding. Under
+    # FSDP1's policy the adapters' units get PEFT's fp32-cast input (it reads the fp32 orig weight outside the unit)
+    # and their bf16 weight: it runs only under autocast, which Accelerate's bf16 wraps every forward in
+    out.append(_lora("lora-fsdp1-r2-llama-h512-v8k-all-r8-mixed", "llama-h512-v8k", ALL, 8, engine="fsdp1", ranks=2,
+                     impl="foreach", regime="fsdp-mixed", autocast=True, fsdp={"sharding_strategy": "FULL_SHARD"}))
+    for strategy in ("SHARD_GRAD_OP", "NO_SHARD"):
+        out.append(_lora(f"lora-fsdp1-r2-llama-h512-v8k-all-r8-{strategy.lower().replace('_', '-')}", "llama-h512-v8k",
+                         ALL, 8, engine="fsdp1", ranks=2, impl="foreach", fsdp={"sharding_strategy": strategy}))
+    # DeepSpeed ZeRO-1 at 2 ranks, bf16
+    for model, targets, tag, rank in (("llama-h512-v8k", QV, "qv", 8), ("llama-h512-v8k", ALL, "all", 64),
+                                      ("qwen2-h256-tied", ALL, "all", 8)):
+        out.append(_lora(f"lora-ds-z1-r2-{model}-{tag}-r{rank}", model, targets, rank, engine="deepspeed", stage=1,
+                         ranks=2, impl="for-loop"))
     return copy.deepcopy(out)
 
 
@@ -303,6 +316,13 @@ def accumulation_cases() -> list[dict]:
     out += [_accumulated(lora[cid]) for cid in (
         "lora-llama-h256-all-r64-foreach", "lora-ds-z2-r2-llama-h512-v8k-all-r64", "lora-fsdp2-r2-llama-h512-v8k-all-r8",
         "lora-ds-z3-r2-llama-h512-v8k-all-r64")]
+    # ZeRO-1 on one process (Accelerate enters no no_sync there), FSDP2 without sharding (a replicate x shard mesh of
+    # R x 1: HSDP with shards of one rank), LoRA under FSDP1 and ZeRO-1
+    out.append(_accumulated(full["ds-z1-r1"]))
+    out.append(_accumulated(_fsdp("fsdp2-r2-fp32-replicate", 2, replicate=True)))
+    out += [_accumulated(lora[cid]) for cid in (
+        "lora-fsdp1-r2-llama-h512-v8k-all-r8", "lora-fsdp1-r2-llama-h512-v8k-all-r8-no-shard",
+        "lora-ds-z1-r2-llama-h512-v8k-all-r64")]
     return out
 
 
