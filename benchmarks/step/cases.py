@@ -285,6 +285,9 @@ def lora_cases() -> list[dict]:
     for strategy in ("SHARD_GRAD_OP", "NO_SHARD"):
         out.append(_lora(f"lora-fsdp1-r2-llama-h512-v8k-all-r8-{strategy.lower().replace('_', '-')}", "llama-h512-v8k",
                          ALL, 8, engine="fsdp1", ranks=2, impl="foreach", fsdp={"sharding_strategy": strategy}))
+    # FSDP2 without sharding: fully_shard over a (replicate 2, shard 1) mesh
+    out.append(_lora("lora-fsdp2-r2-llama-h512-v8k-all-r8-replicate", "llama-h512-v8k", ALL, 8, engine="fsdp2",
+                     ranks=2, impl="foreach", fsdp={"replicate": True}))
     # DeepSpeed ZeRO-1 at 2 ranks, bf16
     for model, targets, tag, rank in (("llama-h512-v8k", QV, "qv", 8), ("llama-h512-v8k", ALL, "all", 64),
                                       ("qwen2-h256-tied", ALL, "all", 8)):

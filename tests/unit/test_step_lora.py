@@ -23,7 +23,8 @@ CASES = [case for case in RECORD["cases"] if "error" not in case]
 PHASES = ("forward", "backward", "optimizer")
 GOAL, BOUND = 0.05, 0.10
 ENGINES = {"torch": ("torch", lambda case: "ddp"),
-           "fsdp2": ("fsdp", lambda case: "zero3" if case["fsdp"].get("reshard_after_forward", True) else "zero2"),
+           "fsdp2": ("fsdp", lambda case: "ddp" if case["fsdp"].get("replicate") else  # (a replicate R x 1 mesh)
+                     "zero3" if case["fsdp"].get("reshard_after_forward", True) else "zero2"),
            "fsdp1": ("fsdp", lambda case: {"FULL_SHARD": "zero3", "SHARD_GRAD_OP": "zero2",
                                            "NO_SHARD": "ddp"}[case["fsdp"]["sharding_strategy"]]),
            "deepspeed": ("deepspeed", lambda case: f"zero{case['ds_config']['zero_optimization']['stage']}")}

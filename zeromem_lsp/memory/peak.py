@@ -329,12 +329,17 @@ def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: 
     layers kept from forward to backward are the step's own part (step._gathered_frozen), not P."""
     lora = inputs.lora
     placed = "zero3" if engine == "fsdp" and stage == "zero2" else stage
+    deepspeed = lora.engine == "deepspeed"  # type: ignore[union-attr]
+    # DeepSpeed's ZeRO-1 holds the rank's gradient partition in the step as ZeRO-2 does: its epilogue flattens the
+    # partition whether gradients are partitioned or not (stage_1_and_2.py `independent_gradient_partition_epilogue`
+    # → `get_flat_partition`; measured: lora-ds-z1-*); under `no_sync` (accumulation) `param.grad` stays whole
+    held_at = "zero2" if deepspeed and stage == "zero1" else stage
     params, _, _ = adapter_placement(lora, placed, inputs.ranks, offload)  # type: ignore[arg-type]
-    _, grads, states = adapter_placement(lora, stage, inputs.ranks, offload)  # type: ignore[arg-type]
+    _, grads, states = adapter_placement(lora, held_at, inputs.ranks, offload)  # type: ignore[arg-type]
+    _, whole, _ = adapter_placement(lora, stage, inputs.ranks, offload)  # type: ignore[arg-type]
     trainable = lora.count.trainable  # type: ignore[union-attr,attr-defined]
     if SHARDED[stage][2]:
         trainable = -(-trainable // inputs.ranks)
-    deepspeed = lora.engine == "deepspeed"  # type: ignore[union-attr]
     step_bytes = F32 if deepspeed else DTYPE_BYTES[lora.adapter_dtype]  # type: ignore[union-attr]
     every = lora.count.all  # type: ignore[union-attr,attr-defined]
     # modules_to_save copies are in the model's dtype (DeepSpeed: its recast; PEFT: the forward's, fp32 after
@@ -342,7 +347,7 @@ def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: 
     count, adapter = lora.count, DTYPE_BYTES[lora.adapter_dtype]  # type: ignore[union-attr]
     copy = adapter if deepspeed else DTYPE_BYTES[lora.activation_dtype]  # type: ignore[union-attr]
     head = copy * sum(t.weight.elements for t in count.saved if t.weight.kind == "head")  # type: ignore[attr-defined]
-    if SHARDED[stage][1]:
+    if SHARDED[held_at][1]:
         head = -(-head // inputs.ranks)
     # torch AdamW's scratch follows each stepped tensor's dtype and, for-loop, the largest one: DeepSpeed steps one
     # flat fp32 partition (`trainable` × 4 B), torch and FSDP each adapter tensor (FSDP: its dim-0 shard)
@@ -354,7 +359,7 @@ def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: 
                       lora.activation_dtype, lora.parameter_bytes, every,  # type: ignore[union-attr]
                       fp32_gradients=deepspeed and DTYPE_BYTES[lora.adapter_dtype] < F32,  # type: ignore[union-attr]
                       stepped=stepped, largest=largest, head_gradient=0 if grads == 0 else head,
-                      outside=acts.outside_bytes)
+                      outside=acts.outside_bytes, accumulated=whole)
 
 
 def largest_adapter(count) -> int:

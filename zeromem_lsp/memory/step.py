@@ -98,7 +98,8 @@ class FrozenBase(NamedTuple):
     adapter's P, G, O at the stage (memory/adapter_plan.py), and what the step needs beside them. With it the
     moments are the full step's (`_frozen`), over trainable tensors only. Measured whole with PEFT (torch,
     DeepSpeed ZeRO-2/3, FSDP2 with and without resharding and under mixed precision, FSDP1 FULL_SHARD:
-    tests/data/step/measured_lora.json); derived under FSDP1 mixed precision and SHARD_GRAD_OP, and NO_SHARD."""
+    tests/data/step/measured_lora.json), FSDP1 too under mixed precision, SHARD_GRAD_OP and NO_SHARD, FSDP2 and
+    ZeRO-1 also; derived under ZeRO-0 and offload."""
 
     parameters: int  # frozen base + adapters on this rank (P as placed)
     gradients: int  # the adapters' gradients on this rank (G as placed): only from the end of backward
@@ -115,6 +116,7 @@ class FrozenBase(NamedTuple):
     largest: int = 0  # bytes of the largest of them (0: all of them, one flat partition)
     head_gradient: int = 0  # a trained head's (modules_to_save) gradient on this rank: from the head's backward
     outside: int = 0  # of `activations`, what is saved outside the decoder layers (embedding, final norm, loss)
+    accumulated: int | None = None  # the adapters' gradients a later micro-batch holds (None: `gradients`)
 
 
 class Tensors(NamedTuple):
@@ -517,6 +519,10 @@ def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: 
     for its backward, with the next one prefetched; a unit's unsharded gradients are copied into one
     reduce-scatter input in the reduce dtype (fp32 under mixed precision) beside the collective's output."""
     t, w, n, r, c = setup.tensors, setup.w, setup.tensors.total, setup.ranks, setup.c
+    if version == 2 and not sharded:  # a replicate R × shard 1 mesh: FSDP2 over a group of one, still gathering
+        # copies and resharding after forward (fully_shard's default), its gradients all-reduced over the replicate
+        # dim (measured: fsdp2-r2-fp32-replicate-ga2, lora-fsdp2-*-replicate)
+        sharded, r, reshard = True, 1, True
     g = c if mixed else w  # gathered parameters and unsharded gradients are in the compute dtype
     collective = sharded and r > 1  # at one rank FSDP2 still copies the root in and out, but reduces nothing
     r = r if sharded else 1  # NO_SHARD: every rank holds everything
@@ -588,6 +594,8 @@ def _gathered_frozen(setup: _Setup, frozen: FrozenBase, engine: str, stage: int,
     `_fsdp_param.py` casts each shard before the all-gather; measured: lora-fsdp2-*-mixed)."""
     t, r = setup.tensors, setup.ranks
     version, reshard, sharded, mixed = fsdp
+    if engine == "fsdp" and version == 2 and not sharded:  # FSDP2 over a group of one, as `_fsdp`
+        sharded, r, reshard = True, 1, True
 
     def g(elements: int) -> int:
         if engine == "fsdp" and mixed:
@@ -723,7 +731,8 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
                             max(touched for touched, _ in _touched(tensors, ranks)) if engine == "deepspeed" else 0,
                             _ipg(setup.w, stage, buckets),
                             offload_optimizer, fsdp_version, fsdp_sharded, F32 if fsdp_mixed else setup.w, ranks,
-                            setup.c, tensors.root), frozen.gradients if frozen is not None else None)
+                            setup.c, tensors.root),
+                     None if frozen is None else frozen.gradients if frozen.accumulated is None else frozen.accumulated)
         moments = later_moments(moments, found, Part)
     phases = _phases(moments)
     peak_phase = max(PHASES, key=lambda name: phases[name].peak)
