@@ -325,7 +325,8 @@ def accumulation_cases() -> list[dict]:
     out.append(_accumulated(_fsdp("fsdp2-r2-fp32-replicate", 2, replicate=True)))
     out += [_accumulated(lora[cid]) for cid in (
         "lora-fsdp1-r2-llama-h512-v8k-all-r8", "lora-fsdp1-r2-llama-h512-v8k-all-r8-no-shard",
-        "lora-ds-z1-r2-llama-h512-v8k-all-r64")]
+        "lora-fsdp1-r2-llama-h512-v8k-all-r8-mixed", "lora-fsdp1-r2-llama-h512-v8k-all-r8-shard-grad-op",
+        "lora-fsdp2-r2-llama-h512-v8k-all-r8-replicate", "lora-ds-z1-r2-llama-h512-v8k-all-r64")]
     return out
 
 

@@ -59,7 +59,7 @@ def lora_phases(case: dict, folder: Path) -> dict[str, int]:
 
 
 def test_the_record_is_there():
-    assert len(CASES) == len(RECORD["cases"]) == 21 and RECORD["torch"] and RECORD["deepspeed"]
+    assert len(CASES) == len(RECORD["cases"]) == 29 and RECORD["torch"] and RECORD["deepspeed"]
     assert all(case["gradient_accumulation_steps"] == 2 for case in CASES)
     assert {case["engine"] for case in CASES} == {"torch", "ddp", "deepspeed", "fsdp1", "fsdp2"}
 

@@ -492,6 +492,13 @@ def lora_compute_dtype(inputs: PeakInputs, family: str) -> str:
     return compute if engine == "fsdp" and stored != compute else lora.adapter_dtype  # type: ignore[union-attr]
 
 
+def _fsdp1_mixed(inputs: PeakInputs, family: str) -> bool:
+    """FSDP1 under mixed precision: each adapter keeps a copy of its input (lora_activations, `cast_each`)."""
+    engine, compute = str(_value(inputs.engine) or family), str(_value(inputs.dtype))
+    stored = str(_value(inputs.param_dtype) or compute)
+    return engine == "fsdp" and stored != compute and _value(inputs.fsdp_version) == 1
+
+
 def _lora_activations(inputs: PeakInputs, missing: list[str], family: str = "") -> LoraActivations | None:
     """What one micro-batch keeps with LoRA on a frozen base, or None with the reason in `missing`."""
     lora = inputs.lora
@@ -499,7 +506,7 @@ def _lora_activations(inputs: PeakInputs, missing: list[str], family: str = "") 
         return estimate_lora_activations(
             inputs.shape, lora.count, inputs.sequence_length.value, policy_rows(inputs),  # type: ignore[union-attr,arg-type]
             lora.activation_dtype, lora_compute_dtype(inputs, family), str(inputs.attention.value),  # type: ignore[union-attr]
-            bool(inputs.gradient_checkpointing.value))
+            bool(inputs.gradient_checkpointing.value), _fsdp1_mixed(inputs, family))
     except ActivationInputError as error:
         missing.append(f"LoRA activations: {error}")
         return None

@@ -628,13 +628,15 @@ def _gathered_frozen(setup: _Setup, frozen: FrozenBase, engine: str, stage: int,
 
 
 def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gathered,
-            offload_optimizer: bool, in_place: bool) -> Moments:
+            offload_optimizer: bool, in_place: bool, converted: bool = False) -> Moments:
     """The step with a frozen base: the full step's moments (`_loss_moments`, `_layer_transient`) with no
     gradient for a frozen weight. Forward at the loss; the loss's backward (no gradient yet); the top layer's
     backward (input gradients only: frozen weights make none); the end of backward with the adapters'
     gradients; the optimizer step over the trainable tensors only. `in_place`: the optimizer is not one of torch's
     (AdamW, Adam, SGD, Adagrad) and is taken to make no scratch (bitsandbytes' optimizers update each parameter in
-    place; Adafactor's per-tensor copies are not modelled with an adapter)."""
+    place; Adafactor's per-tensor copies are not modelled with an adapter). `converted`: the 16-bit gradient
+    partition is dropped once copied to fp32, before the inner step (ZeRO-1/2: stage_1_and_2.py `step`,
+    `averaged_gradients[i] = None`; measured: lora-ds-z1-*, lora-ds-z2-*)."""
     base = [Part("parameters", frozen.parameters), Part("optimizer states", frozen.optimizer_states),
             Part("reduce bucket", gathered.bucket)]
     at_loss, again, in_layer = gathered.at_loss, gathered.again, gathered.in_layer
@@ -657,13 +659,18 @@ def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gat
     largest = frozen.largest or stepped  # for-loop: one tensor at a time (tests/data/step/measured_lora.json)
     scratch = 0 if offload_optimizer or in_place else optimizer_step(  # torch's: by the bytes they step
         setup.optimizer, setup.impl, 1, [(stepped,)], largest=largest).scratch
-    step = [*base, Part("gradients", frozen.gradients), Part("fp32 gradients", fp32),
+    converted = converted and fp32 > 0
+    step = [*base, Part("gradients", 0 if converted else frozen.gradients), Part("fp32 gradients", fp32),
             Part("optimizer scratch", scratch)]
+    steps = {"the optimizer step": step}
+    if converted:
+        steps["the fp32 copy of the gradient partition"] = [*base, Part("gradients", frozen.gradients),
+                                                            Part("fp32 gradients", fp32)]
     return {"forward": forwards,
             "backward": {"the loss's backward": loss, "the top layer's backward": top,
                          **_head_moment(setup, base + [Part("gathered parameters", again)], frozen.activations),
                          "the end of backward": end},
-            "optimizer": {"the optimizer step": step}}
+            "optimizer": steps}
 
 
 def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, checkpointing: bool = False,
@@ -719,7 +726,8 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     if frozen is not None:
         gathered = _gathered_frozen(setup, frozen, engine, stage, buckets,
                                     (fsdp_version, fsdp_reshard, fsdp_sharded, fsdp_mixed))
-        moments = _frozen(setup, shape, frozen, gathered, offload_optimizer, optimizer not in TORCH_OPTIMIZERS)
+        moments = _frozen(setup, shape, frozen, gathered, offload_optimizer, optimizer not in TORCH_OPTIMIZERS,
+                          engine == "deepspeed" and stage in (1, 2))
     elif engine == "torch":
         moments = _torch(setup, shape, autocast, ddp_bucket_view)
     elif engine == "deepspeed":
