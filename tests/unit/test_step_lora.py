@@ -119,7 +119,11 @@ def test_the_record_has_its_versions_and_the_cases_the_issue_asks_for():
     assert CASES and len(CASES) == len(RECORD["cases"]), [case["id"] for case in RECORD["cases"] if "error" in case]
     engines = {(case["engine"], case.get("ds_config", {}).get("zero_optimization", {}).get("stage"))
                for case in CASES}
-    assert {("torch", None), ("deepspeed", 2), ("deepspeed", 3), ("fsdp1", None), ("fsdp2", None)} <= engines
+    assert {("torch", None), ("deepspeed", 1), ("deepspeed", 2), ("deepspeed", 3), ("fsdp1", None), ("fsdp2", None)} <= engines
+    assert {case["fsdp"].get("sharding_strategy") for case in CASES if case["engine"] == "fsdp1"} == {
+        "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"}
+    assert any(case["fsdp"].get("replicate") for case in CASES if case["engine"] == "fsdp2")
+    assert {case["regime"] for case in CASES if case["engine"].startswith("fsdp")} == {"bf16", "fsdp-mixed"}
     assert {case["optimizer"]["impl"] for case in CASES if case["engine"] == "torch"} == {"foreach", "for-loop", "fused"}
     assert {case["gradient_checkpointing"] for case in CASES} == {True, False}
     assert {case["config"]["tie_word_embeddings"] for case in CASES} == {True, False}

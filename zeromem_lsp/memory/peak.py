@@ -301,11 +301,11 @@ def step_arguments(inputs: PeakInputs, family: str, stage: str, offload: object)
 
 
 #: How the peak with an adapter is made (JSON `activations.lora.step`; docs/adapters.md).
-FROZEN_STEP = ("the step over a frozen base: measured as a whole step with PEFT on CPU (35 LoRA / QLoRA NF4 steps: "
-               "torch AdamW foreach, for-loop, fused; DeepSpeed ZeRO-2 and ZeRO-3 at 2 ranks; FSDP2 with and without "
-               "resharding, bf16 shards or fp32 ones under bf16 mixed precision, and FSDP1 FULL_SHARD, at 2 ranks; "
-               "every phase within ±5%, worst +4.6%, FSDP within ±1%); derived from the measured terms, not measured "
-               "whole, under FSDP1 mixed precision and SHARD_GRAD_OP, NO_SHARD, ZeRO-1 and offload")
+FROZEN_STEP = ("the step over a frozen base: measured as a whole step with PEFT on CPU (42 LoRA / QLoRA NF4 steps: "
+               "torch AdamW foreach, for-loop, fused; DeepSpeed ZeRO-1, ZeRO-2 and ZeRO-3 at 2 ranks; FSDP2 with and "
+               "without resharding or sharding, bf16 shards or fp32 ones under bf16 mixed precision, and FSDP1 "
+               "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD and mixed precision, at 2 ranks; every phase within ±5%, worst "
+               "+4.6%, FSDP within ±1%); derived from the measured terms, not measured whole, under ZeRO-0 and offload")
 #: Which of P, G, O a stage shards (the contract's placement, docs/memory-model.md): ZeRO-1 O, ZeRO-2 G and O,
 #: ZeRO-3 all three (FSDP's SHARD_GRAD_OP and FULL_SHARD use the zero2 / zero3 keys).
 SHARDED = {"ddp": (False, False, False), "zero1": (False, False, True), "zero2": (False, True, True),
