@@ -293,6 +293,10 @@ def lora_cases() -> list[dict]:
                                       ("qwen2-h256-tied", ALL, "all", 8)):
         out.append(_lora(f"lora-ds-z1-r2-{model}-{tag}-r{rank}", model, targets, rank, engine="deepspeed", stage=1,
                          ranks=2, impl="for-loop"))
+    # DeepSpeed ZeRO-0 (bf16: its FP16_UnfusedOptimizer / BF16 path over the trainable parameters) at 1 and 2 ranks
+    for ranks in (1, 2):
+        out.append(_lora(f"lora-ds-z0-r{ranks}-llama-h512-v8k-all-r64", "llama-h512-v8k", ALL, 64, engine="deepspeed",
+                         stage=0, ranks=ranks, impl="for-loop"))
     return copy.deepcopy(out)
 
 
@@ -326,7 +330,8 @@ def accumulation_cases() -> list[dict]:
     out += [_accumulated(lora[cid]) for cid in (
         "lora-fsdp1-r2-llama-h512-v8k-all-r8", "lora-fsdp1-r2-llama-h512-v8k-all-r8-no-shard",
         "lora-fsdp1-r2-llama-h512-v8k-all-r8-mixed", "lora-fsdp1-r2-llama-h512-v8k-all-r8-shard-grad-op",
-        "lora-fsdp2-r2-llama-h512-v8k-all-r8-replicate", "lora-ds-z1-r2-llama-h512-v8k-all-r64")]
+        "lora-fsdp2-r2-llama-h512-v8k-all-r8-replicate", "lora-ds-z1-r2-llama-h512-v8k-all-r64",
+        "lora-ds-z0-r2-llama-h512-v8k-all-r64")]
     return out
 
 

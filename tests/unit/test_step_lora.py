@@ -27,7 +27,8 @@ ENGINES = {"torch": ("torch", lambda case: "ddp"),
                      "zero3" if case["fsdp"].get("reshard_after_forward", True) else "zero2"),
            "fsdp1": ("fsdp", lambda case: {"FULL_SHARD": "zero3", "SHARD_GRAD_OP": "zero2",
                                            "NO_SHARD": "ddp"}[case["fsdp"]["sharding_strategy"]]),
-           "deepspeed": ("deepspeed", lambda case: f"zero{case['ds_config']['zero_optimization']['stage']}")}
+           "deepspeed": ("deepspeed", lambda case: {0: "ddp"}.get(  # ZeRO-0: the DDP figure (its placement)
+               case["ds_config"]["zero_optimization"]["stage"], f"zero{case['ds_config']['zero_optimization']['stage']}"))}
 #: Measured but not compared: the run cannot be described to `zeromem estimate` as it ran (none now: FSDP cases
 #: say their version with --fsdp-version and their bf16 shards with --param-dtype).
 UNMATCHED: dict[str, str] = {}

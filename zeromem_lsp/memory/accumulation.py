@@ -23,8 +23,8 @@ What each engine holds (measured with two micro-batches: tests/data/step/gradien
 - FSDP1 under `no_sync`: the unsharded flat gradients in the compute dtype (bf16 under mixed precision); under
   NO_SHARD the root unit's new flat gradient is made whole beside them at the end of backward.
 - A frozen base (LoRA): the adapters' gradients as the plan places them, unsharded under FSDP, whole beside the IPG
-  bucket under ZeRO-1, none more under ZeRO-3 (measured under torch, ZeRO-1/2/3, FSDP2 and FSDP1 FULL_SHARD and
-  NO_SHARD; derived under ZeRO-0 from the full step's rule).
+  bucket under ZeRO-1, none more under ZeRO-3 (measured under torch, ZeRO-0/1/2/3, FSDP2 and FSDP1; derived with
+  offload).
 - FSDP2 without sharding (a replicate R × shard 1 mesh) holds as FSDP2 does.
 """
 
@@ -69,8 +69,7 @@ def held(engine: Engine, frozen_gradients: int | None = None) -> Held:
     gradients as placed (their G)."""
     e = engine
     if frozen_gradients is not None:  # (the adapters are fp32 under PEFT, so their reduce dtype is theirs)
-        measured = e.name in ("torch", "fsdp") or (e.name == "deepspeed" and e.stage in (1, 2, 3))
-        how = "" if measured else "the adapters' gradients held as the full step holds them"
+        how = "offload not measured" if e.offload_optimizer else ""
         if e.name == "fsdp" and e.fsdp_sharded:  # unsharded, as the full step's
             return Held(frozen_gradients * e.ranks, 0, how, (), 0)
         if e.name == "deepspeed" and e.stage == 3:  # reduced into the partitions, as the full step's

@@ -301,11 +301,12 @@ def step_arguments(inputs: PeakInputs, family: str, stage: str, offload: object)
 
 
 #: How the peak with an adapter is made (JSON `activations.lora.step`; docs/adapters.md).
-FROZEN_STEP = ("the step over a frozen base: measured as a whole step with PEFT on CPU (42 LoRA / QLoRA NF4 steps: "
-               "torch AdamW foreach, for-loop, fused; DeepSpeed ZeRO-1, ZeRO-2 and ZeRO-3 at 2 ranks; FSDP2 with and "
+FROZEN_STEP = ("the step over a frozen base: measured as a whole step with PEFT on CPU (44 LoRA / QLoRA NF4 steps: "
+               "torch AdamW foreach, for-loop, fused; DeepSpeed ZeRO-0 at 1 and 2 ranks, ZeRO-1, ZeRO-2 and ZeRO-3 at 2 ranks; "
+               "FSDP2 with and "
                "without resharding or sharding, bf16 shards or fp32 ones under bf16 mixed precision, and FSDP1 "
                "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD and mixed precision, at 2 ranks; every phase within ±5%, worst "
-               "+4.6%, FSDP within ±1%); derived from the measured terms, not measured whole, under ZeRO-0 and offload")
+               "+4.6%, FSDP within ±1%); derived from the measured terms, not measured whole, under offload")
 #: Which of P, G, O a stage shards (the contract's placement, docs/memory-model.md): ZeRO-1 O, ZeRO-2 G and O,
 #: ZeRO-3 all three (FSDP's SHARD_GRAD_OP and FULL_SHARD use the zero2 / zero3 keys).
 SHARDED = {"ddp": (False, False, False), "zero1": (False, False, True), "zero2": (False, True, True),
@@ -353,6 +354,8 @@ def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: 
     # flat fp32 partition (`trainable` × 4 B), torch and FSDP each adapter tensor (FSDP: its dim-0 shard)
     stepped = 0 if deepspeed else adapter * count.adapters + copy * count.saved_copies  # type: ignore[attr-defined]
     largest = 0 if deepspeed else max(adapter * largest_adapter(count), copy * largest_copy(count))
+    if deepspeed and stage == "ddp":  # ZeRO-0 keeps an fp32 master per parameter: for-loop steps one at a time
+        largest = F32 * max(largest_adapter(count), largest_copy(count))  # (measured: lora-ds-z0-*)
     if SHARDED[stage][2]:
         stepped, largest = -(-stepped // inputs.ranks), -(-largest // inputs.ranks)
     return FrozenBase(params, grads, states, trainable, step_bytes, acts.total, acts.recompute_bytes,

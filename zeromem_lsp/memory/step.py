@@ -97,9 +97,9 @@ class FrozenBase(NamedTuple):
     """A frozen base with trainable adapters (LoRA / QLoRA), per rank: persistent bytes as the plan places the
     adapter's P, G, O at the stage (memory/adapter_plan.py), and what the step needs beside them. With it the
     moments are the full step's (`_frozen`), over trainable tensors only. Measured whole with PEFT (torch,
-    DeepSpeed ZeRO-1/2/3, FSDP2 with and without resharding or sharding and under mixed precision, FSDP1
+    DeepSpeed ZeRO-0/1/2/3, FSDP2 with and without resharding or sharding and under mixed precision, FSDP1
     FULL_SHARD, SHARD_GRAD_OP, NO_SHARD and under mixed precision: tests/data/step/measured_lora.json); derived
-    under ZeRO-0 and offload."""
+    under offload."""
 
     parameters: int  # frozen base + adapters on this rank (P as placed)
     gradients: int  # the adapters' gradients on this rank (G as placed): only from the end of backward
