@@ -272,9 +272,9 @@ def activation_sum(activations) -> str:
 #: How the peak is made with an adapter (docs/adapters.md, "The step with a frozen base").
 LORA_STEP = ("with an adapter the step runs over a frozen base: parameters, gradients, optimizer states are P, G, O "
              "each sharded as the stage shards it (ZeRO-1: O; ZeRO-2: G and O; ZeRO-3: all, ⌈·/R⌉); no gradient "
-             "exists at the loss's backward; measured as a whole step with PEFT (torch, QLoRA NF4, DeepSpeed ZeRO-2/3, "
-             "FSDP2 and FSDP1 sharded: every phase within ±5%); other FSDP setups (FSDP1 mixed precision or "
-             "without resharding, no sharding), ZeRO-1 and offload derived, not measured whole (docs/adapters.md)")
+             "exists at the loss's backward; measured as a whole step with PEFT (torch, QLoRA NF4, DeepSpeed ZeRO-0/1/2/3, "
+             "FSDP2 and FSDP1 sharded, without resharding or sharding, and under mixed precision: every phase within "
+             "±5%); offload derived, not measured whole (docs/adapters.md)")
 
 
 def lora_activation_line(peak) -> str:

@@ -277,6 +277,26 @@ def lora_cases() -> list[dict]:
                      impl="foreach", fsdp={"sharding_strategy": "FULL_SHARD"}))
     out.append(_lora("lora-fsdp2-r2-qwen2-h256-tied-qv-r64-for-loop", "qwen2-h256-tied", QV, 64, engine="fsdp2",
                      ranks=2, impl="for-loop", fsdp={}))
+    # FSDP1 under bf16 mixed precision (fp32 base and adapters), without resharding, and without sharding. Under
+    # FSDP1's policy the adapters' units get PEFT's fp32-cast input (it reads the fp32 orig weight outside the unit)
+    # and their bf16 weight: it runs only under autocast, which Accelerate's bf16 wraps every forward in
+    out.append(_lora("lora-fsdp1-r2-llama-h512-v8k-all-r8-mixed", "llama-h512-v8k", ALL, 8, engine="fsdp1", ranks=2,
+                     impl="foreach", regime="fsdp-mixed", autocast=True, fsdp={"sharding_strategy": "FULL_SHARD"}))
+    for strategy in ("SHARD_GRAD_OP", "NO_SHARD"):
+        out.append(_lora(f"lora-fsdp1-r2-llama-h512-v8k-all-r8-{strategy.lower().replace('_', '-')}", "llama-h512-v8k",
+                         ALL, 8, engine="fsdp1", ranks=2, impl="foreach", fsdp={"sharding_strategy": strategy}))
+    # FSDP2 without sharding: fully_shard over a (replicate 2, shard 1) mesh
+    out.append(_lora("lora-fsdp2-r2-llama-h512-v8k-all-r8-replicate", "llama-h512-v8k", ALL, 8, engine="fsdp2",
+                     ranks=2, impl="foreach", fsdp={"replicate": True}))
+    # DeepSpeed ZeRO-1 at 2 ranks, bf16
+    for model, targets, tag, rank in (("llama-h512-v8k", QV, "qv", 8), ("llama-h512-v8k", ALL, "all", 64),
+                                      ("qwen2-h256-tied", ALL, "all", 8)):
+        out.append(_lora(f"lora-ds-z1-r2-{model}-{tag}-r{rank}", model, targets, rank, engine="deepspeed", stage=1,
+                         ranks=2, impl="for-loop"))
+    # DeepSpeed ZeRO-0 (bf16: its FP16_UnfusedOptimizer / BF16 path over the trainable parameters) at 1 and 2 ranks
+    for ranks in (1, 2):
+        out.append(_lora(f"lora-ds-z0-r{ranks}-llama-h512-v8k-all-r64", "llama-h512-v8k", ALL, 64, engine="deepspeed",
+                         stage=0, ranks=ranks, impl="for-loop"))
     return copy.deepcopy(out)
 
 
@@ -303,6 +323,15 @@ def accumulation_cases() -> list[dict]:
     out += [_accumulated(lora[cid]) for cid in (
         "lora-llama-h256-all-r64-foreach", "lora-ds-z2-r2-llama-h512-v8k-all-r64", "lora-fsdp2-r2-llama-h512-v8k-all-r8",
         "lora-ds-z3-r2-llama-h512-v8k-all-r64")]
+    # ZeRO-1 on one process (Accelerate enters no no_sync there), FSDP2 without sharding (a replicate x shard mesh of
+    # R x 1: HSDP with shards of one rank), LoRA under FSDP1 and ZeRO-1
+    out.append(_accumulated(full["ds-z1-r1"]))
+    out.append(_accumulated(_fsdp("fsdp2-r2-fp32-replicate", 2, replicate=True)))
+    out += [_accumulated(lora[cid]) for cid in (
+        "lora-fsdp1-r2-llama-h512-v8k-all-r8", "lora-fsdp1-r2-llama-h512-v8k-all-r8-no-shard",
+        "lora-fsdp1-r2-llama-h512-v8k-all-r8-mixed", "lora-fsdp1-r2-llama-h512-v8k-all-r8-shard-grad-op",
+        "lora-fsdp2-r2-llama-h512-v8k-all-r8-replicate", "lora-ds-z1-r2-llama-h512-v8k-all-r64",
+        "lora-ds-z0-r2-llama-h512-v8k-all-r64")]
     return out
 
 

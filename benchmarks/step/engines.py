@@ -158,7 +158,7 @@ class Run:
         backend = "gloo" if device == "cpu" else "nccl"
         self.extra: dict = {}
         engine = case["engine"]
-        self.autocast = case["regime"] == "autocast"
+        self.autocast = case["regime"] == "autocast" or case.get("autocast", False)  # (Accelerate's bf16 forward)
         if engine == "deepspeed":
             import deepspeed
             deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False)
@@ -205,8 +205,12 @@ class Run:
         torch = self.torch
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-        mesh = init_device_mesh(torch.device(self.device).type, (self.world,))
         settings = dict(self.case["fsdp"])
+        if settings.get("replicate"):  # no sharding: HSDP over a (replicate R, shard 1) mesh
+            mesh = init_device_mesh(torch.device(self.device).type, (self.world, 1),
+                                    mesh_dim_names=("replicate", "shard"))
+        else:
+            mesh = init_device_mesh(torch.device(self.device).type, (self.world,))
         kwargs = {"mesh": mesh, "reshard_after_forward": settings.get("reshard_after_forward", True)}
         if self.case["regime"] == "fsdp-mixed":
             kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)

@@ -55,7 +55,8 @@ async def test_the_deepspeed_hover_has_the_recipes_peak(client, tmp_path):
     p_line = next(line for line in hover.splitlines() if line.startswith("- P = "))
     p_bytes = int(p_line.rsplit(" = ", 1)[1].removesuffix(" B").replace(",", ""))
     assert parts["parameters"] == -(-p_bytes // 8)  # ZeRO-3: ⌈P/R⌉
-    assert "measured as a whole step with PEFT" in hover and "derived, not measured whole" in hover
+    assert "measured as a whole step with PEFT (torch, QLoRA NF4, DeepSpeed ZeRO-0/1/2/3" in hover
+    assert "); offload derived, not measured whole" in hover
 
 
 async def test_the_recipes_8bit_optimizer_gives_a_full_fine_tune_a_derived_peak(client, tmp_path):

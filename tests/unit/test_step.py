@@ -47,7 +47,8 @@ def arguments(case: dict) -> dict:
         kwargs.update(engine="fsdp", fsdp_version=int(engine[-1]), fsdp_mixed=mixed,
                       fsdp_reshard=settings.get("reshard_after_forward", True) is not False
                       and settings.get("sharding_strategy", "FULL_SHARD") == "FULL_SHARD",
-                      fsdp_sharded=settings.get("sharding_strategy", "FULL_SHARD") != "NO_SHARD")
+                      fsdp_sharded=settings.get("sharding_strategy", "FULL_SHARD") != "NO_SHARD"
+                      and not settings.get("replicate"))  # (FSDP2 over a replicate R x shard 1 mesh)
     else:
         kwargs["engine"] = "torch"
     return kwargs

@@ -59,7 +59,7 @@ def lora_phases(case: dict, folder: Path) -> dict[str, int]:
 
 
 def test_the_record_is_there():
-    assert len(CASES) == len(RECORD["cases"]) == 21 and RECORD["torch"] and RECORD["deepspeed"]
+    assert len(CASES) == len(RECORD["cases"]) == 30 and RECORD["torch"] and RECORD["deepspeed"]
     assert all(case["gradient_accumulation_steps"] == 2 for case in CASES)
     assert {case["engine"] for case in CASES} == {"torch", "ddp", "deepspeed", "fsdp1", "fsdp2"}
 
@@ -85,7 +85,8 @@ def test_every_lora_phase_is_within_five_percent(case, tmp_path):
 UNDER_WITHOUT = ("torch-llama-h256-bf16-foreach-ga2", "ddp-llama-h256-fp32-foreach-r2-ga2", "ds-z0-r1-ga2",
                  "ds-z1-r2-ga2", "ds-qwen2-h256-tied-z2-r2-ga2", "fsdp2-r2-fp32-ga2", "fsdp2-r2-mixed-ga2",
                  "fsdp1-r2-fp32-full-shard-ga2", "ddp-llama-h256-bf16-for-loop-r2-view-ga2", "ds-z1-r2-overlap-ga2",
-                 "fsdp2-r2-fp32-noreshard-ga2", "fsdp1-r2-mixed-full-shard-ga2", "fsdp1-r2-fp32-no-shard-ga2")
+                 "fsdp2-r2-fp32-noreshard-ga2", "fsdp1-r2-mixed-full-shard-ga2", "fsdp1-r2-fp32-no-shard-ga2",
+                 "ds-z1-r1-ga2", "fsdp2-r2-fp32-replicate-ga2")
 
 
 @pytest.mark.parametrize("case_id", UNDER_WITHOUT)
@@ -110,7 +111,8 @@ def test_zero3_holds_nothing_more():
 HELD_AT_START = ("torch-llama-h256-bf16-foreach-ga2", "torch-qwen2-h256-tied-bf16-foreach-s32b1-ga2",
                  "ddp-llama-h256-fp32-foreach-r2-ga2", "ds-z0-r1-ga2", "ds-z1-r2-ga2", "ds-z2-r2-ga2",
                  "ds-qwen2-h256-tied-z2-r2-ga2", "fsdp2-r2-fp32-ga2", "fsdp2-r2-mixed-ga2",
-                 "ddp-llama-h256-bf16-for-loop-r2-view-ga2", "ds-z1-r2-overlap-ga2", "fsdp2-r2-fp32-noreshard-ga2")
+                 "ddp-llama-h256-bf16-for-loop-r2-view-ga2", "ds-z1-r2-overlap-ga2", "fsdp2-r2-fp32-noreshard-ga2",
+                 "ds-z1-r1-ga2", "fsdp2-r2-fp32-replicate-ga2")
 
 
 @pytest.mark.parametrize("case_id", HELD_AT_START)
@@ -137,6 +139,19 @@ def test_the_held_gradients_are_what_the_later_forward_starts_with(case_id):
     found = held(engine)
     starts = [rank["phases"]["forward"]["start"] - rank["phases"]["forward_1"]["start"] for rank in case["per_rank"]]
     assert max(starts) == found.accumulated + found.bucket > 0 and found.derived == ""
+
+
+def test_a_frozen_base_holds_measured_rules_except_with_offload():
+    """LoRA: measured under ZeRO-0 and ZeRO-1 (ZeRO-1: whole adapters' gradients beside the IPG bucket,
+    lora-ds-z1-*-ga2), FSDP1 and FSDP2 without sharding; with offload labelled derived in the moment's name."""
+    for engine in (Engine("deepspeed", 1, bucket=10), Engine("fsdp", fsdp_version=1, ranks=2), Engine("deepspeed", 0),
+                   Engine("fsdp", fsdp_version=2, fsdp_sharded=False, ranks=2), Engine("deepspeed", 2)):
+        assert held(engine, 100).derived == ""
+    assert held(Engine("deepspeed", 1, bucket=10), 100) == (100, 0, "", ("gradients",), None, 10)
+    assert held(Engine("deepspeed", 2, offload_optimizer=True), 0).derived
+    case = next(case for case in LORA if case["id"] == "lora-ds-z1-r2-llama-h512-v8k-all-r64-ga2")
+    starts = [rank["phases"]["forward"]["start"] - rank["phases"]["forward_1"]["start"] for rank in case["per_rank"]]
+    assert starts == [2 * case["per_rank"][0]["trainable_numel"] + 2 * 5_000_000] * 2  # bf16 G whole + the bucket
 
 
 def rows(folder: Path) -> list[tuple[str, str, int, int]]:

@@ -24,8 +24,11 @@ from zeromem_lsp.memory.step import PHASES, estimate_step
 DATA = Path(__file__).resolve().parents[1] / "data" / "step"
 RECORDS = {name: json.loads((DATA / name).read_text(encoding="utf-8"))["cases"]
            for name in ("measured.json", "measured_lora.json", "preference.json")}
+#: DeepSpeed's step 1 is not "step 2 less its optimizer state" (docs/memory-model.md, "The first step"): only the
+#: torch and FSDP cases are compared phase by phase
 PER_PHASE = [(name, case) for name in ("measured.json", "measured_lora.json") for case in RECORDS[name]
-             if "error" not in case and all("step1_phases" in rank for rank in case["per_rank"])]
+             if "error" not in case and all("step1_phases" in rank for rank in case["per_rank"])
+             and case["engine"] != "deepspeed"]
 STATE_PARTS = ("optimizer_state",)  # the tracker's name for AdamW's exp_avg / exp_avg_sq (engines.Labeller)
 
 

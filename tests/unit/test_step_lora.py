@@ -23,10 +23,12 @@ CASES = [case for case in RECORD["cases"] if "error" not in case]
 PHASES = ("forward", "backward", "optimizer")
 GOAL, BOUND = 0.05, 0.10
 ENGINES = {"torch": ("torch", lambda case: "ddp"),
-           "fsdp2": ("fsdp", lambda case: "zero3" if case["fsdp"].get("reshard_after_forward", True) else "zero2"),
+           "fsdp2": ("fsdp", lambda case: "ddp" if case["fsdp"].get("replicate") else  # (a replicate R x 1 mesh)
+                     "zero3" if case["fsdp"].get("reshard_after_forward", True) else "zero2"),
            "fsdp1": ("fsdp", lambda case: {"FULL_SHARD": "zero3", "SHARD_GRAD_OP": "zero2",
                                            "NO_SHARD": "ddp"}[case["fsdp"]["sharding_strategy"]]),
-           "deepspeed": ("deepspeed", lambda case: f"zero{case['ds_config']['zero_optimization']['stage']}")}
+           "deepspeed": ("deepspeed", lambda case: {0: "ddp"}.get(  # ZeRO-0: the DDP figure (its placement)
+               case["ds_config"]["zero_optimization"]["stage"], f"zero{case['ds_config']['zero_optimization']['stage']}"))}
 #: Measured but not compared: the run cannot be described to `zeromem estimate` as it ran (none now: FSDP cases
 #: say their version with --fsdp-version and their bf16 shards with --param-dtype).
 UNMATCHED: dict[str, str] = {}
@@ -118,7 +120,11 @@ def test_the_record_has_its_versions_and_the_cases_the_issue_asks_for():
     assert CASES and len(CASES) == len(RECORD["cases"]), [case["id"] for case in RECORD["cases"] if "error" in case]
     engines = {(case["engine"], case.get("ds_config", {}).get("zero_optimization", {}).get("stage"))
                for case in CASES}
-    assert {("torch", None), ("deepspeed", 2), ("deepspeed", 3), ("fsdp1", None), ("fsdp2", None)} <= engines
+    assert {("torch", None), ("deepspeed", 1), ("deepspeed", 2), ("deepspeed", 3), ("fsdp1", None), ("fsdp2", None)} <= engines
+    assert {case["fsdp"].get("sharding_strategy") for case in CASES if case["engine"] == "fsdp1"} == {
+        "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"}
+    assert any(case["fsdp"].get("replicate") for case in CASES if case["engine"] == "fsdp2")
+    assert {case["regime"] for case in CASES if case["engine"].startswith("fsdp")} == {"bf16", "fsdp-mixed"}
     assert {case["optimizer"]["impl"] for case in CASES if case["engine"] == "torch"} == {"foreach", "for-loop", "fused"}
     assert {case["gradient_checkpointing"] for case in CASES} == {True, False}
     assert {case["config"]["tie_word_embeddings"] for case in CASES} == {True, False}

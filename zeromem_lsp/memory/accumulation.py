@@ -22,8 +22,10 @@ What each engine holds (measured with two micro-batches: tests/data/step/gradien
   (`FSDPParam.to_accumulated_grad_if_needed` upcasts it, torch/distributed/fsdp/_fully_shard/_fsdp_param.py).
 - FSDP1 under `no_sync`: the unsharded flat gradients in the compute dtype (bf16 under mixed precision); under
   NO_SHARD the root unit's new flat gradient is made whole beside them at the end of backward.
-- A frozen base (LoRA): the adapters' gradients as the plan places them, unsharded under FSDP, none more under
-  ZeRO-3 (measured under torch, ZeRO-2, ZeRO-3 and FSDP2; derived under the others from the full step's rule).
+- A frozen base (LoRA): the adapters' gradients as the plan places them, unsharded under FSDP, whole beside the IPG
+  bucket under ZeRO-1, none more under ZeRO-3 (measured under torch, ZeRO-0/1/2/3, FSDP2 and FSDP1; derived with
+  offload).
+- FSDP2 without sharding (a replicate R × shard 1 mesh) holds as FSDP2 does.
 """
 
 from __future__ import annotations
@@ -67,14 +69,13 @@ def held(engine: Engine, frozen_gradients: int | None = None) -> Held:
     gradients as placed (their G)."""
     e = engine
     if frozen_gradients is not None:  # (the adapters are fp32 under PEFT, so their reduce dtype is theirs)
-        measured = e.name == "torch" or (e.name == "deepspeed" and e.stage in (2, 3)) or (
-            e.name == "fsdp" and e.fsdp_version == 2)
-        how = "" if measured else "the adapters' gradients held as the full step holds them"
+        how = "offload not measured" if e.offload_optimizer else ""
         if e.name == "fsdp" and e.fsdp_sharded:  # unsharded, as the full step's
             return Held(frozen_gradients * e.ranks, 0, how, (), 0)
         if e.name == "deepspeed" and e.stage == 3:  # reduced into the partitions, as the full step's
             return Held(0, 0, how)
-        return Held(frozen_gradients, 0, how)
+        # ZeRO-1: whole under `no_sync`, beside the IPG bucket, as the full step's
+        return Held(frozen_gradients, 0, how, bucket=e.bucket if e.name == "deepspeed" and e.stage == 1 else 0)
     if e.name == "torch":
         return Held(e.w * e.numel, e.w * e.embedding)
     if e.name == "deepspeed":
@@ -87,8 +88,8 @@ def held(engine: Engine, frozen_gradients: int | None = None) -> Held:
         bucket = e.bucket if e.stage == 1 else 0  # (the step's own "reduce bucket" is this one)
         return Held(e.w * e.numel, e.w * e.embedding,
                     "" if not e.offload_optimizer else "offload not measured", bucket=bucket)
-    if not e.fsdp_sharded:  # NO_SHARD: the root unit's new flat gradient is made whole beside the accumulated one
-        return Held(e.w * e.numel, e.w * e.root, "" if e.fsdp_version == 1 else "FSDP2 NO_SHARD not measured")
+    if not e.fsdp_sharded and e.fsdp_version == 1:  # NO_SHARD: the root unit's new flat gradient is made whole
+        return Held(e.w * e.numel, e.w * e.root)  # beside the accumulated one
     if e.fsdp_version == 2:  # the last micro-batch reduce-scatters each unit's as it goes, the root's at the end
         # (`FSDPParamGroup.post_backward` hands the accumulated gradient to the reduce-scatter and drops it): the end
         # of backward is the plain step's (never the peak in what was measured)

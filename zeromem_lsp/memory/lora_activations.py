@@ -103,13 +103,14 @@ def _names(adapted: dict[str, int]) -> set[str]:
     return names
 
 
-def _adapter_bytes(shape: ModelShape, adapted: dict[str, int], tokens: int, w: int, a: int, attention: str) -> int:
+def _adapter_bytes(shape: ModelShape, adapted: dict[str, int], tokens: int, w: int, a: int, attention: str,
+                   cast_each: bool = False) -> int:
     """What the adapters of one layer keep: their inputs (a copy each when cast, else the input once)
-    and A's output."""
+    and A's output. `cast_each`: a copy each even in the compute dtype (FSDP1 mixed precision)."""
     widths = {"attn_in": shape.hidden, "attn_out": shape.heads * shape.head_dim, "mlp_in": shape.hidden,
               "down_in": shape.intermediate}
     kept = sum(a * tokens * rank for rank in adapted.values())
-    if a != w:
+    if a != w or cast_each:
         return kept + sum(a * tokens * widths[SOURCES[name]] for name in adapted)
     sources = {SOURCES[name] for name in adapted}
     if attention == "sdpa" and shape.model_type not in ("phi3", "gpt_neox"):
@@ -118,7 +119,7 @@ def _adapter_bytes(shape: ModelShape, adapted: dict[str, int], tokens: int, w: i
 
 
 def _first_layer_savings(shape: ModelShape, adapted: dict[str, int], b: int, s: int, w: int, a: int,
-                         attention: str) -> int:
+                         attention: str, cast_each: bool = False) -> int:
     """The first adapted layer's input (from the frozen embedding) needs no gradient: its input norm keeps
     nothing, and each op keeps only what the gradient of an input that needs one reads."""
     tokens = b * s
@@ -134,7 +135,7 @@ def _first_layer_savings(shape: ModelShape, adapted: dict[str, int], b: int, s: 
         if not (gq or gk or gv):  # the kernel keeps q, k, v, its output and the log-sum-exp only for a gradient
             v = 3 * shape.hidden if shape.model_type == "gpt2" else kvd  # gpt2's v is a view of c_attn's output
             saved += w * tokens * (2 * qd + kvd + v) + F32 * tokens * shape.heads
-            if "o_proj" in adapted and a == w and shape.model_type not in ("phi3", "gpt_neox"):
+            if "o_proj" in adapted and a == w and not cast_each and shape.model_type not in ("phi3", "gpt_neox"):
                 saved -= w * tokens * qd  # the o_proj adapter keeps the attention output itself
     else:
         saved += _eager_savings(shape, b, s, w, gq, gk, gv)
@@ -188,9 +189,13 @@ def _eager_savings(shape: ModelShape, b: int, s: int, w: int, gq: bool, gk: bool
 
 def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_length: int, micro_batch: int,
                               dtype: str = "bf16", adapter_dtype: str = "fp32", attention: str = "sdpa",
-                              checkpointing: bool = False) -> LoraActivations:
+                              checkpointing: bool = False, cast_each: bool = False) -> LoraActivations:
     """Saved bytes of one micro-batch with LoRA; raises ActivationInputError.
 
+    cast_each: every adapter keeps its own copy of its input even when it computes in the model's dtype. Under FSDP1
+    mixed precision PEFT's `_cast_input_dtype` reads lora_A's fp32 original parameter outside its unit and casts the
+    input to fp32, and autocast (Accelerate's bf16 forward; without it the bf16 unit refuses the fp32 input) casts
+    that back to a bf16 copy, the one kept for A's gradient (measured: lora-fsdp1-*-mixed)
     With (non-reentrant) checkpointing each layer keeps its input whether or not it needs a gradient, as in
     full fine-tuning; only the parts outside the layers change, and the re-run layer is a LoRA layer."""
     if shape.model_type not in FAMILIES:
@@ -217,9 +222,10 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
     if uneven and start != 0:
         raise ActivationInputError("the LoRA activation model covers layers that keep different amounts (sliding "
                                    "windows the sequence outgrows) only when the first layer has adapters")
-    sizes = [0 if i < start else base + _adapter_bytes(shape, by_layer.get(i, {}), tokens, w, a, attention)
+    sizes = [0 if i < start else base + _adapter_bytes(shape, by_layer.get(i, {}), tokens, w, a, attention, cast_each)
              for i in range(shape.layers)]
-    sizes[start] -= _first_layer_savings(shape, by_layer[start], micro_batch, sequence_length, w, a, attention)
+    sizes[start] -= _first_layer_savings(shape, by_layer[start], micro_batch, sequence_length, w, a, attention,
+                                         cast_each)
     gemma = _gemma(shape)
     # frozen embedding: no token ids (nor gemma's scale); frozen final norm and head: no normalized copy (RMSNorm),
     # no input for the head

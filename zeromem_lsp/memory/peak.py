@@ -307,11 +307,12 @@ def step_arguments(inputs: PeakInputs, family: str, stage: str, offload: object)
 
 
 #: How the peak with an adapter is made (JSON `activations.lora.step`; docs/adapters.md).
-FROZEN_STEP = ("the step over a frozen base: measured as a whole step with PEFT on CPU (35 LoRA / QLoRA NF4 steps: "
-               "torch AdamW foreach, for-loop, fused; DeepSpeed ZeRO-2 and ZeRO-3 at 2 ranks; FSDP2 with and without "
-               "resharding, bf16 shards or fp32 ones under bf16 mixed precision, and FSDP1 FULL_SHARD, at 2 ranks; "
-               "every phase within ±5%, worst +4.6%, FSDP within ±1%); derived from the measured terms, not measured "
-               "whole, under FSDP1 mixed precision and SHARD_GRAD_OP, NO_SHARD, ZeRO-1 and offload")
+FROZEN_STEP = ("the step over a frozen base: measured as a whole step with PEFT on CPU (44 LoRA / QLoRA NF4 steps: "
+               "torch AdamW foreach, for-loop, fused; DeepSpeed ZeRO-0 at 1 and 2 ranks, ZeRO-1, ZeRO-2 and ZeRO-3 at 2 ranks; "
+               "FSDP2 with and "
+               "without resharding or sharding, bf16 shards or fp32 ones under bf16 mixed precision, and FSDP1 "
+               "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD and mixed precision, at 2 ranks; every phase within ±5%, worst "
+               "+4.6%, FSDP within ±1%); derived from the measured terms, not measured whole, under offload")
 #: Which of P, G, O a stage shards (the contract's placement, docs/memory-model.md): ZeRO-1 O, ZeRO-2 G and O,
 #: ZeRO-3 all three (FSDP's SHARD_GRAD_OP and FULL_SHARD use the zero2 / zero3 keys).
 SHARDED = {"ddp": (False, False, False), "zero1": (False, False, True), "zero2": (False, True, True),
@@ -335,12 +336,17 @@ def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: 
     layers kept from forward to backward are the step's own part (step._gathered_frozen), not P."""
     lora = inputs.lora
     placed = "zero3" if engine == "fsdp" and stage == "zero2" else stage
+    deepspeed = lora.engine == "deepspeed"  # type: ignore[union-attr]
+    # DeepSpeed's ZeRO-1 holds the rank's gradient partition in the step as ZeRO-2 does: its epilogue flattens the
+    # partition whether gradients are partitioned or not (stage_1_and_2.py `independent_gradient_partition_epilogue`
+    # → `get_flat_partition`; measured: lora-ds-z1-*); under `no_sync` (accumulation) `param.grad` stays whole
+    held_at = "zero2" if deepspeed and stage == "zero1" else stage
     params, _, _ = adapter_placement(lora, placed, inputs.ranks, offload)  # type: ignore[arg-type]
-    _, grads, states = adapter_placement(lora, stage, inputs.ranks, offload)  # type: ignore[arg-type]
+    _, grads, states = adapter_placement(lora, held_at, inputs.ranks, offload)  # type: ignore[arg-type]
+    _, whole, _ = adapter_placement(lora, stage, inputs.ranks, offload)  # type: ignore[arg-type]
     trainable = lora.count.trainable  # type: ignore[union-attr,attr-defined]
     if SHARDED[stage][2]:
         trainable = -(-trainable // inputs.ranks)
-    deepspeed = lora.engine == "deepspeed"  # type: ignore[union-attr]
     step_bytes = F32 if deepspeed else DTYPE_BYTES[lora.adapter_dtype]  # type: ignore[union-attr]
     every = lora.count.all  # type: ignore[union-attr,attr-defined]
     # modules_to_save copies are in the model's dtype (DeepSpeed: its recast; PEFT: the forward's, fp32 after
@@ -348,19 +354,21 @@ def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: 
     count, adapter = lora.count, DTYPE_BYTES[lora.adapter_dtype]  # type: ignore[union-attr]
     copy = adapter if deepspeed else DTYPE_BYTES[lora.activation_dtype]  # type: ignore[union-attr]
     head = copy * sum(t.weight.elements for t in count.saved if t.weight.kind == "head")  # type: ignore[attr-defined]
-    if SHARDED[stage][1]:
+    if SHARDED[held_at][1]:
         head = -(-head // inputs.ranks)
     # torch AdamW's scratch follows each stepped tensor's dtype and, for-loop, the largest one: DeepSpeed steps one
     # flat fp32 partition (`trainable` × 4 B), torch and FSDP each adapter tensor (FSDP: its dim-0 shard)
     stepped = 0 if deepspeed else adapter * count.adapters + copy * count.saved_copies  # type: ignore[attr-defined]
     largest = 0 if deepspeed else max(adapter * largest_adapter(count), copy * largest_copy(count))
+    if deepspeed and stage == "ddp":  # ZeRO-0 keeps an fp32 master per parameter: for-loop steps one at a time
+        largest = F32 * max(largest_adapter(count), largest_copy(count))  # (measured: lora-ds-z0-*)
     if SHARDED[stage][2]:
         stepped, largest = -(-stepped // inputs.ranks), -(-largest // inputs.ranks)
     return FrozenBase(params, grads, states, trainable, step_bytes, acts.total, acts.recompute_bytes,
                       lora.activation_dtype, lora.parameter_bytes, every,  # type: ignore[union-attr]
                       fp32_gradients=deepspeed and DTYPE_BYTES[lora.adapter_dtype] < F32,  # type: ignore[union-attr]
                       stepped=stepped, largest=largest, head_gradient=0 if grads == 0 else head,
-                      outside=acts.outside_bytes)
+                      outside=acts.outside_bytes, accumulated=whole)
 
 
 def largest_adapter(count) -> int:
@@ -499,6 +507,13 @@ def lora_compute_dtype(inputs: PeakInputs, family: str) -> str:
     return compute if engine == "fsdp" and stored != compute else lora.adapter_dtype  # type: ignore[union-attr]
 
 
+def _fsdp1_mixed(inputs: PeakInputs, family: str) -> bool:
+    """FSDP1 under mixed precision: each adapter keeps a copy of its input (lora_activations, `cast_each`)."""
+    engine, compute = str(_value(inputs.engine) or family), str(_value(inputs.dtype))
+    stored = str(_value(inputs.param_dtype) or compute)
+    return engine == "fsdp" and stored != compute and _value(inputs.fsdp_version) == 1
+
+
 def _lora_activations(inputs: PeakInputs, missing: list[str], family: str = "") -> LoraActivations | None:
     """What one micro-batch keeps with LoRA on a frozen base, or None with the reason in `missing`."""
     lora = inputs.lora
@@ -506,7 +521,7 @@ def _lora_activations(inputs: PeakInputs, missing: list[str], family: str = "") 
         return estimate_lora_activations(
             inputs.shape, lora.count, inputs.sequence_length.value, policy_rows(inputs),  # type: ignore[union-attr,arg-type]
             lora.activation_dtype, lora_compute_dtype(inputs, family), str(inputs.attention.value),  # type: ignore[union-attr]
-            bool(inputs.gradient_checkpointing.value))
+            bool(inputs.gradient_checkpointing.value), _fsdp1_mixed(inputs, family))
     except ActivationInputError as error:
         missing.append(f"LoRA activations: {error}")
         return None

@@ -97,8 +97,9 @@ class FrozenBase(NamedTuple):
     """A frozen base with trainable adapters (LoRA / QLoRA), per rank: persistent bytes as the plan places the
     adapter's P, G, O at the stage (memory/adapter_plan.py), and what the step needs beside them. With it the
     moments are the full step's (`_frozen`), over trainable tensors only. Measured whole with PEFT (torch,
-    DeepSpeed ZeRO-2/3, FSDP2 with and without resharding and under mixed precision, FSDP1 FULL_SHARD:
-    tests/data/step/measured_lora.json); derived under FSDP1 mixed precision and SHARD_GRAD_OP, and NO_SHARD."""
+    DeepSpeed ZeRO-0/1/2/3, FSDP2 with and without resharding or sharding and under mixed precision, FSDP1
+    FULL_SHARD, SHARD_GRAD_OP, NO_SHARD and under mixed precision: tests/data/step/measured_lora.json); derived
+    under offload."""
 
     parameters: int  # frozen base + adapters on this rank (P as placed)
     gradients: int  # the adapters' gradients on this rank (G as placed): only from the end of backward
@@ -115,6 +116,7 @@ class FrozenBase(NamedTuple):
     largest: int = 0  # bytes of the largest of them (0: all of them, one flat partition)
     head_gradient: int = 0  # a trained head's (modules_to_save) gradient on this rank: from the head's backward
     outside: int = 0  # of `activations`, what is saved outside the decoder layers (embedding, final norm, loss)
+    accumulated: int | None = None  # the adapters' gradients a later micro-batch holds (None: `gradients`)
 
 
 class Tensors(NamedTuple):
@@ -519,6 +521,10 @@ def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: 
     for its backward, with the next one prefetched; a unit's unsharded gradients are copied into one
     reduce-scatter input in the reduce dtype (fp32 under mixed precision) beside the collective's output."""
     t, w, n, r, c = setup.tensors, setup.w, setup.tensors.total, setup.ranks, setup.c
+    if version == 2 and not sharded:  # a replicate R × shard 1 mesh: FSDP2 over a group of one, still gathering
+        # copies and resharding after forward (fully_shard's default), its gradients all-reduced over the replicate
+        # dim (measured: fsdp2-r2-fp32-replicate-ga2, lora-fsdp2-*-replicate)
+        sharded, r, reshard = True, 1, True
     g = c if mixed else w  # gathered parameters and unsharded gradients are in the compute dtype
     collective = sharded and r > 1  # at one rank FSDP2 still copies the root in and out, but reduces nothing
     r = r if sharded else 1  # NO_SHARD: every rank holds everything
@@ -590,6 +596,8 @@ def _gathered_frozen(setup: _Setup, frozen: FrozenBase, engine: str, stage: int,
     `_fsdp_param.py` casts each shard before the all-gather; measured: lora-fsdp2-*-mixed)."""
     t, r = setup.tensors, setup.ranks
     version, reshard, sharded, mixed = fsdp
+    if engine == "fsdp" and version == 2 and not sharded:  # FSDP2 over a group of one, as `_fsdp`
+        sharded, r, reshard = True, 1, True
 
     def g(elements: int) -> int:
         if engine == "fsdp" and mixed:
@@ -622,13 +630,15 @@ def _gathered_frozen(setup: _Setup, frozen: FrozenBase, engine: str, stage: int,
 
 
 def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gathered,
-            offload_optimizer: bool, in_place: bool) -> Moments:
+            offload_optimizer: bool, in_place: bool, converted: bool = False) -> Moments:
     """The step with a frozen base: the full step's moments (`_loss_moments`, `_layer_transient`) with no
     gradient for a frozen weight. Forward at the loss; the loss's backward (no gradient yet); the top layer's
     backward (input gradients only: frozen weights make none); the end of backward with the adapters'
     gradients; the optimizer step over the trainable tensors only. `in_place`: the optimizer is not one of torch's
     (AdamW, Adam, SGD, Adagrad) and is taken to make no scratch (bitsandbytes' optimizers update each parameter in
-    place; Adafactor's per-tensor copies are not modelled with an adapter)."""
+    place; Adafactor's per-tensor copies are not modelled with an adapter). `converted`: the 16-bit gradient
+    partition is dropped once copied to fp32, before the inner step (ZeRO-1/2: stage_1_and_2.py `step`,
+    `averaged_gradients[i] = None`; measured: lora-ds-z1-*, lora-ds-z2-*)."""
     base = [Part("parameters", frozen.parameters), Part("optimizer states", frozen.optimizer_states),
             Part("reduce bucket", gathered.bucket)]
     at_loss, again, in_layer = gathered.at_loss, gathered.again, gathered.in_layer
@@ -651,13 +661,18 @@ def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gat
     largest = frozen.largest or stepped  # for-loop: one tensor at a time (tests/data/step/measured_lora.json)
     scratch = 0 if offload_optimizer or in_place else optimizer_step(  # torch's: by the bytes they step
         setup.optimizer, setup.impl, 1, [(stepped,)], largest=largest).scratch
-    step = [*base, Part("gradients", frozen.gradients), Part("fp32 gradients", fp32),
+    converted = converted and fp32 > 0
+    step = [*base, Part("gradients", 0 if converted else frozen.gradients), Part("fp32 gradients", fp32),
             Part("optimizer scratch", scratch)]
+    steps = {"the optimizer step": step}
+    if converted:
+        steps["the fp32 copy of the gradient partition"] = [*base, Part("gradients", frozen.gradients),
+                                                            Part("fp32 gradients", fp32)]
     return {"forward": forwards,
             "backward": {"the loss's backward": loss, "the top layer's backward": top,
                          **_head_moment(setup, base + [Part("gathered parameters", again)], frozen.activations),
                          "the end of backward": end},
-            "optimizer": {"the optimizer step": step}}
+            "optimizer": steps}
 
 
 def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, checkpointing: bool = False,
@@ -715,7 +730,8 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
         if frozen is not None:
             gathered = _gathered_frozen(setup, frozen, engine, stage, buckets,
                                         (fsdp_version, fsdp_reshard, fsdp_sharded, fsdp_mixed))
-            return _frozen(setup, shape, frozen, gathered, offload_optimizer, optimizer not in TORCH_OPTIMIZERS)
+            return _frozen(setup, shape, frozen, gathered, offload_optimizer, optimizer not in TORCH_OPTIMIZERS,
+                           engine == "deepspeed" and stage in (1, 2))
         if engine == "torch":
             return _torch(setup, shape, autocast, ddp_bucket_view)
         if engine == "deepspeed":
@@ -728,7 +744,8 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
                             max(touched for touched, _ in _touched(tensors, ranks)) if engine == "deepspeed" else 0,
                             _ipg(setup.w, stage, buckets),
                             offload_optimizer, fsdp_version, fsdp_sharded, F32 if fsdp_mixed else setup.w, ranks,
-                            setup.c, tensors.root), frozen.gradients if frozen is not None else None)
+                            setup.c, tensors.root),
+                     None if frozen is None else frozen.gradients if frozen.accumulated is None else frozen.accumulated)
         later_loss = loss.later(gradient_accumulation_steps) if hasattr(loss, "later") else None
         source = engine_moments(setup._replace(loss=later_loss)) if later_loss is not None else None
         moments = later_moments(moments, found, Part, source)
