@@ -77,6 +77,13 @@ def cases() -> list[dict]:
         _case("trl18-kto-full-ref-axolotl", trainer="kto", batch=2, trl="1.8.0", use_cache=False),
         _case("trl18-kto-lora-adapter-ref-axolotl", trainer="kto", reference="adapter", lora=True, batch=2,
               trl="1.8.0", use_cache=False),
+        # TRL 1.8's prepare_deepspeed (trl/models/utils.py): the reference sharded at ZeRO-3, ZeRO-0 below it
+        _case("trl18-dpo-ds-z3-r2-full-ref", engine="deepspeed", stage=3, ranks=2, impl="for-loop", trl="1.8.0"),
+        _case("trl18-dpo-ds-z2-r2-full-ref", engine="deepspeed", stage=2, ranks=2, impl="for-loop", trl="1.8.0"),
+        _case("trl18-kto-ds-z3-r2-full-ref", trainer="kto", engine="deepspeed", stage=3, ranks=2, batch=2,
+              impl="for-loop", trl="1.8.0"),
+        _case("trl18-kto-ds-z2-r2-full-ref", trainer="kto", engine="deepspeed", stage=2, ranks=2, batch=2,
+              impl="for-loop", trl="1.8.0"),
     ])
 
 

@@ -61,8 +61,8 @@ def arguments(case: dict) -> tuple[Preference, dict]:
                                       stage, peft_policy=bool(case["lora"]),
                                       precompute_ref_log_probs=case["reference"] == "precomputed",
                                       persistent_bytes=persistent)
-    gathered = reference_gathered(tensors, 2, case["engine"], stage, case["ranks"],
-                                  "llamafactory" if case.get("llamafactory") else "fused")
+    loss = "llamafactory" if case.get("llamafactory") else "logits" if case["trl_version"] == "1.8.0" else "fused"
+    gathered = reference_gathered(tensors, 2, case["engine"], stage, case["ranks"], loss)
     if case.get("reference_free"):  # TRL's ORPO / CPO / SimPO
         return Preference(case["trainer"], 0, False, 0, triton=False), kwargs
     if case.get("llamafactory"):  # LLaMA-Factory's own trainer (orpo / simpo: no reference)
@@ -70,7 +70,7 @@ def arguments(case: dict) -> tuple[Preference, dict]:
         return Preference(case["trainer"], reference.bytes_per_rank if with_reference else 0, with_reference,
                           gathered if with_reference else 0, triton=False, loss="llamafactory"), kwargs
     return Preference(case["trainer"], reference.bytes_per_rank, case["reference"] != "precomputed", gathered,
-                      triton=False, loss="logits" if case["trl_version"] == "1.8.0" else "fused",
+                      triton=False, loss=loss,
                       kv_cache=case["config"].get("use_cache", True)), kwargs
 
 
