@@ -64,6 +64,7 @@ def cases() -> list[dict]:
         _case("dpo-ds-z3-r2-full-ref", engine="deepspeed", stage=3, ranks=2, impl="for-loop"),
         _case("dpo-ds-z2-r2-full-ref", engine="deepspeed", stage=2, ranks=2, impl="for-loop"),
         _case("kto-full-ref", trainer="kto", batch=2),
+        _case("kto-ds-z3-r2-full-ref", trainer="kto", engine="deepspeed", stage=3, ranks=2, batch=2, impl="for-loop"),
         _case("trl18-dpo-full-ref", trl="1.8.0"),
         _case("trl18-dpo-full-ref-b2", batch=2, trl="1.8.0"),
         _case("trl18-dpo-full-precomputed", reference="precomputed", trl="1.8.0"),

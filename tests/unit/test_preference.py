@@ -163,6 +163,29 @@ def test_trl18_kto_holds_the_metrics_logits_copy_and_the_reference_kv_cache_besi
         == cache
 
 
+def test_kto_at_zero3_gathers_only_the_policys_head_at_its_loss():
+    """KTO's KL forward runs the policy twice a step: DeepSpeed's ZeRO-3 trace is invalidated, nothing is
+    prefetched; at the loss and its backward only the LM head is gathered (DPO's step keeps its prefetched
+    parameters), and TRL 1.16's reference forward runs with none of the policy's. The measured backward: the
+    same rows as DPO's, less the prefetched parameters beyond the head."""
+    found = {}
+    for name in ("trl18-kto-ds-z3-r2-full-ref", "trl18-dpo-ds-z3-r2-full-ref", "kto-ds-z3-r2-full-ref"):
+        case = next(case for case in CASES if case["id"] == name)
+        preference, kwargs = arguments(case)
+        found[name] = (case, estimate_preference_step(preference, **kwargs))
+    head = 2 * 32000 * 256
+    kto, dpo = (dict(found[name][1].phases["backward"].parts) for name in ("trl18-kto-ds-z3-r2-full-ref",
+                                                                           "trl18-dpo-ds-z3-r2-full-ref"))
+    assert kto["gathered parameters"] == head < dpo["gathered parameters"]
+    less = dpo["gathered parameters"] - head
+    measured = {name: found[name][0]["per_rank"][0]["phases"]["backward"]["peak"] for name in found}
+    assert abs(measured["trl18-dpo-ds-z3-r2-full-ref"] - measured["trl18-kto-ds-z3-r2-full-ref"] - less) \
+        <= 0.001 * less
+    reference = dict(found["kto-ds-z3-r2-full-ref"][1].phases["forward"].parts)
+    assert found["kto-ds-z3-r2-full-ref"][1].phases["forward"].moment == "the reference model's forward"
+    assert reference.get("gathered parameters", 0) == 0 and reference["reference gathered parameters"] == head
+
+
 @pytest.mark.parametrize("trainer, loss, named", [
     ("grpo", "llamafactory", "LLaMA-Factory has no GRPO trainer"), ("ppo", "fused", "trainer must be one of"),
     ("cpo", "llamafactory", "LLaMA-Factory has no CPO trainer")])

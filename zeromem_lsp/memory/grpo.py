@@ -60,6 +60,13 @@ class Generation(NamedTuple):
     moment: str | None = None  # report this forward moment (GrpoHead.all_moments' names) instead of the largest
 
 
+def with_gathered(base: list[Part], gathered: int | None) -> list[Part]:
+    """`base` with its gathered parameters replaced by `gathered` (None: as it is)."""
+    if gathered is None:
+        return base
+    return [*(part for part in base if part.name != "gathered parameters"), Part("gathered parameters", gathered)]
+
+
 def kv_elements(shape: object, tokens: int) -> int:
     """Elements of a DynamicCache holding `tokens` tokens: every layer's keys and values."""
     return 2 * shape.layers * shape.kv_heads * shape.head_dim * tokens  # type: ignore[attr-defined]
@@ -182,10 +189,7 @@ class GrpoHead(NamedTuple):
         return self.loss_gathered is None
 
     def _gathered(self, base: list[Part], gathered: int | None) -> list[Part]:
-        """`base` with its gathered parameters replaced by `gathered` (None: as it is)."""
-        if gathered is None:
-            return base
-        return [*(part for part in base if part.name != "gathered parameters"), Part("gathered parameters", gathered)]
+        return with_gathered(base, gathered)
 
     def scored(self, tokens: int) -> int:
         return self.head.scored(tokens)  # type: ignore[attr-defined]

@@ -29,7 +29,8 @@ from typing import NamedTuple
 from zeromem_lsp.configs.settings_values import TRAINERS  # the `trainer` setting; sft: ForCausalLMLoss
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, I64, ActivationInputError, estimate_activations
 from zeromem_lsp.memory.accumulation import LATER
-from zeromem_lsp.memory.grpo import MOMENTS as GRPO_MOMENTS, Generation, GrpoHead, GrpoLogitsHead, check as check_grpo
+from zeromem_lsp.memory.grpo import (MOMENTS as GRPO_MOMENTS, Generation, GrpoHead, GrpoLogitsHead, check as check_grpo,
+                                     with_gathered)
 from zeromem_lsp.memory.llamafactory_loss import TRAINERS as LLAMAFACTORY_TRAINERS, LlamaFactoryHead
 from zeromem_lsp.memory.reference_free_loss import TRAINERS as REFERENCE_FREE, ReferenceFreeHead
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS
@@ -59,6 +60,11 @@ class FusedHead(NamedTuple):
     head_trainable: bool = True
     triton: bool = True  # False: the torch fallback's fp32 tile temporaries (CPU)
     adjusted: bool = False  # the `saved` it is given already holds the fused head's tensors (a frozen base's)
+    loss_gathered: int | None = None  # KTO at ZeRO-3: the policy's weights gathered at its loss (`no_prefetch`)
+
+    @property
+    def prefetch(self) -> bool:
+        return self.loss_gathered is None
 
     def _tile(self, tokens: int, vocab: int, c: int) -> tuple[int, int, int]:
         """(rows, columns of the widest tile, bytes of `mm_buf`) for `tokens` scored positions."""
@@ -88,6 +94,8 @@ class FusedHead(NamedTuple):
         tokens = setup.tokens  # type: ignore[attr-defined]
         scored = self.scored(tokens)
         rows, columns, buffer = self._tile(scored, v, c)
+        released = with_gathered(base, 0 if self.loss_gathered is not None else None)  # the policy's head, after use
+        base = with_gathered(base, self.loss_gathered)
         kept = Part("activations", saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes,  # type: ignore[attr-defined]
                                                                           tokens, h, c))
         top1 = "is_top1" in OUTPUTS[self.trainer]
@@ -98,8 +106,9 @@ class FusedHead(NamedTuple):
         forward = head
         if self.reference_forward:
             reference = self._reference(setup, scored, tokens, rows, columns, buffer + weight_copy)
-            if sum(part.bytes for part in reference) > sum(part.bytes for part in head[len(base) + 1:]):
-                forward = [*base, kept, *reference]
+            at_reference = [*released, kept, *reference]
+            if sum(part.bytes for part in at_reference) > sum(part.bytes for part in head):
+                forward = at_reference
         grads = F32 * scored * h + (F32 * v * h if self.head_trainable else 0)
         in_loop = [*base, kept, Part("LM head gradients (fp32)", grads), Part("LM head tile", buffer + weight_copy),
                    Part("fp32 tile temporaries", 0 if self.triton else (7 * F32 + 1) * rows * columns)]
@@ -142,6 +151,11 @@ class LogitsHead(NamedTuple):
     adjusted: bool = False
     cache: int = 0  # KTO: elements of the reference outputs' KV cache (per element, the compute dtype's bytes)
     policy_cache: int = 0  # KTO: elements of the policy outputs' KV cache beyond what its attention keeps
+    loss_gathered: int | None = None  # KTO at ZeRO-3: the policy's weights gathered at its loss (`no_prefetch`)
+
+    @property
+    def prefetch(self) -> bool:
+        return self.loss_gathered is None
 
     def scored(self, tokens: int) -> int:
         return tokens - tokens // self.sequence_length
@@ -160,6 +174,7 @@ class LogitsHead(NamedTuple):
         c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w  # type: ignore[attr-defined]
         tokens = setup.tokens  # type: ignore[attr-defined]
         scored, logits = self.scored(tokens), c * tokens * v
+        base = with_gathered(base, self.loss_gathered)
         total = saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes, tokens, h, c, v)  # type: ignore[attr-defined]
         forward = [*base, Part("activations", total), Part("logits", logits),
                    Part("reference gathered parameters", self.reference_gathered if self.reference_forward else 0),
@@ -249,6 +264,8 @@ def estimate_preference_step(preference: Preference, **arguments: object) -> Ste
         shape, cache = arguments["shape"], kv_cache(arguments["shape"], micro * sequence)  # type: ignore[arg-type]
         repeated = arguments.get("attention") == "eager" and shape.kv_heads < shape.heads  # type: ignore[attr-defined]
         head = head._replace(cache=cache, policy_cache=cache if repeated and not arguments.get("checkpointing") else 0)
+    if trainer == "kto" and kind in (FusedHead, LogitsHead):
+        head = head._replace(loss_gathered=no_prefetch(arguments))
     if frozen is not None:  # its activations are read after the loss too: the fused head's, not the log-softmax
         head = head._replace(adjusted=True)
         arguments = {**arguments, "frozen": frozen._replace(activations=_frozen_saved(head, frozen, arguments, micro))}  # type: ignore[attr-defined]
@@ -314,6 +331,16 @@ def _generation_gathered(arguments: dict, steps_per_generation: int) -> tuple[in
         return -(-elements * frozen.all_bytes // frozen.all_parameters)  # type: ignore[attr-defined]
     head = gathered(tensors.head or tensors.embedding) if steps_per_generation == 1 else None
     return gathered(whole), head
+
+
+def no_prefetch(arguments: dict) -> int | None:
+    """KTO under ZeRO-3 at more than one rank: the policy's weights gathered at its loss and backward — its LM head
+    alone (None otherwise). `_compute_kl_logps` runs the policy's forward before the one with gradients, so the
+    parameter coordinator's trace (deepspeed/runtime/zero/partitioned_param_coordinator.py, `record_module`,
+    `_invalidate_trace`) no longer matches the modules' order: no prefetch, each module released after its use, as
+    GRPO's micro-step after a generation. So TRL 1.16's reference forward runs with none of the policy's gathered
+    (measured at two ranks, TRL 1.16 and 1.8)."""
+    return _generation_gathered(arguments, 1)[1]
 
 
 def _fsdp2_unshard(arguments: dict) -> tuple[int, int] | None:
