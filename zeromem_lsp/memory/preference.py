@@ -210,7 +210,7 @@ class Preference(NamedTuple):
 def reference_gathered(tensors: Tensors, width: int, engine: str, stage: object, ranks: int, loss: str = "fused") -> int:
     """The reference's weights gathered at its forward's peak: under ZeRO-3 (more than one rank) its LM head,
     gathered for the fused head by `maybe_gather_lm_head_ctx` (trl/trainer/utils.py); as measured at two ranks,
-    its layers are released by then. LLaMA-Factory's loss scores the reference's logits after its forward has
+    its layers are released by then. TRL 1.8's and LLaMA-Factory's losses score the reference's logits after its forward has
     returned, each module released by DeepSpeed's hooks (measured at two ranks: none held). Sharded FSDP (derived, not measured): the root unit (embeddings, final norm,
     head) gathered for the whole forward and one layer, as the policy's forward (`step._fsdp`)."""
     if ranks > 1 and engine == "deepspeed" and stage == 3:
