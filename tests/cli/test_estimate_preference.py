@@ -176,6 +176,15 @@ def test_axolotl_rl_dpo_runs_trl_18s_loss_and_check_reports_it(tmp_path, monkeyp
     assert "trainer dpo — rl: dpo (axolotl)" in done.stdout
     assert "dpo (TRL 1.8): chosen and rejected stacked, 4 rows" in done.stdout  # micro_batch_size 2 pairs
     assert "reference model 16,060,522,496" in done.stdout
+    # ZeRO-3: TRL 1.8 scores the reference's logits after its forward released its weights (measured, trl18-dpo-ds-z3)
+    ds = tmp_path / "zero3.json"
+    ds.write_text(json.dumps({"zero_optimization": {"stage": 3}, "bf16": {"enabled": True}}))
+    sharded = tmp_path / "dpo-zero3.yaml"
+    sharded.write_text(recipe.read_text() + f"\ndeepspeed: {ds}\n")
+    zero3 = json.loads(run_zeromem("estimate", "--config", str(sharded), "-R", "8", "--optimizer", "adamw", "--format",
+                                   "json").stdout)["phases"]["zero3"]["parts"]
+    assert zero3["reference model"] > 0 and zero3["reference logits"] > 0
+    assert zero3.get("reference gathered parameters", 0) == 0
     llamafactory = RECIPES / "llamafactory/examples/train_lora/qwen3_lora_dpo.yaml"
     cache_with(tmp_path, ["Qwen/Qwen3-4B-Instruct-2507"], LLAMA)
     data = json.loads(run_zeromem("estimate", "--config", str(llamafactory), "-R", "8", "--format", "json").stdout)
