@@ -67,6 +67,7 @@ def cases() -> list[dict]:
         _grpo_case("grpo-ds-z2-r2-full-ref", batch=4, engine="deepspeed", stage=2, ranks=2, impl="for-loop"),
         _grpo_case("grpo-ds-z3-r2-full-ref", batch=4, engine="deepspeed", stage=3, ranks=2, impl="for-loop"),
         _grpo_case("grpo-fsdp2-r2-full-noref", batch=4, beta=0.0, engine="fsdp2", ranks=2),
+        _grpo_case("grpo-fsdp2-r2-full-ref", batch=4, engine="fsdp2", ranks=2),
         _grpo_case("trl18-grpo-full-ref", batch=4, trl="1.8.0"),
         _grpo_case("trl18-grpo-full-noref", batch=4, beta=0.0, trl="1.8.0"),
         _grpo_case("trl18-grpo-lora-adapter-ref", batch=4, lora=True, trl="1.8.0"),
@@ -201,6 +202,9 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
                 for layer in model.model.layers:
                     fully_shard(layer, mesh=mesh)
                 fully_shard(model, mesh=mesh)
+                if ref_model is not None:  # prepare_fsdp (trl/models/utils.py), FSDP2: fully_shard of the root only,
+                    # with Accelerate's reshard_after_forward (True for fsdp_version 2, accelerate/utils/dataclasses.py)
+                    fully_shard(ref_model, mesh=mesh, reshard_after_forward=True)
                 trainable = [p for p in model.parameters() if p.requires_grad]
                 accelerator.state.fsdp_plugin = SimpleNamespace(fsdp_version=2)
             caller = model

@@ -72,13 +72,16 @@ def test_grpo_gives_a_peak_with_its_generation_named_and_its_inputs_defaulted_fr
     qlora = estimate("--trainer", "grpo", "--gradient-checkpointing", "--steps-per-generation", "64", "--lora-rank",
                      "16", "--quantization", "nf4")["phases"]["zero3"]
     assert qlora["moment"].startswith("GRPO's generation") and qlora["parts"]["gathered parameters"] < P // 2
-    # FSDP2 (beta 0) is modelled; FSDP1's summon_full_params and a reference under sharded FSDP are not, with why
+    # FSDP2 is modelled (with a reference: one unit, gathered whole); FSDP1's summon_full_params is not, with why
     assert estimate("--trainer", "grpo", "--engine", "fsdp")["peak"]["zero3"] is not None
     fsdp1 = estimate("--trainer", "grpo", "--engine", "fsdp", "--fsdp-version", "1")
     assert fsdp1["peak"]["zero3"] is None and "sharded FSDP1" in fsdp1["phases"]["zero3"]["unknown"]
     fsdp_ref = estimate("--trainer", "grpo", "--engine", "fsdp", "--beta", "0.04")
-    assert fsdp_ref["peak"]["ddp"] is not None and "reference under sharded FSDP" in \
-        fsdp_ref["phases"]["zero3"]["unknown"]
+    assert fsdp_ref["peak"]["zero3"] is not None
+    assert parts(fsdp_ref, "zero3")["reference model"] == 2 * P // 8  # prepare_fsdp shards it (fp32 under FSDP)
+    # its one unit gathered whole (bf16 compute) and the all-gather output beside it: the reference's forward peaks
+    assert parts(fsdp_ref, "zero3")["reference gathered parameters"] == 2 * P
+    assert fsdp_ref["phases"]["zero3"]["moment"] == "the reference model's forward"
     with_reference = estimate("--trainer", "grpo", "--beta", "0.04")
     assert parts(with_reference, "zero2")["reference model"] == P
     assert with_reference["peak_inputs"]["beta"] == {"value": 0.04, "from": "--beta"}

@@ -11,7 +11,9 @@ import pytest
 
 from tests.unit.test_preference import GOAL, RECORD, arguments
 from zeromem_lsp.memory.grpo import Generation, kv_elements
-from zeromem_lsp.memory.preference import Preference, estimate_preference_step
+from zeromem_lsp.memory.loss_and_reference import reference_model_bytes
+from zeromem_lsp.memory.preference import Preference, estimate_preference_step, reference_gathered
+from zeromem_lsp.memory.step import parameter_tensors
 from zeromem_lsp.memory.step import StepInputError
 
 CASES = [case for case in RECORD["cases"] if case["trainer"] == "grpo" and "error" not in case]
@@ -26,6 +28,11 @@ def grpo(case: dict, moment: str | None = None) -> tuple[Preference, dict]:
     preference, kwargs = arguments(case)
     if case["engine"] == "fsdp2":  # fully_shard per layer and on the root; the harness builds this model in fp32
         kwargs.update(engine="fsdp", fsdp_version=2, param_dtype="fp32")
+        if case["reference"] == "model":  # prepare_fsdp: the reference sharded, one unit (its root)
+            tensors = parameter_tensors(kwargs["shape"])
+            preference = preference._replace(
+                reference_bytes=reference_model_bytes(4 * tensors.total, case["ranks"], "fsdp", "FULL_SHARD").bytes_per_rank,
+                reference_gathered=reference_gathered(tensors, 4, "fsdp", "FULL_SHARD", case["ranks"], fsdp_version=2))
     generation = Generation(case["completion_length"], case["steps_per_generation"], case["beta"] != 0, moment=moment)
     return preference._replace(generation=generation, reference_forward=case["beta"] != 0,
                                reference_bytes=preference.reference_bytes if case["beta"] else 0), kwargs
@@ -118,8 +125,6 @@ def test_what_the_model_does_not_follow_is_refused_with_the_reason(change, named
         estimate_preference_step(preference._replace(generation=preference.generation._replace(**change)), **kwargs)
     with pytest.raises(StepInputError, match="sharded FSDP1"):
         estimate_preference_step(preference, **{**kwargs, "engine": "fsdp", "fsdp_version": 1, "ranks": 2})
-    with pytest.raises(StepInputError, match="reference under sharded FSDP"):  # CASES[0] has beta 0.04
-        estimate_preference_step(preference, **{**kwargs, "engine": "fsdp", "ranks": 2})
 
 
 def test_zero3_gathers_the_whole_policy_for_generation_and_only_the_head_at_the_loss_after_it():

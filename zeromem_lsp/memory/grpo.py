@@ -23,7 +23,7 @@ positions' logits in place of the fused head (GrpoLogitsHead).
 Under ZeRO-3 the generation holds the whole policy gathered (GrpoHead.generation_gathered) and the micro-step after
 it fetches without prefetch (GrpoHead.loss_gathered); under FSDP2 its first forward unshards the root and the first
 layer (GrpoHead.unshard). vLLM (use_vllm: server or colocate) generates outside this process's PyTorch allocations,
-FSDP1 inside the root's summon_full_params, and a reference under sharded FSDP: not modelled.
+and FSDP1 inside the root's summon_full_params: not modelled. A reference under sharded FSDP2: preference.reference_gathered.
 """
 
 from __future__ import annotations
@@ -45,8 +45,6 @@ VLLM = ("GRPO with use_vllm: vLLM generates in its own engine (colocate: a share
         "vllm_gpu_memory_utilization; server: other GPUs), outside the step model")
 SHARDED = ("GRPO under sharded FSDP1: generation runs inside the root's summon_full_params "
            "(trl/distributed.py); not measured, not modelled")
-REFERENCE_FSDP = ("GRPO's reference under sharded FSDP (prepare_fsdp, beta != 0): not measured, not modelled; "
-                  "beta 0 is")
 
 
 class Generation(NamedTuple):
@@ -252,8 +250,6 @@ def check(generation: Generation, sequence_length: int, engine: str, stage: obje
         raise StepInputError(VLLM, "use_vllm")
     if ranks > 1 and engine == "fsdp" and sharded and fsdp_version == 1:
         raise StepInputError(SHARDED, "trainer")
-    if ranks > 1 and engine == "fsdp" and sharded and generation.reference:
-        raise StepInputError(REFERENCE_FSDP, "beta")
     if generation.completion_length < 1 or generation.steps_per_generation < 1:
         raise StepInputError("GRPO's max_completion_length and steps_per_generation must be at least 1")
     if sequence_length <= generation.completion_length:

@@ -419,7 +419,7 @@ def preference(inputs: PeakInputs, arguments: dict, stage: str, offload: object)
         raise StepInputError(str(error)) from None
     gathered_width = DTYPE_BYTES["bf16"] if arguments.get("fsdp_mixed") else width
     gathered = reference_gathered(tensors, gathered_width, engine, place if engine == "fsdp" else number,
-                                  inputs.ranks, kind) \
+                                  inputs.ranks, kind, int(arguments.get("fsdp_version", 2))) \
         if reference.bytes_per_rank else 0
     found = Preference(trainer, reference.bytes_per_rank, not precomputed, gathered, loss=kind)
     return found if generation is None else found._replace(generation=generation, reference_forward=True)

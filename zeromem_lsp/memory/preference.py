@@ -207,14 +207,19 @@ class Preference(NamedTuple):
     generation: Generation = Generation()  # GRPO only (memory/grpo.py)
 
 
-def reference_gathered(tensors: Tensors, width: int, engine: str, stage: object, ranks: int, loss: str = "fused") -> int:
+def reference_gathered(tensors: Tensors, width: int, engine: str, stage: object, ranks: int, loss: str = "fused",
+                       fsdp_version: int = 1) -> int:
     """The reference's weights gathered at its forward's peak: under ZeRO-3 (more than one rank) its LM head,
     gathered for the fused head by `maybe_gather_lm_head_ctx` (trl/trainer/utils.py); as measured at two ranks,
     its layers are released by then. TRL 1.8's and LLaMA-Factory's losses score the reference's logits after its forward has
     returned, each module released by DeepSpeed's hooks (measured at two ranks: none held). Sharded FSDP (derived, not measured): the root unit (embeddings, final norm,
-    head) gathered for the whole forward and one layer, as the policy's forward (`step._fsdp`)."""
+    head) gathered for the whole forward and one layer, as the policy's forward (`step._fsdp`). FSDP2: `prepare_fsdp`
+    (trl/models/utils.py) calls `fully_shard` on the root alone, one unit: the whole reference unsharded and the
+    all-gather output it was copied from, both alive through its forward (measured on gloo, GRPO at two ranks)."""
     if ranks > 1 and engine == "deepspeed" and stage == 3:
         return width * (tensors.head or tensors.embedding) if loss == "fused" else 0
+    if ranks > 1 and engine == "fsdp" and stage in ("SHARD_GRAD_OP", "FULL_SHARD") and fsdp_version == 2:
+        return 2 * width * tensors.total
     if ranks > 1 and engine == "fsdp" and stage in ("SHARD_GRAD_OP", "FULL_SHARD"):
         return width * (tensors.root + tensors.layer_total)
     return 0
