@@ -404,7 +404,7 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
     master = [] if offload_optimizer else [Part("fp32 master", 0 if plain else F32 * shard),
                                            Part(stepped.state_name, stepped.states)]
     if bf16_opt:  # BF16_Optimizer (bf16_optimizer.py): one fp32 gradient buffer as large as the whole flat model
-        master.append(Part("fp32 gradient buffer", F32 * shard * r))  # (padded to the ranks), never partitioned
+        master.append(Part("fp32 gradient buffer (BF16_Optimizer)", F32 * shard * r))  # (padded to the ranks), never partitioned
     if setup.optimizer == "adagrad" and not (plain or offload_optimizer) and stage < 3:
         # torch Adagrad makes its sums in __init__ (`full_like(p)`) for the model it is built on; DeepSpeed then
         # swaps its param groups for its fp32 ones and those sums stay in `state` (measured: opt-ds-z*-adagrad*,
