@@ -186,6 +186,12 @@ def cases() -> list[dict]:
         out.append(_ds(f"ds-qwen2-h256-tied-z{stage}-r{ranks}", model="qwen2-h256-tied", stage=stage, ranks=ranks))
     out.append(_ds("ds-llama-h512-tied-z2-r4", model="llama-h512-tied", stage=2, ranks=4, batch=1))
     out.append(_ds("ds-llama-h512-tied-z3-r4", model="llama-h512-tied", stage=3, ranks=4, batch=1))
+    # bf16 + data_types.grad_accum_dtype fp32 at ZeRO-1 selects DeepSpeed's BF16_Optimizer (engine.py
+    # _do_optimizer_sanity_check); at ZeRO-0 that mix raises NotImplementedError, so only ZeRO-1
+    for ranks in (1, 2):
+        case = _ds(f"ds-z1-r{ranks}-gradfp32", stage=1, ranks=ranks)
+        case["ds_config"]["data_types"] = {"grad_accum_dtype": "fp32"}
+        out.append(case)
     # --- FSDP2 (fully_shard) and FSDP1 over gloo ---
     out.append(_fsdp("fsdp2-r2-fp32", 2))
     out.append(_fsdp("fsdp2-r2-mixed", 2, regime="fsdp-mixed"))

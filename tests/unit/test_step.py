@@ -41,7 +41,8 @@ def arguments(case: dict) -> dict:
     elif engine == "deepspeed":
         zero = case["ds_config"]["zero_optimization"]
         kwargs.update(engine="deepspeed", stage=zero["stage"],
-                      buckets=Buckets(**{ZERO_KEYS[key]: value for key, value in zero.items() if key in ZERO_KEYS}))
+                      buckets=Buckets(**{ZERO_KEYS[key]: value for key, value in zero.items() if key in ZERO_KEYS},
+                                      grad_accum_dtype=case["ds_config"].get("data_types", {}).get("grad_accum_dtype")))
     elif engine.startswith("fsdp"):
         settings = case.get("fsdp", {})
         kwargs.update(engine="fsdp", fsdp_version=int(engine[-1]), fsdp_mixed=mixed,

@@ -71,6 +71,10 @@ def deepspeed_workload(config: object, root: Path | None, where: str = "") -> Wo
             if zero.get(written) is not None and key not in buffers:
                 buffers[key] = Given(zero[written], f"zero_optimization.{written}{suffix}",
                                      _at(root, "zero_optimization", written))
+    types = config.get("data_types")
+    if isinstance(types, dict) and isinstance(types.get("grad_accum_dtype"), str):  # BF16_Optimizer (step.py)
+        buffers["grad_accum_dtype"] = Given(types["grad_accum_dtype"], f"data_types.grad_accum_dtype{suffix}",
+                                            _at(root, "data_types", "grad_accum_dtype"))
     return Workload(micro_batch=given, zero=buffers, zero_root=root if not where else None, accumulation=accumulation)
 
 

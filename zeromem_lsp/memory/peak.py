@@ -17,6 +17,7 @@ from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, ActivationInputErro
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS, Buffers, hf_auto_sizes, zero_buffers
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.memory.lora_activations import LoraActivations, estimate_lora_activations
+from zeromem_lsp.memory.precision import normalize_precision
 from zeromem_lsp.memory.stages import stage as stage_named
 from zeromem_lsp.memory.loss_and_reference import LossInputError, reference_model_bytes
 from zeromem_lsp.memory.grpo import KEYS as GRPO_KEYS, generation_inputs, generation_of
@@ -267,6 +268,9 @@ def step_buckets(inputs: PeakInputs) -> Buckets:
         value = _value(inputs.zero.get(key))
         if isinstance(value, bool):
             found[key] = value
+    dtype = _value(inputs.zero.get("grad_accum_dtype"))
+    if isinstance(dtype, str):
+        found["grad_accum_dtype"] = normalize_precision(dtype) or None
     return Buckets(**found)
 
 

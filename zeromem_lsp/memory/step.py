@@ -91,6 +91,7 @@ class Buckets(NamedTuple):
     max_live_parameters: int | None = None
     max_reuse_distance: int | None = None
     persistence_threshold: int | None = None
+    grad_accum_dtype: str | None = None  # data_types.grad_accum_dtype, normalized (fp32, bf16, fp16)
 
 
 class FrozenBase(NamedTuple):
@@ -388,10 +389,11 @@ def _ipg(w: int, stage: int, buckets: Buckets) -> int:
 
 
 def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, offload_optimizer: bool,
-               offload_param: bool) -> Moments:
+               offload_param: bool, bf16_optimizer: bool = False) -> Moments:
     """DeepSpeed ZeRO 0-3 (16-bit or fp32 model) with a torch AdamW client optimizer (foreach, for-loop) or
     DeepSpeed's FusedAdam from the config's optimizer section (`fused`)."""
     t, w, n, r = setup.tensors, setup.w, setup.tensors.total, setup.ranks
+    bf16_opt = bf16_optimizer and stage == 1 and not offload_optimizer
     reduce = DEEPSPEED_DEFAULTS["reduce_bucket_size"] if buckets.reduce_bucket_size is None \
         else buckets.reduce_bucket_size
     overlap = (stage == 3) if buckets.overlap_comm is None else buckets.overlap_comm
@@ -401,6 +403,8 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
     stepped = _stepped(setup, F32, parameter_shapes(shape) if stage == 0 else [(shard,)], "deepspeed")
     master = [] if offload_optimizer else [Part("fp32 master", 0 if plain else F32 * shard),
                                            Part(stepped.state_name, stepped.states)]
+    if bf16_opt:  # BF16_Optimizer (bf16_optimizer.py): one fp32 gradient buffer as large as the whole flat model
+        master.append(Part("fp32 gradient buffer (BF16_Optimizer)", F32 * shard * r))  # (padded to the ranks), never partitioned
     if setup.optimizer == "adagrad" and not (plain or offload_optimizer) and stage < 3:
         # torch Adagrad makes its sums in __init__ (`full_like(p)`) for the model it is built on; DeepSpeed then
         # swaps its param groups for its fp32 ones and those sums stay in `state` (measured: opt-ds-z*-adagrad*,
@@ -427,7 +431,7 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
             gathered = w * min(n - persistent, max(reuse, min(prefetch, live)))
     else:
         base = [Part("parameters", w * n), *master]
-        ipg = _ipg(w, stage, buckets)
+        ipg = 0 if bf16_opt else _ipg(w, stage, buckets)
     gather = [Part("gathered parameters", gathered)]
     forward, _ = _loss_moments(setup, base + gather)
     # the loss's backward: the head is gathered again (fetched for its backward) if it was released
@@ -438,7 +442,7 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
     # fires before), then the two are summed out of place
     held = w * t.embedding if not t.head else 0
     ends = {}
-    if stage in (1, 2):  # stage_1_and_2.py: grads leave their bucket for the rank's partition
+    if stage in (1, 2) and not bf16_opt:  # stage_1_and_2.py: grads leave their bucket for the rank's partition
         kept_layer, head = _ceil(w * t.layer_total, r), held or _ceil(w * t.head, r)
         # the rank keeps the gradients of whole parameters its partition touches, once a first bucket was
         # reduced; reducing a bucket flattens its gradients once more; a gradient larger than the bucket is
@@ -478,6 +482,8 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
         step = [*base, Part("gradients", w * n), Part("fp32 gradients", 0 if plain else fp32_grads),
                 Part("optimizer scratch", scratch)]
         steps = {"the optimizer step": step}
+    elif bf16_opt:  # the partition's fp32 gradient is a view of the buffer; the bf16 gradients live until zero_grad
+        steps = {"the optimizer step": [*base, Part("gradients", w * n), Part("optimizer scratch", stepped.scratch)]}
     else:  # one flat fp32 partition per group: for-loop's "largest tensor" is the partition itself
         scratch = 0 if offload_optimizer else stepped.scratch
         steps = {"the optimizer step": [*base, Part("fp32 gradients", fp32_grads),
@@ -735,7 +741,8 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
         if engine == "torch":
             return _torch(setup, shape, autocast, ddp_bucket_view)
         if engine == "deepspeed":
-            return _deepspeed(setup, shape, stage, buckets, offload_optimizer, offload_param)
+            return _deepspeed(setup, shape, stage, buckets, offload_optimizer, offload_param,
+                              param_dtype == "bf16" and buckets.grad_accum_dtype == "fp32")
         return _fsdp(setup, shape, fsdp_version, fsdp_reshard, fsdp_mixed, fsdp_sharded)
 
     moments = engine_moments(setup)
