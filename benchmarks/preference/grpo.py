@@ -264,21 +264,12 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
                 optimizer.zero_grad(set_to_none=True)
             tracker.end()
             del inputs, ref_logps, ids, mask, completion_ids, completion_mask, prompt_ids
-        labels = dict(labeller.labels)
-        if ref_model is not None:
-            found = [tensor for p in ref_model.parameters() for tensor in (p, getattr(p, "ds_tensor", None))
-                     if tensor is not None]
-            labels.update({serial: "ref_param" for serial in map(tracker.serial, found) if serial is not None})
-        result = {"rank": rank, "persistent_before_step2": tracker.phases["generation"]["start"], "phases": {},
-                  "step1_peak": tracker.phases["step1"]["peak"], "losses": losses, "completion_lengths": lengths,
-                  "seconds": round(time.time() - started, 1), **extra,
-                  "model_numel": sum(p.numel() for p in (model.get_base_model() if case["lora"] else model).parameters())}
-        for name in PHASES:
-            found = tracker.phases[name]
-            result["phases"][name] = {"peak": found["peak"], "start": found["start"], "end": found["end"],
-                                      **tracker.breakdown(name, labels)}
-        result["step_peak"] = max(result["phases"][name]["peak"] for name in PHASES)
-        result["peak_phase"] = max(PHASES, key=lambda name: result["phases"][name]["peak"])
+        shared = _module("measure")
+        labels = {**labeller.labels, **shared.reference_labels(tracker, ref_model)}
+        result = shared.rank_result(rank, tracker, labels, PHASES, "generation", losses=losses,
+                                    completion_lengths=lengths, seconds=round(time.time() - started, 1), **extra,
+                                    model_numel=sum(p.numel() for p in
+                                                    (model.get_base_model() if case["lora"] else model).parameters()))
         if world > 1 and torch.distributed.is_initialized():
             torch.distributed.barrier()
             torch.distributed.destroy_process_group()
@@ -286,11 +277,7 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
 
 
 def _child_main(case_id: str, rank: int, world: int, out: Path) -> int:
-    try:
-        result = run_rank(by_id()[case_id], rank, world)
-    except Exception as error:  # reported in the record
-        import traceback
-        result = {"rank": rank, "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()[-3000:]}
+    result = _module("measure").child_result(rank, lambda: run_rank(by_id()[case_id], rank, world))
     out.write_text(json.dumps(result))
     return 0
 
@@ -298,16 +285,9 @@ def _child_main(case_id: str, rank: int, world: int, out: Path) -> int:
 def merge(out: Path, case: dict, ranks: list[dict]) -> None:
     """The case into the preference record after the others (theirs kept as they are); TRL's version is the
     record's own."""
-    record = json.loads(out.read_text())
+    shared = _module("measure")
     entry = {**case, "per_rank": ranks, "phases": list(PHASES)}
-    errors = [rank["error"] for rank in ranks if "error" in rank]
-    if errors:
-        entry["error"] = errors[0]
-    order = list(by_id())
-    kept = [item for item in record["cases"] if item["id"] != case["id"]]
-    ours = sorted([item for item in kept if item["id"] in order] + [entry], key=lambda item: order.index(item["id"]))
-    record["cases"] = [item for item in kept if item["id"] not in order] + ours
-    out.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    shared.write_record(out, shared.merge_after_others(out, entry, list(by_id()), ranks))
 
 
 def main(argv=None) -> int:

@@ -229,23 +229,11 @@ def run_rank(case: dict, rank: int, world: int, src: str, trainer=None) -> dict:
                 inner.step()
                 inner.zero_grad(set_to_none=True)
             tracker.end()
-        labels = dict(labeller.labels)
-        if ref_model is not None:
-            for p in ref_model.parameters():
-                for tensor in (p, getattr(p, "ds_tensor", None)):
-                    serial = tracker.serial(tensor) if tensor is not None else None
-                    if serial is not None:
-                        labels[serial] = "ref_param"
-        result = {"rank": rank, "persistent_before_step2": tracker.phases["forward"]["start"], "phases": {},
-                  "step1_peak": tracker.phases["step1"]["peak"], "losses": losses,
-                  "seconds": round(time.time() - started, 1), **extra,
-                  "model_numel": sum(p.numel() for p in (model.get_base_model() if case["lora"] else model).parameters())}
-        for name in PHASES:
-            found = tracker.phases[name]
-            result["phases"][name] = {"peak": found["peak"], "start": found["start"], "end": found["end"],
-                                      **tracker.breakdown(name, labels)}
-        result["step_peak"] = max(result["phases"][name]["peak"] for name in PHASES)
-        result["peak_phase"] = max(PHASES, key=lambda name: result["phases"][name]["peak"])
+        shared = _preference_script()
+        labels = {**labeller.labels, **shared.reference_labels(tracker, ref_model)}
+        result = shared.rank_result(rank, tracker, labels, PHASES, "forward", losses=losses,
+                                    seconds=round(time.time() - started, 1), **extra, model_numel=sum(
+                                        p.numel() for p in (model.get_base_model() if case["lora"] else model).parameters()))
         if world > 1 and torch.distributed.is_initialized():
             torch.distributed.barrier()
             torch.distributed.destroy_process_group()
@@ -253,11 +241,7 @@ def run_rank(case: dict, rank: int, world: int, src: str, trainer=None) -> dict:
 
 
 def _child_main(case_id: str, rank: int, world: int, out: Path, src: str) -> int:
-    try:
-        result = run_rank(by_id()[case_id], rank, world, src)
-    except Exception as error:  # reported in the record
-        import traceback
-        result = {"rank": rank, "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()[-3000:]}
+    result = _preference_script().child_result(rank, lambda: run_rank(by_id()[case_id], rank, world, src))
     out.write_text(json.dumps(result))
     return 0
 
@@ -265,18 +249,11 @@ def _child_main(case_id: str, rank: int, world: int, out: Path, src: str) -> int
 # ---------------------------------------------------------------- parent
 def merge(out: Path, case: dict, ranks: list[dict], commit: str) -> None:
     """The case into the preference record (after the TRL cases), the LLaMA-Factory version beside the others."""
-    record = json.loads(out.read_text())
-    entry = {**case, "per_rank": ranks, "llamafactory": commit}
-    errors = [rank["error"] for rank in ranks if "error" in rank]
-    if errors:
-        entry["error"] = errors[0]
-    kept = [item for item in record["cases"] if item["id"] != case["id"]]
-    order = list(by_id())
-    ours = sorted([item for item in kept if item["id"] in order] + [entry], key=lambda item: order.index(item["id"]))
-    record["cases"] = [item for item in kept if item["id"] not in order] + ours
+    shared = _preference_script()
+    record = shared.merge_after_others(out, {**case, "per_rank": ranks, "llamafactory": commit}, list(by_id()), ranks)
     record["versions"]["llamafactory (lf- cases)"] = commit
     record["versions"]["trl (lf- cases)"] = case["trl_version"]
-    out.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    shared.write_record(out, record)
 
 
 def main(argv=None) -> int:

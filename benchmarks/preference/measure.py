@@ -247,38 +247,66 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
                 inner.step()
                 inner.zero_grad(set_to_none=True)
             tracker.end()
-        ref_serials = set()
-        if ref_model is not None:
-            for p in ref_model.parameters():
-                for tensor in (p, getattr(p, "ds_tensor", None)):
-                    serial = tracker.serial(tensor) if tensor is not None else None
-                    if serial is not None:
-                        ref_serials.add(serial)
-        labels = dict(labeller.labels)
-        labels.update({serial: "ref_param" for serial in ref_serials})
-        result = {"rank": rank, "persistent_before_step2": tracker.phases["forward"]["start"], "phases": {},
-                  "step1_peak": tracker.phases["step1"]["peak"], "losses": losses,
-                  "seconds": round(time.time() - started, 1), **extra,
-                  "model_numel": sum(p.numel() for p in (model.get_base_model() if case["lora"] else model).parameters())}
-        for name in PHASES:
-            found = tracker.phases[name]
-            result["phases"][name] = {"peak": found["peak"], "start": found["start"], "end": found["end"],
-                                      **tracker.breakdown(name, labels)}
-        result["step_peak"] = max(result["phases"][name]["peak"] for name in PHASES)
-        result["peak_phase"] = max(PHASES, key=lambda name: result["phases"][name]["peak"])
+        labels = {**labeller.labels, **reference_labels(tracker, ref_model)}
+        result = rank_result(rank, tracker, labels, PHASES, "forward", losses=losses,
+                             seconds=round(time.time() - started, 1), **extra, model_numel=sum(
+                                 p.numel() for p in (model.get_base_model() if case["lora"] else model).parameters()))
         if world > 1 and torch.distributed.is_initialized():
             torch.distributed.barrier()
             torch.distributed.destroy_process_group()
     return result
 
 
-def _child_main(case_id: str, rank: int, world: int, out: Path) -> int:
+def reference_labels(tracker, ref_model) -> dict:
+    """The reference model's storages (its parameters and, under ZeRO-3, their partitions) labelled "ref_param"."""
+    if ref_model is None:
+        return {}
+    found = [tensor for p in ref_model.parameters() for tensor in (p, getattr(p, "ds_tensor", None)) if tensor is not None]
+    return {serial: "ref_param" for serial in map(tracker.serial, found) if serial is not None}
+
+
+def rank_result(rank: int, tracker, labels: dict, phases, first: str, **fields) -> dict:
+    """One rank's record: each phase of step 2 with its breakdown, the peak and the phase holding it; `first`: the
+    phase whose start is the persistent state before step 2; `fields`: losses, timings and the like."""
+    result = {"rank": rank, "persistent_before_step2": tracker.phases[first]["start"], "phases": {},
+              "step1_peak": tracker.phases["step1"]["peak"], **fields}
+    for name in phases:
+        found = tracker.phases[name]
+        result["phases"][name] = {"peak": found["peak"], "start": found["start"], "end": found["end"],
+                                  **tracker.breakdown(name, labels)}
+    result["step_peak"] = max(result["phases"][name]["peak"] for name in phases)
+    result["peak_phase"] = max(phases, key=lambda name: result["phases"][name]["peak"])
+    return result
+
+
+def child_result(rank: int, run) -> dict:
+    """`run()`'s record, or the error it raised (reported in the record)."""
     try:
-        result = run_rank(by_id()[case_id], rank, world)
-    except Exception as error:  # reported in the record
+        return run()
+    except Exception as error:
         import traceback
-        result = {"rank": rank, "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()[-3000:]}
-    out.write_text(json.dumps(result))
+        return {"rank": rank, "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()[-3000:]}
+
+
+def merge_after_others(out: Path, entry: dict, order: list[str], ranks: list[dict]) -> dict:
+    """`entry` (with the first rank error, if any) into the record after the cases other scripts recorded, in
+    `order` among its own script's; returns the record, not yet written."""
+    record = json.loads(out.read_text())
+    errors = [rank["error"] for rank in ranks if "error" in rank]
+    if errors:
+        entry["error"] = errors[0]
+    kept = [item for item in record["cases"] if item["id"] != entry["id"]]
+    ours = sorted([item for item in kept if item["id"] in order] + [entry], key=lambda item: order.index(item["id"]))
+    record["cases"] = [item for item in kept if item["id"] not in order] + ours
+    return record
+
+
+def write_record(out: Path, record: dict) -> None:
+    out.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+
+def _child_main(case_id: str, rank: int, world: int, out: Path) -> int:
+    out.write_text(json.dumps(child_result(rank, lambda: run_rank(by_id()[case_id], rank, world))))
     return 0
 
 

@@ -87,11 +87,8 @@ def _child_main(case_id: str, rank: int, world: int, out: Path) -> int:
     import torch
     lf = _module("llamafactory")
     case = by_id()[case_id]
-    try:
-        result = lf.run_rank(case, rank, world, "", trainer=(_trainer(case), _stand_in, _batch))
-    except Exception as error:  # reported in the record
-        import traceback
-        result = {"rank": rank, "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()[-3000:]}
+    result = _module("measure").child_result(
+        rank, lambda: lf.run_rank(case, rank, world, "", trainer=(_trainer(case), _stand_in, _batch)))
     del torch
     out.write_text(json.dumps(result))
     return 0
@@ -99,16 +96,8 @@ def _child_main(case_id: str, rank: int, world: int, out: Path) -> int:
 
 def merge(out: Path, case: dict, ranks: list[dict]) -> None:
     """The case into the preference record after the others; TRL's version is the record's own."""
-    record = json.loads(out.read_text())
-    entry = {**case, "per_rank": ranks}
-    errors = [rank["error"] for rank in ranks if "error" in rank]
-    if errors:
-        entry["error"] = errors[0]
-    order = list(by_id())
-    kept = [item for item in record["cases"] if item["id"] != case["id"]]
-    ours = sorted([item for item in kept if item["id"] in order] + [entry], key=lambda item: order.index(item["id"]))
-    record["cases"] = [item for item in kept if item["id"] not in order] + ours
-    out.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    shared = _module("measure")
+    shared.write_record(out, shared.merge_after_others(out, {**case, "per_rank": ranks}, list(by_id()), ranks))
 
 
 def main(argv=None) -> int:
