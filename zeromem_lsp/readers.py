@@ -14,7 +14,7 @@ from zeromem_lsp.configs.deepspeed.validation import validate_deepspeed
 from zeromem_lsp.configs.deepspeed.catalog import HF_AUTO_STAGE
 from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.configs.loss_kernels import recipe_loss, trainer_loss
-from zeromem_lsp.configs.training import TrainingSetup, positive_int, read_training_setup
+from zeromem_lsp.configs.training import TrainingSetup, read_training_setup
 from zeromem_lsp.configs.workload import (
     Workload, accelerate_workload, deepspeed_workload, fsdp_file_workload, hf_arguments_workload,
 )
@@ -185,19 +185,6 @@ def _recipe_deepspeed(recipe, loader: Loader | None, issues: list[ConfigIssue]):
     return setup, deepspeed_workload(config, root, where), ""
 
 
-def _recipe_accumulation(data: dict, tool: str) -> Given:
-    """A recipe's gradient_accumulation_steps (axolotl's, or TrainingArguments' under LLaMA-Factory and TRL: 1 by
-    default in each)."""
-    steps = positive_int(data.get("gradient_accumulation_steps"))
-    if steps:
-        return Given(steps, "gradient_accumulation_steps", ("gradient_accumulation_steps",))
-    batch, micro = positive_int(data.get("batch_size")), positive_int(data.get("micro_batch_size")) or 1
-    if tool == "axolotl" and batch and batch >= micro:  # axolotl's normalize_config (docs/recipes-notes.md)
-        return Given(batch // micro, f"batch_size // micro_batch_size = {batch} // {micro}", ("batch_size",))
-    default = "axolotl's" if tool == "axolotl" else "TrainingArguments'"
-    return Given(1, f"gradient_accumulation_steps absent: {default} default")
-
-
 def _world_hint(tool: str) -> str:
     """Where a recipe's world size can be given: not in LLaMA-Factory or TRL recipes (they refuse the block)."""
     where = "the recipe does not name its launcher; give --world-size, or world_size in [tool.zeromem] (an override "
@@ -245,7 +232,7 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
                         checkpointing_path=("gradient_checkpointing",), zero_root=workload.zero_root,
                         loss=recipe_loss(tool, data),
                         preference_loss=recipe.preference_loss, reference_model=recipe.reference_model,
-                        accumulation=_recipe_accumulation(data, recipe.tool), generation=recipe.generation)
+                        accumulation=recipe.accumulation, generation=recipe.generation)
     _adapter_values(recipe.adapter, values, origins)
     for name in ("trainer", "precompute_ref_log_probs"):  # credited to the key that names them
         found = getattr(recipe, name)

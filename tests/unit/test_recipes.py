@@ -77,6 +77,16 @@ def test_handbook_full_recipe_has_no_adapter_and_trl_checkpointing():
     assert setup.checkpointing.value is True
 
 
+def test_fill_auto_takes_axolotls_accumulation_from_batch_size_as_the_peak_does():
+    """axolotl derives gradient_accumulation_steps = batch_size // micro_batch_size (normalize_config) when only
+    batch_size is written: the "auto" DeepSpeed fill and the peak's input are that one value."""
+    _, setup = read_recipe("axolotl", {"base_model": "org/model", "batch_size": 16, "micro_batch_size": 2})
+    assert setup.accumulation.value == 8 and setup.accumulation.path == ("batch_size",)
+    assert fill_auto({"gradient_accumulation_steps": "auto"}, setup)["gradient_accumulation_steps"] == 8
+    _, plain = read_recipe("trl", {"model_name_or_path": "org/model", "batch_size": 16})
+    assert plain.accumulation.value == 1  # TrainingArguments has no batch_size
+
+
 def test_fill_auto_fills_what_transformers_fills_from_the_recipe():
     setup = read("axolotl/examples/llama-3/lora-1b-ray.yml")
     config = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
@@ -84,7 +94,7 @@ def test_fill_auto_fills_what_transformers_fills_from_the_recipe():
               "zero_optimization": {"stage": 3, "reduce_bucket_size": "auto"}}
     filled = fill_auto(config, setup)
     assert filled["train_micro_batch_size_per_gpu"] == setup.micro_batch.value
-    assert filled["gradient_accumulation_steps"] == setup.accumulation
+    assert filled["gradient_accumulation_steps"] == setup.accumulation.value
     assert filled["bf16"] == {"enabled": True} and filled["fp16"] == {"enabled": False}
     assert filled["train_batch_size"] == "auto" and filled["zero_optimization"]["reduce_bucket_size"] == "auto"
     assert config["bf16"] == {"enabled": "auto"}  # the file's own data is not changed

@@ -84,8 +84,8 @@ def register(commands) -> None:
                       help="with --trainer grpo: tokens generated per completion (default TRL's 512, half the "
                       "sequence length when that is not above 512)")
     step.add_argument("--steps-per-generation", metavar="N", type=int,
-                      help="with --trainer grpo: micro-batches generated at once (default 1; TRL's default is "
-                      "gradient_accumulation_steps)")
+                      help="with --trainer grpo: micro-batches generated at once (default, as TRL's: "
+                      "--gradient-accumulation-steps)")
     step.add_argument("--beta", type=float, help="with --trainer grpo: the KL coefficient; not 0 adds the reference "
                       "model (default TRL's 0.0)")
     step.add_argument("--use-vllm", action="store_true", default=None,

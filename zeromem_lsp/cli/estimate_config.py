@@ -10,14 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from zeromem_lsp.cli.errors import UsageError
+from zeromem_lsp.configs.settings_values import GRPO_KEYS  # the recipe's keys when a config is given
 from zeromem_lsp.memory.estimate import Estimate
 
 #: Options that are settings of the same name (the `zeromem` block's), passed through as written.
 AS_WRITTEN = ("gpu_memory", "parameters", "precision", "optimizer", "attention", "reserved", "engine", "fsdp_version",
               "param_dtype", "optimizer_impl", "parameter_bytes", "gradient_bytes", "optimizer_bytes", "lora_targets", "modules_to_save",
               "quantization", "loss_kernel", "trainer")
-#: GRPO's options (memory/grpo.py KEYS): the recipe's keys when a config is given.
-GENERATION_OPTIONS = ("max_completion_length", "steps_per_generation", "beta", "use_vllm")
 #: Options that are whole numbers.
 COUNTS = ("world_size", "sequence_length", "micro_batch", "gradient_accumulation_steps", "lora_rank")
 #: Options that are switches (store_true): a setting only when given.
@@ -114,7 +113,7 @@ def estimate_of_config(args) -> tuple[Estimate, str | None]:
     from zeromem_lsp.project import discover, file_loader
     from zeromem_lsp.rules.registry import rule_named
 
-    given = [name for name in GENERATION_OPTIONS if getattr(args, name, None) is not None]
+    given = [name for name in GRPO_KEYS if getattr(args, name, None) is not None]
     if given:  # GRPO's keys are the recipe's (its own or axolotl's trl: block), not settings
         option = "--" + given[0].replace("_", "-")
         raise UsageError(f"{option} goes with --model-config; with --config, write it in the recipe "

@@ -99,7 +99,7 @@ class RecipeSetup:
     tool: Tool
     model: Given | None = None  # the base model name as written
     micro_batch: Given | None = None
-    accumulation: int | None = None
+    accumulation: Given | None = None  # gradient_accumulation_steps as the tool takes it (`_accumulation`)
     sequence_length: Given | None = None
     checkpointing: Given | None = None
     dtype: Given | None = None  # the dtype the model is loaded in
@@ -114,6 +114,19 @@ class RecipeSetup:
     preference_loss: Given | None = None  # the DPO loss the tool runs when not TRL's fused head ("logits" or why not)
     reference_model: Given | None = None  # a reference model named apart from the policy ("copy" or why not modelled)
     generation: dict[str, Given] = field(default_factory=dict)  # GRPO's keys as written (`_grpo`)
+
+
+def _accumulation(data: dict, tool: str) -> Given:
+    """A recipe's gradient_accumulation_steps (axolotl's, or TrainingArguments' under LLaMA-Factory and TRL: 1 by
+    default in each)."""
+    steps = positive_int(data.get("gradient_accumulation_steps"))
+    if steps:
+        return Given(steps, "gradient_accumulation_steps", ("gradient_accumulation_steps",))
+    batch, micro = positive_int(data.get("batch_size")), positive_int(data.get("micro_batch_size")) or 1
+    if tool == "axolotl" and batch and batch >= micro:  # axolotl's normalize_config (docs/recipes-notes.md)
+        return Given(batch // micro, f"batch_size // micro_batch_size = {batch} // {micro}", ("batch_size",))
+    default = "axolotl's" if tool == "axolotl" else "TrainingArguments'"
+    return Given(1, f"gradient_accumulation_steps absent: {default} default")
 
 
 def _issue(kind: str, path: Path, target: str, message: str, replacement: str | None = None) -> ConfigIssue:
@@ -246,25 +259,19 @@ def _precompute(data: dict) -> Given | None:
     return Given(flag, found.note, found.path) if found is not None and flag is not None else None
 
 
-#: GRPOConfig's keys the peak reads (memory/grpo.py KEYS); TRL's own defaults fill the ones not written
-GRPO_KEYS = ("max_completion_length", "steps_per_generation", "beta", "use_vllm")
 
 
 def _grpo(data: dict, block: tuple[str, ...] = ()) -> dict[str, Given]:
-    """GRPO's keys at `block` (axolotl's `trl:` mapping, or the top of a TRL recipe), each at its key path; without
-    steps_per_generation, TRL's default: gradient_accumulation_steps as written."""
+    """GRPO's keys at `block` (axolotl's `trl:` mapping, or the top of a TRL recipe), each at its key path (TRL's
+    defaults, steps_per_generation's from the accumulation, are memory/grpo.generation_inputs')."""
     inner = data
     for key in block:
         inner = inner.get(key) if isinstance(inner, dict) else None
     found: dict[str, Given] = {}
-    for key in GRPO_KEYS:
+    for key in checks.GRPO_KEYS:
         if isinstance(inner, dict) and inner.get(key) is not None:
             value = read_flag(inner[key]) if key == "use_vllm" and read_flag(inner[key]) is not None else inner[key]
             found[key] = Given(value, ".".join((*block, key)), (*block, key))
-    steps = positive_int(data.get("gradient_accumulation_steps"))
-    if "steps_per_generation" not in found and steps is not None:
-        found["steps_per_generation"] = Given(steps, "gradient_accumulation_steps: TRL's default steps_per_generation",
-                                              ("gradient_accumulation_steps",))
     return found
 
 
@@ -313,7 +320,7 @@ def _axolotl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
     return RecipeSetup(
         "axolotl", _given(data, "base_model"),
         _positive(data, ("micro_batch_size",), 1, "axolotl", out),
-        positive_int(data.get("gradient_accumulation_steps")) or 1,
+        _accumulation(data, "axolotl"),
         _positive(data, ("sequence_len",), 512, "axolotl", out), checkpointing, dtype,
         dtype if dtype.value != "fp32" else None,
         _optimizer(data, "optimizer", "adamw_torch_fused", "axolotl"), _given(data, "deepspeed"),
@@ -356,7 +363,7 @@ def _llamafactory(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
     return RecipeSetup(
         "llamafactory", _given(data, "model_name_or_path"),
         _positive(data, ("per_device_train_batch_size",), 8, "Transformers", out),
-        positive_int(data.get("gradient_accumulation_steps")) or 1,
+        _accumulation(data, "llamafactory"),
         _positive(data, ("cutoff_len",), 2048, "LLaMA-Factory", out), checkpointing, dtype,
         dtype if dtype.value != "fp32" else None, _optimizer(data, "optim", "adamw_torch", "Transformers"),
         _given(data, "deepspeed"), None, adapter if method not in ("full", "freeze") else None,
@@ -431,7 +438,7 @@ def _trl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
     return RecipeSetup(
         "trl", _given(data, "model_name_or_path"),
         _positive(data, ("per_device_train_batch_size",), 8, "Transformers", out),
-        positive_int(data.get("gradient_accumulation_steps")) or 1,
+        _accumulation(data, "trl"),
         _positive(data, ("max_length", "max_seq_length"), 1024, "TRL", out), checkpointing, dtype, compute,
         _optimizer(data, "optim", "adamw_torch", "Transformers"), _given(data, "deepspeed"), None,
         adapter if peft else None, {"bf16": bool(bf16), "fp16": fp16}, _trl_trainer(data), _precompute(data),
@@ -496,7 +503,7 @@ def fill_auto(config: dict, recipe: RecipeSetup) -> dict:
 
     if recipe.micro_batch is not None:
         fill(filled, "train_micro_batch_size_per_gpu", recipe.micro_batch.value)
-    fill(filled, "gradient_accumulation_steps", recipe.accumulation or 1)
+    fill(filled, "gradient_accumulation_steps", recipe.accumulation.value if recipe.accumulation else 1)
     for name in ("bf16", "fp16"):
         if isinstance(filled.get(name), dict):
             filled[name] = dict(filled[name])

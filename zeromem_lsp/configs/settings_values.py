@@ -67,6 +67,8 @@ LOSS_KERNELS = ("hf", "liger_flce", "cut_cross_entropy", "chunked_ce")
 QUANTIZATIONS = ("none", "int8", "nf4", "fp4")
 #: What trains (the step's loss and a frozen reference model): sft, or a preference trainer (memory/preference.py).
 TRAINERS = ("sft", "dpo", "kto", "orpo", "simpo", "cpo", "grpo")
+#: GRPOConfig's keys the GRPO step reads (memory/grpo.py), written in a recipe or given as estimate's options
+GRPO_KEYS = ("max_completion_length", "steps_per_generation", "beta", "use_vllm")
 #: PEFT's shorthand for every linear layer but the output head (peft.utils.constants).
 ALL_LINEAR = "all-linear"
 #: Every setting with a fixed set of values -> those values (checked alike by both validators).

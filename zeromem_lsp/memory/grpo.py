@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from zeromem_lsp.configs.settings_values import GRPO_KEYS
 from zeromem_lsp.memory.activations import F32, I64
 from zeromem_lsp.memory.step import Part, StepInputError
 from zeromem_lsp.provenance import Given
@@ -258,7 +259,7 @@ def check(generation: Generation, sequence_length: int, engine: str, stage: obje
 
 
 #: GRPOConfig's keys the peak reads (the peak inputs of the same names), each with its provenance
-KEYS = ("max_completion_length", "steps_per_generation", "beta", "use_vllm")
+KEYS = GRPO_KEYS
 
 
 def generation_inputs(written: dict[str, Given], sequence_length: int | None,
