@@ -226,7 +226,9 @@ def analyse(
         named = resolved.origin(found[0])  # the flag, the block's key, a recipe's key, the project file or the editor
         at = named.path if named is not None and named.path else (*block_path, found[0])
         block_problems.append((at, f"{named.note if named else 'zeromem.' + found[0]}: {found[1]}", "value"))
-    plan = planner.plan(reading.source, resolved, PeakSource(reading.workload, reading.setup, model), adapter)
+    engine_named = reading.recipe is None or not isinstance(reading.source, planner.TorchSource)
+    plan = planner.plan(reading.source, resolved, PeakSource(reading.workload, reading.setup, model), adapter,
+                        reading.ignored, engine_named)
     context = Context(document, data, effective, reading.rule_setup, plan, reading.workload, resolved.origins,
                       reading.setup, model_unread=missing_model)
     findings = _syntax_findings(kind, context)

@@ -414,3 +414,34 @@ def _shown(value: object) -> str:
     if isinstance(value, int):
         return format_count(value)
     return str(value)
+
+
+def _written(value: object) -> str:
+    """A config value as the user wrote it (YAML / JSON spelling for switches)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def ignored_keys_text(plan) -> str:
+    """`context_parallel_size: 8, tiled_mlp: true`: the keys set that the figures do not model."""
+    return ", ".join(f"{item.key}: {_written(item.value)}" for item in plan.ignored)
+
+
+def approximation_note(plan) -> str:
+    """Why a plan's figures are approximate, in one clause ("" when they are not): the keys set that are not
+    modelled, and whether the engine is only assumed."""
+    parts = []
+    if plan.ignored:
+        parts.append(f"it does not model {ignored_keys_text(plan)}")
+    if plan.engine_assumed is not None:
+        parts.append("torch DDP is assumed (the recipe names no engine and no Accelerate config is paired with it)")
+    return f"approximate: {'; '.join(parts)}" if parts else ""
+
+
+def approximation_lines(plan) -> list[str]:
+    """Each key the figures do not model, its value and what it does to memory; the engine assumption."""
+    lines = [f"not modelled: {item.key}: {_written(item.value)} — {item.why}" for item in plan.ignored]
+    if plan.engine_assumed is not None:
+        lines.append(f"assumed: {plan.engine_assumed}")
+    return lines

@@ -19,6 +19,7 @@ from zeromem_lsp.configs.workload import (
     Workload, accelerate_workload, deepspeed_workload, fsdp_file_workload, hf_arguments_workload,
 )
 from zeromem_lsp.document import parse_document
+from zeromem_lsp.memory.plan import Ignored
 from zeromem_lsp.memory.planner import DeepSpeedSource, FsdpSource, NoSource, PlanSource, TorchSource
 from zeromem_lsp.provenance import Given, Path
 from zeromem_lsp.document.hjson_numbers import hjson_numbers
@@ -41,6 +42,20 @@ class Reading(NamedTuple):
     layers: tuple = ()  # configs.layers.SettingsLayer: what the config says that settings carry (a recipe's model)
     recipe: object | None = None  # configs.recipes.RecipeSetup: a recipe's run, adapter included, as plain data
     launch_file: str | None = None  # the Accelerate config a recipe is paired with, as read (launch/accelerate.py)
+    ignored: tuple[Ignored, ...] = ()  # keys set that change memory but are not modelled (configs/key_inventory.py)
+
+
+def ignored_keys(fmt: str, data: object, file: str | None = None, root: Path | None = ()) -> tuple[Ignored, ...]:
+    """The keys of `data` (a config of format `fmt`) set to a value that changes per-GPU memory in a way the
+    figures do not model, each with what it does. `file`: the data is another file's (shown by name, no
+    position here); `root`: where `data` sits in this document."""
+    from zeromem_lsp.configs.key_inventory import not_modelled
+
+    if not isinstance(data, dict):
+        return ()
+    return tuple(Ignored(f"{file}: {'.'.join(path)}" if file else ".".join((*(root or ()), *path)), value, why,
+                         None if file or root is None else (*root, *path))
+                 for path, value, why in not_modelled(fmt, data))
 
 
 def issues_with(reading: Reading, world_size: int | None) -> list[ConfigIssue]:
@@ -57,7 +72,8 @@ def read_deepspeed(data: object, loader: Loader | None) -> Reading:
     if not isinstance(loaded, dict):  # a top-level array, string, null: DeepSpeed says it wants an object
         return Reading(data, validate_deepspeed(loaded), TOP_BLOCK, setup, setup, DeepSpeedSource(setup))
     config = {key: value for key, value in loaded.items() if key != "zeromem"}
-    return Reading(data, [], TOP_BLOCK, setup, setup, DeepSpeedSource(setup), deepspeed_workload(config, ()), config)
+    return Reading(data, [], TOP_BLOCK, setup, setup, DeepSpeedSource(setup), deepspeed_workload(config, ()), config,
+                   ignored=ignored_keys("deepspeed", config))
 
 
 def _rerooted(setup: TrainingSetup, root: tuple | None) -> TrainingSetup:
@@ -93,6 +109,7 @@ def read_accelerate(data: dict, loader: Loader | None) -> Reading:
 
     issues, accelerate = validate_accelerate(data)
     setup, missing, workload = None, NO_SETUP, accelerate_workload(data)
+    ignored = ignored_keys("accelerate", data)
     if accelerate.fsdp is None and accelerate.deepspeed is not None:
         setup = accelerate.deepspeed
     elif accelerate.fsdp is None and accelerate.deepspeed_file:
@@ -104,8 +121,10 @@ def read_accelerate(data: dict, loader: Loader | None) -> Reading:
             setup = _rerooted(read_training_setup(config, HF_AUTO_STAGE), None)._replace(
                 written_in=accelerate.deepspeed_file)
             workload = deepspeed_workload(config, None, accelerate.deepspeed_file)
+            ignored += ignored_keys("deepspeed", config, accelerate.deepspeed_file)
     blocks = (("fsdp_config", "zeromem"), ("deepspeed_config", "zeromem"), ("zeromem",))
-    return _family_reading(data, issues, blocks, accelerate.fsdp, accelerate, setup, missing, workload)
+    return _family_reading(data, issues, blocks, accelerate.fsdp, accelerate, setup, missing,
+                           workload)._replace(ignored=ignored)
 
 
 def read_fsdp(data: dict, loader: Loader | None) -> Reading:
@@ -131,8 +150,13 @@ def read_hf_arguments(data: dict, loader: Loader | None) -> Reading:
     deepspeed = deepspeed_workload(hf_setup.deepspeed, hf_setup.deepspeed_path,
                                    "" if hf_setup.deepspeed_path else str(data.get("deepspeed")))
     workload = replace(hf_arguments_workload(data, deepspeed), loss=trainer_loss(data))
+    ignored = ignored_keys("transformers", data)
+    if hf_setup.deepspeed is not None:
+        ignored += (ignored_keys("deepspeed", hf_setup.deepspeed, root=hf_setup.deepspeed_path)
+                    if hf_setup.deepspeed_path is not None else
+                    ignored_keys("deepspeed", hf_setup.deepspeed, str(data.get("deepspeed"))))
     return _family_reading(data, [*fsdp_issues, *deepspeed_issues], blocks, hf_setup.fsdp, None, setup, missing,
-                           workload)
+                           workload)._replace(ignored=ignored)
 
 
 DDP_NOTE = ("no deepspeed or fsdp_config in the recipe: torch DDP, every rank keeps the whole model, its gradients "
@@ -152,7 +176,7 @@ def _launch_file(loader: Loader | None, name: str) -> tuple[str | None, str, str
 
 
 def _recipe_deepspeed(recipe, loader: Loader | None, issues: list[ConfigIssue]):
-    """(DeepSpeed setup, its workload, why there is none) for the recipe's `deepspeed:` value."""
+    """(DeepSpeed setup, its workload, why there is none, its keys not modelled) for the recipe's `deepspeed:`."""
     from zeromem_lsp.configs.recipes import fill_auto
 
     written = recipe.deepspeed
@@ -164,7 +188,7 @@ def _recipe_deepspeed(recipe, loader: Loader | None, issues: list[ConfigIssue]):
             issues.append(ConfigIssue("missing_file", written.path, "value",
                                       f"the DeepSpeed config {written.value!r} cannot be read: {looked}",
                                       reader="recipe"))
-            return None, Workload(), f"the DeepSpeed config {written.value!r} ({looked})"
+            return None, Workload(), f"the DeepSpeed config {written.value!r} ({looked})", ()
         document = parse_document(text)
         if document.syntax_errors or document.root is None or document.root.kind != "object":
             problem = (f"does not parse ({document.syntax_errors[0].message})" if document.syntax_errors
@@ -172,7 +196,7 @@ def _recipe_deepspeed(recipe, loader: Loader | None, issues: list[ConfigIssue]):
             issues.append(ConfigIssue("missing_file", written.path, "value",
                                       f"the DeepSpeed config {written.value!r} ({where}) {problem}; "
                                       "that file's own check shows where", reader="recipe"))
-            return None, Workload(), f"the DeepSpeed config {written.value!r} ({where}: it {problem})"
+            return None, Workload(), f"the DeepSpeed config {written.value!r} ({where}: it {problem})", ()
         config, root = document.to_python(), None
     config = fill_auto(hjson_numbers(config), recipe)
     setup = read_training_setup(config, HF_AUTO_STAGE)
@@ -182,7 +206,9 @@ def _recipe_deepspeed(recipe, loader: Loader | None, issues: list[ConfigIssue]):
     if "optimizer" not in config and recipe.optimizer is not None:  # the Trainer builds the recipe's optimizer
         setup = setup._replace(optimizer=recipe.optimizer.value, optimizer_note=recipe.optimizer.note,
                                optimizer_path=recipe.optimizer.path)
-    return setup, deepspeed_workload(config, root, where), ""
+    ignored = ignored_keys("deepspeed", config, root=root) if root is not None else \
+        ignored_keys("deepspeed", config, str(written.value))
+    return setup, deepspeed_workload(config, root, where), "", ignored
 
 
 def _world_hint(tool: str) -> str:
@@ -202,13 +228,14 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
     from zeromem_lsp.configs.settings import ParametersFromConfig, ZeromemSettings
 
     issues, recipe = read(tool, data)
-    setup, workload, missing = None, Workload(), ""
+    setup, workload, missing, ignored = None, Workload(), "", ignored_keys(tool, data)
     values, origins = {}, {}
     if recipe.model is not None and isinstance(recipe.model.value, str):
         values["parameters"] = ParametersFromConfig(from_config=recipe.model.value)
         origins["parameters"] = recipe.model.origin
     if recipe.deepspeed is not None:
-        setup, workload, missing = _recipe_deepspeed(recipe, loader, issues)
+        setup, workload, missing, in_file = _recipe_deepspeed(recipe, loader, issues)
+        ignored += in_file
         source: PlanSource = DeepSpeedSource(setup, None, _world_hint(tool)) if setup is not None else NoSource(missing)
     else:
         fsdp = recipe.fsdp_config.value if recipe.fsdp_config is not None else None
@@ -239,7 +266,8 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
         if found is not None:
             values[name], origins[name] = found.value, found.origin
     layer = config_values(ZeromemSettings.from_checked(values), origins)
-    return Reading(data, issues, TOP_BLOCK, setup, BLANK_SETUP, source, workload, layers=(layer,), recipe=recipe)
+    return Reading(data, issues, TOP_BLOCK, setup, BLANK_SETUP, source, workload, layers=(layer,), recipe=recipe,
+                   ignored=ignored)
 
 
 #: A recipe's adapter field -> the zeromem setting the adapter model reads (memory/adapter_plan.py).

@@ -333,8 +333,13 @@ def test_a_recipe_without_an_engine_is_torch_ddp_in_check_and_estimate(tmp_path,
     for ranks in ("1", "8"):
         done = run_zeromem("estimate", "--config", recipe, "--world-size", ranks, "--gpu-memory", "8GiB",
                            "--format", "json")
-        assert done.returncode == 1 and not done.stderr  # over the budget
+        assert done.returncode == 0 and not done.stderr  # over the budget, but DDP is only assumed: no failure
         figures[ranks] = data = json.loads(done.stdout)
+        assert data["approximate"] is True and "torch DDP is assumed" in data["engine_assumed"]
+        assert data["ignored"] == [] and data["fits"] == {"ddp": False}
+        named = run_zeromem("estimate", "--config", recipe, "--world-size", ranks, "--gpu-memory", "8GiB",
+                            "--engine", "torch", "--format", "json")  # the engine named: certain, exit 1
+        assert named.returncode == 1 and json.loads(named.stdout)["approximate"] is False
         inputs = data["inputs"]
         assert data["stage"] == "ddp" and set(data["fits"]) == {"ddp"}
         assert data["peak_inputs"]["engine"]["value"] == "torch"
@@ -342,6 +347,8 @@ def test_a_recipe_without_an_engine_is_torch_ddp_in_check_and_estimate(tmp_path,
         assert data["ddp"] == inputs["parameter_bytes"] + inputs["gradient_bytes"] + inputs["optimizer_bytes"]
     assert figures["1"]["ddp"] == figures["8"]["ddp"] == 6 * figures["8"]["inputs"]["parameters"]
     (over,) = [item for item in findings("--world-size", "8", "--gpu-memory", "8GiB", recipe) if item["code"] == "ZM101"]
+    assert over["severity"] == "warning" and over["message"].endswith(
+        "(approximate: torch DDP is assumed (the recipe names no engine and no Accelerate config is paired with it))")
     assert over["message"].startswith(f"DDP needs 21.7 GiB per GPU ({figures['8']['ddp']:,} B)")
     assert "NO_SHARD" not in over["message"] and "offload" not in over["message"]
     assert "DeepSpeed (a `deepspeed:` config with ZeRO-2/3) or FSDP (an `fsdp_config`)" in over["message"]
@@ -371,9 +378,9 @@ def test_a_recipe_without_an_engine_is_torch_ddp_in_check_and_estimate(tmp_path,
     assert "the cheapest whose peak fits is DDP with micro-batch 1" in found["message"]
     assert "offload" not in found["message"]
     (found,) = [item for item in findings("--gpu-memory", str((state + one) // 2), adamw) if item["code"] == "ZM106"]
-    assert found["message"].endswith("nothing peaks within the budget under DDP, which keeps the whole model state "
-                                     "on every rank; DeepSpeed (a `deepspeed:` config with ZeRO-2/3) or FSDP (an "
-                                     "`fsdp_config`) would shard it over the ranks")
+    assert ("nothing peaks within the budget under DDP, which keeps the whole model state on every rank; DeepSpeed "
+            "(a `deepspeed:` config with ZeRO-2/3) or FSDP (an `fsdp_config`) would shard it over the ranks"
+            in found["message"]) and found["severity"] == "warning"
 
 
 def test_a_lora_run_on_a_recipe_without_an_engine_is_costed_as_peft_under_torch(tmp_path, monkeypatch):

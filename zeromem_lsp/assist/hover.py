@@ -113,6 +113,10 @@ def memory_section(plan: MemoryPlan | Unplanned | None, setup: TrainingSetup | N
     else:
         head = (f"**{label} {per_gpu_summary(plan.gpu_bytes, plan.gpu_memory)}** — persistent model state "
                 "(parameters, gradients, optimizer state); the peak below is the largest phase of the training step + the reserve.")
+    if plan.approximate:  # said first: the figures leave out what the config sets
+        head += "\n\n**Approximate:** " + "; ".join(
+            [f"`{item.key}: {item.value}` is not modelled ({item.why})" for item in plan.ignored]
+            + ([plan.engine_assumed] if plan.engine_assumed else [])) + "."
     lines = [
         head,
         "",

@@ -25,7 +25,7 @@ from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS, bytes_per_param
 from zeromem_lsp.present import (
     activation_lines, adapter_lines, human_and_exact, input_notes, peak_sum, phase_peaks, peak_table, stage_table,
 )
-from zeromem_lsp.present import no_fit
+from zeromem_lsp.present import approximation_lines, approximation_note, no_fit
 from zeromem_lsp.memory.stages import ALL as ALL_STAGES, stage as stage_named
 from zeromem_lsp.units import UnitError, format_bytes, format_bytes_decimal, format_count, format_parameters, parse_bytes, parse_parameter_count
 
@@ -385,7 +385,10 @@ def run(args) -> int:
 
 
 def exit_status(result: Estimate) -> int:
-    """1 when a budget is given and no stage fits it — by its peak when known, else its model state — else 0."""
+    """1 when a budget is given and no stage fits it — by its peak when known, else its model state — else 0; 0 when
+    the figures are approximate (a key set that is not modelled, an assumed engine): never certain of a failure."""
+    if result.plan.approximate:
+        return 0
     return 1 if result.gpu_memory is not None and result.cheapest_fitting is None else 0
 
 
@@ -463,4 +466,8 @@ def render_text(result: Estimate) -> list[str]:
                          f"({judged} {format_bytes(figure)} per GPU{unknown})")
     for assumption in inputs.assumptions:
         lines.append(f"assumes: {assumption}")
+    if result.plan.approximate:
+        lines.append("")
+        lines.append(f"{approximation_note(result.plan)} — the figures above leave this out:")
+        lines.extend(f"  {line}" for line in approximation_lines(result.plan))
     return lines

@@ -34,7 +34,7 @@ from zeromem_lsp.configs.training import positive_int
 from zeromem_lsp.configs.workload import Workload
 from zeromem_lsp.memory.planner import DeepSpeedSource, FsdpSource, PlanSource, TorchSource
 from zeromem_lsp.provenance import Given, Origin, Path
-from zeromem_lsp.readers import Loader, Reading
+from zeromem_lsp.readers import Loader, Reading, ignored_keys
 
 DEEPSPEED_OVER_FSDP = "AcceleratorState picks DEEPSPEED before FSDP when a DeepSpeed plugin exists"
 
@@ -169,7 +169,8 @@ def _paired(reading: Reading, data: dict, setup: AccelerateSetup, shown: str, at
         layer = config_values(ZeromemSettings.from_checked({name: found.value for name, found in values.items()}),
                               {name: found.origin for name, found in values.items()})
         layers = (*layers, layer)
-    return reading._replace(issues=issues, source=source, workload=workload, layers=layers, setup=deepspeed_setup)
+    return reading._replace(issues=issues, source=source, workload=workload, layers=layers, setup=deepspeed_setup,
+                            ignored=(*reading.ignored, *ignored_keys("accelerate", data, shown)))
 
 
 def _engine(source: PlanSource, data: dict, setup: AccelerateSetup, shown: str) -> Given:
@@ -234,7 +235,7 @@ def _accelerate_deepspeed(reading: Reading, setup: AccelerateSetup, shown: str, 
     if setup.deepspeed_file:  # the plugin opens it; the Trainer fills its "auto" from the recipe
         named = dataclasses.replace(recipe, deepspeed=Given(setup.deepspeed_file,
                                                             f"{shown} deepspeed_config_file", at))
-        found, workload, missing = _recipe_deepspeed(named, loader, issues)
+        found, workload, missing, _ = _recipe_deepspeed(named, loader, issues)  # its keys: the YAML's own file
         if found is None:
             return reading.source, reading.workload
         return DeepSpeedSource(found), _with_recipe(reading.workload, workload)

@@ -90,6 +90,9 @@ class Estimate(NamedTuple):
         judged = {self.plan.judged_by(stage) for stage in self.figures}
         result["fits_by"] = judged.pop() if len(judged) == 1 else "peak where known, else model state"
         result["cheapest_fitting_stage"] = self.cheapest_fitting
+        result["approximate"] = self.plan.approximate
+        result["ignored"] = [item.to_json() for item in self.plan.ignored]
+        result["engine_assumed"] = self.plan.engine_assumed
         return result
 
 

@@ -138,6 +138,19 @@ class Suggestion(NamedTuple):
     micro_batch: int | None = None  # a smaller micro-batch the suggestion needs (None: unchanged)
 
 
+class Ignored(NamedTuple):
+    """A key the config sets that changes per-GPU memory but that the figures do not model (issue 26): the
+    figures are approximate while it is set. `path` is its place in this document (None: another file)."""
+
+    key: str  # as shown: the key path, dotted; prefixed with its file when it is in another one
+    value: object
+    why: str  # what it does to memory (configs/key_inventory.py)
+    path: Path | None = None
+
+    def to_json(self) -> dict:
+        return {"key": self.key, "value": self.value, "why": self.why}
+
+
 class MemoryPlan(NamedTuple):
     """Per-stage bytes per rank for these inputs and offload, the chosen stage and the budget."""
 
@@ -151,6 +164,13 @@ class MemoryPlan(NamedTuple):
     warn_fraction: float = DEFAULT_WARN_FRACTION
     policy: Family = DEEPSPEED
     peak: "Peak | None" = None  # beside the model state: the whole step's peak per stage (peak.py)
+    ignored: tuple[Ignored, ...] = ()  # keys set that change memory but are not modelled: the figures are approximate
+    engine_assumed: str | None = None  # why the engine is an assumption (a recipe launched with no engine named)
+
+    @property
+    def approximate(self) -> bool:
+        """The figures leave out something the config sets, or assume the engine: no memory finding is an error."""
+        return bool(self.ignored) or self.engine_assumed is not None
 
     @property
     def family(self) -> str:

@@ -19,7 +19,8 @@ from zeromem_lsp.memory.peak import estimate_peak
 from zeromem_lsp.memory.peak_inputs import PeakSource, peak_inputs
 from zeromem_lsp.memory.peak_inputs import fsdp_version as resolve_fsdp_version
 from zeromem_lsp.memory.plan import (
-    DEEPSPEED, DEFAULT_WARN_FRACTION, FSDP, FSDP_CPU_OFFLOAD, MISSING_MODEL_SIZE, TORCH, Family, FsdpOffload, Inputs,
+    DEEPSPEED, DEFAULT_WARN_FRACTION, FSDP, FSDP_CPU_OFFLOAD, MISSING_MODEL_SIZE, TORCH, Family, FsdpOffload, Ignored,
+    Inputs,
     MemoryPlan, Offload, Origin, Unplanned, inputs_from_parameters, place,
 )
 from zeromem_lsp.memory.precision import BytesPerParameter, bytes_per_parameter
@@ -310,14 +311,28 @@ def accelerate_ranks(accelerate, machines_written: bool):
     return world, world_origin, accelerate.shard_group, group_origin
 
 
+#: Why a recipe's engine is an assumption when neither it nor a launch file names one (issue 26).
+ENGINE_ASSUMED = ("the engine is assumed: the recipe names no deepspeed: or fsdp_config: and no Accelerate config is "
+                  "paired with it (--accelerate-config, or accelerate_config in [tool.zeromem]), so torch DDP is "
+                  "assumed")
+
+
 def plan(source: PlanSource, resolved: Resolved, peak: PeakSource | None = None,
-         adapter: Adapter | None = None) -> MemoryPlan | Unplanned:
+         adapter: Adapter | None = None, ignored: tuple[Ignored, ...] = (),
+         engine_named: bool = True) -> MemoryPlan | Unplanned:
     """The plan of whatever a reader found: FSDP when it shards with FSDP, DeepSpeed, or plain torch (DDP).
-    `adapter`: a LoRA run (from the settings, `adapter_plan.adapter_from_settings`, or a recipe's adapter fields)."""
+    `adapter`: a LoRA run (from the settings, `adapter_plan.adapter_from_settings`, or a recipe's adapter fields).
+    `ignored`: the keys the config sets that change memory but are not modelled; `engine_named`: False for a
+    recipe whose engine nothing names (DDP is then an assumption). Either makes the plan approximate."""
     if isinstance(source, FsdpSource):
-        return fsdp_plan(source, resolved, peak, adapter)
-    if isinstance(source, DeepSpeedSource):
-        return deepspeed_plan(source, resolved, peak, adapter)
-    if isinstance(source, TorchSource):
-        return torch_plan(source, resolved, peak, adapter)
-    return Unplanned((source.missing,))
+        built = fsdp_plan(source, resolved, peak, adapter)
+    elif isinstance(source, DeepSpeedSource):
+        built = deepspeed_plan(source, resolved, peak, adapter)
+    elif isinstance(source, TorchSource):
+        built = torch_plan(source, resolved, peak, adapter)
+    else:
+        return Unplanned((source.missing,))
+    assumed = None if engine_named or resolved.settings.engine is not None else ENGINE_ASSUMED
+    if isinstance(built, MemoryPlan) and (ignored or assumed):
+        return built._replace(ignored=tuple(ignored), engine_assumed=assumed)
+    return built

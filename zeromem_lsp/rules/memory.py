@@ -11,7 +11,9 @@ from zeromem_lsp.edits import insert_member, replace_value, set_value
 from zeromem_lsp.memory.stages import stage as stage_named
 from zeromem_lsp.findings import Finding, Fix, TextEdit, overlapping
 from zeromem_lsp.memory.plan import MISSING_MODEL_SIZE, MemoryPlan, Suggestion, Unplanned
-from zeromem_lsp.present import describe_suggestion, no_fit, percent_of, settings_elsewhere, stage_label
+from zeromem_lsp.present import (
+    approximation_note, describe_suggestion, no_fit, percent_of, settings_elsewhere, stage_label,
+)
 from zeromem_lsp.rules import fsdp as fsdp_rules
 from zeromem_lsp.rules.context import Context
 from zeromem_lsp.rules.registry import rule
@@ -142,12 +144,15 @@ def budget_findings(context: Context) -> Iterator[Finding]:
         )
         elsewhere = settings_elsewhere(context.planned_setup, plan, suggestion)
         advice += f"; {elsewhere}" if elsewhere else ""
+        approximate = approximation_note(plan)
         yield context.finding(
             EXCEEDS,
             f"{label} needs {format_bytes(figure)} per GPU ({format_count(figure)} B) for model state, "
-            f"{format_bytes(excess)} over the {format_bytes(budget)} budget; {advice}",
+            f"{format_bytes(excess)} over the {format_bytes(budget)} budget; {advice}"
+            + (f" ({approximate})" if approximate else ""),
             path,
             fixes=suggestion_fixes(context, plan, suggestion),
+            lesser=plan.approximate,
         )
     elif plan.near_budget:
         yield context.finding(

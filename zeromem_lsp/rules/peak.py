@@ -10,7 +10,7 @@ from zeromem_lsp.edits import set_value
 from zeromem_lsp.memory.peak import MODEL_UNCERTAINTY, Peak
 from zeromem_lsp.memory.optimizer_step import STATE_PARTS as OPTIMIZER_STATES
 from zeromem_lsp.memory.plan import MemoryPlan
-from zeromem_lsp.present import describe_suggestion, no_fit, peak_sum, stage_label
+from zeromem_lsp.present import approximation_note, describe_suggestion, no_fit, peak_sum, stage_label
 from zeromem_lsp.rules.context import Context
 from zeromem_lsp.rules.memory import micro_batch_edits, suggestion_fixes, zero_edits
 from zeromem_lsp.rules.registry import rule
@@ -120,8 +120,10 @@ def check(context: Context) -> Iterator[Finding]:
     if total is None or total <= budget:
         return
     within = total <= budget * (1 + MODEL_UNCERTAINTY)  # exact: MODEL_UNCERTAINTY is a Fraction
+    approximate = approximation_note(plan)
     margin = (f"within the model's ±{MODEL_UNCERTAINTY * 100}% uncertainty" if within else
-              f"beyond the model's ±{MODEL_UNCERTAINTY * 100}% uncertainty: the run is expected to fail")
+              f"beyond the model's ±{MODEL_UNCERTAINTY * 100}% uncertainty, but the figure is approximate" if approximate
+              else f"beyond the model's ±{MODEL_UNCERTAINTY * 100}% uncertainty: the run is expected to fail")
     found = peak.stage_peak(plan.stage)
     beside = [part for part in found.held.parts if part.name not in STATE_PARTS] or list(found.held.parts)
     largest, size = beside[0]
@@ -138,5 +140,5 @@ def check(context: Context) -> Iterator[Finding]:
         f"{label} peaks at {format_bytes(total)} per GPU, {format_bytes(total - budget)} over the "
         f"{format_bytes(budget)} budget ({margin}), though its model state ({format_bytes(peak.state[plan.stage])}) "
         f"fits: {peak_sum(peak, plan.stage)}; the largest part beside model state is {largest} ({format_bytes(size)})"
-        f"{advice}",
-        _driver_path(context, plan, largest), fixes=fixes, lesser=within)
+        f"{advice}" + (f" ({approximate})" if approximate else ""),
+        _driver_path(context, plan, largest), fixes=fixes, lesser=within or plan.approximate)

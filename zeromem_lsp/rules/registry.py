@@ -59,13 +59,16 @@ RULES: dict[str, Rule] = _rules(
     ),
     Rule(
         "ZM101", "stage-exceeds-gpu-memory", "error",
-        "The chosen ZeRO stage needs more GPU memory per rank than the declared `gpu_memory` budget.",
+        "The chosen ZeRO stage needs more GPU memory per rank than the declared `gpu_memory` budget. A warning "
+        "when the figure is approximate: the config sets a memory-relevant key the model does not cover (named in "
+        "the message), or a recipe's engine is only assumed.",
         "The job would queue, launch and die with CUDA out-of-memory while building the optimizer. The figure "
         "counts only persistent model state (parameters, gradients, optimizer state), so a real run needs more.",
         '{"zero_optimization": {"stage": 1}, "bf16": {"enabled": true},\n'
         ' "zeromem": {"parameters": "7B", "world_size": 8, "gpu_memory": "24GiB"}}',
         'Use the cheapest stage that fits (here `"stage": 3`), offload the optimizer '
         '(`"offload_optimizer": {"device": "cpu"}`), or add GPUs.',
+        lesser_severity="warning",
     ),
     Rule(
         "ZM102", "stage-near-gpu-memory", "warning",
@@ -108,7 +111,9 @@ RULES: dict[str, Rule] = _rules(
         "ZM106", "peak-exceeds-gpu-memory", "error",
         "The chosen stage's model state fits the `gpu_memory` budget, but its estimated peak — the largest phase "
         "(forward, backward, optimizer step) of one training step + `reserved` — does not. An error when the peak "
-        "is over the budget by more than the model's uncertainty (10%, docs/memory-model.md); a warning inside it.",
+        "is over the budget by more than the model's uncertainty (10%, docs/memory-model.md); a warning inside it, and "
+        "whenever the figure is approximate (a memory-relevant key set that the model does not cover, or an assumed "
+        "engine: the message names them).",
         "Model state is only what the optimizer keeps; the step also holds the activations of one micro-batch "
         "and the loss's fp32 gradients (2 × 4 bytes × micro-batch × sequence × vocabulary), the communication "
         "buckets, the optimizer step's fp32 copies and the CUDA context. The job fails with out-of-memory in the first forward or backward. The "
