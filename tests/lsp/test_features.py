@@ -123,3 +123,15 @@ async def test_completion_at_top_level_includes_zeromem(client):
     items = await complete(doc, text.index("\n  \n") + 3)
     labels = [item.label for item in items]
     assert "zeromem" in labels and "zero_optimization" in labels and "train_batch_size" not in labels
+
+
+async def test_hover_says_first_when_the_figures_are_approximate(client):
+    """A key the model does not cover (issue 26): the hover's first paragraph names it with its value and why."""
+    config = json.loads(OVERFLOW)
+    config["tensor_parallel"] = {"autotp_size": 2}
+    doc = open_doc(client, "ds_config.json", json.dumps(config, indent=2))
+    text = (await hover(doc, '"stage"')).contents.value
+    head = text.split("\n\n")[:2]
+    assert head[1].startswith("**Approximate:** `tensor_parallel.autotp_size: 2` is not modelled (")
+    plain = open_doc(client, "ds_config.json", OVERFLOW)
+    assert "Approximate" not in (await hover(plain, '"stage"')).contents.value

@@ -8,8 +8,8 @@ FORMATS = ("axolotl", "llamafactory", "trl", "transformers", "accelerate", "deep
 
 _NOT_MODELLED: dict[str, dict[str, tuple[object, str]]] = {
     "axolotl": {
-        "context_parallel_size": (None, "ring attention splits activations and logits over the CP ranks"),
-        "tensor_parallel_size": (None, "tensor parallelism divides the weights and activations"),
+        "context_parallel_size": (1, "ring attention splits activations and logits over the CP ranks"),
+        "tensor_parallel_size": (1, "tensor parallelism divides the weights and activations"),
         "expert_parallel_size": (1, "expert parallelism divides the routed experts"),
         "activation_offloading": (False, "checkpointed activations are moved to host memory"),
         "tiled_mlp": (None, "the MLP runs in tiles over the sequence"),
