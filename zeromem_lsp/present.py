@@ -146,6 +146,8 @@ def describe_suggestion(suggestion, family: str) -> str:
     changes = [offload.describe()] if offload.optimizer or offload.param else []
     if suggestion.micro_batch is not None:
         changes.append(f"micro-batch {suggestion.micro_batch}")
+    if getattr(suggestion, "checkpointing", False):
+        changes.append("gradient checkpointing")
     if changes:
         text += " with " + " and ".join(changes)
     if suggestion.peak is not None:

@@ -211,6 +211,13 @@ def _recipe_deepspeed(recipe, loader: Loader | None, issues: list[ConfigIssue]):
     return setup, deepspeed_workload(config, root, where), "", ignored
 
 
+def _refuser(tool: str) -> str | None:
+    """The tool that refuses a zeromem block in its recipe (its parser rejects unknown keys), or None (axolotl)."""
+    from zeromem_lsp.configs.recipes import TOOL_NAMES
+
+    return None if tool == "axolotl" else TOOL_NAMES[tool]
+
+
 def _world_hint(tool: str) -> str:
     """Where a recipe's world size can be given: not in LLaMA-Factory or TRL recipes (they refuse the block)."""
     where = "the recipe does not name its launcher; give --world-size, or world_size in [tool.zeromem] (an override "
@@ -236,7 +243,8 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
     if recipe.deepspeed is not None:
         setup, workload, missing, in_file = _recipe_deepspeed(recipe, loader, issues)
         ignored += in_file
-        source: PlanSource = DeepSpeedSource(setup, None, _world_hint(tool)) if setup is not None else NoSource(missing)
+        source: PlanSource = (DeepSpeedSource(setup, None, _world_hint(tool), _refuser(tool)) if setup is not None
+                              else NoSource(missing))
     else:
         fsdp = recipe.fsdp_config.value if recipe.fsdp_config is not None else None
         if isinstance(fsdp, dict):
@@ -247,16 +255,17 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
             fsdp_setup = validate_accelerate_fsdp(fsdp, ("fsdp_config",), AXOLOTL_DEFAULT_VERSION)[1]
             if top is not None and fsdp_setup.version_path is not None:
                 fsdp_setup = fsdp_setup._replace(version_path=("fsdp_version",))
-            source = FsdpSource(fsdp_setup, world_hint=_world_hint(tool))
+            source = FsdpSource(fsdp_setup, world_hint=_world_hint(tool), refuser=_refuser(tool))
         else:
-            source = TorchSource(DDP_NOTE)
+            source = TorchSource(DDP_NOTE, _refuser(tool))
         if recipe.dtype is not None:  # FSDP and torch keep parameters in the dtype the model is loaded in
             values["precision"], origins["precision"] = recipe.dtype.value, recipe.dtype.origin
     if recipe.optimizer is not None and setup is None:
         values["optimizer"], origins["optimizer"] = recipe.optimizer.value, recipe.optimizer.origin
     workload = Workload(micro_batch=recipe.micro_batch, sequence_length=recipe.sequence_length,
                         checkpointing=recipe.checkpointing, zero=workload.zero, compute_dtype=recipe.compute_dtype,
-                        checkpointing_path=("gradient_checkpointing",), zero_root=workload.zero_root,
+                        checkpointing_path=recipe.checkpointing.path or ("gradient_checkpointing",),
+                        zero_root=workload.zero_root,
                         loss=recipe_loss(tool, data),
                         preference_loss=recipe.preference_loss, reference_model=recipe.reference_model,
                         accumulation=recipe.accumulation, generation=recipe.generation)

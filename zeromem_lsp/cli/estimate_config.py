@@ -136,6 +136,8 @@ def estimate_of_config(args) -> tuple[Estimate, str | None]:
         raise UsageError("\n".join(["the config has errors the estimate cannot go past:", *problems]))
     plan = analysis.plan
     if plan is None or isinstance(plan, Unplanned):
-        missing = "; ".join(plan.missing) if plan is not None else "nothing to plan"
-        raise UsageError(f"--config {path}: cannot estimate: missing {missing}")
+        uncounted = rule_named("recipe-model-not-counted").code
+        unread = next((finding.message for finding in analysis.findings if finding.code == uncounted), None)
+        missing = ("; ".join(plan.missing) if plan is not None else "nothing to plan") if unread is None else unread
+        raise UsageError(f"--config {path}: cannot estimate: {'' if unread else 'missing '}{missing}")
     return Estimate(plan), None

@@ -155,6 +155,9 @@ def _paired(reading: Reading, data: dict, setup: AccelerateSetup, shown: str, at
         source = FsdpSource(fsdp, world_hint=why or None)
         if ranks is not None and fsdp.strategy in ("HYBRID_SHARD", "HYBRID_SHARD_ZERO2"):
             ranks = _shard_group(data, shown) or ranks
+    refuser = getattr(reading.source, "refuser", None)  # the recipe's tool still refuses a zeromem block
+    if refuser is not None and isinstance(source, (DeepSpeedSource, FsdpSource, TorchSource)):
+        source = source._replace(refuser=refuser)
     if why and isinstance(source, (DeepSpeedSource, FsdpSource)):
         source = source._replace(world_hint=f"{why}; give --world-size or world_size")
     layers, deepspeed_setup = reading.layers, reading.setup

@@ -120,8 +120,9 @@ def adapter_from_settings(settings, origins: dict[str, Origin]) -> Adapter | Non
 def adapter_problem(adapter: Adapter, config: dict | None) -> tuple[str, str] | None:
     """(the setting at fault, why) when the model cannot take this adapter, or there is no model to take it."""
     if config is None:
-        return "lora_rank", ('a LoRA adapter needs the model\'s shape: declare "parameters": {"from_config": '
-                             '"path/to/config.json"} (its linear layers are what lora_targets name)')
+        return "lora_rank", ("a LoRA adapter needs the model's shape, its config.json (its linear layers are what "
+                             "lora_targets name): give --model-config PATH, or parameters = {from_config = \"PATH\"} "
+                             "in [tool.zeromem] or the file's zeromem block where its tool accepts one")
     try:
         count_adapters(config, adapter.lora)
     except AdapterInputError as error:

@@ -214,6 +214,14 @@ class Peak:
                 before * factor, f"{before} × {factor}, the micro-batch divided by {factor}"))
         return estimate_peak(self.state, self.family, inputs, self.offload)
 
+    def with_checkpointing(self) -> Peak | None:
+        """The same peak with gradient checkpointing on (None when it is on already or cannot be recomputed)."""
+        if self.source is None or self.missing or _value(self.source.gradient_checkpointing):
+            return None
+        given = self.source.gradient_checkpointing
+        inputs = replace(self.source, gradient_checkpointing=Given(True, "on (suggested)", given.path))
+        return estimate_peak(self.state, self.family, inputs, self.offload)
+
     def with_zero(self, sizes: dict[str, int]) -> Peak | None:
         """The same peak with these zero_optimization sizes (elements) in place of the config's."""
         if self.source is None:

@@ -136,6 +136,7 @@ class Suggestion(NamedTuple):
     gpu_bytes: int  # model state per GPU (the contract figure)
     peak: int | None = None  # the peak per GPU when it is known: what made the choice
     micro_batch: int | None = None  # a smaller micro-batch the suggestion needs (None: unchanged)
+    checkpointing: bool = False  # the suggestion needs gradient checkpointing switched on
 
 
 class Ignored(NamedTuple):
@@ -239,23 +240,35 @@ class MemoryPlan(NamedTuple):
     def cheapest_fit(self) -> Suggestion | None:
         """Cheapest way to fit: the configured offload at increasing stages, then the family's next offloads.
         With a known peak, each offload is tried at the micro-batch as configured, then at half of it, and half
-        again (gradient accumulation makes up the global batch) before the next offload: offloading costs
-        more throughput than a smaller micro-batch."""
-        peaks = [(None, None)]  # (micro-batch, its peak); None: as configured
-        micro = self.peak.inputs.get("micro_batch") if self.peak_known else None  # type: ignore[union-attr]
+        again (gradient accumulation makes up the global batch), then — when it is off — with gradient
+        checkpointing at each of those micro-batches, before the next offload: offloading costs more throughput
+        than a smaller micro-batch or recomputing the layers."""
+        peaks: list[tuple[int | None, Peak | None, bool]] = [(None, None, False)]  # None: as configured
+        if self.peak_known:
+            peaks += self._halved(self.peak, False)  # type: ignore[arg-type]
+            checkpointed = self.peak.with_checkpointing()  # type: ignore[union-attr]
+            if checkpointed is not None and not checkpointed.missing:
+                peaks += [(None, checkpointed, True), *self._halved(checkpointed, True)]
+        for offload in dict.fromkeys(self.policy.candidates(self.offload)):
+            for size, peak, checkpointing in peaks:
+                found = self.lowest_fitting(offload, peak)
+                if found is not None:
+                    return found._replace(micro_batch=size, checkpointing=checkpointing)
+        return None
+
+    @staticmethod
+    def _halved(peak: "Peak", checkpointing: bool) -> list[tuple[int, "Peak", bool]]:
+        """`peak` at half its micro-batch, and half again, while the micro-batch is even."""
+        found = []
+        micro = peak.inputs.get("micro_batch")
         size = micro.value if micro is not None else 1
         while isinstance(size, int) and not isinstance(size, bool) and size % 2 == 0:
             size //= 2
-            smaller = self.peak.with_micro_batch(size)  # type: ignore[union-attr]
+            smaller = peak.with_micro_batch(size)
             if smaller is None or smaller.missing:
                 break
-            peaks.append((size, smaller))
-        for offload in dict.fromkeys(self.policy.candidates(self.offload)):
-            for size, peak in peaks:
-                found = self.lowest_fitting(offload, peak)
-                if found is not None:
-                    return found._replace(micro_batch=size)
-        return None
+            found.append((size, smaller, checkpointing))
+        return found
 
 
 def place(inputs: Inputs, offload: Offload) -> Placement:
@@ -277,8 +290,29 @@ def place(inputs: Inputs, offload: Offload) -> Placement:
     return Placement(gpu=gpu, host=host)
 
 
-#: The missing input named when neither `parameters` nor a model config gives the model's size.
-MISSING_MODEL_SIZE = 'the model size: declare "parameters" (e.g. "7B") in the zeromem block'
+def declare(name: str, example: str, refuser: str | None = None) -> str:
+    """Where to give the setting `name`: the file's zeromem block, or — for a file whose tool refuses unknown keys
+    (`refuser`: LLaMA-Factory, TRL) — the command-line flag, pyproject.toml or the editor setting, each as written."""
+    if refuser is None:
+        return f'declare "{name}" (e.g. {example}) in the zeromem block'
+    from zeromem_lsp.configs.layers import camel_case
+
+    bare = example.strip('"')
+    return (f"{refuser} refuses a zeromem block in its file: give --{name.replace('_', '-')} {bare} on the command line, "
+            f"or {name} = {example} under [tool.zeromem] in pyproject.toml, or the editor setting "
+            f"zeromem.{camel_case(name)}")
+
+
+#: What the model size is called where it is missing (the rest says where to give it: `missing_model_size`).
+MODEL_SIZE = "the model size"
+
+
+def missing_model_size(refuser: str | None = None) -> str:
+    """The missing input named when neither `parameters` nor a model config gives the model's size."""
+    return f"{MODEL_SIZE}: {declare('parameters', chr(34) + '7B' + chr(34), refuser)}"
+
+
+MISSING_MODEL_SIZE = missing_model_size()
 
 
 class Unplanned(NamedTuple):

@@ -19,9 +19,9 @@ from zeromem_lsp.memory.peak import estimate_peak
 from zeromem_lsp.memory.peak_inputs import PeakSource, peak_inputs
 from zeromem_lsp.memory.peak_inputs import fsdp_version as resolve_fsdp_version
 from zeromem_lsp.memory.plan import (
-    DEEPSPEED, DEFAULT_WARN_FRACTION, FSDP, FSDP_CPU_OFFLOAD, MISSING_MODEL_SIZE, TORCH, Family, FsdpOffload, Ignored,
+    DEEPSPEED, DEFAULT_WARN_FRACTION, FSDP, FSDP_CPU_OFFLOAD, TORCH, Family, FsdpOffload, Ignored,
     Inputs,
-    MemoryPlan, Offload, Origin, Unplanned, inputs_from_parameters, place,
+    MemoryPlan, Offload, Origin, Unplanned, declare, inputs_from_parameters, missing_model_size, place,
 )
 from zeromem_lsp.memory.precision import BytesPerParameter, bytes_per_parameter
 from zeromem_lsp.memory.stages import FSDP_STRATEGY_STAGE
@@ -34,6 +34,7 @@ class DeepSpeedSource(NamedTuple):
     setup: TrainingSetup
     ranks: Given | None = None
     world_hint: str | None = None  # how to give the world size where the file cannot hold a zeromem block
+    refuser: str | None = None  # the tool that refuses a zeromem block in this file (LLaMA-Factory, TRL), if any
 
 
 class FsdpSource(NamedTuple):
@@ -43,12 +44,14 @@ class FsdpSource(NamedTuple):
     accelerate: object | None = None
     machines_written: bool = False
     world_hint: str | None = None  # how to give the world size where the file cannot hold a zeromem block
+    refuser: str | None = None  # the tool that refuses a zeromem block in this file (LLaMA-Factory, TRL), if any
 
 
 class TorchSource(NamedTuple):
     """Neither DeepSpeed nor FSDP: plain torch (one process, or DDP over the ranks); `note` says why."""
 
     note: str
+    refuser: str | None = None  # the tool that refuses a zeromem block in this file (LLaMA-Factory, TRL), if any
 
 
 class NoSource(NamedTuple):
@@ -95,6 +98,7 @@ def build(
     read_origins: dict[str, Origin] | None = None,
     adapter: Adapter | None = None,
     fsdp_version: Given | None = None,
+    refuser: str | None = None,
 ) -> MemoryPlan | Unplanned:
     """The finished plan, once the family has read its stage, offload and ranks.
 
@@ -102,7 +106,8 @@ def build(
     assumptions), or None with `missing` extended; called only when no explicit bytes are declared.
     `peak`: what the peak needs beyond the plan (None: no peak, as in the calculator). `adapter`: a LoRA run
     (memory/adapter_plan): P, G, O count frozen and trainable parameters apart, from the model's config.json.
-    `fsdp_version`: the FSDP config's version and where it comes from (resolved with the settings, peak_inputs)."""
+    `fsdp_version`: the FSDP config's version and where it comes from (resolved with the settings, peak_inputs).
+    `refuser`: the tool that refuses a zeromem block in the file, so that advice names what works instead."""
     settings = resolved.settings
     explicit = (settings.parameter_bytes, settings.gradient_bytes, settings.optimizer_bytes)
     origins: dict[str, Origin] = dict(read_origins or {})
@@ -113,7 +118,7 @@ def build(
         origins["bytes"] = _setting(resolved, "parameter_bytes")
     else:
         if settings.parameters is None:
-            missing.append(MISSING_MODEL_SIZE)
+            missing.append(missing_model_size(refuser))
         read = per_parameter(missing)
         if not missing and read is not None:
             bytes_each, bytes_origins, extra = read
@@ -175,15 +180,15 @@ def deepspeed_plan(source: DeepSpeedSource, resolved: Resolved, peak: PeakSource
     world_size, world_origin = resolve_world_size(setup, resolved, source.ranks)
     if world_size is None:
         missing.append(f"the world size: {source.world_hint}" if source.world_hint else
-                       'the world size: declare "world_size" in the zeromem block, or give all three batch sizes')
+                       f'the world size: {declare("world_size", "8")}, or give all three batch sizes')
 
     def per_parameter(missing: list[str]):
         precision = settings.precision or setup.precision
         optimizer = settings.optimizer or setup.optimizer
         if precision is None:
-            missing.append(f'the precision ({setup.precision_note}): declare "precision" in the zeromem block')
+            missing.append(f'the precision ({setup.precision_note}): {declare("precision", chr(34) + "bf16" + chr(34), source.refuser)}')
         if optimizer is None:
-            missing.append(f'the optimizer ({setup.optimizer_note}): declare "optimizer" in the zeromem block')
+            missing.append(f'the optimizer ({setup.optimizer_note}): {declare("optimizer", chr(34) + "adamw" + chr(34), source.refuser)}')
         if missing:
             return None
         origins = {
@@ -198,7 +203,7 @@ def deepspeed_plan(source: DeepSpeedSource, resolved: Resolved, peak: PeakSource
 
     offload = Offload(optimizer=setup.offload_optimizer, param=setup.offload_param)
     return build(DEEPSPEED, setup.stage, setup.stage_path, offload, world_size, world_origin, per_parameter, resolved,
-                 missing, peak, adapter=adapter)
+                 missing, peak, adapter=adapter, refuser=source.refuser)
 
 
 HYBRID = ("HYBRID_SHARD", "HYBRID_SHARD_ZERO2")
@@ -249,7 +254,7 @@ def fsdp_plan(source: FsdpSource, resolved: Resolved, peak: PeakSource | None = 
     if ranks is None and strategy is not None:
         what = "the shard group (GPUs per node)" if strategy in HYBRID else "the world size"
         missing.append(f"{what}: {source.world_hint}" if source.world_hint
-                       else f'{what}: declare "world_size" in the zeromem block')
+                       else f'{what}: {declare("world_size", "8")}')
 
     def per_parameter(missing: list[str]):
         if missing:
@@ -267,7 +272,8 @@ def fsdp_plan(source: FsdpSource, resolved: Resolved, peak: PeakSource | None = 
     return build(FSDP, FSDP_STRATEGY_STAGE.get(strategy), strategy_origin.path,
                  FSDP_CPU_OFFLOAD if fsdp.offload else FsdpOffload(), ranks, ranks_origin, per_parameter, resolved,
                  missing, peak, {"strategy": strategy_origin}, adapter,
-                 Given(fsdp.version, fsdp.version_note or f"fsdp_version {fsdp.version}", fsdp.version_path))
+                 Given(fsdp.version, fsdp.version_note or f"fsdp_version {fsdp.version}", fsdp.version_path),
+                 source.refuser)
 
 
 def torch_plan(source: TorchSource, resolved: Resolved, peak: PeakSource | None = None,
@@ -292,7 +298,7 @@ def torch_plan(source: TorchSource, resolved: Resolved, peak: PeakSource | None 
         return found._replace(explanation=explanation), {"precision": precision, "optimizer": optimizer}, []
 
     return build(TORCH, "ddp", None, Offload(), ranks, ranks_origin, per_parameter, resolved, [], peak,
-                 {"engine": Origin(source.note)}, adapter)
+                 {"engine": Origin(source.note)}, adapter, refuser=source.refuser)
 
 
 def accelerate_ranks(accelerate, machines_written: bool):

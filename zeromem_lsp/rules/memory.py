@@ -10,7 +10,7 @@ from zeromem_lsp.document import Document, Member
 from zeromem_lsp.edits import insert_member, replace_value, set_value
 from zeromem_lsp.memory.stages import stage as stage_named
 from zeromem_lsp.findings import Finding, Fix, TextEdit, overlapping
-from zeromem_lsp.memory.plan import MISSING_MODEL_SIZE, MemoryPlan, Suggestion, Unplanned
+from zeromem_lsp.memory.plan import MODEL_SIZE, MemoryPlan, Suggestion, Unplanned
 from zeromem_lsp.present import (
     approximation_note, describe_suggestion, no_fit, percent_of, settings_elsewhere, stage_label,
 )
@@ -76,9 +76,44 @@ def _with_micro_batch(context: Context, plan: MemoryPlan, suggestion: Suggestion
     return merged or (Fix(title, tuple(edits), preferred=True),)
 
 
+def checkpointing_edit(context: Context) -> tuple[TextEdit, str] | None:
+    """Switch gradient checkpointing on where the file says it (a recipe's key; LLaMA-Factory's
+    `disable_gradient_checkpointing` set to false), or declare it in the zeromem block (the training script must
+    then enable it): (edit, title), or None when it cannot be written."""
+    path = context.workload.checkpointing_path or ("zeromem", "gradient_checkpointing")
+    value = "false" if path[-1] == "disable_gradient_checkpointing" else "true"
+    edit = set_value(context.document, path, value)
+    if edit is None:
+        return None
+    title = ("Enable gradient checkpointing" if context.workload.checkpointing_path else
+             "Declare gradient checkpointing (and enable it in the training script)")
+    return edit, title
+
+
+def _with_checkpointing(context: Context, suggestion: Suggestion, fixes: tuple[Fix, ...]) -> tuple[Fix, ...]:
+    """The fixes plus switching gradient checkpointing on, when the suggestion needs it (none when it cannot be
+    written)."""
+    if not suggestion.checkpointing:
+        return fixes
+    found = checkpointing_edit(context)
+    if found is None:
+        return ()
+    edit, title = found
+    merged = tuple(Fix(f"{fix.title}; {title[0].lower()}{title[1:]}", (*fix.edits, edit), preferred=fix.preferred)
+                   for fix in fixes)
+    if any(overlapping(list(fix.edits)) for fix in merged):
+        return ()
+    return merged or (Fix(title, (edit,), preferred=True),)
+
+
 def suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion | None) -> tuple[Fix, ...]:
     if suggestion is None:
         return ()
+    return _with_checkpointing(context, suggestion, _lever_fixes(context, plan, suggestion))
+
+
+def _lever_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion) -> tuple[Fix, ...]:
+    """The stage, offload and micro-batch edits of a suggestion."""
     delegated = fsdp_rules.suggestion_fixes(context, plan, suggestion)
     if delegated is not None:
         return _with_micro_batch(context, plan, suggestion, delegated)
@@ -124,7 +159,7 @@ def budget_findings(context: Context) -> Iterator[Finding]:
         return
     if isinstance(plan, Unplanned):
         # a recipe's unreadable model has its own finding, naming the model and every place looked
-        missing = "; ".join(item for item in plan.missing if not (context.model_unread and item == MISSING_MODEL_SIZE))
+        missing = "; ".join(item for item in plan.missing if not (context.model_unread and item.startswith(MODEL_SIZE)))
         if not missing:
             return
         path = _budget_span_path(context, context.setup.stage_path)

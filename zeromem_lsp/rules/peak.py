@@ -6,13 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from zeromem_lsp.findings import Finding, Fix, overlapping
-from zeromem_lsp.edits import set_value
 from zeromem_lsp.memory.peak import MODEL_UNCERTAINTY, Peak
 from zeromem_lsp.memory.optimizer_step import STATE_PARTS as OPTIMIZER_STATES
 from zeromem_lsp.memory.plan import MemoryPlan
 from zeromem_lsp.present import approximation_note, describe_suggestion, no_fit, peak_sum, stage_label
 from zeromem_lsp.rules.context import Context
-from zeromem_lsp.rules.memory import micro_batch_edits, suggestion_fixes, zero_edits
+from zeromem_lsp.rules.memory import checkpointing_edit, micro_batch_edits, suggestion_fixes, zero_edits
 from zeromem_lsp.rules.registry import rule
 from zeromem_lsp.units import format_bytes
 
@@ -57,13 +56,8 @@ def _enable_checkpointing(context: Context, peak: Peak) -> Fix | None:
     current = peak.inputs.get("gradient_checkpointing")
     if current is not None and current.value:
         return None
-    path = context.workload.checkpointing_path or ("zeromem", "gradient_checkpointing")
-    edit = set_value(context.document, path, "true")
-    if edit is None:
-        return None
-    title = ("Enable gradient checkpointing" if context.workload.checkpointing_path else
-             "Declare gradient checkpointing (and enable it in the training script)")
-    return Fix(title, (edit,))
+    found = checkpointing_edit(context)
+    return Fix(found[1], (found[0],)) if found is not None else None
 
 
 def shrunk_bucket_size(plan: MemoryPlan, budget: int) -> int | None:

@@ -34,8 +34,17 @@ def block_findings(context: Context, problems: Iterable[tuple]) -> list[Finding]
 
 def model_not_found(context: Context, path: tuple, message: str) -> list[Finding]:
     """ZM108 on a recipe's model name that could not be counted (the message says where it looked, or why)."""
-    return [context.finding(MODEL_NOT_FOUND, f"{message}; without it there is no memory estimate (make its "
-                            "config.json available or declare parameters)", path, "value")]
+    return [context.finding(MODEL_NOT_FOUND, f"{message}; without it there is no memory estimate: put its "
+                            f"config.json in the Hugging Face cache ({_download(context, path)}), or give "
+                            "--model-config / --parameters (or parameters in [tool.zeromem])", path, "value")]
+
+
+def _download(context: Context, path: tuple) -> str:
+    """The command that puts a hub model's config.json in the cache, for the model name at `path`."""
+    name = context.data
+    for key in path:
+        name = name.get(key) if isinstance(name, dict) else None
+    return f"`huggingface-cli download {name} config.json`" if isinstance(name, str) else "huggingface-cli download"
 
 
 def budget_note(context: Context, block_path: tuple) -> list[Finding]:
