@@ -447,3 +447,110 @@ def approximation_lines(plan) -> list[str]:
     if plan.engine_assumed is not None:
         lines.append(f"assumed: {plan.engine_assumed}")
     return lines
+
+
+# ---------------------------------------------------------------- the answer first (estimate text, hover)
+
+#: What each engine is called in a verdict.
+ENGINE_NAMES = {"deepspeed": "DeepSpeed", "fsdp": "FSDP", "torch": "torch DDP"}
+#: The versions whose code the peak follows and was measured against (tests/data/step/*.json "versions").
+MODELLED_FOR = "torch 2.13, Transformers 5.24, DeepSpeed 0.19.8, PEFT 0.21, TRL 1.16"
+
+
+def _lowest(plan) -> str:
+    """The stage with the lowest verdict figure (the lowest stage among equals)."""
+    return min(plan.stages, key=plan.verdict_bytes)
+
+
+def verdict_line(plan) -> str:
+    """The answer in one line: the configured stage (or, in the calculator, the cheapest that fits) against the
+    budget — what it is judged on (peak or model state), by how much it fits or exceeds, the engine and ranks."""
+    engine, ranks = ENGINE_NAMES.get(plan.family, plan.family), plan.inputs.world_size
+    approximate = " (approximate)" if plan.approximate else ""
+    budget, stage = plan.gpu_memory, plan.stage
+    where = f"{engine}, {ranks} rank{'s' if ranks != 1 else ''}"
+    if stage is None:
+        found = plan.lowest_fitting(plan.offload) if budget is not None else None
+        if found is not None:
+            stage = found.stage
+        else:
+            best = _lowest(plan)
+            figure, judged = plan.verdict_bytes(best), plan.judged_by(best)
+            if budget is None:
+                return (f"{stage_label(best, plan.family)} has the lowest {judged}: {format_bytes(figure)} per GPU "
+                        f"({where}){approximate}; give --gpu-memory for a verdict")
+            return (f"No stage fits {format_bytes(budget)} per GPU as configured{approximate}: the lowest is "
+                    f"{stage_label(best, plan.family)}'s {judged} {format_bytes(figure)} "
+                    f"({percent_of(figure, budget)}), {where}")
+    label = stage_label(stage, plan.family)
+    figure, judged = plan.verdict_bytes(stage), plan.judged_by(stage)
+    cheapest = " — the cheapest stage that fits" if plan.stage is None else ""
+    if budget is None:
+        return f"{label}: {judged} {format_bytes(figure)} per GPU ({where}){approximate}"
+    if figure <= budget:
+        return (f"{label} fits{approximate}: {judged} {format_bytes(figure)} of {format_bytes(budget)} per GPU "
+                f"({percent_of(figure, budget)}), {where}{cheapest}")
+    return (f"{label} exceeds the budget{approximate}: {judged} {format_bytes(figure)} of {format_bytes(budget)} "
+            f"per GPU ({percent_of(figure, budget)}, {format_bytes(figure - budget)} over), {where}")
+
+
+def summary_table(plan) -> list[str]:
+    """At most five columns, well within 80 characters: stage | model state | peak | of budget | verdict."""
+    budget, with_peak = plan.gpu_memory, plan.peak is not None
+    head = ["stage", "model state", *(["peak"] if with_peak else []), *(["of budget", "verdict"] if budget else [])]
+    rows = [head]
+    for row in peak_rows(plan, 1):
+        cells = [("▶ " if row.chosen else "  ") + row.label, format_bytes(row.state)]
+        cells += [format_bytes(row.peak) if row.peak is not None else "—"] if with_peak else []
+        rows.append(cells + ([row.percent, row.fit] if budget else []))
+    rows[0][0] = "  " + rows[0][0]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    left = (0, len(head) - 1) if budget else (0,)
+    return ["  ".join(cell.ljust(size) if i in left else cell.rjust(size)
+                      for i, (cell, size) in enumerate(zip(row, widths))).rstrip() for row in rows]
+
+
+def below_state_line(plan) -> str:
+    """Why a stage's peak is below its model state (the contract counts P, G and O held together), or ""."""
+    if not plan.peak_known:
+        return ""
+    below = [stage for stage in plan.stages
+             if plan.peak.at(stage) is not None and plan.peak.at(stage) < plan.placement.gpu[stage]]
+    if not below:
+        return ""
+    labels = ", ".join(stage_label(stage, plan.family) for stage in below)
+    if plan.family == "deepspeed" and set(below) <= {"zero1", "zero2"}:
+        return (f"{labels}: peak below model state — the model-state figure counts every 16-bit gradient at once, "
+                "but DeepSpeed reduces them bucket by bucket into each rank's fp32 partition during backward "
+                "(stage_1_and_2.py), so they are never all alive together")
+    return (f"{labels}: peak below model state — that figure counts P, G and O held together, which the step never "
+            "does at full size (-v shows what each phase holds)")
+
+
+def coverage_line(plan) -> str:
+    """What the figure leaves out, and the versions it is for."""
+    if plan.approximate:
+        head = f"{approximation_note(plan)} (-v says what each does)"
+    elif plan.peak is None:
+        head = "model state only: no activations without the model's config.json and a sequence length"
+    elif not plan.peak_known:
+        head = f"model state only: the peak needs {'; '.join(plan.peak.missing)}"
+    else:
+        unknown = plan.peak.unknown(plan.stage or _lowest(plan))
+        head = unknown or "every key the inputs set is modelled"
+    return f"{head}; for {MODELLED_FOR}"
+
+
+def suggestion_line(plan) -> str:
+    """One suggestion: the cheapest change that fits when the configured stage does not, else where the details are."""
+    if plan.stage is not None and plan.gpu_memory is not None and plan.verdict_bytes(plan.stage) > plan.gpu_memory:
+        found = plan.cheapest_fit()
+        if found is not None:
+            return f"suggestion: {describe_suggestion(found, plan.family)}"
+        return f"suggestion: {no_fit(plan.family, plan.peak_known)}"
+    if plan.stage is None and plan.gpu_memory is not None and plan.lowest_fitting(plan.offload) is None:
+        found = plan.cheapest_fit()
+        if found is not None:
+            return f"suggestion: {describe_suggestion(found, plan.family)}"
+        return f"suggestion: {no_fit(plan.family, plan.peak_known)}"
+    return "-v shows the arithmetic: P, G, O, the formulas, every phase and part, each input and where it came from"

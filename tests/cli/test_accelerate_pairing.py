@@ -32,7 +32,7 @@ def project(tmp_path) -> Path:
 
 
 def estimate(project: Path, *args: str) -> dict:
-    done = run_zeromem("estimate", "--config", str(project / RECIPE), "--parameters", "7B", "--format", "json", *args,
+    done = run_zeromem("estimate", "-v", "--config", str(project / RECIPE), "--parameters", "7B", "--format", "json", *args,
                        cwd=project)
     assert done.returncode in (0, 1), done.stderr
     return json.loads(done.stdout)
@@ -55,7 +55,7 @@ def test_zero3_yaml_gives_the_recipe_8_ranks_and_zero3(project):
     assert found["world_size_from"] == "recipes/accelerate_configs/zero3.yaml num_processes"
     # DeepSpeed bf16 mixed precision: 2 B weights, 2 B gradients, fp32 master + Adam moments 12 B
     assert found["zero3"] == zero(3, 2 * N, 2 * N, 12 * N, 8)
-    text = run_zeromem("estimate", "--config", str(project / RECIPE), "--parameters", "7B",
+    text = run_zeromem("estimate", "-v", "--config", str(project / RECIPE), "--parameters", "7B",
                        "--accelerate-config", "recipes/accelerate_configs/zero3.yaml", cwd=project).stdout
     assert "R = 8 ranks — recipes/accelerate_configs/zero3.yaml num_processes" in text
 
@@ -112,13 +112,13 @@ def test_distributed_type_no_is_one_process_and_a_missing_num_processes_is_said(
     (project / "one.yaml").write_text("distributed_type: 'NO'\nnum_processes: 8\nmixed_precision: bf16\n")
     assert estimate(project, "--accelerate-config", "one.yaml")["inputs"]["world_size"] == 1
     (project / "none.yaml").write_text("distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 2\n")
-    done = run_zeromem("estimate", "--config", str(project / RECIPE), "--parameters", "7B",
+    done = run_zeromem("estimate", "-v", "--config", str(project / RECIPE), "--parameters", "7B",
                        "--accelerate-config", "none.yaml", cwd=project)
     assert done.returncode == 2 and "none.yaml has no num_processes" in done.stderr
 
 
 def test_an_unusable_accelerate_config_flag_is_exit_2_naming_the_path(project):
-    for command in (["check", str(project / RECIPE)], ["estimate", "--config", str(project / RECIPE)]):
+    for command in (["check", str(project / RECIPE)], ["estimate", "-v", "--config", str(project / RECIPE)]):
         done = run_zeromem(*command, "--accelerate-config", "recipes/accelerate_configs/zero9.yaml", cwd=project)
         assert done.returncode == 2 and str(project / "recipes/accelerate_configs/zero9.yaml") in done.stderr
         done = run_zeromem(*command, "--accelerate-config", RECIPE, cwd=project)
@@ -136,7 +136,7 @@ def test_a_recipe_block_and_project_settings_name_it_relative_to_themselves(proj
     text = (AXOLOTL / "examples" / "llama-3" / "lora-1b.yml").read_text(encoding="utf-8")
     text = text.replace("base_model: NousResearch/Llama-3.2-1B", f"base_model: {LLAMA.parent}")
     recipe.write_text(text + "zeromem:\n  accelerate_config: ../recipes/accelerate_configs/zero3.yaml\n")
-    done = run_zeromem("estimate", "--config", str(recipe), "--format", "json", cwd=tmp_path)
+    done = run_zeromem("estimate", "-v", "--config", str(recipe), "--format", "json", cwd=tmp_path)
     found = json.loads(done.stdout)
     assert found["stage"] == "zero3" and found["inputs"]["world_size"] == 8
     assert found["world_size_from"] == "../recipes/accelerate_configs/zero3.yaml num_processes"
@@ -146,9 +146,9 @@ def test_a_recipe_block_and_project_settings_name_it_relative_to_themselves(proj
         "[tool.zeromem]\naccelerate_config = 'recipes/accelerate_configs/ddp.yaml'\n"
         "[[tool.zeromem.overrides]]\nfiles = ['axolotl/*.yml']\n"
         "accelerate_config = 'recipes/accelerate_configs/fsdp.yaml'\n")
-    found = json.loads(run_zeromem("estimate", "--config", str(recipe), "--format", "json", cwd=project).stdout)
+    found = json.loads(run_zeromem("estimate", "-v", "--config", str(recipe), "--format", "json", cwd=project).stdout)
     assert found["world_size_from"] == "recipes/accelerate_configs/fsdp.yaml num_processes"
-    handbook = json.loads(run_zeromem("estimate", "--config", str(project / RECIPE), "--parameters", "7B",
+    handbook = json.loads(run_zeromem("estimate", "-v", "--config", str(project / RECIPE), "--parameters", "7B",
                                       "--format", "json", cwd=project).stdout)
     assert handbook["stage"] == "ddp" and handbook["world_size_from"].endswith("ddp.yaml num_processes")
 
@@ -183,7 +183,7 @@ def test_a_recipes_deepspeed_file_beside_a_zero_yaml_is_refused_and_beside_fsdp_
     assert status == 0 and wins["severity"] == "warning" and "wins over" in wins["message"]
     found = estimate(project, "--accelerate-config", "recipes/accelerate_configs/fsdp.yaml")  # the handbook recipe
     assert found["stage"] == "zero3"
-    done = run_zeromem("estimate", "--config", str(recipe), "--parameters", "7B", "--format", "json",
+    done = run_zeromem("estimate", "-v", "--config", str(recipe), "--parameters", "7B", "--format", "json",
                        "--accelerate-config", "recipes/accelerate_configs/fsdp.yaml", cwd=project)
     paired = json.loads(done.stdout)
     assert paired["stage"] == "zero2" and paired["inputs"]["world_size"] == 8  # the file's ZeRO-2, the YAML's ranks
@@ -197,17 +197,17 @@ def test_an_axolotl_fsdp_recipe_launched_with_deepspeed_runs_deepspeed(project):
     status, found = check(recipe, "--accelerate-config", "recipes/accelerate_configs/zero3.yaml", cwd=project)
     [overridden] = [item for item in found if item["code"] == "ZM356"]
     assert "DeepSpeed, which wins over this fsdp_config" in overridden["message"]
-    done = run_zeromem("estimate", "--config", str(recipe), "--format", "json",
+    done = run_zeromem("estimate", "-v", "--config", str(recipe), "--format", "json",
                        "--accelerate-config", "recipes/accelerate_configs/zero3.yaml", cwd=project)
     assert json.loads(done.stdout)["stage"] == "zero3" and "fsdp" not in json.loads(done.stdout)["world_size_from"]
 
 
 def test_estimate_refuses_the_flag_without_a_recipe(project):
-    done = run_zeromem("estimate", "--parameters", "7B", "--world-size", "8", "--accelerate-config",
+    done = run_zeromem("estimate", "-v", "--parameters", "7B", "--world-size", "8", "--accelerate-config",
                        "recipes/accelerate_configs/zero3.yaml", cwd=project)
     assert done.returncode == 2 and "goes with --config" in done.stderr
     (project / "ds.json").write_text('{"zero_optimization": {"stage": 2}, "zeromem": {"world_size": 2}}')
-    done = run_zeromem("estimate", "--config", "ds.json", "--parameters", "7B", "--accelerate-config",
+    done = run_zeromem("estimate", "-v", "--config", "ds.json", "--parameters", "7B", "--accelerate-config",
                        "recipes/accelerate_configs/zero3.yaml", cwd=project)
     assert done.returncode == 2 and "pairs a recipe" in done.stderr
 

@@ -62,7 +62,7 @@ def test_a_key_at_its_default_is_not_named(tmp_path, monkeypatch):
 
 def test_estimate_names_each_ignored_key_with_its_value_and_why(tmp_path, monkeypatch):
     recipe = _project(tmp_path, monkeypatch, RECIPE + LONG_CONTEXT)
-    done = run_zeromem("estimate", "--config", str(recipe), "--world-size", "8", "--gpu-memory", "80GiB",
+    done = run_zeromem("estimate", "-v", "--config", str(recipe), "--world-size", "8", "--gpu-memory", "80GiB",
                        "--format", "json")
     assert done.returncode == 0, done.stderr  # approximate: never certain that nothing fits
     data = json.loads(done.stdout)
@@ -70,11 +70,11 @@ def test_estimate_names_each_ignored_key_with_its_value_and_why(tmp_path, monkey
     assert [(item["key"], item["value"]) for item in data["ignored"]] == [("context_parallel_size", 8),
                                                                          ("tiled_mlp", True)]
     assert all(item["why"] for item in data["ignored"])
-    text = run_zeromem("estimate", "--config", str(recipe), "--world-size", "8", "--gpu-memory", "80GiB").stdout
+    text = run_zeromem("estimate", "-v", "--config", str(recipe), "--world-size", "8", "--gpu-memory", "80GiB").stdout
     assert "approximate: it does not model context_parallel_size: 8, tiled_mlp: true" in text
     assert f"not modelled: context_parallel_size: 8 — {data['ignored'][0]['why']}" in text
     recipe.write_text(RECIPE)
-    done = run_zeromem("estimate", "--config", str(recipe), "--world-size", "8", "--gpu-memory", "80GiB",
+    done = run_zeromem("estimate", "-v", "--config", str(recipe), "--world-size", "8", "--gpu-memory", "80GiB",
                        "--format", "json")
     assert json.loads(done.stdout)["approximate"] is False and json.loads(done.stdout)["ignored"] == []
 

@@ -331,13 +331,13 @@ def test_a_recipe_without_an_engine_is_torch_ddp_in_check_and_estimate(tmp_path,
     recipe = str(write(tmp_path, "gemma-3-4b-full.yml", source.replace("adapter: qlora\n", "")))
     figures = {}
     for ranks in ("1", "8"):
-        done = run_zeromem("estimate", "--config", recipe, "--world-size", ranks, "--gpu-memory", "8GiB",
+        done = run_zeromem("estimate", "-v", "--config", recipe, "--world-size", ranks, "--gpu-memory", "8GiB",
                            "--format", "json")
         assert done.returncode == 0 and not done.stderr  # over the budget, but DDP is only assumed: no failure
         figures[ranks] = data = json.loads(done.stdout)
         assert data["approximate"] is True and "torch DDP is assumed" in data["engine_assumed"]
         assert data["ignored"] == [] and data["fits"] == {"ddp": False}
-        named = run_zeromem("estimate", "--config", recipe, "--world-size", ranks, "--gpu-memory", "8GiB",
+        named = run_zeromem("estimate", "-v", "--config", recipe, "--world-size", ranks, "--gpu-memory", "8GiB",
                             "--engine", "torch", "--format", "json")  # the engine named: certain, exit 1
         assert named.returncode == 1 and json.loads(named.stdout)["approximate"] is False
         inputs = data["inputs"]
@@ -352,7 +352,7 @@ def test_a_recipe_without_an_engine_is_torch_ddp_in_check_and_estimate(tmp_path,
     assert over["message"].startswith(f"DDP needs 21.7 GiB per GPU ({figures['8']['ddp']:,} B)")
     assert "NO_SHARD" not in over["message"] and "offload" not in over["message"]
     assert "DeepSpeed (a `deepspeed:` config with ZeRO-2/3) or FSDP (an `fsdp_config`)" in over["message"]
-    text = run_zeromem("estimate", "--config", recipe, "--world-size", "8", "--gpu-memory", "8GiB").stdout
+    text = run_zeromem("estimate", "-v", "--config", recipe, "--world-size", "8", "--gpu-memory", "8GiB").stdout
     assert "engine torch" in text and "NO_SHARD" not in text and "(torch: no separate master copy)" in text
     assert "nothing peaks within the budget under DDP" in text
     # the 8-bit AdamW's full fine-tuning step is derived from bitsandbytes (memory/optimizer_step.py): its uint8 m, v
@@ -366,7 +366,7 @@ def test_a_recipe_without_an_engine_is_torch_ddp_in_check_and_estimate(tmp_path,
         "optimizer: adamw_bnb_8bit", "optimizer: adamw_torch").replace("sequence_len: 2048", "sequence_len: 8192")))
 
     def peak(*extra: str) -> tuple[int, int]:
-        done = run_zeromem("estimate", "--config", adamw, "--format", "json", *extra)
+        done = run_zeromem("estimate", "-v", "--config", adamw, "--format", "json", *extra)
         data = json.loads(done.stdout)
         phase = data["phases"]["ddp"]
         assert data["peak"]["ddp"] == sum(phase["parts"].values()) + phase["reserved_bytes"]
@@ -388,7 +388,7 @@ def test_a_lora_run_on_a_recipe_without_an_engine_is_costed_as_peft_under_torch(
     gradient rule), only the DDP stage, and DDP = P + G + O of those terms."""
     monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["google/gemma-3-4b-it"])))
     recipe = str(RECIPES / "axolotl/examples/gemma3/gemma-3-4b-qlora.yml")
-    done = run_zeromem("estimate", "--config", recipe, "--lora-rank", "32", "--quantization", "nf4", "--format", "json")
+    done = run_zeromem("estimate", "-v", "--config", recipe, "--lora-rank", "32", "--quantization", "nf4", "--format", "json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     inputs = data["inputs"]

@@ -23,7 +23,7 @@ def estimate(tmp_path: Path, grad_accum_dtype: str | None) -> dict:
         config["data_types"] = {"grad_accum_dtype": grad_accum_dtype}
     path = tmp_path / "ds_config.json"
     path.write_text(json.dumps(config))
-    done = run_zeromem("estimate", "--config", str(path), "--model-config", str(model), "-R", str(case["ranks"]),
+    done = run_zeromem("estimate", "-v", "--config", str(path), "--model-config", str(model), "-R", str(case["ranks"]),
                        "--sequence-length", str(case["sequence_length"]), "--optimizer-impl", "for-loop",
                        "--format", "json")
     assert done.returncode == 0, done.stderr
@@ -54,7 +54,7 @@ def test_the_text_names_the_setting_and_the_buffer(tmp_path):
     case = CASES["ds-z1-r2-gradfp32"]
     (tmp_path / "config.json").write_text(json.dumps(case["config"]))
     (tmp_path / "ds_config.json").write_text(json.dumps(case["ds_config"]))
-    done = run_zeromem("estimate", "--config", str(tmp_path / "ds_config.json"), "--model-config",
+    done = run_zeromem("estimate", "-v", "--config", str(tmp_path / "ds_config.json"), "--model-config",
                        str(tmp_path / "config.json"), "-R", "2", "--sequence-length", "128")
     assert done.returncode == 0, done.stderr
     assert "data_types.grad_accum_dtype" in done.stdout

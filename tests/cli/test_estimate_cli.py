@@ -20,7 +20,7 @@ from tests.cli.conftest import run_zeromem_subprocess
 @pytest.mark.parametrize(("args", "expected"), SEEDS)
 def test_seed_examples_as_json(args, expected):
     p, g, o, r = (str(a) for a in args)
-    done = zeromem("estimate", "--parameter-bytes", p, "--gradient-bytes", g, "--optimizer-bytes", o,
+    done = zeromem("estimate", "-v", "--parameter-bytes", p, "--gradient-bytes", g, "--optimizer-bytes", o,
                    "--world-size", r, "--format", "json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
@@ -29,7 +29,7 @@ def test_seed_examples_as_json(args, expected):
 
 
 def test_zero_paper_figure_1():  # smoke: through `python -m zeromem_lsp`
-    done = run_zeromem_subprocess("estimate", "--parameters", "7.5B", "--precision", "fp16", "--optimizer", "adam",
+    done = run_zeromem_subprocess("estimate", "-v", "--parameters", "7.5B", "--precision", "fp16", "--optimizer", "adam",
                    "--world-size", "64", "--format", "json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
@@ -40,16 +40,16 @@ def test_zero_paper_figure_1():  # smoke: through `python -m zeromem_lsp`
     assert data["zero3"] == 1_875_000_000
     assert data["inputs"]["bytes_per_parameter"] == {"parameter": 2, "gradient": 2, "optimizer": 12}
 
-    text = zeromem("estimate", "--parameters", "7.5B", "--precision", "fp16", "--optimizer", "adam",
+    text = zeromem("estimate", "-v", "--parameters", "7.5B", "--precision", "fp16", "--optimizer", "adam",
                    "--world-size", "64")
     assert text.returncode == 0
     for shown in ("120,000,000,000", "31,406,250,000", "16,640,625,000", "1,875,000,000",
-                  "120 GB", "31.406 GB", "16.641 GB", "1.875 GB"):
+                  "= 111.8 GiB", "= 29.2 GiB", "= 15.5 GiB", "= 1.7 GiB"):  # GiB in every text line
         assert shown in text.stdout
 
 
 def test_budget_marks_fits_and_cheapest_stage():
-    done = zeromem("estimate", "--parameters", "7B", "--world-size", "8", "--gpu-memory", "24GiB",
+    done = zeromem("estimate", "-v", "--parameters", "7B", "--world-size", "8", "--gpu-memory", "24GiB",
                    "--format", "json")
     data = json.loads(done.stdout)
     budget = 24 * 2**30
@@ -58,7 +58,7 @@ def test_budget_marks_fits_and_cheapest_stage():
     assert data["fits"]["zero3"] and not data["fits"]["ddp"]
     assert data["cheapest_fitting_stage"] == next(k for k in ("ddp", "zero1", "zero2", "zero3") if data["fits"][k])
 
-    text = zeromem("estimate", "--parameters", "7B", "--world-size", "8", "--gpu-memory", "24GiB")
+    text = zeromem("estimate", "-v", "--parameters", "7B", "--world-size", "8", "--gpu-memory", "24GiB")
     assert "│" in text.stdout and "exceeds" in text.stdout and "fits" in text.stdout
     assert "cheapest stage that fits" in text.stdout
 
@@ -77,7 +77,7 @@ def test_budget_marks_fits_and_cheapest_stage():
     ],
 )
 def test_bad_input_exits_2_with_one_line(args, fragment):
-    done = zeromem("estimate", *args)
+    done = zeromem("estimate", "-v", *args)
     assert done.returncode == 2
     assert done.stdout == ""
     assert len(done.stderr.strip().splitlines()) == 1
@@ -89,36 +89,36 @@ def test_console_script_matches_module(tmp_path):
     import shutil
 
     exe = shutil.which("zeromem") or str(__import__("pathlib").Path(sys.executable).parent / "zeromem")
-    done = subprocess.run([exe, "estimate", "--parameters", "1B", "-R", "2", "--format", "json"],
+    done = subprocess.run([exe, "estimate", "-v", "--parameters", "1B", "-R", "2", "--format", "json"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0
-    assert json.loads(done.stdout) == json.loads(zeromem("estimate", "--parameters", "1B", "-R", "2", "--format", "json").stdout)
+    assert json.loads(done.stdout) == json.loads(zeromem("estimate", "-v", "--parameters", "1B", "-R", "2", "--format", "json").stdout)
 
 
 @pytest.mark.parametrize("output", ["text", "json"])
 def test_exit_1_when_a_budget_is_given_and_no_stage_fits(output):
     """7B bf16 AdamW on one GPU: 112e9 B in every stage, above an 80 GiB budget; 8 GPUs fit at ZeRO-3."""
-    alone = zeromem("estimate", "--parameters", "7B", "-R", "1", "--gpu-memory", "80GiB", "--format", output)
+    alone = zeromem("estimate", "-v", "--parameters", "7B", "-R", "1", "--gpu-memory", "80GiB", "--format", output)
     assert alone.returncode == 1, alone.stderr
     if output == "text":
         assert "no stage fits 80.0 GiB per GPU" in alone.stdout
     else:
         assert json.loads(alone.stdout)["cheapest_fitting_stage"] is None
-    shared = zeromem("estimate", "--parameters", "7B", "-R", "8", "--gpu-memory", "80GiB", "--format", output)
+    shared = zeromem("estimate", "-v", "--parameters", "7B", "-R", "8", "--gpu-memory", "80GiB", "--format", output)
     assert shared.returncode == 0
-    unbudgeted = zeromem("estimate", "--parameters", "7B", "-R", "1", "--format", output)
+    unbudgeted = zeromem("estimate", "-v", "--parameters", "7B", "-R", "1", "--format", output)
     assert unbudgeted.returncode == 0
 
 
 def test_mixed_precision_estimate_names_the_fsdp_parameter_dtype():
     """Issue 21 item 13: DeepSpeed's 2 + 2 + 12 is not FSDP's 4 + 4 + 8 under bf16; the output says which is which."""
-    text = zeromem("estimate", "--parameters", "13B", "-R", "8")
+    text = zeromem("estimate", "-v", "--parameters", "13B", "-R", "8")
     assert ("note: these are DeepSpeed's bytes per parameter (bf16 parameters, fp32 master copy). FSDP parameter "
             "dtype under bf16 mixed precision: fp32") in text.stdout
     assert "FSDP holds 4 + 4 + 8 bytes/parameter with no master copy" in text.stdout
-    data = json.loads(zeromem("estimate", "--parameters", "13B", "-R", "8", "--optimizer", "sgd",
+    data = json.loads(zeromem("estimate", "-v", "--parameters", "13B", "-R", "8", "--optimizer", "sgd",
                               "--format", "json").stdout)
     [note] = data["notes"]
     assert "FSDP holds 4 + 4 + 0 bytes/parameter" in note
-    full = zeromem("estimate", "--parameters", "13B", "-R", "8", "--precision", "fp32", "--format", "json")
+    full = zeromem("estimate", "-v", "--parameters", "13B", "-R", "8", "--precision", "fp32", "--format", "json")
     assert json.loads(full.stdout)["notes"] == []

@@ -27,7 +27,7 @@ LINEARS = [(H, H), (KV, H), (KV, H), (H, H), (I, H), (I, H), (H, I)]
 
 
 def estimate_json(*args: str) -> dict:
-    done = run_zeromem("estimate", "--format", "json", *args)
+    done = run_zeromem("estimate", "-v", "--format", "json", *args)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -140,7 +140,7 @@ def test_peak_uses_lora_activations_measured_with_peft(tmp_path, case_id, extra)
 
 
 def test_text_output_shows_trainable_and_the_terms():
-    done = run_zeromem("estimate", "--model-config", str(LLAMA3), "--lora-rank", "16", "--lora-targets",
+    done = run_zeromem("estimate", "-v", "--model-config", str(LLAMA3), "--lora-rank", "16", "--lora-targets",
                        "q_proj,v_proj", "-R", "8")
     assert done.returncode == 0, done.stderr
     assert "6,815,744 trainable" in done.stdout and "of 8,037,076,992 parameters" in done.stdout
@@ -158,13 +158,13 @@ def test_text_output_shows_trainable_and_the_terms():
     (("--quantization", "nf4"), "--quantization describes a LoRA run: give --lora-rank R too"),
 ])
 def test_bad_adapter_options_exit_2(args, wanted):
-    done = run_zeromem("estimate", "--model-config", str(LLAMA3), "-R", "8", *args)
+    done = run_zeromem("estimate", "-v", "--model-config", str(LLAMA3), "-R", "8", *args)
     assert done.returncode == 2 and wanted in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
 
 
 def test_lora_without_a_model_shape_names_what_is_missing():
-    done = run_zeromem("estimate", "--parameters", "8B", "--lora-rank", "16", "-R", "8")
+    done = run_zeromem("estimate", "-v", "--parameters", "8B", "--lora-rank", "16", "-R", "8")
     assert done.returncode == 2
     assert "--lora-rank needs the model's shape: give --model-config PATH" in done.stderr
 
@@ -231,12 +231,12 @@ def test_fsdp_config_with_an_adapter(tmp_path, version, engine):
     assert (inputs["gradient_bytes"], inputs["optimizer_bytes"]) == (4 * trained, 8 * trained)
     p, g, o = inputs["parameter_bytes"], inputs["gradient_bytes"], inputs["optimizer_bytes"]
     assert data["zero3"] == math.ceil((p + g + o) / 8)  # FULL_SHARD (the default strategy)
-    done = run_zeromem("estimate", "--config", str(path))
+    done = run_zeromem("estimate", "-v", "--config", str(path))
     assert done.returncode == 0 and "FULL_SHARD" in done.stdout and "Traceback" not in done.stderr, done.stderr
 
 
 def test_config_with_targets_from_the_flag_names_the_flag(tmp_path):
     path = write_ds_config(tmp_path, {})
-    done = run_zeromem("estimate", "--config", str(path), "--lora-rank", "16", "--lora-targets", "foo")
+    done = run_zeromem("estimate", "-v", "--config", str(path), "--lora-rank", "16", "--lora-targets", "foo")
     assert done.returncode == 2
     assert "ZM104 error: --lora-targets: LoRA targets foo match no module of this llama model" in done.stderr

@@ -9,7 +9,7 @@ import pytest
 from tests.cli.conftest import run_zeromem
 
 QWEN = "tests/data/models/Qwen2.5-7B/config.json"  # h 3584, 28 q / 4 kv heads of 128, I 18944, V 152064, 28 layers
-COMMON = ("estimate", "-R", "8", "--model-config", QWEN, "--sequence-length", "2048", "--micro-batch", "1")
+COMMON = ("estimate", "-v", "-R", "8", "--model-config", QWEN, "--sequence-length", "2048", "--micro-batch", "1")
 
 
 def estimate(*extra: str) -> dict:
@@ -78,7 +78,7 @@ def test_a_ds_config_adagrad_section_is_torch_adagrad_with_its_first_sums(tmp_pa
                           "world_size": 8}}
     path = tmp_path / "ds_config.json"
     path.write_text(json.dumps(config))
-    done = run_zeromem("estimate", "--config", str(path), "--format", "json")
+    done = run_zeromem("estimate", "-v", "--config", str(path), "--format", "json")
     data = json.loads(done.stdout)
     assert data["peak_inputs"]["optimizer_impl"]["value"] == "foreach"
     assert "torch Adagrad" in data["peak_inputs"]["optimizer_impl"]["from"]

@@ -37,7 +37,7 @@ def llama0_parameters() -> int:
 
 def test_peak_of_a_measured_case(tmp_path):
     case = CASES["llama-0"]  # bf16, sdpa, b 2, s 64, no checkpointing
-    done = zeromem("estimate", "--model-config", str(write_config(tmp_path, "llama-0")), "-R", "8",
+    done = zeromem("estimate", "-v", "--model-config", str(write_config(tmp_path, "llama-0")), "-R", "8",
                    "--sequence-length", str(case["sequence_length"]), "--micro-batch", str(case["micro_batch"]),
                    "--format", "json")
     assert done.returncode == 0, done.stderr
@@ -69,7 +69,7 @@ def test_peak_of_a_measured_case(tmp_path):
 
 def test_checkpointing_case_and_reserved(tmp_path):
     case = CASES["llama-4"]  # checkpointing on
-    done = zeromem("estimate", "--model-config", str(write_config(tmp_path, "llama-4")), "-R", "2",
+    done = zeromem("estimate", "-v", "--model-config", str(write_config(tmp_path, "llama-4")), "-R", "2",
                    "--sequence-length", "96", "--micro-batch", "2", "--gradient-checkpointing",
                    "--reserved", "0", "--format", "json")
     assert done.returncode == 0, done.stderr
@@ -88,7 +88,7 @@ def test_checkpointing_case_and_reserved(tmp_path):
 
 def test_text_shows_the_breakdown(tmp_path):
     case = CASES["llama-0"]
-    done = zeromem("estimate", "--model-config", str(write_config(tmp_path, "llama-0")), "-R", "8",
+    done = zeromem("estimate", "-v", "--model-config", str(write_config(tmp_path, "llama-0")), "-R", "8",
                    "--sequence-length", "64", "--micro-batch", "2", "--gpu-memory", "3GB")
     assert done.returncode == 0, done.stderr
     measured = f"{case['saved_bytes']['2']:,}"
@@ -105,7 +105,7 @@ def test_text_shows_the_breakdown(tmp_path):
 
 
 def test_missing_input_is_named_and_model_state_still_shows(tmp_path):
-    done = zeromem("estimate", "--model-config", str(write_config(tmp_path, "llama-0")), "-R", "8", "--format", "json")
+    done = zeromem("estimate", "-v", "--model-config", str(write_config(tmp_path, "llama-0")), "-R", "8", "--format", "json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["peak"] is None and data["activations"] is None
@@ -124,10 +124,10 @@ def test_missing_input_is_named_and_model_state_still_shows(tmp_path):
 def test_bad_model_config_is_zm104_naming_the_field(tmp_path, config, field):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
-    alone = zeromem("estimate", "--model-config", str(path), "-R", "8", "--sequence-length", "64")
+    alone = zeromem("estimate", "-v", "--model-config", str(path), "-R", "8", "--sequence-length", "64")
     assert alone.returncode == 2 and "Traceback" not in alone.stderr
     assert "ZM104" in alone.stderr and field in alone.stderr
-    counted = zeromem("estimate", "--model-config", str(path), "--parameters", "7B", "-R", "8",
+    counted = zeromem("estimate", "-v", "--model-config", str(path), "--parameters", "7B", "-R", "8",
                       "--sequence-length", "64", "--micro-batch", "1", "--format", "json")
     assert counted.returncode == 0 and "Traceback" not in counted.stderr
     assert "ZM104" in counted.stderr and field in counted.stderr
@@ -140,7 +140,7 @@ def test_shape_refused_but_count_works(tmp_path):
     path = tmp_path / "config.json"  # counted (phi is countable) but no activation model for it
     path.write_text(json.dumps({"model_type": "phi", "hidden_size": 64, "num_hidden_layers": 2,
                                 "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100}))
-    done = zeromem("estimate", "--model-config", str(path), "-R", "2", "--sequence-length", "8", "--micro-batch", "1")
+    done = zeromem("estimate", "-v", "--model-config", str(path), "-R", "2", "--sequence-length", "8", "--micro-batch", "1")
     assert done.returncode == 0 and "ZM104" in done.stderr and "model_type" in done.stderr
     assert "ZeRO-3  = ceil((P + G + O) / R)" in done.stdout and "not computable" in done.stdout
 
@@ -150,11 +150,11 @@ def test_parameters_beside_a_model_config_says_which_wins(tmp_path, output):
     """Issue 21 item 7: --parameters is the count used for model state; the notes say so, with both counts."""
     path = write_config(tmp_path, "llama-0")
     counted = llama0_parameters()
-    done = zeromem("estimate", "--model-config", str(path), "--parameters", "7B", "-R", "8", "--format", output)
+    done = zeromem("estimate", "-v", "--model-config", str(path), "--parameters", "7B", "-R", "8", "--format", output)
     assert done.returncode == 0, done.stderr
     shown = done.stdout if output == "text" else " ".join(json.loads(done.stdout)["assumptions"])
     assert f"--parameters 7B (7,000,000,000) wins over the {counted:,} parameters {path} counts" in shown
     if output == "json":
         assert json.loads(done.stdout)["ddp"] == 7 * 10**9 * 16
-    same = zeromem("estimate", "--model-config", str(path), "--parameters", str(counted), "-R", "8")
+    same = zeromem("estimate", "-v", "--model-config", str(path), "--parameters", str(counted), "-R", "8")
     assert "wins over" not in same.stdout

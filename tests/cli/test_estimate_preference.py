@@ -18,7 +18,7 @@ P = 2 * 8_030_261_248  # Llama-3-8B in bf16 (the plan's own parameter count, che
 
 
 def estimate(*args: str) -> dict:
-    done = run_zeromem("estimate", *WORKLOAD, *args)
+    done = run_zeromem("estimate", "-v", *WORKLOAD, *args)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -109,7 +109,7 @@ def test_a_trl_grpo_recipe_gets_its_generation_from_its_keys(tmp_path, monkeypat
     recipe.write_text("model_name_or_path: meta-llama/Meta-Llama-3-8B\ndataset_name: trl-lib/DeepMath-103K\n"
                       "dtype: bfloat16\nbf16: true\nper_device_train_batch_size: 2\ngradient_accumulation_steps: 8\n"
                       "num_generations: 8\nmax_completion_length: 256\nbeta: 0.04\nmax_length: 1024\n")
-    done = run_zeromem("estimate", "--config", str(recipe), "-R", "8", "--format", "json")
+    done = run_zeromem("estimate", "-v", "--config", str(recipe), "-R", "8", "--format", "json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     inputs = data["peak_inputs"]
@@ -118,14 +118,14 @@ def test_a_trl_grpo_recipe_gets_its_generation_from_its_keys(tmp_path, monkeypat
         inputs["steps_per_generation"]["from"]
     assert inputs["max_completion_length"] == {"value": 256, "from": "max_completion_length"}
     assert parts(data, "ddp")["reference model"] == P  # no DeepSpeed file: torch DDP
-    text = run_zeromem("estimate", "--config", str(recipe), "-R", "8").stdout
+    text = run_zeromem("estimate", "-v", "--config", str(recipe), "-R", "8").stdout
     assert "GRPO generation: 16 completions at once" in text and "prompt 768 at its prefill" in text
 
 
 def test_grpo_options_with_a_config_are_a_usage_error_naming_the_recipe_key(tmp_path):
     recipe = tmp_path / "grpo.yaml"
     recipe.write_text("model_name_or_path: m\nnum_generations: 8\n")
-    done = run_zeromem("estimate", "--config", str(recipe), "--beta", "0.1")
+    done = run_zeromem("estimate", "-v", "--config", str(recipe), "--beta", "0.1")
     assert done.returncode == 2 and "--beta goes with --model-config" in done.stderr and "trl.beta" in done.stderr
 
 
@@ -143,7 +143,7 @@ def test_trls_reference_free_trainers_keep_their_logits_and_no_reference(trainer
     for found in data["phases"].values():
         assert not [name for name in found["parts"] if name.startswith("reference")]
     assert all(found["peak_phase"] for found in data["phases"].values())  # a peak, not "unknown"
-    text = run_zeromem("estimate", *WORKLOAD[:-2], "--trainer", trainer).stdout
+    text = run_zeromem("estimate", "-v", *WORKLOAD[:-2], "--trainer", trainer).stdout
     scored = 2 * 1024 - 2  # chosen and rejected stacked, shifted
     kept = 2 * (scored // 2) * vocab + 2 * 4 * scored + 8 * 2 * 1024  # bf16 NLL, the Triton kernel's, labels
     assert f"{trainer} (TRL): chosen and rejected stacked, 2 rows; its chosen rows' NLL and the log-prob kernel's " \
@@ -151,7 +151,7 @@ def test_trls_reference_free_trainers_keep_their_logits_and_no_reference(trainer
 
 
 def test_a_bad_trainer_is_a_usage_error():
-    done = run_zeromem("estimate", *WORKLOAD, "--trainer", "ppo")
+    done = run_zeromem("estimate", "-v", *WORKLOAD, "--trainer", "ppo")
     assert done.returncode == 2 and "--trainer" in done.stderr and "dpo" in done.stderr
 
 
@@ -160,13 +160,13 @@ def test_the_zephyr_dpo_recipe_names_its_trainer_and_gets_a_reference(tmp_path, 
     8 pairs per GPU, max_length 1024, full fine-tune, so a reference model beside the policy."""
     monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["alignment-handbook/zephyr-7b-sft-full"], LLAMA)))
     recipe = RECIPES / "alignment-handbook/recipes/zephyr-7b-beta/dpo/config_full.yaml"
-    done = run_zeromem("estimate", "--config", str(recipe), "-R", "8", "--format", "json")
+    done = run_zeromem("estimate", "-v", "--config", str(recipe), "-R", "8", "--format", "json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["peak_inputs"]["trainer"] == {"value": "dpo", "from": "beta: a DPOConfig key (TRL DPOTrainer)"}
     assert data["peak_inputs"]["micro_batch"]["value"] == 8
     assert all(found["parts"]["reference model"] > 0 for found in data["phases"].values())
-    flagged = json.loads(run_zeromem("estimate", "--config", str(recipe), "-R", "8", "--format", "json",
+    flagged = json.loads(run_zeromem("estimate", "-v", "--config", str(recipe), "-R", "8", "--format", "json",
                                      "--precompute-ref-log-probs").stdout)
     assert all("reference model" not in found["parts"] for found in flagged["phases"].values())
 
@@ -174,7 +174,7 @@ def test_the_zephyr_dpo_recipe_names_its_trainer_and_gets_a_reference(tmp_path, 
 def test_axolotl_rl_dpo_runs_trl_18s_loss_and_check_reports_it(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["Qwen/Qwen2.5-0.5B"], LLAMA)))
     recipe = RECIPES / "axolotl/examples/qwen2/dpo.yaml"
-    done = run_zeromem("estimate", "--config", str(recipe), "-R", "8", "--optimizer", "adamw")
+    done = run_zeromem("estimate", "-v", "--config", str(recipe), "-R", "8", "--optimizer", "adamw")
     assert done.returncode == 0, done.stderr
     assert "trainer dpo — rl: dpo (axolotl)" in done.stdout
     assert "dpo (TRL 1.8): chosen and rejected stacked, 4 rows" in done.stdout  # micro_batch_size 2 pairs
@@ -184,13 +184,13 @@ def test_axolotl_rl_dpo_runs_trl_18s_loss_and_check_reports_it(tmp_path, monkeyp
     ds.write_text(json.dumps({"zero_optimization": {"stage": 3}, "bf16": {"enabled": True}}))
     sharded = tmp_path / "dpo-zero3.yaml"
     sharded.write_text(recipe.read_text() + f"\ndeepspeed: {ds}\n")
-    zero3 = json.loads(run_zeromem("estimate", "--config", str(sharded), "-R", "8", "--optimizer", "adamw", "--format",
+    zero3 = json.loads(run_zeromem("estimate", "-v", "--config", str(sharded), "-R", "8", "--optimizer", "adamw", "--format",
                                    "json").stdout)["phases"]["zero3"]["parts"]
     assert zero3["reference model"] > 0 and zero3["reference logits"] > 0
     assert zero3.get("reference gathered parameters", 0) == 0
     llamafactory = RECIPES / "llamafactory/examples/train_lora/qwen3_lora_dpo.yaml"
     cache_with(tmp_path, ["Qwen/Qwen3-4B-Instruct-2507"], LLAMA)
-    data = json.loads(run_zeromem("estimate", "--config", str(llamafactory), "-R", "8", "--format", "json").stdout)
+    data = json.loads(run_zeromem("estimate", "-v", "--config", str(llamafactory), "-R", "8", "--format", "json").stdout)
     assert data["peak_inputs"]["trainer"] == {"value": "dpo", "from": "pref_loss: sigmoid (LLaMA-Factory)"}
     checked = run_zeromem("check", "--world-size", "8", "--gpu-memory", "20GiB", "--format", "json", str(llamafactory))
     (over,) = [item for item in json.loads(checked.stdout)["findings"] if item["code"] == "ZM106"]
@@ -204,7 +204,7 @@ def test_axolotl_rl_orpo_runs_trl_18s_orpo_trainer(tmp_path, monkeypatch):
     recipe = tmp_path / "orpo.yaml"
     text = (RECIPES / "axolotl/examples/qwen2/dpo.yaml").read_text()
     recipe.write_text("\n".join("rl: orpo" if line.startswith("rl:") else line for line in text.splitlines()) + "\n")
-    done = run_zeromem("estimate", "--config", str(recipe), "-R", "8", "--optimizer", "adamw")
+    done = run_zeromem("estimate", "-v", "--config", str(recipe), "-R", "8", "--optimizer", "adamw")
     assert done.returncode == 0, done.stderr
     assert "trainer orpo — rl: orpo (axolotl)" in done.stdout
     assert "orpo (TRL 1.8): chosen and rejected stacked, 4 rows; its chosen rows' NLL and a log-softmax per row" \
@@ -220,9 +220,9 @@ def _llamafactory_dpo(tmp_path, monkeypatch, **keys) -> tuple[dict, str]:
     lines = (RECIPES / "llamafactory/examples/train_lora/qwen3_lora_dpo.yaml").read_text().splitlines()
     lines = [line for line in lines if line.split(":")[0] not in keys] + [f"{key}: {value}" for key, value in keys.items()]
     recipe.write_text("\n".join(lines) + "\n")
-    done = run_zeromem("estimate", "--config", str(recipe), "-R", "8", "--format", "json")
+    done = run_zeromem("estimate", "-v", "--config", str(recipe), "-R", "8", "--format", "json")
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout), run_zeromem("estimate", "--config", str(recipe), "-R", "8").stdout
+    return json.loads(done.stdout), run_zeromem("estimate", "-v", "--config", str(recipe), "-R", "8").stdout
 
 
 def test_llamafactory_dpo_runs_its_own_loss_with_fp32_logits(tmp_path, monkeypatch):
@@ -261,7 +261,7 @@ def test_settings_in_the_block_are_credited(tmp_path):
         "train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "zero_optimization": {"stage": 3},
         "zeromem": {"parameters": {"from_config": str(LLAMA)}, "world_size": 8, "sequence_length": 1024,
                     "trainer": "kto"}}))
-    data = json.loads(run_zeromem("estimate", "--config", str(config), "--format", "json").stdout)
+    data = json.loads(run_zeromem("estimate", "-v", "--config", str(config), "--format", "json").stdout)
     assert data["peak_inputs"]["trainer"] == {"value": "kto", "from": "zeromem.trainer"}
     assert parts(data, "zero3")["reference model"] > 0
     bad = config.with_name("bad.json")
@@ -288,7 +288,7 @@ def test_check_says_the_peak_is_unknown_at_the_trainer_that_makes_it_so(tmp_path
     found = json.loads(run_zeromem("check", "--world-size", "1", "--gpu-memory", "80GiB", "--format", "json",
                                    str(plain)).stdout)["findings"]
     assert not [item for item in found if item["code"] in ("ZM103", "ZM104")]
-    data = json.loads(run_zeromem("estimate", "--config", str(plain), "-R", "1", "--format", "json").stdout)
+    data = json.loads(run_zeromem("estimate", "-v", "--config", str(plain), "-R", "1", "--format", "json").stdout)
     assert data["peak"]["ddp"] is not None
     completion = data["peak_inputs"]["max_completion_length"]
     assert completion["value"] == 256 and completion["from"].startswith("default: TRL 1.8 GRPOConfig's")
@@ -308,11 +308,11 @@ def test_axolotl_rl_kto_runs_trl_18s_kto_trainer_and_check_reports_it(tmp_path, 
     config's use_cache False); the reference is the QLoRA policy with its adapters off (no reference model's bytes)."""
     monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["meta-llama/Llama-3.2-1B"], LLAMA)))
     recipe = RECIPES / "axolotl/examples/llama-3/qlora-1b-kto.yaml"
-    done = run_zeromem("estimate", "--config", str(recipe), "-R", "1")
+    done = run_zeromem("estimate", "-v", "--config", str(recipe), "-R", "1")
     assert done.returncode == 0, done.stderr
     assert "trainer kto — rl: kto (axolotl)" in done.stdout and "peak unknown" not in done.stdout
     assert "kto (TRL 1.8): 2 rows; its log-probs keep" in done.stdout  # micro_batch_size 2 completions
-    data = json.loads(run_zeromem("estimate", "--config", str(recipe), "-R", "1", "--format", "json").stdout)
+    data = json.loads(run_zeromem("estimate", "-v", "--config", str(recipe), "-R", "1", "--format", "json").stdout)
     config, tokens, c = json.loads(LLAMA.read_text()), 2 * 2048, 4  # QLoRA under PEFT: an fp32 forward
     found = data["phases"]["ddp"]
     assert found["parts"]["logits selected for the metrics"] == found["parts"]["logits"] == c * tokens * config[

@@ -25,7 +25,7 @@ WORKLOAD = ("--model-config", str(QWEN), "-R", "8", "--sequence-length", "4096",
 
 
 def estimate_json(*args: str) -> dict:
-    done = run_zeromem("estimate", *args, "--format", "json")
+    done = run_zeromem("estimate", "-v", *args, "--format", "json")
     assert done.returncode in (0, 1), done.stderr
     return json.loads(done.stdout)
 
@@ -68,13 +68,14 @@ def test_phases_per_stage_name_the_phase_holding_the_peak():
 
 
 def test_text_says_the_peak_verdict_in_one_table():
-    done = run_zeromem("estimate", *WORKLOAD, "--gpu-memory", "81GiB")
+    done = run_zeromem("estimate", "-v", *WORKLOAD, "--gpu-memory", "81GiB")
     assert done.returncode == 0, done.stderr
     zero3 = estimate_json(*WORKLOAD)["peak"]["zero3"]
     assert f"cheapest stage that fits: ZeRO-3 (peak {format_bytes(zero3)} per GPU)" in done.stdout
     [header] = [line for line in done.stdout.splitlines() if "model state" in line and "peak phase" in line]
     assert header.split()[:4] == ["stage", "model", "state", "peak"]
-    zero1 = next(line for line in done.stdout.splitlines() if line.split()[:1] == ["ZeRO-1"])
+    verbose = done.stdout.split(header, 1)[1]  # the -v table, after the summary's
+    zero1 = next(line for line in verbose.splitlines() if line.split()[:1] == ["ZeRO-1"])
     assert "39.0 GiB" in zero1 and " exceeds " in zero1 and "backward: activations" in zero1
     # the arithmetic line rebuilds the figure: the phase, its moment, every part, the reserve
     [line] = [line for line in done.stdout.splitlines() if line.strip().startswith("ZeRO-3 peak = ")]
@@ -84,7 +85,7 @@ def test_text_says_the_peak_verdict_in_one_table():
 
 
 def test_no_peak_fits_exits_1_though_model_state_fits():
-    done = run_zeromem("estimate", *WORKLOAD, "--gpu-memory", "40GiB")
+    done = run_zeromem("estimate", "-v", *WORKLOAD, "--gpu-memory", "40GiB")
     assert done.returncode == 1
     assert "no stage's peak fits 40.0 GiB per GPU" in done.stdout
     data = estimate_json(*WORKLOAD, "--gpu-memory", "40GiB")
@@ -116,7 +117,7 @@ def test_engine_fsdp_has_its_stages_and_fp32_shards():
     ("--optimizer-impl", "apex", "'foreach', 'for-loop', 'fused'"),
 ])
 def test_unknown_choices_name_the_allowed_values(option, value, allowed):
-    done = run_zeromem("estimate", *WORKLOAD, option, value)
+    done = run_zeromem("estimate", "-v", *WORKLOAD, option, value)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert option in done.stderr and allowed in done.stderr
 
@@ -141,8 +142,10 @@ def test_config_is_read_as_check_reads_it(tmp_path):
     assert data["stage"] == "zero1" and "stage" not in alone
     assert data["peak_inputs"]["micro_batch"] == {"value": 2, "from": "train_micro_batch_size_per_gpu"}
     assert data["peak_inputs"]["sequence_length"] == {"value": 4096, "from": "zeromem.sequence_length"}
-    text = run_zeromem("estimate", "--config", str(config)).stdout
-    assert next(line for line in text.splitlines() if "ZeRO-1" in line).startswith("▶")  # the configured stage
+    text = run_zeromem("estimate", "-v", "--config", str(config)).stdout
+    assert text.startswith("ZeRO-1 exceeds the budget")  # the verdict on the configured stage first
+    assert next(line for line in text.splitlines() if " ZeRO-1 " in f" {line} " and "GiB" in line and
+                not line.startswith("ZeRO")).startswith("▶")  # the configured stage marked in the table
 
 
 def test_flags_override_the_config_and_are_credited(tmp_path):
@@ -158,7 +161,7 @@ def test_flags_override_the_config_and_are_credited(tmp_path):
 
 def test_a_bad_setting_in_the_config_is_positioned_zm104(tmp_path):
     config = write_ds(tmp_path, 1, "80GiB", engine="jax")
-    done = run_zeromem("estimate", "--config", str(config))
+    done = run_zeromem("estimate", "-v", "--config", str(config))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     line = next(number for number, text in enumerate(config.read_text().splitlines(), 1) if '"jax"' in text)
     assert f"{config}:{line}:" in done.stderr and "ZM104" in done.stderr
@@ -265,7 +268,7 @@ def test_an_optimizer_outside_the_phase_model_leaves_the_peak_unknown():
     assert data["phases"] == {"ddp": {"unknown": why}}
     assert data["fits_by"] == "model state" and data["fits"] == data["model_state_fits"]
     assert data["cheapest_fitting_stage"] == "ddp"
-    text = run_zeromem("estimate", *args).stdout
+    text = run_zeromem("estimate", "-v", *args).stdout
     assert f"peak unknown: {why}" in text and "must be one of" not in text
     assert f"cheapest stage that fits: DDP (model state {format_bytes(data['ddp'])} per GPU; its peak is unknown)" in text
 

@@ -19,7 +19,7 @@ LATER = ", a later micro-batch"
 
 
 def estimate(*args: str) -> dict:
-    done = run_zeromem("estimate", *args, "--format", "json")
+    done = run_zeromem("estimate", "-v", *args, "--format", "json")
     assert done.returncode in (0, 1), done.stderr
     return json.loads(done.stdout)
 
@@ -49,7 +49,7 @@ def test_a_ds_configs_accumulation_raises_a_full_fine_tunes_peak(tmp_path, stage
 
 
 def test_the_text_shows_the_input_and_where_it_is_written(tmp_path):
-    done = run_zeromem("estimate", "--config", str(ds_config(tmp_path, 1, gradient_accumulation_steps=4)))
+    done = run_zeromem("estimate", "-v", "--config", str(ds_config(tmp_path, 1, gradient_accumulation_steps=4)))
     assert "gradient accumulation steps 4 — gradient_accumulation_steps" in done.stdout
     assert "a later micro-batch): " in done.stdout and "accumulated gradients " in done.stdout
 
@@ -137,7 +137,7 @@ def test_the_setting_from_the_project(tmp_path):
 
 
 def test_bad_input_is_a_clear_error(tmp_path):
-    done = run_zeromem("estimate", "--model-config", str(QWEN), "-R", "8", "--sequence-length", "2048",
+    done = run_zeromem("estimate", "-v", "--model-config", str(QWEN), "-R", "8", "--sequence-length", "2048",
                        "--micro-batch", "1", "--gradient-accumulation-steps", "0")
     assert done.returncode == 2 and "--gradient-accumulation-steps" in done.stderr and "Traceback" not in done.stderr
     config = tmp_path / "ds_config.json"

@@ -23,8 +23,8 @@ print('HEAVY=' + ','.join(heavy))
 @pytest.mark.parametrize(
     "argv",
     [
-        ["estimate", "--parameters", "7B", "--world-size", "8", "--format", "json"],
-        ["estimate", "--parameters", "7B", "--world-size", "8", "--sequence-length", "64", "--micro-batch", "1"],
+        ["estimate", "-v", "--parameters", "7B", "--world-size", "8", "--format", "json"],
+        ["estimate", "-v", "--parameters", "7B", "--world-size", "8", "--sequence-length", "64", "--micro-batch", "1"],
         ["check", "--format", "json", "tests/data/deepspeed/clean_stage3_offload.json"],
     ],
 )
@@ -42,8 +42,8 @@ def test_check_format_choices_match_the_reporters():
 
 
 @pytest.mark.parametrize("argv", [
-    ["estimate", "--parameters", "7B", "--world-size", "8"],
-    ["estimate", "--model-config", LLAMA3, "--lora-rank", "16",
+    ["estimate", "-v", "--parameters", "7B", "--world-size", "8"],
+    ["estimate", "-v", "--model-config", LLAMA3, "--lora-rank", "16",
      "--lora-targets", "q_proj,v_proj", "--quantization", "nf4", "--double-quant", "--world-size", "8",
      "--sequence-length", "64", "--micro-batch", "1"],
 ])

@@ -18,7 +18,7 @@ LORA_1B = (RECIPES / "axolotl/examples/llama-3/lora-1b.yml").read_text()
 
 
 def estimate(*args: str) -> dict:
-    done = run_zeromem("estimate", *args, "--format", "json")
+    done = run_zeromem("estimate", "-v", *args, "--format", "json")
     assert done.returncode in (0, 1), done.stderr
     return json.loads(done.stdout)
 
@@ -43,7 +43,7 @@ def test_each_kernel_replaces_the_fp32_logit_tensors_by_its_own_parts():
 
 
 def test_the_text_says_what_of_the_activations_the_kernel_does_not_keep():
-    done = run_zeromem("estimate", *WORKLOAD, "--loss-kernel", "liger_flce")
+    done = run_zeromem("estimate", "-v", *WORKLOAD, "--loss-kernel", "liger_flce")
     line = next(line for line in done.stdout.splitlines() if "loss kernel liger_flce (--loss-kernel)" in line)
     numbers = [int(found.replace(",", "")) for found in
                line.split('"activations" = ')[1].split(" B")[0].replace("−", "=").split(" = ")]
@@ -52,7 +52,7 @@ def test_the_text_says_what_of_the_activations_the_kernel_does_not_keep():
 
 
 def test_an_unknown_kernel_is_a_usage_error_and_zm104_in_a_block(tmp_path):
-    done = run_zeromem("estimate", *WORKLOAD, "--loss-kernel", "flash")
+    done = run_zeromem("estimate", "-v", *WORKLOAD, "--loss-kernel", "flash")
     assert done.returncode == 2 and "--loss-kernel" in done.stderr and "chunked_ce" in done.stderr
     config = tmp_path / "ds_config.json"
     config.write_text('{\n  "train_micro_batch_size_per_gpu": 1,\n  "zeromem": {"loss_kernel": "flash"}\n}\n')

@@ -32,7 +32,7 @@ def hub_cache(root: Path) -> Path:
 
 
 def estimate_json(*args: str, cwd: Path | None = None) -> dict:
-    done = run_zeromem("estimate", "-R", "8", "--format", "json", *args, cwd=cwd)
+    done = run_zeromem("estimate", "-v", "-R", "8", "--format", "json", *args, cwd=cwd)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -55,7 +55,7 @@ def test_a_hub_id_under_hf_home_through_the_real_entry_point(tmp_path):
     hub_cache(tmp_path / "hf" / "hub")
     environ = {key: value for key, value in os.environ.items()
                if key not in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE")}
-    done = subprocess.run([sys.executable, "-m", "zeromem_lsp", "estimate", "--model-config", REPO, "-R", "8"],
+    done = subprocess.run([sys.executable, "-m", "zeromem_lsp", "estimate", "-v", "--model-config", REPO, "-R", "8"],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path,
                           env={**environ, "HF_HOME": str(tmp_path / "hf")})
     assert done.returncode == 0, done.stderr
@@ -64,7 +64,7 @@ def test_a_hub_id_under_hf_home_through_the_real_entry_point(tmp_path):
 
 def test_a_model_not_found_is_exit_2_naming_where_it_looked(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
-    done = run_zeromem("estimate", "--model-config", "org/absent", "-R", "8", cwd=tmp_path)
+    done = run_zeromem("estimate", "-v", "--model-config", "org/absent", "-R", "8", cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"{tmp_path / 'org' / 'absent'} (file not found)" in done.stderr
     assert f"{tmp_path / 'cache' / 'models--org--absent'} (not in the Hugging Face cache)" in done.stderr

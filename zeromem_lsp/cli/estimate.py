@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import textwrap
 import sys
 from pathlib import Path
 
@@ -25,7 +27,10 @@ from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS, bytes_per_param
 from zeromem_lsp.present import (
     activation_lines, adapter_lines, human_and_exact, input_notes, peak_sum, phase_peaks, peak_table, stage_table,
 )
-from zeromem_lsp.present import approximation_lines, approximation_note, no_fit
+from zeromem_lsp.present import (
+    approximation_lines, approximation_note, below_state_line, coverage_line, no_fit, suggestion_line, summary_table,
+    verdict_line,
+)
 from zeromem_lsp.memory.stages import ALL as ALL_STAGES, stage as stage_named
 from zeromem_lsp.units import UnitError, format_bytes, format_bytes_decimal, format_count, format_parameters, parse_bytes, parse_parameter_count
 
@@ -121,6 +126,9 @@ def register(commands) -> None:
     parser.add_argument("--gpu-memory", metavar="SIZE", help="per-GPU budget, e.g. 80GiB or 24GB")
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="text (default) or json (exact integers)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="text: after the verdict and the table, the arithmetic — P, G, O, the formulas, every "
+                        "phase and part in exact bytes, each input and where it came from")
     parser.set_defaults(run=run)
 
 
@@ -379,9 +387,29 @@ def run(args) -> int:
         data["notes"] = notes
         print(json.dumps(data, indent=2))
     else:
-        lines = render_text(result) + [f"note: {note}" for note in notes]
-        print("\n".join(lines + (render_peak(peak) if peak is not None else [])))
+        lines = summary_text(result, shutil.get_terminal_size().columns)
+        if args.verbose:
+            lines += ["", *render_text(result), *[f"note: {note}" for note in notes],
+                      *(render_peak(peak) if peak is not None else [])]
+        print("\n".join(lines))
     return exit_status(result)
+
+
+def summary_text(result: Estimate, columns: int) -> list[str]:
+    """The answer first (at most 20 lines, prose wrapped to the terminal, the table within 80 columns): the
+    verdict, the stage table, why a peak is below its model state, what the figure leaves out and the versions it
+    is for, one suggestion."""
+    plan = result.plan
+    width = max(40, columns - 1)
+
+    def wrapped(text: str) -> list[str]:
+        return textwrap.wrap(text, width, subsequent_indent="  ", break_on_hyphens=False) or [""]
+
+    lines = [*wrapped(verdict_line(plan)), "", *summary_table(plan), ""]
+    below = below_state_line(plan)
+    for text in ([below] if below else []) + [coverage_line(plan), suggestion_line(plan)]:
+        lines += wrapped(text)
+    return lines
 
 
 def exit_status(result: Estimate) -> int:
@@ -451,7 +479,7 @@ def render_text(result: Estimate) -> list[str]:
     lines.append("")
     for key, figure in result.figures.items():
         stage = stage_named(key)
-        lines.append(f"{stage.label:<7} = {stage.formula} = {format_count(figure)} B = {format_bytes_decimal(figure)}")
+        lines.append(f"{stage.label:<7} = {stage.formula} = {format_count(figure)} B = {format_bytes(figure)}")
     if result.gpu_memory is not None:
         cheapest = result.cheapest_fitting
         lines.append("")
