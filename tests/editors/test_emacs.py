@@ -78,5 +78,5 @@ def test_budget_overflow_diagnostic_in_flymake(session):
 
 
 def test_hover_on_the_stage(session):
-    assert "ZeRO-1 ≈ 35.9 GiB/GPU · 149% of 24.0 GiB" in session["hover"]
+    assert "ZeRO-1 exceeds the budget: model state 35.9 GiB of 24.0 GiB per GPU (149%" in session["hover"]
     assert "Cheapest that fits: ZeRO-3 (13.0 GiB/GPU)." in session["hover"]

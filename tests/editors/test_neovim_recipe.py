@@ -42,4 +42,5 @@ def test_a_recipe_gets_diagnostics_and_the_peak_on_hover(recipe_session):
     assert "did you mean lora_dropout?" in misspelt["message"]
     hover = recipe_session["hover"]
     assert recipe_session["hover_position"]["line"] == 7
-    assert "**Peak per GPU**" in hover and "| ▶ | **ZeRO-3** |" in hover and "sequence length 2,048 — sequence_len" in hover
+    assert hover.startswith("**ZeRO-3 ") and "▶ ZeRO-3" in hover and "| ▶ |" not in hover
+    assert "zeromem estimate --config lora.yml -v" in hover  # the way to every input and its source

@@ -174,10 +174,24 @@ class Doc:
 
         return (await self.client.until(for_version))[0]
 
+    async def breakdown(self) -> str:
+        """The whole memory breakdown behind the hover's verdict (the server's zeromem.memoryReport command)."""
+        result = await self.client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="zeromem.memoryReport", arguments=[self.uri]))
+        return result["markdown"] if isinstance(result, dict) else result.markdown
+
     async def pull(self) -> list[types.Diagnostic]:
         report = await self.client.text_document_diagnostic_async(
             types.DocumentDiagnosticParams(text_document=self.identifier))
         return list(report.items)
+
+
+async def with_breakdown(doc: "Doc", hover: str) -> str:
+    """A hover's text, followed — for a memory hover, which ends by pointing at it — by the whole breakdown the
+    server gives for the document (zeromem.memoryReport): what the editor shows for the key, in full."""
+    if "zeromem estimate --config" not in hover:
+        return hover
+    return f"{hover}\n\n{await doc.breakdown()}"
 
 
 def vscode_capabilities() -> types.ClientCapabilities:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import pytest_lsp
-from lsp_session import ROOT, vscode_capabilities
+from lsp_session import ROOT, Doc, vscode_capabilities, with_breakdown
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
@@ -59,7 +59,7 @@ async def hover(client: LanguageClient, uri: str, text: str, needle: str) -> str
     line = text[:text.index(needle)].count("\n")
     result = await client.text_document_hover_async(types.HoverParams(
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=1)))
-    return result.contents.value
+    return await with_breakdown(Doc(client, uri, text, 1), result.contents.value)
 
 
 async def test_the_editor_setting_pairs_the_recipe_and_a_change_on_disk_is_read_again(client, workspace):

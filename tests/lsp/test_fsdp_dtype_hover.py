@@ -4,7 +4,7 @@ names the FSDP parameter dtype (fp32 under bf16 mixed precision) the figures use
 from __future__ import annotations
 
 import pytest
-from lsp_session import ROOT, open_doc
+from lsp_session import ROOT, open_doc, with_breakdown
 from lsprotocol import types
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -15,7 +15,7 @@ EXAMPLE = (ROOT / "examples" / "accelerate-fsdp-13b-8x40gib.yaml").read_text(enc
 async def _hover(doc, needle: str) -> str:
     result = await doc.client.text_document_hover_async(
         types.HoverParams(text_document=doc.identifier, position=doc.at(needle, 1)))
-    return result.contents.value
+    return await with_breakdown(doc, result.contents.value)
 
 
 @pytest.mark.parametrize("needle", ["SHARD_GRAD_OP", "mixed_precision"])

@@ -5,7 +5,7 @@ matching engine. FSDP2 holds one more gathered layer at the loss than FSDP1 (mem
 from __future__ import annotations
 
 import pytest
-from lsp_session import ROOT, open_doc
+from lsp_session import ROOT, open_doc, with_breakdown
 from lsprotocol import types
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -23,7 +23,7 @@ def accelerate_yaml(version_line: str) -> str:
 async def hover(doc, needle: str) -> str:
     result = await doc.client.text_document_hover_async(
         types.HoverParams(text_document=doc.identifier, position=doc.at(needle, 1)))
-    return result.contents.value
+    return await with_breakdown(doc, result.contents.value)
 
 
 async def test_the_hover_credits_the_fsdp_version_to_its_key_or_to_accelerates_default(client):

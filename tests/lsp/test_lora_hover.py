@@ -9,7 +9,7 @@ import math
 import re
 
 import pytest
-from lsp_session import ROOT, open_doc
+from lsp_session import ROOT, open_doc, with_breakdown
 from lsprotocol import types
 
 from zeromem_lsp.units import format_bytes
@@ -30,7 +30,7 @@ def config_text(stage: int, block: dict) -> str:
 async def hover(doc, needle):
     result = await doc.client.text_document_hover_async(
         types.HoverParams(text_document=doc.identifier, position=doc.at(needle, 1)))
-    return result.contents.value
+    return await with_breakdown(doc, result.contents.value)
 
 
 def number(text: str) -> int:

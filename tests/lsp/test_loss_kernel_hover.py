@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from lsp_session import ROOT, open_doc
+from lsp_session import ROOT, open_doc, with_breakdown
 from lsprotocol import types
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -30,7 +30,7 @@ async def stage_hover(client, kernel: str) -> str:
     doc = open_doc(client, "ds_config.json", config_text(kernel))
     result = await doc.client.text_document_hover_async(
         types.HoverParams(text_document=doc.identifier, position=doc.at('"stage"', 1)))
-    return result.contents.value
+    return await with_breakdown(doc, result.contents.value)
 
 
 async def test_the_hover_shows_the_kernel_and_the_activations_it_keeps(client):

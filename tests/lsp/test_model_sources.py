@@ -7,7 +7,7 @@ import json
 import shutil
 
 import pytest
-from lsp_session import ROOT, open_doc
+from lsp_session import ROOT, open_doc, with_breakdown
 from lsprotocol import types
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -23,7 +23,7 @@ async def test_a_model_directory_counts_with_transformers_defaults(client, tmp_p
     doc = open_doc(client, "ds_config.json", text)
     result = await client.text_document_hover_async(
         types.HoverParams(text_document=doc.identifier, position=doc.at('"stage"', 1)))
-    hover = result.contents.value
+    hover = await with_breakdown(doc, result.contents.value)
     assert "3,880,263,168 parameters counted from" in hover
     assert str(tmp_path / "gemma" / "config.json") in hover
     assert "num_attention_heads=8" in hover and "Transformers 5.24.0 defaults" in hover

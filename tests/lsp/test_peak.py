@@ -7,7 +7,7 @@ import json
 import math
 
 import pytest
-from lsp_session import ROOT, open_doc
+from lsp_session import ROOT, open_doc, with_breakdown
 from lsprotocol import types
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -58,7 +58,7 @@ def expected_zero2_peak(tmp_path) -> int:
 async def hover(doc, needle):
     result = await doc.client.text_document_hover_async(
         types.HoverParams(text_document=doc.identifier, position=doc.at(needle, 1)))
-    return result.contents.value
+    return await with_breakdown(doc, result.contents.value)
 
 
 async def test_stage_hover_has_the_peak_table_with_arithmetic(client, tmp_path):

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from lsp_session import ROOT, open_doc
+from lsp_session import ROOT, open_doc, with_breakdown
 from lsprotocol import types
 
 from zeromem_lsp.present import percent_of
@@ -51,7 +51,7 @@ async def stage_hover(doc) -> str:
     await doc.diagnostics()
     result = await doc.client.text_document_hover_async(
         types.HoverParams(text_document=doc.identifier, position=doc.at('"stage"', 1)))
-    return result.contents.value
+    return await with_breakdown(doc, result.contents.value)
 
 
 async def test_hover_judges_stages_on_the_peak(client):

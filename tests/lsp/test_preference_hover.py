@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from lsp_session import ROOT, open_doc
+from lsp_session import ROOT, open_doc, with_breakdown
 from lsprotocol import types
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -27,7 +27,7 @@ def config_text(block: dict) -> str:
 async def hover(doc, needle):
     result = await doc.client.text_document_hover_async(
         types.HoverParams(text_document=doc.identifier, position=doc.at(needle, 1)))
-    return result.contents.value
+    return await with_breakdown(doc, result.contents.value)
 
 
 async def test_the_stage_hover_shows_the_reference_model(client):

@@ -5,7 +5,7 @@ setting, the project file, the file's own zeromem block (top level, or nested in
 import json
 
 import pytest
-from lsp_session import Doc, client_fixture
+from lsp_session import Doc, client_fixture, with_breakdown
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
@@ -28,7 +28,7 @@ async def _stage_hover(client: LanguageClient, path, data: dict) -> str:
     hover = await client.text_document_hover_async(types.HoverParams(
         text_document=doc.identifier, position=doc.position(text.index('"stage"') + 1)))
     assert hover is not None
-    return hover.contents.value
+    return await with_breakdown(doc, hover.contents.value)
 
 
 async def test_an_editor_setting_is_credited_to_the_editor(client: LanguageClient, tmp_path):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from lsp_session import ROOT, open_doc
+from lsp_session import ROOT, open_doc, with_breakdown
 from lsprotocol import types
 
 from zeromem_lsp.units import format_bytes
@@ -36,7 +36,7 @@ async def test_the_deepspeed_hover_has_the_recipes_peak(client, tmp_path):
     doc = open_doc(client, "gemma-3-4b-qlora.yml", recipe_text(tmp_path, str(ZERO3)), "yaml")
     result = await client.text_document_hover_async(
         types.HoverParams(text_document=doc.identifier, position=doc.at("deepspeed:", 1)))
-    hover = result.contents.value
+    hover = await with_breakdown(doc, result.contents.value)
     assert "**Peak per GPU**" in hover and "| ▶ | **ZeRO-3** |" in hover
     assert "micro-batch 2 — micro_batch_size" in hover and "sequence length 2,048 — sequence_len" in hover
     # the loss's backward: two fp32 gradients of 4 B × micro 2 × 2048 × vocabulary
@@ -66,7 +66,7 @@ async def test_the_recipes_8bit_optimizer_gives_a_full_fine_tune_a_derived_peak(
     doc = open_doc(client, "gemma-3-4b-full.yml", text, "yaml")
     result = await client.text_document_hover_async(
         types.HoverParams(text_document=doc.identifier, position=doc.at("deepspeed:", 1)))
-    hover = result.contents.value
+    hover = await with_breakdown(doc, result.contents.value)
     row = next(line for line in hover.splitlines() if line.startswith("| ▶ | **ZeRO-3** |"))
     assert "| — |" not in row and "peak unknown" not in hover
     assert "8-bit m, v + block scales (derived)" in hover
@@ -96,7 +96,7 @@ async def test_the_sequence_key_hover_shows_what_it_costs(client, tmp_path):
     doc = open_doc(client, "gemma-3-4b-qlora.yml", recipe_text(tmp_path, None), "yaml")
     result = await client.text_document_hover_async(
         types.HoverParams(text_document=doc.identifier, position=doc.at("sequence_len:", 1)))
-    hover = result.contents.value
+    hover = await with_breakdown(doc, result.contents.value)
     assert "**Peak per GPU**" in hover and "| ▶ | **DDP** |" in hover  # torch DDP: no FSDP strategy shown
     assert "NO_SHARD" not in hover and "FSDP parameter dtype" not in hover
     assert "sequence length 2,048 — sequence_len" in hover
@@ -110,7 +110,7 @@ async def test_a_recipe_without_an_engine_is_torch_ddp_in_the_hover(client, tmp_
     doc = open_doc(client, "gemma-3-4b-full.yml", text, "yaml")
     result = await client.text_document_hover_async(
         types.HoverParams(text_document=doc.identifier, position=doc.at("base_model:", 1)))
-    hover = result.contents.value
+    hover = await with_breakdown(doc, result.contents.value)
     parameters = 3_880_263_168  # gemma-3-4b-it's text model; bf16 weights and grads, adamw_bnb_8bit's 2 B state
     # P + G + O, the DDP formula; the 8-bit AdamW's full fine-tuning step is derived (bitsandbytes): a peak
     assert f"| ▶ | **DDP** | {format_bytes(3 * 2 * parameters)} | — |" not in hover

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from zeromem_lsp.analysis import analyse
 from zeromem_lsp.assist.completion import complete
-from zeromem_lsp.assist.hover import hover_at
+from zeromem_lsp.assist.hover import breakdown_markdown, hover_at
 from zeromem_lsp.assist.inlay import inlay_hints
 from zeromem_lsp.assist.settings import resolve_settings, snake_case
 from zeromem_lsp.configs.settings import ZeromemSettings
@@ -39,8 +39,9 @@ def test_stage_hover_uses_the_same_figures_as_the_diagnostic():
     analysis = analyse(ZERO1, "ds_config.json")
     [finding] = analysis.findings
     plan = analysis.plan
-    text = hover_at(analysis, at(ZERO1, '"stage"')).markdown
-    assert format_bytes(plan.gpu_bytes) in finding.message
+    hover = hover_at(analysis, at(ZERO1, '"stage"')).markdown
+    text = breakdown_markdown(plan, analysis.setup)  # the whole breakdown behind the hover's verdict
+    assert format_bytes(plan.gpu_bytes) in finding.message and format_bytes(plan.gpu_bytes) in hover.splitlines()[0]
     assert per_gpu_summary(plan.gpu_bytes, plan.gpu_memory) in text
     assert "| ▶ | **ZeRO-1** | 35.9 GiB | 149% | exceeds |" in text
     assert "|  | ZeRO-3 | 13.0 GiB | 54% | fits |" in text
@@ -242,11 +243,14 @@ def test_hover_says_which_layer_gave_the_parameter_count():
 
     text = '{"train_batch_size": 64, "bf16": {"enabled": true}, "zero_optimization": {"stage": 1}}'
     project = ZeromemSettings(parameters="7B", world_size=8)
-    unnamed = hover_at(analyse(text, "ds.json", project), text.index("stage") + 1).markdown
+    def breakdown(analysis):
+        return breakdown_markdown(analysis.plan, analysis.setup)
+
+    unnamed = breakdown(analyse(text, "ds.json", project))
     assert "7B from zeromem.parameters (project or editor settings)" in unnamed
     layers = (SettingsLayer(project, PROJECT, "pyproject.toml [tool.zeromem]"),)
-    from_project = hover_at(analyse(text, "ds.json", layers), text.index("stage") + 1).markdown
+    from_project = breakdown(analyse(text, "ds.json", layers))
     assert "7B from pyproject.toml [tool.zeromem]" in from_project
     assert "R = 8 ranks — pyproject.toml [tool.zeromem]" in from_project
-    forced = hover_at(analyse(text, "ds.json", project, ZeromemSettings(parameters="13B")), text.index("stage") + 1)
-    assert "13B from --parameters" in forced.markdown
+    forced = breakdown(analyse(text, "ds.json", project, ZeromemSettings(parameters="13B")))
+    assert "13B from --parameters" in forced

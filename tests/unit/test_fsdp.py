@@ -5,7 +5,7 @@ import json
 import pytest
 
 from zeromem_lsp.analysis import analyse
-from zeromem_lsp.assist.hover import hover_at
+from zeromem_lsp.assist.hover import breakdown_markdown, hover_at
 from zeromem_lsp.document.yaml_document import parse_yaml_document
 from zeromem_lsp.findings import apply_edits
 from zeromem_lsp.memory.plan import MemoryPlan, Unplanned
@@ -282,7 +282,7 @@ def test_training_arguments_inline_deepspeed_paths_are_rooted_in_the_document():
     hints = inlay_hints(analysis, 0, len(INLINE_ARGS))
     assert [hint.offset for hint in hints] == [stage + 1] and "GiB/GPU" in hints[0].label
     hover = hover_at(analysis, stage)
-    assert hover is not None and "ZeRO-2" in hover.markdown and "| stage |" in hover.markdown
+    assert hover is not None and "ZeRO-2" in hover.markdown and "```text" in hover.markdown
 
 
 def test_deepspeed_loaded_from_another_file_has_no_position_here():
@@ -312,7 +312,7 @@ def test_zm101_names_the_keys_of_the_file_that_holds_the_deepspeed_settings():
     analysis, plan = plan_of(yaml)
     [overflow] = [f for f in analysis.findings if f.code == "ZM101"]
     assert overflow.fixes and "; set" not in overflow.message  # its own keys: the quick fix edits them
-    assert "`offload_optimizer_device: cpu` would move" in hover_at(analysis, yaml.index("zero_stage")).markdown
+    assert "`offload_optimizer_device: cpu` would move" in breakdown_markdown(analysis.plan, analysis.setup)
 
 
 # --- integers: one shared reading ---------------------------------------------------------------

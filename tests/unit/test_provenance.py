@@ -7,7 +7,7 @@ import json
 import pytest
 
 from zeromem_lsp.analysis import analyse
-from zeromem_lsp.assist.hover import hover_at
+from zeromem_lsp.assist.hover import breakdown_markdown, hover_at
 from zeromem_lsp.configs.layers import (
     EDITOR, FILE_BLOCK, PROJECT, SettingsLayer, command_line, editor, file_block, resolve,
 )
@@ -33,7 +33,7 @@ def _analysis(tmp_path, data: dict, name: str = "ds_config.json", settings=Zerom
 
 def _credits(text: str, analysis) -> tuple[str, dict]:
     """(the stage hover, the peak's JSON inputs)."""
-    hover = hover_at(analysis, text.index('"stage"') + 1).markdown
+    hover = breakdown_markdown(analysis.plan, analysis.setup)  # the whole breakdown behind the stage hover
     return hover, analysis.plan.peak.to_json()["peak_inputs"]
 
 

@@ -7,6 +7,7 @@ size. On any DeepSpeed or `zeromem` key: its documentation, from the same models
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
 from zeromem_lsp.analysis import Analysis
@@ -21,7 +22,7 @@ from zeromem_lsp.present import (
     human_and_exact, input_notes, peak_rows, peak_sum, per_gpu_summary, phase_peaks, settings_elsewhere, stage_label,
     stage_rows,
 )
-from zeromem_lsp.present import no_fit
+from zeromem_lsp.present import below_state_line, no_fit, summary_table, verdict_line
 from zeromem_lsp.units import format_bytes, format_count, format_parameters
 
 RECIPE_KINDS = ("axolotl", "llamafactory", "trl")
@@ -57,8 +58,9 @@ class HoverText:
     end: int
 
 
-def hover_at(analysis: Analysis, offset: int) -> HoverText | None:
-    """What to show for the key or value under `offset`; None when there is nothing to say."""
+def hover_at(analysis: Analysis, offset: int, shown: str | None = None) -> HoverText | None:
+    """What to show for the key or value under `offset`; None when there is nothing to say. `shown`: the file's
+    path as the workspace names it (for the command that prints the whole breakdown)."""
     cursor = cursor_at(analysis, offset, HOVER_KINDS)
     if cursor is None or cursor.member_path is None or not cursor.member_path:
         return None
@@ -70,7 +72,8 @@ def hover_at(analysis: Analysis, offset: int) -> HoverText | None:
     on_stage = isinstance(plan, MemoryPlan) and plan.stage_path is not None and path == tuple(plan.stage_path)
     on_recipe = analysis.kind in RECIPE_KINDS and path in RECIPE_MEMORY_KEYS
     if path in MEMORY_PATHS or on_stage or on_recipe:
-        sections.append(memory_section(analysis.plan, analysis.setup))
+        memory = memory_section(analysis.plan, analysis.setup, shown)
+        return HoverText(memory, *member_span(location.member, location.in_key)) if memory else None
     elif path[0] == "zero_optimization" and len(path) >= 2 and path[1] in OFFLOAD_KEYS:
         sections.append(offload_section(analysis.plan, analysis.setup))
     elif len(path) >= 2 and path[-2] == "zero_optimization" and (
@@ -91,11 +94,56 @@ def hover_at(analysis: Analysis, offset: int) -> HoverText | None:
 
 
 def _missing(plan: Unplanned) -> str:
-    return "**Memory per GPU: not computable yet.** Missing:\n\n" + "\n".join(f"- {item}" for item in plan.missing)
+    items = [line for item in plan.missing for line in textwrap.wrap(
+        f"- {item}", HOVER_COLUMNS, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False)]
+    return "**Memory per GPU: not computable yet.** Missing:\n\n" + "\n".join(items)
 
 
-def memory_section(plan: MemoryPlan | Unplanned | None, setup: TrainingSetup | None = None) -> str:
-    """The memory table; `setup`: where the DeepSpeed settings are written, for the keys a hint names."""
+def memory_section(plan: MemoryPlan | Unplanned | None, setup: TrainingSetup | None = None,
+                   shown: str | None = None) -> str:
+    """The answer first, in at most 15 lines that read the same in every client: the verdict, what the figure
+    leaves out, the stage table as a fixed-width block (no Markdown table: Neovim 0.7 shows those as raw pipes),
+    one suggestion, and the command that prints the whole arithmetic (`shown`: the file as the workspace names it).
+    `setup`: where the DeepSpeed settings are written, for the keys a suggestion names."""
+    if plan is None:
+        return ""
+    if isinstance(plan, Unplanned):
+        return _missing(plan)
+    lines = _wrapped(f"**{verdict_line(plan)}**")
+    if plan.approximate:
+        lines += ["", *_wrapped("**Approximate:** " + "; ".join(
+            [f"`{item.key}: {item.value}` is not modelled ({item.why})" for item in plan.ignored]
+            + ([plan.engine_assumed] if plan.engine_assumed else [])) + ".")]
+    lines += ["```text", *summary_table(plan), "```", ""]
+    below = below_state_line(plan)
+    if below:
+        lines += [*_wrapped(below[0].upper() + below[1:] + "."), ""]
+    if plan.peak_exceeds:
+        suggestion = plan.cheapest_fit()
+        judged = "whose peak fits" if suggestion is not None and suggestion.peak is not None else "that fits"
+        elsewhere = settings_elsewhere(setup, plan, suggestion)
+        elsewhere = f" — {elsewhere}" if elsewhere else ""
+        lines += _wrapped(f"Cheapest {judged}: {describe_suggestion(suggestion, plan.family)}{elsewhere}." if suggestion
+                          else f"N{no_fit(plan.family, plan.peak_known)[1:]}." if plan.family == "torch"
+                          else f"Nothing {'peaks within the budget' if plan.peak_known else 'fits'}, even ZeRO-3 "
+                               "with full offload: add GPUs.") + [""]
+    command = f"zeromem estimate --config {shown or 'FILE'} -v"
+    lines += _wrapped(f"Every figure, input and source: `{command}`")
+    return "\n".join(lines)
+
+
+#: Hover prose is wrapped here (a Markdown soft break renders as a space) so no line is wider than a float.
+HOVER_COLUMNS = 78
+
+
+def _wrapped(text: str) -> list[str]:
+    return textwrap.wrap(text, HOVER_COLUMNS, break_on_hyphens=False, break_long_words=False) or [""]
+
+
+def breakdown_markdown(plan: MemoryPlan | Unplanned | None, setup: TrainingSetup | None = None) -> str:
+    """The whole breakdown behind the hover's verdict (the `zeromem.memoryReport` command): the stage table with the
+    phase holding each peak, P, G, O, R and where each came from, offload, and the peak's arithmetic. `setup`: where
+    the DeepSpeed settings are written, for the keys a hint names."""
     if plan is None:
         return ""
     if isinstance(plan, Unplanned):

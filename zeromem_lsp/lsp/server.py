@@ -146,6 +146,18 @@ class ZeromemServer(LanguageServer):
             return (editor(self.editor_settings),)
         return (*self.project_for(path).layers_for(path), editor(self.editor_settings_for(path)))
 
+    def shown_path(self, uri: str) -> str | None:
+        """The document's path relative to the workspace folder holding it (else its name): what a hover shows."""
+        path = document_path(uri)
+        if path is None:
+            return None
+        uris = [*self.workspace.folders, *([self.workspace.root_uri] if self.workspace.root_uri else [])]
+        folders = [folder.resolve() for folder in map(document_path, uris) if folder is not None]
+        roots = [folder for folder in folders if path.resolve().is_relative_to(folder)]
+        if not roots:
+            return path.name
+        return path.resolve().relative_to(max(roots, key=lambda root: len(root.parts))).as_posix()
+
     def editor_settings_for(self, path: Path) -> ZeromemSettings:
         """The editor settings, a relative `accelerateConfig` taken from the workspace folder holding `path`
         (from the document's own folder outside every workspace folder)."""
@@ -518,8 +530,25 @@ async def hover(ls: ZeromemServer, params: types.HoverParams):
     from zeromem_lsp.assist.hover import hover_at
 
     document, analysis, lines = await ls.current(params.text_document.uri)
-    found = hover_at(analysis, to_offset(lines, params.position, ls.encoding))
+    found = hover_at(analysis, to_offset(lines, params.position, ls.encoding), ls.shown_path(document.uri))
     return to_hover(found, lines, ls.encoding) if found else None
+
+
+#: The command a client runs for the whole breakdown behind a memory hover (arguments: the document's URI).
+MEMORY_REPORT = "zeromem.memoryReport"
+
+
+@server.command(MEMORY_REPORT)
+async def memory_report(ls: ZeromemServer, uri: str) -> dict:
+    """{"markdown": ...}: every figure behind the hover's verdict — the stage table with each peak's phase and parts,
+    P, G, O, R and where each came from, offload and the peak's arithmetic ("" for a document that is not open)."""
+    from zeromem_lsp.assist.hover import breakdown_markdown
+
+    try:
+        _, analysis, _ = await ls.current(uri)
+    except DocumentNotOpen:
+        return {"markdown": ""}
+    return {"markdown": breakdown_markdown(analysis.plan, analysis.setup)}
 
 
 @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
