@@ -496,7 +496,7 @@ def verdict_line(plan) -> str:
 
 def summary_table(plan) -> list[str]:
     """At most five columns, well within 80 characters: stage | model state | peak | of budget | verdict."""
-    budget, with_peak = plan.gpu_memory, plan.peak is not None
+    budget, with_peak = plan.gpu_memory, plan.peak_known
     head = ["stage", "model state", *(["peak"] if with_peak else []), *(["of budget", "verdict"] if budget else [])]
     rows = [head]
     for row in peak_rows(plan, 1):
