@@ -148,12 +148,23 @@ class Peak:
     source: PeakInputs | None = None  # what it was computed from: `with_micro_batch` recomputes from it
     offload: object = None  # the plan's Offload (its `moves(stage)`: which of P, G, O leave the GPU)
     lora_activations: LoraActivations | None = None  # with an adapter: what is saved instead of `activations`
+    #: each stage's step (and each variant: another micro-batch, checkpointing) computed once per Peak
+    _memo: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def _once(self, key: tuple, make):
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
 
     def stage_step(self, stage: str, offload: object = None) -> StagePeak | UnknownPeak | None:
         """The peak at `stage` under `offload` (default: the plan's): the phase model's phases, or why it
-        cannot be known; None while an input is missing. The one place the peak is made."""
+        cannot be known; None while an input is missing. The one place the peak is made (once per stage and
+        offload: every reader of a plan — rules, hover, hints, text, JSON — shares it)."""
         if self.missing or self.source is None:
             return None
+        return self._once(("step", stage, offload or self.offload), lambda: self._stage_step(stage, offload))
+
+    def _stage_step(self, stage: str, offload: object = None) -> StagePeak | UnknownPeak | None:
         try:
             arguments = step_arguments(self.source, self.family, stage, offload or self.offload)
             if self.lora_activations is not None:
@@ -204,6 +215,11 @@ class Peak:
         """The same peak with `micro_batch` sequences per GPU (None when it cannot be recomputed)."""
         if self.source is None or self.source.micro_batch is None:
             return None
+        return self._once(("micro_batch", micro_batch), lambda: self._with_micro_batch(micro_batch))
+
+    def _with_micro_batch(self, micro_batch: int) -> Peak | None:
+        if self.source is None or self.source.micro_batch is None:
+            return None
         given = self.source.micro_batch
         inputs = replace(self.source, micro_batch=Given(micro_batch, given.note, given.path))
         factor, rest = divmod(given.value, micro_batch)  # type: ignore[operator]
@@ -218,7 +234,10 @@ class Peak:
         """The same peak with gradient checkpointing on (None when it is on already or cannot be recomputed)."""
         if self.source is None or self.missing or _value(self.source.gradient_checkpointing):
             return None
-        given = self.source.gradient_checkpointing
+        return self._once(("checkpointing",), self._with_checkpointing)
+
+    def _with_checkpointing(self) -> Peak | None:
+        given = self.source.gradient_checkpointing  # type: ignore[union-attr]
         inputs = replace(self.source, gradient_checkpointing=Given(True, "on (suggested)", given.path))
         return estimate_peak(self.state, self.family, inputs, self.offload)
 
