@@ -37,10 +37,10 @@ def test_one_name_per_concept():
 def test_public_paths_still_work():
     from zeromem_lsp import model_state_bytes
     from zeromem_lsp.configs.deepspeed import validate_deepspeed
-    from zeromem_lsp.core import model_state_bytes as old
+    from zeromem_lsp.memory.model_state import model_state_bytes as formula
 
-    assert model_state_bytes is old and model_state_bytes(400, 400, 800, 4)["zero2"] == 700
+    assert model_state_bytes is formula and model_state_bytes(400, 400, 800, 4)["zero2"] == 700
     assert validate_deepspeed({"train_batch_size": 8}) == []
-    for module in ("zeromem_lsp.configs.deepspeed.facts_render", "zeromem_lsp.configs.deepspeed_facts_render"):
+    for module in ("zeromem_lsp.configs.deepspeed.facts_render",):
         done = subprocess.run([sys.executable, "-m", module], capture_output=True, text=True, timeout=120)
         assert done.stdout.strip() == "facts.py is current", (module, done.stdout, done.stderr)

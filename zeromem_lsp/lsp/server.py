@@ -427,6 +427,8 @@ def load_analysis() -> None:
     import zeromem_lsp.analysis  # noqa: F401
     import zeromem_lsp.assist.completion  # noqa: F401
     import zeromem_lsp.assist.hover  # noqa: F401
+    import zeromem_lsp.configs.deepspeed.models  # noqa: F401  (the first hover's key documentation: pydantic)
+    import zeromem_lsp.configs.settings_model  # noqa: F401
     import zeromem_lsp.assist.inlay  # noqa: F401
     import zeromem_lsp.project  # noqa: F401
 

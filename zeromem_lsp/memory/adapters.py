@@ -4,7 +4,7 @@ Pure (no torch). Every rule mirrors the library code named beside it; docs/adapt
 tests/unit/test_adapters.py compares the counts with PEFT's own `get_nb_trainable_parameters()` and the
 quantized bytes with what bitsandbytes stores (both recorded by benchmarks/adapters/measure.py).
 
-P, G, O stay the pooled formula's inputs (zeromem_lsp/core.py). The engines shard them as the formula
+P, G, O stay the pooled formula's inputs (memory/model_state.py). The engines shard them as the formula
 already says once frozen and trainable parameters are told apart: ZeRO-1/2 flatten and shard only trainable
 parameters (frozen ones stay whole on every rank, inside P); ZeRO-3 and FSDP2 partition every parameter;
 FSDP1 with use_orig_params=True keeps a gradient for the whole flat parameter of a unit that mixes frozen

@@ -1,6 +1,6 @@
 """The peak of one whole training step, phase by phase, per rank (pure, exact ints, no torch).
 
-Beside the model-state contract (zeromem_lsp.core), never instead of it. A step of steady-state training
+Beside the model-state contract (memory/model_state.py), never instead of it. A step of steady-state training
 (step 2 and later: the optimizer state exists, gradients were freed by `zero_grad(set_to_none=True)`) has
 three phases; each phase's peak is the largest live total over the moments that can hold it:
 
