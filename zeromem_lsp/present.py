@@ -554,3 +554,13 @@ def suggestion_line(plan) -> str:
             return f"suggestion: {describe_suggestion(found, plan.family)}"
         return f"suggestion: {no_fit(plan.family, plan.peak_known)}"
     return "-v shows the arithmetic: P, G, O, the formulas, every phase and part, each input and where it came from"
+
+
+def largest_line(plan, key: str, values: dict) -> str:
+    """`longest sequence whose peak fits 80.0 GiB: ZeRO-3 8,221 tokens, ZeRO-1 7,090, ...; DDP none`."""
+    what, unit = {"max_sequence_length": ("longest sequence", " tokens"),
+                  "max_micro_batch": ("largest micro-batch", "")}[key]
+    found = [f"{stage_label(stage, plan.family)} {format_count(value)}" for stage, value in values.items() if value]
+    none = [stage_label(stage, plan.family) for stage, value in values.items() if not value]
+    text = f"{what} whose peak fits {format_bytes(plan.gpu_memory)}: " + (", ".join(found) + unit if found else "none")
+    return text + (f"; {', '.join(none)}: not even 1" if found and none else "")

@@ -145,3 +145,18 @@ async def test_hover_says_first_when_the_figures_are_approximate(client):
     assert head[1].startswith("**Approximate:** `tensor_parallel.autotp_size: 2` is not modelled (")
     plain = open_doc(client, "ds_config.json", OVERFLOW)
     assert "Approximate" not in (await hover(plain, '"stage"')).contents.value
+
+
+async def test_hover_on_the_sequence_length_says_how_long_can_go(client, tmp_path):
+    config = json.loads(OVERFLOW)
+    config["zeromem"] = {"parameters": {"from_config": str(ROOT / "tests/data/models/Meta-Llama-3-8B/config.json")},
+                         "world_size": 8, "gpu_memory": "80GiB", "sequence_length": 4096}
+    config["train_micro_batch_size_per_gpu"], config["gradient_accumulation_steps"] = 1, 8
+    doc = open_doc(client, "ds_config.json", json.dumps(config, indent=2))
+    text = (await hover(doc, '"sequence_length"')).contents.value
+    longest = int(text.split("at ZeRO-1: ", 1)[1].split(" tokens", 1)[0].replace(",", ""))
+    done = subprocess.run([sys.executable, "-m", "zeromem_lsp", "estimate", "--model-config",
+                           str(ROOT / "tests/data/models/Meta-Llama-3-8B/config.json"), "-R", "8", "--micro-batch",
+                           "1", "--gradient-accumulation-steps", "8", "--sequence-length", "4096", "--gpu-memory",
+                           "80GiB", "--max-sequence-length", "--format", "json"], capture_output=True, text=True)
+    assert json.loads(done.stdout)["max_sequence_length"]["zero1"] == longest

@@ -73,6 +73,8 @@ def hover_at(analysis: Analysis, offset: int, shown: str | None = None) -> Hover
     on_recipe = analysis.kind in RECIPE_KINDS and path in RECIPE_MEMORY_KEYS
     if path in MEMORY_PATHS or on_stage or on_recipe:
         memory = memory_section(analysis.plan, analysis.setup, shown)
+        if path[-1] in SEQUENCE_KEYS and isinstance(plan, MemoryPlan) and longest_section(plan):
+            memory += "\n\n" + longest_section(plan)
         return HoverText(memory, *member_span(location.member, location.in_key)) if memory else None
     elif path[0] == "zero_optimization" and len(path) >= 2 and path[1] in OFFLOAD_KEYS:
         sections.append(offload_section(analysis.plan, analysis.setup))
@@ -83,6 +85,8 @@ def hover_at(analysis: Analysis, offset: int, shown: str | None = None) -> Hover
         sections.append(fsdp_dtype_line(plan))
     elif path in {(key,) for key in BATCH_KEYS} and analysis.setup is not None:
         sections.append(world_size_section(analysis.setup, analysis.settings))
+    elif path[-1] == "sequence_length" and isinstance(plan, MemoryPlan):
+        sections.append(longest_section(plan))
     sections.append(key_doc(path, analysis.settings, analysis.origins))
     text = RULE.join(section for section in sections if section)
     if not text:
@@ -91,6 +95,21 @@ def hover_at(analysis: Analysis, offset: int, shown: str | None = None) -> Hover
 
 
 # ---------------------------------------------------------------- memory
+
+
+#: The keys that set the tokens per sequence (recipes' and the zeromem setting's).
+SEQUENCE_KEYS = ("sequence_len", "cutoff_len", "max_length", "max_seq_length", "sequence_length")
+
+
+def longest_section(plan: MemoryPlan) -> str:
+    """On a sequence-length key: the longest sequence whose peak fits the budget at the configured stage."""
+    if plan.gpu_memory is None or not plan.peak_known or plan.stage is None:
+        return ""
+    longest = plan.peak.largest("sequence_length", plan.stage, plan.gpu_memory)  # type: ignore[union-attr]
+    label, budget = stage_label(plan.stage, plan.family), format_bytes(plan.gpu_memory)
+    if longest is None:
+        return f"**Longest sequence at {label}:** none fits {budget} per GPU, not even 1 token."
+    return f"**Longest sequence whose peak fits {budget} at {label}: {format_count(longest)} tokens.**"
 
 
 def _missing(plan: Unplanned) -> str:

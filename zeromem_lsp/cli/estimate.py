@@ -28,8 +28,8 @@ from zeromem_lsp.present import (
     activation_lines, adapter_lines, human_and_exact, input_notes, peak_sum, phase_peaks, peak_table, stage_table,
 )
 from zeromem_lsp.present import (
-    approximation_lines, approximation_note, below_state_line, coverage_line, no_fit, suggestion_line, summary_table,
-    verdict_line,
+    approximation_lines, approximation_note, below_state_line, coverage_line, largest_line, no_fit, suggestion_line,
+    summary_table, verdict_line,
 )
 from zeromem_lsp.memory.stages import ALL as ALL_STAGES, stage as stage_named
 from zeromem_lsp.units import UnitError, format_bytes, format_bytes_decimal, format_count, format_parameters, parse_bytes, parse_parameter_count
@@ -126,6 +126,12 @@ def register(commands) -> None:
     parser.add_argument("--gpu-memory", metavar="SIZE", help="per-GPU budget, e.g. 80GiB or 24GB")
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="text (default) or json (exact integers)")
+    parser.add_argument("--max-sequence-length", action="store_true",
+                        help="with --gpu-memory and a model: the longest sequence whose peak fits, per stage (a search "
+                        "over the step model; JSON max_sequence_length)")
+    parser.add_argument("--max-micro-batch", action="store_true",
+                        help="with --gpu-memory and a model: the largest micro-batch whose peak fits, per stage (JSON "
+                        "max_micro_batch)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="text: after the verdict and the table, the arithmetic — P, G, O, the formulas, every "
                         "phase and part in exact bytes, each input and where it came from")
@@ -380,14 +386,17 @@ def run(args) -> int:
     if note:
         print(f"zeromem: note: --gpu-memory {note}", file=sys.stderr)
     notes = [fsdp_note(result)] if args.config is None and _engine(args) == "deepspeed" and fsdp_note(result) else []
+    searched = _searched(args, result)
     if args.format == "json":
         data = result.to_json()
         if peak is not None:
             data.update(peak.to_json())
+        data.update(searched)
         data["notes"] = notes
         print(json.dumps(data, indent=2))
     else:
-        lines = summary_text(result, shutil.get_terminal_size().columns)
+        lines = summary_text(result, shutil.get_terminal_size().columns,
+                             [largest_line(result.plan, name, values) for name, values in searched.items()])
         if args.verbose:
             lines += ["", *render_text(result), *[f"note: {note}" for note in notes],
                       *(render_peak(peak) if peak is not None else [])]
@@ -395,10 +404,27 @@ def run(args) -> int:
     return exit_status(result)
 
 
-def summary_text(result: Estimate, columns: int) -> list[str]:
+SEARCHES = {"max_sequence_length": "sequence_length", "max_micro_batch": "micro_batch"}
+
+
+def _searched(args, result: Estimate) -> dict[str, dict[str, int | None]]:
+    """--max-sequence-length / --max-micro-batch: per stage, the largest value whose peak fits (JSON keys)."""
+    asked = [key for key in SEARCHES if getattr(args, key, False)]
+    if not asked:
+        return {}
+    option = "--" + asked[0].replace("_", "-")
+    if result.gpu_memory is None:
+        raise UsageError(f"{option} needs --gpu-memory: the budget the peak must fit")
+    if not result.plan.peak_known:
+        missing = "; ".join(result.peak.missing) if result.peak is not None else "a model (--model-config or --config)"
+        raise UsageError(f"{option} needs the peak: missing {missing}")
+    return {key: result.largest(SEARCHES[key]) for key in asked}
+
+
+def summary_text(result: Estimate, columns: int, searched: list[str] = ()) -> list[str]:
     """The answer first (at most 20 lines, prose wrapped to the terminal, the table within 80 columns): the
     verdict, the stage table, why a peak is below its model state, what the figure leaves out and the versions it
-    is for, one suggestion."""
+    is for, the searches asked for (`searched`), one suggestion."""
     plan = result.plan
     width = max(40, columns - 1)
 
@@ -407,7 +433,7 @@ def summary_text(result: Estimate, columns: int) -> list[str]:
 
     lines = [*wrapped(verdict_line(plan)), "", *summary_table(plan), ""]
     below = below_state_line(plan)
-    for text in ([below] if below else []) + [coverage_line(plan), suggestion_line(plan)]:
+    for text in ([below] if below else []) + [coverage_line(plan), *searched, suggestion_line(plan)]:
         lines += wrapped(text)
     return lines
 

@@ -54,6 +54,14 @@ class Estimate(NamedTuple):
         found = self.plan.lowest_fitting(self.plan.offload)
         return found.stage if found is not None else None
 
+    def largest(self, name: str) -> dict[str, int | None]:
+        """Per stage, the largest sequence length or micro-batch (`name`) whose peak fits the budget (None: not even
+        1, or the peak unknown). Needs a budget and a known peak."""
+        peak, budget = self.plan.peak, self.gpu_memory
+        if budget is None or peak is None or not self.plan.peak_known:
+            return {stage: None for stage in self.figures}
+        return {stage: peak.largest(name, stage, budget) for stage in self.figures}
+
     def to_json(self) -> dict:
         inputs = self.inputs
         result: dict = dict(self.figures)

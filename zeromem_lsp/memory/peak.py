@@ -230,6 +230,38 @@ class Peak:
                 before * factor, f"{before} × {factor}, the micro-batch divided by {factor}"))
         return estimate_peak(self.state, self.family, inputs, self.offload)
 
+    def with_sequence_length(self, tokens: int) -> Peak | None:
+        """The same peak at `tokens` tokens per sequence (None when it cannot be recomputed)."""
+        if self.source is None or self.source.sequence_length is None:
+            return None
+        given = self.source.sequence_length
+        return self._once(("sequence_length", tokens), lambda: estimate_peak(
+            self.state, self.family, replace(self.source, sequence_length=Given(tokens, "searched", given.path)),
+            self.offload))
+
+    def largest(self, name: str, stage: str, budget: int, limit: int = 1 << 24) -> int | None:
+        """The largest whole value of `name` ("sequence_length" or "micro_batch") whose peak at `stage` fits `budget`,
+        by search over the model (the peak grows with both); None when even 1 does not fit or the peak is unknown,
+        `limit` when that fits too."""
+        vary = {"sequence_length": self.with_sequence_length, "micro_batch": self.with_micro_batch}[name]
+
+        def fits(value: int) -> bool | None:
+            found = vary(value)
+            total = found.at(stage) if found is not None and not found.missing else None
+            return None if total is None else total <= budget
+
+        if not fits(1):
+            return None
+        low, high = 1, 2
+        while high < limit and fits(high):
+            low, high = high, high * 2
+        if high >= limit and fits(limit):
+            return limit
+        while high - low > 1:  # fits(low), not fits(high)
+            middle = (low + high) // 2
+            low, high = (middle, high) if fits(middle) else (low, middle)
+        return low
+
     def with_checkpointing(self) -> Peak | None:
         """The same peak with gradient checkpointing on (None when it is on already or cannot be recomputed)."""
         if self.source is None or self.missing or _value(self.source.gradient_checkpointing):
