@@ -123,34 +123,42 @@ def memory_section(plan: MemoryPlan | Unplanned | None, setup: TrainingSetup | N
     """The answer first, in at most 15 lines that read the same in every client: the verdict, what the figure
     leaves out, the stage table as a fixed-width block (no Markdown table: Neovim 0.7 shows those as raw pipes),
     one suggestion, and the command that prints the whole arithmetic (`shown`: the file as the workspace names it).
-    `setup`: where the DeepSpeed settings are written, for the keys a suggestion names."""
+    `setup`: where the DeepSpeed settings are written, for the keys a suggestion names. What does not fit in 15
+    lines goes first: why a peak is below its model state, then the blank lines."""
     if plan is None:
         return ""
     if isinstance(plan, Unplanned):
         return _missing(plan)
-    lines = _wrapped(f"**{verdict_line(plan)}**")
+    verdict = _wrapped(f"**{verdict_line(plan)}**")
+    approximate = []
     if plan.approximate:
-        lines += ["", *_wrapped("**Approximate:** " + "; ".join(
+        approximate = ["", *_wrapped("**Approximate:** " + "; ".join(
             [f"`{item.key}: {item.value}` is not modelled ({item.why})" for item in plan.ignored]
-            + ([plan.engine_assumed] if plan.engine_assumed else [])) + ".")]
-    lines += ["```text", *summary_table(plan), "```", ""]
+            + (["torch DDP is assumed (no deepspeed:, fsdp_config: or Accelerate config names the engine)"]
+               if plan.engine_assumed else [])) + ".")]
+    table = ["```text", *summary_table(plan), "```"]
     below = below_state_line(plan)
-    if below:
-        lines += [*_wrapped(below[0].upper() + below[1:] + "."), ""]
+    below_lines = _wrapped(below[0].upper() + below[1:] + ".") if below else []
+    advice = []
     if plan.peak_exceeds:
         suggestion = plan.cheapest_fit()
         judged = "whose peak fits" if suggestion is not None and suggestion.peak is not None else "that fits"
         elsewhere = settings_elsewhere(setup, plan, suggestion)
         elsewhere = f" — {elsewhere}" if elsewhere else ""
-        lines += _wrapped(f"Cheapest {judged}: {describe_suggestion(suggestion, plan.family)}{elsewhere}." if suggestion
+        advice = _wrapped(f"Cheapest {judged}: {describe_suggestion(suggestion, plan.family)}{elsewhere}." if suggestion
                           else f"N{no_fit(plan.family, plan.peak_known)[1:]}." if plan.family == "torch"
                           else f"Nothing {'peaks within the budget' if plan.peak_known else 'fits'}, even ZeRO-3 "
-                               "with full offload: add GPUs.") + [""]
-    command = f"zeromem estimate --config {shown or 'FILE'} -v"
-    lines += _wrapped(f"Every figure, input and source: `{command}`")
+                               "with full offload: add GPUs.")
+    command = [f"Breakdown: `zeromem estimate --config {shown or 'FILE'} -v`"]
+    lines = [*verdict, *approximate, *table, *below_lines, *advice, "", *command]
+    if len(lines) > MAX_HOVER_LINES:
+        lines = [*verdict, *approximate, *table, *advice, "", *command]
+    if len(lines) > MAX_HOVER_LINES:
+        lines = [line for line in lines if line]
     return "\n".join(lines)
 
 
+MAX_HOVER_LINES = 15
 #: Hover prose is wrapped here (a Markdown soft break renders as a space) so no line is wider than a float.
 HOVER_COLUMNS = 78
 
