@@ -99,11 +99,16 @@ def _layer_indices(config: dict, name: str) -> set[int]:
     return {_checked(name, index, minimum=0) for index in value}
 
 
-def _llama_like(config: dict, model_type: str) -> ParameterCount:
-    qkv_bias, o_bias, norms, qk_norm, tie_default = LLAMA_LIKE[model_type]
+def _attention_biases(config: dict, model_type: str) -> tuple[bool, bool]:
+    """(q/k/v biases, output bias): the family's own, else what `attention_bias` says (LLAMA_LIKE None)."""
+    qkv_bias, o_bias = LLAMA_LIKE[model_type][:2]
     attention_bias = bool(config.get("attention_bias", False))
-    qkv_bias = attention_bias if qkv_bias is None else qkv_bias
-    o_bias = attention_bias if o_bias is None else o_bias
+    return (attention_bias if qkv_bias is None else qkv_bias), (attention_bias if o_bias is None else o_bias)
+
+
+def _llama_like(config: dict, model_type: str) -> ParameterCount:
+    _, _, norms, qk_norm, tie_default = LLAMA_LIKE[model_type]
+    qkv_bias, o_bias = _attention_biases(config, model_type)
     hidden = _int(config, "hidden_size")
     layers = _int(config, "num_hidden_layers")
     heads = _int(config, "num_attention_heads")
@@ -293,6 +298,10 @@ class ModelShape(NamedTuple):
     parallel_residual: bool = False  # gpt_neox: attention and MLP read the same input
     sliding_window: int = 0  # tokens a sliding-attention layer sees (0: no sliding layers)
     sliding_layers: int = 0  # layers with sliding-window attention
+    positions: int = 0  # gpt2: learned position embeddings (n_positions rows)
+    qkv_bias: bool = False  # q/k/v projections with biases (qwen2; attention_bias where the family reads it)
+    o_bias: bool = False  # the output projection with a bias (attention_bias where the family reads it)
+    mlp_bias: bool = False  # the dense MLP's projections with biases (mlp_bias)
 
 
 def _probability(config: dict, name: str, default: float = 0.0) -> float:
@@ -369,6 +378,7 @@ def _llama_like_shape(config: dict, model_type: str) -> ModelShape:
         raise UnsupportedModel(f"config.json num_experts_per_tok ({per_token}) exceeds the {experts} experts")
     gemma2 = model_type == "gemma2"
     window, sliding = _sliding(config, model_type, layers)
+    qkv_bias, o_bias = _attention_biases(config, model_type)
     return ModelShape(
         model_type=model_type, hidden=hidden, layers=layers, heads=heads,
         kv_heads=_int(config, "num_key_value_heads", default=heads),
@@ -378,7 +388,8 @@ def _llama_like_shape(config: dict, model_type: str) -> ModelShape:
         attention_dropout=_probability(config, "attention_dropout"),
         hidden_dropout=_probability(config, "resid_pdrop") if model_type == "phi3" else 0.0,
         experts=experts, experts_per_token=per_token, expert_intermediate=expert_width, sparse_layers=sparse,
-        sliding_window=window, sliding_layers=sliding, normalize_top_k=normalize,
+        sliding_window=window, sliding_layers=sliding, normalize_top_k=normalize, qkv_bias=qkv_bias, o_bias=o_bias,
+        mlp_bias=bool(config.get("mlp_bias", False)),
         attention_softcap=model_type in ("gemma2", "gemma3_text") and _softcap(
             config, "attn_logit_softcapping", 50.0 if gemma2 else None),
         final_softcap=model_type in ("gemma2", "gemma3_text") and _softcap(
@@ -393,6 +404,7 @@ def _gpt2_shape(config: dict) -> ModelShape:
         model_type="gpt2", hidden=hidden, layers=_int(config, "n_layer", "num_hidden_layers"), heads=heads,
         kv_heads=heads, head_dim=head_dim, intermediate=_int(config, "n_inner", default=4 * hidden),
         vocab=_int(config, "vocab_size"), tied=_tied(config, True),
+        positions=_int(config, "n_positions", "max_position_embeddings"),
         attention_dropout=_probability(config, "attn_pdrop", 0.1),
         hidden_dropout=_probability(config, "resid_pdrop", 0.1),
         embedding_dropout=_probability(config, "embd_pdrop", 0.1))

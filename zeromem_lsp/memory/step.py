@@ -160,14 +160,16 @@ def parameter_tensors(shape: ModelShape) -> Tensors:
     if kind == "gpt2":
         layer = (h, h, h * 3 * h, 3 * h, h * h, h, h, h, h * inter, inter, inter * h, h)
         return Tensors(shape.vocab * h, 0 if shape.tied else shape.vocab * h, 2 * h, layer, shape.layers,
-                       layer_norms=4 * h)
+                       positions=shape.positions * h, layer_norms=4 * h)
     if kind == "gpt_neox":
         layer = (h, h, h, h, 3 * h * h, 3 * h, h * h, h, h * inter, inter, inter * h, h)
         return Tensors(shape.vocab * h, 0 if shape.tied else shape.vocab * h, 2 * h, layer, shape.layers,
                        layer_norms=4 * h)
     attention = [h * q * d, h * kv * d, h * kv * d, q * d * h]
-    if kind == "qwen2":
-        attention += [q * d, kv * d, kv * d]  # q/k/v biases
+    if shape.qkv_bias:
+        attention += [q * d, kv * d, kv * d]  # q/k/v biases (qwen2's own; attention_bias elsewhere)
+    if shape.o_bias:
+        attention += [h]
     if kind in ("qwen3", "qwen3_moe", "gemma3_text"):
         attention += [d, d]  # q_norm, k_norm
     norms = [h] * (4 if kind in ("gemma2", "gemma3_text") else 2)
@@ -175,7 +177,7 @@ def parameter_tensors(shape: ModelShape) -> Tensors:
         width = shape.expert_intermediate
         mlp = [h * shape.experts, shape.experts * 2 * width * h, shape.experts * h * width]
     else:
-        mlp = [h * inter, h * inter, inter * h]
+        mlp = [h * inter, h * inter, inter * h] + ([inter, inter, h] if shape.mlp_bias else [])
     return Tensors(shape.vocab * h, 0 if shape.tied else shape.vocab * h, h, tuple(attention + mlp + norms),
                    shape.layers, layer_norms=sum(norms))
 
