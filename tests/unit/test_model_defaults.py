@@ -98,3 +98,22 @@ def test_the_counters_own_tie_defaults_agree_with_transformers():
     """model_config's per-family tie default is what the configuration class says."""
     for model_type, family in LLAMA_LIKE.items():
         assert family[4] is recorded.DEFAULTS[model_type]["tie_word_embeddings"], model_type
+
+
+def test_an_alias_written_by_transformers_5_wins_over_the_default_under_the_other_name():
+    """Issue 29: a qwen3_moe config.json saved by Transformers 5 names its experts `num_local_experts` (attribute_map
+    num_experts → num_local_experts); the class default 128 recorded under `num_experts` must not win. 16 experts:
+    4 × (attention 786,560 + 16 × 3 × 512 × 256 + router 512 × 16 + norms 1,024) + embeddings 2 × 512,000 + 512."""
+    import json
+
+    from zeromem_lsp.configs.model_config import count_parameters_from_text, model_shape_from_text
+
+    config = {"model_type": "qwen3_moe", "hidden_size": 512, "intermediate_size": 1024, "moe_intermediate_size": 256,
+              "num_attention_heads": 8, "num_key_value_heads": 4, "num_hidden_layers": 4, "vocab_size": 1000,
+              "num_experts_per_tok": 2}
+    expected = 4 * (786_560 + 16 * 3 * 512 * 256 + 512 * 16 + 1_024) + 2 * 512_000 + 512
+    for name in ("num_local_experts", "num_experts"):
+        text = json.dumps({**config, name: 16})
+        assert count_parameters_from_text(text).total == expected == 29_373_440
+        assert model_shape_from_text(text).experts == 16
+    assert model_shape_from_text(json.dumps(config)).experts == 128  # absent: the class default

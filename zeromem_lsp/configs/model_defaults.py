@@ -18,13 +18,18 @@ class FilledConfig(dict):
     def __init__(self, own: dict, model_type: str | None) -> None:
         own = dict(own)
         aliases = ALIASES.get(model_type or "", {})
-        for alias, field in aliases.items():
-            if alias in own and field not in own:
-                own[field] = own[alias]
-        filled = {**DEFAULTS.get(model_type or "", {}), **own}
-        for alias, field in aliases.items():  # readable under either name
-            if alias not in filled and field in filled:
-                filled[alias] = filled[field]
+        defaults = DEFAULTS.get(model_type or "", {})
+        for alias, field in aliases.items():  # one value under both names: the file's (either name), else the default
+            for name in (field, alias):
+                if name in own:
+                    own[field] = own[alias] = own[name]
+                    break
+        filled = {**defaults, **own}
+        for alias, field in aliases.items():  # a default recorded under either name is readable under both
+            for name in (field, alias):
+                if name in filled and (field not in own):
+                    filled[field] = filled[alias] = filled[name]
+                    break
         super().__init__(filled)
         self.defaulted = frozenset(filled) - frozenset(own)
         self.read: set[str] = set()
