@@ -166,7 +166,7 @@ def _unknown_keys(tool: Tool, data: dict) -> list[ConfigIssue]:
         guess = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.8)
         hint = f"; did you mean {guess[0]}?" if guess else ""
         if tool == "axolotl":
-            if guess:  # axolotl drops unknown keys; a plugin's keys are unknown here, so only near misses
+            if guess:  # axolotl drops unknown keys (a plugin's only when it is not listed), so only near misses
                 out.append(_issue("ignored_key", (key,), "key",
                                   f"axolotl ignores the unknown key {key!r} and runs with its default{hint}", guess[0]))
             continue
