@@ -80,6 +80,19 @@ def classify_all(raw: dict[str, dict[str, object]]) -> dict[str, dict[str, tuple
     return out
 
 
+def as_modelled(table: dict[str, dict[str, tuple[str, object, str]]]) -> dict[str, dict[str, list]]:
+    """fmt -> key -> the values of a not-modelled key that the step model assumes (classes.AS_MODELLED); raises on a
+    key that is not classified not_modelled in that format."""
+    out: dict[str, dict[str, list]] = {}
+    for group, entries in getattr(classes, "AS_MODELLED", {}).items():
+        for fmt in group:
+            for key, (values, _why) in entries.items():
+                if table[fmt].get(key, ("",))[0] != "not_modelled":
+                    raise ValueError(f"classes.AS_MODELLED names {fmt}: {key!r}, which is not classified not_modelled")
+                out.setdefault(fmt, {})[key] = list(values)
+    return out
+
+
 def _dict_text(name: str, value: dict) -> str:
     return f"{name} = {pprint.pformat(value, width=120, sort_dicts=True)}\n"
 
@@ -108,12 +121,14 @@ def render(sources: dict[str, str], raw: dict[str, dict[str, object]], handbook_
         + f"HANDBOOK_OWN = frozenset({sorted(handbook_own)!r})\n\n"
         + "#: format -> key -> (class, default, why)\n"
         + _dict_text("INVENTORY", table) + "\n"
+        + "#: format -> key -> the values of a not-modelled key that the step model assumes (classes.AS_MODELLED)\n"
+        + _dict_text("AS_MODELLED", as_modelled(table)) + "\n"
         + "\n\ndef classify(fmt: str, key: str) -> tuple[str, object, str] | None:\n"
         + '    """(class, default, why) of `key` in `fmt` (a dotted path for nested keys), or None when unknown."""\n'
         + "    return _api.classify(INVENTORY, fmt, key)\n\n\n"
         + "def not_modelled(fmt: str, data: dict) -> list[tuple[tuple[str, ...], object, str]]:\n"
         + '    """(key path, value, why) of each key set in `data` to a value other than its default that affects\n'
         + '    per-GPU memory but is not modelled, in document order (key_inventory_api.not_modelled)."""\n'
-        + "    return _api.not_modelled(INVENTORY, fmt, data)\n"
+        + "    return _api.not_modelled(INVENTORY, fmt, data, AS_MODELLED.get(fmt, {}))\n"
     )
     return header + body

@@ -10,6 +10,8 @@ import pytest
 from lsp_session import OVERFLOW, ROOT, example, open_doc
 from lsprotocol import types
 
+from zeromem_lsp.configs import key_inventory
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
@@ -142,7 +144,11 @@ async def test_hover_says_first_when_the_figures_are_approximate(client):
     doc = open_doc(client, "ds_config.json", json.dumps(config, indent=2))
     text = (await hover(doc, '"stage"')).contents.value
     head = text.split("\n\n")[:2]
-    assert head[1].startswith("**Approximate:** `tensor_parallel.autotp_size: 2` is not modelled (")
+    assert head[1].startswith("**Approximate:** `tensor_parallel.autotp_size: 2` is not modelled")
+    assert len(text.splitlines()) <= 15
+    breakdown = await doc.breakdown()
+    why = key_inventory.classify("deepspeed", "tensor_parallel.autotp_size")[2]
+    assert f"`tensor_parallel.autotp_size: 2` is not modelled ({why})" in breakdown
     plain = open_doc(client, "ds_config.json", OVERFLOW)
     assert "Approximate" not in (await hover(plain, '"stage"')).contents.value
 

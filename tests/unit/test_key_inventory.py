@@ -147,5 +147,22 @@ def test_not_modelled_walks_deepspeed_sections():
         "activation_checkpointing": {"partition_activations": False, "cpu_checkpointing": True},
         "sequence_parallel_size": 1, "tensorboard": {"enabled": True}})
     assert _paths(found) == [("zero_optimization", "zero_hpz_partition_size"),
-                             ("zero_optimization", "round_robin_gradients"),
                              ("tensor_parallel", "autotp_size"), ("activation_checkpointing", "cpu_checkpointing")]
+
+
+def test_a_value_the_step_model_assumes_is_not_reported():
+    """classes.AS_MODELLED: flash attention is the activation model's sdpa; eager is not modelled."""
+    assert key_inventory.not_modelled("axolotl", {"attn_implementation": "flash_attention_2"}) == []
+    [(path, value, _)] = key_inventory.not_modelled("axolotl", {"attn_implementation": "eager"})
+    assert path == ("attn_implementation",) and value == "eager"
+    yaml_like = {"fsdp_config": {"fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP", "fsdp_backward_prefetch":
+                                 "BACKWARD_PRE", "fsdp_forward_prefetch": False}}
+    assert key_inventory.not_modelled("accelerate", yaml_like) == []
+    yaml_like["fsdp_config"]["fsdp_auto_wrap_policy"] = "SIZE_BASED_WRAP"
+    assert _paths(key_inventory.not_modelled("accelerate", yaml_like)) == [("fsdp_config", "fsdp_auto_wrap_policy")]
+
+
+def test_save_and_load_time_keys_are_inert():
+    for key in ("zero_optimization.stage3_gather_16bit_weights_on_model_save",
+                "zero_optimization.gather_16bit_weights_on_model_save", "zero_optimization.load_from_fp32_weights"):
+        assert key_inventory.classify("deepspeed", key)[0] == "inert"

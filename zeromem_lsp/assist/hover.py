@@ -132,8 +132,10 @@ def memory_section(plan: MemoryPlan | Unplanned | None, setup: TrainingSetup | N
     verdict = _wrapped(f"**{verdict_line(plan)}**")
     approximate = []
     if plan.approximate:
+        keys = ", ".join(f"`{item.key}: {item.value}`" for item in plan.ignored)
         approximate = ["", *_wrapped("**Approximate:** " + "; ".join(
-            [f"`{item.key}: {item.value}` is not modelled ({item.why})" for item in plan.ignored]
+            ([f"{keys} {'is' if len(plan.ignored) == 1 else 'are'} not modelled (the breakdown says what each does)"]
+             if plan.ignored else [])
             + (["torch DDP is assumed (no deepspeed:, fsdp_config: or Accelerate config names the engine)"]
                if plan.engine_assumed else [])) + ".")]
     table = ["```text", *summary_table(plan), "```"]

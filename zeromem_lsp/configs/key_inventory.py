@@ -9,7 +9,7 @@ transformers: transformers 5.24.0 (training_args.py TrainingArguments)
 accelerate: accelerate 1.16.0 (commands/config/config_args.py, commands/launch.py)
 deepspeed: DeepSpeed 0.19.8 as zeromem mirrors it (zeromem_lsp/configs/deepspeed/facts.py, catalog.py) + benchmarks/recipe_keys/generate.py DEEPSPEED_LOOSE
 
-Counts (modelled / inert / not_modelled): axolotl 38 / 229 / 243; llamafactory 27 / 209 / 116; trl 46 / 234 / 78; transformers 10 / 87 / 17; accelerate 19 / 47 / 20; deepspeed 34 / 90 / 126
+Counts (modelled / inert / not_modelled): axolotl 39 / 237 / 234; llamafactory 27 / 210 / 115; trl 46 / 235 / 77; transformers 10 / 88 / 16; accelerate 20 / 49 / 17; deepspeed 34 / 96 / 120
 """
 
 from __future__ import annotations
@@ -1754,10 +1754,10 @@ INVENTORY = {'accelerate': {'additional_args': ('inert', None, 'SageMaker'),
                                                           None,
                                                           'configs/accelerate.py _deepspeed_setup: offload'),
                 'deepspeed_config.offload_param_nvme_path': ('inert', None, 'a filesystem path or name'),
-                'deepspeed_config.zero3_init_flag': ('not_modelled',
+                'deepspeed_config.zero3_init_flag': ('inert',
                                                      None,
-                                                     'without zero.Init every rank builds the whole model before '
-                                                     'partitioning: a load-time peak of P per GPU'),
+                                                     'zero.Init partitions the parameters while the model is built: '
+                                                     'load time, before the training step whose peak is modelled'),
                 'deepspeed_config.zero3_save_16bit_model': ('inert',
                                                             None,
                                                             'checkpoint saving: written from host memory (or gathered '
@@ -1816,17 +1816,18 @@ INVENTORY = {'accelerate': {'additional_args': ('inert', None, 'SageMaker'),
                 'fsdp_config.fsdp_sync_module_states': ('inert',
                                                         'true',
                                                         "broadcasts rank 0's weights at load, in place"),
-                'fsdp_config.fsdp_transformer_layer_cls_to_wrap': ('not_modelled',
+                'fsdp_config.fsdp_transformer_layer_cls_to_wrap': ('modelled',
                                                                    None,
-                                                                   'which modules form FSDP units: what one all-gather '
-                                                                   'holds'),
+                                                                   'names the decoder-layer class each FSDP unit '
+                                                                   "wraps: the step model's unit is one decoder layer "
+                                                                   '(the wrap policy itself is fsdp_auto_wrap_policy)'),
                 'fsdp_config.fsdp_use_orig_params': ('inert',
                                                      'true',
                                                      'views of the same flat parameters: no bytes of their own'),
                 'fsdp_config.fsdp_version': ('modelled',
                                              '1',
                                              'configs/fsdp.py validate_accelerate_fsdp: FSDP1 / FSDP2'),
-                'gpu_ids': ('not_modelled', None, 'which GPUs this machine uses (their count is num_processes here)'),
+                'gpu_ids': ('inert', None, 'which GPUs this machine uses (their count is num_processes)'),
                 'iam_role_name': ('inert', None, 'SageMaker'),
                 'image_uri': ('inert', None, 'SageMaker'),
                 'machine_rank': ('inert', 0, 'networking / rendezvous / cluster placement'),
@@ -2119,9 +2120,10 @@ INVENTORY = {'accelerate': {'additional_args': ('inert', None, 'SageMaker'),
                                     None,
                                     'the learning-rate schedule / optimizer scalars: numbers, no tensors'),
              'embeddings_skip_upcast': ('not_modelled', None, 'embeddings not upcast to fp32: their bytes'),
-             'eot_tokens': ('not_modelled',
+             'eot_tokens': ('inert',
                             None,
-                            "new tokens grow the vocabulary: embedding and LM head rows, and the loss's T x V tensors"),
+                            'marks end-of-turn tokens for the loss mask; one not yet in the vocabulary adds one '
+                            "embedding row (hidden x bytes): far inside the model's uncertainty"),
              'eps': ('inert', 0.001, 'an optimizer epsilon'),
              'eval_batch_size': ('inert',
                                  None,
@@ -2135,10 +2137,10 @@ INVENTORY = {'accelerate': {'additional_args': ('inert', None, 'SageMaker'),
                                      None,
                                      "evaluation runs under no_grad between training steps: below the training step's "
                                      'peak'),
-             'eval_sample_packing': ('not_modelled',
+             'eval_sample_packing': ('inert',
                                      None,
-                                     'samples packed into rows of the full sequence length: every row holds T tokens '
-                                     '(bfd: padding-free) (evaluation)'),
+                                     "evaluation runs under no_grad between training steps: below the training step's "
+                                     'peak'),
              'eval_sequence_len': ('inert',
                                    None,
                                    "evaluation runs under no_grad between training steps: below the training step's "
@@ -2293,10 +2295,11 @@ INVENTORY = {'accelerate': {'additional_args': ('inert', None, 'SageMaker'),
                                   'caps the memory a device_map places per GPU: layers beyond it go to CPU'),
              'gradient_accumulation_steps': ('modelled', 1, 'configs/recipes.py _accumulation'),
              'gradient_checkpointing': ('modelled', False, 'configs/recipes.py _axolotl: checkpointing'),
-             'gradient_checkpointing_kwargs': ('not_modelled',
+             'gradient_checkpointing_kwargs': ('inert',
                                                None,
-                                               'checkpoint implementation options (use_reentrant, offload): what the '
-                                               'recomputation keeps alive differs'),
+                                               'use_reentrant true or false: torch.utils.checkpoint keeps each '
+                                               "checkpointed layer's input either way (the reentrant variant under "
+                                               'no_grad, the other through saved-tensor hooks): the same bytes'),
              'gradio_max_new_tokens': ('inert', None, 'the Gradio demo, not training'),
              'gradio_server_name': ('inert', None, 'the Gradio demo, not training'),
              'gradio_server_port': ('inert', None, 'the Gradio demo, not training'),
@@ -2528,7 +2531,10 @@ INVENTORY = {'accelerate': {'additional_args': ('inert', None, 'SageMaker'),
                                 None,
                                 'configs/recipes.py (issue 26: its reader is being added) (the alias of '
                                 'revision_of_model, schemas/deprecated.py)'),
-             'model_type': ('not_modelled', None, 'the model class loaded (AutoModelForCausalLM, ...): its head'),
+             'model_type': ('inert',
+                            None,
+                            'the model class axolotl loads (AutoModelForCausalLM, LlamaForCausalLM): the shape and the '
+                            'head come from config.json either way'),
              'moe_bnb_fast': ('not_modelled', None, "bitsandbytes MoE path: the experts' dequantized weights"),
              'moe_dequant_chunk_size': ('not_modelled',
                                         None,
@@ -2743,7 +2749,7 @@ INVENTORY = {'accelerate': {'additional_args': ('inert', None, 'SageMaker'),
                                              'QLoRA weights loaded sharded under FSDP: the load-time peak'),
              'quantization': ('not_modelled', None, "axolotl's quantization config: the base weights' bytes"),
              'quantize_moe_experts': ('not_modelled', False, "the MoE experts quantized: their parameters' bytes"),
-             'ray_num_workers': ('not_modelled', 1, 'Ray train workers: the world size'),
+             'ray_num_workers': ('inert', 1, 'Ray train workers: how many processes (the world size is given apart)'),
              'ray_run_name': ('inert', None, 'a name'),
              'recipe': ('inert', None, 'a recipe name'),
              'reinit_weights': ('inert', None, "random weights instead of the checkpoint's: same shapes"),
@@ -2758,7 +2764,7 @@ INVENTORY = {'accelerate': {'additional_args': ('inert', None, 'SageMaker'),
                                                 None,
                                                 'new tokens grow the vocabulary: embedding and LM head rows, and the '
                                                 "loss's T x V tensors (rounded up to a multiple of 32)"),
-             'resources_per_worker': ('not_modelled', None, 'Ray: GPUs per worker'),
+             'resources_per_worker': ('inert', None, 'Ray: GPUs per worker (one process per GPU)'),
              'resume_from_checkpoint': ('inert', None, 'resumes from a checkpoint of the same run'),
              'revision_of_model': ('modelled', None, 'configs/recipes.py (issue 26: its reader is being added)'),
              'reward_funcs': ('inert', None, 'reward functions computed on the generated text (CPU or a sandbox)'),
@@ -2785,10 +2791,9 @@ INVENTORY = {'accelerate': {'additional_args': ('inert', None, 'SageMaker'),
                                 None,
                                 'the attention kernel: eager keeps b x heads x T x T scores for backward, sdpa / flash '
                                 'do not'),
-             'sample_packing': ('not_modelled',
+             'sample_packing': ('modelled',
                                 None,
-                                'samples packed into rows of the full sequence length: every row holds T tokens (bfd: '
-                                'padding-free)'),
+                                'the peak assumes every row holds sequence_len tokens, which packing makes true'),
              'sample_packing_bin_size': ('not_modelled',
                                          200,
                                          'samples packed into rows of the full sequence length: every row holds T '
@@ -2876,10 +2881,11 @@ INVENTORY = {'accelerate': {'additional_args': ('inert', None, 'SageMaker'),
                                       False,
                                       'dataset loading and preprocessing (host side); the rows reach the GPU as the '
                                       'micro-batch'),
-             'special_tokens': ('not_modelled',
+             'special_tokens': ('inert',
                                 None,
-                                "new tokens grow the vocabulary: embedding and LM head rows, and the loss's T x V "
-                                'tensors'),
+                                "names the tokenizer's special tokens (pad, eos, ...); one not yet in the vocabulary "
+                                "adds one embedding and one head row (hidden x bytes each): far inside the model's "
+                                'uncertainty'),
              'spectrum_model_name': ('not_modelled', None, "Spectrum's layer scores: which layers train"),
              'spectrum_top_fraction': ('not_modelled',
                                        0.5,
@@ -2985,7 +2991,7 @@ INVENTORY = {'accelerate': {'additional_args': ('inert', None, 'SageMaker'),
              'use_pose': ('not_modelled',
                           None,
                           "PoSE: positions skipped to reach a longer context than the rows' length"),
-             'use_ray': ('not_modelled', False, 'Ray train workers: one process per GPU as set by ray_num_workers'),
+             'use_ray': ('inert', False, 'Ray train workers: one process per GPU, the same step on each'),
              'use_scattermoe': ('not_modelled', None, "scatter-MoE kernels: the experts' grouped activations"),
              'use_sonicmoe': ('not_modelled', None, "SonicMoE kernels: the experts' grouped activations"),
              'use_swanlab': ('inert', True, 'logging / experiment tracking: host-side records'),
@@ -3375,13 +3381,15 @@ INVENTORY = {'accelerate': {'additional_args': ('inert', None, 'SageMaker'),
                'zero_optimization.cpu_offload_use_pin_memory': ('inert',
                                                                 None,
                                                                 "pinned host memory: host side, not the GPU's"),
-               'zero_optimization.elastic_checkpoint': ('not_modelled',
+               'zero_optimization.elastic_checkpoint': ('inert',
                                                         False,
-                                                        'elastic checkpoints: the state gathered at save'),
+                                                        'checkpoint saving: written from host memory (or gathered to '
+                                                        'CPU) between steps'),
                'zero_optimization.enable_sanity_checks': ('inert', False, 'checks'),
-               'zero_optimization.gather_16bit_weights_on_model_save': ('not_modelled',
+               'zero_optimization.gather_16bit_weights_on_model_save': ('inert',
                                                                         False,
-                                                                        'ZeRO-3 save: the whole 16-bit model gathered'),
+                                                                        'checkpoint saving: written from host memory '
+                                                                        '(or gathered to CPU) between steps'),
                'zero_optimization.ignore_unused_parameters': ('inert', True, 'unused parameters allowed'),
                'zero_optimization.leaf_module': ('not_modelled', None, 'ZeRO-3 leaf modules: gathered whole'),
                'zero_optimization.leaf_module.classes': ('not_modelled',
@@ -3394,9 +3402,7 @@ INVENTORY = {'accelerate': {'additional_args': ('inert', None, 'SageMaker'),
                                                                'ZeRO-3 leaf modules: gathered whole'),
                'zero_optimization.leaf_module.names': ('not_modelled', [], 'ZeRO-3 leaf modules: gathered whole'),
                'zero_optimization.legacy_stage1': ('not_modelled', False, 'the old ZeRO-1 implementation: its buffers'),
-               'zero_optimization.load_from_fp32_weights': ('not_modelled',
-                                                            True,
-                                                            'loads the fp32 master weights at resume'),
+               'zero_optimization.load_from_fp32_weights': ('inert', True, 'resuming from a checkpoint: load time'),
                'zero_optimization.log_trace_cache_warnings': ('inert',
                                                               False,
                                                               'logging / experiment tracking: host-side records'),
@@ -3488,9 +3494,10 @@ INVENTORY = {'accelerate': {'additional_args': ('inert', None, 'SageMaker'),
                                                     True,
                                                     'ZeRO-1/2: reduce-scatter vs all-reduce of gradients (all-reduce '
                                                     'keeps whole gradients)'),
-               'zero_optimization.round_robin_gradients': ('not_modelled',
+               'zero_optimization.round_robin_gradients': ('inert',
                                                            False,
-                                                           'ZeRO-2 gradient partition order: the reduce buffers'),
+                                                           'the order gradient partitions are copied to the host under '
+                                                           'offload (parallelism of the copy): no buffer of its own'),
                'zero_optimization.save_muon_momentum_buffer_in_memory': ('not_modelled',
                                                                          False,
                                                                          "Muon's momentum buffer kept whole in memory"),
@@ -3498,15 +3505,16 @@ INVENTORY = {'accelerate': {'additional_args': ('inert', None, 'SageMaker'),
                'zero_optimization.stage3_allgather_sequential': ('inert',
                                                                  False,
                                                                  'ZeRO-3: all-gathers one after another'),
-               'zero_optimization.stage3_gather_16bit_weights_on_model_save': ('not_modelled',
+               'zero_optimization.stage3_gather_16bit_weights_on_model_save': ('inert',
                                                                                False,
-                                                                               'ZeRO-3 save: the whole 16-bit model '
-                                                                               'gathered (layer by layer) at save '
-                                                                               'time'),
-               'zero_optimization.stage3_gather_fp16_weights_on_model_save': ('not_modelled',
+                                                                               'checkpoint saving: written from host '
+                                                                               'memory (or gathered to CPU) between '
+                                                                               'steps'),
+               'zero_optimization.stage3_gather_fp16_weights_on_model_save': ('inert',
                                                                               False,
-                                                                              'ZeRO-3 save: the whole 16-bit model '
-                                                                              'gathered'),
+                                                                              'checkpoint saving: written from host '
+                                                                              'memory (or gathered to CPU) between '
+                                                                              'steps'),
                'zero_optimization.stage3_max_live_parameters': ('modelled',
                                                                 1000000000,
                                                                 'configs/workload.py ZERO_BUFFER_KEYS -> '
@@ -3874,11 +3882,12 @@ INVENTORY = {'accelerate': {'additional_args': ('inert', None, 'SageMaker'),
                                              None,
                                              "Transformers' flag (LLaMA-Factory turns checkpointing on unless "
                                              'disable_gradient_checkpointing; zeromem reads that)'),
-                  'gradient_checkpointing_kwargs': ('not_modelled',
+                  'gradient_checkpointing_kwargs': ('inert',
                                                     None,
-                                                    'checkpoint implementation options (use_reentrant): what the '
-                                                    'recomputation keeps alive differs; zeromem models one '
-                                                    'checkpointing'),
+                                                    'use_reentrant true or false: torch.utils.checkpoint keeps each '
+                                                    "checkpointed layer's input either way (the reentrant variant "
+                                                    'under no_grad, the other through saved-tensor hooks): the same '
+                                                    'bytes'),
                   'greater_is_better': ('inert', None, 'best-checkpoint selection'),
                   'hf_hub_token': ('inert', None, 'the Hugging Face hub (upload, tokens, revisions of what is pushed)'),
                   'hub_always_push': ('inert',
@@ -4381,11 +4390,12 @@ INVENTORY = {'accelerate': {'additional_args': ('inert', None, 'SageMaker'),
                   'gradient_checkpointing': ('modelled',
                                              None,
                                              'configs/workload.py hf_arguments_workload: checkpointing'),
-                  'gradient_checkpointing_kwargs': ('not_modelled',
+                  'gradient_checkpointing_kwargs': ('inert',
                                                     None,
-                                                    'checkpoint implementation options (use_reentrant): what the '
-                                                    'recomputation keeps alive differs; zeromem models one '
-                                                    'checkpointing'),
+                                                    'use_reentrant true or false: torch.utils.checkpoint keeps each '
+                                                    "checkpointed layer's input either way (the reentrant variant "
+                                                    'under no_grad, the other through saved-tensor hooks): the same '
+                                                    'bytes'),
                   'greater_is_better': ('inert', None, 'best-checkpoint selection'),
                   'hub_always_push': ('inert',
                                       False,
@@ -4767,10 +4777,11 @@ INVENTORY = {'accelerate': {'additional_args': ('inert', None, 'SageMaker'),
          'generation_kwargs': ('not_modelled', None, "generation options (num_beams...): the KV cache's rows"),
          'gradient_accumulation_steps': ('modelled', 1, 'configs/recipes.py _accumulation'),
          'gradient_checkpointing': ('modelled', True, 'configs/recipes.py _trl: checkpointing'),
-         'gradient_checkpointing_kwargs': ('not_modelled',
+         'gradient_checkpointing_kwargs': ('inert',
                                            None,
-                                           'checkpoint implementation options (use_reentrant): what the recomputation '
-                                           'keeps alive differs; zeromem models one checkpointing'),
+                                           'use_reentrant true or false: torch.utils.checkpoint keeps each '
+                                           "checkpointed layer's input either way (the reentrant variant under "
+                                           'no_grad, the other through saved-tensor hooks): the same bytes'),
          'greater_is_better': ('inert', None, 'best-checkpoint selection'),
          'heartbeat_stale_after_s': ('inert', 300.0, 'networking / rendezvous / cluster placement'),
          'hub_always_push': ('inert', False, 'the Hugging Face hub (upload, tokens, revisions of what is pushed)'),
@@ -5221,6 +5232,17 @@ INVENTORY = {'accelerate': {'additional_args': ('inert', None, 'SageMaker'),
          'weight_sync_steps': ('inert', 1, 'how often weights are sent to the generation server'),
          'weight_sync_timeout': ('inert', 1800, 'networking / rendezvous / cluster placement')}}
 
+#: format -> key -> the values of a not-modelled key that the step model assumes (classes.AS_MODELLED)
+AS_MODELLED = {'accelerate': {'fsdp_config.fsdp_auto_wrap_policy': ['TRANSFORMER_BASED_WRAP', 'transformer_based_wrap'],
+                'fsdp_config.fsdp_backward_prefetch': ['BACKWARD_PRE', 'backward_pre'],
+                'fsdp_config.fsdp_forward_prefetch': [False, 'false']},
+ 'axolotl': {'attn_implementation': ['sdpa', 'flash_attention_2', 'flash_attention_3'],
+             'flash_attention': [True],
+             'fsdp': [['full_shard', 'auto_wrap'], ['auto_wrap', 'full_shard'], 'full_shard auto_wrap'],
+             'sdp_attention': [True]},
+ 'llamafactory': {'quantization_method': ['bnb', 'bitsandbytes']},
+ 'trl': {'attn_implementation': ['sdpa', 'flash_attention_2', 'flash_attention_3']}}
+
 
 
 def classify(fmt: str, key: str) -> tuple[str, object, str] | None:
@@ -5231,4 +5253,4 @@ def classify(fmt: str, key: str) -> tuple[str, object, str] | None:
 def not_modelled(fmt: str, data: dict) -> list[tuple[tuple[str, ...], object, str]]:
     """(key path, value, why) of each key set in `data` to a value other than its default that affects
     per-GPU memory but is not modelled, in document order (key_inventory_api.not_modelled)."""
-    return _api.not_modelled(INVENTORY, fmt, data)
+    return _api.not_modelled(INVENTORY, fmt, data, AS_MODELLED.get(fmt, {}))

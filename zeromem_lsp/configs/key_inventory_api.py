@@ -39,9 +39,11 @@ def is_set(key: str, value: object, default: object) -> bool:
                 and not isinstance(value, bool))
 
 
-def not_modelled(inventory: dict[str, dict[str, Entry]], fmt: str,
-                 data: dict) -> list[tuple[tuple[str, ...], object, str]]:
+def not_modelled(inventory: dict[str, dict[str, Entry]], fmt: str, data: dict,
+                 assumed: dict[str, list] | None = None) -> list[tuple[tuple[str, ...], object, str]]:
+    """`assumed`: key -> the values of a not-modelled key that the step model assumes (not reported)."""
     table = inventory.get(fmt, {})
+    assumed = assumed or {}
     parents = _PARENTS.get(id(table))
     if parents is None:
         parents = _PARENTS[id(table)] = _parents(table)
@@ -57,7 +59,9 @@ def not_modelled(inventory: dict[str, dict[str, Entry]], fmt: str,
                 walk(value, here)
                 continue
             entry = table.get(dotted)
-            if entry is not None and entry[0] == "not_modelled" and is_set(dotted, value, entry[1]):
+            if entry is not None and entry[0] == "not_modelled" and is_set(dotted, value, entry[1]) and not any(
+                    value == known and isinstance(value, bool) == isinstance(known, bool)
+                    for known in assumed.get(dotted, ())):
                 out.append((here, value, entry[2]))
 
     if isinstance(data, dict):
