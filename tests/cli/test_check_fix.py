@@ -120,7 +120,7 @@ def test_a_fix_that_would_break_the_syntax_is_not_written(tmp_path):
 def test_safe_fixes_are_the_renames_the_issue_names():
     safe = {code for code, rule in RULES.items() if rule.safe_fix}
     # misspelt keys in strict sections; deprecated and legacy key renames
-    assert safe == {"ZM201", "ZM307", "ZM208", "ZM251", "ZM351", "ZM310", "ZM353"}  # ZM310/353: recipe key renames
+    assert safe == {"ZM201", "ZM307", "ZM208", "ZM251", "ZM351", "ZM310", "ZM353", "ZM357"}  # ZM310/353/357: recipe key renames
     assert not {"ZM101", "ZM102", "ZM106", "ZM206", "ZM255", "ZM305", "ZM352"} & safe  # change the run
     assert is_safe(Finding("ZM201", "error", "", 0, 0)) and not is_safe(Finding("ZM101", "error", "", 0, 0))
 

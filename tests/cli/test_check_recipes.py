@@ -212,8 +212,9 @@ def test_misspelled_keys_are_refused_by_llamafactory_and_trl_and_warned_for_axol
     (refused,) = [item for item in findings(str(factory)) if item["code"] == "ZM310"]
     assert refused["severity"] == "error" and "did you mean cutoff_len?" in refused["message"]
     assert refused["range"]["start"] == {"line": 2, "character": 0}
-    (refused,) = [item for item in findings(str(trl)) if item["code"] == "ZM310"]
-    assert "max_seq_length" in refused["message"] or "max_length" in refused["message"]
+    (warned,) = [item for item in findings(str(trl)) if item["code"] == "ZM357"]  # the script may declare it
+    assert warned["severity"] == "warning"
+    assert "max_seq_length" in warned["message"] or "max_length" in warned["message"]
     (ignored,) = [item for item in findings(str(axolotl)) if item["code"] == "ZM353"]  # not the plugin's key
     assert ignored["severity"] == "warning" and "micro_batch_size" in ignored["message"]
     assert ignored["range"]["start"]["line"] == 1
@@ -413,3 +414,44 @@ def test_a_qlora_recipe_with_fsdp_cpu_offload_has_the_frozen_base_peak(tmp_path,
         assert phase.peak == sum(held.values())
     assert dict(step.phases["backward"].parts)["activations"] == plan.peak.lora_activations.total
     assert step.total == step.held.peak + step.reserved
+
+
+def test_a_safe_fix_never_renames_a_key_another_reader_knows_or_onto_a_key_already_set(tmp_path, monkeypatch):
+    """Issue 26: axolotl's expert-parallel example names `expert_parallel_size` (a key of its bundled
+    expert_parallel plugin, listed in `plugins:`); `check --fix` renamed it to context_parallel_size. A plugin's key
+    is known; a near miss of a key that is already set, or a key another tool reads, is reported but not renamed."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    text = ("base_model: Qwen/Qwen3-30B-A3B\nplugins:\n  - axolotl.integrations.expert_parallel.ExpertParallelPlugin\n"
+            "expert_parallel_size: 4\nmicro_batch_size: 1\n")
+    recipe = write(tmp_path, "ep.yml", text)
+    done = run_zeromem("check", "--fix", "--unsafe-fixes", str(recipe))
+    assert done.returncode in (0, 1) and recipe.read_text() == text
+    assert not [item for item in findings(str(recipe)) if item["code"] in ("ZM353", "ZM310")]
+    shadow = "base_model: org/m\nmicro_batch_size: 2\nmicro_batchsize: 4\n"  # the new name is set: no rename
+    recipe = write(tmp_path, "shadow.yml", shadow)
+    (warned,) = [item for item in findings(str(recipe)) if item["code"] == "ZM353"]
+    assert "not renamed: micro_batch_size is already set" in warned["message"] and not warned.get("fixes")
+    run_zeromem("check", "--fix", str(recipe))
+    assert recipe.read_text() == shadow
+    other = "model_name_or_path: Qwen/Qwen3-4B\nfinetuning_type: lora\nsequence_len: 2048\n"  # axolotl's key
+    recipe = write(tmp_path, "lf.yaml", other)
+    run_zeromem("check", "--fix", str(recipe))
+    assert recipe.read_text() == other
+    misspelt = write(tmp_path, "typo.yml", "base_model: org/m\nmicro_batchsize: 4\n")  # still fixed
+    run_zeromem("check", "--fix", str(misspelt))
+    assert misspelt.read_text() == "base_model: org/m\nmicro_batch_size: 4\n"
+
+
+def test_a_trl_script_key_is_a_warning_with_the_nearest_key(tmp_path, monkeypatch):
+    """open-r1's GRPO recipes set keys its own GRPOScriptArguments declare (known now); a key no class declares
+    is a ZM357 warning, never an error: the script might declare it."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    text = ("model_name_or_path: Qwen/Qwen2.5-1.5B\nnum_generations: 8\ndataset_prompt_column: problem\n"
+            "system_prompt: be brief\nmy_script_flag: 3\n")
+    recipe = write(tmp_path, "grpo.yaml", text)
+    found = findings(str(recipe))
+    assert [item["code"] for item in found if item["code"] in ("ZM310", "ZM357")] == ["ZM357"]
+    (warned,) = [item for item in found if item["code"] == "ZM357"]
+    assert warned["severity"] == "warning" and "my_script_flag" in warned["message"]
+    done = run_zeromem("check", "-q", str(recipe))
+    assert done.returncode == 0  # warnings only

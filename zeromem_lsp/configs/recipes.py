@@ -32,7 +32,8 @@ AXOLOTL_MARKERS = frozenset({"base_model", "sequence_len", "micro_batch_size", "
 LLAMAFACTORY_MARKERS = frozenset({"finetuning_type", "cutoff_len", "lora_target", "quantization_bit", "template",
                                   "stage", "dataset_dir", "disable_gradient_checkpointing"})
 TRL_MARKERS = frozenset({"use_peft", "max_seq_length", "max_length", "dataset_name", "dataset_mixture",
-                         "torch_dtype", "dtype", "lora_r", "load_in_4bit", "per_device_train_batch_size"})
+                         "torch_dtype", "dtype", "lora_r", "load_in_4bit", "per_device_train_batch_size",
+                         "num_generations", "max_completion_length", "reward_funcs", "use_vllm"})  # + GRPO's own
 
 #: Keys of older Transformers / TRL / handbook releases that the tools' pinned ranges still accept
 #: (LLaMA-Factory pins transformers>=4.55,<=5.8; the handbook pins trl>=0.19.1, transformers>=4.53.3).
@@ -152,7 +153,25 @@ def _positive(data: dict, keys: tuple[str, ...], default: int, tool: str, out: l
     return Given(default, f"{keys[0]} absent: {tool}'s default")
 
 
+def every_reader_key() -> frozenset[str]:
+    """Every key any recipe tool reads (all three tools, axolotl's bundled plugins, every TRL trainer's and the
+    scripts' own, the older spellings): a key in here is never renamed by a safe fix."""
+    return (recipe_keys.AXOLOTL_KEYS | recipe_keys.LLAMAFACTORY_KEYS | recipe_keys.TRL_KEYS | recipe_keys.HANDBOOK_KEYS
+            | frozenset(OLDER_KEYS))
+
+
+def _rename(key: str, guess: str | None, data: dict) -> str | None:
+    """The rename a fix may make without changing what runs: the old key is known to no reader (a plugin's or another
+    tool's key is not a misspelling), and the new one is not set already (the fix would shadow it)."""
+    if guess is None or key in every_reader_key() or guess in data:
+        return None
+    return guess
+
+
 def _unknown_keys(tool: Tool, data: dict) -> list[ConfigIssue]:
+    """Keys the tool does not declare: an error where its parser certainly refuses the file (LLaMA-Factory's
+    HfArgumentParser); a warning for TRL recipes, whose scripts extend TRL's classes with fields of their own (TrlParser
+    accepts whatever the script declares); for axolotl, which drops unknown keys, only a likely misspelling."""
     known = known_keys(tool)
     out = []
     for key in data:
@@ -163,17 +182,26 @@ def _unknown_keys(tool: Tool, data: dict) -> list[ConfigIssue]:
                               f"{TOOL_NAMES[tool]} refuses unknown keys, including zeromem: give the settings on the "
                               "command line or in pyproject.toml [tool.zeromem]"))
             continue
-        guess = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.8)
-        hint = f"; did you mean {guess[0]}?" if guess else ""
+        guess = next(iter(difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.8)), None)
+        hint = f"; did you mean {guess}?" if guess else ""
+        rename = _rename(key, guess, data)
+        if guess and rename is None:
+            hint += (f" (not renamed: {guess} is already set)" if guess in data
+                     else " (not renamed: another tool or plugin reads this key)")
         if tool == "axolotl":
-            if guess:  # axolotl drops unknown keys (a plugin's only when it is not listed), so only near misses
+            if guess:  # axolotl drops unknown keys; a bundled plugin's keys are known (recipe_keys)
                 out.append(_issue("ignored_key", (key,), "key",
-                                  f"axolotl ignores the unknown key {key!r} and runs with its default{hint}", guess[0]))
+                                  f"axolotl ignores the unknown key {key!r} and runs with its default{hint}", rename))
             continue
-        refuser = "HfArgumentParser" if tool == "llamafactory" else "TrlParser"
+        if tool == "trl":
+            out.append(_issue("unknown_script_key", (key,), "key",
+                              f"TRL's config classes do not declare {key!r}: the training script must (TrlParser "
+                              f"accepts what the script's own dataclasses declare), else it stops at launch{hint}",
+                              rename))
+            continue
         out.append(_issue("unknown_key", (key,), "key",
-                          f"{TOOL_NAMES[tool]} refuses the recipe ({refuser}: unknown key {key!r}){hint}",
-                          guess[0] if guess else None))
+                          f"{TOOL_NAMES[tool]} refuses the recipe (HfArgumentParser: unknown key {key!r}){hint}",
+                          rename))
     return out
 
 

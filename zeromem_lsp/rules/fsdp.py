@@ -86,6 +86,7 @@ FIXERS = {
     "accelerate.unknown_key": _rename,
     "recipe.unknown_key": _rename,
     "recipe.ignored_key": _rename,
+    "recipe.unknown_script_key": _rename,
     "fsdp.deprecated_key": _rename,
     "fsdp.ignored_setting": _rename,
     "accelerate.ignored_setting": _rename,

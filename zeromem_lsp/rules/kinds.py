@@ -42,6 +42,7 @@ KIND_RULES: dict[str, Rule] = {
     "accelerate.deepspeed_file_conflict": rule("ZM309"),
     "accelerate.ignored_setting": rule("ZM352"),
     "recipe.unknown_key": rule("ZM310"),
+    "recipe.unknown_script_key": rule("ZM357"),
     "recipe.missing_file": rule("ZM311"),
     "recipe.invalid_value": rule("ZM104"),
     "recipe.ignored_key": rule("ZM353"),

@@ -381,10 +381,11 @@ RULES: dict[str, Rule] = _rules(
     ),
     Rule(
         "ZM310", "unknown-recipe-key", "error",
-        "A LLaMA-Factory or TRL recipe has a key its argument parser does not know (names are generated from "
-        "the tools' own fields; older spellings their pinned versions accept are known).",
-        "LLaMA-Factory parses recipes with HfArgumentParser(allow_extra_keys=False) and TRL with TrlParser, which "
-        "fails on unknown arguments: the run stops before training starts.",
+        "A LLaMA-Factory recipe has a key its argument parser does not know (names are generated from the tool's "
+        "own fields; older spellings its pinned versions accept are known). The quick fix renames it only when no "
+        "other tool or plugin reads the key and the new name is not set already.",
+        "LLaMA-Factory parses recipes with HfArgumentParser(allow_extra_keys=False): the run stops before training "
+        "starts.",
         "model_name_or_path: Qwen/Qwen3-4B\nfinetuning_type: lora\ncutof_len: 2048",
         "model_name_or_path: Qwen/Qwen3-4B\nfinetuning_type: lora\ncutoff_len: 2048",
         safe_fix=True,
@@ -437,11 +438,25 @@ RULES: dict[str, Rule] = _rules(
     ),
     Rule(
         "ZM353", "ignored-recipe-key", "warning",
-        "An axolotl recipe has an unknown key close to one axolotl reads (a likely misspelling).",
+        "An axolotl recipe has an unknown key close to one axolotl reads (a likely misspelling). Keys of axolotl's "
+        "bundled plugins are known; the fix renames only when no other tool reads the key and the new name is "
+        "not set already.",
         "axolotl's config models drop unknown keys without a word (pydantic's default extra='ignore'), so the "
         "run uses the default instead of what the recipe says.",
         "base_model: NousResearch/Llama-3.2-1B\nmicro_batchsize: 4",
         "base_model: NousResearch/Llama-3.2-1B\nmicro_batch_size: 4",
+        safe_fix=True,
+    ),
+    Rule(
+        "ZM357", "unknown-trl-recipe-key", "warning",
+        "A TRL / alignment-handbook / open-r1 recipe has a key that none of TRL's config classes, Transformers' "
+        "TrainingArguments or those projects' script classes declare; the nearest known key is suggested, and "
+        "renamed by the fix only when no other tool reads the key and the new name is not set already.",
+        "TrlParser fails on arguments no dataclass of the script declares, but each training script may add its "
+        "own (open-r1's GRPOScriptArguments adds dataset_prompt_column): only the script knows, so this is a "
+        "warning, not an error.",
+        "model_name_or_path: Qwen/Qwen3-4B\nuse_peft: true\nlora_rnak: 16",
+        "model_name_or_path: Qwen/Qwen3-4B\nuse_peft: true\nlora_r: 16",
         safe_fix=True,
     ),
     Rule(
