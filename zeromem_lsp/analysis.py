@@ -67,13 +67,14 @@ class Analysis:
         return self.document.lines if self.document is not None else LineIndex(self.text)
 
 
-def _model_text(loader: Loader | None, name: str) -> tuple[str | None, str, str]:
-    """(text, where it was found, why not): a project FileLoader also finds model directories and hub ids."""
+def _model_text(loader: Loader | None, name: str, revision: str | None = None) -> tuple[str | None, str, str]:
+    """(text, where it was found, why not): a project FileLoader also finds model directories and hub ids (at
+    `revision`)."""
     if loader is None:
         return None, name, "no file access in this front end"
     find = getattr(loader, "model_config", None)
     if find is not None:
-        source = find(name)
+        source = find(name, revision) if revision else find(name)
         return source.text, source.shown, source.why
     text = loader(name)
     if text is not None:
@@ -101,7 +102,7 @@ def resolve_parameters(resolved: Resolved, loader: Loader | None) -> tuple[Resol
     from zeromem_lsp.configs.model_config import UnsupportedModel, count_parameters_from_text
 
     cleared = Resolved(settings.model_copy(update={"parameters": None}), resolved.origins)
-    text, path, reason = _model_text(loader, wanted.from_config)
+    text, path, reason = _model_text(loader, wanted.from_config, getattr(wanted, "revision", None))
     if text is None:
         problem = f"{_model_key(resolved)}: cannot read {wanted.from_config!r} ({reason})"
         return cleared, None, problem, ModelRead(shape_problem=problem)

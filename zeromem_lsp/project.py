@@ -79,7 +79,7 @@ class ProjectSettings(NamedTuple):
         absolute = (self.source.parent / wanted.from_config).resolve()
         if not absolute.exists() and is_repo_id(wanted.from_config):
             return settings  # a hub id, looked up in the Hugging Face cache
-        return settings.model_copy(update={"parameters": ParametersFromConfig(from_config=str(absolute))})
+        return settings.model_copy(update={"parameters": ParametersFromConfig(str(absolute), wanted.revision)})
 
 
 def _normalise(table: dict) -> dict:
@@ -195,8 +195,8 @@ class FileLoader(NamedTuple):
     def why_unreadable(self, name: str) -> str:
         return read_small_text(self.folder / name)[1] or "file not found"
 
-    def model_config(self, name: str) -> ModelSource:
-        return find_model_config(name, self.folder)
+    def model_config(self, name: str, revision: str | None = None) -> ModelSource:
+        return find_model_config(name, self.folder, revision=revision)
 
     def launch_file(self, name: str) -> tuple[str | None, str, str]:
         """(text, path found, where it was looked for) for a path a recipe names: the tools open it from the

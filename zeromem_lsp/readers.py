@@ -234,11 +234,14 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
     from zeromem_lsp.configs.recipes import read_recipe as read
     from zeromem_lsp.configs.settings import ParametersFromConfig, ZeromemSettings
 
-    issues, recipe = read(tool, data)
+    folder = getattr(loader, "folder", None)  # where the recipe is: its folder may name its trainer
+    issues, recipe = read(tool, data, tuple(folder.parts[-3:]) if folder is not None else ())
     setup, workload, missing, ignored = None, Workload(), "", ignored_keys(tool, data)
+    ignored += tuple(Ignored(".".join(path), value, why, path) for path, value, why in recipe.unread)
     values, origins = {}, {}
     if recipe.model is not None and isinstance(recipe.model.value, str):
-        values["parameters"] = ParametersFromConfig(from_config=recipe.model.value)
+        revision = recipe.revision.value if recipe.revision is not None else None
+        values["parameters"] = ParametersFromConfig(recipe.model.value, revision)
         origins["parameters"] = recipe.model.origin
     if recipe.deepspeed is not None:
         setup, workload, missing, in_file = _recipe_deepspeed(recipe, loader, issues)

@@ -163,7 +163,9 @@ def test_the_zephyr_dpo_recipe_names_its_trainer_and_gets_a_reference(tmp_path, 
     done = run_zeromem("estimate", "-v", "--config", str(recipe), "-R", "8", "--format", "json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
-    assert data["peak_inputs"]["trainer"] == {"value": "dpo", "from": "beta: a DPOConfig key (TRL DPOTrainer)"}
+    # beta is DPO's, ORPO's and CPO's: the handbook's recipes/zephyr-7b-beta/dpo/ folder says which
+    assert data["peak_inputs"]["trainer"] == {"value": "dpo", "from": "beta (a preference key) in a recipe folder "
+                                                                       "named dpo/: TRL DPOTrainer"}
     assert data["peak_inputs"]["micro_batch"]["value"] == 8
     assert all(found["parts"]["reference model"] > 0 for found in data["phases"].values())
     flagged = json.loads(run_zeromem("estimate", "-v", "--config", str(recipe), "-R", "8", "--format", "json",

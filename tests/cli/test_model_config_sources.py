@@ -120,3 +120,31 @@ def test_from_config_takes_a_directory_or_its_file(tmp_path, name):
     done = run_zeromem("check", "--format", "json", str(config))
     [hit] = [f for f in json.loads(done.stdout)["findings"] if f["code"] == "ZM101"]
     assert f"({zero2_bytes(GEMMA3_4B_PARAMETERS):,} B)" in hit["message"]
+
+
+def test_a_recipes_model_revision_is_read_from_the_cache_at_that_revision(tmp_path, monkeypatch):
+    """Issue 26: `model_revision` (a branch, tag or commit hash) picks the snapshot, as huggingface_hub's
+    try_to_load_from_cache does; a revision the cache lacks names the snapshot looked for and the refs there are."""
+    repo = tmp_path / "hub" / "models--org--m"
+    shapes = {"a" * 40: 2, "b" * 40: 4, "c" * 40: 8}  # layers per snapshot
+    for commit, layers in shapes.items():
+        (repo / "snapshots" / commit).mkdir(parents=True)
+        (repo / "snapshots" / commit / "config.json").write_text(json.dumps({
+            "model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4,
+            "num_hidden_layers": layers, "vocab_size": 1000}))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("a" * 40)
+    (repo / "refs" / "v2").write_text("b" * 40)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    counts = {}
+    for revision in (None, "v2", "c" * 40):
+        text = "model_name_or_path: org/m\nuse_peft: false\n" + (f"model_revision: {revision}\n" if revision else "")
+        (tmp_path / "r.yaml").write_text(text)
+        done = run_zeromem("estimate", "--config", str(tmp_path / "r.yaml"), "-R", "1", "--format", "json")
+        assert done.returncode == 0, done.stderr
+        counts[revision] = json.loads(done.stdout)["inputs"]["parameters"]
+    assert counts[None] < counts["v2"] < counts["c" * 40]
+    (tmp_path / "r.yaml").write_text("model_name_or_path: org/m\nuse_peft: false\nmodel_revision: v9\n")
+    done = run_zeromem("check", "--format", "json", "-q", str(tmp_path / "r.yaml"))
+    (unread,) = [item for item in json.loads(done.stdout)["findings"] if item["code"] == "ZM108"]
+    assert "no snapshot of revision v9; refs in the cache: main, v2" in unread["message"]

@@ -42,7 +42,9 @@ def test_llamafactory_stage_and_pref_loss(data, trainer, key):
 
 @pytest.mark.parametrize("data, trainer, key", [
     ({"beta": 0.01, "max_prompt_length": 512}, "dpo", "precompute_ref_log_probs"),
-    ({"beta": 0.01}, "dpo", "beta"), ({"desirable_weight": 1.0, "beta": 0.1}, "kto", "desirable_weight"),
+    ({"beta": 0.01}, None, None), ({"desirable_weight": 1.0, "beta": 0.1}, "kto", "desirable_weight"),
+    ({"cpo_alpha": 1.0, "beta": 0.1}, "cpo", "cpo_alpha"),
+    ({"simpo_gamma": 0.5, "loss_type": "simpo", "beta": 2.0}, "simpo", "simpo_gamma"),
     ({"max_length": 1024}, None, None)])
 def test_trl_recipes_by_their_config_class(data, trainer, key):
     if key == "precompute_ref_log_probs":
@@ -84,3 +86,42 @@ def test_axolotl_rl_beta_is_grpos_beta_when_trl_beta_is_not_set():
     assert (setup.generation["beta"].value, setup.generation["beta"].path) == (0.5, ("rl_beta",))
     _, setup = read_recipe("axolotl", {"base_model": "m", "rl": "grpo", "rl_beta": 0.5, "trl": {"beta": 0.0}})
     assert (setup.generation["beta"].value, setup.generation["beta"].path) == (0.0, ("trl", "beta"))
+
+
+def test_keys_dpo_orpo_and_cpo_share_name_no_trainer_but_are_named_as_not_modelled():
+    """Issue 26: an ORPO recipe sets `beta` and `max_prompt_length` (ORPOConfig's too) and was priced as DPO. Alone they
+    name no trainer: the reading says so (unread), unless the recipe's folder names its trainer (the handbook's
+    recipes/<model>/orpo/, dpo/)."""
+    _, setup = read_recipe("trl", {"model_name_or_path": "m", "beta": 0.1, "max_prompt_length": 512})
+    assert setup.trainer is None
+    [(path, value, why)] = setup.unread
+    assert path == ("beta",) and value == 0.1 and "DPO, ORPO and CPO" in why
+    for folder, trainer in (("orpo", "orpo"), ("dpo", "dpo")):
+        _, setup = read_recipe("trl", {"model_name_or_path": "m", "beta": 0.1}, ("recipes", "zephyr", folder))
+        assert setup.trainer.value == trainer and f"folder named {folder}/" in setup.trainer.note and not setup.unread
+
+
+def test_grpo_sequence_is_prompt_plus_completion_from_max_prompt_length():
+    """open-r1's GRPO recipes bound the prompt (max_prompt_length, an older GRPOConfig key) and the completion; with
+    no max_length the step's sequence is their sum, credited to max_prompt_length."""
+    _, setup = read_recipe("trl", {"model_name_or_path": "m", "num_generations": 8, "max_prompt_length": 512,
+                                   "max_completion_length": 1024})
+    assert (setup.sequence_length.value, setup.sequence_length.path) == (1536, ("max_prompt_length",))
+    _, setup = read_recipe("trl", {"model_name_or_path": "m", "num_generations": 8, "max_prompt_length": 512})
+    assert setup.sequence_length.value == 512 + 512 and "TRL's default" in setup.sequence_length.note
+    _, setup = read_recipe("trl", {"model_name_or_path": "m", "num_generations": 8, "max_prompt_length": 512,
+                                   "max_length": 4096})
+    assert setup.sequence_length.value == 4096  # written: as written
+
+
+def test_pure_bf16_trains_in_bf16_without_an_fp32_copy():
+    _, setup = read_recipe("llamafactory", {"model_name_or_path": "m", "finetuning_type": "full", "pure_bf16": True})
+    assert (setup.dtype.value, setup.dtype.path) == ("bf16", ("pure_bf16",)) and setup.flags["bf16"]
+
+
+def test_model_revision_is_read_per_tool():
+    for tool, key in (("trl", "model_revision"), ("llamafactory", "model_revision"), ("axolotl", "revision_of_model")):
+        _, setup = read_recipe(tool, {"base_model" if tool == "axolotl" else "model_name_or_path": "m", key: "v2"})
+        assert (setup.revision.value, setup.revision.path) == ("v2", (key,))
+    _, setup = read_recipe("trl", {"model_name_or_path": "m", "model_revision": "main"})
+    assert setup.revision is None  # main is the default

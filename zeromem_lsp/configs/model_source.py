@@ -76,28 +76,36 @@ class ModelSource(NamedTuple):
         return "looked for " + "; ".join(self.tried) if self.tried else "not found"
 
 
-def _in_hub_cache(repo_id: str, cache: Path) -> tuple[Path | None, str]:
-    """(config.json in the cache, "") or (None, where it is missing and why), revision main."""
+def _in_hub_cache(repo_id: str, cache: Path, revision: str | None = None) -> tuple[Path | None, str]:
+    """(config.json in the cache, "") or (None, where it is missing and why), at `revision` (default main): a
+    branch or tag through refs/<revision>, a 40-hex commit hash as a snapshot folder itself (huggingface_hub's
+    try_to_load_from_cache)."""
     repo = cache / ("models--" + repo_id.replace("/", "--"))
     if not repo.is_dir():
         return None, f"{repo} (not in the Hugging Face cache)"
-    revision = "main"
-    ref = repo / "refs" / revision
+    wanted = revision or "main"
+    commit = wanted  # not a ref: a commit hash, as huggingface_hub takes it
+    ref = repo / "refs" / wanted
     try:
         if ref.is_file():
-            revision = ref.read_text(encoding="utf-8", errors="replace")
+            commit = ref.read_text(encoding="utf-8", errors="replace").strip()
     except OSError as error:
         return None, f"{ref} (cannot be read: {error.strerror or error})"
-    if (repo / ".no_exist" / revision / CONFIG_NAME).is_file():
-        return None, f"{repo} (the cache records that revision {revision} has no {CONFIG_NAME})"
-    snapshot = repo / "snapshots" / revision
+    if (repo / ".no_exist" / commit / CONFIG_NAME).is_file():
+        return None, f"{repo} (the cache records that revision {commit} has no {CONFIG_NAME})"
+    snapshot = repo / "snapshots" / commit
     if not snapshot.is_dir():
-        return None, f"{snapshot} (no snapshot of revision main)"
+        refs = sorted(str(path.relative_to(repo / "refs")) for path in (repo / "refs").rglob("*")
+                      if path.is_file()) if (repo / "refs").is_dir() else []
+        known = f"refs in the cache: {', '.join(refs)}" if refs else "the cache has no refs"
+        return None, f"{snapshot} (no snapshot of revision {wanted}; {known})"
     return snapshot / CONFIG_NAME, ""
 
 
-def find_model_config(name: str, folder: Path, environ: Mapping[str, str] = os.environ) -> ModelSource:
-    """The config.json `name` stands for, relative to `folder` (absolute paths as given), else the hub cache."""
+def find_model_config(name: str, folder: Path, environ: Mapping[str, str] = os.environ,
+                      revision: str | None = None) -> ModelSource:
+    """The config.json `name` stands for, relative to `folder` (absolute paths as given), else the hub cache at
+    `revision` (a branch, tag or commit hash; default main)."""
     tried = []
     target = folder / name
     directory = target.is_dir()
@@ -108,7 +116,7 @@ def find_model_config(name: str, folder: Path, environ: Mapping[str, str] = os.e
         return ModelSource(name, target, text, resolved=directory)
     tried.append(f"{target} ({why})")
     if is_repo_id(name):
-        cached, why = _in_hub_cache(name, hub_cache(environ))
+        cached, why = _in_hub_cache(name, hub_cache(environ), revision)
         if cached is not None:
             text, why = read_small_text(cached)
             if text is not None:

@@ -13,7 +13,7 @@ Pure: a plain dict in, issues and a `RecipeSetup` (plain data, each value a `Giv
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from zeromem_lsp.configs import recipe_keys
@@ -115,6 +115,22 @@ class RecipeSetup:
     preference_loss: Given | None = None  # the DPO loss the tool runs when not TRL's fused head ("logits" or why not)
     reference_model: Given | None = None  # a reference model named apart from the policy ("copy" or why not modelled)
     generation: dict[str, Given] = field(default_factory=dict)  # GRPO's keys as written (`_grpo`)
+    revision: Given | None = None  # the model's hub revision (branch, tag or commit hash) as written
+    #: what the recipe says that the reading could not turn into a figure: (key path, value, why), named as not modelled
+    unread: tuple[tuple[tuple[str, ...], object, str], ...] = ()
+
+
+#: The key each tool reads the model's hub revision from (TRL ModelConfig / LLaMA-Factory ModelArguments
+#: model_revision; axolotl revision_of_model, which it passes to from_pretrained as revision).
+REVISION_KEYS = {"axolotl": ("revision_of_model", "model_revision"), "llamafactory": ("model_revision",),
+                 "trl": ("model_revision",)}
+
+
+def _revision(data: dict, tool: str) -> Given | None:
+    found = _first(data, *REVISION_KEYS[tool])
+    if found is None or not isinstance(found.value, str) or found.value in ("", "main"):
+        return None
+    return found
 
 
 def _accumulation(data: dict, tool: str) -> Given:
@@ -388,6 +404,10 @@ def _llamafactory(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
     checkpointing = (Given(not off, "disable_gradient_checkpointing", ("disable_gradient_checkpointing",))
                      if off is not None else Given(True, "checkpointing on: LLaMA-Factory's default"))
     dtype = _mixed(data, "fp32", "neither bf16 nor fp16: fp32 assumed (LLaMA-Factory infers it otherwise)")
+    pure = read_flag(data.get("pure_bf16")) is True
+    if pure:  # hparams/parser.py: pure_bf16 loads the model in bf16 and trains it so, no fp32 copy
+        dtype = Given("bf16", "pure_bf16: weights, gradients and optimizer states in bf16 (no fp32 copy)",
+                      ("pure_bf16",))
     return RecipeSetup(
         "llamafactory", _given(data, "model_name_or_path"),
         _positive(data, ("per_device_train_batch_size",), 8, "Transformers", out),
@@ -395,7 +415,7 @@ def _llamafactory(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
         _positive(data, ("cutoff_len",), 2048, "LLaMA-Factory", out), checkpointing, dtype,
         dtype if dtype.value != "fp32" else None, _optimizer(data, "optim", "adamw_torch", "Transformers"),
         _given(data, "deepspeed"), None, adapter if method not in ("full", "freeze") else None,
-        {"bf16": read_flag(data.get("bf16")) is True, "fp16": read_flag(data.get("fp16")) is True},
+        {"bf16": read_flag(data.get("bf16")) is True or pure, "fp16": read_flag(data.get("fp16")) is True},
         _llamafactory_trainer(data), None, LLAMAFACTORY_LOSS, reference_model=_llamafactory_reference(data))
 
 
@@ -439,7 +459,7 @@ def _trl_targets(found: Given | None) -> Given | None:
     return Given(found.value[0], f"{found.note} (one entry: TRL passes it as a string)", found.path)
 
 
-def _trl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
+def _trl(data: dict, out: list[ConfigIssue], folders: tuple[str, ...] = ()) -> RecipeSetup:
     written = _first(data, "dtype", "torch_dtype")
     loaded = normalize_precision(str(written.value)) if written is not None else "fp32"
     dtype = (Given(loaded, f"{written.note}: {written.value}", written.path) if written is not None and loaded
@@ -461,36 +481,70 @@ def _trl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
                      if checkpointing else Given(True, "gradient_checkpointing absent: TRL's default"))
     fp16 = read_flag(data.get("fp16")) is True
     bf16 = read_flag(data.get("bf16")) if "bf16" in data else not fp16  # TRL: bf16 None -> True unless fp16
+    trainer, unread = _trl_trainer(data, folders)
+    sequence = _positive(data, ("max_length", "max_seq_length"), 1024, "TRL", out)
+    prompt = positive_int(data.get("max_prompt_length"))
+    if trainer is not None and trainer.value == "grpo" and prompt and not sequence.path:
+        # GRPO's step runs prompt + completion tokens (memory/grpo.py); older GRPOConfigs bound the prompt
+        completion = positive_int(data.get("max_completion_length")) or checks.MAX_COMPLETION_LENGTH
+        sequence = Given(prompt + completion, f"max_prompt_length + max_completion_length = {prompt:,} + "
+                         f"{completion:,}" + ("" if "max_completion_length" in data else " (TRL's default)"),
+                         ("max_prompt_length",))
     compute = (Given("bf16", "bf16" if "bf16" in data else "bf16 absent: TRL turns it on", ("bf16",) if "bf16" in data
                      else None) if bf16 else Given("fp16", "fp16", ("fp16",)) if fp16 else None)
     return RecipeSetup(
         "trl", _given(data, "model_name_or_path"),
         _positive(data, ("per_device_train_batch_size",), 8, "Transformers", out),
         _accumulation(data, "trl"),
-        _positive(data, ("max_length", "max_seq_length"), 1024, "TRL", out), checkpointing, dtype, compute,
+        sequence, checkpointing, dtype, compute,
         _optimizer(data, "optim", "adamw_torch", "Transformers"), _given(data, "deepspeed"), None,
-        adapter if peft else None, {"bf16": bool(bf16), "fp16": fp16}, _trl_trainer(data), _precompute(data),
-        generation=_grpo(data))
+        adapter if peft else None, {"bf16": bool(bf16), "fp16": fp16}, trainer, _precompute(data),
+        generation=_grpo(data), unread=unread)
 
 
-#: Keys only TRL's KTOConfig / DPOConfig have (trl/trainer/kto_config.py, dpo_config.py; `beta` and
-#: `max_prompt_length` also in the reference-free ORPO / CPO configs: set `trainer` when those run).
+#: Keys only one TRL config class has (TRL 1.16: trl/trainer/{grpo,kto,dpo}_config.py, trl/experimental/{cpo,orpo}/;
+#: DPO's also from the older releases the handbook pins), read in this order: GRPOConfig has `beta` too.
 KTO_KEYS = ("desirable_weight", "undesirable_weight")
-#: Keys only TRL's GRPOConfig has (trl/trainer/grpo_config.py), read first: it has `beta` too.
 GRPO_ONLY_KEYS = ("num_generations", "steps_per_generation", "generation_batch_size", "epsilon_high", "scale_rewards",
                   "reward_weights", "ds3_gather_for_generation")
-DPO_KEYS = ("precompute_ref_log_probs", "ref_model_init_kwargs", "sync_ref_model", "rpo_alpha", "ld_alpha",
-            "use_weighting", "f_divergence_type", "beta", "max_prompt_length")
+CPO_ONLY_KEYS = ("cpo_alpha", "simpo_gamma")
+DPO_ONLY_KEYS = ("precompute_ref_log_probs", "precompute_ref_batch_size", "ref_model_init_kwargs", "sync_ref_model",
+                 "rpo_alpha", "ld_alpha", "use_weighting", "f_divergence_type", "f_alpha_divergence_coef",
+                 "discopop_tau", "loss_weights", "ref_adapter_name", "model_adapter_name", "reference_free")
+#: Keys the preference configs share (DPO, ORPO, CPO): they say a preference trainer runs, not which.
+PREFERENCE_SHARED_KEYS = ("beta", "max_prompt_length")
 
 
-def _trl_trainer(data: dict) -> Given | None:
-    """A TRL / alignment-handbook recipe is run by its script (run_dpo.py, dpo.py, ...): the trainer is read
-    from the config class whose keys it sets."""
-    for trainer, keys in (("grpo", GRPO_ONLY_KEYS), ("kto", KTO_KEYS), ("dpo", DPO_KEYS)):
+#: A recipe folder named after its trainer (alignment-handbook recipes/<model>/dpo/, orpo/; open-r1 .../grpo/): the
+#: script the README runs for the recipes of that folder.
+FOLDER_TRAINERS = {"dpo": "dpo", "orpo": "orpo", "cpo": "cpo", "simpo": "simpo", "kto": "kto", "grpo": "grpo"}
+
+
+def _trl_trainer(data: dict, folders: tuple[str, ...] = ()) -> tuple[Given | None, tuple]:
+    """A TRL / alignment-handbook recipe is run by its script (run_dpo.py, orpo.py, ...): the trainer is read from the
+    config class whose own keys it sets. (trainer, unread): a recipe that sets only keys DPO, ORPO and CPO share
+    (`beta`, `max_prompt_length`) names no trainer for certain: it is named as not modelled, not priced as DPO."""
+    if any(key in data for key in CPO_ONLY_KEYS):
+        key = next(key for key in CPO_ONLY_KEYS if key in data)
+        simpo = str(data.get("loss_type", "")).lower() == "simpo"
+        name = "simpo" if simpo else "cpo"
+        return Given(name, f"{key}: a CPOConfig key (TRL CPOTrainer{', loss_type simpo' if simpo else ''})",
+                     (key,)), ()
+    for trainer, keys in (("grpo", GRPO_ONLY_KEYS), ("kto", KTO_KEYS), ("dpo", DPO_ONLY_KEYS)):
         key = next((key for key in keys if key in data), None)
         if key is not None:
-            return Given(trainer, f"{key}: a {trainer.upper()}Config key (TRL {trainer.upper()}Trainer)", (key,))
-    return None
+            return Given(trainer, f"{key}: a {trainer.upper()}Config key (TRL {trainer.upper()}Trainer)", (key,)), ()
+    key = next((key for key in PREFERENCE_SHARED_KEYS if key in data), None)
+    if key is None:
+        return None, ()
+    folder = next((name for name in reversed(folders) if name.lower() in FOLDER_TRAINERS), None)
+    if folder is not None:  # the shared keys say a preference trainer runs; the recipe's folder says which
+        trainer = FOLDER_TRAINERS[folder.lower()]
+        return Given(trainer, f"{key} (a preference key) in a recipe folder named {folder}/: TRL "
+                     f"{trainer.upper()}Trainer", (key,)), ()
+    return None, (((key,), data[key], f"a key DPO, ORPO and CPO configs share: the recipe's script decides which "
+                   "trainer runs (a reference model and two rows per pair for DPO, none for ORPO / CPO); the peak "
+                   "follows supervised fine-tuning — give --trainer dpo|orpo|cpo|simpo for that trainer's step"),)
 
 
 #: Keys whose type every tool checks before anything else (a model name, a path or a mapping, a method name).
@@ -504,15 +558,17 @@ TYPED_KEYS = (
 READ = {"axolotl": _axolotl, "llamafactory": _llamafactory, "trl": _trl}
 
 
-def read_recipe(tool: Tool, data: dict) -> tuple[list[ConfigIssue], RecipeSetup]:
-    """The recipe's issues (unknown keys, impossible values) and what it says about the run."""
+def read_recipe(tool: Tool, data: dict, folders: tuple[str, ...] = ()) -> tuple[list[ConfigIssue], RecipeSetup]:
+    """The recipe's issues (unknown keys, impossible values) and what it says about the run. `folders`: the names
+    of the folders the recipe sits in, innermost last (a TRL recipe's folder may name its trainer)."""
     out = _unknown_keys(tool, data)
     for key, kinds, what in TYPED_KEYS:
         if data.get(key) is not None and not isinstance(data[key], kinds):
             out.append(_issue("invalid_value", (key,), "value", f"{key} must be {what}, got {data[key]!r}"))
     data = {key: value for key, value in data.items()
             if not any(key == typed and not isinstance(value, kinds) for typed, kinds, _ in TYPED_KEYS)}
-    setup = READ[tool](data, out)
+    setup = replace(_trl(data, out, folders) if tool == "trl" else READ[tool](data, out),
+                    revision=_revision(data, tool))
     if setup.model is None and not any(issue.path in (("base_model",), ("model_name_or_path",)) for issue in out):
         key = "base_model" if tool == "axolotl" else "model_name_or_path"
         out.append(_issue("invalid_value", (), "key", f"{TOOL_NAMES[tool]} needs {key}: the model to train"))

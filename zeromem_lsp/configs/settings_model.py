@@ -86,6 +86,8 @@ class ParametersFromConfigModel(BaseModel):
 
     from_config: str = Field(..., min_length=1, description="A model's config.json, its directory, or a hub id in "
                              "the local Hugging Face cache.")
+    revision: str | None = Field(None, min_length=1, description="A hub id's branch, tag or commit hash in the cache "
+                                 "(default: main).")
 
 
 def _parameters_setting(value: object) -> object:
@@ -94,7 +96,7 @@ def _parameters_setting(value: object) -> object:
         return value
     checked = plain.check_parameters(value)
     if isinstance(checked, plain.ParametersFromConfig):
-        return ParametersFromConfigModel(from_config=checked.from_config)
+        return ParametersFromConfigModel(from_config=checked.from_config, revision=checked.revision)
     return checked
 
 
@@ -282,7 +284,8 @@ def _plain(model: ZeromemSettingsModel) -> dict:
     """The validated values as settings.py holds them (its own ParametersFromConfig)."""
     values = {name: getattr(model, name) for name in SETTING_NAMES}
     if isinstance(values["parameters"], ParametersFromConfigModel):
-        values["parameters"] = plain.ParametersFromConfig(values["parameters"].from_config)
+        values["parameters"] = plain.ParametersFromConfig(values["parameters"].from_config,
+                                                          values["parameters"].revision)
     return values
 
 

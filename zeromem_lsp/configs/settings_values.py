@@ -69,6 +69,8 @@ QUANTIZATIONS = ("none", "int8", "nf4", "fp4")
 TRAINERS = ("sft", "dpo", "kto", "orpo", "simpo", "cpo", "grpo")
 #: GRPOConfig's keys the GRPO step reads (memory/grpo.py), written in a recipe or given as estimate's options
 GRPO_KEYS = ("max_completion_length", "steps_per_generation", "beta", "use_vllm")
+#: TRL GRPOConfig's max_completion_length default (trl/trainer/grpo_config.py, TRL 1.16).
+MAX_COMPLETION_LENGTH = 512
 #: PEFT's shorthand for every linear layer but the output head (peft.utils.constants).
 ALL_LINEAR = "all-linear"
 #: Every setting with a fixed set of values -> those values (checked alike by both validators).
@@ -243,6 +245,7 @@ class ParametersFromConfig(NamedTuple):
     in project settings, relative to the settings file)."""
 
     from_config: str
+    revision: str | None = None  # a hub id's branch, tag or commit hash (default: main)
 
 
 def check_parameters(value: object) -> object:
@@ -250,12 +253,13 @@ def check_parameters(value: object) -> object:
     if isinstance(value, ParametersFromConfig):
         return value
     if isinstance(value, dict):
-        unknown = sorted(set(value) - {"from_config"})
-        path = value.get("from_config")
-        if unknown or not isinstance(path, str) or not path.strip():
-            raise ValueError('expected {"from_config": "path/to/config.json"}'
+        unknown = sorted(set(value) - {"from_config", "revision"})
+        path, revision = value.get("from_config"), value.get("revision")
+        if unknown or not isinstance(path, str) or not path.strip() or not (
+                revision is None or isinstance(revision, str) and revision.strip()):
+            raise ValueError('expected {"from_config": "path/to/config.json"} (and a hub id\'s "revision")'
                              + (f"; unknown key {unknown[0]!r}" if unknown else ""))
-        return ParametersFromConfig(path)
+        return ParametersFromConfig(path, revision)
     count = check_count(value)
     if isinstance(count, int) and count <= 0:
         raise ValueError("Input should be greater than 0")

@@ -31,12 +31,13 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from zeromem_lsp.configs.settings_values import GRPO_KEYS
+from zeromem_lsp.configs.settings_values import MAX_COMPLETION_LENGTH as TRL_MAX_COMPLETION_LENGTH
 from zeromem_lsp.memory.activations import F32, I64
 from zeromem_lsp.memory.step import Part, StepInputError
 from zeromem_lsp.provenance import Given
 
 #: GRPOConfig's defaults (trl/trainer/grpo_config.py, TRL 1.16 and 1.8)
-MAX_COMPLETION_LENGTH = 512
+MAX_COMPLETION_LENGTH = TRL_MAX_COMPLETION_LENGTH
 MAX_COMPLETION_LENGTH_TRL18 = 256  # TRL 1.8.0's GRPOConfig (axolotl's pin)
 #: axolotl passes trl.max_completion_length even when unset (core/trainers/grpo/__init__.py): None
 TRL18_UNSET = (" (axolotl passes None when trl.max_completion_length is unset: the model's generation_config then "
