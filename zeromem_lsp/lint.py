@@ -36,6 +36,7 @@ class FileResult:
     path: str
     findings: list[Finding]
     lines: LineIndex
+    kind: str | None = None  # the config kind analysed (configs/detect.py), None for a settings file
 
 
 @dataclass
@@ -161,7 +162,7 @@ def lint(
                 text.encode("utf-8"), path.name, project.layers_for(path), forced, file_loader(path)),
                 lambda f: _keep(f, select, ignore))
         findings = [f for f in analysis.findings if _keep(f, select, ignore)]
-        result.files.append(FileResult(str(path), findings, analysis.lines))
+        result.files.append(FileResult(str(path), findings, analysis.lines, analysis.kind))
         checked.append(path)
     result.unchecked += empty_directories(paths, files, checked)
     return result

@@ -455,3 +455,22 @@ def test_a_trl_script_key_is_a_warning_with_the_nearest_key(tmp_path, monkeypatc
     assert warned["severity"] == "warning" and "my_script_flag" in warned["message"]
     done = run_zeromem("check", "-q", str(recipe))
     assert done.returncode == 0  # warnings only
+
+
+def test_a_directory_run_folds_the_launch_files_budget_notes_into_one_line(tmp_path, monkeypatch):
+    """Issue 26: a repo-wide `check --gpu-memory` printed "cannot check the budget" for every standalone DeepSpeed /
+    Accelerate file; in a directory run they are one line (each one with -v; JSON keeps them all)."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    done = run_zeromem("check", "--gpu-memory", "80GiB", str(RECIPES))
+    launch = [line for line in done.stdout.splitlines() if line.split(":")[0].endswith((".json", "_configs/zero3.yaml"))]
+    assert launch == []
+    (line,) = [line for line in done.stdout.splitlines() if "launch files" in line]
+    count = int(line.split()[0])
+    verbose = run_zeromem("check", "-v", "--gpu-memory", "80GiB", str(RECIPES))
+    listed = {line.split(":")[0] for line in verbose.stdout.splitlines() if " ZM103 " in line
+              and not line.split(":")[0].endswith((".yml", ".yaml")) or "accelerate" in line.split(":")[0]}
+    assert count >= 4 and len(listed) >= 4 and "launch files" not in verbose.stdout
+    as_json = json.loads(run_zeromem("check", "--format", "json", "--gpu-memory", "80GiB", str(RECIPES)).stdout)
+    assert sum(item["code"] == "ZM103" and item["path"].endswith(".json") for item in as_json["findings"]) >= 3
+    single = run_zeromem("check", "--gpu-memory", "80GiB", str(RECIPES / "axolotl/deepspeed_configs/zero3.json"))
+    assert " ZM103 " in single.stdout  # one file named: its own note

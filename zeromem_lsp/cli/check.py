@@ -6,9 +6,11 @@ commands start without loading pydantic and the models.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import sys
+from pathlib import Path
 
 from zeromem_lsp.cli.errors import UsageError
 from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS  # plain tuples: no pydantic
@@ -150,10 +152,16 @@ def run(args) -> int:
     result = check(args, fixes)
     colour = args.format == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     summary = run_summary(result)
+    shown, folded = result.files, []
+    if args.format == "text" and not args.verbose and any(Path(path).is_dir() for path in args.paths):
+        shown, folded = fold_launch_files(result.files)
     if fixes and args.diff:
         sys.stdout.write("".join(fixes.diffs))
     else:
-        sys.stdout.write(REPORTERS[args.format]([r for r in result.files if r.findings], colour, summary))
+        sys.stdout.write(REPORTERS[args.format]([r for r in shown if r.findings], colour, summary))
+        if folded:
+            print(f"{len(folded)} launch file{'s' if len(folded) != 1 else ''} (DeepSpeed / Accelerate / FSDP configs "
+                  "without a model) not budget-checked on their own: the recipes that name them are; -v lists them")
     summary_stream = sys.stdout if args.format == "text" else sys.stderr
     if args.statistics:
         for code, count in sorted(result.counts(lambda f: f.code).items()):
@@ -177,6 +185,27 @@ def run(args) -> int:
         print(budget_note(args), file=sys.stderr)
     status = exit_status(result, args.fail_on)  # of the fixed text
     return max(status, fixes.status()) if fixes else status
+
+
+#: Recipe kinds: their budget findings are their own; a launch file's (a DeepSpeed JSON, an Accelerate YAML) ZM103
+#: "cannot check the budget" in a directory run is the same note once per file.
+RECIPE_KINDS = ("axolotl", "llamafactory", "trl")
+
+
+def fold_launch_files(files: list) -> tuple[list, list[str]]:
+    """(the files with each launch file's lone "cannot check the budget" note taken out, the launch files folded):
+    a directory run says it once (-v: per file)."""
+    from zeromem_lsp.rules.registry import rule_named
+
+    note = rule_named("memory-not-computable").code
+    shown, folded = [], []
+    for found in files:
+        lone = [f for f in found.findings if f.code == note and f.severity == "information"]
+        if found.kind is not None and found.kind not in RECIPE_KINDS and lone:
+            folded.append(found.path)
+            found = dataclasses.replace(found, findings=[f for f in found.findings if f not in lone])
+        shown.append(found)
+    return shown, folded
 
 
 def run_summary(result) -> dict:
