@@ -121,6 +121,11 @@ def register(commands) -> None:
     parser.add_argument("--gpu-memory", metavar="SIZE", help="per-GPU budget, e.g. 80GiB or 24GB")
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="text (default) or json (exact integers)")
+    parser.add_argument("--html", metavar="PATH",
+                        help="also write a picture of the training step to PATH: one self-contained HTML page "
+                        "(inline SVG, no script, nothing loaded) with, per stage, the memory at each moment of the "
+                        "step stacked by part, the --gpu-memory budget line, the stage table and the inputs with "
+                        "their sources; the figures are --format json's")
     parser.set_defaults(run=run)
 
 
@@ -381,7 +386,20 @@ def run(args) -> int:
     else:
         lines = render_text(result) + [f"note: {note}" for note in notes]
         print("\n".join(lines + (render_peak(peak) if peak is not None else [])))
+    if args.html is not None:
+        write_html(args.html, result)
     return exit_status(result)
+
+
+def write_html(path: str, result: Estimate) -> None:
+    """`--html PATH`: the page report/ makes of the estimate, written whole (a failure to write is a usage error)."""
+    from zeromem_lsp.report import html_report
+
+    try:
+        Path(path).write_text(html_report(result), encoding="utf-8")
+    except OSError as error:
+        raise UsageError(f"--html: cannot write {path!r} ({error.strerror or error})") from None
+    print(f"zeromem: wrote {path}", file=sys.stderr)
 
 
 def exit_status(result: Estimate) -> int:
