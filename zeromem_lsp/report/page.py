@@ -49,14 +49,13 @@ _FAMILIES = (
 STACKING = ("reserved", "parameters", "reference", "optimizer", "gradients", "activations", "generation", "loss",
             "buffers", "other")
 
-WIDTH_COLUMN = 104  # px per moment
-BAR = 58
+CHART_WIDTH = 1180  # px a chart aims at; columns narrow down to NARROWEST before it grows wider (then it scales)
+WIDEST, NARROWEST = 110, 80  # px per moment
 PLOT_HEIGHT = 300
 LEFT = 74  # the y axis and its labels
 RIGHT = 128  # the budget line's label
 TOP = 34
 LABEL_LINES = 4
-LABEL_CHARS = 17
 
 
 def _e(text: object) -> str:
@@ -105,16 +104,21 @@ def tick_step(top: int) -> int:
     return max(top // 8, 1)
 
 
-def scale_top(report: StepReport) -> int:
-    """The y axis' top, shared by every stage: the largest column or the budget, a little above."""
-    largest = max([column.total for stage in report.stages for column in stage.columns] + [report.budget or 0])
+def scale_top(stage: StageView, budget: int | None) -> int:
+    """The y axis' top of a stage's chart: its largest column or the budget, up to the next tick."""
+    largest = max([column.total for column in stage.columns] + [budget or 0])
     if largest <= 0:
         return GIB
     step = tick_step(largest)
     return (largest // step + 1) * step
 
 
-def wrap(text: str, width: int = LABEL_CHARS, lines: int = LABEL_LINES) -> list[str]:
+def column_width(count: int) -> int:
+    """Px per moment: as wide as fits CHART_WIDTH, between NARROWEST and WIDEST."""
+    return max(NARROWEST, min(WIDEST, (CHART_WIDTH - LEFT - RIGHT) // max(count, 1)))
+
+
+def wrap(text: str, width: int = 16, lines: int = LABEL_LINES) -> list[str]:
     """A moment's name in lines of about `width` characters (the last one cut with … when too long)."""
     words, out, line = text.split(), [], ""
     for word in words:
@@ -131,7 +135,7 @@ def wrap(text: str, width: int = LABEL_CHARS, lines: int = LABEL_LINES) -> list[
     return out
 
 
-def _column_svg(column: Column, x: int, top: int, y_of) -> str:
+def _column_svg(column: Column, x: float, bar: int, y_of) -> str:
     """A stacked column: one rect per part, bottom up in STACKING order, each with its exact bytes."""
     rects = []
     base = 0
@@ -139,7 +143,7 @@ def _column_svg(column: Column, x: int, top: int, y_of) -> str:
         if part.bytes <= 0:
             continue
         y0, y1 = y_of(base + part.bytes), y_of(base)
-        rects.append(f'<rect class="part" x="{x}" y="{y0:.2f}" width="{BAR}" height="{max(y1 - y0, 0):.2f}" '
+        rects.append(f'<rect class="part" x="{x}" y="{y0:.2f}" width="{bar}" height="{max(y1 - y0, 0):.2f}" '
                      f'fill="{colour_of(part.name)}" data-part="{_e(part.name)}" data-bytes="{part.bytes}">'
                      f'<title>{_e(part.name)}: {_e(format_bytes(part.bytes))} ({_e(format_count(part.bytes))} B)'
                      f'</title></rect>')
@@ -149,19 +153,22 @@ def _column_svg(column: Column, x: int, top: int, y_of) -> str:
         y = y_of(column.total)
         weight = "peak" if column.stage_peak else "phase-peak"
         label = f"peak {format_bytes(column.total)}" if column.stage_peak else format_bytes(column.total)
-        marks = (f'<rect class="outline {weight}" x="{x - 1.5}" y="{y - 1.5:.2f}" width="{BAR + 3}" '
+        marks = (f'<rect class="outline {weight}" x="{x - 1.5}" y="{y - 1.5:.2f}" width="{bar + 3}" '
                  f'height="{y_of(0) - y + 3:.2f}"/>'
-                 f'<text class="total {weight}" x="{x + BAR / 2}" y="{y - 6:.2f}" text-anchor="middle">{_e(label)}</text>')
+                 f'<text class="total {weight}" x="{x + bar / 2}" y="{y - 6:.2f}" text-anchor="middle">{_e(label)}</text>')
     title = f"{column.phase}: {column.moment} — {format_bytes(column.total)} ({format_count(column.total)} B)"
     return (f'<g class="moment" data-phase="{_e(column.phase)}" data-moment="{_e(column.moment)}" '
             f'data-total="{column.total}" data-phase-peak="{str(column.phase_peak).lower()}" '
             f'data-stage-peak="{str(column.stage_peak).lower()}"><title>{_e(title)}</title>{"".join(rects)}{marks}</g>')
 
 
-def stage_chart(stage: StageView, report: StepReport, top: int) -> str:
+def stage_chart(stage: StageView, report: StepReport) -> str:
     """One stage's SVG: y axis in GiB, a column per moment, phases bracketed under their moments, the budget."""
     count = len(stage.columns)
-    plot_right = LEFT + count * WIDTH_COLUMN
+    top = scale_top(stage, report.budget)
+    each = column_width(count)
+    bar = each * 9 // 16
+    plot_right = LEFT + count * each
     width = plot_right + RIGHT
     label_height = 14 * LABEL_LINES + 52
     height = TOP + PLOT_HEIGHT + label_height
@@ -171,7 +178,7 @@ def stage_chart(stage: StageView, report: StepReport, top: int) -> str:
         return bottom - PLOT_HEIGHT * value / top
 
     out = [f'<svg class="chart" role="img" viewBox="0 0 {width} {height}" '
-           f'width="{width}" height="{height}" data-stage="{_e(stage.key)}">',
+           f'width="{width}" height="{height}" style="max-width:100%;height:auto" data-stage="{_e(stage.key)}">',
            f'<title>{_e(stage.label)}: memory per GPU at each moment of one training step</title>']
     step = tick_step(top)
     out.append('<g class="axis">')
@@ -186,11 +193,11 @@ def stage_chart(stage: StageView, report: StepReport, top: int) -> str:
                f'transform="rotate(-90 14 {TOP + PLOT_HEIGHT / 2:.0f})">per GPU</text></g>')
     first_of_phase: dict[str, int] = {}
     for index, column in enumerate(stage.columns):
-        x = LEFT + index * WIDTH_COLUMN + (WIDTH_COLUMN - BAR) // 2
+        x = LEFT + index * each + (each - bar) / 2
         first_of_phase.setdefault(column.phase, index)
-        out.append(_column_svg(column, x, top, y_of))
-        centre = x + BAR / 2
-        lines = wrap(column.moment)
+        out.append(_column_svg(column, x, bar, y_of))
+        centre = x + bar / 2
+        lines = wrap(column.moment, (each - 6) * 10 // 63)
         spans = "".join(f'<tspan x="{centre}" dy="{0 if n == 0 else 13}">{_e(line)}</tspan>'
                         for n, line in enumerate(lines))
         out.append(f'<text class="moment-label" x="{centre}" y="{bottom + 16}" text-anchor="middle">{spans}'
@@ -200,7 +207,7 @@ def stage_chart(stage: StageView, report: StepReport, top: int) -> str:
     for number, phase in enumerate(phases):
         start = first_of_phase[phase]
         end = first_of_phase[phases[number + 1]] if number + 1 < len(phases) else count
-        x0, x1 = LEFT + start * WIDTH_COLUMN + 6, LEFT + end * WIDTH_COLUMN - 6
+        x0, x1 = LEFT + start * each + 6, LEFT + end * each - 6
         y = bottom + 14 * LABEL_LINES + 16
         peak = stage.phases.get(phase)
         text = f"peak {format_bytes(peak + stage.reserved)}" if peak is not None else ""
@@ -303,14 +310,14 @@ svg .budget line{stroke:#d62728;stroke-width:2;stroke-dasharray:8 4}svg .budget 
 """
 
 
-def stage_section(stage: StageView, report: StepReport, top: int) -> str:
+def stage_section(stage: StageView, report: StepReport) -> str:
     head = (f"model state {format_bytes(stage.state)}"
             + (f" · peak {format_bytes(stage.peak)} ({stage.peak_phase}, {stage.peak_moment})"
                if stage.peak is not None else "")
             + (f" · {stage.percent} of {format_bytes(report.budget)}, {stage.verdict}"
                if report.budget is not None and stage.percent else "")
             + (f" · {format_bytes(stage.host)} on the host" if stage.host else ""))
-    body = (stage_chart(stage, report, top) if stage.columns else
+    body = (stage_chart(stage, report) if stage.columns else
             f'<p class="why" data-why="{_e(stage.why or "")}">{_e(stage.why or "")}</p>')
     peak = f' data-peak="{stage.peak}"' if stage.peak is not None else ' data-peak=""'
     return (f'<section class="stage" data-stage="{_e(stage.key)}" data-state="{stage.state}"{peak}>'
@@ -320,7 +327,6 @@ def stage_section(stage: StageView, report: StepReport, top: int) -> str:
 
 def render_html(report: StepReport) -> str:
     """The whole page: title, approximation notice, legend, one chart per stage, the stage table, the inputs."""
-    top = scale_top(report)
     model = (f"{format_parameters(report.parameters)} parameters, " if report.parameters is not None else "")
     budget = f", budget {format_bytes(report.budget)} per GPU" if report.budget is not None else ""
     cheapest = ""
@@ -336,7 +342,7 @@ def render_html(report: StepReport) -> str:
     charted = any(stage.columns for stage in report.stages)
     explain = ("Each column is one moment of a training step (steady state: the optimizer state exists), "
                "stacked by what is alive then on one GPU; the outlined column of each phase holds that phase's "
-               "peak, the boldest the stage's. Hover a block for its exact bytes." if charted else "")
+               "peak, the boldest the stage's. Each chart has its own scale. Hover a block for its exact bytes." if charted else "")
     return "".join([
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -347,7 +353,7 @@ def render_html(report: StepReport) -> str:
         approximate,
         f'<p>{_e(explain)}</p>' if explain else "",
         legend(report),
-        "".join(stage_section(stage, report, top) for stage in report.stages),
+        "".join(stage_section(stage, report) for stage in report.stages),
         "<h2>Stages</h2>", stage_table(report),
         "<h2>Inputs</h2>", inputs_table(report),
         f'<h2>Assumptions</h2><ul class="assumptions">{assumptions}</ul>' if assumptions else "",
