@@ -257,7 +257,7 @@ def stage_table(report: StepReport) -> str:
 
 def inputs_table(report: StepReport) -> str:
     rows = [f'<tr data-input="{_e(item.name)}"><th scope="row">{_e(item.label)}</th>'
-            f'<td>{_e(shown_value(item.value))}</td><td class="from">{_e(item.origin)}</td></tr>'
+            f'<td>{_e(shown_value(item.given.value))}</td><td class="from">{_e(item.given.note)}</td></tr>'
             for item in report.inputs]
     state = [("P (parameter bytes)", format_count(report.parameter_bytes) + " B", ""),
              ("G (gradient bytes)", format_count(report.gradient_bytes) + " B", ""),

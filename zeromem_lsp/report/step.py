@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from zeromem_lsp.memory.peak import INPUT_LABELS, StagePeak, UnknownPeak
 from zeromem_lsp.memory.step import Part
+from zeromem_lsp.provenance import Given
 from zeromem_lsp.present import approximation_lines, approximation_note, peak_rows, stage_label
 from zeromem_lsp.units import format_count
 
@@ -52,11 +53,12 @@ class StageView(NamedTuple):
     why: str | None  # why there are no columns
 
 
-class Input(NamedTuple):
+class InputRow(NamedTuple):
+    """A row of the inputs table: the peak's input (a `Given`: its value and where it came from) by setting name."""
+
     name: str  # the setting's name (JSON `peak_inputs` key)
     label: str
-    value: object
-    origin: str  # where it came from (JSON `peak_inputs[name].from`)
+    given: Given  # value and note (JSON `peak_inputs[name]`: `value`, `from`)
 
 
 class StepReport(NamedTuple):
@@ -69,7 +71,7 @@ class StepReport(NamedTuple):
     optimizer_bytes: int
     world_size_from: str | None
     stages: tuple[StageView, ...]
-    inputs: tuple[Input, ...]
+    inputs: tuple[InputRow, ...]
     missing: tuple[str, ...]  # the peak's missing inputs
     cheapest: str | None  # the lowest stage that fits (its label)
     assumptions: tuple[str, ...]
@@ -129,7 +131,7 @@ def step_report(estimate) -> StepReport:
     plan, inputs = estimate.plan, estimate.inputs
     peak = plan.peak
     stages = tuple(stage_view(plan, row) for row in peak_rows(plan))
-    used = () if peak is None else tuple(Input(name, INPUT_LABELS.get(name, name), given.value, given.note)
+    used = () if peak is None else tuple(InputRow(name, INPUT_LABELS.get(name, name), given)
                                          for name, given in peak.inputs.items())
     world = plan.origins.get("world_size")
     cheapest = estimate.cheapest_fitting if estimate.gpu_memory is not None else None
@@ -152,5 +154,5 @@ def shown_value(value: object) -> str:
     return str(value)
 
 
-__all__ = ["Column", "Input", "NO_PEAK", "RESERVED", "StageView", "StepReport", "columns", "shown_value",
+__all__ = ["Column", "InputRow", "NO_PEAK", "RESERVED", "StageView", "StepReport", "columns", "shown_value",
            "stage_view", "step_report"]
