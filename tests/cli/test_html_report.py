@@ -320,3 +320,20 @@ def test_the_page_in_a_headless_chromium(tmp_path):
     if os.environ.get("ZEROMEM_SCREENSHOTS"):
         Path(os.environ["ZEROMEM_SCREENSHOTS"], "html-report.png").write_bytes(shot)
     assert png_colours(shot) > 20  # bars in a dozen colours, text, the budget line: not a blank page
+
+
+def test_every_moment_is_kept_and_the_largest_holds_the_phase():
+    """memory/step.py keeps each phase's moments (what the columns show): the largest (the first of equal ones) is
+    the phase's moment with its parts, the moments' parts sum to their totals."""
+    from zeromem_lsp.configs.model_config import model_shape_from_text
+    from zeromem_lsp.memory.step import estimate_step
+
+    shape = model_shape_from_text(Path(LLAMA).read_text(encoding="utf-8"))
+    for arguments in ({"engine": "torch"}, {"engine": "deepspeed", "stage": 3, "ranks": 8},
+                      {"engine": "fsdp", "ranks": 8, "gradient_accumulation_steps": 2}):
+        step = estimate_step(shape, 1024, 1, **arguments)
+        for name, phase in step.phases.items():
+            assert phase.moments and all(moment.total == sum(part.bytes for part in moment.parts)
+                                         for moment in phase.moments)
+            held = max(phase.moments, key=lambda moment: moment.total)
+            assert (held.name, held.total, held.parts) == (phase.moment, phase.peak, phase.parts), (arguments, name)

@@ -292,7 +292,7 @@ table{border-collapse:collapse;margin:8px 0 16px}th,td{padding:4px 10px;border-b
 text-align:left;vertical-align:top}thead th{font-weight:600;border-bottom:2px solid #bbb}
 td.num{text-align:right;white-space:nowrap}.exact{display:block;color:#777;font-size:11px}
 .verdict.fits{color:#1b7f3b;font-weight:600}.verdict.exceeds{color:#b3261e;font-weight:600}
-tr.chosen th{font-weight:700}td.from{color:#555}
+tr.chosen th{font-weight:700}tbody th{white-space:nowrap}td.from{color:#555}
 .legend{list-style:none;padding:0;margin:8px 0 12px;display:flex;flex-wrap:wrap;gap:6px 16px}
 .legend li{display:flex;align-items:center;gap:6px}.swatch{display:inline-block;width:14px;height:14px;
 border-radius:2px;border:1px solid rgba(0,0,0,.2)}
