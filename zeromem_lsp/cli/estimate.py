@@ -135,6 +135,11 @@ def register(commands) -> None:
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="text: after the verdict and the table, the arithmetic — P, G, O, the formulas, every "
                         "phase and part in exact bytes, each input and where it came from")
+    parser.add_argument("--html", metavar="PATH",
+                        help="also write a picture of the training step to PATH: one self-contained HTML page "
+                        "(inline SVG, no script, nothing loaded) with, per stage, the memory at each moment of the "
+                        "step stacked by part, the --gpu-memory budget line, the stage table and the inputs with "
+                        "their sources; the figures are --format json's")
     parser.set_defaults(run=run)
 
 
@@ -401,6 +406,8 @@ def run(args) -> int:
             lines += ["", *render_text(result), *[f"note: {note}" for note in notes],
                       *(render_peak(peak) if peak is not None else [])]
         print("\n".join(lines))
+    if args.html is not None:
+        write_html(args.html, result)
     return exit_status(result)
 
 
@@ -436,6 +443,17 @@ def summary_text(result: Estimate, columns: int, searched: list[str] = ()) -> li
     for text in ([below] if below else []) + [coverage_line(plan), *searched, suggestion_line(plan)]:
         lines += wrapped(text)
     return lines
+
+
+def write_html(path: str, result: Estimate) -> None:
+    """`--html PATH`: the page report/ makes of the estimate, written whole (a failure to write is a usage error)."""
+    from zeromem_lsp.report import html_report
+
+    try:
+        Path(path).write_text(html_report(result), encoding="utf-8")
+    except OSError as error:
+        raise UsageError(f"--html: cannot write {path!r} ({error.strerror or error})") from None
+    print(f"zeromem: wrote {path}", file=sys.stderr)
 
 
 def exit_status(result: Estimate) -> int:

@@ -34,7 +34,7 @@ from zeromem_lsp.memory.grpo import (MOMENTS as GRPO_MOMENTS, Generation, GrpoHe
 from zeromem_lsp.memory.llamafactory_loss import TRAINERS as LLAMAFACTORY_TRAINERS, LlamaFactoryHead
 from zeromem_lsp.memory.reference_free_loss import TRAINERS as REFERENCE_FREE, ReferenceFreeHead
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS
-from zeromem_lsp.memory.step import (Buckets, Part, Phase, StepInputError, StepPeak, Tensors, estimate_step,
+from zeromem_lsp.memory.step import (Buckets, Moment, Part, Phase, StepInputError, StepPeak, Tensors, estimate_step,
                                      parameter_tensors)
 
 #: Trainers that keep a reference model (unless PEFT or precomputed log-probs); the others are reference-free.
@@ -381,9 +381,16 @@ def _frozen_saved(head: FusedHead | LogitsHead | LlamaFactoryHead | ReferenceFre
 
 def _with_reference(phase: Phase, reference: int) -> Phase:
     """The phase with the reference model's bytes beside everything (the same in every moment, so the moment
-    holding the peak does not change); its moment named for the reference forward when that holds it."""
-    parts = phase.parts + ((Part("reference model", reference),) if reference else ())
-    moment = phase.moment
+    holding the peak does not change); each moment named for the reference forward when that holds it."""
+    moments = tuple(_moment_with_reference(phase.name, moment, reference) for moment in phase.moments)
+    held = _moment_with_reference(phase.name, Moment(phase.moment, phase.peak, phase.parts), reference)
+    return Phase(phase.name, held.total, held.name, held.parts, moments)
+
+
+def _moment_with_reference(phase: str, found: Moment, reference: int) -> Moment:
+    """One moment of `phase` with the reference model beside it, named for what holds it."""
+    parts = found.parts + ((Part("reference model", reference),) if reference else ())
+    moment = found.name
     later = moment[moment.index(LATER):] if LATER in moment else ""  # kept on the renamed moment
     grpo = [GRPO_MOMENTS[part.name] for part in parts if part.name in GRPO_MOMENTS]
     if grpo:
@@ -392,12 +399,12 @@ def _with_reference(phase: Phase, reference: int) -> Phase:
         moment = "the reference model's forward"
     elif any(part.name == "entropy metric" for part in parts):
         moment = "the loss's entropy metric (both models' logits alive)"
-    elif moment.startswith("the loss") and phase.name == "forward":
+    elif moment.startswith("the loss") and phase == "forward":
         moment = "the policy's LM head"
     if later and not moment.endswith(later):
         moment += later
     ordered = tuple(sorted(parts, key=lambda part: -part.bytes))
-    return Phase(phase.name, phase.peak + reference, moment, ordered)
+    return Moment(moment, found.total + reference, ordered)
 
 
 __all__ = ["FusedHead", "LOSSES", "LogitsHead", "MODELLED", "head_line", "Preference", "TRAINERS", "WITH_REFERENCE", "estimate_preference_step", "reference_gathered",

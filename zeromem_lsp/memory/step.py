@@ -59,11 +59,20 @@ class Part(NamedTuple):
     bytes: int
 
 
+class Moment(NamedTuple):
+    """One moment of a phase: what is alive together then (`total` bytes), its parts merged by name."""
+
+    name: str  # "the loss's backward", "the top layer's backward", ...
+    total: int
+    parts: tuple[Part, ...]  # summing to total, largest first, zeros dropped
+
+
 class Phase(NamedTuple):
     name: str  # forward, backward, optimizer
     peak: int
     moment: str  # where in the phase the peak sits ("the loss's backward", ...)
     parts: tuple[Part, ...]  # summing to peak, largest first
+    moments: tuple[Moment, ...] = ()  # every moment of the phase in the step's order; the largest is `moment`
 
     def largest(self, count: int = 3) -> tuple[Part, ...]:
         return self.parts[:count]
@@ -193,14 +202,21 @@ def _count(name: str, value: object, least: int = 0) -> int:
     return value
 
 
-def _phase(name: str, moments: dict[str, list[Part]]) -> Phase:
-    """The moment with the largest live total; its parts merged by name, largest first, zeros dropped."""
-    moment = max(moments, key=lambda key: sum(part.bytes for part in moments[key]))
+def moment_of(name: str, parts: list[Part] | tuple[Part, ...]) -> Moment:
+    """A moment as shown: its parts merged by name, largest first, zeros dropped, and their total."""
     merged: dict[str, int] = {}
-    for part in moments[moment]:
+    for part in parts:
         merged[part.name] = merged.get(part.name, 0) + part.bytes
-    parts = tuple(sorted((Part(key, value) for key, value in merged.items() if value), key=lambda p: -p.bytes))
-    return Phase(name, sum(part.bytes for part in parts), moment, parts)
+    kept = tuple(sorted((Part(key, value) for key, value in merged.items() if value), key=lambda p: -p.bytes))
+    return Moment(name, sum(part.bytes for part in kept), kept)
+
+
+def _phase(name: str, moments: dict[str, list[Part]]) -> Phase:
+    """The moment with the largest live total (the first of equal ones) holds the phase's peak; every moment is
+    kept, in the step's order, for a picture of the whole step (report/)."""
+    every = tuple(moment_of(key, parts) for key, parts in moments.items())
+    held = max(every, key=lambda moment: moment.total)
+    return Phase(name, held.total, held.name, held.parts, every)
 
 
 def _ceil(numerator: int, ranks: int) -> int:
@@ -763,5 +779,5 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     return StepPeak(phases, peak_phase, phases[peak_phase].peak, acts, tensors.total)
 
 
-__all__ = ["Buckets", "ENGINES", "FrozenBase", "OPTIMIZERS", "OPTIMIZER_IMPLS", "PHASES", "Part", "Phase", "StepInputError", "StepPeak",
-           "Tensors", "estimate_step", "parameter_tensors"]
+__all__ = ["Buckets", "ENGINES", "FrozenBase", "Moment", "OPTIMIZERS", "OPTIMIZER_IMPLS", "PHASES", "Part", "Phase", "StepInputError", "StepPeak",
+           "Tensors", "estimate_step", "moment_of", "parameter_tensors"]
