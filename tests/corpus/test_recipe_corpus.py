@@ -17,6 +17,7 @@ import pytest
 
 from tests.cli.conftest import run_zeromem
 from zeromem_lsp.configs import key_inventory
+from zeromem_lsp.configs.recipes import OLDER_KEYS
 from zeromem_lsp.document.yaml_document import parse_yaml_document
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -84,8 +85,13 @@ def test_the_safe_fixes_leave_every_recipe_byte_identical(tmp_path):
 def test_every_key_is_in_the_inventory_and_every_unmodelled_one_is_named(case):
     data = parse_yaml_document((RECIPES / case["recipe"]).read_text(encoding="utf-8")).to_python()
     tool = case["tool"]
-    unknown = [key for key in data if key != "zeromem" and key_inventory.classify(tool, key) is None]
-    assert unknown == [], f"keys no {tool} reader declares"
+    unknown = [key for key in data if key != "zeromem" and key_inventory.classify(tool, key) is None
+               and key not in OLDER_KEYS]  # older spellings the tools' pinned versions accept
+    if unknown:  # a key no class declares is reported (ZM357 for a TRL script's: a warning), never passed over
+        done = run_zeromem("check", "--format", "json", *_launch(case), str(RECIPES / case["recipe"]))
+        reported = " ".join(item["message"] for item in json.loads(done.stdout)["findings"]
+                            if item["code"] in ("ZM310", "ZM353", "ZM357"))
+        assert [key for key in unknown if repr(key) not in reported] == [], f"unreported keys no {tool} reader declares"
     expected = [".".join(path) for path, _, _ in key_inventory.not_modelled(tool, data)]
     done = run_zeromem("estimate", "--config", str(RECIPES / case["recipe"]), *_launch(case), "--format", "json")
     if done.returncode == 2:  # no estimate at all (a family zeromem does not count): nothing is claimed

@@ -558,6 +558,12 @@ TYPED_KEYS = (
 READ = {"axolotl": _axolotl, "llamafactory": _llamafactory, "trl": _trl}
 
 
+#: What a paged optimizer does that the figures do not follow (bitsandbytes paged optimizers: their states are
+#: allocated in CUDA unified memory, which the driver pages out to host memory when the GPU runs short).
+PAGED = ("a paged optimizer: bitsandbytes keeps its states in CUDA unified memory, paged out to host memory under "
+         "pressure; the figures count them on the GPU")
+
+
 def read_recipe(tool: Tool, data: dict, folders: tuple[str, ...] = ()) -> tuple[list[ConfigIssue], RecipeSetup]:
     """The recipe's issues (unknown keys, impossible values) and what it says about the run. `folders`: the names
     of the folders the recipe sits in, innermost last (a TRL recipe's folder may name its trainer)."""
@@ -569,6 +575,9 @@ def read_recipe(tool: Tool, data: dict, folders: tuple[str, ...] = ()) -> tuple[
             if not any(key == typed and not isinstance(value, kinds) for typed, kinds, _ in TYPED_KEYS)}
     setup = replace(_trl(data, out, folders) if tool == "trl" else READ[tool](data, out),
                     revision=_revision(data, tool))
+    key = "optimizer" if tool == "axolotl" else "optim"
+    if isinstance(data.get(key), str) and "paged" in data[key].lower():
+        setup = replace(setup, unread=(*setup.unread, ((key,), data[key], PAGED)))
     if setup.model is None and not any(issue.path in (("base_model",), ("model_name_or_path",)) for issue in out):
         key = "base_model" if tool == "axolotl" else "model_name_or_path"
         out.append(_issue("invalid_value", (), "key", f"{TOOL_NAMES[tool]} needs {key}: the model to train"))

@@ -553,6 +553,28 @@ async def memory_report(ls: ZeromemServer, uri: str) -> dict:
     return {"markdown": breakdown_markdown(analysis.plan, analysis.setup)}
 
 
+#: The command a client runs for the picture of the step (arguments: the document's URI): {"html": ...} or {"why": ...}.
+MEMORY_REPORT_HTML = "zeromem.memoryReportHtml"
+
+
+@server.command(MEMORY_REPORT_HTML)
+async def memory_report_html(ls: ZeromemServer, uri: str) -> dict:
+    """The page `zeromem estimate --config FILE --html` writes, for this document's plan (report/), or why none."""
+    from zeromem_lsp.memory.estimate import Estimate
+    from zeromem_lsp.memory.plan import MemoryPlan
+    from zeromem_lsp.report import html_report
+
+    try:
+        _, analysis, _ = await ls.current(uri)
+    except DocumentNotOpen:
+        return {"why": "the document is not open"}
+    plan = analysis.plan
+    if not isinstance(plan, MemoryPlan):
+        missing = "; ".join(plan.missing) if plan is not None else "this file is not a training config"
+        return {"why": f"no memory figure for this file: {missing}"}
+    return {"html": html_report(Estimate(plan))}
+
+
 @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
 @guarded()
 async def inlay_hint(ls: ZeromemServer, params: types.InlayHintParams):

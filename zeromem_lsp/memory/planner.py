@@ -338,7 +338,8 @@ def plan(source: PlanSource, resolved: Resolved, peak: PeakSource | None = None,
         built = torch_plan(source, resolved, peak, adapter)
     else:
         return Unplanned((source.missing,))
-    assumed = None if engine_named or resolved.settings.engine is not None else ENGINE_ASSUMED
+    one_process = resolved.settings.world_size == 1  # one GPU and no engine named: plain torch, nothing to assume
+    assumed = None if engine_named or one_process or resolved.settings.engine is not None else ENGINE_ASSUMED
     if isinstance(built, MemoryPlan) and (ignored or assumed):
         return built._replace(ignored=tuple(ignored), engine_assumed=assumed)
     return built

@@ -423,3 +423,27 @@ def test_a_real_recipe_gets_its_diagnostic_and_memory_hover(page, workspace):
     assert "NO_SHARD" not in text
     screenshot(page, "vscode-recipe.png")
     page.keyboard.press("Escape")
+
+
+def test_the_memory_report_command_opens_the_picture_of_the_step(page, workspace):
+    """"zeromem: Show memory report" on the open recipe: the server's page (what `zeromem estimate --config FILE
+    --html` writes) in a webview beside it — every stage's chart, the budget line, the stage table."""
+    page.locator(".monaco-editor textarea").first.focus()
+    command(page, "zeromem: Show memory report")
+    page.locator(".tab", has_text="Memory: gemma-3-4b-qlora.yml").first.wait_for(state="visible")
+
+    def report_frame():
+        for frame in page.frames:
+            try:
+                if frame.locator("svg").count() and "GPU budget" in frame.content():
+                    return frame
+            except playwright.Error:  # a frame detached while we looked
+                continue
+        return None
+
+    wait_for(lambda: report_frame() is not None, "the report's page inside the webview")
+    text = " ".join(report_frame().locator("body").inner_text().split())
+    assert "GPU budget 1.0 GiB" in text and "DDP" in text and "the optimizer step" in text
+    assert "approximate" in text.lower()  # the recipe names no engine: DDP is an assumption, said on the page too
+    screenshot(page, "vscode-memory-report.png")
+    command(page, "View: Close Editor")

@@ -234,6 +234,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     output,
     vscode.commands.registerCommand("zeromem.restartServer", () => serial.run(restartClient)),
     vscode.commands.registerCommand("zeromem.showOutput", () => output.show(true)),
+    vscode.commands.registerCommand("zeromem.showMemoryReport", showMemoryReport),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (event.affectsConfiguration(SECTION) && !onlyTraceChanged(event)) {
         void serial.run(onSettingsChanged);
@@ -242,6 +243,30 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     { dispose: cancelRereads },
   );
   await serial.run(startClient);
+}
+
+/** The server's picture of the step for the active file (the page `zeromem estimate --config FILE --html` writes), in
+ * a webview beside the editor. The page is self-contained: no script, nothing loaded. */
+async function showMemoryReport(): Promise<void> {
+  const editor = vscode.window.activeTextEditor;
+  if (!editor || !client || !client.isRunning()) {
+    void vscode.window.showInformationMessage("zeromem: open a training config first (and let the server start).");
+    return;
+  }
+  const uri = client.code2ProtocolConverter.asUri(editor.document.uri);
+  const answer = (await client.sendRequest("workspace/executeCommand", {
+    command: "zeromem.memoryReportHtml",
+    arguments: [uri],
+  })) as { html?: string; why?: string } | null;
+  if (!answer || !answer.html) {
+    void vscode.window.showInformationMessage(`zeromem: ${answer?.why ?? "no memory report for this file"}`);
+    return;
+  }
+  const name = editor.document.uri.path.split("/").pop() ?? "config";
+  const panel = vscode.window.createWebviewPanel("zeromem.memoryReport", `Memory: ${name}`, vscode.ViewColumn.Beside, {
+    enableScripts: false,
+  });
+  panel.webview.html = answer.html;
 }
 
 function onlyTraceChanged(event: vscode.ConfigurationChangeEvent): boolean {
