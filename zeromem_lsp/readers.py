@@ -271,6 +271,7 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
                         zero_root=workload.zero_root,
                         loss=recipe_loss(tool, data),
                         preference_loss=recipe.preference_loss, reference_model=recipe.reference_model,
+                        reference_dtype=recipe.reference_dtype,
                         accumulation=recipe.accumulation, generation=recipe.generation)
     _adapter_values(recipe.adapter, values, origins)
     for name in ("trainer", "precompute_ref_log_probs"):  # credited to the key that names them
