@@ -519,7 +519,11 @@ KTO_KEYS = ("desirable_weight", "undesirable_weight")
 GRPO_ONLY_KEYS = ("num_generations", "steps_per_generation", "generation_batch_size", "epsilon_high", "scale_rewards",
                   "reward_weights", "ds3_gather_for_generation")
 CPO_ONLY_KEYS = ("cpo_alpha", "simpo_gamma")
-DPO_ONLY_KEYS = ("precompute_ref_log_probs", "precompute_ref_batch_size", "ref_model_init_kwargs", "sync_ref_model",
+#: CPOConfig's loss_type values no other config takes (trl/experimental/cpo/cpo_config.py: sigmoid, hinge, ipo, simpo,
+#: alphapo; DPOConfig's list has neither of these two)
+CPO_ONLY_LOSSES = ("simpo", "alphapo")
+#: (not sync_ref_model / ref_model_mixup_alpha / ref_model_sync_steps: GRPOConfig has them too)
+DPO_ONLY_KEYS = ("precompute_ref_log_probs", "precompute_ref_batch_size", "ref_model_init_kwargs",
                  "rpo_alpha", "ld_alpha", "use_weighting", "f_divergence_type", "f_alpha_divergence_coef",
                  "discopop_tau", "loss_weights", "ref_adapter_name", "model_adapter_name", "reference_free")
 #: Keys the preference configs share (DPO, ORPO, CPO): they say a preference trainer runs, not which.
@@ -535,8 +539,9 @@ def _trl_trainer(data: dict, folders: tuple[str, ...] = ()) -> tuple[Given | Non
     """A TRL / alignment-handbook recipe is run by its script (run_dpo.py, orpo.py, ...): the trainer is read from the
     config class whose own keys it sets. (trainer, unread): a recipe that sets only keys DPO, ORPO and CPO share
     (`beta`, `max_prompt_length`) names no trainer for certain: it is named as not modelled, not priced as DPO."""
-    if any(key in data for key in CPO_ONLY_KEYS):
-        key = next(key for key in CPO_ONLY_KEYS if key in data)
+    cpo_loss = isinstance(data.get("loss_type"), str) and data["loss_type"].lower() in CPO_ONLY_LOSSES
+    if cpo_loss or any(key in data for key in CPO_ONLY_KEYS):
+        key = next((key for key in CPO_ONLY_KEYS if key in data), "loss_type")
         simpo = str(data.get("loss_type", "")).lower() == "simpo"
         name = "simpo" if simpo else "cpo"
         return Given(name, f"{key}: a CPOConfig key (TRL CPOTrainer{', loss_type simpo' if simpo else ''})",
