@@ -495,3 +495,20 @@ def test_llamafactory_full_tuning_upcasts_to_fp32_unless_pure_bf16(tmp_path, fla
     assert report["inputs"]["bytes_per_parameter"] == widths
     assert any(credited in line for line in report["assumptions"]), report["assumptions"]
     assert report["peak_inputs"]["dtype"]["value"] == "bf16"  # the compute dtype stays bf16 either way
+
+
+def test_llamafactory_refuses_pure_bf16_with_zero3(tmp_path, monkeypatch):
+    """hparams/parser.py get_train_args: '`pure_bf16` is incompatible with DeepSpeed ZeRO-3' (an error on pure_bf16);
+    ZeRO-2 with pure_bf16, or ZeRO-3 without it, is fine."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    for stage in (2, 3):
+        write(tmp_path, f"z{stage}.json", json.dumps({"zero_optimization": {"stage": stage},
+                                                      "train_micro_batch_size_per_gpu": "auto"}))
+    base = "model_name_or_path: org/m\nfinetuning_type: full\nbf16: true\n"
+    refused = write(tmp_path, "pure3.yaml", base + "pure_bf16: true\ndeepspeed: z3.json\n")
+    (found,) = [item for item in findings(str(refused)) if "pure_bf16" in item["message"]]
+    assert found["code"] == "ZM104" and found["severity"] == "error" and found["range"]["start"]["line"] == 3
+    assert run_zeromem("check", "-q", str(refused)).returncode == 1
+    for text in (base + "pure_bf16: true\ndeepspeed: z2.json\n", base + "deepspeed: z3.json\n"):
+        fine = write(tmp_path, "fine.yaml", text)
+        assert not [item for item in findings(str(fine)) if "pure_bf16" in item["message"]]
