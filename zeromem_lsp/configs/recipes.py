@@ -412,7 +412,8 @@ def _llamafactory(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
                                 ("pure_bf16",))
     elif method in ("full", "freeze") and compute.value != "fp32" and read_flag(data.get("use_badam")) is not True:
         # model/adapter.py init_adapter: without pure_bf16 / BAdam the trainable parameters are cast to float32
-        # (the model is loaded in compute_dtype first); under ZeRO-3 DeepSpeed's own partitions hold them instead
+        # (the model is loaded in its checkpoint's dtype, model/loader.py torch_dtype="auto", taken as the compute
+        # dtype); under ZeRO-3 DeepSpeed's own partitions hold them instead (the DeepSpeed plan, not this dtype)
         dtype = Given("fp32", f"{compute.note} with finetuning_type {method}: LLaMA-Factory upcasts the trainable "
                       "parameters to float32 after loading (model/adapter.py init_adapter; pure_bf16 keeps bf16)",
                       compute.path)
