@@ -16,7 +16,7 @@ from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.configs.loss_kernels import recipe_loss, trainer_loss
 from zeromem_lsp.configs.training import TrainingSetup, read_training_setup
 from zeromem_lsp.configs.workload import (
-    Workload, accelerate_workload, deepspeed_workload, fsdp_file_workload, hf_arguments_workload,
+    Workload, accelerate_workload, deepspeed_workload, fsdp_file_workload, hf_arguments_workload, read_flag,
 )
 from zeromem_lsp.document import parse_document
 from zeromem_lsp.memory.plan import Ignored
@@ -246,6 +246,11 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
     if recipe.deepspeed is not None:
         setup, workload, missing, in_file = _recipe_deepspeed(recipe, loader, issues)
         ignored += in_file
+        if tool == "llamafactory" and setup is not None and setup.stage == "zero3" and read_flag(data.get("pure_bf16")):
+            issues.append(ConfigIssue("invalid_value", ("pure_bf16",), "key", "LLaMA-Factory refuses pure_bf16 with "
+                                      f"the ZeRO-3 config {recipe.deepspeed.value!r} ('`pure_bf16` is incompatible "
+                                      "with DeepSpeed ZeRO-3', hparams/parser.py get_train_args)",
+                                      reader="recipe"))
         source: PlanSource = (DeepSpeedSource(setup, None, _world_hint(tool), _refuser(tool)) if setup is not None
                               else NoSource(missing))
     else:
@@ -271,6 +276,7 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
                         zero_root=workload.zero_root,
                         loss=recipe_loss(tool, data),
                         preference_loss=recipe.preference_loss, reference_model=recipe.reference_model,
+                        reference_dtype=recipe.reference_dtype,
                         accumulation=recipe.accumulation, generation=recipe.generation)
     _adapter_values(recipe.adapter, values, origins)
     for name in ("trainer", "precompute_ref_log_probs"):  # credited to the key that names them

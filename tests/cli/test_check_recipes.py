@@ -480,3 +480,41 @@ def test_a_directory_run_folds_the_launch_files_budget_notes_into_one_line(tmp_p
     assert sum(item["code"] == "ZM103" and item["path"].endswith(".json") for item in as_json["findings"]) >= 3
     single = run_zeromem("check", "--gpu-memory", "80GiB", str(RECIPES / "axolotl/deepspeed_configs/zero3.json"))
     assert " ZM103 " in single.stdout  # one file named: its own note
+
+
+@pytest.mark.parametrize(("flags", "widths", "credited"), [
+    ("bf16: true\n", {"parameter": 4, "gradient": 4, "optimizer": 8}, "upcasts the trainable parameters to float32"),
+    ("bf16: true\npure_bf16: true\n", {"parameter": 2, "gradient": 2, "optimizer": 4}, "pure_bf16"),
+    ("pure_bf16: true\n", {"parameter": 2, "gradient": 2, "optimizer": 4}, "pure_bf16"),
+])
+def test_llamafactory_full_tuning_upcasts_to_fp32_unless_pure_bf16(tmp_path, flags, widths, credited):
+    """LLaMA-Factory loads the model in compute_dtype, then init_adapter (model/adapter.py) casts the trainable
+    parameters to float32 unless pure_bf16 (or BAdam): torch DDP's P, G, O follow; pure_bf16 keeps all in bf16
+    (AdamW's state like the parameter), credited to pure_bf16."""
+    (tmp_path / "m").mkdir()
+    shutil.copy(DATA / "models" / "Qwen2.5-7B" / "config.json", tmp_path / "m" / "config.json")
+    recipe = write(tmp_path, "full.yaml", "model_name_or_path: ./m\nstage: sft\nfinetuning_type: full\ncutoff_len: 1024\n"
+                   "per_device_train_batch_size: 1\n" + flags)
+    done = run_zeromem("estimate", "--config", str(recipe), "-R", "1", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["inputs"]["bytes_per_parameter"] == widths
+    assert any(credited in line for line in report["assumptions"]), report["assumptions"]
+    assert report["peak_inputs"]["dtype"]["value"] == "bf16"  # the compute dtype stays bf16 either way
+
+
+def test_llamafactory_refuses_pure_bf16_with_zero3(tmp_path, monkeypatch):
+    """hparams/parser.py get_train_args: '`pure_bf16` is incompatible with DeepSpeed ZeRO-3' (an error on pure_bf16);
+    ZeRO-2 with pure_bf16, or ZeRO-3 without it, is fine."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    for stage in (2, 3):
+        write(tmp_path, f"z{stage}.json", json.dumps({"zero_optimization": {"stage": stage},
+                                                      "train_micro_batch_size_per_gpu": "auto"}))
+    base = "model_name_or_path: org/m\nfinetuning_type: full\nbf16: true\n"
+    refused = write(tmp_path, "pure3.yaml", base + "pure_bf16: true\ndeepspeed: z3.json\n")
+    (found,) = [item for item in findings(str(refused)) if "pure_bf16" in item["message"]]
+    assert found["code"] == "ZM104" and found["severity"] == "error" and found["range"]["start"]["line"] == 3
+    assert run_zeromem("check", "-q", str(refused)).returncode == 1
+    for text in (base + "pure_bf16: true\ndeepspeed: z2.json\n", base + "deepspeed: z3.json\n"):
+        fine = write(tmp_path, "fine.yaml", text)
+        assert not [item for item in findings(str(fine)) if "pure_bf16" in item["message"]]

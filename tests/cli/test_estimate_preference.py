@@ -242,7 +242,11 @@ def test_llamafactory_dpo_runs_its_own_loss_with_fp32_logits(tmp_path, monkeypat
     assert forward["fp32 logits"] == forward["reference fp32 logits"] == 4 * 2 * 2048 * vocab
     assert forward["reference log-softmax"] == 4 * 2 * 2047 * vocab  # the shifted positions
     full, _ = _llamafactory_dpo(tmp_path, monkeypatch, finetuning_type="full")
-    assert parts(full, "ddp")["reference model"] == full["inputs"]["parameter_bytes"]  # a bf16 copy
+    # the policy's trainable parameters upcast to fp32 (model/adapter.py init_adapter), the reference loaded in bf16
+    assert 2 * parts(full, "ddp")["reference model"] == full["inputs"]["parameter_bytes"]
+    pure, _ = _llamafactory_dpo(tmp_path, monkeypatch, finetuning_type="full", pure_bf16="true")
+    assert parts(pure, "ddp")["reference model"] == pure["inputs"]["parameter_bytes"] == \
+        parts(full, "ddp")["reference model"]  # pure_bf16: policy and reference both bf16
     orpo, text = _llamafactory_dpo(tmp_path, monkeypatch, pref_loss="orpo")
     assert orpo["peak_inputs"]["trainer"] == {"value": "orpo", "from": "pref_loss: orpo (LLaMA-Factory)"}
     assert "orpo (LLaMA-Factory): chosen and rejected stacked, 2 rows" in text

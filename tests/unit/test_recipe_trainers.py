@@ -45,6 +45,9 @@ def test_llamafactory_stage_and_pref_loss(data, trainer, key):
     ({"beta": 0.01}, None, None), ({"desirable_weight": 1.0, "beta": 0.1}, "kto", "desirable_weight"),
     ({"cpo_alpha": 1.0, "beta": 0.1}, "cpo", "cpo_alpha"),
     ({"simpo_gamma": 0.5, "loss_type": "simpo", "beta": 2.0}, "simpo", "simpo_gamma"),
+    ({"loss_type": "simpo", "beta": 2.0}, "simpo", "loss_type"),  # CPOConfig's own loss: CPOTrainer runs SimPO
+    ({"loss_type": "sigmoid", "beta": 0.1}, None, None),  # DPO's and CPO's default: names neither
+    ({"sync_ref_model": True, "beta": 0.1}, None, None),  # GRPOConfig has it too (trl/trainer/grpo_config.py)
     ({"max_length": 1024}, None, None)])
 def test_trl_recipes_by_their_config_class(data, trainer, key):
     if key == "precompute_ref_log_probs":

@@ -114,6 +114,7 @@ class RecipeSetup:
     precompute_ref_log_probs: Given | None = None
     preference_loss: Given | None = None  # the DPO loss the tool runs when not TRL's fused head ("logits" or why not)
     reference_model: Given | None = None  # a reference model named apart from the policy ("copy" or why not modelled)
+    reference_dtype: Given | None = None  # the reference copy's dtype when the policy's is not it (LLaMA-Factory upcast)
     generation: dict[str, Given] = field(default_factory=dict)  # GRPO's keys as written (`_grpo`)
     revision: Given | None = None  # the model's hub revision (branch, tag or commit hash) as written
     #: what the recipe says that the reading could not turn into a figure: (key path, value, why), named as not modelled
@@ -403,20 +404,31 @@ def _llamafactory(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
     off = read_flag(data.get("disable_gradient_checkpointing"))
     checkpointing = (Given(not off, "disable_gradient_checkpointing", ("disable_gradient_checkpointing",))
                      if off is not None else Given(True, "checkpointing on: LLaMA-Factory's default"))
-    dtype = _mixed(data, "fp32", "neither bf16 nor fp16: fp32 assumed (LLaMA-Factory infers it otherwise)")
+    compute = _mixed(data, "fp32", "neither bf16 nor fp16: fp32 assumed (LLaMA-Factory infers it otherwise)")
+    dtype = compute
     pure = read_flag(data.get("pure_bf16")) is True
-    if pure:  # hparams/parser.py: pure_bf16 loads the model in bf16 and trains it so, no fp32 copy
-        dtype = Given("bf16", "pure_bf16: weights, gradients and optimizer states in bf16 (no fp32 copy)",
-                      ("pure_bf16",))
+    if pure:  # hparams/parser.py: pure_bf16 makes compute_dtype bf16; model/adapter.py keeps trainables in it
+        dtype = compute = Given("bf16", "pure_bf16: weights, gradients and optimizer states in bf16 (no fp32 copy)",
+                                ("pure_bf16",))
+    elif method in ("full", "freeze") and compute.value != "fp32" and read_flag(data.get("use_badam")) is not True:
+        # model/adapter.py init_adapter: without pure_bf16 / BAdam the trainable parameters are cast to float32
+        # (the model is loaded in its checkpoint's dtype, model/loader.py torch_dtype="auto", taken as the compute
+        # dtype); under ZeRO-3 DeepSpeed's own partitions hold them instead (the DeepSpeed plan, not this dtype)
+        dtype = Given("fp32", f"{compute.note} with finetuning_type {method}: LLaMA-Factory upcasts the trainable "
+                      "parameters to float32 after loading (model/adapter.py init_adapter; pure_bf16 keeps bf16)",
+                      compute.path)
     return RecipeSetup(
         "llamafactory", _given(data, "model_name_or_path"),
         _positive(data, ("per_device_train_batch_size",), 8, "Transformers", out),
         _accumulation(data, "llamafactory"),
         _positive(data, ("cutoff_len",), 2048, "LLaMA-Factory", out), checkpointing, dtype,
-        dtype if dtype.value != "fp32" else None, _optimizer(data, "optim", "adamw_torch", "Transformers"),
+        compute if compute.value != "fp32" else None, _optimizer(data, "optim", "adamw_torch", "Transformers"),
         _given(data, "deepspeed"), None, adapter if method not in ("full", "freeze") else None,
         {"bf16": read_flag(data.get("bf16")) is True or pure, "fp16": read_flag(data.get("fp16")) is True},
-        _llamafactory_trainer(data), None, LLAMAFACTORY_LOSS, reference_model=_llamafactory_reference(data))
+        _llamafactory_trainer(data), None, LLAMAFACTORY_LOSS, reference_model=_llamafactory_reference(data),
+        reference_dtype=None if dtype.value == compute.value else Given(
+            compute.value, f"{compute.note}: the reference is loaded without the upcast (train/trainer_utils.py "
+            "create_ref_model: load_model(is_trainable=False))", compute.path))
 
 
 def _llamafactory_reference(data: dict) -> Given | None:
@@ -508,7 +520,11 @@ KTO_KEYS = ("desirable_weight", "undesirable_weight")
 GRPO_ONLY_KEYS = ("num_generations", "steps_per_generation", "generation_batch_size", "epsilon_high", "scale_rewards",
                   "reward_weights", "ds3_gather_for_generation")
 CPO_ONLY_KEYS = ("cpo_alpha", "simpo_gamma")
-DPO_ONLY_KEYS = ("precompute_ref_log_probs", "precompute_ref_batch_size", "ref_model_init_kwargs", "sync_ref_model",
+#: CPOConfig's loss_type values no other config takes (trl/experimental/cpo/cpo_config.py: sigmoid, hinge, ipo, simpo,
+#: alphapo; DPOConfig's list has neither of these two)
+CPO_ONLY_LOSSES = ("simpo", "alphapo")
+#: (not sync_ref_model / ref_model_mixup_alpha / ref_model_sync_steps: GRPOConfig has them too)
+DPO_ONLY_KEYS = ("precompute_ref_log_probs", "precompute_ref_batch_size", "ref_model_init_kwargs",
                  "rpo_alpha", "ld_alpha", "use_weighting", "f_divergence_type", "f_alpha_divergence_coef",
                  "discopop_tau", "loss_weights", "ref_adapter_name", "model_adapter_name", "reference_free")
 #: Keys the preference configs share (DPO, ORPO, CPO): they say a preference trainer runs, not which.
@@ -524,8 +540,9 @@ def _trl_trainer(data: dict, folders: tuple[str, ...] = ()) -> tuple[Given | Non
     """A TRL / alignment-handbook recipe is run by its script (run_dpo.py, orpo.py, ...): the trainer is read from the
     config class whose own keys it sets. (trainer, unread): a recipe that sets only keys DPO, ORPO and CPO share
     (`beta`, `max_prompt_length`) names no trainer for certain: it is named as not modelled, not priced as DPO."""
-    if any(key in data for key in CPO_ONLY_KEYS):
-        key = next(key for key in CPO_ONLY_KEYS if key in data)
+    cpo_loss = isinstance(data.get("loss_type"), str) and data["loss_type"].lower() in CPO_ONLY_LOSSES
+    if cpo_loss or any(key in data for key in CPO_ONLY_KEYS):
+        key = next((key for key in CPO_ONLY_KEYS if key in data), "loss_type")
         simpo = str(data.get("loss_type", "")).lower() == "simpo"
         name = "simpo" if simpo else "cpo"
         return Given(name, f"{key}: a CPOConfig key (TRL CPOTrainer{', loss_type simpo' if simpo else ''})",

@@ -98,6 +98,7 @@ class PeakInputs:
     precompute_ref_log_probs: Given | None = None  # shown when given (it matters to dpo and kto only)
     preference_loss: Given | None = None  # the DPO loss a recipe's tool runs when not TRL's fused head ("logits")
     reference_model: Given | None = None  # a recipe's reference named apart from the policy: "copy", else why not
+    reference_dtype: Given | None = None  # the reference copy's dtype when not the policy's (a recipe's reading)
     generation: dict[str, Given] = field(default_factory=dict)  # GRPO's inputs (memory/grpo.generation_inputs)
 
     def used(self) -> dict[str, Given]:
@@ -466,7 +467,8 @@ def preference(inputs: PeakInputs, arguments: dict, stage: str, offload: object)
     if named is not None and named.value != "copy" and not precomputed:
         raise StepInputError(named.note, "reference_model")
     tensors = parameter_tensors(inputs.shape)  # type: ignore[arg-type]
-    width = DTYPE_BYTES[arguments["param_dtype"]]
+    loaded = inputs.reference_dtype  # LLaMA-Factory: the policy upcast to fp32, the reference loaded as it is
+    width = DTYPE_BYTES[loaded.value if loaded is not None else arguments["param_dtype"]]  # type: ignore[index]
     engine, number = arguments["engine"], stage_named(stage).number
     place: object = number if engine == "deepspeed" else (
         {"ddp": "NO_SHARD", "zero2": "SHARD_GRAD_OP", "zero3": "FULL_SHARD"}[stage] if engine == "fsdp" else 0)

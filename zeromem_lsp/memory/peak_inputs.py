@@ -177,6 +177,7 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
         precompute_ref_log_probs=_pick(None, "precompute_ref_log_probs", resolved),
         preference_loss=workload.preference_loss,
         reference_model=workload.reference_model,
+        reference_dtype=workload.reference_dtype,
         generation=generation_inputs(workload.generation, _value_of(_pick(workload.sequence_length, "sequence_length",
                                                                           resolved)), accumulation,
                                      trl18=workload.preference_loss is not None
