@@ -1,7 +1,8 @@
-"""What a newcomer reads matches the tool: README's CLI synopsis lists every flag argparse has (with its
-choices), every flag has help text, the top-level help describes the tool, README's command (a) does
-what README says, docs/server.md lists every setting, and the install instructions name nothing that
-does not exist (no PyPI release, no tag; the LICENSE that pyproject.toml names is there)."""
+"""What a newcomer reads matches the tool: docs/cli.md is generated from the parser and lists every flag
+argparse has (with its choices and help), every flag has help text, the top-level help describes the
+tool, README's command (a) does what README says, docs/server.md lists every setting, and the install
+instructions name nothing that does not exist (no PyPI release, no tag; the LICENSE that pyproject.toml
+names is there)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ from pathlib import Path
 import pytest
 
 from zeromem_lsp.cli import build_parser, main
+from zeromem_lsp.cli_reference import cli_markdown
 from zeromem_lsp.configs.settings import SETTING_NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+CLI_MD = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:
@@ -25,20 +28,10 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
     return dict(action.choices)
 
 
-def synopsis() -> dict[str, str]:
-    """README's CLI reference block: each subcommand's lines ('' for the rest of the block)."""
-    section = README.split("## CLI reference", 1)[1]
-    block = re.match(r"\s*\n((?:(?: {4}.*)?\n)+)", section).group(1)
-    lines: dict[str, str] = {"": ""}
-    current = ""
-    for line in block.splitlines():
-        command = re.match(r" {4}zeromem (\w+)", line)
-        if command:
-            current = command.group(1)
-        elif not line.startswith("     "):  # not a continuation line: back to the block itself
-            current = ""
-        lines[current] = lines.get(current, "") + line + "\n"
-    return lines
+def cli_reference() -> dict[str, str]:
+    """docs/cli.md: each subcommand's section ('' for the top-level part before the first)."""
+    sections = re.split(r"^## zeromem (\w+)\n", CLI_MD, flags=re.MULTILINE)
+    return {"": sections[0], **dict(zip(sections[1::2], sections[2::2]))}
 
 
 def flags(parser: argparse.ArgumentParser):
@@ -46,15 +39,29 @@ def flags(parser: argparse.ArgumentParser):
             if not isinstance(action, (argparse._HelpAction, argparse._SubParsersAction))]
 
 
+def test_docs_cli_md_is_generated_from_the_parser():
+    assert CLI_MD == cli_markdown(), \
+        "docs/cli.md is stale: run `python -m zeromem_lsp.cli_reference --write docs/cli.md`"
+
+
 @pytest.mark.parametrize("name", sorted(subcommands()))
-def test_every_flag_is_in_readmes_synopsis_with_its_choices(name):
-    lines, everything = synopsis(), "".join(synopsis().values())
-    assert name in lines, f"README's CLI reference has no `zeromem {name}` line"
+def test_every_flag_is_in_docs_cli_md_with_its_choices(name):
+    sections = cli_reference()
+    assert name in sections, f"docs/cli.md has no `## zeromem {name}` section"
     for action in flags(subcommands()[name]):
         for option in action.option_strings:
-            assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", lines[name]), f"{name} {option}"
+            assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", sections[name]), f"{name} {option}"
         for choice in action.choices or ():
-            assert re.search(rf"(?<![\w-]){re.escape(str(choice))}(?![\w-])", everything), f"{name} {action.dest}: {choice}"
+            assert re.search(rf"(?<![\w-]){re.escape(str(choice))}(?![\w-])", sections[name]), \
+                f"{name} {action.dest}: {choice}"
+        if action.help:
+            assert " ".join(action.help.split()) in " ".join(sections[name].replace("\n  ", " ").split()), \
+                f"{name} {action.dest}: help"
+
+
+def test_readme_links_the_cli_reference_instead_of_a_synopsis():
+    assert "docs/cli.md" in README
+    assert "## CLI reference" not in README
 
 
 @pytest.mark.parametrize("name", sorted(subcommands()))

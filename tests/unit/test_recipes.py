@@ -1,5 +1,5 @@
 """Reading the real recipes (tests/data/recipes, SOURCES.md) into plain data: which tool, the adapter with each
-tool's defaults (docs/recipes.md, docs/recipes-notes.md), and Transformers' "auto" fill of a DeepSpeed file."""
+tool's defaults (docs/recipes.md, notes/recipes-notes.md), and Transformers' "auto" fill of a DeepSpeed file."""
 
 from __future__ import annotations
 

@@ -141,7 +141,7 @@ def _accumulation(data: dict, tool: str) -> Given:
     if steps:
         return Given(steps, "gradient_accumulation_steps", ("gradient_accumulation_steps",))
     batch, micro = positive_int(data.get("batch_size")), positive_int(data.get("micro_batch_size")) or 1
-    if tool == "axolotl" and batch and batch >= micro:  # axolotl's normalize_config (docs/recipes-notes.md)
+    if tool == "axolotl" and batch and batch >= micro:  # axolotl's normalize_config (notes/recipes-notes.md)
         return Given(batch // micro, f"batch_size // micro_batch_size = {batch} // {micro}", ("batch_size",))
     default = "axolotl's" if tool == "axolotl" else "TrainingArguments'"
     return Given(1, f"gradient_accumulation_steps absent: {default} default")
