@@ -21,7 +21,7 @@ AX, LF, TRL, TF, ACC, DS = (("axolotl",), ("llamafactory",), ("trl",), ("transfo
                             ("deepspeed",))
 
 RECIPES_PY = "configs/recipes.py"
-ISSUE_26 = "configs/recipes.py (issue 26: its reader is being added)"
+ISSUE_26 = "configs/recipes.py (read since issue 26)"
 
 LOG = "logging / experiment tracking: host-side records"
 HUB = "the Hugging Face hub (upload, tokens, revisions of what is pushed)"
@@ -77,7 +77,7 @@ MODELLED: dict[tuple[str, ...], dict[str, str]] = {
         "liger_fused_linear_cross_entropy": "configs/loss_kernels.py _axolotl: Liger's fused linear cross-entropy",
         "cut_cross_entropy": "configs/loss_kernels.py _axolotl: cut-cross-entropy",
         "plugins": "configs/loss_kernels.py _plugin: which kernel plugins are listed",
-        "revision_of_model": ISSUE_26,
+        "revision_of_model": f"{RECIPES_PY} _revision: the hub revision the model is read at",
         "model_revision": ISSUE_26 + " (the alias of revision_of_model, schemas/deprecated.py)",
     },
     LF: {
@@ -89,7 +89,7 @@ MODELLED: dict[tuple[str, ...], dict[str, str]] = {
         "disable_gradient_checkpointing": f"{RECIPES_PY} _llamafactory: checkpointing",
         "bf16": f"{RECIPES_PY} _mixed: compute dtype",
         "fp16": f"{RECIPES_PY} _mixed: compute dtype",
-        "pure_bf16": ISSUE_26,
+        "pure_bf16": f"{RECIPES_PY} _llamafactory: bf16 weights, gradients and optimizer states",
         "optim": f"{RECIPES_PY} _optimizer",
         "deepspeed": "readers.read_recipe: the DeepSpeed config it names",
         "finetuning_type": f"{RECIPES_PY} _llamafactory: AdapterSpec method",
@@ -152,10 +152,10 @@ MODELLED: dict[tuple[str, ...], dict[str, str]] = {
         "ld_alpha": f"{RECIPES_PY} DPO_KEYS: the trainer",
         "use_weighting": f"{RECIPES_PY} DPO_KEYS: the trainer",
         "f_divergence_type": f"{RECIPES_PY} DPO_KEYS: the trainer",
-        "max_prompt_length": f"{RECIPES_PY} DPO_KEYS: the trainer ({ISSUE_26} for the length)",
-        "cpo_alpha": f"{ISSUE_26}: CPO / SimPO trainer",
-        "simpo_gamma": f"{ISSUE_26}: SimPO trainer",
-        "loss_type": f"{ISSUE_26}: the DPO / CPO / GRPO loss variant",
+        "max_prompt_length": f"{RECIPES_PY} _trl: GRPO's prompt + completion sequence; a key DPO, ORPO and CPO share",
+        "cpo_alpha": f"{RECIPES_PY} _trl_trainer: CPO / SimPO trainer",
+        "simpo_gamma": f"{RECIPES_PY} _trl_trainer: SimPO trainer",
+        "loss_type": f"{RECIPES_PY} _trl_trainer: simpo / alphapo name the CPO trainer",
     },
     TF: {
         "per_device_train_batch_size": "configs/workload.py hf_arguments_workload: the micro-batch",
