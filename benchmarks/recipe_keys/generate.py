@@ -150,9 +150,15 @@ def _field_default(value: ast.AST | None) -> tuple[object, list[str], bool]:
     return _literal(value), [], True
 
 
+#: Field name -> its annotation as written, most derived first (ANNOTATIONS[id(found)] for one `fields` result).
+ANNOTATIONS: dict[int, dict[str, str]] = {}
+
+
 def fields(root: str, source: Source, fallbacks: tuple[Source, ...], outside: set[str]) -> dict[str, object]:
-    """Field name (and alias) -> default of `root` and its bases; the most derived declaration wins."""
+    """Field name (and alias) -> default of `root` and its bases; the most derived declaration wins. Each field's
+    annotation is kept in ANNOTATIONS[id(result)]."""
     found: dict[str, object] = {}
+    annotations = ANNOTATIONS.setdefault(id(found), {})
     todo, seen = [(source, root, None)], set()
     while todo:
         where, name, child = todo.pop(0)
@@ -181,6 +187,7 @@ def fields(root: str, source: Source, fallbacks: tuple[Source, ...], outside: se
                 continue
             for key in (item.target.id, *aliases):
                 found.setdefault(key, default)
+                annotations.setdefault(key, ast.unparse(item.annotation))
         for base in node.bases:
             text = ast.unparse(base)
             if text not in ("object", "BaseModel", "ABC", "Generic") and not text.startswith(("Generic[", "Enum")):
@@ -190,9 +197,12 @@ def fields(root: str, source: Source, fallbacks: tuple[Source, ...], outside: se
 
 def _merge(*parts: dict[str, object]) -> dict[str, object]:
     merged: dict[str, object] = {}
+    annotations = ANNOTATIONS.setdefault(id(merged), {})
     for part in parts:
         for key, default in part.items():
             merged.setdefault(key, default)
+            if key in ANNOTATIONS.get(id(part), {}):
+                annotations.setdefault(key, ANNOTATIONS[id(part)][key])
     return merged
 
 
@@ -310,7 +320,10 @@ def main() -> None:
                      "+ benchmarks/recipe_keys/generate.py DEEPSPEED_LOOSE",
     }
     handbook_own = frozenset(set(handbook_keys) - set(trl_library))
-    OUT.write_text(inventory.render(sources, raw, handbook_own), encoding="utf-8")
+    types = {fmt: {key: kind for key, text in ANNOTATIONS.get(id(raw[fmt]), {}).items()
+                   if key in raw[fmt] and (kind := inventory.simple_type(text)) is not None}
+             for fmt in ("axolotl", "llamafactory", "trl")}
+    OUT.write_text(inventory.render(sources, raw, handbook_own, types), encoding="utf-8")
     counts = {fmt: len(keys) for fmt, keys in raw.items()}
     print(f"wrote {OUT}: {counts}; bases outside the sources: {sorted(outside)}")
 

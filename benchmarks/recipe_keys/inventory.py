@@ -93,11 +93,37 @@ def as_modelled(table: dict[str, dict[str, tuple[str, object, str]]]) -> dict[st
     return out
 
 
+def simple_type(annotation: str) -> str | None:
+    """"bool", "int" or "float" when a field's annotation admits only that (and None), else None: what a recipe's
+    value can be checked against without guessing (`bool | Literal[...]`, strings, lists are not checked)."""
+    text = annotation.replace(" ", "")
+    for wrapper in ("Optional[", "Union["):
+        while wrapper in text:
+            start = text.index(wrapper)
+            depth, end = 0, start + len(wrapper) - 1
+            for end in range(start + len(wrapper) - 1, len(text)):
+                depth += {"[": 1, "]": -1}.get(text[end], 0)
+                if depth == 0:
+                    break
+            text = text[:start] + text[start + len(wrapper):end].replace(",", "|") + "|None" * (wrapper == "Optional[") + text[end + 1:]
+    if "[" in text:
+        return None
+    names = {name for name in text.split("|") if name not in ("None", "NoneType")}
+    if names == {"bool"}:
+        return "bool"
+    if names == {"int"}:
+        return "int"
+    if names in ({"float"}, {"int", "float"}):
+        return "float"
+    return None
+
+
 def _dict_text(name: str, value: dict) -> str:
     return f"{name} = {pprint.pformat(value, width=120, sort_dicts=True)}\n"
 
 
-def render(sources: dict[str, str], raw: dict[str, dict[str, object]], handbook_own: frozenset[str]) -> str:
+def render(sources: dict[str, str], raw: dict[str, dict[str, object]], handbook_own: frozenset[str],
+           types: dict[str, dict[str, str]] | None = None) -> str:
     table = classify_all(raw)
     counts = {fmt: {kind: sum(1 for entry in table[fmt].values() if entry[0] == kind) for kind in CLASSES}
               for fmt in FORMATS}
@@ -121,6 +147,8 @@ def render(sources: dict[str, str], raw: dict[str, dict[str, object]], handbook_
         + f"HANDBOOK_OWN = frozenset({sorted(handbook_own)!r})\n\n"
         + "#: format -> key -> (class, default, why)\n"
         + _dict_text("INVENTORY", table) + "\n"
+        + "#: recipe format -> key -> the type its annotation admits (bool / int / float, None allowed): simple_type\n"
+        + _dict_text("TYPES", types or {}) + "\n"
         + "#: format -> key -> the values of a not-modelled key that the step model assumes (classes.AS_MODELLED)\n"
         + _dict_text("AS_MODELLED", as_modelled(table)) + "\n"
         + "\n\ndef classify(fmt: str, key: str) -> tuple[str, object, str] | None:\n"

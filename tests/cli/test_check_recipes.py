@@ -518,3 +518,23 @@ def test_llamafactory_refuses_pure_bf16_with_zero3(tmp_path, monkeypatch):
     for text in (base + "pure_bf16: true\ndeepspeed: z2.json\n", base + "deepspeed: z3.json\n"):
         fine = write(tmp_path, "fine.yaml", text)
         assert not [item for item in findings(str(fine)) if "pure_bf16" in item["message"]]
+
+
+def test_a_value_of_another_type_than_the_tool_declares_is_a_warning(tmp_path, monkeypatch):
+    """ZM358 (issue 26, bad input): the types come from the tools' annotations (the key inventory's TYPES). YAML 1.1
+    reads `1e-4` as a string, which LLaMA-Factory's dataclass takes as it is; axolotl's pydantic converts "8"."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    factory = write(tmp_path, "lf.yaml", "model_name_or_path: Qwen/Qwen3-4B\nfinetuning_type: lora\n"
+                    "learning_rate: 1e-4\nbf16: 'yes'\n")
+    found = [item for item in findings(str(factory)) if item["code"] == "ZM358"]
+    assert [(item["severity"], item["range"]["start"]["line"]) for item in found] == [("warning", 2), ("warning", 3)]
+    assert "declares learning_rate as a number; got '1e-4'" in found[0]["message"]
+    assert "declares bf16 as true or false" in found[1]["message"]
+    fixed = write(tmp_path, "ok.yaml", "model_name_or_path: Qwen/Qwen3-4B\nfinetuning_type: lora\nlearning_rate: 1.0e-4\n"
+                  "bf16: true\nnum_train_epochs: 3\n")  # a whole number where a number is declared: fine
+    assert not [item for item in findings(str(fixed)) if item["code"] == "ZM358"]
+    lax = write(tmp_path, "ax.yml", "base_model: org/m\nmicro_batch_size: '8'\nsample_packing: 'true'\n")
+    assert not [item for item in findings(str(lax)) if item["code"] == "ZM358"]  # pydantic converts them
+    wrong = write(tmp_path, "ax2.yml", "base_model: org/m\nsample_packing: often\n")
+    (item,) = [item for item in findings(str(wrong)) if item["code"] == "ZM358"]
+    assert "axolotl declares sample_packing as true or false; got 'often'" in item["message"]

@@ -40,7 +40,8 @@ def test_every_key_of_every_format_has_exactly_one_class():
 
 def test_the_generated_module_is_not_stale(inventory_module):
     """Re-running the classification on the stored raw sets against classes.py gives the file byte for byte."""
-    text = inventory_module.render(key_inventory.SOURCES, key_inventory.RAW, key_inventory.HANDBOOK_OWN)
+    text = inventory_module.render(key_inventory.SOURCES, key_inventory.RAW, key_inventory.HANDBOOK_OWN,
+                                   key_inventory.TYPES)
     assert text == Path(key_inventory.__file__).read_text(encoding="utf-8"), (
         "configs/key_inventory.py is stale: re-run benchmarks/recipe_keys/generate.py")
 
@@ -166,3 +167,11 @@ def test_save_and_load_time_keys_are_inert():
     for key in ("zero_optimization.stage3_gather_16bit_weights_on_model_save",
                 "zero_optimization.gather_16bit_weights_on_model_save", "zero_optimization.load_from_fp32_weights"):
         assert key_inventory.classify("deepspeed", key)[0] == "inert"
+
+
+def test_simple_types_are_only_those_an_annotation_admits_alone(inventory_module):
+    assert [inventory_module.simple_type(text) for text in (
+        "bool", "Optional[int]", "int | None", "Union[int, float]", "bool | Literal['legacy']", "str",
+        "list[str] | None", "Union[bool, str]")] == ["bool", "int", "int", "float", None, None, None, None]
+    assert key_inventory.TYPES["llamafactory"]["learning_rate"] == "float"
+    assert "gradient_checkpointing" not in key_inventory.TYPES["axolotl"]  # bool | "offload" ...: not checked

@@ -581,10 +581,53 @@ PAGED = ("a paged optimizer: bitsandbytes keeps its states in CUDA unified memor
          "pressure; the figures count them on the GPU")
 
 
+#: What each simple declared type accepts, and its name in a message.
+TYPE_NAMES = {"bool": "true or false", "int": "a whole number", "float": "a number"}
+
+
+def _lax(value: object, kind: str) -> bool:
+    """Whether pydantic's lax mode (axolotl's models) turns `value` into `kind`."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if kind == "bool":
+            return text in ("true", "false", "yes", "no", "on", "off", "1", "0", "t", "f", "y", "n")
+        try:
+            number = float(text)
+        except ValueError:
+            return False
+        return kind == "float" or number.is_integer()
+    return kind == "int" and isinstance(value, float) and value.is_integer()
+
+
+def _typed(value: object, kind: str) -> bool:
+    if kind == "bool":
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (kind == "float" and isinstance(value, float))
+
+
+def _wrong_types(tool: Tool, data: dict) -> list[ConfigIssue]:
+    """Values of another type than the one the tool's annotation admits (bool / int / float; the key inventory's
+    TYPES, read from the sources): a warning naming the type. axolotl's pydantic converts what lax mode allows; the
+    dataclasses behind HfArgumentParser and TrlParser take a YAML value as it is."""
+    from zeromem_lsp.configs.key_inventory import TYPES
+
+    declared = TYPES.get(tool, {})
+    out = []
+    for key, value in data.items():
+        kind = declared.get(key) if isinstance(key, str) else None
+        if kind is None or value is None or _typed(value, kind) or (tool == "axolotl" and _lax(value, kind)):
+            continue
+        out.append(_issue("wrong_type", (key,), "value", f"{TOOL_NAMES[tool]} declares {key} as {TYPE_NAMES[kind]}; "
+                          f"got {value!r}"))
+    return out
+
+
 def read_recipe(tool: Tool, data: dict, folders: tuple[str, ...] = ()) -> tuple[list[ConfigIssue], RecipeSetup]:
     """The recipe's issues (unknown keys, impossible values) and what it says about the run. `folders`: the names
     of the folders the recipe sits in, innermost last (a TRL recipe's folder may name its trainer)."""
-    out = _unknown_keys(tool, data)
+    out = _unknown_keys(tool, data) + _wrong_types(tool, data)
     for key, kinds, what in TYPED_KEYS:
         if data.get(key) is not None and not isinstance(data[key], kinds):
             out.append(_issue("invalid_value", (key,), "value", f"{key} must be {what}, got {data[key]!r}"))
@@ -592,6 +635,8 @@ def read_recipe(tool: Tool, data: dict, folders: tuple[str, ...] = ()) -> tuple[
             if not any(key == typed and not isinstance(value, kinds) for typed, kinds, _ in TYPED_KEYS)}
     setup = replace(_trl(data, out, folders) if tool == "trl" else READ[tool](data, out),
                     revision=_revision(data, tool))
+    refused = {issue.path for issue in out if issue.kind == "invalid_value"}  # said once: the refusal says it
+    out = [issue for issue in out if not (issue.kind == "wrong_type" and issue.path in refused)]
     key = "optimizer" if tool == "axolotl" else "optim"
     if isinstance(data.get(key), str) and "paged" in data[key].lower():
         setup = replace(setup, unread=(*setup.unread, ((key,), data[key], PAGED)))

@@ -43,6 +43,7 @@ KIND_RULES: dict[str, Rule] = {
     "accelerate.ignored_setting": rule("ZM352"),
     "recipe.unknown_key": rule("ZM310"),
     "recipe.unknown_script_key": rule("ZM357"),
+    "recipe.wrong_type": rule("ZM358"),
     "recipe.missing_file": rule("ZM311"),
     "recipe.invalid_value": rule("ZM104"),
     "recipe.ignored_key": rule("ZM353"),

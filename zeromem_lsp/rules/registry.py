@@ -461,6 +461,17 @@ RULES: dict[str, Rule] = _rules(
         safe_fix=True,
     ),
     Rule(
+        "ZM358", "recipe-value-type", "warning",
+        "A recipe key has a value of another type than its tool's annotation admits (true or false, a whole number, "
+        "a number: the key inventory's types, read from the sources; keys that also take strings or lists are not "
+        "checked). axolotl's lax conversions (\"8\" for a whole number) are accepted.",
+        "The dataclasses behind HfArgumentParser and TrlParser take a YAML value as it is (`learning_rate: 1e-4` is "
+        "the string '1e-4' to YAML 1.1), and axolotl's pydantic refuses what it cannot convert: either way the run "
+        "does not get what the file seems to say.",
+        "model_name_or_path: Qwen/Qwen3-4B\nfinetuning_type: lora\nlearning_rate: 1e-4",
+        "model_name_or_path: Qwen/Qwen3-4B\nfinetuning_type: lora\nlearning_rate: 1.0e-4",
+    ),
+    Rule(
         "ZM356", "launch-engine-overridden", "warning",
         "The recipe and the Accelerate config it is launched with name different engines or DeepSpeed files; "
         "the message says which one runs and why.",
