@@ -86,6 +86,10 @@ async def main(edits: int, runs: int) -> None:
         for run in range(runs):
             session = await Session.start([sys.executable, "-m", "zeromem_lsp", "serve"])
             await session.initialize(folder.as_uri())
+            warm = (folder / f"warm_{run}.json").as_uri()  # the server's warm-up done: what an editor sees after start
+            await session.notify("textDocument/didOpen", {"textDocument": {
+                "uri": warm, "languageId": "json", "version": 1, "text": '{"zero_optimization": {"stage": 1}}'}})
+            await session.wait_diagnostics(warm)
             for label, with_model in (("with model (peak known)", True), ("without a model", False)):
                 rows[label].append(await measure(session, folder, f"ds_{run}_{with_model}.json", with_model, edits))
             await session.stop()

@@ -23,6 +23,8 @@ Every term, with the torch / DeepSpeed / Transformers function it comes from: do
 
 from __future__ import annotations
 
+import functools
+
 from typing import NamedTuple
 
 from zeromem_lsp.memory.accumulation import Engine, held, later_moments
@@ -382,7 +384,8 @@ def _persistent_numel(tensors: Tensors, threshold: int) -> int:
     return sum(numel for numel in tensors.all() if numel <= threshold)
 
 
-def _touched(tensors: Tensors, ranks: int) -> list[tuple[int, int]]:
+@functools.lru_cache(maxsize=256)  # pure, and the same model and ranks recur across stages, variants and edits
+def _touched(tensors: Tensors, ranks: int) -> tuple[tuple[int, int], ...]:
     """Per rank: (elements of the whole parameters its ⌈N/R⌉ slice of the flat parameter order overlaps, the
     largest overlap). ZeRO-1/2 keeps those parameters' gradients (`averaged_gradients`) until the step."""
     shard, found = _ceil(tensors.total, ranks), []
@@ -395,7 +398,7 @@ def _touched(tensors: Tensors, ranks: int) -> list[tuple[int, int]]:
                 piece = max(piece, min(high, start + numel) - max(low, start))
             start += numel
         found.append((touched, piece))
-    return found
+    return tuple(found)
 
 
 def _ipg(w: int, stage: int, buckets: Buckets) -> int:
