@@ -49,12 +49,12 @@ def ignored_keys(fmt: str, data: object, file: str | None = None, root: Path | N
     """The keys of `data` (a config of format `fmt`) set to a value that changes per-GPU memory in a way the
     figures do not model, each with what it does. `file`: the data is another file's (shown by name, no
     position here); `root`: where `data` sits in this document."""
-    from zeromem_lsp.configs.key_inventory import not_modelled
+    from zeromem_lsp.configs.key_inventory import changes_model_state, not_modelled
 
     if not isinstance(data, dict):
         return ()
     return tuple(Ignored(f"{file}: {'.'.join(path)}" if file else ".".join((*(root or ()), *path)), value, why,
-                         None if file or root is None else (*root, *path))
+                         None if file or root is None else (*root, *path), changes_model_state(fmt, ".".join(path)))
                  for path, value, why in not_modelled(fmt, data))
 
 

@@ -1345,3 +1345,29 @@ AS_MODELLED: dict[tuple[str, ...], dict[str, tuple[tuple, str]]] = {
         "fsdp_config.fsdp_forward_prefetch": ((False, "false"), "no forward prefetch (the default)"),
     },
 }
+
+#: Not-modelled keys whose effect is on the step's transient memory only (activations, the loss's tensors, kernels,
+#: buffers of the optimizer step), never on the model state P, G, O that ZM101 judges: set, they make the peak
+#: approximate but leave the model-state figure exact. By the `why` they share, and by name.
+STEP_ONLY_WHYS = (ATTN, COMPILE, OFFLOAD_ACT, PADDING_FREE, PACKING, LABEL_SMOOTHING)
+STEP_ONLY: dict[tuple[str, ...], tuple[str, ...]] = {
+    AX: ("tiled_mlp", "tiled_mlp_num_shards", "tiled_mlp_use_original_mlp", "activation_offloading",
+         "selective_checkpointing", "dynamic_checkpoint", "liger_cross_entropy", "liger_glu_activation",
+         "liger_layer_norm", "liger_rms_norm", "liger_rms_norm_gated", "liger_rope", "liger_swiglu",
+         "liger_use_token_scaling", "lora_mlp_kernel", "lora_qkv_kernel", "lora_o_kernel", "lora_embedding_kernel",
+         "flash_attn_cross_entropy", "flash_attn_fuse_mlp", "flash_attn_rms_norm", "neftune_noise_alpha",
+         "noisy_embedding_alpha", "scaling_softmax", "scaling_softmax_bias", "scaling_softmax_factor",
+         "heads_k_stride", "ring_attn_func", "experts_implementation", "moe_grouped_backend", "use_scattermoe",
+         "use_sonicmoe", "pad_to_multiple_of", "pad_to_sequence_len", "excess_length_strategy", "max_sample_tokens",
+         "group_by_length", "torch_empty_cache_steps", "gc_steps", "gc_collect_steps", "model_config"),
+    DS: ("activation_checkpointing", "activation_checkpointing.contiguous_memory_optimization",
+         "activation_checkpointing.cpu_checkpointing", "activation_checkpointing.number_checkpoints",
+         "activation_checkpointing.partition_activations", "zero_optimization.sub_group_size",
+         "seq_parallel_communication_data_type"),
+    ACC: ("fsdp_config.fsdp_activation_checkpointing_offload", "fsdp_config.fsdp_backward_prefetch",
+          "fsdp_config.fsdp_forward_prefetch", "parallelism_config.parallelism_config_cp_comm_strategy"),
+    HF: ("activation_checkpointing", "activation_checkpointing_kwargs", "neftune_noise_alpha"),
+    LF: ("flash_attn", "shift_attn", "use_liger_kernel", "liger_kernel_config", "upcast_layernorm",
+         "kt_cpu_activation"),
+    TRL: ("activation_offloading", "padding_free"),
+}

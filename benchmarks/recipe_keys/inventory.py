@@ -118,6 +118,23 @@ def simple_type(annotation: str) -> str | None:
     return None
 
 
+def step_only(table: dict[str, dict[str, tuple[str, object, str]]]) -> dict[str, list[str]]:
+    """fmt -> the not-modelled keys whose effect is on the step's transient memory only (classes.STEP_ONLY and
+    STEP_ONLY_WHYS): set, they leave the model-state figure exact."""
+    out: dict[str, list[str]] = {}
+    named = {fmt: set() for fmt in FORMATS}
+    for group, keys in getattr(classes, "STEP_ONLY", {}).items():
+        for fmt in group:
+            named[fmt].update(keys)
+    whys = getattr(classes, "STEP_ONLY_WHYS", ())
+    for fmt in FORMATS:
+        found = sorted(key for key, (kind, _, why) in table[fmt].items() if kind == "not_modelled" and (
+            key in named[fmt] or any(why.startswith(text) for text in whys)))
+        if found:
+            out[fmt] = found
+    return out
+
+
 def _dict_text(name: str, value: dict) -> str:
     return f"{name} = {pprint.pformat(value, width=120, sort_dicts=True)}\n"
 
@@ -149,11 +166,16 @@ def render(sources: dict[str, str], raw: dict[str, dict[str, object]], handbook_
         + _dict_text("INVENTORY", table) + "\n"
         + "#: recipe format -> key -> the type its annotation admits (bool / int / float, None allowed): simple_type\n"
         + _dict_text("TYPES", types or {}) + "\n"
+        + "#: format -> the not-modelled keys that change only the step's transient memory, not P, G, O\n"
+        + _dict_text("STEP_ONLY", step_only(table)) + "\n"
         + "#: format -> key -> the values of a not-modelled key that the step model assumes (classes.AS_MODELLED)\n"
         + _dict_text("AS_MODELLED", as_modelled(table)) + "\n"
         + "\n\ndef classify(fmt: str, key: str) -> tuple[str, object, str] | None:\n"
         + '    """(class, default, why) of `key` in `fmt` (a dotted path for nested keys), or None when unknown."""\n'
         + "    return _api.classify(INVENTORY, fmt, key)\n\n\n"
+        + "def changes_model_state(fmt: str, key: str) -> bool:\n"
+        + '    """Whether a not-modelled key may change the model state P, G, O (not only the step\'s transient memory)."""\n'
+        + "    return key not in STEP_ONLY.get(fmt, ())\n\n\n"
         + "def not_modelled(fmt: str, data: dict) -> list[tuple[tuple[str, ...], object, str]]:\n"
         + '    """(key path, value, why) of each key set in `data` to a value other than its default that affects\n'
         + '    per-GPU memory but is not modelled, in document order (key_inventory_api.not_modelled)."""\n'

@@ -98,3 +98,40 @@ def test_a_deepspeed_key_outside_the_model_is_named_at_its_path(tmp_path):
     done = run_zeromem("check", "--format", "json", "-q", str(path))
     (over,) = [item for item in json.loads(done.stdout)["findings"] if item["code"] == "ZM101"]
     assert over["severity"] == "error" and done.returncode == 1
+
+
+def test_a_key_that_changes_only_the_steps_activations_leaves_the_model_state_error_an_error(tmp_path):
+    """ZM101 judges the model state P, G, O: a not-modelled key that changes only the step's transient memory
+    (eager attention's T x T scores) makes the peak approximate but not the model state; one that shards the model
+    (AutoTP) makes both approximate."""
+    config = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "zero_optimization": {"stage": 1},
+              "activation_checkpointing": {"cpu_checkpointing": True},  # activations only
+              "zeromem": {"parameters": "70B", "world_size": 8, "gpu_memory": "80GiB"}}
+    path = tmp_path / "ds_config.json"
+    path.write_text(json.dumps(config, indent=2))
+    done = run_zeromem("check", "--format", "json", "-q", str(path))
+    (over,) = [item for item in json.loads(done.stdout)["findings"] if item["code"] == "ZM101"]
+    assert over["severity"] == "error" and "approximate" not in over["message"] and done.returncode == 1
+    estimate = json.loads(run_zeromem("estimate", "--config", str(path), "--format", "json").stdout)
+    assert estimate["approximate"] is True  # the peak would be: the key is still named
+    assert [item["key"] for item in estimate["ignored"]] == ["activation_checkpointing.cpu_checkpointing"]
+
+
+def test_k_bit_quantization_of_an_moe_model_is_named_as_not_modelled(tmp_path):
+    """Issue 29: which fused expert weights a tool quantizes, upcasts or keeps differs per path; with experts the
+    quantization setting is named (and the figures approximate), without them it is exact."""
+    moe = {"model_type": "mixtral", "hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 1000, "num_local_experts": 4,
+           "num_experts_per_tok": 2}
+    dense = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 1000}
+    for config, named in ((moe, True), (dense, False)):
+        (tmp_path / "config.json").write_text(json.dumps(config))
+        ds = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "zero_optimization": {"stage": 2},
+              "zeromem": {"parameters": {"from_config": "config.json"}, "world_size": 2, "lora_rank": 8,
+                          "quantization": "nf4"}}
+        (tmp_path / "ds_config.json").write_text(json.dumps(ds))
+        done = run_zeromem("estimate", "--config", str(tmp_path / "ds_config.json"), "--format", "json")
+        assert done.returncode == 0, done.stderr
+        keys = [item["key"] for item in json.loads(done.stdout)["ignored"]]
+        assert keys == (["quantization"] if named else [])

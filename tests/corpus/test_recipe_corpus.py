@@ -60,7 +60,7 @@ def test_a_recipe_that_runs_on_its_authors_hardware_gets_no_error(case):
     done = run_zeromem("check", "--format", "json", *_launch(case), str(RECIPES / case["recipe"]))
     assert done.returncode in (0, 1), done.stderr
     findings = json.loads(done.stdout)["findings"]
-    errors = [f"{item['code']} {item['path']}:{item['line']}: {item['message']}" for item in findings
+    errors = [f"{item['code']} {item['path']}:{item['range']['start']['line']}: {item['message']}" for item in findings
               if item["severity"] == "error"]
     assert errors == []
     assert done.returncode == 0

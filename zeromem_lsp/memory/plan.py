@@ -147,6 +147,7 @@ class Ignored(NamedTuple):
     value: object
     why: str  # what it does to memory (configs/key_inventory.py)
     path: Path | None = None
+    state: bool = True  # it may change the model state P, G, O (False: only the step's transient memory)
 
     def to_json(self) -> dict:
         return {"key": self.key, "value": self.value, "why": self.why}
@@ -172,6 +173,11 @@ class MemoryPlan(NamedTuple):
     def approximate(self) -> bool:
         """The figures leave out something the config sets, or assume the engine: no memory finding is an error."""
         return bool(self.ignored) or self.engine_assumed is not None
+
+    @property
+    def state_approximate(self) -> bool:
+        """The model-state figure (ZM101's) leaves something out: a key that may change P, G, O, or the engine."""
+        return any(item.state for item in self.ignored) or self.engine_assumed is not None
 
     @property
     def family(self) -> str:

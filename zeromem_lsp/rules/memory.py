@@ -179,7 +179,7 @@ def budget_findings(context: Context) -> Iterator[Finding]:
         )
         elsewhere = settings_elsewhere(context.planned_setup, plan, suggestion)
         advice += f"; {elsewhere}" if elsewhere else ""
-        approximate = approximation_note(plan)
+        approximate = approximation_note(plan) if plan.state_approximate else ""
         yield context.finding(
             EXCEEDS,
             f"{label} needs {format_bytes(figure)} per GPU ({format_count(figure)} B) for model state, "
@@ -187,7 +187,7 @@ def budget_findings(context: Context) -> Iterator[Finding]:
             + (f" ({approximate})" if approximate else ""),
             path,
             fixes=suggestion_fixes(context, plan, suggestion),
-            lesser=plan.approximate,
+            lesser=plan.state_approximate,  # keys that change only the step's transient memory leave it exact
         )
     elif plan.near_budget:
         yield context.finding(
