@@ -228,9 +228,8 @@ def analyse(
         at = named.path if named is not None and named.path else (*block_path, found[0])
         block_problems.append((at, f"{named.note if named else 'zeromem.' + found[0]}: {found[1]}", "value"))
     engine_named = reading.recipe is None or not isinstance(reading.source, planner.TorchSource)
-    ignored = reading.ignored + _quantized_experts(effective, resolved, model)
     plan = planner.plan(reading.source, resolved, PeakSource(reading.workload, reading.setup, model), adapter,
-                        ignored, engine_named)
+                        reading.ignored, engine_named)
     context = Context(document, data, effective, reading.rule_setup, plan, reading.workload, resolved.origins,
                       reading.setup, model_unread=missing_model)
     findings = _syntax_findings(kind, context)
@@ -247,25 +246,6 @@ def analyse(
     findings.sort(key=lambda f: (f.start, f.end, f.code))
     return Analysis(text, kind, document, findings, effective, reading.setup, plan, parameter_note, resolved.origins,
                     recipe=reading.recipe, launch_file=reading.launch_file)
-
-
-#: Why a k-bit base with MoE experts is not modelled (issue 29: which expert weights are quantized, upcast or kept
-#: differs per tool, engine and version).
-QUANTIZED_EXPERTS = ("k-bit quantization of a mixture-of-experts model: whether the fused expert weights are "
-                     "quantized, upcast or kept in 16 bits depends on the tool, engine and version; the figures "
-                     "assume every linear weight quantized")
-
-
-def _quantized_experts(settings: ZeromemSettings, resolved: Resolved, model: ModelRead) -> tuple:
-    """The quantization setting, named as not modelled, when the model it quantizes has MoE experts."""
-    from zeromem_lsp.memory.plan import Ignored
-
-    if not settings.quantization or settings.quantization == "none" or model.shape is None or not model.shape.experts:
-        return ()
-    origin = resolved.origin("quantization")
-    key = origin.path[-1] if origin is not None and origin.path else "quantization"
-    return (Ignored(str(key), settings.quantization, QUANTIZED_EXPERTS, tuple(origin.path) if origin and origin.path
-                    else None),)
 
 
 def _yaml_kind(keys: set[str] | None, document: Document) -> str | None:

@@ -425,9 +425,19 @@ def _written(value: object) -> str:
     return str(value)
 
 
+def ignored_key(item, code: bool = False) -> str:
+    """`tiled_mlp: true`: a key the figures do not model, with its value as written (in backticks for Markdown)."""
+    text = f"{item.key}: {_written(item.value)}"
+    return f"`{text}`" if code else text
+
+
 def ignored_keys_text(plan) -> str:
     """`context_parallel_size: 8, tiled_mlp: true`: the keys set that the figures do not model."""
-    return ", ".join(f"{item.key}: {_written(item.value)}" for item in plan.ignored)
+    return ", ".join(ignored_key(item) for item in plan.ignored)
+
+
+#: The engine assumption in one clause (its full wording, with how to pair a launch file: planner.ENGINE_ASSUMED).
+DDP_ASSUMED = "torch DDP is assumed (the recipe names no engine and no Accelerate config is paired with it)"
 
 
 def approximation_note(plan) -> str:
@@ -437,13 +447,13 @@ def approximation_note(plan) -> str:
     if plan.ignored:
         parts.append(f"it does not model {ignored_keys_text(plan)}")
     if plan.engine_assumed is not None:
-        parts.append("torch DDP is assumed (the recipe names no engine and no Accelerate config is paired with it)")
+        parts.append(DDP_ASSUMED)
     return f"approximate: {'; '.join(parts)}" if parts else ""
 
 
 def approximation_lines(plan) -> list[str]:
     """Each key the figures do not model, its value and what it does to memory; the engine assumption."""
-    lines = [f"not modelled: {item.key}: {_written(item.value)} — {item.why}" for item in plan.ignored]
+    lines = [f"not modelled: {ignored_key(item)} — {item.why}" for item in plan.ignored]
     if plan.engine_assumed is not None:
         lines.append(f"assumed: {plan.engine_assumed}")
     return lines

@@ -22,7 +22,7 @@ from zeromem_lsp.present import (
     human_and_exact, input_notes, peak_rows, peak_sum, per_gpu_summary, phase_peaks, settings_elsewhere, stage_label,
     stage_rows,
 )
-from zeromem_lsp.present import below_state_line, no_fit, summary_table, verdict_line
+from zeromem_lsp.present import DDP_ASSUMED, below_state_line, ignored_key, no_fit, summary_table, verdict_line
 from zeromem_lsp.units import format_bytes, format_count, format_parameters
 
 RECIPE_KINDS = ("axolotl", "llamafactory", "trl")
@@ -132,12 +132,10 @@ def memory_section(plan: MemoryPlan | Unplanned | None, setup: TrainingSetup | N
     verdict = _wrapped(f"**{verdict_line(plan)}**")
     approximate = []
     if plan.approximate:
-        keys = ", ".join(f"`{item.key}: {item.value}`" for item in plan.ignored)
+        keys = ", ".join(ignored_key(item, code=True) for item in plan.ignored)
         approximate = ["", *_wrapped("**Approximate:** " + "; ".join(
             ([f"{keys} {'is' if len(plan.ignored) == 1 else 'are'} not modelled (the breakdown says what each does)"]
-             if plan.ignored else [])
-            + (["torch DDP is assumed (no deepspeed:, fsdp_config: or Accelerate config names the engine)"]
-               if plan.engine_assumed else [])) + ".")]
+             if plan.ignored else []) + ([DDP_ASSUMED] if plan.engine_assumed else [])) + ".")]
     table = ["```text", *summary_table(plan), "```"]
     below = below_state_line(plan)
     below_lines = _wrapped(below[0].upper() + below[1:] + ".") if below else []
@@ -192,7 +190,7 @@ def breakdown_markdown(plan: MemoryPlan | Unplanned | None, setup: TrainingSetup
                 "(parameters, gradients, optimizer state); the peak below is the largest phase of the training step + the reserve.")
     if plan.approximate:  # said first: the figures leave out what the config sets
         head += "\n\n**Approximate:** " + "; ".join(
-            [f"`{item.key}: {item.value}` is not modelled ({item.why})" for item in plan.ignored]
+            [f"{ignored_key(item, code=True)} is not modelled ({item.why})" for item in plan.ignored]
             + ([plan.engine_assumed] if plan.engine_assumed else [])) + "."
     lines = [
         head,

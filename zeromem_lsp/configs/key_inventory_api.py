@@ -13,6 +13,11 @@ from __future__ import annotations
 Entry = tuple[str, object, str]
 
 
+def defaults(inventory: dict[str, dict[str, Entry]]) -> dict[str, dict[str, object]]:
+    """format -> key -> its declared default: the key sets the generator read, from the inventory's entries."""
+    return {fmt: {key: entry[1] for key, entry in table.items()} for fmt, table in inventory.items()}
+
+
 def classify(inventory: dict[str, dict[str, Entry]], fmt: str, key: str) -> Entry | None:
     return inventory.get(fmt, {}).get(key)
 

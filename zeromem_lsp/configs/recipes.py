@@ -328,7 +328,7 @@ def _axolotl_grpo(data: dict) -> dict[str, Given]:
     return found
 
 
-def _axolotl(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
+def _axolotl(data: dict, out: list[ConfigIssue], folders: tuple[str, ...] = ()) -> RecipeSetup:
     method = str(data.get("adapter") or "full")
     bf16, fp16 = data.get("bf16", "auto"), read_flag(data.get("fp16"))
     if read_flag(bf16) or bf16 == "auto":
@@ -382,7 +382,7 @@ def _split(found: Given | None) -> Given | None:
     return Given([part.strip() for part in found.value.split(",") if part.strip()], found.note, found.path)
 
 
-def _llamafactory(data: dict, out: list[ConfigIssue]) -> RecipeSetup:
+def _llamafactory(data: dict, out: list[ConfigIssue], folders: tuple[str, ...] = ()) -> RecipeSetup:
     method = str(data.get("finetuning_type") or "lora")
     bits = positive_int(data.get("quantization_bit"))
     quantization = None
@@ -633,8 +633,7 @@ def read_recipe(tool: Tool, data: dict, folders: tuple[str, ...] = ()) -> tuple[
             out.append(_issue("invalid_value", (key,), "value", f"{key} must be {what}, got {data[key]!r}"))
     data = {key: value for key, value in data.items()
             if not any(key == typed and not isinstance(value, kinds) for typed, kinds, _ in TYPED_KEYS)}
-    setup = replace(_trl(data, out, folders) if tool == "trl" else READ[tool](data, out),
-                    revision=_revision(data, tool))
+    setup = replace(READ[tool](data, out, folders), revision=_revision(data, tool))
     refused = {issue.path for issue in out if issue.kind == "invalid_value"}  # said once: the refusal says it
     out = [issue for issue in out if not (issue.kind == "wrong_type" and issue.path in refused)]
     key = "optimizer" if tool == "axolotl" else "optim"

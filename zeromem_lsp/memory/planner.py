@@ -323,6 +323,24 @@ ENGINE_ASSUMED = ("the engine is assumed: the recipe names no deepspeed: or fsdp
                   "assumed")
 
 
+#: Why a k-bit base with MoE experts is not modelled (issue 29: which expert weights are quantized, upcast or kept
+#: differs per tool, engine and version).
+QUANTIZED_EXPERTS = ("k-bit quantization of a mixture-of-experts model: whether the fused expert weights are "
+                     "quantized, upcast or kept in 16 bits depends on the tool, engine and version; the figures "
+                     "assume every linear weight quantized")
+
+
+def _quantized_experts(resolved: Resolved, peak: PeakSource | None) -> tuple[Ignored, ...]:
+    """The quantization setting, named as not modelled, when the model it quantizes has MoE experts."""
+    quantization = resolved.settings.quantization
+    shape = peak.model.shape if peak is not None else None
+    if not quantization or quantization == "none" or shape is None or not shape.experts:
+        return ()
+    origin = resolved.origin("quantization")
+    path = tuple(origin.path) if origin is not None and origin.path else None
+    return (Ignored(str(path[-1]) if path else "quantization", quantization, QUANTIZED_EXPERTS, path),)
+
+
 def plan(source: PlanSource, resolved: Resolved, peak: PeakSource | None = None,
          adapter: Adapter | None = None, ignored: tuple[Ignored, ...] = (),
          engine_named: bool = True) -> MemoryPlan | Unplanned:
@@ -340,6 +358,7 @@ def plan(source: PlanSource, resolved: Resolved, peak: PeakSource | None = None,
         return Unplanned((source.missing,))
     one_process = resolved.settings.world_size == 1  # one GPU and no engine named: plain torch, nothing to assume
     assumed = None if engine_named or one_process or resolved.settings.engine is not None else ENGINE_ASSUMED
+    ignored = (*ignored, *_quantized_experts(resolved, peak))
     if isinstance(built, MemoryPlan) and (ignored or assumed):
         return built._replace(ignored=tuple(ignored), engine_assumed=assumed)
     return built
