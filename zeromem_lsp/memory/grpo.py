@@ -33,7 +33,7 @@ from typing import NamedTuple
 from zeromem_lsp.configs.settings_values import GRPO_KEYS
 from zeromem_lsp.configs.settings_values import MAX_COMPLETION_LENGTH as TRL_MAX_COMPLETION_LENGTH
 from zeromem_lsp.memory.activations import F32, I64
-from zeromem_lsp.memory.step import Part, StepInputError
+from zeromem_lsp.memory.step import Part, Setup, StepInputError
 from zeromem_lsp.provenance import Given
 
 #: GRPOConfig's defaults (trl/trainer/grpo_config.py, TRL 1.16 and 1.8)
@@ -133,7 +133,7 @@ class GrpoLogitsHead(NamedTuple):
         """The logits the model makes: the last C + 1 positions of every row."""
         return c * (tokens // self.sequence_length) * (self.completion_length + 1) * vocab
 
-    def moments(self, setup: object, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
+    def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
         c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w  # type: ignore[attr-defined]
         tokens = setup.tokens  # type: ignore[attr-defined]
         scored, logits = self.scored(tokens), self.logits(tokens, v, c)
@@ -156,7 +156,7 @@ class GrpoLogitsHead(NamedTuple):
                 f"{saved - logits_bytes + kept:,} B; its logits: the last completion + 1 = "
                 f"{self.completion_length + 1:,} positions of each row")
 
-    def reference(self, setup: object) -> list[Part]:
+    def reference(self, setup: Setup) -> list[Part]:
         """The reference's log-probs under `no_grad`: its logits and two rows' log-softmaxes."""
         c, v = setup.c, setup.vocab  # type: ignore[attr-defined]
         return [Part("reference logits", self.logits(setup.tokens, v, c)),  # type: ignore[attr-defined]
@@ -197,7 +197,7 @@ class GrpoHead(NamedTuple):
     def saved(self, *arguments: int) -> int:
         return self.head.saved(*arguments)  # type: ignore[attr-defined]
 
-    def all_moments(self, setup: object, base: list[Part], saved: int) -> dict[str, list[Part]]:
+    def all_moments(self, setup: Setup, base: list[Part], saved: int) -> dict[str, list[Part]]:
         """Every moment of the forward phase: the generation's, the reference's (beta != 0) and the policy's head."""
         forward, _ = self.head.moments(setup, self._gathered(base, self.loss_gathered), saved)  # type: ignore[attr-defined]
         c, micro = setup.c, setup.micro_batch  # type: ignore[attr-defined]
@@ -234,7 +234,7 @@ class GrpoHead(NamedTuple):
             return None
         return self._replace(generation=self.generation._replace(moment="the policy's LM head"), loss_gathered=None)
 
-    def moments(self, setup: object, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
+    def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
         _, loss = self.head.moments(setup, self._gathered(base, self.loss_gathered), saved)  # type: ignore[attr-defined]
         found = self.all_moments(setup, base, saved)
         if self.generation.moment is not None:

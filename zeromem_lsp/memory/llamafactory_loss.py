@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from zeromem_lsp.memory.activations import F32, I64
-from zeromem_lsp.memory.step import Part
+from zeromem_lsp.memory.step import Part, Setup
 
 #: the `trainer` setting's values this loss runs: `stage: dpo` with its `pref_loss` (reference-free: orpo, simpo)
 #: and `stage: kto`
@@ -51,13 +51,20 @@ class LlamaFactoryHead(NamedTuple):
         scored = self.scored(tokens)
         return saved - logits_bytes + F32 * scored * vocab + I64 * scored
 
-    def moments(self, setup: object, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
+    @property
+    def prefetch(self) -> bool:
+        return True
+
+    def later(self, accumulation: int) -> None:
+        return None
+
+    def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
         """(the forward's peak: the policy's fp32 logits beside the reference's logits and log-softmax, or the
         policy's own; the loss's backward at its largest)."""
-        c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w  # type: ignore[attr-defined]
-        tokens = setup.tokens  # type: ignore[attr-defined]
+        c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w
+        tokens = setup.tokens
         scored = self.scored(tokens)
-        total = saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes, tokens, h, c, v)  # type: ignore[attr-defined]
+        total = saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes, tokens, h, c, v)
         logits, log_softmax = F32 * tokens * v, F32 * scored * v
         kept = [*base, Part("activations", total), Part("fp32 logits", logits)]
         forward = kept

@@ -87,7 +87,10 @@ class FusedHead(NamedTuple):
         label, at most this)."""
         return tokens - tokens // self.sequence_length
 
-    def moments(self, setup: object, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
+    def later(self, accumulation: int) -> None:
+        return None
+
+    def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
         """(forward's peak, the loss's backward): the larger of the policy's head and the reference's forward;
         the head's backward in its tile loop or at its end (fp32 gradients cast to the parameters' dtype)."""
         c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w  # type: ignore[attr-defined]
@@ -117,7 +120,7 @@ class FusedHead(NamedTuple):
         loss = max(in_loop, end, key=lambda parts: sum(part.bytes for part in parts))
         return forward, loss
 
-    def _reference(self, setup: object, scored: int, tokens: int, rows: int, columns: int, tile: int) -> list[Part]:
+    def _reference(self, setup: Setup, scored: int, tokens: int, rows: int, columns: int, tile: int) -> list[Part]:
         """The reference forward's transients: its gathered weights (ZeRO-3), last hidden states, the shifted copy,
         its tile (log_probs only: three fp32 temporaries in the fallback)."""
         c, h = setup.c, setup.hidden  # type: ignore[attr-defined]
@@ -169,7 +172,10 @@ class LogitsHead(NamedTuple):
         scored = self.scored(tokens)
         return saved - logits_bytes + self._kept(tokens, vocab, c) + I64 * scored + F32 * scored
 
-    def moments(self, setup: object, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
+    def later(self, accumulation: int) -> None:
+        return None
+
+    def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
         """(the entropy metric at the end of the loss's forward, the loss's backward at its largest)."""
         c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w  # type: ignore[attr-defined]
         tokens = setup.tokens  # type: ignore[attr-defined]

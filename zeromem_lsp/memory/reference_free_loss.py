@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from zeromem_lsp.memory.activations import F32, I64
-from zeromem_lsp.memory.step import Part
+from zeromem_lsp.memory.step import Part, Setup
 
 TRAINERS = ("orpo", "cpo", "simpo")
 
@@ -54,11 +54,18 @@ class ReferenceFreeHead(NamedTuple):
         """The activations with the loss's log-softmaxes and labels in place of ForCausalLMLoss's."""
         return saved - logits_bytes + self._kept(tokens, vocab, c) + I64 * tokens
 
-    def moments(self, setup: object, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
+    @property
+    def prefetch(self) -> bool:
+        return True
+
+    def later(self, accumulation: int) -> None:
+        return None
+
+    def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
         """(the end of the loss's forward: the logits beside what it keeps; the loss's backward at its largest)."""
-        c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w  # type: ignore[attr-defined]
-        tokens = setup.tokens  # type: ignore[attr-defined]
-        total = saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes, tokens, h, c, v)  # type: ignore[attr-defined]
+        c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w
+        tokens = setup.tokens
+        total = saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes, tokens, h, c, v)
         logits = c * tokens * v
         forward = [*base, Part("activations", total), Part("logits", logits)]
         rest = total - self._kept(tokens, v, c)  # the log-softmaxes are freed once their backward ran

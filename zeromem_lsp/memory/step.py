@@ -24,8 +24,8 @@ Every term, with the torch / DeepSpeed / Transformers function it comes from: do
 from __future__ import annotations
 
 import functools
-
-from typing import NamedTuple
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, NamedTuple, Protocol, Union
 
 from zeromem_lsp.memory.accumulation import Engine, held, later_moments
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, ActivationInputError, Activations, estimate_activations
@@ -104,6 +104,30 @@ class Buckets(NamedTuple):
     persistence_threshold: int | None = None
     grad_accum_dtype: str | None = None  # data_types.grad_accum_dtype, normalized (fp32, bf16, fp16)
 
+    def resolved(self, stage: int) -> Zero:
+        """The sizes with DeepSpeed's defaults filled in, once (deepspeed/runtime/zero/config.py)."""
+        def given(value: int | None, key: str) -> int:
+            return DEEPSPEED_DEFAULTS[key] if value is None else value
+        return Zero(given(self.reduce_bucket_size, "reduce_bucket_size"),
+                    (stage == 3) if self.overlap_comm is None else self.overlap_comm, self.contiguous_gradients,
+                    given(self.prefetch_bucket_size, "stage3_prefetch_bucket_size"),
+                    given(self.max_live_parameters, "stage3_max_live_parameters"),
+                    MAX_REUSE_DISTANCE if self.max_reuse_distance is None else self.max_reuse_distance,
+                    given(self.persistence_threshold, "stage3_param_persistence_threshold"), self.grad_accum_dtype)
+
+
+class Zero(NamedTuple):
+    """zero_optimization as DeepSpeed runs it at a stage (elements; `Buckets.resolved`)."""
+
+    reduce: int
+    overlap: bool
+    contiguous: bool
+    prefetch: int
+    live: int
+    reuse: int
+    threshold: int  # stage3_param_persistence_threshold
+    grad_accum_dtype: str | None = None
+
 
 class FrozenBase(NamedTuple):
     """A frozen base with trainable adapters (LoRA / QLoRA), per rank: persistent bytes as the plan places the
@@ -129,6 +153,101 @@ class FrozenBase(NamedTuple):
     head_gradient: int = 0  # a trained head's (modules_to_save) gradient on this rank: from the head's backward
     outside: int = 0  # of `activations`, what is saved outside the decoder layers (embedding, final norm, loss)
     accumulated: int | None = None  # the adapters' gradients a later micro-batch holds (None: `gradients`)
+
+
+@dataclass(frozen=True)
+class Torch:
+    """One process or DDP. `autocast`: fp32 weights, bf16 compute (HF Trainer's `bf16=True` on an fp32 model);
+    `ddp_bucket_view`: DDP's gradient_as_bucket_view (gradients are views of its buckets)."""
+
+    name: ClassVar[str] = "torch"
+    autocast: bool = False
+    ddp_bucket_view: bool = False
+
+
+@dataclass(frozen=True)
+class DeepSpeed:
+    """DeepSpeed ZeRO `stage` (0-3) with its zero_optimization sizes resolved and its offload."""
+
+    name: ClassVar[str] = "deepspeed"
+    stage: int = 0
+    buckets: Buckets = Buckets()
+    offload_optimizer: bool = False
+    offload_param: bool = False
+
+    @property
+    def zero(self) -> Zero:
+        return self.buckets.resolved(self.stage)
+
+
+@dataclass(frozen=True)
+class Fsdp:
+    """FSDP `version` 1 or 2: `reshard` after forward (FULL_SHARD), `mixed`: bf16 gathered parameters and compute
+    over the shards' dtype, `sharded` False: NO_SHARD."""
+
+    name: ClassVar[str] = "fsdp"
+    version: int = 2
+    reshard: bool = True
+    mixed: bool = False
+    sharded: bool = True
+    offload_optimizer: bool = False
+
+
+EngineSpec = Union[Torch, DeepSpeed, Fsdp]
+
+
+class Head(Protocol):
+    """A loss that replaces ForCausalLMLoss's moments (memory/preference.py, grpo.py, reference_free_loss.py,
+    llamafactory_loss.py): its (forward, loss's backward) moments, whether ZeRO-3 prefetches before it, and the
+    head of a later micro-batch under accumulation (None: the same)."""
+
+    @property
+    def prefetch(self) -> bool: ...
+
+    def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]: ...
+
+    def later(self, accumulation: int) -> Head | None: ...
+
+
+@dataclass(frozen=True)
+class Step:
+    """One training step as the phase model takes it, validated and with its defaults resolved (`make_step`)."""
+
+    shape: ModelShape
+    sequence_length: int
+    micro_batch: int
+    engine: EngineSpec = field(default_factory=Torch)
+    ranks: int = 1
+    checkpointing: bool = False
+    attention: str = "sdpa"
+    param_dtype: str = "bf16"
+    optimizer: str = "adamw"
+    optimizer_impl: str = "foreach"
+    frozen: FrozenBase | None = None
+    loss_kernel: str = "hf"
+    head: Head | None = None
+    gradient_accumulation_steps: int = 1
+
+    @property
+    def stage(self) -> int:
+        return self.engine.stage if isinstance(self.engine, DeepSpeed) else 0
+
+    @property
+    def offload_optimizer(self) -> bool:
+        return not isinstance(self.engine, Torch) and self.engine.offload_optimizer
+
+    @property
+    def compute_dtype(self) -> str:
+        """The forward's dtype: a frozen base's, bf16 under autocast or FSDP mixed precision, else the weights'."""
+        if self.frozen is not None:
+            return self.frozen.compute_dtype
+        mixed = isinstance(self.engine, Fsdp) and self.engine.mixed
+        return "bf16" if (isinstance(self.engine, Torch) and self.engine.autocast) or mixed else self.param_dtype
+
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes of a stored parameter (and of its gradient)."""
+        return F32 if isinstance(self.engine, Torch) and self.engine.autocast else DTYPE_BYTES[self.param_dtype]
 
 
 class Tensors(NamedTuple):
@@ -225,8 +344,8 @@ def _ceil(numerator: int, ranks: int) -> int:
     return -(-numerator // ranks)
 
 
-class _Setup(NamedTuple):
-    """The resolved inputs every engine's moments read (bytes per element, sizes in elements)."""
+class Setup(NamedTuple):
+    """What every engine's moments read, derived once from the Step (bytes per element, sizes in elements)."""
 
     tensors: Tensors
     acts: Activations
@@ -241,11 +360,11 @@ class _Setup(NamedTuple):
     loss_kernel: str = "hf"  # loss_and_reference.LOSS_KERNELS: what replaces Transformers' T×V loss terms
     head_trainable: bool = True  # False on a frozen base: no head gradient
     micro_batch: int = 1
-    loss: object = None  # a loss that replaces ForCausalLMLoss's moments (memory/preference.FusedHead)
+    loss: Head | None = None  # a loss that replaces ForCausalLMLoss's moments (memory/preference.FusedHead)
     optimizer: str = "adamw"  # precision.OPTIMIZERS: its states and scratch (memory/optimizer_step.py)
 
 
-def _stepped(setup: _Setup, width: int, tensors: list[tuple[int, ...]], engine: str,
+def _stepped(setup: Setup, width: int, tensors: list[tuple[int, ...]], engine: str,
              largest: int | None = None) -> Stepped:
     """The optimizer's states and scratch over `tensors` (`largest`: the for-loop's largest, when not theirs)."""
     try:
@@ -259,12 +378,12 @@ def _scratch(impl: str, element: int, every: int, largest: int) -> int:
     return optimizer_step("adamw", impl, element, [(every,)], largest=largest).scratch
 
 
-def _kernel(setup: _Setup):
+def _kernel(setup: Setup):
     return loss_moments(setup.loss_kernel, setup.micro_batch, setup.tokens // setup.micro_batch, setup.hidden,
                         setup.vocab, setup.c, setup.w, setup.acts.logits_bytes, setup.head_trainable)
 
 
-def _loss_moments(setup: _Setup, base: list[Part], saved: int | None = None) -> tuple[list[Part], list[Part]]:
+def _loss_moments(setup: Setup, base: list[Part], saved: int | None = None) -> tuple[list[Part], list[Part]]:
     """(forward's peak, the loss's backward). ForCausalLMLoss (transformers/loss/loss_utils.py) makes
     `logits.float()` and cross_entropy's log-softmax from it while the lm_head output is alive; the backward
     of nll_loss and of log_softmax (`_log_softmax_backward_data`) make two fp32 T×V gradients while the
@@ -273,7 +392,7 @@ def _loss_moments(setup: _Setup, base: list[Part], saved: int | None = None) -> 
     t, v = setup.tokens, setup.vocab
     saved = setup.acts.total if saved is None else saved  # `saved`: what a frozen base keeps (LoRA activations)
     if setup.loss is not None:
-        return setup.loss.moments(setup, base, saved)  # type: ignore[attr-defined]
+        return setup.loss.moments(setup, base, saved)
     if setup.loss_kernel != "hf":
         found = _kernel(setup)
         kept = [Part("activations", saved - found.dropped), *(Part(*part) for part in found.kept)]
@@ -285,7 +404,7 @@ def _loss_moments(setup: _Setup, base: list[Part], saved: int | None = None) -> 
     return forward, loss
 
 
-def _head_moment(setup: _Setup, base: list[Part], saved: int | None = None) -> dict[str, list[Part]]:
+def _head_moment(setup: Setup, base: list[Part], saved: int | None = None) -> dict[str, list[Part]]:
     """The head's backward after a loss that leaves it to autograd (axolotl's chunked loss): the logits'
     gradient, the head's weight and input gradients, the loss's kept tensors freed. Transformers' loss keeps
     this below its loss's backward (the two fp32 T×V gradients); fused kernels make the head's gradients
@@ -298,12 +417,12 @@ def _head_moment(setup: _Setup, base: list[Part], saved: int | None = None) -> d
                                     *(Part(*part) for part in found.head)]}
 
 
-def _logits_gradient(setup: _Setup) -> int:
+def _logits_gradient(setup: Setup) -> int:
     """The T×V gradient the head's backward reads: none when a fused kernel made the head's gradients."""
     return 0 if setup.loss_kernel in ("liger_flce", "cut_cross_entropy") else setup.c * setup.tokens * setup.vocab
 
 
-def _layer_moments(setup: _Setup, shape: ModelShape, base: list[Part], head_grads: int, layer_grads: int,
+def _layer_moments(setup: Setup, shape: ModelShape, base: list[Part], head_grads: int, layer_grads: int,
                    ) -> dict[str, list[Part]]:
     """The top and the bottom decoder layer's backward. Moving down one layer frees its saved tensors (with
     checkpointing: its saved input) and keeps its gradient, the same amount per layer, so an end holds the
@@ -347,7 +466,7 @@ def _phases(name_moments: Moments) -> dict[str, Phase]:
     return {name: _phase(name, moments) for name, moments in name_moments.items()}
 
 
-def _torch(setup: _Setup, shape: ModelShape, autocast: bool, ddp_bucket_view: bool) -> Moments:
+def _torch(setup: Setup, shape: ModelShape, engine: Torch) -> Moments:
     """Plain torch or DDP: parameters, AdamW's exp_avg and exp_avg_sq in the parameters' dtype
     (`torch.zeros_like(p)` in `Adam._init_group`), gradients from backward until `zero_grad`."""
     t, w, n = setup.tensors, setup.w, setup.tensors.total
@@ -355,7 +474,7 @@ def _torch(setup: _Setup, shape: ModelShape, autocast: bool, ddp_bucket_view: bo
     base = [Part("parameters", w * n), Part(stepped.state_name, stepped.states)]
     if setup.ranks > 1:  # torch/csrc/distributed/c10d/reducer.cpp: one flat bucket tensor per bucket
         base.append(Part("DDP buckets", w * n))
-    if autocast:  # autocast's weight cache (a bf16 copy per matmul weight) and fp32 norm outputs, held to backward
+    if engine.autocast:  # autocast's weight cache (a bf16 copy per matmul weight) and fp32 norm outputs, held to backward
         matmul = t.layers * (t.layer_total - t.layer_norms) + shape.vocab * shape.hidden
         # + one more bf16 T×I tensor per layer in the MLP (measured: 2·T·I·L at h256 and at 8B)
         saving = 1 if setup.checkpointing else t.layers  # layers whose activations are kept
@@ -364,7 +483,7 @@ def _torch(setup: _Setup, shape: ModelShape, autocast: bool, ddp_bucket_view: bo
                      + 2 * saving * setup.tokens * shape.intermediate)]
     else:
         cast = []
-    grads = 0 if (setup.ranks > 1 and ddp_bucket_view) else w  # gradient_as_bucket_view: grads are the buckets
+    grads = 0 if (setup.ranks > 1 and engine.ddp_bucket_view) else w  # gradient_as_bucket_view: grads are the buckets
     forward, loss = _loss_moments(setup, base + cast)
     head = w * (t.head or t.embedding) * (grads > 0) + w * t.final_norm * (grads > 0)
     layers = _layer_moments(setup, shape, base + cast, head, grads * t.layer_total)
@@ -401,23 +520,18 @@ def _touched(tensors: Tensors, ranks: int) -> tuple[tuple[int, int], ...]:
     return tuple(found)
 
 
-def _ipg(w: int, stage: int, buckets: Buckets) -> int:
+def _ipg(w: int, stage: int, zero: Zero) -> int:
     """ZeRO-1/2's IPG reduce bucket (two with overlap_comm) when gradients are contiguous."""
-    reduce = DEEPSPEED_DEFAULTS["reduce_bucket_size"] if buckets.reduce_bucket_size is None \
-        else buckets.reduce_bucket_size
-    overlap = (stage == 3) if buckets.overlap_comm is None else buckets.overlap_comm
-    return w * reduce * (2 if overlap else 1) if stage in (1, 2) and buckets.contiguous_gradients else 0
+    return w * zero.reduce * (2 if zero.overlap else 1) if stage in (1, 2) and zero.contiguous else 0
 
 
-def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, offload_optimizer: bool,
-               offload_param: bool, bf16_optimizer: bool = False) -> Moments:
+def _deepspeed(setup: Setup, shape: ModelShape, engine: DeepSpeed, bf16_optimizer: bool = False) -> Moments:
     """DeepSpeed ZeRO 0-3 (16-bit or fp32 model) with a torch AdamW client optimizer (foreach, for-loop) or
     DeepSpeed's FusedAdam from the config's optimizer section (`fused`)."""
     t, w, n, r = setup.tensors, setup.w, setup.tensors.total, setup.ranks
+    stage, zero, offload_optimizer = engine.stage, engine.zero, engine.offload_optimizer
     bf16_opt = bf16_optimizer and stage == 1 and not offload_optimizer
-    reduce = DEEPSPEED_DEFAULTS["reduce_bucket_size"] if buckets.reduce_bucket_size is None \
-        else buckets.reduce_bucket_size
-    overlap = (stage == 3) if buckets.overlap_comm is None else buckets.overlap_comm
+    reduce = zero.reduce
     shard = _ceil(n, r) if stage else n
     plain = stage == 0 and w == F32  # engine.py `_do_optimizer_sanity_check`: fp32 without ZeRO wraps nothing
     # the inner optimizer steps fp32 copies of each parameter (stage 0) or one flat fp32 partition
@@ -434,25 +548,19 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
         master.append(Part(ADAGRAD_FIRST_SUMS, F32 * n))
     gathered, ipg, threshold = 0, 0, 0
     if stage == 3:
-        threshold = (DEEPSPEED_DEFAULTS["stage3_param_persistence_threshold"] if buckets.persistence_threshold
-                     is None else buckets.persistence_threshold)
+        threshold, reuse, prefetch, live = zero.threshold, zero.reuse, zero.prefetch, zero.live
         persistent = _persistent_numel(t, threshold)
-        own = 0 if offload_param else w * shard
+        own = 0 if engine.offload_param else w * shard
         whole = w * persistent if r > 1 else 0
         base = [Part("parameters", own + whole), *master, Part("gradient partitions", w * shard)]
-        if buckets.contiguous_gradients:  # stage3.py: the IPG buffer is made with the optimizer
+        if zero.contiguous:  # stage3.py: the IPG buffer is made with the optimizer
             base.append(Part("reduce bucket", w * reduce))
-        reuse = MAX_REUSE_DISTANCE if buckets.max_reuse_distance is None else buckets.max_reuse_distance
-        prefetch = (DEEPSPEED_DEFAULTS["stage3_prefetch_bucket_size"] if buckets.prefetch_bucket_size is None
-                    else buckets.prefetch_bucket_size)
-        live = (DEEPSPEED_DEFAULTS["stage3_max_live_parameters"] if buckets.max_live_parameters is None
-                else buckets.max_live_parameters)
         if r > 1:  # `__params_to_release` keeps what is reused within the reuse distance, and what the
             # prefetcher (at most max_live_parameters ahead) already fetched for a later use
             gathered = w * min(n - persistent, max(reuse, min(prefetch, live)))
     else:
         base = [Part("parameters", w * n), *master]
-        ipg = 0 if bf16_opt else _ipg(w, stage, buckets)
+        ipg = 0 if bf16_opt else _ipg(w, stage, zero)
     gather = [Part("gathered parameters", gathered)]
     forward, _ = _loss_moments(setup, base + gather)
     # the loss's backward: the head is gathered again (fetched for its backward) if it was released
@@ -525,7 +633,7 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
     forwards = {"the loss": forward}
     # the first fetch: one flat all-gather output, then copied out per parameter (none without a prefetch: GRPO's
     # first micro-step after generation, memory/grpo.py)
-    if stage == 3 and r > 1 and getattr(setup.loss, "prefetch", True):
+    if stage == 3 and r > 1 and (setup.loss is None or setup.loss.prefetch):
         fetch = min(n - persistent, max(min(prefetch, live), t.embedding))
         forwards["the first all-gather"] = [*base, Part("gathered parameters", 2 * w * fetch)]
     if stage == 3 and r > 1 and setup.loss is None:  # (a fused head's backward is the loss's backward)
@@ -540,14 +648,14 @@ def _deepspeed(setup: _Setup, shape: ModelShape, stage: int, buckets: Buckets, o
             "optimizer": steps}
 
 
-def _fsdp(setup: _Setup, shape: ModelShape, version: int, reshard: bool, mixed: bool,
-          sharded: bool) -> Moments:
+def _fsdp(setup: Setup, shape: ModelShape, engine: Fsdp) -> Moments:
     """FSDP2 (`fully_shard` per decoder layer and on the root) or FSDP1 (a FlatParameter per unit): shards of
     parameters, gradients and AdamW states; the root unit (embeddings, final norm, head) is gathered for the
     whole forward and backward; a layer is gathered for its forward (and kept when not resharding) and again
     for its backward, with the next one prefetched; a unit's unsharded gradients are copied into one
     reduce-scatter input in the reduce dtype (fp32 under mixed precision) beside the collective's output."""
     t, w, n, r, c = setup.tensors, setup.w, setup.tensors.total, setup.ranks, setup.c
+    version, reshard, mixed, sharded = engine.version, engine.reshard, engine.mixed, engine.sharded
     if version == 2 and not sharded:  # a replicate R × shard 1 mesh: FSDP2 over a group of one, still gathering
         # copies and resharding after forward (fully_shard's default), its gradients all-reduced over the replicate
         # dim (measured: fsdp2-r2-fp32-replicate-ga2, lora-fsdp2-*-replicate)
@@ -612,8 +720,7 @@ class _Gathered(NamedTuple):
     bucket: int = 0
 
 
-def _gathered_frozen(setup: _Setup, frozen: FrozenBase, engine: str, stage: int, buckets: Buckets,
-                     fsdp: tuple[int, bool, bool, bool]) -> _Gathered:
+def _gathered_frozen(setup: Setup, frozen: FrozenBase, engine: EngineSpec) -> _Gathered:
     """The full step's rules for gathered parameters (`_deepspeed` ZeRO-3, `_fsdp`), frozen weights at
     `bytes_each` — frozen parameters are partitioned and gathered like trainable ones; bytes pro rata of the whole
     P (a quantized base gathers its packed bytes). ZeRO-3 also makes its IPG reduce bucket with the optimizer
@@ -622,33 +729,28 @@ def _gathered_frozen(setup: _Setup, frozen: FrozenBase, engine: str, stage: int,
     precision gathers every parameter, frozen or not, in the compute dtype (FSDP2 `MixedPrecisionPolicy.param_dtype`:
     `_fsdp_param.py` casts each shard before the all-gather; measured: lora-fsdp2-*-mixed)."""
     t, r = setup.tensors, setup.ranks
-    version, reshard, sharded, mixed = fsdp
-    if engine == "fsdp" and version == 2 and not sharded:  # FSDP2 over a group of one, as `_fsdp`
-        sharded, r, reshard = True, 1, True
+    mixed = isinstance(engine, Fsdp) and engine.mixed
 
     def g(elements: int) -> int:
-        if engine == "fsdp" and mixed:
+        if mixed:
             return setup.c * elements
         return -(-elements * frozen.all_bytes // frozen.all_parameters) if frozen.all_parameters else 0
 
-    if engine == "deepspeed" and stage == 3 and r > 1:
-        threshold = (DEEPSPEED_DEFAULTS["stage3_param_persistence_threshold"] if buckets.persistence_threshold
-                     is None else buckets.persistence_threshold)
-        reuse = MAX_REUSE_DISTANCE if buckets.max_reuse_distance is None else buckets.max_reuse_distance
-        prefetch = (DEEPSPEED_DEFAULTS["stage3_prefetch_bucket_size"] if buckets.prefetch_bucket_size is None
-                    else buckets.prefetch_bucket_size)
-        live = (DEEPSPEED_DEFAULTS["stage3_max_live_parameters"] if buckets.max_live_parameters is None
-                else buckets.max_live_parameters)
-        persistent = sum(numel for numel in t.all() if numel <= threshold)
-        elements = min(t.total - persistent, max(reuse, min(prefetch, live)))
+    if isinstance(engine, DeepSpeed) and engine.stage == 3 and r > 1:
+        zero = engine.zero
+        persistent = _persistent_numel(t, zero.threshold)
+        elements = min(t.total - persistent, max(zero.reuse, min(zero.prefetch, zero.live)))
         head = t.head or t.embedding  # fetched again for the loss's backward if it was released (as `_deepspeed`)
-        again = max(elements, head) if head > threshold else elements
-        fetch = min(t.total - persistent, max(min(prefetch, live), t.embedding))
-        reduce = DEEPSPEED_DEFAULTS["reduce_bucket_size"] if buckets.reduce_bucket_size is None \
-            else buckets.reduce_bucket_size
-        bucket = setup.w * reduce if buckets.contiguous_gradients else 0
+        again = max(elements, head) if head > zero.threshold else elements
+        fetch = min(t.total - persistent, max(min(zero.prefetch, zero.live), t.embedding))
+        bucket = setup.w * zero.reduce if zero.contiguous else 0
         return _Gathered(g(elements), g(again), g(elements), g(fetch), bucket)
-    if engine == "fsdp" and sharded:
+    if not isinstance(engine, Fsdp):
+        return _Gathered()
+    version, reshard, sharded = engine.version, engine.reshard, engine.sharded
+    if version == 2 and not sharded:  # FSDP2 over a group of one, as `_fsdp`
+        sharded, r, reshard = True, 1, True
+    if sharded:
         layer, kept = g(t.layer_total), 0 if reshard else g(t.layer_total * t.layers)
         ahead = layer if version == 2 and r > 1 else 0
         return _Gathered(g(t.root) + kept + ahead, g(t.root) + kept + _backward_ahead(version, reshard, r, layer),
@@ -656,7 +758,7 @@ def _gathered_frozen(setup: _Setup, frozen: FrozenBase, engine: str, stage: int,
     return _Gathered()
 
 
-def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gathered,
+def _frozen(setup: Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gathered,
             offload_optimizer: bool, in_place: bool, converted: bool = False) -> Moments:
     """The step with a frozen base: the full step's moments (`_loss_moments`, `_layer_transient`) with no
     gradient for a frozen weight. Forward at the loss; the loss's backward (no gradient yet); the top layer's
@@ -702,17 +804,15 @@ def _frozen(setup: _Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gat
             "optimizer": steps}
 
 
-def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, checkpointing: bool = False,
-                  attention: str = "sdpa", engine: str = "torch", stage: int = 0, ranks: int = 1,
-                  param_dtype: str = "bf16", autocast: bool = False, optimizer: str = "adamw",
-                  optimizer_impl: str = "foreach",
-                  buckets: Buckets = Buckets(), fsdp_version: int = 2, fsdp_reshard: bool = True,
-                  fsdp_mixed: bool = False, fsdp_sharded: bool = True, ddp_bucket_view: bool = False,
-                  offload_optimizer: bool = False, offload_param: bool = False,
-                  frozen: FrozenBase | None = None, loss_kernel: str = "hf", loss: object = None,
-                  gradient_accumulation_steps: int = 1) -> StepPeak:
-    """Per-phase peak bytes of one rank in a steady-state step (AdamW, or any precision.OPTIMIZERS one whose step
-    memory/optimizer_step.py models); raises StepInputError naming a bad input or what is not modelled.
+def make_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, checkpointing: bool = False,
+              attention: str = "sdpa", engine: str = "torch", stage: int = 0, ranks: int = 1,
+              param_dtype: str = "bf16", autocast: bool = False, optimizer: str = "adamw",
+              optimizer_impl: str = "foreach", buckets: Buckets = Buckets(), fsdp_version: int = 2,
+              fsdp_reshard: bool = True, fsdp_mixed: bool = False, fsdp_sharded: bool = True,
+              ddp_bucket_view: bool = False, offload_optimizer: bool = False, offload_param: bool = False,
+              frozen: FrozenBase | None = None, loss_kernel: str = "hf", loss: Head | None = None,
+              gradient_accumulation_steps: int = 1) -> Step:
+    """The Step these inputs describe, validated (StepInputError naming a bad input).
 
     param_dtype is the dtype the weights are stored in (DeepSpeed: its 16-bit dtype; FSDP: the shards').
     autocast (engine torch): fp32 weights, bf16 compute, as HF Trainer's `bf16=True` on an fp32 model.
@@ -720,8 +820,7 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     freed after their forward (FULL_SHARD, FSDP2's default); fsdp_sharded False: NO_SHARD. frozen: a frozen
     base with adapters (its per-rank state replaces the full model's; `_frozen`). loss_kernel: Transformers'
     loss (`hf`) or a fused / chunked kernel (`liger_flce`, `cut_cross_entropy`, `chunked_ce`) in its place
-    (`_loss_moments`, loss_and_reference.loss_moments). loss: an object whose
-    `moments(setup, base, saved)` replaces ForCausalLMLoss's (forward, loss's backward) moments
+    (`_loss_moments`, loss_and_reference.loss_moments). loss: a Head whose moments replace ForCausalLMLoss's
     (memory/preference.py: TRL's fused LM head); it takes precedence over loss_kernel.
     gradient_accumulation_steps > 1: the later micro-batches' moments hold the accumulated gradients too
     (memory/accumulation.py)."""
@@ -734,53 +833,80 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, 
     _choice("loss_kernel", loss_kernel, LOSS_KERNELS)
     _count("ranks", ranks, 1)
     _count("gradient_accumulation_steps", gradient_accumulation_steps, 1)
+    spec: EngineSpec
     if engine == "deepspeed":
         _choice("stage", stage, (0, 1, 2, 3))
-    if engine == "fsdp":
+        spec = DeepSpeed(stage, buckets, offload_optimizer, offload_param)
+    elif engine == "fsdp":
         _choice("fsdp_version", fsdp_version, (1, 2))
+        spec = Fsdp(fsdp_version, fsdp_reshard, fsdp_mixed, fsdp_sharded, offload_optimizer)
+    else:
+        spec = Torch(autocast, ddp_bucket_view)
     if autocast and engine != "torch":
         raise StepInputError("autocast applies to engine torch (DeepSpeed and FSDP bring their own precision)")
-    compute = "bf16" if (autocast or fsdp_mixed) else param_dtype
     if frozen is not None:
         _choice("compute dtype", frozen.compute_dtype, tuple(DTYPE_BYTES))
-        compute = frozen.compute_dtype
+    return Step(shape, sequence_length, micro_batch, spec, ranks, checkpointing, attention, param_dtype, optimizer,
+                optimizer_impl, frozen, loss_kernel, loss, gradient_accumulation_steps)
+
+
+def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, **inputs: Any) -> StepPeak:
+    """`step_peak(make_step(...))`: the step these inputs describe (make_step's keywords)."""
+    return step_peak(make_step(shape, sequence_length, micro_batch, **inputs))
+
+
+def _engine_moments(setup: Setup, step: Step) -> Moments:
+    """The moments of the step's engine (a frozen base's: `_frozen` over `_gathered_frozen`)."""
+    engine, frozen = step.engine, step.frozen
+    if frozen is not None:
+        return _frozen(setup, step.shape, frozen, _gathered_frozen(setup, frozen, engine), step.offload_optimizer,
+                       step.optimizer not in TORCH_OPTIMIZERS, isinstance(engine, DeepSpeed) and engine.stage in (1, 2))
+    if isinstance(engine, Torch):
+        return _torch(setup, step.shape, engine)
+    if isinstance(engine, DeepSpeed):
+        return _deepspeed(setup, step.shape, engine,
+                          step.param_dtype == "bf16" and engine.buckets.grad_accum_dtype == "fp32")
+    return _fsdp(setup, step.shape, engine)
+
+
+def _accumulating(step: Step, setup: Setup) -> Engine:
+    """The engine as the held gradients of a later micro-batch depend on it (memory/accumulation.py)."""
+    engine, tensors = step.engine, setup.tensors
+    deepspeed = isinstance(engine, DeepSpeed)
+    fsdp = engine if isinstance(engine, Fsdp) else Fsdp()
+    return Engine(engine.name, step.stage, setup.w, tensors.total, tensors.embedding,
+                  max(touched for touched, _ in _touched(tensors, step.ranks)) if deepspeed else 0,
+                  _ipg(setup.w, step.stage, engine.zero) if isinstance(engine, DeepSpeed) else 0,
+                  step.offload_optimizer, fsdp.version, fsdp.sharded, F32 if fsdp.mixed else setup.w, step.ranks,
+                  setup.c, tensors.root)
+
+
+def step_peak(step: Step) -> StepPeak:
+    """Per-phase peak bytes of one rank in a steady-state step (AdamW, or any precision.OPTIMIZERS one whose step
+    memory/optimizer_step.py models); raises StepInputError naming what is not modelled."""
+    shape = step.shape
     try:
-        acts = estimate_activations(shape, sequence_length, micro_batch, compute, checkpointing, attention)
+        acts = estimate_activations(shape, step.sequence_length, step.micro_batch, step.compute_dtype,
+                                    step.checkpointing, step.attention)
     except ActivationInputError as error:
         raise StepInputError(str(error)) from None
     tensors = parameter_tensors(shape)
-    setup = _Setup(tensors, acts, sequence_length * micro_batch, shape.vocab, shape.hidden,
-                   F32 if autocast else DTYPE_BYTES[param_dtype], DTYPE_BYTES[compute], ranks, optimizer_impl,
-                   checkpointing, loss_kernel, frozen is None, micro_batch, loss, optimizer)
-
-    def engine_moments(setup: _Setup) -> Moments:
-        if frozen is not None:
-            gathered = _gathered_frozen(setup, frozen, engine, stage, buckets,
-                                        (fsdp_version, fsdp_reshard, fsdp_sharded, fsdp_mixed))
-            return _frozen(setup, shape, frozen, gathered, offload_optimizer, optimizer not in TORCH_OPTIMIZERS,
-                           engine == "deepspeed" and stage in (1, 2))
-        if engine == "torch":
-            return _torch(setup, shape, autocast, ddp_bucket_view)
-        if engine == "deepspeed":
-            return _deepspeed(setup, shape, stage, buckets, offload_optimizer, offload_param,
-                              param_dtype == "bf16" and buckets.grad_accum_dtype == "fp32")
-        return _fsdp(setup, shape, fsdp_version, fsdp_reshard, fsdp_mixed, fsdp_sharded)
-
-    moments = engine_moments(setup)
-    if gradient_accumulation_steps > 1:
-        found = held(Engine(engine, stage, setup.w, tensors.total, tensors.embedding,
-                            max(touched for touched, _ in _touched(tensors, ranks)) if engine == "deepspeed" else 0,
-                            _ipg(setup.w, stage, buckets),
-                            offload_optimizer, fsdp_version, fsdp_sharded, F32 if fsdp_mixed else setup.w, ranks,
-                            setup.c, tensors.root),
+    setup = Setup(tensors, acts, step.sequence_length * step.micro_batch, shape.vocab, shape.hidden,
+                  step.stored_bytes, DTYPE_BYTES[step.compute_dtype], step.ranks, step.optimizer_impl,
+                  step.checkpointing, step.loss_kernel, step.frozen is None, step.micro_batch, step.head,
+                  step.optimizer)
+    moments = _engine_moments(setup, step)
+    if step.gradient_accumulation_steps > 1:
+        frozen = step.frozen
+        found = held(_accumulating(step, setup),
                      None if frozen is None else frozen.gradients if frozen.accumulated is None else frozen.accumulated)
-        later_loss = loss.later(gradient_accumulation_steps) if hasattr(loss, "later") else None
-        source = engine_moments(setup._replace(loss=later_loss)) if later_loss is not None else None
+        later_head = step.head.later(step.gradient_accumulation_steps) if step.head is not None else None
+        source = _engine_moments(setup._replace(loss=later_head), step) if later_head is not None else None
         moments = later_moments(moments, found, Part, source)
     phases = _phases(moments)
     peak_phase = max(PHASES, key=lambda name: phases[name].peak)
     return StepPeak(phases, peak_phase, phases[peak_phase].peak, acts, tensors.total)
 
 
-__all__ = ["Buckets", "ENGINES", "FrozenBase", "Moment", "OPTIMIZERS", "OPTIMIZER_IMPLS", "PHASES", "Part", "Phase", "StepInputError", "StepPeak",
+__all__ = ["Buckets", "DeepSpeed", "ENGINES", "Fsdp", "Head", "Setup", "Step", "Torch", "Zero", "make_step", "step_peak", "FrozenBase", "Moment", "OPTIMIZERS", "OPTIMIZER_IMPLS", "PHASES", "Part", "Phase", "StepInputError", "StepPeak",
            "Tensors", "estimate_step", "moment_of", "parameter_tensors"]
