@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from zeromem_lsp.memory.parts import Moments, Part
+
 #: the moment, in a later micro-batch (the plain names are the first micro-batch's)
 LATER = ", a later micro-batch"
 
@@ -97,17 +99,16 @@ def held(engine: Engine, frozen_gradients: int | None = None) -> Held:
     return Held(e.compute * e.numel, 0)
 
 
-def later_moments(moments: dict[str, dict[str, list]], found: Held, part,
-                  source: dict[str, dict[str, list]] | None = None) -> dict[str, dict[str, list]]:
+def later_moments(moments: Moments, found: Held, source: Moments | None = None) -> Moments:
     """The phases' moments with a later micro-batch's beside the first's: its forward holds the accumulated
     gradients; in its backward they take the place of the parts `replaces` names (this micro-batch's gradients,
     where the engine adds them in place); at the end of backward what is still held, and the fresh gradient.
-    `part(name, bytes)` makes a part. `source`: a later micro-batch's own moments when they differ from the first's
+    `source`: a later micro-batch's own moments when they differ from the first's
     (GRPO generates only at the first); else the first's."""
     if not found.accumulated and not found.fresh and not found.bucket:
         return moments
-    kept = part("accumulated gradients", found.accumulated)
-    bucket = [part("reduce bucket", found.bucket)] if found.bucket else []
+    kept = Part("accumulated gradients", found.accumulated)
+    bucket = [Part("reduce bucket", found.bucket)] if found.bucket else []
     replaced = found.replaces + (("reduce bucket",) if found.bucket else ())
     later_name = f"{LATER}, accumulated gradients derived ({found.derived})" if found.derived else LATER
     out = {name: dict(phase) for name, phase in moments.items()}
@@ -117,8 +118,8 @@ def later_moments(moments: dict[str, dict[str, list]], found: Held, part,
     for name, moment in source["backward"].items():
         later = [item for item in moment if item.name not in replaced] + bucket
         if name == "the end of backward":
-            later += [part("accumulated gradients", found.accumulated if found.at_end is None else found.at_end),
-                      part("fresh gradient", found.fresh)]
+            later += [Part("accumulated gradients", found.accumulated if found.at_end is None else found.at_end),
+                      Part("fresh gradient", found.fresh)]
         else:
             later.append(kept)
         out["backward"][name + later_name] = later

@@ -33,7 +33,10 @@ from typing import NamedTuple
 from zeromem_lsp.configs.settings_values import GRPO_KEYS
 from zeromem_lsp.configs.settings_values import MAX_COMPLETION_LENGTH as TRL_MAX_COMPLETION_LENGTH
 from zeromem_lsp.memory.activations import F32, I64
-from zeromem_lsp.memory.step import Part, Setup, StepInputError
+from zeromem_lsp.configs.model_config import ModelShape
+from zeromem_lsp.memory.parts import Part, StepInputError, with_gathered
+from zeromem_lsp.memory.fused_head import FusedHead
+from zeromem_lsp.memory.step import Setup
 from zeromem_lsp.provenance import Given
 
 #: GRPOConfig's defaults (trl/trainer/grpo_config.py, TRL 1.16 and 1.8)
@@ -60,41 +63,34 @@ class Generation(NamedTuple):
     moment: str | None = None  # report this forward moment (GrpoHead.all_moments' names) instead of the largest
 
 
-def with_gathered(base: list[Part], gathered: int | None) -> list[Part]:
-    """`base` with its gathered parameters replaced by `gathered` (None: as it is)."""
-    if gathered is None:
-        return base
-    return [*(part for part in base if part.name != "gathered parameters"), Part("gathered parameters", gathered)]
-
-
-def kv_elements(shape: object, tokens: int) -> int:
+def kv_elements(shape: ModelShape, tokens: int) -> int:
     """Elements of a DynamicCache holding `tokens` tokens: every layer's keys and values."""
-    return 2 * shape.layers * shape.kv_heads * shape.head_dim * tokens  # type: ignore[attr-defined]
+    return 2 * shape.layers * shape.kv_heads * shape.head_dim * tokens
 
 
-def _width(shape: object) -> int:
+def _width(shape: ModelShape) -> int:
     """The MLP's width a token goes through (a mixture of experts: its experts per token)."""
-    if shape.experts and shape.sparse_layers:  # type: ignore[attr-defined]
-        return shape.expert_intermediate * shape.experts_per_token  # type: ignore[attr-defined]
-    return shape.intermediate  # type: ignore[attr-defined]
+    if shape.experts and shape.sparse_layers:
+        return shape.expert_intermediate * shape.experts_per_token
+    return shape.intermediate
 
 
-def generation_moments(shape: object, generation: Generation, sequence_length: int, micro_batch: int,
+def generation_moments(shape: ModelShape, generation: Generation, sequence_length: int, micro_batch: int,
                        c: int) -> dict[str, list[Part]]:
     """The generation's moments beside the persistent state: (name → parts)."""
     rows = micro_batch * generation.steps_per_generation
     prompt = sequence_length - generation.completion_length
-    h, v = shape.hidden, shape.vocab  # type: ignore[attr-defined]
+    h, v = shape.hidden, shape.vocab
     last = sequence_length - 1  # the cache when the last token is sampled (that token is never fed)
     tokens = rows * prompt
     ids = Part("token ids and mask", 2 * I64 * rows * sequence_length)
-    states = 4 if shape.layers > 1 else 3  # type: ignore[attr-defined]
+    states = 4 if shape.layers > 1 else 3
     prefill = [Part("KV cache (generation)", c * kv_elements(shape, tokens)),
                Part("prefill layer transients", 3 * c * tokens * _width(shape) + states * c * tokens * h
-                    + 2 * c * tokens * shape.head_dim),  # type: ignore[attr-defined]
+                    + 2 * c * tokens * shape.head_dim),
                ids]
     update = [Part("KV cache (generation)", c * kv_elements(shape, rows * last)),
-              Part("cache update copy", c * rows * shape.kv_heads * shape.head_dim * (last - 1)),  # type: ignore[attr-defined]
+              Part("cache update copy", c * rows * shape.kv_heads * shape.head_dim * (last - 1)),
               ids]
     sampling = [Part("KV cache (generation)", c * kv_elements(shape, rows * last)),
                 Part("next-token logits and probabilities", c * rows * v + 3 * F32 * rows * v), ids]
@@ -117,6 +113,13 @@ class GrpoLogitsHead(NamedTuple):
     head_trainable: bool = True
     adjusted: bool = False
 
+    @property
+    def prefetch(self) -> bool:
+        return True
+
+    def later(self, accumulation: int) -> None:
+        return None
+
     def scored(self, tokens: int) -> int:
         """Completion positions scored: C per row."""
         return tokens // self.sequence_length * self.completion_length
@@ -134,10 +137,10 @@ class GrpoLogitsHead(NamedTuple):
         return c * (tokens // self.sequence_length) * (self.completion_length + 1) * vocab
 
     def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
-        c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w  # type: ignore[attr-defined]
-        tokens = setup.tokens  # type: ignore[attr-defined]
+        c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w
+        tokens = setup.tokens
         scored, logits = self.scored(tokens), self.logits(tokens, v, c)
-        total = saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes, tokens, h, c, v)  # type: ignore[attr-defined]
+        total = saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes, tokens, h, c, v)
         copy = Part("completion logits copy", c * scored * v)
         forward = [*base, Part("activations", total), Part("logits", logits), copy,
                    Part("entropy chunks", 3 * c * min(128, scored) * v)]
@@ -158,8 +161,8 @@ class GrpoLogitsHead(NamedTuple):
 
     def reference(self, setup: Setup) -> list[Part]:
         """The reference's log-probs under `no_grad`: its logits and two rows' log-softmaxes."""
-        c, v = setup.c, setup.vocab  # type: ignore[attr-defined]
-        return [Part("reference logits", self.logits(setup.tokens, v, c)),  # type: ignore[attr-defined]
+        c, v = setup.c, setup.vocab
+        return [Part("reference logits", self.logits(setup.tokens, v, c)),
                 Part("reference log-softmax", 2 * c * self.completion_length * v)]
 
 
@@ -167,9 +170,9 @@ class GrpoHead(NamedTuple):
     """The step's `loss` for GRPO: the policy's fused head (its saved tensors and backward), with the generation
     and the reference's log-probs as moments of the forward phase."""
 
-    head: object  # preference.FusedHead for trainer "grpo" (TRL 1.16), or GrpoLogitsHead (TRL 1.8)
+    head: FusedHead | GrpoLogitsHead  # FusedHead for trainer "grpo" (TRL 1.16), or GrpoLogitsHead (TRL 1.8)
     generation: Generation
-    shape: object
+    shape: ModelShape
     reference_gathered: int = 0
     #: ZeRO-3: the policy gathered whole for generation (`unwrap_model_for_generation` with ds3_gather_for_generation:
     #: `GatheredParameters(model.parameters())`), in place of what the step holds gathered at the loss
@@ -192,16 +195,16 @@ class GrpoHead(NamedTuple):
         return with_gathered(base, gathered)
 
     def scored(self, tokens: int) -> int:
-        return self.head.scored(tokens)  # type: ignore[attr-defined]
+        return self.head.scored(tokens)
 
     def saved(self, *arguments: int) -> int:
-        return self.head.saved(*arguments)  # type: ignore[attr-defined]
+        return self.head.saved(*arguments)
 
     def all_moments(self, setup: Setup, base: list[Part], saved: int) -> dict[str, list[Part]]:
         """Every moment of the forward phase: the generation's, the reference's (beta != 0) and the policy's head."""
-        forward, _ = self.head.moments(setup, self._gathered(base, self.loss_gathered), saved)  # type: ignore[attr-defined]
-        c, micro = setup.c, setup.micro_batch  # type: ignore[attr-defined]
-        sequence = setup.tokens // micro  # type: ignore[attr-defined]
+        forward, _ = self.head.moments(setup, self._gathered(base, self.loss_gathered), saved)
+        c, micro = setup.c, setup.micro_batch
+        sequence = setup.tokens // micro
         outside = self._gathered(base, self.generation_gathered)
         found = {name: [*outside, *parts] for name, parts in
                  generation_moments(self.shape, self.generation, sequence, micro, c).items()}
@@ -212,14 +215,16 @@ class GrpoHead(NamedTuple):
                                                   Part("all-gather outputs", root + layer), ids]
         # the reference runs after the generation released the policy's gathered weights (ZeRO-3)
         released = self._gathered(base, 0 if self.generation_gathered is not None else None)
-        if self.generation.reference and isinstance(self.head, GrpoLogitsHead):
+        if not self.generation.reference:
+            pass
+        elif isinstance(self.head, GrpoLogitsHead):
             found["the reference's log-probs"] = [*released, *self.head.reference(setup), ids]
-        elif self.generation.reference:
-            tokens = setup.tokens  # type: ignore[attr-defined]
-            scored = self.head.scored(tokens)  # type: ignore[attr-defined]
-            rows_tile, columns, buffer = self.head._tile(scored, setup.vocab, c)  # type: ignore[attr-defined]
-            weight_copy = c * columns * setup.hidden if c != setup.w else 0  # type: ignore[attr-defined]
-            reference = self.head._replace(reference_gathered=self.reference_gathered)._reference(  # type: ignore[attr-defined]
+        else:
+            tokens = setup.tokens
+            scored = self.head.scored(tokens)
+            rows_tile, columns, buffer = self.head._tile(scored, setup.vocab, c)
+            weight_copy = c * columns * setup.hidden if c != setup.w else 0
+            reference = self.head._replace(reference_gathered=self.reference_gathered)._reference(
                 setup, scored, tokens, rows_tile, columns, buffer + weight_copy)
             found["the reference's log-probs"] = [*released, *reference, ids]
         found["the policy's LM head"] = forward
@@ -235,7 +240,7 @@ class GrpoHead(NamedTuple):
         return self._replace(generation=self.generation._replace(moment="the policy's LM head"), loss_gathered=None)
 
     def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
-        _, loss = self.head.moments(setup, self._gathered(base, self.loss_gathered), saved)  # type: ignore[attr-defined]
+        _, loss = self.head.moments(setup, self._gathered(base, self.loss_gathered), saved)
         found = self.all_moments(setup, base, saved)
         if self.generation.moment is not None:
             if self.generation.moment not in found:
@@ -289,20 +294,21 @@ def generation_inputs(written: dict[str, Given], sequence_length: int | None,
 
 def generation_of(inputs: dict[str, Given]) -> Generation:
     """The Generation the inputs name (generation_inputs' keys); StepInputError naming a value it cannot use."""
+    counts = []
     for key in ("max_completion_length", "steps_per_generation"):
         value = inputs[key].value
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise StepInputError(f"GRPO's {key} must be an integer ≥ 1, got {value!r}", key)
+        counts.append(value)
     beta, vllm = inputs["beta"].value, inputs["use_vllm"].value
     if isinstance(beta, bool) or not isinstance(beta, (int, float)):
         raise StepInputError(f"GRPO's beta must be a number, got {beta!r}", "beta")
     if not isinstance(vllm, bool):
         raise StepInputError(f"GRPO's use_vllm must be true or false, got {vllm!r}", "use_vllm")
-    return Generation(inputs["max_completion_length"].value, inputs["steps_per_generation"].value,  # type: ignore[arg-type]
-                      beta != 0, vllm)
+    return Generation(counts[0], counts[1], beta != 0, vllm)
 
 
-def generation_line(shape: object, inputs: dict[str, Given], sequence_length: int, micro_batch: int,
+def generation_line(shape: ModelShape, inputs: dict[str, Given], sequence_length: int, micro_batch: int,
                     c: int) -> list[str]:
     """How the generation's parts follow from the inputs shown (empty when they are not usable)."""
     try:
@@ -313,12 +319,12 @@ def generation_line(shape: object, inputs: dict[str, Given], sequence_length: in
     per_token = c * kv_elements(shape, 1)
     last = sequence_length - 1
     prompt = sequence_length - generation.completion_length
-    logits = c * rows * shape.vocab + 3 * F32 * rows * shape.vocab  # type: ignore[attr-defined]
+    logits = c * rows * shape.vocab + 3 * F32 * rows * shape.vocab
     return [f"GRPO generation: {rows} completions at once (micro-batch {micro_batch} × steps per generation "
             f"{generation.steps_per_generation}); \"KV cache (generation)\" = {per_token:,} B per token (2 × "
-            f"{shape.layers} layers × {shape.kv_heads} KV heads × {shape.head_dim} × {c} B) × {rows} × "  # type: ignore[attr-defined]
+            f"{shape.layers} layers × {shape.kv_heads} KV heads × {shape.head_dim} × {c} B) × {rows} × "
             f"(the prompt {prompt:,} at its prefill, or prompt + completion − 1 = {last:,}: "
-            f"{per_token * rows * last:,} B); \"next-token logits and probabilities\" = {rows} × {shape.vocab:,} × "  # type: ignore[attr-defined]
+            f"{per_token * rows * last:,} B); \"next-token logits and probabilities\" = {rows} × {shape.vocab:,} × "
             f"({c} + 3 × 4) = {logits:,} B"]
 
 

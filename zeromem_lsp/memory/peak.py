@@ -11,18 +11,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple, cast
 
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS, Buffers, hf_auto_sizes, zero_buffers
 from zeromem_lsp.configs.model_config import ModelShape
+from zeromem_lsp.memory.adapters import AdapterCount
 from zeromem_lsp.memory.lora_activations import LoraActivations, estimate_lora_activations
 from zeromem_lsp.memory.precision import normalize_precision
 from zeromem_lsp.memory.stages import stage as stage_named
 from zeromem_lsp.memory.loss_and_reference import LossInputError, reference_model_bytes
 from zeromem_lsp.memory.grpo import KEYS as GRPO_KEYS, generation_inputs, generation_of
 from zeromem_lsp.memory.preference import LOSSES, WITH_REFERENCE, Preference, estimate_preference_step, reference_gathered, rows
-from zeromem_lsp.memory.step import Buckets, FrozenBase, Phase, StepInputError, estimate_step, parameter_tensors
+from zeromem_lsp.memory.stages import Offload
+from zeromem_lsp.memory.step import (Buckets, DeepSpeed, FrozenBase, Fsdp, Phase, Step, StepInputError, Torch,
+                                     make_step, parameter_tensors, step_peak)
 from zeromem_lsp.provenance import Given
 
 #: How far the peak may be off: the ±10% acceptance bound every measured case of the whole step is held to
@@ -64,7 +68,7 @@ class LoraPeak(NamedTuple):
     the forward runs in (fp32 after prepare_model_for_kbit_training's upcast of a quantized base), and the
     plan's P, G, O with the adapter (memory/adapter_plan.AdapterBreakdown's terms summed)."""
 
-    count: object  # memory/adapters.AdapterCount
+    adapters: AdapterCount
     adapter_dtype: str
     activation_dtype: str
     parameter_bytes: int = 0
@@ -124,7 +128,7 @@ class StagePeak(NamedTuple):
     def held(self) -> Phase:
         return self.phases[self.peak_phase]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"phases": {name: phase.peak for name, phase in self.phases.items()}, "peak_phase": self.peak_phase,
                 "moment": self.held.moment, "parts": {part.name: part.bytes for part in self.held.parts},
                 "reserved_bytes": self.reserved}
@@ -145,47 +149,49 @@ class Peak:
     reserved: int
     inputs: dict[str, Given]  # what was used by field name (INPUT_LABELS), with origins, for display
     missing: tuple[str, ...]  # each missing input, named
+    source: PeakInputs  # what it was computed from: `with_micro_batch` recomputes from it
     family: str = "deepspeed"
-    source: PeakInputs | None = None  # what it was computed from: `with_micro_batch` recomputes from it
-    offload: object = None  # the plan's Offload (its `moves(stage)`: which of P, G, O leave the GPU)
+    offload: Offload | None = None  # the plan's (its `moves(stage)`: which of P, G, O leave the GPU)
     lora_activations: LoraActivations | None = None  # with an adapter: what is saved instead of `activations`
     #: each stage's step (and each variant: another micro-batch, checkpointing) computed once per Peak
-    _memo: dict = field(default_factory=dict, compare=False, repr=False)
+    _steps: dict[tuple[str, Offload | None], StagePeak | UnknownPeak] = field(default_factory=dict, compare=False,
+                                                                              repr=False)
+    _variants: dict[tuple[str, int], Peak | None] = field(default_factory=dict, compare=False, repr=False)
 
-    def _once(self, key: tuple, make):
-        if key not in self._memo:
-            self._memo[key] = make()
-        return self._memo[key]
+    def _variant(self, key: tuple[str, int], make: Callable[[], Peak | None]) -> Peak | None:
+        if key not in self._variants:
+            self._variants[key] = make()
+        return self._variants[key]
 
-    def stage_step(self, stage: str, offload: object = None) -> StagePeak | UnknownPeak | None:
+    def stage_step(self, stage: str, offload: Offload | None = None) -> StagePeak | UnknownPeak | None:
         """The peak at `stage` under `offload` (default: the plan's): the phase model's phases, or why it
         cannot be known; None while an input is missing. The one place the peak is made (once per stage and
         offload: every reader of a plan — rules, hover, hints, text, JSON — shares it)."""
-        if self.missing or self.source is None:
+        if self.missing:
             return None
-        return self._once(("step", stage, offload or self.offload), lambda: self._stage_step(stage, offload))
+        key = (stage, offload or self.offload)
+        if key not in self._steps:
+            self._steps[key] = self._stage_step(stage, offload)
+        return self._steps[key]
 
-    def _stage_step(self, stage: str, offload: object = None) -> StagePeak | UnknownPeak | None:
+    def _stage_step(self, stage: str, offload: Offload | None = None) -> StagePeak | UnknownPeak:
+        placed = offload or self.offload
         try:
-            arguments = step_arguments(self.source, self.family, stage, offload or self.offload)
-            if self.lora_activations is not None:
-                arguments["frozen"] = frozen_base(self.source, self.lora_activations, stage, offload or self.offload,
-                                                  arguments["engine"])
+            step = step_of(self.source, self.family, stage, placed, self.lora_activations)
             if str(_value(self.source.trainer) or "sft") != "sft":
-                step = estimate_preference_step(preference(self.source, arguments, stage, offload or self.offload),
-                                                **arguments)
+                found = estimate_preference_step(preference(self.source, step, stage, placed), step)
             else:
-                step = estimate_step(**arguments)
+                found = step_peak(step)
         except StepInputError as error:
             return UnknownPeak(str(error), error.input)
-        return StagePeak(step.phases, step.peak_phase, self.reserved)
+        return StagePeak(found.phases, found.peak_phase, self.reserved)
 
-    def stage_peak(self, stage: str, offload: object = None) -> StagePeak | None:
+    def stage_peak(self, stage: str, offload: Offload | None = None) -> StagePeak | None:
         """The known peak at `stage` (None while missing or unknown: `unknown(stage)` says why)."""
         found = self.stage_step(stage, offload)
         return found if isinstance(found, StagePeak) else None
 
-    def unknown(self, stage: str, offload: object = None) -> str | None:
+    def unknown(self, stage: str, offload: Offload | None = None) -> str | None:
         """`peak unknown: <why>` when the phase model refuses this stage's inputs."""
         found = self.stage_step(stage, offload)
         return f"peak unknown: {found.why}" if isinstance(found, UnknownPeak) else None
@@ -195,7 +201,7 @@ class Peak:
         found = self.stage_step(stage)
         return self.inputs.get(found.input) if isinstance(found, UnknownPeak) and found.input else None
 
-    def at(self, stage: str, offload: object = None) -> int | None:
+    def at(self, stage: str, offload: Offload | None = None) -> int | None:
         """Peak bytes per GPU at `stage`, or None while an input is missing or the peak is unknown."""
         found = self.stage_peak(stage, offload)
         return found.total if found is not None else None
@@ -214,29 +220,28 @@ class Peak:
 
     def with_micro_batch(self, micro_batch: int) -> Peak | None:
         """The same peak with `micro_batch` sequences per GPU (None when it cannot be recomputed)."""
-        if self.source is None or self.source.micro_batch is None:
+        if self.source.micro_batch is None:
             return None
-        return self._once(("micro_batch", micro_batch), lambda: self._with_micro_batch(micro_batch))
+        return self._variant(("micro_batch", micro_batch), lambda: self._with_micro_batch(micro_batch))
 
-    def _with_micro_batch(self, micro_batch: int) -> Peak | None:
-        if self.source is None or self.source.micro_batch is None:
-            return None
+    def _with_micro_batch(self, micro_batch: int) -> Peak:
         given = self.source.micro_batch
+        assert given is not None
         inputs = replace(self.source, micro_batch=Given(micro_batch, given.note, given.path))
-        factor, rest = divmod(given.value, micro_batch)  # type: ignore[operator]
+        factor, rest = divmod(_count(given), micro_batch)
         if factor > 1 and not rest:  # the global batch kept, as the fix does (rules/memory.micro_batch_edits)
             steps = self.source.gradient_accumulation_steps
-            before = int(steps.value)  # type: ignore[call-overload]
+            before = _count(steps)
             inputs = replace(inputs, gradient_accumulation_steps=Given(
                 before * factor, f"{before} × {factor}, the micro-batch divided by {factor}"))
         return estimate_peak(self.state, self.family, inputs, self.offload)
 
     def with_sequence_length(self, tokens: int) -> Peak | None:
         """The same peak at `tokens` tokens per sequence (None when it cannot be recomputed)."""
-        if self.source is None or self.source.sequence_length is None:
-            return None
         given = self.source.sequence_length
-        return self._once(("sequence_length", tokens), lambda: estimate_peak(
+        if given is None:
+            return None
+        return self._variant(("sequence_length", tokens), lambda: estimate_peak(
             self.state, self.family, replace(self.source, sequence_length=Given(tokens, "searched", given.path)),
             self.offload))
 
@@ -265,23 +270,21 @@ class Peak:
 
     def with_checkpointing(self) -> Peak | None:
         """The same peak with gradient checkpointing on (None when it is on already or cannot be recomputed)."""
-        if self.source is None or self.missing or _value(self.source.gradient_checkpointing):
+        if self.missing or _value(self.source.gradient_checkpointing):
             return None
-        return self._once(("checkpointing",), self._with_checkpointing)
+        return self._variant(("checkpointing", 1), self._with_checkpointing)
 
-    def _with_checkpointing(self) -> Peak | None:
-        given = self.source.gradient_checkpointing  # type: ignore[union-attr]
+    def _with_checkpointing(self) -> Peak:
+        given = self.source.gradient_checkpointing
         inputs = replace(self.source, gradient_checkpointing=Given(True, "on (suggested)", given.path))
         return estimate_peak(self.state, self.family, inputs, self.offload)
 
-    def with_zero(self, sizes: dict[str, int]) -> Peak | None:
+    def with_zero(self, sizes: dict[str, int]) -> Peak:
         """The same peak with these zero_optimization sizes (elements) in place of the config's."""
-        if self.source is None:
-            return None
         zero = {**self.source.zero, **{key: Given(value, "a smaller bucket") for key, value in sizes.items()}}
         return estimate_peak(self.state, self.family, replace(self.source, zero=zero), self.offload)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """"activations", "buffers", "peak" (exact ints; null while an input is missing or unknown), the phases
         per stage and the inputs used."""
         acts = self.activations
@@ -293,13 +296,12 @@ class Peak:
             "checkpoint_bytes": acts.checkpoint_bytes, "recompute_bytes": acts.recompute_bytes,
             "attention": acts.attention,
         }
-        lora = self.lora_activations
-        if activations is not None and lora is not None:
+        lora, adapter = self.lora_activations, self.source.lora
+        if acts is not None and activations is not None and lora is not None and adapter is not None:
             activations["full_fine_tuning_bytes"] = acts.total
-            activations["lora"] = {**lora._asdict(), "adapter_dtype": self.source.lora.adapter_dtype,  # type: ignore[union-attr]
+            activations["lora"] = {**lora._asdict(), "adapter_dtype": adapter.adapter_dtype,
                                    "adapter_compute_dtype": lora_compute_dtype(self.source, self.family),
-                                   "activation_dtype": self.source.lora.activation_dtype,  # type: ignore[union-attr]
-                                   "step": FROZEN_STEP}
+                                   "activation_dtype": adapter.activation_dtype, "step": FROZEN_STEP}
             activations["bytes"] = lora.total
         buffers = None if self.buffers is None else {
             stage: {"bytes": found.total, "parts": [{"name": part.name, "elements": part.elements, "bytes": part.bytes,
@@ -307,7 +309,7 @@ class Peak:
             for stage, found in self.buffers.items()}
         stages = None if self.missing else {stage: self.stage_step(stage) for stage in self.state}
         phases = None if stages is None else {
-            key: found.to_json() if isinstance(found, StagePeak) else {"unknown": found.why}  # type: ignore[union-attr]
+            key: found.to_json() if isinstance(found, StagePeak) else {"unknown": found.why if found else None}
             for key, found in stages.items()}
         return {"activations": activations, "buffers": buffers, "reserved_bytes": self.reserved, "peak": self.peaks,
                 "phases": phases,
@@ -319,9 +321,16 @@ def _value(entry: Given | None) -> object:
     return entry.value if entry is not None else None
 
 
+def _count(entry: Given) -> int:
+    """A count the settings layer checked (an int, or a float with an integral value)."""
+    value = entry.value
+    assert isinstance(value, (int, float)), value
+    return int(value)
+
+
 def step_buckets(inputs: PeakInputs) -> Buckets:
     """The config's zero_optimization sizes as the phase model takes them (None: DeepSpeed's default)."""
-    found: dict = {}
+    found: dict[str, Any] = {}
     for key, name in STEP_BUCKETS.items():
         found[name] = _element_count(inputs.zero.get(key), key, inputs.shape, [])
     for key in STEP_SWITCHES:
@@ -334,21 +343,23 @@ def step_buckets(inputs: PeakInputs) -> Buckets:
     return Buckets(**found)
 
 
-def step_arguments(inputs: PeakInputs, family: str, stage: str, offload: object) -> dict:
-    """estimate_step's arguments for `stage`: the engine (a setting, else the config's family), its stage or
-    sharding strategy, the dtypes (autocast: torch with fp32 weights and a 16-bit compute dtype; FSDP mixed
-    precision: a 16-bit compute dtype over the shards), the optimizer, the buckets and the offload."""
+def step_of(inputs: PeakInputs, family: str, stage: str, offload: Offload | None,
+            lora: LoraActivations | None = None) -> Step:
+    """The Step at `stage`: the engine (a setting, else the config's family), its stage or sharding strategy, the
+    dtypes (autocast: torch with fp32 weights and a 16-bit compute dtype; FSDP mixed precision: a 16-bit compute
+    dtype over the shards), the optimizer, the buckets, the offload and, with an adapter, the frozen base."""
     engine = str(_value(inputs.engine) or family)
     compute = str(_value(inputs.dtype))
     param_dtype = str(_value(inputs.param_dtype) or compute)
-    moves_p, _, moves_o = offload.moves(stage) if offload is not None else (False, False, False)  # type: ignore[attr-defined]
-    arguments = dict(shape=inputs.shape, sequence_length=inputs.sequence_length.value,  # type: ignore[union-attr]
-                     micro_batch=inputs.micro_batch.value, checkpointing=bool(inputs.gradient_checkpointing.value),  # type: ignore[union-attr]
-                     attention=str(inputs.attention.value), engine=engine, ranks=inputs.ranks,
-                     param_dtype=param_dtype, optimizer=inputs.optimizer,
-                     optimizer_impl=str(_value(inputs.optimizer_impl) or "foreach"),
-                     loss_kernel=str(inputs.loss_kernel.value),
-                     gradient_accumulation_steps=int(inputs.gradient_accumulation_steps.value))  # type: ignore[call-overload]
+    moves_p, _, moves_o = offload.moves(stage) if offload is not None else (False, False, False)
+    assert inputs.shape is not None and inputs.sequence_length is not None and inputs.micro_batch is not None
+    common: dict[str, Any] = dict(checkpointing=bool(inputs.gradient_checkpointing.value), attention=str(inputs.attention.value),
+                  engine=engine, ranks=inputs.ranks, param_dtype=param_dtype, optimizer=inputs.optimizer,
+                  optimizer_impl=str(_value(inputs.optimizer_impl) or "foreach"),
+                  loss_kernel=str(inputs.loss_kernel.value),
+                  gradient_accumulation_steps=int(cast(int, inputs.gradient_accumulation_steps.value)))
+    frozen = None if lora is None else frozen_base(inputs, lora, stage, offload, engine)
+    arguments: dict[str, Any] = {}
     if engine == "torch":
         if stage != "ddp":
             raise StepInputError(f"engine torch runs DDP only, not {stage_named(stage).label}")
@@ -367,7 +378,9 @@ def step_arguments(inputs: PeakInputs, family: str, stage: str, offload: object)
         version = _value(inputs.fsdp_version)
         arguments.update(fsdp_sharded=sharded, fsdp_reshard=reshard, fsdp_mixed=compute != param_dtype,
                          offload_optimizer=moves_o, fsdp_version=2 if version is None else version)
-    return arguments
+    # (as given: make_step and the activations name a value they cannot use)
+    return make_step(inputs.shape, cast(int, inputs.sequence_length.value), cast(int, inputs.micro_batch.value),
+                     frozen=frozen, **common, **arguments)
 
 
 #: How the peak with an adapter is made (JSON `activations.lora.step`; docs/adapters.md).
@@ -383,81 +396,83 @@ SHARDED = {"ddp": (False, False, False), "zero1": (False, False, True), "zero2":
            "zero3": (True, True, True)}
 
 
-def adapter_placement(lora: LoraPeak, stage: str, ranks: int, offload: object) -> tuple[int, int, int]:
+def adapter_placement(lora: LoraPeak, stage: str, ranks: int, offload: Offload | None) -> tuple[int, int, int]:
     """(P, G, O) bytes on one GPU at `stage`: each sharded as the stage formula shards it (one ceiling each, so
     their sum is at most 2 B above the pooled formula's), 0 when the offload moves it."""
-    moves = offload.moves(stage) if offload is not None else (False, False, False)  # type: ignore[attr-defined]
+    moves = offload.moves(stage) if offload is not None else (False, False, False)
     own = (lora.parameter_bytes, lora.gradient_bytes, lora.optimizer_bytes)
-    return tuple(0 if moved else (-(-size // ranks) if sharded else size)  # type: ignore[return-value]
-                 for size, sharded, moved in zip(own, SHARDED[stage], moves))
+    p, g, o = (0 if moved else (-(-size // ranks) if sharded else size)
+               for size, sharded, moved in zip(own, SHARDED[stage], moves))
+    return p, g, o
 
 
-def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: object,
+def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: Offload | None,
                 engine: str = "") -> FrozenBase:
     """The step model's frozen base for a LoRA run at `stage`: the adapter's P, G, O as placed, the trainable
     tensors this rank steps on (DeepSpeed: an fp32 partition beside its fp32 gradients), LoRA's activations.
     Under FSDP without resharding (the zero2 key) the persistent parameters are still shards: the gathered
     layers kept from forward to backward are the step's own part (step._gathered_frozen), not P."""
     lora = inputs.lora
+    assert lora is not None
     placed = "zero3" if engine == "fsdp" and stage == "zero2" else stage
-    deepspeed = lora.engine == "deepspeed"  # type: ignore[union-attr]
+    deepspeed = lora.engine == "deepspeed"
     # DeepSpeed's ZeRO-1 holds the rank's gradient partition in the step as ZeRO-2 does: its epilogue flattens the
     # partition whether gradients are partitioned or not (stage_1_and_2.py `independent_gradient_partition_epilogue`
     # → `get_flat_partition`; measured: lora-ds-z1-*); under `no_sync` (accumulation) `param.grad` stays whole
     held_at = "zero2" if deepspeed and stage == "zero1" else stage
-    params, _, _ = adapter_placement(lora, placed, inputs.ranks, offload)  # type: ignore[arg-type]
-    _, grads, states = adapter_placement(lora, held_at, inputs.ranks, offload)  # type: ignore[arg-type]
-    _, whole, _ = adapter_placement(lora, stage, inputs.ranks, offload)  # type: ignore[arg-type]
-    trainable = lora.count.trainable  # type: ignore[union-attr,attr-defined]
+    params, _, _ = adapter_placement(lora, placed, inputs.ranks, offload)
+    _, grads, states = adapter_placement(lora, held_at, inputs.ranks, offload)
+    _, whole, _ = adapter_placement(lora, stage, inputs.ranks, offload)
+    trainable = lora.adapters.trainable
     if SHARDED[stage][2]:
         trainable = -(-trainable // inputs.ranks)
-    step_bytes = F32 if deepspeed else DTYPE_BYTES[lora.adapter_dtype]  # type: ignore[union-attr]
-    every = lora.count.all  # type: ignore[union-attr,attr-defined]
+    step_bytes = F32 if deepspeed else DTYPE_BYTES[lora.adapter_dtype]
+    every = lora.adapters.all
     # modules_to_save copies are in the model's dtype (DeepSpeed: its recast; PEFT: the forward's, fp32 after
     # prepare_model_for_kbit_training), the adapters in theirs; a trained head's gradient exists from its backward
-    count, adapter = lora.count, DTYPE_BYTES[lora.adapter_dtype]  # type: ignore[union-attr]
-    copy = adapter if deepspeed else DTYPE_BYTES[lora.activation_dtype]  # type: ignore[union-attr]
-    head = copy * sum(t.weight.elements for t in count.saved if t.weight.kind == "head")  # type: ignore[attr-defined]
+    count, adapter = lora.adapters, DTYPE_BYTES[lora.adapter_dtype]
+    copy = adapter if deepspeed else DTYPE_BYTES[lora.activation_dtype]
+    head = copy * sum(t.weight.elements for t in count.saved if t.weight.kind == "head")
     if SHARDED[held_at][1]:
         head = -(-head // inputs.ranks)
     # torch AdamW's scratch follows each stepped tensor's dtype and, for-loop, the largest one: DeepSpeed steps one
     # flat fp32 partition (`trainable` × 4 B), torch and FSDP each adapter tensor (FSDP: its dim-0 shard)
-    stepped = 0 if deepspeed else adapter * count.adapters + copy * count.saved_copies  # type: ignore[attr-defined]
+    stepped = 0 if deepspeed else adapter * count.adapters + copy * count.saved_copies
     largest = 0 if deepspeed else max(adapter * largest_adapter(count), copy * largest_copy(count))
     if deepspeed and stage == "ddp":  # ZeRO-0 keeps an fp32 master per parameter: for-loop steps one at a time
         largest = F32 * max(largest_adapter(count), largest_copy(count))  # (measured: lora-ds-z0-*)
     if SHARDED[stage][2]:
         stepped, largest = -(-stepped // inputs.ranks), -(-largest // inputs.ranks)
     return FrozenBase(params, grads, states, trainable, step_bytes, acts.total, acts.recompute_bytes,
-                      lora.activation_dtype, lora.parameter_bytes, every,  # type: ignore[union-attr]
-                      fp32_gradients=deepspeed and DTYPE_BYTES[lora.adapter_dtype] < F32,  # type: ignore[union-attr]
+                      lora.activation_dtype, lora.parameter_bytes, every,
+                      fp32_gradients=deepspeed and DTYPE_BYTES[lora.adapter_dtype] < F32,
                       stepped=stepped, largest=largest, head_gradient=0 if grads == 0 else head,
                       outside=acts.outside_bytes, accumulated=whole)
 
 
-def largest_adapter(count) -> int:
+def largest_adapter(count: AdapterCount) -> int:
     """The largest LoRA tensor (elements): an A (r × in) or B (out × r), E times for stacked experts
     (memory/adapters.adapter_parameters)."""
     return max((max(t.weight.experts, 1) * t.rank * max(t.weight.in_features, t.weight.out_features)
                 for t in count.targets), default=0)
 
 
-def largest_copy(count) -> int:
+def largest_copy(count: AdapterCount) -> int:
     """The largest modules_to_save copy's weight (elements)."""
     return max((t.weight.elements for t in count.saved), default=0)
 
 
-def preference(inputs: PeakInputs, arguments: dict, stage: str, offload: object) -> Preference:
+def preference(inputs: PeakInputs, step: Step, stage: str, offload: Offload | None) -> Preference:
     """The preference trainer's step inputs at `stage`: its frozen reference model on this rank (none for a PEFT
     policy or with precomputed log-probs), stored like the policy's weights, placed as the engine places it."""
     trainer = str(_value(inputs.trainer))
     loss = inputs.preference_loss
     kind = "fused" if loss is None else str(loss.value)
     if trainer in ("dpo", "kto") and kind not in LOSSES:
-        raise StepInputError(loss.note, "preference_loss")  # type: ignore[union-attr]
+        raise StepInputError(loss.note if loss is not None else kind, "preference_loss")
     generation = None
     if trainer == "grpo":  # beta != 0: a reference (a copy, or the PEFT policy's adapters disabled)
-        generation = generation_of(inputs.generation or generation_inputs({}, _value(inputs.sequence_length)))  # type: ignore[arg-type]
+        generation = generation_of(inputs.generation or generation_inputs({}, cast(int, _value(inputs.sequence_length))))
         if not generation.reference:
             return Preference(trainer, 0, False, 0, loss=kind if kind in LOSSES else "fused", generation=generation)
     elif trainer not in WITH_REFERENCE:  # reference-free (LLaMA-Factory's orpo / simpo; the others are refused)
@@ -466,26 +481,28 @@ def preference(inputs: PeakInputs, arguments: dict, stage: str, offload: object)
     named = inputs.reference_model  # LLaMA-Factory's ref_model: a copy even beside a PEFT policy
     if named is not None and named.value != "copy" and not precomputed:
         raise StepInputError(named.note, "reference_model")
-    tensors = parameter_tensors(inputs.shape)  # type: ignore[arg-type]
+    tensors = parameter_tensors(step.shape)
     loaded = inputs.reference_dtype  # LLaMA-Factory: the policy upcast to fp32, the reference loaded as it is
-    width = DTYPE_BYTES[loaded.value if loaded is not None else arguments["param_dtype"]]  # type: ignore[index]
-    engine, number = arguments["engine"], stage_named(stage).number
-    place: object = number if engine == "deepspeed" else (
-        {"ddp": "NO_SHARD", "zero2": "SHARD_GRAD_OP", "zero3": "FULL_SHARD"}[stage] if engine == "fsdp" else 0)
-    threshold = arguments.get("buckets", Buckets()).persistence_threshold
-    threshold = DEEPSPEED_DEFAULTS["stage3_param_persistence_threshold"] if threshold is None else threshold
+    width = DTYPE_BYTES[str(loaded.value) if loaded is not None else step.param_dtype]
+    engine, number = step.engine, stage_named(stage).number
+    place: int | str = number if isinstance(engine, DeepSpeed) else (
+        {"ddp": "NO_SHARD", "zero2": "SHARD_GRAD_OP", "zero3": "FULL_SHARD"}[stage] if isinstance(engine, Fsdp) else 0)
+    threshold = engine.zero.threshold if isinstance(engine, DeepSpeed) else \
+        DEEPSPEED_DEFAULTS["stage3_param_persistence_threshold"]
     persistent = width * sum(numel for numel in tensors.all() if numel <= threshold)
     try:
-        reference = reference_model_bytes(width * tensors.total, inputs.ranks, "ddp" if engine == "torch" else engine,
-                                          place, peft_policy=inputs.lora is not None and named is None,
-                                          precompute_ref_log_probs=precomputed,
-                                          persistent_bytes=persistent, offload_param=bool(arguments.get("offload_param")))
+        reference = reference_model_bytes(width * tensors.total, inputs.ranks,
+                                          "ddp" if isinstance(engine, Torch) else engine.name, place,
+                                          peft_policy=inputs.lora is not None and named is None,
+                                          precompute_ref_log_probs=precomputed, persistent_bytes=persistent,
+                                          offload_param=isinstance(engine, DeepSpeed) and engine.offload_param)
     except LossInputError as error:
         raise StepInputError(str(error)) from None
-    gathered_width = DTYPE_BYTES["bf16"] if arguments.get("fsdp_mixed") else width
-    gathered = reference_gathered(tensors, gathered_width, engine, place if engine == "fsdp" else number,
-                                  inputs.ranks, kind, int(arguments.get("fsdp_version", 2))) \
-        if reference.bytes_per_rank else 0
+    mixed = isinstance(engine, Fsdp) and engine.mixed
+    gathered_width = DTYPE_BYTES["bf16"] if mixed else width
+    version = engine.version if isinstance(engine, Fsdp) else 2
+    gathered = reference_gathered(tensors, gathered_width, engine.name, place if isinstance(engine, Fsdp) else number,
+                                  inputs.ranks, kind, version) if reference.bytes_per_rank else 0
     found = Preference(trainer, reference.bytes_per_rank, not precomputed, gathered, loss=kind)
     return found if generation is None else found._replace(generation=generation, reference_forward=True)
 
@@ -501,7 +518,7 @@ def _element_count(entry: Given | None, key: str, shape: ModelShape | None, miss
         if shape is None:
             missing.append(f'the model\'s hidden size, to fill "auto" {key} as HF does (parameters.from_config)')
             return None
-        return getattr(hf_auto_sizes(shape.hidden), AUTO_FILLED[key])
+        return int(getattr(hf_auto_sizes(shape.hidden), AUTO_FILLED[key]))
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -509,10 +526,10 @@ def _element_count(entry: Given | None, key: str, shape: ModelShape | None, miss
     return value
 
 
-def zero_sizes(inputs: PeakInputs, element_bytes: int, missing: list[str]) -> dict:
+def zero_sizes(inputs: PeakInputs, element_bytes: int, missing: list[str]) -> dict[str, Any]:
     """zero_buffers' keyword arguments for this config, keyed by zero_optimization field: sizes as
     DeepSpeed receives them."""
-    sizes: dict = {key: _element_count(inputs.zero.get(key), key, inputs.shape, missing) for key in BUCKET_KEYS}
+    sizes: dict[str, Any] = {key: _element_count(inputs.zero.get(key), key, inputs.shape, missing) for key in BUCKET_KEYS}
     overlap = inputs.zero.get("overlap_comm")
     sizes["overlap_comm"] = overlap.value if overlap is not None and isinstance(overlap.value, bool) else None
     return {**sizes, "parameters": inputs.parameters, "element_bytes": element_bytes}
@@ -526,7 +543,7 @@ def activation_dtype(inputs: PeakInputs, family: str) -> str:
     return param_dtype if engine == "deepspeed" or compute == "fp32" else compute
 
 
-def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, offload: object = None) -> Peak:
+def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, offload: Offload | None = None) -> Peak:
     """The peak per stage of `state` (the plan's model state under `offload`), or a Peak naming what is
     missing."""
     missing: list[str] = []
@@ -538,28 +555,29 @@ def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, offloa
         missing.append('the micro-batch per GPU: set train_micro_batch_size_per_gpu or declare "micro_batch"')
     if inputs.dtype is None or inputs.dtype.value not in DTYPE_BYTES:
         missing.append('the training precision: declare "precision" in the zeromem block')
-    element_bytes = DTYPE_BYTES.get(inputs.dtype.value, 2) if inputs.dtype is not None else 2  # type: ignore[arg-type]
+    element_bytes = DTYPE_BYTES.get(str(inputs.dtype.value), 2) if inputs.dtype is not None else 2
     buffers = None
     if family == "deepspeed":
         sizes = zero_sizes(inputs, element_bytes, missing)
         buffers = {stage: zero_buffers(stage_named(stage).number, **sizes) for stage in state}
     activations = None
-    if not missing:
+    if not missing and inputs.shape is not None and inputs.sequence_length is not None:
         try:
-            activations = estimate_activations(inputs.shape, inputs.sequence_length.value,  # type: ignore[union-attr,arg-type]
+            activations = estimate_activations(inputs.shape, cast(int, inputs.sequence_length.value),
                                                policy_rows(inputs), activation_dtype(inputs, family),
                                                bool(inputs.gradient_checkpointing.value), str(inputs.attention.value))
         except ActivationInputError as error:
             missing.append(str(error))
     lora = _lora_activations(inputs, missing, family) if not missing and inputs.lora is not None else None
     return Peak(state=dict(state), buffers=buffers, activations=activations,
-                reserved=int(inputs.reserved.value), inputs=inputs.used(), missing=tuple(missing),  # type: ignore[arg-type]
+                reserved=_count(inputs.reserved), inputs=inputs.used(), missing=tuple(missing),
                 family=family, source=inputs, offload=offload, lora_activations=lora)
 
 
 def policy_rows(inputs: PeakInputs) -> int:
     """Sequences through the policy per micro-batch: DPO-style trainers stack chosen and rejected."""
-    return rows(str(_value(inputs.trainer) or "sft"), inputs.micro_batch.value)  # type: ignore[union-attr,arg-type]
+    assert inputs.micro_batch is not None
+    return rows(str(_value(inputs.trainer) or "sft"), cast(int, inputs.micro_batch.value))
 
 
 def lora_compute_dtype(inputs: PeakInputs, family: str) -> str:
@@ -567,9 +585,10 @@ def lora_compute_dtype(inputs: PeakInputs, family: str) -> str:
     peft/tuners/lora/layer.py `_cast_input_dtype`), but under FSDP mixed precision the gathered adapters are in
     the compute dtype like every parameter (MixedPrecisionPolicy.param_dtype), so no fp32 input copy is kept."""
     lora = inputs.lora
+    assert lora is not None
     engine, compute = str(_value(inputs.engine) or family), str(_value(inputs.dtype))
     stored = str(_value(inputs.param_dtype) or compute)
-    return compute if engine == "fsdp" and stored != compute else lora.adapter_dtype  # type: ignore[union-attr]
+    return compute if engine == "fsdp" and stored != compute else lora.adapter_dtype
 
 
 def _fsdp1_mixed(inputs: PeakInputs, family: str) -> bool:
@@ -581,11 +600,12 @@ def _fsdp1_mixed(inputs: PeakInputs, family: str) -> bool:
 
 def _lora_activations(inputs: PeakInputs, missing: list[str], family: str = "") -> LoraActivations | None:
     """What one micro-batch keeps with LoRA on a frozen base, or None with the reason in `missing`."""
-    lora = inputs.lora
+    lora, shape, tokens = inputs.lora, inputs.shape, inputs.sequence_length
+    assert lora is not None and shape is not None and tokens is not None
     try:
         return estimate_lora_activations(
-            inputs.shape, lora.count, inputs.sequence_length.value, policy_rows(inputs),  # type: ignore[union-attr,arg-type]
-            lora.activation_dtype, lora_compute_dtype(inputs, family), str(inputs.attention.value),  # type: ignore[union-attr]
+            shape, lora.adapters, cast(int, tokens.value), policy_rows(inputs),
+            lora.activation_dtype, lora_compute_dtype(inputs, family), str(inputs.attention.value),
             bool(inputs.gradient_checkpointing.value), _fsdp1_mixed(inputs, family))
     except ActivationInputError as error:
         missing.append(f"LoRA activations: {error}")

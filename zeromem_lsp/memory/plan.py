@@ -16,7 +16,7 @@ from typing import NamedTuple, TYPE_CHECKING
 
 from zeromem_lsp.memory.model_state import STAGES, model_state_bytes
 from zeromem_lsp.memory.precision import BytesPerParameter
-from zeromem_lsp.memory.stages import FSDP_KEYS
+from zeromem_lsp.memory.stages import FSDP_KEYS, FsdpOffload, Offload
 from zeromem_lsp.provenance import Origin, Path  # noqa: F401  (Origin: the plan's origins)
 
 if TYPE_CHECKING:
@@ -51,40 +51,6 @@ def inputs_from_parameters(
         per_parameter=per_parameter,
         assumptions=(per_parameter.explanation, *assumptions),
     )
-
-
-@dataclass(frozen=True)
-class Offload:
-    optimizer: str | None = None  # "cpu" | "nvme"
-    param: str | None = None
-
-    def moves(self, stage: str) -> tuple[bool, bool, bool]:
-        """Which of P, G, O leave the GPU at `stage` (DeepSpeed's rules)."""
-        number = STAGES.index(stage)
-        optimizer = self.optimizer is not None and number >= 1
-        return (self.param is not None and number == 3, optimizer and number >= 2, optimizer)
-
-    def describe(self) -> str:
-        parts = []
-        if self.optimizer:
-            parts.append(f"optimizer → {self.optimizer}")
-        if self.param:
-            parts.append(f"parameters → {self.param}")
-        return ", ".join(parts) or "none"
-
-
-@dataclass(frozen=True)
-class FsdpOffload(Offload):
-    """FSDP's CPUOffload(offload_params=True): parameters and gradients live on the host and the
-    optimizer steps there, so its state is on the host too — at every sharding strategy."""
-
-    cpu: bool = False
-
-    def moves(self, stage: str) -> tuple[bool, bool, bool]:
-        return (self.cpu, self.cpu, self.cpu)
-
-    def describe(self) -> str:
-        return "parameters, gradients and optimizer state → cpu" if self.cpu else "none"
 
 
 FSDP_CPU_OFFLOAD = FsdpOffload(optimizer="cpu", param="cpu", cpu=True)

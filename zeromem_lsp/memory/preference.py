@@ -24,18 +24,20 @@ its forward (tiles, last hidden states, at ZeRO-3 its gathered weights) is a mom
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import replace
+from typing import Any, Callable, NamedTuple, Union
 
+from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.configs.settings_values import TRAINERS  # the `trainer` setting; sft: ForCausalLMLoss
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, I64, ActivationInputError, estimate_activations
 from zeromem_lsp.memory.accumulation import LATER
-from zeromem_lsp.memory.grpo import (MOMENTS as GRPO_MOMENTS, Generation, GrpoHead, GrpoLogitsHead, check as check_grpo,
-                                     with_gathered)
+from zeromem_lsp.memory.fused_head import FusedHead
+from zeromem_lsp.memory.grpo import MOMENTS as GRPO_MOMENTS, Generation, GrpoHead, GrpoLogitsHead, check as check_grpo
+from zeromem_lsp.memory.parts import with_gathered
 from zeromem_lsp.memory.llamafactory_loss import TRAINERS as LLAMAFACTORY_TRAINERS, LlamaFactoryHead
 from zeromem_lsp.memory.reference_free_loss import TRAINERS as REFERENCE_FREE, ReferenceFreeHead
-from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS
-from zeromem_lsp.memory.step import (Buckets, Moment, Part, Phase, StepInputError, StepPeak, Tensors, estimate_step,
-                                     parameter_tensors)
+from zeromem_lsp.memory.step import (DeepSpeed, FrozenBase, Fsdp, Head, Moment, Part, Phase, Setup, Step,
+                                     StepInputError, StepPeak, Tensors, make_step, parameter_tensors, step_peak)
 
 #: Trainers that keep a reference model (unless PEFT or precomputed log-probs); the others are reference-free.
 WITH_REFERENCE = ("dpo", "kto")
@@ -43,91 +45,7 @@ MODELLED = ("sft", "dpo", "kto", "orpo", "simpo", "cpo", "grpo")
 #: The DPO loss's implementation: TRL's fused LM head (TRL 1.16), TRL 1.8's logits (axolotl's pin) or
 #: LLaMA-Factory's own trainers (memory/llamafactory_loss.py; its DPO with orpo / simpo, and its KTO).
 LOSSES = ("fused", "logits", "llamafactory")
-TOKEN_TILE, VOCABULARY_TILE = 4096, 32768  # chunked_logprob.TOKEN_CHUNK_SIZE, utils._CHUNKED_LOGPROB_CHUNK_SIZE
-#: per-token fields each trainer's fused head computes (DPOTrainer / KTOTrainer `__init__`, no WPO weighting)
-OUTPUTS = {"dpo": ("log_probs", "entropy", "mean_logits", "is_top1"), "kto": ("log_probs", "entropy", "mean_logits"),
-           "grpo": ("log_probs", "entropy")}  # GRPOTrainer `__init__`
 
-
-
-class FusedHead(NamedTuple):
-    """TRL's fused LM head in the step (the `loss` of estimate_step): its saved tensors and transients."""
-
-    trainer: str  # dpo | kto
-    sequence_length: int
-    reference_forward: bool  # a reference forward runs in the step (not with precomputed log-probs)
-    reference_gathered: int = 0  # ZeRO-3: the reference's weights gathered during its forward
-    head_trainable: bool = True
-    triton: bool = True  # False: the torch fallback's fp32 tile temporaries (CPU)
-    adjusted: bool = False  # the `saved` it is given already holds the fused head's tensors (a frozen base's)
-    loss_gathered: int | None = None  # KTO at ZeRO-3: the policy's weights gathered at its loss (`no_prefetch`)
-
-    @property
-    def prefetch(self) -> bool:
-        return self.loss_gathered is None
-
-    def _tile(self, tokens: int, vocab: int, c: int) -> tuple[int, int, int]:
-        """(rows, columns of the widest tile, bytes of `mm_buf`) for `tokens` scored positions."""
-        rows = min(tokens, TOKEN_TILE)
-        return rows, min(vocab, VOCABULARY_TILE), c * rows * VOCABULARY_TILE
-
-    def saved(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int = 0) -> int:
-        """What autograd keeps instead of ForCausalLMLoss's: the activations without the fp32 log-softmax and the
-        LM head's input, plus the head's shifted hidden-state copy, int64 labels, fp32 log-sum-exp (and entropy),
-        and the per-token outputs with their label mask."""
-        scored = self.scored(tokens)
-        outputs = OUTPUTS[self.trainer]
-        floats = sum(name != "is_top1" for name in outputs)
-        kept = c * scored * hidden + I64 * scored + F32 * scored * (1 + ("entropy" in outputs))
-        kept += F32 * scored * floats + scored * (1 + ("is_top1" in outputs))
-        return saved - logits_bytes - c * tokens * hidden + kept
-
-    def scored(self, tokens: int) -> int:
-        """Positions the head scores: every shifted position of every row (Triton scores only those with a
-        label, at most this)."""
-        return tokens - tokens // self.sequence_length
-
-    def later(self, accumulation: int) -> None:
-        return None
-
-    def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
-        """(forward's peak, the loss's backward): the larger of the policy's head and the reference's forward;
-        the head's backward in its tile loop or at its end (fp32 gradients cast to the parameters' dtype)."""
-        c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w  # type: ignore[attr-defined]
-        tokens = setup.tokens  # type: ignore[attr-defined]
-        scored = self.scored(tokens)
-        rows, columns, buffer = self._tile(scored, v, c)
-        released = with_gathered(base, 0 if self.loss_gathered is not None else None)  # the policy's head, after use
-        base = with_gathered(base, self.loss_gathered)
-        kept = Part("activations", saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes,  # type: ignore[attr-defined]
-                                                                          tokens, h, c))
-        top1 = "is_top1" in OUTPUTS[self.trainer]
-        weight_copy = c * columns * h if c != w else 0  # the head's tile cast to the compute dtype
-        fallback = 0 if self.triton else (max(3 * F32 + top1, 2 * F32 + 2 * top1)) * rows * columns
-        head = [*base, kept, Part("last hidden states", c * tokens * h), Part("LM head tile", buffer + weight_copy),
-                Part("fp32 tile temporaries", fallback)]
-        forward = head
-        if self.reference_forward:
-            reference = self._reference(setup, scored, tokens, rows, columns, buffer + weight_copy)
-            at_reference = [*released, kept, *reference]
-            if sum(part.bytes for part in at_reference) > sum(part.bytes for part in head):
-                forward = at_reference
-        grads = F32 * scored * h + (F32 * v * h if self.head_trainable else 0)
-        in_loop = [*base, kept, Part("LM head gradients (fp32)", grads), Part("LM head tile", buffer + weight_copy),
-                   Part("fp32 tile temporaries", 0 if self.triton else (7 * F32 + 1) * rows * columns)]
-        end = [*base, kept, Part("LM head gradients (fp32)", grads), Part("LM head tile", buffer),
-               Part("LM head gradients", c * scored * h + (w * v * h if self.head_trainable else 0))]
-        loss = max(in_loop, end, key=lambda parts: sum(part.bytes for part in parts))
-        return forward, loss
-
-    def _reference(self, setup: Setup, scored: int, tokens: int, rows: int, columns: int, tile: int) -> list[Part]:
-        """The reference forward's transients: its gathered weights (ZeRO-3), last hidden states, the shifted copy,
-        its tile (log_probs only: three fp32 temporaries in the fallback)."""
-        c, h = setup.c, setup.hidden  # type: ignore[attr-defined]
-        fallback = 0 if self.triton else 3 * F32 * rows * columns
-        return [Part("reference gathered parameters", self.reference_gathered),
-                Part("reference forward", c * tokens * h + c * scored * h + I64 * scored + 2 * F32 * scored),
-                Part("reference LM head tile", tile), Part("fp32 tile temporaries", fallback)]
 
 
 class LogitsHead(NamedTuple):
@@ -177,11 +95,11 @@ class LogitsHead(NamedTuple):
 
     def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
         """(the entropy metric at the end of the loss's forward, the loss's backward at its largest)."""
-        c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w  # type: ignore[attr-defined]
-        tokens = setup.tokens  # type: ignore[attr-defined]
+        c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w
+        tokens = setup.tokens
         scored, logits = self.scored(tokens), c * tokens * v
         base = with_gathered(base, self.loss_gathered)
-        total = saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes, tokens, h, c, v)  # type: ignore[attr-defined]
+        total = saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes, tokens, h, c, v)
         forward = [*base, Part("activations", total), Part("logits", logits),
                    Part("reference gathered parameters", self.reference_gathered if self.reference_forward else 0),
                    Part("reference logits", logits if self.reference_forward else 0),
@@ -213,6 +131,10 @@ class Preference(NamedTuple):
     generation: Generation = Generation()  # GRPO only (memory/grpo.py)
 
 
+#: the policy's head in a preference step (GRPO's wraps one of them: grpo.GrpoHead)
+PolicyHead = Union[FusedHead, "LogitsHead", LlamaFactoryHead, ReferenceFreeHead, GrpoLogitsHead]
+
+
 def reference_gathered(tensors: Tensors, width: int, engine: str, stage: object, ranks: int, loss: str = "fused",
                        fsdp_version: int = 1) -> int:
     """The reference's weights gathered at its forward's peak: under ZeRO-3 (more than one rank) its LM head,
@@ -231,10 +153,10 @@ def reference_gathered(tensors: Tensors, width: int, engine: str, stage: object,
     return 0
 
 
-def kv_cache(shape: object, tokens: int) -> int:
+def kv_cache(shape: ModelShape, tokens: int) -> int:
     """Elements of a DynamicCache filled by one forward of `tokens` tokens: every layer's keys and values
     (transformers/cache_utils.py; a sliding layer's keeps a view of the whole states)."""
-    return 2 * shape.layers * shape.kv_heads * shape.head_dim * tokens  # type: ignore[attr-defined]
+    return 2 * shape.layers * shape.kv_heads * shape.head_dim * tokens
 
 
 def rows(trainer: str, micro_batch: int) -> int:
@@ -242,53 +164,56 @@ def rows(trainer: str, micro_batch: int) -> int:
     return 2 * micro_batch if trainer in ("dpo", "orpo", "simpo", "cpo") else micro_batch
 
 
-def estimate_preference_step(preference: Preference, **arguments: object) -> StepPeak:
-    """estimate_step for a preference trainer: 2·b rows for DPO, TRL's fused head in place of ForCausalLMLoss,
-    the reference model as a part of every moment. Raises StepInputError for a trainer not modelled."""
+def estimate_preference_step(preference: Preference, step: Step | None = None, **inputs: Any) -> StepPeak:
+    """The step for a preference trainer (`step`, or make_step's keywords): 2·b rows for DPO, TRL's fused head in
+    place of ForCausalLMLoss, the reference model as a part of every moment. Raises StepInputError for a trainer not
+    modelled."""
     trainer = preference.trainer
     if trainer not in TRAINERS:
         raise StepInputError(f"trainer must be one of {', '.join(TRAINERS)}, got {trainer!r}")
+    step = make_step(**inputs) if step is None else step
     if trainer == "sft":
-        return estimate_step(**arguments)  # type: ignore[arg-type]
-    frozen = arguments.get("frozen")
-    sequence = arguments["sequence_length"]
-    micro = rows(trainer, arguments["micro_batch"])  # type: ignore[arg-type]
+        return step_peak(step)
+    frozen, sequence, engine = step.frozen, step.sequence_length, step.engine
+    micro = rows(trainer, step.micro_batch)
     if preference.loss not in LOSSES:
         raise StepInputError(f"preference loss must be one of {', '.join(LOSSES)}, got {preference.loss!r}")
     if trainer == "grpo":
-        check_grpo(preference.generation, sequence, str(arguments.get("engine", "torch")), arguments.get("stage"),  # type: ignore[arg-type]
-                   bool(arguments.get("fsdp_sharded", True)), int(arguments.get("ranks", 1)),  # type: ignore[call-overload]
-                   int(arguments.get("fsdp_version", 2)))  # type: ignore[call-overload]
+        fsdp = engine if isinstance(engine, Fsdp) else Fsdp()
+        check_grpo(preference.generation, sequence, engine.name, step.stage, fsdp.sharded, step.ranks, fsdp.version)
     if preference.loss == "llamafactory" and trainer not in LLAMAFACTORY_TRAINERS:
         raise StepInputError(f"LLaMA-Factory has no {trainer.upper()} trainer (stage: dpo with pref_loss sigmoid, orpo "
                              "or simpo; stage: kto)", "trainer")
-    kind = {"fused": FusedHead, "logits": LogitsHead, "llamafactory": LlamaFactoryHead}[preference.loss]
     triton = preference.triton
+    head: PolicyHead
     if preference.loss in ("fused", "logits") and trainer in REFERENCE_FREE:  # TRL's ORPOTrainer / CPOTrainer
-        kind, triton = ReferenceFreeHead, triton and preference.loss == "fused"  # TRL 1.8: no Triton kernel
-    if trainer == "grpo" and preference.loss == "logits":  # TRL 1.8's GRPOTrainer (axolotl's pin)
+        # TRL 1.8: no Triton kernel
+        head = ReferenceFreeHead(trainer, sequence, preference.reference_forward, preference.reference_gathered,
+                                 head_trainable=frozen is None, triton=triton and preference.loss == "fused")
+    elif trainer == "grpo" and preference.loss == "logits":  # TRL 1.8's GRPOTrainer (axolotl's pin)
         head = GrpoLogitsHead(sequence, preference.generation.completion_length, frozen is None)
     else:  # GRPO's reference runs before the policy's forward (its own moment, memory/grpo.py), never beside it
-        head = kind(trainer, sequence, preference.reference_forward and trainer != "grpo",  # type: ignore[arg-type]
+        kind = {"fused": FusedHead, "logits": LogitsHead, "llamafactory": LlamaFactoryHead}[preference.loss]
+        head = kind(trainer, sequence, preference.reference_forward and trainer != "grpo",
                     preference.reference_gathered, head_trainable=frozen is None, triton=triton)
-    if kind is LogitsHead and trainer == "kto" and preference.kv_cache:
-        shape, cache = arguments["shape"], kv_cache(arguments["shape"], micro * sequence)  # type: ignore[arg-type]
-        repeated = arguments.get("attention") == "eager" and shape.kv_heads < shape.heads  # type: ignore[attr-defined]
-        head = head._replace(cache=cache, policy_cache=cache if repeated and not arguments.get("checkpointing") else 0)
-    if trainer == "kto" and kind in (FusedHead, LogitsHead):
-        head = head._replace(loss_gathered=no_prefetch(arguments))
+    if isinstance(head, LogitsHead) and trainer == "kto" and preference.kv_cache:
+        cache = kv_cache(step.shape, micro * sequence)
+        repeated = step.attention == "eager" and step.shape.kv_heads < step.shape.heads
+        head = head._replace(cache=cache, policy_cache=cache if repeated and not step.checkpointing else 0)
+    if trainer == "kto" and isinstance(head, (FusedHead, LogitsHead)):
+        head = head._replace(loss_gathered=no_prefetch(step))
     if frozen is not None:  # its activations are read after the loss too: the fused head's, not the log-softmax
         head = head._replace(adjusted=True)
-        arguments = {**arguments, "frozen": frozen._replace(activations=_frozen_saved(head, frozen, arguments, micro))}  # type: ignore[attr-defined]
+        frozen = frozen._replace(activations=_frozen_saved(head, frozen, step, micro))
+    loss: Head = head
     if trainer == "grpo":
-        whole, at_loss = _generation_gathered(arguments, preference.generation.steps_per_generation)
-        head = GrpoHead(head, preference.generation, arguments["shape"], preference.reference_gathered, whole, at_loss,
-                        _fsdp2_unshard(arguments))
-    # TRL computes its own loss from the head (a model-level fused or chunked loss never runs under it)
-    arguments = {**arguments, "micro_batch": micro, "loss": head, "loss_kernel": "hf"}
-    step = estimate_step(**arguments)  # type: ignore[arg-type]
-    phases = {name: _with_reference(phase, preference.reference_bytes) for name, phase in step.phases.items()}
-    return step._replace(phases=phases, peak=phases[step.peak_phase].peak)
+        assert isinstance(head, (FusedHead, GrpoLogitsHead))  # (the llamafactory loss has no GRPO: refused above)
+        whole, at_loss = _generation_gathered(step, preference.generation.steps_per_generation)
+        loss = GrpoHead(head, preference.generation, step.shape, preference.reference_gathered, whole, at_loss,
+                        _fsdp2_unshard(step))
+    found = step_peak(replace(step, micro_batch=micro, head=loss, loss_kernel="hf", frozen=frozen))
+    phases = {name: _with_reference(phase, preference.reference_bytes) for name, phase in found.phases.items()}
+    return found._replace(phases=phases, peak=phases[found.peak_phase].peak)
 
 
 def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_length: int, tokens: int, hidden: int,
@@ -299,8 +224,8 @@ def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_l
     tool = {"fused": "TRL", "logits": "TRL 1.8", "llamafactory": "LLaMA-Factory"}[loss]
     lead = f"{trainer} ({tool}): {stacked}{tokens // sequence_length} rows; "
     if loss in ("fused", "logits") and trainer in REFERENCE_FREE:  # TRL 1.16 with Triton, or TRL 1.8
-        head = ReferenceFreeHead(trainer, sequence_length, triton=loss == "fused")
-        return lead + head.line(saved, logits_bytes, tokens, hidden, c, vocab)
+        free = ReferenceFreeHead(trainer, sequence_length, triton=loss == "fused")
+        return lead + free.line(saved, logits_bytes, tokens, hidden, c, vocab)
     if loss == "llamafactory":
         return lead + LlamaFactoryHead(trainer, sequence_length, True).line(saved, logits_bytes, tokens, hidden, c,
                                                                              vocab)
@@ -308,8 +233,8 @@ def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_l
         return lead + GrpoLogitsHead(sequence_length, completion_length).line(saved, logits_bytes, tokens, hidden, c,
                                                                                 vocab)
     if loss == "logits":
-        head = LogitsHead(trainer, sequence_length, True)
-        kept = head.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
+        logits = LogitsHead(trainer, sequence_length, True)
+        kept = logits.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
         return (f"{lead}its log-probs keep {kept:,} B (a log-softmax per row, labels, per-token log-probs) in place "
                 f"of the loss {logits_bytes:,}: activations {saved:,} - {logits_bytes:,} + {kept:,} = "
                 f"{saved - logits_bytes + kept:,} B")
@@ -321,68 +246,62 @@ def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_l
             f"{saved:,} - {logits_bytes:,} - {head_input:,} + {kept:,} = {saved - logits_bytes - head_input + kept:,} B")
 
 
-def _generation_gathered(arguments: dict, steps_per_generation: int) -> tuple[int | None, int | None]:
+def _gathered_width(step: Step) -> Callable[[int], int]:
+    """Bytes of `elements` gathered: in the weights' dtype, or pro rata of a frozen base's whole P (a quantized base
+    gathers its packed bytes), as step.py's."""
+    frozen, width = step.frozen, DTYPE_BYTES[step.param_dtype]
+    if frozen is None or not frozen.all_parameters:
+        return lambda elements: width * elements
+    return lambda elements: -(-elements * frozen.all_bytes // frozen.all_parameters)
+
+
+def _generation_gathered(step: Step, steps_per_generation: int) -> tuple[int | None, int | None]:
     """ZeRO-3 at more than one rank: (the policy's parameters gathered whole for GRPO's generation — all but those
     kept whole on every rank, at most stage3_param_persistence_threshold elements, memory/step.py `_deepspeed` —, the
-    LM head alone gathered at the loss when every micro-step follows a generation); (None, None) otherwise. A frozen
-    base's bytes are pro rata of its whole P (a quantized base gathers its packed bytes), as step.py's."""
-    buckets = arguments.get("buckets", Buckets())
-    if arguments.get("engine") != "deepspeed" or arguments.get("stage") != 3 or int(arguments.get("ranks", 1)) < 2:  # type: ignore[call-overload]
+    LM head alone gathered at the loss when every micro-step follows a generation); (None, None) otherwise."""
+    if not isinstance(step.engine, DeepSpeed) or step.engine.stage != 3 or step.ranks < 2:
         return None, None
-    threshold = (DEEPSPEED_DEFAULTS["stage3_param_persistence_threshold"] if buckets.persistence_threshold is None
-                 else buckets.persistence_threshold)  # type: ignore[union-attr]
-    tensors = parameter_tensors(arguments["shape"])  # type: ignore[arg-type]
+    threshold = step.engine.zero.threshold
+    tensors = parameter_tensors(step.shape)
+    gathered = _gathered_width(step)
     whole = sum(numel for numel in tensors.all() if numel > threshold)
-    frozen = arguments.get("frozen")
-    width = DTYPE_BYTES[str(arguments.get("param_dtype", "bf16"))]
-
-    def gathered(elements: int) -> int:
-        if frozen is None or not frozen.all_parameters:  # type: ignore[attr-defined]
-            return width * elements
-        return -(-elements * frozen.all_bytes // frozen.all_parameters)  # type: ignore[attr-defined]
     head = gathered(tensors.head or tensors.embedding) if steps_per_generation == 1 else None
     return gathered(whole), head
 
 
-def no_prefetch(arguments: dict) -> int | None:
+def no_prefetch(step: Step) -> int | None:
     """KTO under ZeRO-3 at more than one rank: the policy's weights gathered at its loss and backward — its LM head
     alone (None otherwise). `_compute_kl_logps` runs the policy's forward before the one with gradients, so the
     parameter coordinator's trace (deepspeed/runtime/zero/partitioned_param_coordinator.py, `record_module`,
     `_invalidate_trace`) no longer matches the modules' order: no prefetch, each module released after its use, as
     GRPO's micro-step after a generation. So TRL 1.16's reference forward runs with none of the policy's gathered
     (measured at two ranks, TRL 1.16 and 1.8)."""
-    return _generation_gathered(arguments, 1)[1]
+    return _generation_gathered(step, 1)[1]
 
 
-def _fsdp2_unshard(arguments: dict) -> tuple[int, int] | None:
+def _fsdp2_unshard(step: Step) -> tuple[int, int] | None:
     """FSDP2 sharded at more than one rank: (the root's, a decoder layer's) bytes as gathered (the compute dtype
     under mixed precision; a frozen base's pro rata of its P), as step.py `_fsdp` / `_gathered_frozen`."""
-    if arguments.get("engine") != "fsdp" or not arguments.get("fsdp_sharded", True) or \
-            int(arguments.get("ranks", 1)) < 2 or int(arguments.get("fsdp_version", 2)) != 2:  # type: ignore[call-overload]
+    engine = step.engine
+    if not isinstance(engine, Fsdp) or not engine.sharded or step.ranks < 2 or engine.version != 2:
         return None
-    tensors = parameter_tensors(arguments["shape"])  # type: ignore[arg-type]
-    frozen = arguments.get("frozen")
-    if arguments.get("fsdp_mixed"):
+    tensors = parameter_tensors(step.shape)
+    if engine.mixed:
         return DTYPE_BYTES["bf16"] * tensors.root, DTYPE_BYTES["bf16"] * tensors.layer_total
-    if frozen is not None and frozen.all_parameters:  # type: ignore[attr-defined]
-        def share(elements: int) -> int:
-            return -(-elements * frozen.all_bytes // frozen.all_parameters)  # type: ignore[attr-defined]
-        return share(tensors.root), share(tensors.layer_total)
-    width = DTYPE_BYTES[str(arguments.get("param_dtype", "bf16"))]
-    return width * tensors.root, width * tensors.layer_total
+    gathered = _gathered_width(step)
+    return gathered(tensors.root), gathered(tensors.layer_total)
 
 
-def _frozen_saved(head: FusedHead | LogitsHead | LlamaFactoryHead | ReferenceFreeHead, frozen: object, arguments: dict, micro: int) -> int:
+def _frozen_saved(head: PolicyHead, frozen: FrozenBase, step: Step, micro: int) -> int:
     """A frozen base's saved activations (for `micro` rows) with the fused head's tensors for the loss's."""
     try:
-        acts = estimate_activations(arguments["shape"], arguments["sequence_length"], micro, frozen.compute_dtype,  # type: ignore[attr-defined]
-                                    bool(arguments.get("checkpointing")), str(arguments.get("attention", "sdpa")))
+        acts = estimate_activations(step.shape, step.sequence_length, micro, frozen.compute_dtype,
+                                    step.checkpointing, step.attention)
     except ActivationInputError as error:
         raise StepInputError(str(error)) from None
-    c = DTYPE_BYTES[frozen.compute_dtype]  # type: ignore[attr-defined]
-    tokens = micro * arguments["sequence_length"]
-    return head.saved(frozen.activations, acts.logits_bytes, tokens, arguments["shape"].hidden, c,  # type: ignore[attr-defined]
-                      arguments["shape"].vocab)  # type: ignore[attr-defined]
+    tokens = micro * step.sequence_length
+    return head.saved(frozen.activations, acts.logits_bytes, tokens, step.shape.hidden,
+                      DTYPE_BYTES[frozen.compute_dtype], step.shape.vocab)
 
 
 def _with_reference(phase: Phase, reference: int) -> Phase:

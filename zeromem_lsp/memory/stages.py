@@ -3,6 +3,7 @@ sharding strategy that keeps the same persistent state per rank (docs/fsdp-accel
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from zeromem_lsp.memory.model_state import STAGES
@@ -43,3 +44,37 @@ def stage(key: str) -> Stage:
 
 def by_number(number: int) -> Stage:
     return ALL[number]
+
+
+@dataclass(frozen=True)
+class Offload:
+    optimizer: str | None = None  # "cpu" | "nvme"
+    param: str | None = None
+
+    def moves(self, stage: str) -> tuple[bool, bool, bool]:
+        """Which of P, G, O leave the GPU at `stage` (DeepSpeed's rules)."""
+        number = STAGES.index(stage)
+        optimizer = self.optimizer is not None and number >= 1
+        return (self.param is not None and number == 3, optimizer and number >= 2, optimizer)
+
+    def describe(self) -> str:
+        parts = []
+        if self.optimizer:
+            parts.append(f"optimizer → {self.optimizer}")
+        if self.param:
+            parts.append(f"parameters → {self.param}")
+        return ", ".join(parts) or "none"
+
+
+@dataclass(frozen=True)
+class FsdpOffload(Offload):
+    """FSDP's CPUOffload(offload_params=True): parameters and gradients live on the host and the
+    optimizer steps there, so its state is on the host too — at every sharding strategy."""
+
+    cpu: bool = False
+
+    def moves(self, stage: str) -> tuple[bool, bool, bool]:
+        return (self.cpu, self.cpu, self.cpu)
+
+    def describe(self) -> str:
+        return "parameters, gradients and optimizer state → cpu" if self.cpu else "none"

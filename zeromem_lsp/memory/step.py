@@ -28,9 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple, Protocol, Union
 
 from zeromem_lsp.memory.accumulation import Engine, held, later_moments
+from zeromem_lsp.memory.parts import (PHASES, Moment, Moments, Part, Phase, StepInputError, moment_of, phases_of,
+                                      with_gathered)
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS
-from zeromem_lsp.memory.loss_and_reference import LOSS_KERNELS, LossInputError, loss_moments
+from zeromem_lsp.configs.settings_values import LOSS_KERNELS
+from zeromem_lsp.memory.loss_and_reference import LossMoments, loss_moments
 from zeromem_lsp.memory.optimizer_step import (ADAGRAD_FIRST_SUMS, OptimizerNotModelled, Stepped, optimizer_step,
                                                parameter_shapes)
 from zeromem_lsp.memory.precision import OPTIMIZERS as ALL_OPTIMIZERS
@@ -43,45 +46,8 @@ OPTIMIZER_IMPLS = ("foreach", "for-loop", "fused")
 #: memory/optimizer_step.py (weight decay 0, HF Trainer's default)
 OPTIMIZERS = ("adamw", "adam")
 TORCH_OPTIMIZERS = (*OPTIMIZERS, "sgd", "sgd_momentum", "adagrad")  # torch.optim's, with their scratch
-PHASES = ("forward", "backward", "optimizer")
 #: DeepSpeed defaults beyond buffers.DEEPSPEED_DEFAULTS (deepspeed/runtime/zero/config.py)
 MAX_REUSE_DISTANCE = 1_000_000_000
-
-
-class StepInputError(ValueError):
-    """An input the step model cannot use (named, with the allowed values); `input`: the peak input to blame."""
-
-    def __init__(self, message: str, input: str | None = None) -> None:
-        super().__init__(message)
-        self.input = input
-
-
-class Part(NamedTuple):
-    name: str
-    bytes: int
-
-
-class Moment(NamedTuple):
-    """One moment of a phase: what is alive together then (`total` bytes), its parts merged by name."""
-
-    name: str  # "the loss's backward", "the top layer's backward", ...
-    total: int
-    parts: tuple[Part, ...]  # summing to total, largest first, zeros dropped
-
-
-class Phase(NamedTuple):
-    name: str  # forward, backward, optimizer
-    peak: int
-    moment: str  # where in the phase the peak sits ("the loss's backward", ...)
-    parts: tuple[Part, ...]  # summing to peak, largest first
-    moments: tuple[Moment, ...] = ()  # every moment of the phase in the step's order; the largest is `moment`
-
-    def largest(self, count: int = 3) -> tuple[Part, ...]:
-        return self.parts[:count]
-
-
-#: phase → moment → its parts (what the engine functions return; `_phases` keeps each phase's largest moment)
-Moments = dict[str, dict[str, list[Part]]]
 
 
 class StepPeak(NamedTuple):
@@ -312,7 +278,7 @@ def parameter_tensors(shape: ModelShape) -> Tensors:
                    shape.layers, layer_norms=sum(norms))
 
 
-def _choice(name: str, value: object, allowed: tuple) -> None:
+def _choice(name: str, value: object, allowed: tuple[object, ...]) -> None:
     if value not in allowed:
         raise StepInputError(f"{name} must be one of {', '.join(map(str, allowed))}, got {value!r}")
 
@@ -321,23 +287,6 @@ def _count(name: str, value: object, least: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise StepInputError(f"{name} must be an integer ≥ {least}, got {value!r}")
     return value
-
-
-def moment_of(name: str, parts: list[Part] | tuple[Part, ...]) -> Moment:
-    """A moment as shown: its parts merged by name, largest first, zeros dropped, and their total."""
-    merged: dict[str, int] = {}
-    for part in parts:
-        merged[part.name] = merged.get(part.name, 0) + part.bytes
-    kept = tuple(sorted((Part(key, value) for key, value in merged.items() if value), key=lambda p: -p.bytes))
-    return Moment(name, sum(part.bytes for part in kept), kept)
-
-
-def _phase(name: str, moments: dict[str, list[Part]]) -> Phase:
-    """The moment with the largest live total (the first of equal ones) holds the phase's peak; every moment is
-    kept, in the step's order, for a picture of the whole step (report/)."""
-    every = tuple(moment_of(key, parts) for key, parts in moments.items())
-    held = max(every, key=lambda moment: moment.total)
-    return Phase(name, held.total, held.name, held.parts, every)
 
 
 def _ceil(numerator: int, ranks: int) -> int:
@@ -378,7 +327,7 @@ def _scratch(impl: str, element: int, every: int, largest: int) -> int:
     return optimizer_step("adamw", impl, element, [(every,)], largest=largest).scratch
 
 
-def _kernel(setup: Setup):
+def _kernel(setup: Setup) -> LossMoments:
     return loss_moments(setup.loss_kernel, setup.micro_batch, setup.tokens // setup.micro_batch, setup.hidden,
                         setup.vocab, setup.c, setup.w, setup.acts.logits_bytes, setup.head_trainable)
 
@@ -409,10 +358,10 @@ def _head_moment(setup: Setup, base: list[Part], saved: int | None = None) -> di
     gradient, the head's weight and input gradients, the loss's kept tensors freed. Transformers' loss keeps
     this below its loss's backward (the two fp32 T×V gradients); fused kernels make the head's gradients
     themselves."""
-    if setup.loss_kernel == "hf" or _kernel(setup).head is None:
+    found = None if setup.loss_kernel == "hf" else _kernel(setup)
+    if found is None or found.head is None:
         return {}
     saved = setup.acts.total if saved is None else saved
-    found = _kernel(setup)
     return {"the head's backward": [*base, Part("activations", saved - found.dropped),
                                     *(Part(*part) for part in found.head)]}
 
@@ -460,10 +409,6 @@ def _tied_sum(tensors: Tensors, w: int) -> int:
     gradient (counted with the gradients) until the embedding's arrives, then adds them out of place
     (torch/csrc/autograd/input_buffer.cpp, `InputBuffer::add`): the embedding's gradient and the sum beside it."""
     return 2 * w * tensors.embedding if not tensors.head else 0
-
-
-def _phases(name_moments: Moments) -> dict[str, Phase]:
-    return {name: _phase(name, moments) for name, moments in name_moments.items()}
 
 
 def _torch(setup: Setup, shape: ModelShape, engine: Torch) -> Moments:
@@ -643,8 +588,8 @@ def _deepspeed(setup: Setup, shape: ModelShape, engine: DeepSpeed, bf16_optimize
             *base, Part("gathered parameters", max(again, w * fetch)),
             Part("activations", setup.acts.total - setup.acts.logits_bytes),
             Part("gradients", w * head_numel), Part("logits gradient", _logits_gradient(setup))]
-    head = _head_moment(setup, base + [Part("gathered parameters", again)])
-    return {"forward": forwards, "backward": {"the loss's backward": loss, **head, **layers, **ends},
+    head_moment = _head_moment(setup, base + [Part("gathered parameters", again)])
+    return {"forward": forwards, "backward": {"the loss's backward": loss, **head_moment, **layers, **ends},
             "optimizer": steps}
 
 
@@ -902,8 +847,8 @@ def step_peak(step: Step) -> StepPeak:
                      None if frozen is None else frozen.gradients if frozen.accumulated is None else frozen.accumulated)
         later_head = step.head.later(step.gradient_accumulation_steps) if step.head is not None else None
         source = _engine_moments(setup._replace(loss=later_head), step) if later_head is not None else None
-        moments = later_moments(moments, found, Part, source)
-    phases = _phases(moments)
+        moments = later_moments(moments, found, source)
+    phases = phases_of(moments)
     peak_phase = max(PHASES, key=lambda name: phases[name].peak)
     return StepPeak(phases, peak_phase, phases[peak_phase].peak, acts, tensors.total)
 

@@ -1,0 +1,76 @@
+"""The step model's vocabulary: a part (what is alive, its bytes), a moment (what is alive together), a phase
+(forward, backward, optimizer: its largest moment) — and the error every stage of it raises (pure)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+PHASES = ("forward", "backward", "optimizer")
+
+
+class StepInputError(ValueError):
+    """An input the step model cannot use (named, with the allowed values); `input`: the peak input to blame."""
+
+    def __init__(self, message: str, input: str | None = None) -> None:
+        super().__init__(message)
+        self.input = input
+
+
+class Part(NamedTuple):
+    name: str
+    bytes: int
+
+
+class Moment(NamedTuple):
+    """One moment of a phase: what is alive together then (`total` bytes), its parts merged by name."""
+
+    name: str  # "the loss's backward", "the top layer's backward", ...
+    total: int
+    parts: tuple[Part, ...]  # summing to total, largest first, zeros dropped
+
+
+class Phase(NamedTuple):
+    name: str  # forward, backward, optimizer
+    peak: int
+    moment: str  # where in the phase the peak sits ("the loss's backward", ...)
+    parts: tuple[Part, ...]  # summing to peak, largest first
+    moments: tuple[Moment, ...] = ()  # every moment of the phase in the step's order; the largest is `moment`
+
+    def largest(self, count: int = 3) -> tuple[Part, ...]:
+        return self.parts[:count]
+
+
+#: phase → moment → its parts (what the engine functions return; `_phases` keeps each phase's largest moment)
+Moments = dict[str, dict[str, list[Part]]]
+
+
+def moment_of(name: str, parts: list[Part] | tuple[Part, ...]) -> Moment:
+    """A moment as shown: its parts merged by name, largest first, zeros dropped, and their total."""
+    merged: dict[str, int] = {}
+    for part in parts:
+        merged[part.name] = merged.get(part.name, 0) + part.bytes
+    kept = tuple(sorted((Part(key, value) for key, value in merged.items() if value), key=lambda p: -p.bytes))
+    return Moment(name, sum(part.bytes for part in kept), kept)
+
+
+def phase_of(name: str, moments: dict[str, list[Part]]) -> Phase:
+    """The moment with the largest live total (the first of equal ones) holds the phase's peak; every moment is
+    kept, in the step's order, for a picture of the whole step (report/)."""
+    every = tuple(moment_of(key, parts) for key, parts in moments.items())
+    held = max(every, key=lambda moment: moment.total)
+    return Phase(name, held.total, held.name, held.parts, every)
+
+
+def phases_of(name_moments: Moments) -> dict[str, Phase]:
+    return {name: phase_of(name, moments) for name, moments in name_moments.items()}
+
+
+def with_gathered(base: list[Part], gathered: int | None) -> list[Part]:
+    """`base` with its gathered parameters replaced by `gathered` (None: as it is)."""
+    if gathered is None:
+        return base
+    return [*(part for part in base if part.name != "gathered parameters"), Part("gathered parameters", gathered)]
+
+
+__all__ = ["Moment", "Moments", "PHASES", "Part", "Phase", "StepInputError", "moment_of", "phase_of", "phases_of",
+           "with_gathered"]
