@@ -45,7 +45,7 @@ def test_activation_dtypes_per_engine(family, quantization, adapter_dtype, forwa
     _, breakdown = adapter_inputs(LLAMA3, Adapter(16, quantization=quantization), family, "bf16", "adamw", 8)
     peak = lora_peak(breakdown, "bf16")
     assert (peak.adapter_dtype, peak.activation_dtype) == (adapter_dtype, forward)
-    assert peak.count.trainable == breakdown.trainable == 41_943_040  # docs/adapters.md: r 16 all-linear
+    assert peak.adapters.trainable == breakdown.trainable == 41_943_040  # docs/adapters.md: r 16 all-linear
 
 
 def test_fp32_gradients_double_g_only():

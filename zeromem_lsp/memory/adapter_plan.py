@@ -11,7 +11,8 @@ Pure; no pydantic (the `zeromem estimate` path).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from zeromem_lsp.memory.adapters import (
     ALL_LINEAR, DTYPE_BYTES, AdapterCount, AdapterInputError, AdapterState, LoraSettings, Quantization,
@@ -23,6 +24,9 @@ from zeromem_lsp.memory.peak import LoraPeak
 from zeromem_lsp.memory.plan import Inputs
 from zeromem_lsp.memory.precision import optimizer_state_bytes
 from zeromem_lsp.provenance import Origin
+
+if TYPE_CHECKING:
+    from zeromem_lsp.configs.settings import ZeromemSettings
 
 #: adapters.py's field names → the zeromem setting each comes from (for a positioned ZM104).
 SETTING_OF_FIELD = {"lora_r": "lora_rank", "lora_target_modules": "lora_targets", "modules_to_save": "modules_to_save",
@@ -100,7 +104,7 @@ def _names(value: tuple[str, ...] | str) -> str:
     return ", ".join(value)
 
 
-def adapter_from_settings(settings, origins: dict[str, Origin]) -> Adapter | None:
+def adapter_from_settings(settings: ZeromemSettings, origins: dict[str, Origin]) -> Adapter | None:
     """The adapter the resolved settings describe (None without `lora_rank`); each field keeps its origin. A
     {"regex": ...} setting (settings_values.TargetRegex) becomes the string PEFT takes."""
     if settings.lora_rank is None:
@@ -117,7 +121,7 @@ def adapter_from_settings(settings, origins: dict[str, Origin]) -> Adapter | Non
     return Adapter(**values, origins=kept)
 
 
-def adapter_problem(adapter: Adapter, config: dict | None) -> tuple[str, str] | None:
+def adapter_problem(adapter: Adapter, config: dict[str, Any] | None) -> tuple[str, str] | None:
     """(the setting at fault, why) when the model cannot take this adapter, or there is no model to take it."""
     if config is None:
         return "lora_rank", ("a LoRA adapter needs the model's shape, its config.json (its linear layers are what "
@@ -132,7 +136,8 @@ def adapter_problem(adapter: Adapter, config: dict | None) -> tuple[str, str] | 
     return None
 
 
-class Term(NamedTuple):
+@dataclass(frozen=True)
+class Term:
     """One addend of P, G or O: `count` parameters at `each` bytes (each None: `bytes` comes from a rule)."""
 
     label: str
@@ -141,7 +146,8 @@ class Term(NamedTuple):
     bytes: int
 
 
-class AdapterBreakdown(NamedTuple):
+@dataclass(frozen=True)
+class AdapterBreakdown:
     """What the plan's P, G, O are made of with an adapter: counts as PEFT reports them, and every term."""
 
     adapter: Adapter
@@ -163,8 +169,8 @@ class AdapterBreakdown(NamedTuple):
     def total(self) -> int:
         return self.count.all
 
-    def to_json(self) -> dict:
-        def terms(found: tuple[Term, ...]) -> list[dict]:
+    def to_json(self) -> dict[str, object]:
+        def terms(found: tuple[Term, ...]) -> list[dict[str, object]]:
             return [{"label": t.label, "parameters": t.count, "bytes_each": t.each, "bytes": t.bytes} for t in found]
 
         adapter = self.adapter
@@ -192,11 +198,13 @@ def engine_for(family: str, fsdp_version: int | None = None) -> str:
     return "peft"
 
 
-def _trainable_terms(count: AdapterCount, engine: str, dtype: str, gradient: int, optimizer: str) -> tuple:
+def _trainable_terms(count: AdapterCount, engine: str, dtype: str, gradient: int,
+                     optimizer: str) -> tuple[tuple[Term, ...], tuple[Term, ...], tuple[Term, ...]]:
     """(P, G, O) terms of the trainable parameters, as adapters.model_state computes them."""
     width, state = DTYPE_BYTES[dtype], optimizer_state_bytes(optimizer)
     if engine == "deepspeed":  # _cast_module_mixed_precision: adapters in the training dtype; fp32 master + state
-        groups = ((f"trainable ({dtype}, DeepSpeed's recast)", count.trainable, width),)
+        groups: tuple[tuple[str, int, int], ...] = ((f"trainable ({dtype}, DeepSpeed's recast)", count.trainable,
+                                                     width),)
         master = 4 if width < 4 else 0
         opt = tuple(Term(f"trainable ({optimizer} state {state} B" + (" + fp32 master 4 B)" if master else ")"),
                          n, state + master, n * (state + master)) for _, n, _ in groups if n)
@@ -213,7 +221,7 @@ def _trainable_terms(count: AdapterCount, engine: str, dtype: str, gradient: int
     return params, grads, opt
 
 
-def adapter_inputs(config: dict, adapter: Adapter, family: str, precision: str, optimizer: str, world_size: int,
+def adapter_inputs(config: dict[str, Any], adapter: Adapter, family: str, precision: str, optimizer: str, world_size: int,
                    fp32_gradients: bool = False, fsdp_version: int | None = None,
                    assumptions: tuple[str, ...] = ()) -> tuple[Inputs, AdapterBreakdown]:
     """The plan's inputs for LoRA training of the model `config` describes; raises AdapterInputError (its
@@ -255,7 +263,7 @@ def adapter_inputs(config: dict, adapter: Adapter, family: str, precision: str, 
     return inputs, breakdown
 
 
-def lora_peak(breakdown, dtype: str | None) -> LoraPeak | None:
+def lora_peak(breakdown: AdapterBreakdown | None, dtype: str | None) -> LoraPeak | None:
     """LoRA's activation inputs for a plan's adapter breakdown (memory/adapter_plan.AdapterBreakdown): DeepSpeed
     recasts the adapters and any k-bit upcast to the training dtype; elsewhere PEFT's adapters are fp32 and a
     quantized base runs its forward in fp32 (prepare_model_for_kbit_training)."""
@@ -265,8 +273,9 @@ def lora_peak(breakdown, dtype: str | None) -> LoraPeak | None:
     quantized = breakdown.adapter.quantization != "none"
     own = tuple(sum(term.bytes for term in terms) for terms in
                 (breakdown.parameter_terms, breakdown.gradient_terms, breakdown.optimizer_terms))
+    parameters, gradients, states = own
     return LoraPeak(breakdown.count, dtype if recast else "fp32", activation_dtype(dtype, quantized, not recast),
-                    *own, engine=breakdown.engine)
+                    parameters, gradients, states, engine=breakdown.engine)
 
 
 __all__ = ["Adapter", "AdapterBreakdown", "AdapterInputError", "SETTING_OF_FIELD", "Term", "adapter_from_settings",

@@ -6,8 +6,10 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
+from zeromem_lsp.memory.peak import Peak
 from zeromem_lsp.memory.plan import DEEPSPEED, Family, Inputs, MemoryPlan, inputs_from_parameters, plan_of_inputs
 from zeromem_lsp.memory.stages import ALL
 
@@ -27,7 +29,7 @@ class Estimate(NamedTuple):
         return {stage: self.plan.placement.gpu[stage] for stage in self.plan.stages}
 
     @property
-    def peak(self):
+    def peak(self) -> Peak | None:
         return self.plan.peak
 
     @property
@@ -62,9 +64,9 @@ class Estimate(NamedTuple):
             return {stage: None for stage in self.figures}
         return {stage: peak.largest(name, stage, budget) for stage in self.figures}
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         inputs = self.inputs
-        result: dict = dict(self.figures)
+        result: dict[str, Any] = dict(self.figures)
         result["inputs"] = {
             "parameter_bytes": inputs.parameter_bytes,
             "gradient_bytes": inputs.gradient_bytes,
@@ -104,6 +106,7 @@ class Estimate(NamedTuple):
         return result
 
 
-def estimate(inputs: Inputs, gpu_memory: int | None = None, family: Family = DEEPSPEED, peak=None) -> Estimate:
+def estimate(inputs: Inputs, gpu_memory: int | None = None, family: Family = DEEPSPEED,
+             peak: Callable[[dict[str, int]], Peak] | None = None) -> Estimate:
     """The calculator's estimate; `peak(state)` makes the peak from the per-stage model state."""
     return Estimate(plan_of_inputs(inputs, gpu_memory, family, peak))

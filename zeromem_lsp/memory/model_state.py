@@ -30,6 +30,7 @@ def exact_int(name: str, value: object, *, minimum: int) -> int:
     """Convert a number to an exact int, or raise naming the argument and the value."""
     if type(value) is int and value >= minimum:  # the common case, without the ABC checks below
         return value
+    result: int
     if isinstance(value, bool) or not isinstance(value, Number):
         raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
     if isinstance(value, int):

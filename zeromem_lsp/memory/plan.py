@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from typing import NamedTuple, TYPE_CHECKING
+from typing import NamedTuple, Protocol, TYPE_CHECKING
 
 from zeromem_lsp.memory.model_state import STAGES, model_state_bytes
 from zeromem_lsp.memory.precision import BytesPerParameter
@@ -25,6 +25,15 @@ if TYPE_CHECKING:
 DEFAULT_WARN_FRACTION = 0.9  # ZM102 above this share of the budget (zeromem.warn_fraction)
 
 
+class AdapterTerms(Protocol):
+    """What the plan reads of an adapter's breakdown (memory/adapter_plan.AdapterBreakdown)."""
+
+    @property
+    def trainable(self) -> int: ...
+
+    def to_json(self) -> dict[str, object]: ...
+
+
 class Inputs(NamedTuple):
     """P, G, O in bytes and R ranks, plus how they were obtained (for display)."""
 
@@ -35,7 +44,7 @@ class Inputs(NamedTuple):
     parameters: int | None = None
     per_parameter: BytesPerParameter | None = None
     assumptions: tuple[str, ...] = ()
-    adapter: object | None = None  # memory/adapter_plan.AdapterBreakdown: LoRA's frozen and trainable terms
+    adapter: AdapterTerms | None = None  # memory/adapter_plan.AdapterBreakdown: LoRA's frozen and trainable terms
 
 
 def inputs_from_parameters(
@@ -115,7 +124,7 @@ class Ignored(NamedTuple):
     path: Path | None = None
     state: bool = True  # it may change the model state P, G, O (False: only the step's transient memory)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {"key": self.key, "value": self.value, "why": self.why}
 
 
@@ -155,12 +164,18 @@ class MemoryPlan(NamedTuple):
         return self.policy.stages
 
     @property
+    def chosen(self) -> str:
+        """The configured stage (a plan read from a config has one)."""
+        assert self.stage is not None, "the calculator's plan has no configured stage"
+        return self.stage
+
+    @property
     def gpu_bytes(self) -> int:
-        return self.placement.gpu[self.stage]
+        return self.placement.gpu[self.chosen]
 
     @property
     def host_bytes(self) -> int:
-        return self.placement.host[self.stage]
+        return self.placement.host[self.chosen]
 
     def placement_with(self, offload: Offload) -> Placement:
         """The per-stage split this plan's inputs would have under another offload setting."""
@@ -174,7 +189,7 @@ class MemoryPlan(NamedTuple):
     @property
     def peak_exceeds(self) -> bool:
         """The chosen stage's verdict figure (the peak when known) exceeds the budget."""
-        return self.gpu_memory is not None and self.verdict_bytes(self.stage) > self.gpu_memory
+        return self.gpu_memory is not None and self.verdict_bytes(self.chosen) > self.gpu_memory
 
     @property
     def near_budget(self) -> bool:

@@ -83,7 +83,7 @@ def _check_optimizer(optimizer: object) -> str:
 
 def _check_dtype(value: object, what: str) -> str:
     canonical = normalize_precision(value) if isinstance(value, str) else None
-    if canonical is None or (what == "gradient_dtype" and value.strip().lower() == "no"):
+    if canonical is None or (what == "gradient_dtype" and str(value).strip().lower() == "no"):
         raise ValueError(f"unknown {what} {value!r}; valid values: {', '.join(PRECISIONS)}")
     return canonical
 
@@ -236,12 +236,9 @@ def optimizer_from_deepspeed_type(name: str, params: Mapping[str, object] | None
     params = params if isinstance(params, Mapping) else {}
     if key in _SGD_NAMES:
         momentum = _number(params.get("momentum", 0))
-        if isinstance(momentum, bool) or momentum is None:
+        if isinstance(momentum, bool) or not isinstance(momentum, (int, float, Fraction)):
             return None
-        try:
-            return "sgd_momentum" if momentum > 0 else "sgd"
-        except TypeError:
-            return None
+        return "sgd_momentum" if momentum > 0 else "sgd"
     canonical = _DEEPSPEED_TYPES.get(key) or _HF_OPTIM.get(key)
     if canonical in ("adam", "adamw") and params.get("amsgrad") is True:
         return None
