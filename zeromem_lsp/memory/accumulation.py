@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from zeromem_lsp.memory.parts import Moments, Part
+from zeromem_lsp.memory.parts import M, Moments, Part
 
 #: the moment, in a later micro-batch (the plain names are the first micro-batch's)
 LATER = ", a later micro-batch"
@@ -117,7 +117,7 @@ def later_moments(moments: Moments, found: Held, source: Moments | None = None) 
         out["forward"][name + later_name] = [*[item for item in moment if item.name not in replaced], kept, *bucket]
     for name, moment in source["backward"].items():
         later = [item for item in moment if item.name not in replaced] + bucket
-        if name == "the end of backward":
+        if name == M.END_OF_BACKWARD:
             later += [Part("accumulated gradients", found.accumulated if found.at_end is None else found.at_end),
                       Part("fresh gradient", found.fresh)]
         else:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from zeromem_lsp.memory.activations import F32, I64
-from zeromem_lsp.memory.parts import Part, with_gathered
+from zeromem_lsp.memory.parts import M, Part, with_gathered
 from zeromem_lsp.memory.step import Setup
 
 TOKEN_TILE, VOCABULARY_TILE = 4096, 32768  # chunked_logprob.TOKEN_CHUNK_SIZE, utils._CHUNKED_LOGPROB_CHUNK_SIZE
@@ -57,7 +57,7 @@ class FusedHead(NamedTuple):
     def later(self, accumulation: int) -> None:
         return None
 
-    def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
+    def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[str, list[Part], list[Part]]:
         """(forward's peak, the loss's backward): the larger of the policy's head and the reference's forward;
         the head's backward in its tile loop or at its end (fp32 gradients cast to the parameters' dtype)."""
         c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w
@@ -73,19 +73,19 @@ class FusedHead(NamedTuple):
         fallback = 0 if self.triton else (max(3 * F32 + top1, 2 * F32 + 2 * top1)) * rows * columns
         head = [*base, kept, Part("last hidden states", c * tokens * h), Part("LM head tile", buffer + weight_copy),
                 Part("fp32 tile temporaries", fallback)]
-        forward = head
+        name, forward = M.POLICY_HEAD, head
         if self.reference_forward:
             reference = self._reference(setup, scored, tokens, rows, columns, buffer + weight_copy)
             at_reference = [*released, kept, *reference]
             if sum(part.bytes for part in at_reference) > sum(part.bytes for part in head):
-                forward = at_reference
+                name, forward = M.REFERENCE_FORWARD, at_reference
         grads = F32 * scored * h + (F32 * v * h if self.head_trainable else 0)
         in_loop = [*base, kept, Part("LM head gradients (fp32)", grads), Part("LM head tile", buffer + weight_copy),
                    Part("fp32 tile temporaries", 0 if self.triton else (7 * F32 + 1) * rows * columns)]
         end = [*base, kept, Part("LM head gradients (fp32)", grads), Part("LM head tile", buffer),
                Part("LM head gradients", c * scored * h + (w * v * h if self.head_trainable else 0))]
         loss = max(in_loop, end, key=lambda parts: sum(part.bytes for part in parts))
-        return forward, loss
+        return name, forward, loss
 
     def _reference(self, setup: Setup, scored: int, tokens: int, rows: int, columns: int, tile: int) -> list[Part]:
         """The reference forward's transients: its gathered weights (ZeRO-3), last hidden states, the shifted copy,

@@ -34,7 +34,7 @@ from zeromem_lsp.configs.settings_values import GRPO_KEYS
 from zeromem_lsp.configs.settings_values import MAX_COMPLETION_LENGTH as TRL_MAX_COMPLETION_LENGTH
 from zeromem_lsp.memory.activations import F32, I64
 from zeromem_lsp.configs.model_config import ModelShape
-from zeromem_lsp.memory.parts import Part, StepInputError, with_gathered
+from zeromem_lsp.memory.parts import M, Part, StepInputError, with_gathered
 from zeromem_lsp.memory.fused_head import FusedHead
 from zeromem_lsp.memory.step import Setup
 from zeromem_lsp.provenance import Given
@@ -136,7 +136,7 @@ class GrpoLogitsHead(NamedTuple):
         """The logits the model makes: the last C + 1 positions of every row."""
         return c * (tokens // self.sequence_length) * (self.completion_length + 1) * vocab
 
-    def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
+    def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[str, list[Part], list[Part]]:
         c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w
         tokens = setup.tokens
         scored, logits = self.scored(tokens), self.logits(tokens, v, c)
@@ -150,7 +150,7 @@ class GrpoLogitsHead(NamedTuple):
         head = [*base, Part("activations", rest), Part("logits gradients", logits),
                 Part("gradients", w * v * h if self.head_trainable else 0),
                 Part("hidden-state gradient", c * tokens * h)]
-        return forward, max(at_loss, head, key=lambda parts: sum(part.bytes for part in parts))
+        return M.POLICY_HEAD, forward, max(at_loss, head, key=lambda parts: sum(part.bytes for part in parts))
 
     def line(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int) -> str:
         kept = self.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
@@ -202,7 +202,7 @@ class GrpoHead(NamedTuple):
 
     def all_moments(self, setup: Setup, base: list[Part], saved: int) -> dict[str, list[Part]]:
         """Every moment of the forward phase: the generation's, the reference's (beta != 0) and the policy's head."""
-        forward, _ = self.head.moments(setup, self._gathered(base, self.loss_gathered), saved)
+        _, forward, _ = self.head.moments(setup, self._gathered(base, self.loss_gathered), saved)
         c, micro = setup.c, setup.micro_batch
         sequence = setup.tokens // micro
         outside = self._gathered(base, self.generation_gathered)
@@ -239,15 +239,17 @@ class GrpoHead(NamedTuple):
             return None
         return self._replace(generation=self.generation._replace(moment="the policy's LM head"), loss_gathered=None)
 
-    def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
-        _, loss = self.head.moments(setup, self._gathered(base, self.loss_gathered), saved)
+    def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[str, list[Part], list[Part]]:
+        _, _, loss = self.head.moments(setup, self._gathered(base, self.loss_gathered), saved)
         found = self.all_moments(setup, base, saved)
         if self.generation.moment is not None:
             if self.generation.moment not in found:
                 raise StepInputError(f"GRPO's forward has no moment {self.generation.moment!r} here: "
                                      f"{', '.join(found)}")
-            return found[self.generation.moment], loss
-        return max(found.values(), key=lambda parts: sum(part.bytes for part in parts)), loss
+            key = self.generation.moment
+        else:
+            key = max(found, key=lambda name: sum(part.bytes for part in found[name]))
+        return SHOWN[key], found[key], loss
 
 
 def check(generation: Generation, sequence_length: int, engine: str, stage: object, sharded: bool, ranks: int,
@@ -328,11 +330,10 @@ def generation_line(shape: ModelShape, inputs: dict[str, Given], sequence_length
             f"({c} + 3 × 4) = {logits:,} B"]
 
 
-#: how a forward phase's moment is named when a GRPO moment holds it (by a part only that moment has)
-MOMENTS = {"all-gather outputs": "GRPO's generation: the first layer's unshard (FSDP2)",
-           "prefill layer transients": "GRPO's generation: the prompt's prefill",
-           "cache update copy": "GRPO's generation: a layer's KV-cache update",
-           "next-token logits and probabilities": "GRPO's generation: the last token's sampling"}
+#: how the forward phase's moment is shown when one of GrpoHead.all_moments holds it
+SHOWN = {"the first layer's unshard": M.GRPO_UNSHARD, "the prompt's prefill": M.GRPO_PREFILL,
+         "a layer's cache update": M.GRPO_CACHE_UPDATE, "the last token's sampling": M.GRPO_SAMPLING,
+         "the reference's log-probs": M.REFERENCE_FORWARD, "the policy's LM head": M.POLICY_HEAD}
 
-__all__ = ["BETA", "Generation", "GrpoHead", "GrpoLogitsHead", "MAX_COMPLETION_LENGTH_TRL18", "KEYS", "MAX_COMPLETION_LENGTH", "MOMENTS", "check", "generation_inputs", "generation_line",
+__all__ = ["BETA", "Generation", "GrpoHead", "GrpoLogitsHead", "MAX_COMPLETION_LENGTH_TRL18", "KEYS", "MAX_COMPLETION_LENGTH", "SHOWN", "check", "generation_inputs", "generation_line",
            "generation_moments", "generation_of", "kv_elements"]

@@ -24,7 +24,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from zeromem_lsp.memory.activations import F32, I64
-from zeromem_lsp.memory.step import Part, Setup
+from zeromem_lsp.memory.parts import M, Part
+from zeromem_lsp.memory.step import Setup
 
 #: the `trainer` setting's values this loss runs: `stage: dpo` with its `pref_loss` (reference-free: orpo, simpo)
 #: and `stage: kto`
@@ -58,7 +59,7 @@ class LlamaFactoryHead(NamedTuple):
     def later(self, accumulation: int) -> None:
         return None
 
-    def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
+    def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[str, list[Part], list[Part]]:
         """(the forward's peak: the policy's fp32 logits beside the reference's logits and log-softmax, or the
         policy's own; the loss's backward at its largest)."""
         c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w
@@ -67,7 +68,7 @@ class LlamaFactoryHead(NamedTuple):
         total = saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes, tokens, h, c, v)
         logits, log_softmax = F32 * tokens * v, F32 * scored * v
         kept = [*base, Part("activations", total), Part("fp32 logits", logits)]
-        forward = kept
+        name, forward = (M.REFERENCE_FORWARD if self.trainer == "kto" or self.reference_forward else M.POLICY_HEAD), kept
         if self.trainer == "kto":  # the policy's row copies beside the reference's KL completions' forward
             forward = [*base, Part("activations", total), Part("fp32 logits (chosen / rejected rows)", logits),
                        Part("reference gathered parameters", self.reference_gathered),
@@ -85,7 +86,7 @@ class LlamaFactoryHead(NamedTuple):
              Part("logits gradient", c * tokens * v if c != F32 else 0)],  # (an fp32 model's cast is no copy)
             [*base, Part("activations", rest), Part("logits gradient", c * tokens * v),
              Part("gradients", w * v * h if self.head_trainable else 0), Part("hidden-state gradient", c * tokens * h)]]
-        return forward, max(gradients, key=lambda parts: sum(part.bytes for part in parts))
+        return name, forward, max(gradients, key=lambda parts: sum(part.bytes for part in parts))
 
     def line(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int) -> str:
         """How the phases' "activations" follow from the activations shown."""

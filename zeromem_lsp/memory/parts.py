@@ -3,9 +3,48 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import NamedTuple
 
 PHASES = ("forward", "backward", "optimizer")
+
+
+class Name(str, Enum):
+    """A name of the closed vocabulary: compared, hashed, shown and written to JSON as its text."""
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, spec: str) -> str:
+        return str.__format__(str.__str__(self), spec)
+
+
+class M(Name):
+    """Every moment of a step (a phase's moments are a subset, in the step's order; a later micro-batch's are these
+    with accumulation.LATER after them)."""
+
+    LOSS = "the loss"
+    FIRST_ALL_GATHER = "the first all-gather"
+    FIRST_FETCH = "the first fetch, held through the layers"
+    POLICY_HEAD = "the policy's LM head"
+    REFERENCE_FORWARD = "the reference model's forward"
+    ENTROPY_METRIC = "the loss's entropy metric (both models' logits alive)"
+    GRPO_PREFILL = "GRPO's generation: the prompt's prefill"
+    GRPO_CACHE_UPDATE = "GRPO's generation: a layer's KV-cache update"
+    GRPO_SAMPLING = "GRPO's generation: the last token's sampling"
+    GRPO_UNSHARD = "GRPO's generation: the first layer's unshard (FSDP2)"
+    LOSS_BACKWARD = "the loss's backward"
+    HEAD_BACKWARD = "the head's backward"
+    TOP_LAYER = "the top layer's backward"
+    BOTTOM_LAYER = "the bottom layer's backward"
+    END_OF_BACKWARD = "the end of backward"
+    LARGEST_GRADIENT = "the largest gradient's reduction"
+    TIED_GRADIENTS = "the tied weight's gradients"
+    OPTIMIZER_STEP = "the optimizer step"
+    PARTITION_COPY = "the 16-bit copy of the updated partition"
+    GRADIENT_NORM = "the gradient norm"
+    FP32_CONVERSION = "the fp32 conversion"
+    FP32_PARTITION_COPY = "the fp32 copy of the gradient partition"
 
 
 class StepInputError(ValueError):

@@ -30,10 +30,9 @@ from typing import Any, Callable, NamedTuple, Union
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.configs.settings_values import TRAINERS  # the `trainer` setting; sft: ForCausalLMLoss
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, I64, ActivationInputError, estimate_activations
-from zeromem_lsp.memory.accumulation import LATER
 from zeromem_lsp.memory.fused_head import FusedHead
-from zeromem_lsp.memory.grpo import MOMENTS as GRPO_MOMENTS, Generation, GrpoHead, GrpoLogitsHead, check as check_grpo
-from zeromem_lsp.memory.parts import with_gathered
+from zeromem_lsp.memory.grpo import Generation, GrpoHead, GrpoLogitsHead, check as check_grpo
+from zeromem_lsp.memory.parts import M, with_gathered
 from zeromem_lsp.memory.llamafactory_loss import TRAINERS as LLAMAFACTORY_TRAINERS, LlamaFactoryHead
 from zeromem_lsp.memory.reference_free_loss import TRAINERS as REFERENCE_FREE, ReferenceFreeHead
 from zeromem_lsp.memory.step import (DeepSpeed, FrozenBase, Fsdp, Head, Moment, Part, Phase, Setup, Step,
@@ -93,7 +92,7 @@ class LogitsHead(NamedTuple):
     def later(self, accumulation: int) -> None:
         return None
 
-    def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
+    def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[str, list[Part], list[Part]]:
         """(the entropy metric at the end of the loss's forward, the loss's backward at its largest)."""
         c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w
         tokens = setup.tokens
@@ -113,7 +112,7 @@ class LogitsHead(NamedTuple):
                    Part("logits gradient", logits)]
         head = [*base, Part("activations", rest), Part("logits gradient", logits),
                 Part("gradients", w * v * h if self.head_trainable else 0), Part("hidden-state gradient", c * tokens * h)]
-        return forward, max(stacked, head, key=lambda parts: sum(part.bytes for part in parts))
+        return M.ENTROPY_METRIC, forward, max(stacked, head, key=lambda parts: sum(part.bytes for part in parts))
 
 
 class Preference(NamedTuple):
@@ -211,9 +210,8 @@ def estimate_preference_step(preference: Preference, step: Step | None = None, *
         whole, at_loss = _generation_gathered(step, preference.generation.steps_per_generation)
         loss = GrpoHead(head, preference.generation, step.shape, preference.reference_gathered, whole, at_loss,
                         _fsdp2_unshard(step))
-    found = step_peak(replace(step, micro_batch=micro, head=loss, loss_kernel="hf", frozen=frozen))
-    phases = {name: _with_reference(phase, preference.reference_bytes) for name, phase in found.phases.items()}
-    return found._replace(phases=phases, peak=phases[found.peak_phase].peak)
+    reference = (Part("reference model", preference.reference_bytes),) if preference.reference_bytes else ()
+    return step_peak(replace(step, micro_batch=micro, head=loss, loss_kernel="hf", frozen=frozen, resident=reference))
 
 
 def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_length: int, tokens: int, hidden: int,
@@ -302,34 +300,6 @@ def _frozen_saved(head: PolicyHead, frozen: FrozenBase, step: Step, micro: int) 
     tokens = micro * step.sequence_length
     return head.saved(frozen.activations, acts.logits_bytes, tokens, step.shape.hidden,
                       DTYPE_BYTES[frozen.compute_dtype], step.shape.vocab)
-
-
-def _with_reference(phase: Phase, reference: int) -> Phase:
-    """The phase with the reference model's bytes beside everything (the same in every moment, so the moment
-    holding the peak does not change); each moment named for the reference forward when that holds it."""
-    moments = tuple(_moment_with_reference(phase.name, moment, reference) for moment in phase.moments)
-    held = _moment_with_reference(phase.name, Moment(phase.moment, phase.peak, phase.parts), reference)
-    return Phase(phase.name, held.total, held.name, held.parts, moments)
-
-
-def _moment_with_reference(phase: str, found: Moment, reference: int) -> Moment:
-    """One moment of `phase` with the reference model beside it, named for what holds it."""
-    parts = found.parts + ((Part("reference model", reference),) if reference else ())
-    moment = found.name
-    later = moment[moment.index(LATER):] if LATER in moment else ""  # kept on the renamed moment
-    grpo = [GRPO_MOMENTS[part.name] for part in parts if part.name in GRPO_MOMENTS]
-    if grpo:
-        moment = grpo[0]
-    elif any(part.name in ("reference forward", "reference log-softmax") for part in parts):
-        moment = "the reference model's forward"
-    elif any(part.name == "entropy metric" for part in parts):
-        moment = "the loss's entropy metric (both models' logits alive)"
-    elif moment.startswith("the loss") and phase == "forward":
-        moment = "the policy's LM head"
-    if later and not moment.endswith(later):
-        moment += later
-    ordered = tuple(sorted(parts, key=lambda part: -part.bytes))
-    return Moment(moment, found.total + reference, ordered)
 
 
 __all__ = ["FusedHead", "LOSSES", "LogitsHead", "MODELLED", "head_line", "Preference", "TRAINERS", "WITH_REFERENCE", "estimate_preference_step", "reference_gathered",

@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from zeromem_lsp.memory.activations import F32, I64
-from zeromem_lsp.memory.step import Part, Setup
+from zeromem_lsp.memory.parts import M, Part
+from zeromem_lsp.memory.step import Setup
 
 TRAINERS = ("orpo", "cpo", "simpo")
 
@@ -61,7 +62,7 @@ class ReferenceFreeHead(NamedTuple):
     def later(self, accumulation: int) -> None:
         return None
 
-    def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]:
+    def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[str, list[Part], list[Part]]:
         """(the end of the loss's forward: the logits beside what it keeps; the loss's backward at its largest)."""
         c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w
         tokens = setup.tokens
@@ -76,7 +77,7 @@ class ReferenceFreeHead(NamedTuple):
         if self.triton:  # the kernel's backward: the logits it kept beside their shifted gradient and its full shape
             moments.append([*base, Part("activations", total), Part("logits", logits),
                             Part("log-prob kernel gradients", c * self.scored(tokens) * v + logits)])
-        return forward, max(moments, key=lambda parts: sum(part.bytes for part in parts))
+        return M.POLICY_HEAD, forward, max(moments, key=lambda parts: sum(part.bytes for part in parts))
 
     def line(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int) -> str:
         """How the phases' "activations" follow from the activations shown."""

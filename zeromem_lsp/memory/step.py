@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple, Protocol, Union
 
 from zeromem_lsp.memory.accumulation import Engine, held, later_moments
-from zeromem_lsp.memory.parts import (PHASES, Moment, Moments, Part, Phase, StepInputError, moment_of, phases_of,
+from zeromem_lsp.memory.parts import (PHASES, M, Moment, Moments, Part, Phase, StepInputError, moment_of, phases_of,
                                       with_gathered)
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS
@@ -170,7 +170,7 @@ class Head(Protocol):
     @property
     def prefetch(self) -> bool: ...
 
-    def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[list[Part], list[Part]]: ...
+    def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[str, list[Part], list[Part]]: ...
 
     def later(self, accumulation: int) -> Head | None: ...
 
@@ -193,6 +193,7 @@ class Step:
     loss_kernel: str = "hf"
     head: Head | None = None
     gradient_accumulation_steps: int = 1
+    resident: tuple[Part, ...] = ()  # alive at every moment beside the engine's (a preference trainer's reference)
 
     @property
     def stage(self) -> int:
@@ -332,7 +333,7 @@ def _kernel(setup: Setup) -> LossMoments:
                         setup.vocab, setup.c, setup.w, setup.acts.logits_bytes, setup.head_trainable)
 
 
-def _loss_moments(setup: Setup, base: list[Part], saved: int | None = None) -> tuple[list[Part], list[Part]]:
+def _loss_moments(setup: Setup, base: list[Part], saved: int | None = None) -> tuple[str, list[Part], list[Part]]:
     """(forward's peak, the loss's backward). ForCausalLMLoss (transformers/loss/loss_utils.py) makes
     `logits.float()` and cross_entropy's log-softmax from it while the lm_head output is alive; the backward
     of nll_loss and of log_softmax (`_log_softmax_backward_data`) make two fp32 T×V gradients while the
@@ -345,12 +346,12 @@ def _loss_moments(setup: Setup, base: list[Part], saved: int | None = None) -> t
     if setup.loss_kernel != "hf":
         found = _kernel(setup)
         kept = [Part("activations", saved - found.dropped), *(Part(*part) for part in found.kept)]
-        return ([*base, *kept, *(Part(*part) for part in found.forward)],
+        return (M.LOSS, [*base, *kept, *(Part(*part) for part in found.forward)],
                 [*base, *kept, *(Part(*part) for part in found.backward)])
     forward = [*base, Part("activations", saved), Part("logits", setup.c * t * v),
                Part("fp32 logits copy", F32 * t * v if setup.c != F32 else 0)]
     loss = [*base, Part("activations", saved), Part("log-softmax gradients", 2 * F32 * t * v)]
-    return forward, loss
+    return M.LOSS, forward, loss
 
 
 def _head_moment(setup: Setup, base: list[Part], saved: int | None = None) -> dict[str, list[Part]]:
@@ -362,7 +363,7 @@ def _head_moment(setup: Setup, base: list[Part], saved: int | None = None) -> di
     if found is None or found.head is None:
         return {}
     saved = setup.acts.total if saved is None else saved
-    return {"the head's backward": [*base, Part("activations", saved - found.dropped),
+    return {M.HEAD_BACKWARD: [*base, Part("activations", saved - found.dropped),
                                     *(Part(*part) for part in found.head)]}
 
 
@@ -391,7 +392,7 @@ def _layer_moments(setup: Setup, shape: ModelShape, base: list[Part], head_grads
     top = [*base, Part("activations", outer + kept_top), *layer, Part("gradients", head_grads), transient]
     bottom = [*base, Part("activations", outer + kept_bottom), *layer,
               Part("gradients", head_grads + (t.layers - 1) * layer_grads), transient]
-    return {"the top layer's backward": top, "the bottom layer's backward": bottom}
+    return {M.TOP_LAYER: top, M.BOTTOM_LAYER: bottom}
 
 
 def _layer_transient(shape: ModelShape, tensors: Tensors, tokens: int, c: int, weight_gradient: bool = True) -> int:
@@ -429,17 +430,17 @@ def _torch(setup: Setup, shape: ModelShape, engine: Torch) -> Moments:
     else:
         cast = []
     grads = 0 if (setup.ranks > 1 and engine.ddp_bucket_view) else w  # gradient_as_bucket_view: grads are the buckets
-    forward, loss = _loss_moments(setup, base + cast)
+    name, forward, loss = _loss_moments(setup, base + cast)
     head = w * (t.head or t.embedding) * (grads > 0) + w * t.final_norm * (grads > 0)
     layers = _layer_moments(setup, shape, base + cast, head, grads * t.layer_total)
     tied = _tied_sum(t, w)
     end = [*base, Part("gradients", grads * n), Part("embedding gradient", setup.c * setup.tokens * setup.hidden
                                                       + tied)]
     step = [*base, Part("gradients", grads * n), Part("optimizer scratch", stepped.scratch)]
-    return {"forward": {"the loss": forward},
-            "backward": {"the loss's backward": loss, **_head_moment(setup, base + cast), **layers,
-                         "the end of backward": end},
-            "optimizer": {"the optimizer step": step}}
+    return {"forward": {name: forward},
+            "backward": {M.LOSS_BACKWARD: loss, **_head_moment(setup, base + cast), **layers,
+                         M.END_OF_BACKWARD: end},
+            "optimizer": {M.OPTIMIZER_STEP: step}}
 
 
 def _persistent_numel(tensors: Tensors, threshold: int) -> int:
@@ -507,11 +508,11 @@ def _deepspeed(setup: Setup, shape: ModelShape, engine: DeepSpeed, bf16_optimize
         base = [Part("parameters", w * n), *master]
         ipg = 0 if bf16_opt else _ipg(w, stage, zero)
     gather = [Part("gathered parameters", gathered)]
-    forward, _ = _loss_moments(setup, base + gather)
+    name, forward, _ = _loss_moments(setup, base + gather)
     # the loss's backward: the head is gathered again (fetched for its backward) if it was released
     head_numel = t.head or t.embedding
     again = max(gathered, w * head_numel) if stage == 3 and r > 1 and head_numel > threshold else gathered
-    _, loss = _loss_moments(setup, base + [Part("gathered parameters", again)])
+    _, _, loss = _loss_moments(setup, base + [Part("gathered parameters", again)])
     # a tied weight's gradient waits whole in autograd's InputBuffer until the embedding's arrives (no hook
     # fires before), then the two are summed out of place
     held = w * t.embedding if not t.head else 0
@@ -523,26 +524,26 @@ def _deepspeed(setup: Setup, shape: ModelShape, engine: DeepSpeed, bf16_optimize
         # reduced on its own, alive as it is; a tied weight's two gradients and their sum, last
         partition = w * max(touched for touched, _ in _touched(t, r)) if n > reduce else 0
         kept = [*base, Part("reduce bucket", ipg), Part("gradients", partition)]
-        ends["the end of backward"] = [*kept, Part("bucket copy", w * min(reduce, n))]
+        ends[M.END_OF_BACKWARD] = [*kept, Part("bucket copy", w * min(reduce, n))]
         if t.largest > reduce:
-            ends["the largest gradient's reduction"] = [*kept, Part("largest gradient", w * t.largest)]
+            ends[M.LARGEST_GRADIENT] = [*kept, Part("largest gradient", w * t.largest)]
         if not t.head:
-            ends["the tied weight's gradients"] = [*kept, Part("embedding gradient", held + _tied_sum(t, w))]
+            ends[M.TIED_GRADIENTS] = [*kept, Part("embedding gradient", held + _tied_sum(t, w))]
         grads_layers = [Part("reduce bucket", ipg)]
     elif stage == 3:
         kept_layer, head = 0, held  # reduced into the persistent gradient partitions
         # the bucket's gradients flattened and split for the reduce-scatter (two copies); the embedding, used
         # last, still gathered
         last = w * t.embedding if (r > 1 and t.embedding > threshold) else 0
-        ends["the end of backward"] = [*base, Part("gathered parameters", last),
+        ends[M.END_OF_BACKWARD] = [*base, Part("gathered parameters", last),
                                        Part("bucket copy", 2 * w * min(reduce, n))]
         if not t.head:
-            ends["the tied weight's gradients"] = [*base, Part("gathered parameters", last),
+            ends[M.TIED_GRADIENTS] = [*base, Part("gathered parameters", last),
                                                    Part("embedding gradient", held + _tied_sum(t, w))]
         grads_layers = list(gather)
     else:
         kept_layer, head = w * t.layer_total, w * ((t.head or t.embedding) + t.final_norm)
-        ends["the end of backward"] = [*base, Part("gradients", w * n), Part(
+        ends[M.END_OF_BACKWARD] = [*base, Part("gradients", w * n), Part(
             "embedding gradient", setup.c * setup.tokens * setup.hidden + _tied_sum(t, w))]
         grads_layers = []
     layers = _layer_moments(setup, shape, base + grads_layers, head, kept_layer)
@@ -555,14 +556,14 @@ def _deepspeed(setup: Setup, shape: ModelShape, engine: DeepSpeed, bf16_optimize
             fp32_grads *= 2  # every gradient cast to fp32, then flattened into one fp32 tensor beside them
         step = [*base, Part("gradients", w * n), Part("fp32 gradients", 0 if plain else fp32_grads),
                 Part("optimizer scratch", scratch)]
-        steps = {"the optimizer step": step}
+        steps = {M.OPTIMIZER_STEP: step}
     elif bf16_opt:  # the partition's fp32 gradient is a view of the buffer; the bf16 gradients live until zero_grad
-        steps = {"the optimizer step": [*base, Part("gradients", w * n), Part("optimizer scratch", stepped.scratch)]}
+        steps = {M.OPTIMIZER_STEP: [*base, Part("gradients", w * n), Part("optimizer scratch", stepped.scratch)]}
     else:  # one flat fp32 partition per group: for-loop's "largest tensor" is the partition itself
         scratch = 0 if offload_optimizer else stepped.scratch
-        steps = {"the optimizer step": [*base, Part("fp32 gradients", fp32_grads),
+        steps = {M.OPTIMIZER_STEP: [*base, Part("fp32 gradients", fp32_grads),
                                         Part("optimizer scratch", scratch)],
-                 "the 16-bit copy of the updated partition": [*base, Part("fp32 gradients", fp32_grads), Part(
+                 M.PARTITION_COPY: [*base, Part("fp32 gradients", fp32_grads), Part(
                      "16-bit partition copies", (1 if stage == 3 else 2) * w * shard)]}  # ZeRO-3: one flat copy
                      # of the gradient partition beside its fp32 conversion (measured: opt-ds-z3-r2-sgdm)
         if stage in (1, 2):  # the 16-bit gradients of the touched parameters live until the fp32 copy is made
@@ -571,25 +572,25 @@ def _deepspeed(setup: Setup, shape: ModelShape, engine: DeepSpeed, bf16_optimize
             # `get_grad_norm_direct`: each gradient piece `.to(get_norm_dtype())`, fp64 (the rank where the
             # kept gradients and the largest piece in fp64 weigh most)
             touched, piece = max(ranks_touched, key=lambda found: w * found[0] + 8 * found[1])
-            steps["the gradient norm"] = [*base, Part("gradients", w * touched), Part("fp64 gradient copy", 8 * piece)]
-            steps["the fp32 conversion"] = [*base, Part("gradients", w * most),
+            steps[M.GRADIENT_NORM] = [*base, Part("gradients", w * touched), Part("fp64 gradient copy", 8 * piece)]
+            steps[M.FP32_CONVERSION] = [*base, Part("gradients", w * most),
                                             Part("16-bit partition copies", w * shard),
                                             Part("fp32 gradients", fp32_grads)]
-    forwards = {"the loss": forward}
+    forwards = {name: forward}
     # the first fetch: one flat all-gather output, then copied out per parameter (none without a prefetch: GRPO's
     # first micro-step after generation, memory/grpo.py)
     if stage == 3 and r > 1 and (setup.loss is None or setup.loss.prefetch):
         fetch = min(n - persistent, max(min(prefetch, live), t.embedding))
-        forwards["the first all-gather"] = [*base, Part("gathered parameters", 2 * w * fetch)]
+        forwards[M.FIRST_ALL_GATHER] = [*base, Part("gathered parameters", 2 * w * fetch)]
     if stage == 3 and r > 1 and setup.loss is None:  # (a fused head's backward is the loss's backward)
         # the head's backward: what the prefetcher fetched for the backward order is gathered beside the
         # head's unsharded weight gradient and the logits' gradient
-        ends["the head's backward"] = [
+        ends[M.HEAD_BACKWARD] = [
             *base, Part("gathered parameters", max(again, w * fetch)),
             Part("activations", setup.acts.total - setup.acts.logits_bytes),
             Part("gradients", w * head_numel), Part("logits gradient", _logits_gradient(setup))]
     head_moment = _head_moment(setup, base + [Part("gathered parameters", again)])
-    return {"forward": forwards, "backward": {"the loss's backward": loss, **head_moment, **layers, **ends},
+    return {"forward": forwards, "backward": {M.LOSS_BACKWARD: loss, **head_moment, **layers, **ends},
             "optimizer": steps}
 
 
@@ -619,8 +620,8 @@ def _fsdp(setup: Setup, shape: ModelShape, engine: Fsdp) -> Moments:
     layer = g * t.layer_total if sharded else 0
     kept = layer * t.layers if not reshard else 0
     ahead = layer if version == 2 and collective else 0  # FSDP2: one layer's all-gather output alive at the loss
-    forward, _ = _loss_moments(setup, base + [Part("gathered parameters", root + kept + ahead)])
-    _, loss = _loss_moments(setup, base + [Part("gathered parameters", root + kept + _backward_ahead(
+    name, forward, _ = _loss_moments(setup, base + [Part("gathered parameters", root + kept + ahead)])
+    _, _, loss = _loss_moments(setup, base + [Part("gathered parameters", root + kept + _backward_ahead(
         version, reshard, r if collective else 1, layer))])
     grads_layer = _ceil(w * t.layer_total, r)
     head = _ceil(w * (t.head + t.final_norm), r) if t.head else 0
@@ -639,9 +640,9 @@ def _fsdp(setup: Setup, shape: ModelShape, engine: Fsdp) -> Moments:
            Part("unsharded gradients", unsharded)]
     step = [*base, Part("gradients", w * shard), Part("optimizer scratch", stepped.scratch)]
     head_moment = _head_moment(setup, base + [Part("gathered parameters", root + kept + ahead)])
-    return {"forward": {"the loss": forward},
-            "backward": {"the loss's backward": loss, **head_moment, **layers, "the end of backward": end},
-            "optimizer": {"the optimizer step": step}}
+    return {"forward": {name: forward},
+            "backward": {M.LOSS_BACKWARD: loss, **head_moment, **layers, M.END_OF_BACKWARD: end},
+            "optimizer": {M.OPTIMIZER_STEP: step}}
 
 
 def _backward_ahead(version: int, reshard: bool, ranks: int, layer: int) -> int:
@@ -716,15 +717,15 @@ def _frozen(setup: Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gath
     base = [Part("parameters", frozen.parameters), Part("optimizer states", frozen.optimizer_states),
             Part("reduce bucket", gathered.bucket)]
     at_loss, again, in_layer = gathered.at_loss, gathered.again, gathered.in_layer
-    forward, _ = _loss_moments(setup, base + [Part("gathered parameters", at_loss)], frozen.activations)
-    forwards = {"the loss": forward}
+    name, forward, _ = _loss_moments(setup, base + [Part("gathered parameters", at_loss)], frozen.activations)
+    forwards = {name: forward}
     if gathered.fetch:  # the flat output stays alive with its copies: every parameter of the fetch is registered
         # with its handle (partitioned_param_coordinator.py, `__inflight_param_registry`) until fetched for its
         # module, the last at the end of the forward (measured: lora-ds-z3-*)
-        forwards["the first fetch, held through the layers"] = [
+        forwards[M.FIRST_FETCH] = [
             *base, Part("gathered parameters", 2 * gathered.fetch),
             Part("activations", frozen.activations - frozen.outside)]
-    _, loss = _loss_moments(setup, base + [Part("gathered parameters", again)], frozen.activations)
+    _, _, loss = _loss_moments(setup, base + [Part("gathered parameters", again)], frozen.activations)
     transient = _layer_transient(shape, setup.tensors, setup.tokens, setup.c, weight_gradient=False)
     top = [*base, Part("gathered parameters", in_layer), Part("activations", frozen.activations),
            Part("gradients", frozen.head_gradient), Part("recomputed layer", frozen.recompute),
@@ -738,14 +739,14 @@ def _frozen(setup: Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gath
     converted = converted and fp32 > 0
     step = [*base, Part("gradients", 0 if converted else frozen.gradients), Part("fp32 gradients", fp32),
             Part("optimizer scratch", scratch)]
-    steps = {"the optimizer step": step}
+    steps = {M.OPTIMIZER_STEP: step}
     if converted:
-        steps["the fp32 copy of the gradient partition"] = [*base, Part("gradients", frozen.gradients),
+        steps[M.FP32_PARTITION_COPY] = [*base, Part("gradients", frozen.gradients),
                                                             Part("fp32 gradients", fp32)]
     return {"forward": forwards,
-            "backward": {"the loss's backward": loss, "the top layer's backward": top,
+            "backward": {M.LOSS_BACKWARD: loss, M.TOP_LAYER: top,
                          **_head_moment(setup, base + [Part("gathered parameters", again)], frozen.activations),
-                         "the end of backward": end},
+                         M.END_OF_BACKWARD: end},
             "optimizer": steps}
 
 
@@ -848,6 +849,9 @@ def step_peak(step: Step) -> StepPeak:
         later_head = step.head.later(step.gradient_accumulation_steps) if step.head is not None else None
         source = _engine_moments(setup._replace(loss=later_head), step) if later_head is not None else None
         moments = later_moments(moments, found, source)
+    if step.resident:
+        moments = {phase: {name: [*parts, *step.resident] for name, parts in found_moments.items()}
+                   for phase, found_moments in moments.items()}
     phases = phases_of(moments)
     peak_phase = max(PHASES, key=lambda name: phases[name].peak)
     return StepPeak(phases, peak_phase, phases[peak_phase].peak, acts, tensors.total)
