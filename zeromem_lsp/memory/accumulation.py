@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from zeromem_lsp.memory.parts import M, Moments, Part
+from zeromem_lsp.memory.parts import P, M, Moments, Part
 
 #: the moment, in a later micro-batch (the plain names are the first micro-batch's)
 LATER = ", a later micro-batch"
@@ -42,7 +42,7 @@ class Held(NamedTuple):
     accumulated: int  # bytes alive from the second micro-batch's forward to its end of backward
     fresh: int = 0  # at the end of backward, a new gradient made beside the accumulated one before it is added
     derived: str = ""  # why the held bytes are derived, not measured ("": measured)
-    replaces: tuple[str, ...] = ("gradients",)  # the step's parts the held gradients take the place of in backward
+    replaces: tuple[str, ...] = (P.GRADIENTS,)  # the step's parts the held gradients take the place of in backward
     at_end: int | None = None  # what is still held at the end of backward (None: all of it)
     bucket: int = 0  # a reduce bucket held from the first micro-batch on (it is the step's own "reduce bucket")
 
@@ -107,9 +107,9 @@ def later_moments(moments: Moments, found: Held, source: Moments | None = None) 
     (GRPO generates only at the first); else the first's."""
     if not found.accumulated and not found.fresh and not found.bucket:
         return moments
-    kept = Part("accumulated gradients", found.accumulated)
-    bucket = [Part("reduce bucket", found.bucket)] if found.bucket else []
-    replaced = found.replaces + (("reduce bucket",) if found.bucket else ())
+    kept = Part(P.ACCUMULATED_GRADIENTS, found.accumulated)
+    bucket = [Part(P.REDUCE_BUCKET, found.bucket)] if found.bucket else []
+    replaced = found.replaces + ((P.REDUCE_BUCKET,) if found.bucket else ())
     later_name = f"{LATER}, accumulated gradients derived ({found.derived})" if found.derived else LATER
     out = {name: dict(phase) for name, phase in moments.items()}
     source = source or moments
@@ -118,8 +118,8 @@ def later_moments(moments: Moments, found: Held, source: Moments | None = None) 
     for name, moment in source["backward"].items():
         later = [item for item in moment if item.name not in replaced] + bucket
         if name == M.END_OF_BACKWARD:
-            later += [Part("accumulated gradients", found.accumulated if found.at_end is None else found.at_end),
-                      Part("fresh gradient", found.fresh)]
+            later += [Part(P.ACCUMULATED_GRADIENTS, found.accumulated if found.at_end is None else found.at_end),
+                      Part(P.FRESH_GRADIENT, found.fresh)]
         else:
             later.append(kept)
         out["backward"][name + later_name] = later

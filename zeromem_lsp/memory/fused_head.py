@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from zeromem_lsp.memory.activations import F32, I64
-from zeromem_lsp.memory.parts import M, Part, with_gathered
+from zeromem_lsp.memory.parts import P, M, Part, with_gathered
 from zeromem_lsp.memory.step import Setup
 
 TOKEN_TILE, VOCABULARY_TILE = 4096, 32768  # chunked_logprob.TOKEN_CHUNK_SIZE, utils._CHUNKED_LOGPROB_CHUNK_SIZE
@@ -66,13 +66,13 @@ class FusedHead(NamedTuple):
         rows, columns, buffer = self._tile(scored, v, c)
         released = with_gathered(base, 0 if self.loss_gathered is not None else None)  # the policy's head, after use
         base = with_gathered(base, self.loss_gathered)
-        kept = Part("activations", saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes,
+        kept = Part(P.ACTIVATIONS, saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes,
                                                                           tokens, h, c))
         top1 = "is_top1" in OUTPUTS[self.trainer]
         weight_copy = c * columns * h if c != w else 0  # the head's tile cast to the compute dtype
         fallback = 0 if self.triton else (max(3 * F32 + top1, 2 * F32 + 2 * top1)) * rows * columns
-        head = [*base, kept, Part("last hidden states", c * tokens * h), Part("LM head tile", buffer + weight_copy),
-                Part("fp32 tile temporaries", fallback)]
+        head = [*base, kept, Part(P.LAST_HIDDEN_STATES, c * tokens * h), Part(P.LM_HEAD_TILE, buffer + weight_copy),
+                Part(P.FP32_TILE_TEMPORARIES, fallback)]
         name, forward = M.POLICY_HEAD, head
         if self.reference_forward:
             reference = self._reference(setup, scored, tokens, rows, columns, buffer + weight_copy)
@@ -80,10 +80,10 @@ class FusedHead(NamedTuple):
             if sum(part.bytes for part in at_reference) > sum(part.bytes for part in head):
                 name, forward = M.REFERENCE_FORWARD, at_reference
         grads = F32 * scored * h + (F32 * v * h if self.head_trainable else 0)
-        in_loop = [*base, kept, Part("LM head gradients (fp32)", grads), Part("LM head tile", buffer + weight_copy),
-                   Part("fp32 tile temporaries", 0 if self.triton else (7 * F32 + 1) * rows * columns)]
-        end = [*base, kept, Part("LM head gradients (fp32)", grads), Part("LM head tile", buffer),
-               Part("LM head gradients", c * scored * h + (w * v * h if self.head_trainable else 0))]
+        in_loop = [*base, kept, Part(P.LM_HEAD_GRADIENTS_FP32, grads), Part(P.LM_HEAD_TILE, buffer + weight_copy),
+                   Part(P.FP32_TILE_TEMPORARIES, 0 if self.triton else (7 * F32 + 1) * rows * columns)]
+        end = [*base, kept, Part(P.LM_HEAD_GRADIENTS_FP32, grads), Part(P.LM_HEAD_TILE, buffer),
+               Part(P.LM_HEAD_GRADIENTS, c * scored * h + (w * v * h if self.head_trainable else 0))]
         loss = max(in_loop, end, key=lambda parts: sum(part.bytes for part in parts))
         return name, forward, loss
 
@@ -92,9 +92,9 @@ class FusedHead(NamedTuple):
         its tile (log_probs only: three fp32 temporaries in the fallback)."""
         c, h = setup.c, setup.hidden
         fallback = 0 if self.triton else 3 * F32 * rows * columns
-        return [Part("reference gathered parameters", self.reference_gathered),
-                Part("reference forward", c * tokens * h + c * scored * h + I64 * scored + 2 * F32 * scored),
-                Part("reference LM head tile", tile), Part("fp32 tile temporaries", fallback)]
+        return [Part(P.REFERENCE_GATHERED_PARAMETERS, self.reference_gathered),
+                Part(P.REFERENCE_FORWARD, c * tokens * h + c * scored * h + I64 * scored + 2 * F32 * scored),
+                Part(P.REFERENCE_LM_HEAD_TILE, tile), Part(P.FP32_TILE_TEMPORARIES, fallback)]
 
 
 __all__ = ["FusedHead", "OUTPUTS", "TOKEN_TILE", "VOCABULARY_TILE"]

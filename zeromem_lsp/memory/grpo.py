@@ -34,7 +34,7 @@ from zeromem_lsp.configs.settings_values import GRPO_KEYS
 from zeromem_lsp.configs.settings_values import MAX_COMPLETION_LENGTH as TRL_MAX_COMPLETION_LENGTH
 from zeromem_lsp.memory.activations import F32, I64
 from zeromem_lsp.configs.model_config import ModelShape
-from zeromem_lsp.memory.parts import M, Part, StepInputError, with_gathered
+from zeromem_lsp.memory.parts import P, M, Part, StepInputError, with_gathered
 from zeromem_lsp.memory.fused_head import FusedHead
 from zeromem_lsp.memory.step import Setup
 from zeromem_lsp.provenance import Given
@@ -83,17 +83,17 @@ def generation_moments(shape: ModelShape, generation: Generation, sequence_lengt
     h, v = shape.hidden, shape.vocab
     last = sequence_length - 1  # the cache when the last token is sampled (that token is never fed)
     tokens = rows * prompt
-    ids = Part("token ids and mask", 2 * I64 * rows * sequence_length)
+    ids = Part(P.TOKEN_IDS_AND_MASK, 2 * I64 * rows * sequence_length)
     states = 4 if shape.layers > 1 else 3
-    prefill = [Part("KV cache (generation)", c * kv_elements(shape, tokens)),
-               Part("prefill layer transients", 3 * c * tokens * _width(shape) + states * c * tokens * h
+    prefill = [Part(P.KV_CACHE_GENERATION, c * kv_elements(shape, tokens)),
+               Part(P.PREFILL_LAYER_TRANSIENTS, 3 * c * tokens * _width(shape) + states * c * tokens * h
                     + 2 * c * tokens * shape.head_dim),
                ids]
-    update = [Part("KV cache (generation)", c * kv_elements(shape, rows * last)),
-              Part("cache update copy", c * rows * shape.kv_heads * shape.head_dim * (last - 1)),
+    update = [Part(P.KV_CACHE_GENERATION, c * kv_elements(shape, rows * last)),
+              Part(P.CACHE_UPDATE_COPY, c * rows * shape.kv_heads * shape.head_dim * (last - 1)),
               ids]
-    sampling = [Part("KV cache (generation)", c * kv_elements(shape, rows * last)),
-                Part("next-token logits and probabilities", c * rows * v + 3 * F32 * rows * v), ids]
+    sampling = [Part(P.KV_CACHE_GENERATION, c * kv_elements(shape, rows * last)),
+                Part(P.NEXT_TOKEN_LOGITS_AND_PROBABILITIES, c * rows * v + 3 * F32 * rows * v), ids]
     return {"the prompt's prefill": prefill, "a layer's cache update": update, "the last token's sampling": sampling}
 
 
@@ -141,15 +141,15 @@ class GrpoLogitsHead(NamedTuple):
         tokens = setup.tokens
         scored, logits = self.scored(tokens), self.logits(tokens, v, c)
         total = saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes, tokens, h, c, v)
-        copy = Part("completion logits copy", c * scored * v)
-        forward = [*base, Part("activations", total), Part("logits", logits), copy,
-                   Part("entropy chunks", 3 * c * min(128, scored) * v)]
+        copy = Part(P.COMPLETION_LOGITS_COPY, c * scored * v)
+        forward = [*base, Part(P.ACTIVATIONS, total), Part(P.LOGITS, logits), copy,
+                   Part(P.ENTROPY_CHUNKS, 3 * c * min(128, scored) * v)]
         rest = total - self._kept(tokens, v, c)
-        at_loss = [*base, Part("activations", rest), copy, Part("log-prob gradients", c * scored * v),
-                   Part("logits gradients", 2 * logits)]
-        head = [*base, Part("activations", rest), Part("logits gradients", logits),
-                Part("gradients", w * v * h if self.head_trainable else 0),
-                Part("hidden-state gradient", c * tokens * h)]
+        at_loss = [*base, Part(P.ACTIVATIONS, rest), copy, Part(P.LOG_PROB_GRADIENTS, c * scored * v),
+                   Part(P.LOGITS_GRADIENTS, 2 * logits)]
+        head = [*base, Part(P.ACTIVATIONS, rest), Part(P.LOGITS_GRADIENTS, logits),
+                Part(P.GRADIENTS, w * v * h if self.head_trainable else 0),
+                Part(P.HIDDEN_STATE_GRADIENT, c * tokens * h)]
         return M.POLICY_HEAD, forward, max(at_loss, head, key=lambda parts: sum(part.bytes for part in parts))
 
     def line(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int) -> str:
@@ -162,8 +162,8 @@ class GrpoLogitsHead(NamedTuple):
     def reference(self, setup: Setup) -> list[Part]:
         """The reference's log-probs under `no_grad`: its logits and two rows' log-softmaxes."""
         c, v = setup.c, setup.vocab
-        return [Part("reference logits", self.logits(setup.tokens, v, c)),
-                Part("reference log-softmax", 2 * c * self.completion_length * v)]
+        return [Part(P.REFERENCE_LOGITS, self.logits(setup.tokens, v, c)),
+                Part(P.REFERENCE_LOG_SOFTMAX, 2 * c * self.completion_length * v)]
 
 
 class GrpoHead(NamedTuple):
@@ -208,11 +208,11 @@ class GrpoHead(NamedTuple):
         outside = self._gathered(base, self.generation_gathered)
         found = {name: [*outside, *parts] for name, parts in
                  generation_moments(self.shape, self.generation, sequence, micro, c).items()}
-        ids = Part("token ids and mask", 2 * I64 * micro * self.generation.steps_per_generation * sequence)
+        ids = Part(P.TOKEN_IDS_AND_MASK, 2 * I64 * micro * self.generation.steps_per_generation * sequence)
         if self.unshard is not None:
             root, layer = self.unshard
             found["the first layer's unshard"] = [*self._gathered(base, root + layer),
-                                                  Part("all-gather outputs", root + layer), ids]
+                                                  Part(P.ALL_GATHER_OUTPUTS, root + layer), ids]
         # the reference runs after the generation released the policy's gathered weights (ZeRO-3)
         released = self._gathered(base, 0 if self.generation_gathered is not None else None)
         if not self.generation.reference:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from zeromem_lsp.memory.activations import F32, I64
-from zeromem_lsp.memory.parts import M, Part
+from zeromem_lsp.memory.parts import P, M, Part
 from zeromem_lsp.memory.step import Setup
 
 #: the `trainer` setting's values this loss runs: `stage: dpo` with its `pref_loss` (reference-free: orpo, simpo)
@@ -67,25 +67,25 @@ class LlamaFactoryHead(NamedTuple):
         scored = self.scored(tokens)
         total = saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes, tokens, h, c, v)
         logits, log_softmax = F32 * tokens * v, F32 * scored * v
-        kept = [*base, Part("activations", total), Part("fp32 logits", logits)]
+        kept = [*base, Part(P.ACTIVATIONS, total), Part(P.FP32_LOGITS, logits)]
         name, forward = (M.REFERENCE_FORWARD if self.trainer == "kto" or self.reference_forward else M.POLICY_HEAD), kept
         if self.trainer == "kto":  # the policy's row copies beside the reference's KL completions' forward
-            forward = [*base, Part("activations", total), Part("fp32 logits (chosen / rejected rows)", logits),
-                       Part("reference gathered parameters", self.reference_gathered),
-                       Part("reference fp32 logits", logits), Part("reference KL fp32 logits", logits),
-                       Part("reference log-softmax", log_softmax)]
+            forward = [*base, Part(P.ACTIVATIONS, total), Part(P.FP32_LOGITS_CHOSEN_REJECTED_ROWS, logits),
+                       Part(P.REFERENCE_GATHERED_PARAMETERS, self.reference_gathered),
+                       Part(P.REFERENCE_FP32_LOGITS, logits), Part(P.REFERENCE_KL_FP32_LOGITS, logits),
+                       Part(P.REFERENCE_LOG_SOFTMAX, log_softmax)]
         elif self.reference_forward:
-            forward = [*kept, Part("reference gathered parameters", self.reference_gathered),
-                       Part("reference fp32 logits", logits), Part("reference log-softmax", log_softmax)]
+            forward = [*kept, Part(P.REFERENCE_GATHERED_PARAMETERS, self.reference_gathered),
+                       Part(P.REFERENCE_FP32_LOGITS, logits), Part(P.REFERENCE_LOG_SOFTMAX, log_softmax)]
         rest = total - log_softmax  # the log-softmax is freed once its backward ran
         gradients = [
-            [*base, Part("activations", total), Part("log-softmax gradients", 2 * log_softmax)],
-            [*base, Part("activations", rest), Part("log-softmax input gradient", log_softmax),
-             Part("fp32 logits gradient", logits)],
-            [*base, Part("activations", rest), Part("fp32 logits gradient", logits),
-             Part("logits gradient", c * tokens * v if c != F32 else 0)],  # (an fp32 model's cast is no copy)
-            [*base, Part("activations", rest), Part("logits gradient", c * tokens * v),
-             Part("gradients", w * v * h if self.head_trainable else 0), Part("hidden-state gradient", c * tokens * h)]]
+            [*base, Part(P.ACTIVATIONS, total), Part(P.LOG_SOFTMAX_GRADIENTS, 2 * log_softmax)],
+            [*base, Part(P.ACTIVATIONS, rest), Part(P.LOG_SOFTMAX_INPUT_GRADIENT, log_softmax),
+             Part(P.FP32_LOGITS_GRADIENT, logits)],
+            [*base, Part(P.ACTIVATIONS, rest), Part(P.FP32_LOGITS_GRADIENT, logits),
+             Part(P.LOGITS_GRADIENT, c * tokens * v if c != F32 else 0)],  # (an fp32 model's cast is no copy)
+            [*base, Part(P.ACTIVATIONS, rest), Part(P.LOGITS_GRADIENT, c * tokens * v),
+             Part(P.GRADIENTS, w * v * h if self.head_trainable else 0), Part(P.HIDDEN_STATE_GRADIENT, c * tokens * h)]]
         return name, forward, max(gradients, key=lambda parts: sum(part.bytes for part in parts))
 
     def line(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int) -> str:

@@ -30,6 +30,8 @@ is kept even with PEFT (not modelled: the trainers build none then).
 
 from __future__ import annotations
 
+from zeromem_lsp.memory.parts import P
+
 from typing import NamedTuple
 
 from zeromem_lsp.configs.settings_values import LOSS_KERNELS
@@ -122,21 +124,21 @@ def loss_moments(kernel: str, micro_batch: int, sequence_length: int, hidden: in
     if kernel == "liger_flce":  # the gradients are made in forward; the head's input is not kept
         chunk = found.transient - F32 * tokens
         return LossMoments(dropped_bytes(kernel, logits_bytes, compute, tokens, hidden, head_trainable),
-                           (("FLCE input gradient", compute * tokens * hidden), ("head gradient", head_gradient)),
-                           (("FLCE logits chunk", chunk), ("FLCE loss per token", F32 * tokens)), (), None)
+                           ((P.FLCE_INPUT_GRADIENT, compute * tokens * hidden), (P.HEAD_GRADIENT, head_gradient)),
+                           ((P.FLCE_LOGITS_CHUNK, chunk), ("FLCE loss per token", F32 * tokens)), (), None)
     if kernel == "cut_cross_entropy":  # backward: zeros_like(e), zeros_like(c) and the vocabulary order (int32)
-        return LossMoments(logits_bytes, (("CCE log-sum-exp and logit averages", found.saved),
+        return LossMoments(logits_bytes, ((P.CCE_LOG_SUM_EXP_AND_LOGIT_AVERAGES, found.saved),
                                           ("CCE targets", 2 * I64 * tokens)), (),
-                           (("CCE input gradient", compute * tokens * hidden), ("head gradient", head_gradient),
+                           ((P.CCE_INPUT_GRADIENT, compute * tokens * hidden), (P.HEAD_GRADIENT, head_gradient),
                             ("CCE vocabulary order", I32 * vocab)), None)
     # chunked_ce: the chunks' logits are kept, whatever their number (measured with 4, 8 and 16) (copies when b > 1: a chunk along the sequence of a batch is not
     # contiguous, and the head's output lives beside them until forward ends); backward makes the logits'
     # gradient T×V beside them, then the head's backward its weight and input gradients
     logits = compute * tokens * vocab
-    return LossMoments(logits_bytes, (("chunked logits", found.saved),),
-                       (("logits", logits if micro_batch > 1 else 0),), (("logits gradient", logits),),
-                       (("logits gradient", logits), ("head gradient", head_gradient),
-                        ("hidden-state gradient", compute * tokens * hidden)))
+    return LossMoments(logits_bytes, ((P.CHUNKED_LOGITS, found.saved),),
+                       ((P.LOGITS, logits if micro_batch > 1 else 0),), ((P.LOGITS_GRADIENT, logits),),
+                       ((P.LOGITS_GRADIENT, logits), (P.HEAD_GRADIENT, head_gradient),
+                        (P.HIDDEN_STATE_GRADIENT, compute * tokens * hidden)))
 
 
 class Reference(NamedTuple):
@@ -151,10 +153,10 @@ def reference_model_bytes(parameter_bytes: int, world_size: int, engine: str, st
 
     engine "deepspeed" with stage 0-3, "fsdp" with a sharding strategy name, or "ddp". `persistent_bytes`: at
     ZeRO-3, the parameters small enough to stay whole on every rank (stage3_param_persistence_threshold)."""
-    for name, value in (("parameter_bytes", parameter_bytes), ("persistent_bytes", persistent_bytes)):
+    for name, value in ((P.PARAMETER_BYTES, parameter_bytes), (P.PERSISTENT_BYTES, persistent_bytes)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise LossInputError(f"{name} must be a non-negative integer, got {value!r}")
-    ranks = _positive("world_size", world_size)
+    ranks = _positive(P.WORLD_SIZE, world_size)
     if peft_policy:
         return Reference(0, "no reference model: the PEFT policy disables its adapters instead")
     if precompute_ref_log_probs:

@@ -19,6 +19,83 @@ class Name(str, Enum):
         return str.__format__(str.__str__(self), spec)
 
 
+class P(Name):
+    """Every part of a moment the step model names (an optimizer's states are named by
+    memory/optimizer_step.py)."""
+
+    PARTITION_COPIES_16_BIT = "16-bit partition copies"
+    ACCUMULATED_GRADIENTS = "accumulated gradients"
+    ACTIVATIONS = "activations"
+    ALL_GATHER_OUTPUTS = "all-gather outputs"
+    BF16_WEIGHT_COPIES = "bf16 weight copies"
+    BUCKET_COPY = "bucket copy"
+    CACHE_UPDATE_COPY = "cache update copy"
+    CCE_INPUT_GRADIENT = "CCE input gradient"
+    CCE_LOG_SUM_EXP_AND_LOGIT_AVERAGES = "CCE log-sum-exp and logit averages"
+    CHUNKED_LOGITS = "chunked logits"
+    COMPLETION_LOGITS_COPY = "completion logits copy"
+    DDP_BUCKETS = "DDP buckets"
+    EMBEDDING_GRADIENT = "embedding gradient"
+    ENTROPY_CHUNKS = "entropy chunks"
+    ENTROPY_METRIC = "entropy metric"
+    FLCE_INPUT_GRADIENT = "FLCE input gradient"
+    FLCE_LOGITS_CHUNK = "FLCE logits chunk"
+    FP32_GRADIENT_BUFFER_BF16_OPTIMIZER = "fp32 gradient buffer (BF16_Optimizer)"
+    FP32_GRADIENTS = "fp32 gradients"
+    FP32_LOGITS = "fp32 logits"
+    FP32_LOGITS_CHOSEN_REJECTED_ROWS = "fp32 logits (chosen / rejected rows)"
+    FP32_LOGITS_COPY = "fp32 logits copy"
+    FP32_LOGITS_GRADIENT = "fp32 logits gradient"
+    FP32_MASTER = "fp32 master"
+    FP32_TILE_TEMPORARIES = "fp32 tile temporaries"
+    FP64_GRADIENT_COPY = "fp64 gradient copy"
+    FRESH_GRADIENT = "fresh gradient"
+    GATHERED_PARAMETERS = "gathered parameters"
+    GRADIENT_PARTITIONS = "gradient partitions"
+    GRADIENTS = "gradients"
+    HEAD_GRADIENT = "head gradient"
+    HIDDEN_STATE_GRADIENT = "hidden-state gradient"
+    KV_CACHE_GENERATION = "KV cache (generation)"
+    LARGEST_GRADIENT = "largest gradient"
+    LAST_HIDDEN_STATES = "last hidden states"
+    LAYER_BACKWARD = "layer backward"
+    LM_HEAD_GRADIENTS = "LM head gradients"
+    LM_HEAD_GRADIENTS_FP32 = "LM head gradients (fp32)"
+    LM_HEAD_TILE = "LM head tile"
+    LOG_PROB_GRADIENTS = "log-prob gradients"
+    LOG_PROB_KERNEL_GRADIENTS = "log-prob kernel gradients"
+    LOG_SOFTMAX_GRADIENTS = "log-softmax gradients"
+    LOG_SOFTMAX_INPUT_GRADIENT = "log-softmax input gradient"
+    LOGITS = "logits"
+    LOGITS_GRADIENT = "logits gradient"
+    LOGITS_GRADIENTS = "logits gradients"
+    LOGITS_GRADIENTS_NLL_LOG_PROBS_THEIR_SUM = "logits gradients (NLL, log-probs, their sum)"
+    LOGITS_SELECTED_FOR_THE_METRICS = "logits selected for the metrics"
+    NEXT_TOKEN_LOGITS_AND_PROBABILITIES = "next-token logits and probabilities"
+    OPTIMIZER_SCRATCH = "optimizer scratch"
+    OPTIMIZER_STATES = "optimizer states"
+    PARAMETER_BYTES = "parameter_bytes"
+    PARAMETERS = "parameters"
+    PERSISTENT_BYTES = "persistent_bytes"
+    POLICY_KV_CACHE = "policy KV cache"
+    PREFILL_LAYER_TRANSIENTS = "prefill layer transients"
+    RECOMPUTED_LAYER = "recomputed layer"
+    REDUCE_BUCKET = "reduce bucket"
+    REDUCE_SCATTER = "reduce-scatter"
+    REFERENCE_FORWARD = "reference forward"
+    REFERENCE_FP32_LOGITS = "reference fp32 logits"
+    REFERENCE_GATHERED_PARAMETERS = "reference gathered parameters"
+    REFERENCE_KL_FP32_LOGITS = "reference KL fp32 logits"
+    REFERENCE_KV_CACHE = "reference KV cache"
+    REFERENCE_LM_HEAD_TILE = "reference LM head tile"
+    REFERENCE_LOG_SOFTMAX = "reference log-softmax"
+    REFERENCE_LOGITS = "reference logits"
+    REFERENCE_MODEL = "reference model"
+    TOKEN_IDS_AND_MASK = "token ids and mask"
+    UNSHARDED_GRADIENTS = "unsharded gradients"
+    WORLD_SIZE = "world_size"
+
+
 class M(Name):
     """Every moment of a step (a phase's moments are a subset, in the step's order; a later micro-batch's are these
     with accumulation.LATER after them)."""
@@ -108,8 +185,8 @@ def with_gathered(base: list[Part], gathered: int | None) -> list[Part]:
     """`base` with its gathered parameters replaced by `gathered` (None: as it is)."""
     if gathered is None:
         return base
-    return [*(part for part in base if part.name != "gathered parameters"), Part("gathered parameters", gathered)]
+    return [*(part for part in base if part.name != P.GATHERED_PARAMETERS), Part(P.GATHERED_PARAMETERS, gathered)]
 
 
-__all__ = ["Moment", "Moments", "PHASES", "Part", "Phase", "StepInputError", "moment_of", "phase_of", "phases_of",
+__all__ = ["M", "Moment", "Name", "P", "Moments", "PHASES", "Part", "Phase", "StepInputError", "moment_of", "phase_of", "phases_of",
            "with_gathered"]

@@ -32,7 +32,7 @@ from zeromem_lsp.configs.settings_values import TRAINERS  # the `trainer` settin
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, I64, ActivationInputError, estimate_activations
 from zeromem_lsp.memory.fused_head import FusedHead
 from zeromem_lsp.memory.grpo import Generation, GrpoHead, GrpoLogitsHead, check as check_grpo
-from zeromem_lsp.memory.parts import M, with_gathered
+from zeromem_lsp.memory.parts import P, M, with_gathered
 from zeromem_lsp.memory.llamafactory_loss import TRAINERS as LLAMAFACTORY_TRAINERS, LlamaFactoryHead
 from zeromem_lsp.memory.reference_free_loss import TRAINERS as REFERENCE_FREE, ReferenceFreeHead
 from zeromem_lsp.memory.step import (DeepSpeed, FrozenBase, Fsdp, Head, Moment, Part, Phase, Setup, Step,
@@ -99,19 +99,19 @@ class LogitsHead(NamedTuple):
         scored, logits = self.scored(tokens), c * tokens * v
         base = with_gathered(base, self.loss_gathered)
         total = saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes, tokens, h, c, v)
-        forward = [*base, Part("activations", total), Part("logits", logits),
-                   Part("reference gathered parameters", self.reference_gathered if self.reference_forward else 0),
-                   Part("reference logits", logits if self.reference_forward else 0),
-                   Part("entropy metric", c * scored * v + 3 * c * min(128, scored) * v)]
+        forward = [*base, Part(P.ACTIVATIONS, total), Part(P.LOGITS, logits),
+                   Part(P.REFERENCE_GATHERED_PARAMETERS, self.reference_gathered if self.reference_forward else 0),
+                   Part(P.REFERENCE_LOGITS, logits if self.reference_forward else 0),
+                   Part(P.ENTROPY_METRIC, c * scored * v + 3 * c * min(128, scored) * v)]
         if self.trainer == "kto":
-            forward += [Part("logits selected for the metrics", logits),
-                        Part("reference KV cache", c * self.cache if self.reference_forward else 0),
-                        Part("policy KV cache", c * self.policy_cache)]
+            forward += [Part(P.LOGITS_SELECTED_FOR_THE_METRICS, logits),
+                        Part(P.REFERENCE_KV_CACHE, c * self.cache if self.reference_forward else 0),
+                        Part(P.POLICY_KV_CACHE, c * self.policy_cache)]
         rest = total - self._kept(tokens, v, c)  # the row log-softmaxes are freed once their backward ran
-        stacked = [*base, Part("activations", rest), Part("log-prob gradients", c * scored * v),
-                   Part("logits gradient", logits)]
-        head = [*base, Part("activations", rest), Part("logits gradient", logits),
-                Part("gradients", w * v * h if self.head_trainable else 0), Part("hidden-state gradient", c * tokens * h)]
+        stacked = [*base, Part(P.ACTIVATIONS, rest), Part(P.LOG_PROB_GRADIENTS, c * scored * v),
+                   Part(P.LOGITS_GRADIENT, logits)]
+        head = [*base, Part(P.ACTIVATIONS, rest), Part(P.LOGITS_GRADIENT, logits),
+                Part(P.GRADIENTS, w * v * h if self.head_trainable else 0), Part(P.HIDDEN_STATE_GRADIENT, c * tokens * h)]
         return M.ENTROPY_METRIC, forward, max(stacked, head, key=lambda parts: sum(part.bytes for part in parts))
 
 
@@ -210,7 +210,7 @@ def estimate_preference_step(preference: Preference, step: Step | None = None, *
         whole, at_loss = _generation_gathered(step, preference.generation.steps_per_generation)
         loss = GrpoHead(head, preference.generation, step.shape, preference.reference_gathered, whole, at_loss,
                         _fsdp2_unshard(step))
-    reference = (Part("reference model", preference.reference_bytes),) if preference.reference_bytes else ()
+    reference = (Part(P.REFERENCE_MODEL, preference.reference_bytes),) if preference.reference_bytes else ()
     return step_peak(replace(step, micro_batch=micro, head=loss, loss_kernel="hf", frozen=frozen, resident=reference))
 
 

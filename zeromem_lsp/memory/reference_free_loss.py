@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from zeromem_lsp.memory.activations import F32, I64
-from zeromem_lsp.memory.parts import M, Part
+from zeromem_lsp.memory.parts import P, M, Part
 from zeromem_lsp.memory.step import Setup
 
 TRAINERS = ("orpo", "cpo", "simpo")
@@ -68,15 +68,15 @@ class ReferenceFreeHead(NamedTuple):
         tokens = setup.tokens
         total = saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes, tokens, h, c, v)
         logits = c * tokens * v
-        forward = [*base, Part("activations", total), Part("logits", logits)]
+        forward = [*base, Part(P.ACTIVATIONS, total), Part(P.LOGITS, logits)]
         rest = total - self._kept(tokens, v, c)  # the log-softmaxes are freed once their backward ran
-        paths = [*base, Part("activations", rest), Part("logits gradients (NLL, log-probs, their sum)", 3 * logits)]
-        head = [*base, Part("activations", rest), Part("logits gradient", logits),
-                Part("gradients", w * v * h if self.head_trainable else 0), Part("hidden-state gradient", c * tokens * h)]
+        paths = [*base, Part(P.ACTIVATIONS, rest), Part(P.LOGITS_GRADIENTS_NLL_LOG_PROBS_THEIR_SUM, 3 * logits)]
+        head = [*base, Part(P.ACTIVATIONS, rest), Part(P.LOGITS_GRADIENT, logits),
+                Part(P.GRADIENTS, w * v * h if self.head_trainable else 0), Part(P.HIDDEN_STATE_GRADIENT, c * tokens * h)]
         moments = [paths, head]
         if self.triton:  # the kernel's backward: the logits it kept beside their shifted gradient and its full shape
-            moments.append([*base, Part("activations", total), Part("logits", logits),
-                            Part("log-prob kernel gradients", c * self.scored(tokens) * v + logits)])
+            moments.append([*base, Part(P.ACTIVATIONS, total), Part(P.LOGITS, logits),
+                            Part(P.LOG_PROB_KERNEL_GRADIENTS, c * self.scored(tokens) * v + logits)])
         return M.POLICY_HEAD, forward, max(moments, key=lambda parts: sum(part.bytes for part in parts))
 
     def line(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int) -> str:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple, Protocol, Union
 
 from zeromem_lsp.memory.accumulation import Engine, held, later_moments
-from zeromem_lsp.memory.parts import (PHASES, M, Moment, Moments, Part, Phase, StepInputError, moment_of, phases_of,
+from zeromem_lsp.memory.parts import (P, PHASES, M, Moment, Moments, Part, Phase, StepInputError, moment_of, phases_of,
                                       with_gathered)
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS
@@ -345,12 +345,12 @@ def _loss_moments(setup: Setup, base: list[Part], saved: int | None = None) -> t
         return setup.loss.moments(setup, base, saved)
     if setup.loss_kernel != "hf":
         found = _kernel(setup)
-        kept = [Part("activations", saved - found.dropped), *(Part(*part) for part in found.kept)]
+        kept = [Part(P.ACTIVATIONS, saved - found.dropped), *(Part(*part) for part in found.kept)]
         return (M.LOSS, [*base, *kept, *(Part(*part) for part in found.forward)],
                 [*base, *kept, *(Part(*part) for part in found.backward)])
-    forward = [*base, Part("activations", saved), Part("logits", setup.c * t * v),
-               Part("fp32 logits copy", F32 * t * v if setup.c != F32 else 0)]
-    loss = [*base, Part("activations", saved), Part("log-softmax gradients", 2 * F32 * t * v)]
+    forward = [*base, Part(P.ACTIVATIONS, saved), Part(P.LOGITS, setup.c * t * v),
+               Part(P.FP32_LOGITS_COPY, F32 * t * v if setup.c != F32 else 0)]
+    loss = [*base, Part(P.ACTIVATIONS, saved), Part(P.LOG_SOFTMAX_GRADIENTS, 2 * F32 * t * v)]
     return M.LOSS, forward, loss
 
 
@@ -363,7 +363,7 @@ def _head_moment(setup: Setup, base: list[Part], saved: int | None = None) -> di
     if found is None or found.head is None:
         return {}
     saved = setup.acts.total if saved is None else saved
-    return {M.HEAD_BACKWARD: [*base, Part("activations", saved - found.dropped),
+    return {M.HEAD_BACKWARD: [*base, Part(P.ACTIVATIONS, saved - found.dropped),
                                     *(Part(*part) for part in found.head)]}
 
 
@@ -378,20 +378,20 @@ def _layer_moments(setup: Setup, shape: ModelShape, base: list[Part], head_grads
     checkpointing: its saved input) and keeps its gradient, the same amount per layer, so an end holds the
     largest. Inside a layer: its saved tensors (recomputed with checkpointing) + `_layer_transient`."""
     acts, t = setup.acts, setup.tensors
-    transient = Part("layer backward", _layer_transient(shape, t, setup.tokens, setup.c))
+    transient = Part(P.LAYER_BACKWARD, _layer_transient(shape, t, setup.tokens, setup.c))
     outer = acts.embedding_bytes + acts.shared_bytes
     if setup.checkpointing:
         one_input = setup.c * setup.tokens * setup.hidden
         kept_top = acts.checkpoint_bytes
         kept_bottom = acts.checkpoint_bytes - (t.layers - 1) * one_input
-        layer = [Part("recomputed layer", acts.per_layer_bytes)]
+        layer = [Part(P.RECOMPUTED_LAYER, acts.per_layer_bytes)]
     else:
         kept_top = acts.layer_bytes
         kept_bottom = acts.per_layer_bytes
         layer = []
-    top = [*base, Part("activations", outer + kept_top), *layer, Part("gradients", head_grads), transient]
-    bottom = [*base, Part("activations", outer + kept_bottom), *layer,
-              Part("gradients", head_grads + (t.layers - 1) * layer_grads), transient]
+    top = [*base, Part(P.ACTIVATIONS, outer + kept_top), *layer, Part(P.GRADIENTS, head_grads), transient]
+    bottom = [*base, Part(P.ACTIVATIONS, outer + kept_bottom), *layer,
+              Part(P.GRADIENTS, head_grads + (t.layers - 1) * layer_grads), transient]
     return {M.TOP_LAYER: top, M.BOTTOM_LAYER: bottom}
 
 
@@ -417,15 +417,15 @@ def _torch(setup: Setup, shape: ModelShape, engine: Torch) -> Moments:
     (`torch.zeros_like(p)` in `Adam._init_group`), gradients from backward until `zero_grad`."""
     t, w, n = setup.tensors, setup.w, setup.tensors.total
     stepped = _stepped(setup, w, parameter_shapes(shape), "torch")
-    base = [Part("parameters", w * n), Part(stepped.state_name, stepped.states)]
+    base = [Part(P.PARAMETERS, w * n), Part(stepped.state_name, stepped.states)]
     if setup.ranks > 1:  # torch/csrc/distributed/c10d/reducer.cpp: one flat bucket tensor per bucket
-        base.append(Part("DDP buckets", w * n))
+        base.append(Part(P.DDP_BUCKETS, w * n))
     if engine.autocast:  # autocast's weight cache (a bf16 copy per matmul weight) and fp32 norm outputs, held to backward
         matmul = t.layers * (t.layer_total - t.layer_norms) + shape.vocab * shape.hidden
         # + one more bf16 T×I tensor per layer in the MLP (measured: 2·T·I·L at h256 and at 8B)
         saving = 1 if setup.checkpointing else t.layers  # layers whose activations are kept
-        cast = [Part("bf16 weight copies", 2 * matmul),
-                Part("activations", 2 * (2 * saving + 1) * setup.tokens * shape.hidden
+        cast = [Part(P.BF16_WEIGHT_COPIES, 2 * matmul),
+                Part(P.ACTIVATIONS, 2 * (2 * saving + 1) * setup.tokens * shape.hidden
                      + 2 * saving * setup.tokens * shape.intermediate)]
     else:
         cast = []
@@ -434,9 +434,9 @@ def _torch(setup: Setup, shape: ModelShape, engine: Torch) -> Moments:
     head = w * (t.head or t.embedding) * (grads > 0) + w * t.final_norm * (grads > 0)
     layers = _layer_moments(setup, shape, base + cast, head, grads * t.layer_total)
     tied = _tied_sum(t, w)
-    end = [*base, Part("gradients", grads * n), Part("embedding gradient", setup.c * setup.tokens * setup.hidden
+    end = [*base, Part(P.GRADIENTS, grads * n), Part(P.EMBEDDING_GRADIENT, setup.c * setup.tokens * setup.hidden
                                                       + tied)]
-    step = [*base, Part("gradients", grads * n), Part("optimizer scratch", stepped.scratch)]
+    step = [*base, Part(P.GRADIENTS, grads * n), Part(P.OPTIMIZER_SCRATCH, stepped.scratch)]
     return {"forward": {name: forward},
             "backward": {M.LOSS_BACKWARD: loss, **_head_moment(setup, base + cast), **layers,
                          M.END_OF_BACKWARD: end},
@@ -482,10 +482,10 @@ def _deepspeed(setup: Setup, shape: ModelShape, engine: DeepSpeed, bf16_optimize
     plain = stage == 0 and w == F32  # engine.py `_do_optimizer_sanity_check`: fp32 without ZeRO wraps nothing
     # the inner optimizer steps fp32 copies of each parameter (stage 0) or one flat fp32 partition
     stepped = _stepped(setup, F32, parameter_shapes(shape) if stage == 0 else [(shard,)], "deepspeed")
-    master = [] if offload_optimizer else [Part("fp32 master", 0 if plain else F32 * shard),
+    master = [] if offload_optimizer else [Part(P.FP32_MASTER, 0 if plain else F32 * shard),
                                            Part(stepped.state_name, stepped.states)]
     if bf16_opt:  # BF16_Optimizer (bf16_optimizer.py): one fp32 gradient buffer as large as the whole flat model
-        master.append(Part("fp32 gradient buffer (BF16_Optimizer)", F32 * shard * r))  # (padded to the ranks), never partitioned
+        master.append(Part(P.FP32_GRADIENT_BUFFER_BF16_OPTIMIZER, F32 * shard * r))  # (padded to the ranks), never partitioned
     if setup.optimizer == "adagrad" and not (plain or offload_optimizer) and stage < 3:
         # torch Adagrad makes its sums in __init__ (`full_like(p)`) for the model it is built on; DeepSpeed then
         # swaps its param groups for its fp32 ones and those sums stay in `state` (measured: opt-ds-z*-adagrad*,
@@ -498,72 +498,72 @@ def _deepspeed(setup: Setup, shape: ModelShape, engine: DeepSpeed, bf16_optimize
         persistent = _persistent_numel(t, threshold)
         own = 0 if engine.offload_param else w * shard
         whole = w * persistent if r > 1 else 0
-        base = [Part("parameters", own + whole), *master, Part("gradient partitions", w * shard)]
+        base = [Part(P.PARAMETERS, own + whole), *master, Part(P.GRADIENT_PARTITIONS, w * shard)]
         if zero.contiguous:  # stage3.py: the IPG buffer is made with the optimizer
-            base.append(Part("reduce bucket", w * reduce))
+            base.append(Part(P.REDUCE_BUCKET, w * reduce))
         if r > 1:  # `__params_to_release` keeps what is reused within the reuse distance, and what the
             # prefetcher (at most max_live_parameters ahead) already fetched for a later use
             gathered = w * min(n - persistent, max(reuse, min(prefetch, live)))
     else:
-        base = [Part("parameters", w * n), *master]
+        base = [Part(P.PARAMETERS, w * n), *master]
         ipg = 0 if bf16_opt else _ipg(w, stage, zero)
-    gather = [Part("gathered parameters", gathered)]
+    gather = [Part(P.GATHERED_PARAMETERS, gathered)]
     name, forward, _ = _loss_moments(setup, base + gather)
     # the loss's backward: the head is gathered again (fetched for its backward) if it was released
     head_numel = t.head or t.embedding
     again = max(gathered, w * head_numel) if stage == 3 and r > 1 and head_numel > threshold else gathered
-    _, _, loss = _loss_moments(setup, base + [Part("gathered parameters", again)])
+    _, _, loss = _loss_moments(setup, base + [Part(P.GATHERED_PARAMETERS, again)])
     # a tied weight's gradient waits whole in autograd's InputBuffer until the embedding's arrives (no hook
     # fires before), then the two are summed out of place
     held = w * t.embedding if not t.head else 0
-    ends = {}
+    ends: dict[str, list[Part]] = {}
     if stage in (1, 2) and not bf16_opt:  # stage_1_and_2.py: grads leave their bucket for the rank's partition
         kept_layer, head = _ceil(w * t.layer_total, r), held or _ceil(w * t.head, r)
         # the rank keeps the gradients of whole parameters its partition touches, once a first bucket was
         # reduced; reducing a bucket flattens its gradients once more; a gradient larger than the bucket is
         # reduced on its own, alive as it is; a tied weight's two gradients and their sum, last
         partition = w * max(touched for touched, _ in _touched(t, r)) if n > reduce else 0
-        kept = [*base, Part("reduce bucket", ipg), Part("gradients", partition)]
-        ends[M.END_OF_BACKWARD] = [*kept, Part("bucket copy", w * min(reduce, n))]
+        kept = [*base, Part(P.REDUCE_BUCKET, ipg), Part(P.GRADIENTS, partition)]
+        ends[M.END_OF_BACKWARD] = [*kept, Part(P.BUCKET_COPY, w * min(reduce, n))]
         if t.largest > reduce:
-            ends[M.LARGEST_GRADIENT] = [*kept, Part("largest gradient", w * t.largest)]
+            ends[M.LARGEST_GRADIENT] = [*kept, Part(P.LARGEST_GRADIENT, w * t.largest)]
         if not t.head:
-            ends[M.TIED_GRADIENTS] = [*kept, Part("embedding gradient", held + _tied_sum(t, w))]
-        grads_layers = [Part("reduce bucket", ipg)]
+            ends[M.TIED_GRADIENTS] = [*kept, Part(P.EMBEDDING_GRADIENT, held + _tied_sum(t, w))]
+        grads_layers = [Part(P.REDUCE_BUCKET, ipg)]
     elif stage == 3:
         kept_layer, head = 0, held  # reduced into the persistent gradient partitions
         # the bucket's gradients flattened and split for the reduce-scatter (two copies); the embedding, used
         # last, still gathered
         last = w * t.embedding if (r > 1 and t.embedding > threshold) else 0
-        ends[M.END_OF_BACKWARD] = [*base, Part("gathered parameters", last),
-                                       Part("bucket copy", 2 * w * min(reduce, n))]
+        ends[M.END_OF_BACKWARD] = [*base, Part(P.GATHERED_PARAMETERS, last),
+                                       Part(P.BUCKET_COPY, 2 * w * min(reduce, n))]
         if not t.head:
-            ends[M.TIED_GRADIENTS] = [*base, Part("gathered parameters", last),
-                                                   Part("embedding gradient", held + _tied_sum(t, w))]
+            ends[M.TIED_GRADIENTS] = [*base, Part(P.GATHERED_PARAMETERS, last),
+                                                   Part(P.EMBEDDING_GRADIENT, held + _tied_sum(t, w))]
         grads_layers = list(gather)
     else:
         kept_layer, head = w * t.layer_total, w * ((t.head or t.embedding) + t.final_norm)
-        ends[M.END_OF_BACKWARD] = [*base, Part("gradients", w * n), Part(
+        ends[M.END_OF_BACKWARD] = [*base, Part(P.GRADIENTS, w * n), Part(
             "embedding gradient", setup.c * setup.tokens * setup.hidden + _tied_sum(t, w))]
         grads_layers = []
     layers = _layer_moments(setup, shape, base + grads_layers, head, kept_layer)
     fp32_grads = 0 if offload_optimizer else F32 * shard
     if stage == 3:  # step() starts with `_partition_all_parameters()`: persistent parameters are freed too
-        base = [Part("parameters", own), *base[1:]]
+        base = [Part(P.PARAMETERS, own), *base[1:]]
     if stage == 0:  # FP16_UnfusedOptimizer: per-parameter fp32 masters; the 16-bit gradients are still alive
         scratch = stepped.scratch
         if setup.impl == "fused" and not plain:  # DeepSpeed's FusedAdam → FP16_Optimizer (fp16/fused_optimizer.py):
             fp32_grads *= 2  # every gradient cast to fp32, then flattened into one fp32 tensor beside them
-        step = [*base, Part("gradients", w * n), Part("fp32 gradients", 0 if plain else fp32_grads),
-                Part("optimizer scratch", scratch)]
-        steps = {M.OPTIMIZER_STEP: step}
+        step = [*base, Part(P.GRADIENTS, w * n), Part(P.FP32_GRADIENTS, 0 if plain else fp32_grads),
+                Part(P.OPTIMIZER_SCRATCH, scratch)]
+        steps: dict[str, list[Part]] = {M.OPTIMIZER_STEP: step}
     elif bf16_opt:  # the partition's fp32 gradient is a view of the buffer; the bf16 gradients live until zero_grad
-        steps = {M.OPTIMIZER_STEP: [*base, Part("gradients", w * n), Part("optimizer scratch", stepped.scratch)]}
+        steps = {M.OPTIMIZER_STEP: [*base, Part(P.GRADIENTS, w * n), Part(P.OPTIMIZER_SCRATCH, stepped.scratch)]}
     else:  # one flat fp32 partition per group: for-loop's "largest tensor" is the partition itself
         scratch = 0 if offload_optimizer else stepped.scratch
-        steps = {M.OPTIMIZER_STEP: [*base, Part("fp32 gradients", fp32_grads),
-                                        Part("optimizer scratch", scratch)],
-                 M.PARTITION_COPY: [*base, Part("fp32 gradients", fp32_grads), Part(
+        steps = {M.OPTIMIZER_STEP: [*base, Part(P.FP32_GRADIENTS, fp32_grads),
+                                        Part(P.OPTIMIZER_SCRATCH, scratch)],
+                 M.PARTITION_COPY: [*base, Part(P.FP32_GRADIENTS, fp32_grads), Part(
                      "16-bit partition copies", (1 if stage == 3 else 2) * w * shard)]}  # ZeRO-3: one flat copy
                      # of the gradient partition beside its fp32 conversion (measured: opt-ds-z3-r2-sgdm)
         if stage in (1, 2):  # the 16-bit gradients of the touched parameters live until the fp32 copy is made
@@ -572,24 +572,24 @@ def _deepspeed(setup: Setup, shape: ModelShape, engine: DeepSpeed, bf16_optimize
             # `get_grad_norm_direct`: each gradient piece `.to(get_norm_dtype())`, fp64 (the rank where the
             # kept gradients and the largest piece in fp64 weigh most)
             touched, piece = max(ranks_touched, key=lambda found: w * found[0] + 8 * found[1])
-            steps[M.GRADIENT_NORM] = [*base, Part("gradients", w * touched), Part("fp64 gradient copy", 8 * piece)]
-            steps[M.FP32_CONVERSION] = [*base, Part("gradients", w * most),
-                                            Part("16-bit partition copies", w * shard),
-                                            Part("fp32 gradients", fp32_grads)]
+            steps[M.GRADIENT_NORM] = [*base, Part(P.GRADIENTS, w * touched), Part(P.FP64_GRADIENT_COPY, 8 * piece)]
+            steps[M.FP32_CONVERSION] = [*base, Part(P.GRADIENTS, w * most),
+                                            Part(P.PARTITION_COPIES_16_BIT, w * shard),
+                                            Part(P.FP32_GRADIENTS, fp32_grads)]
     forwards = {name: forward}
     # the first fetch: one flat all-gather output, then copied out per parameter (none without a prefetch: GRPO's
     # first micro-step after generation, memory/grpo.py)
     if stage == 3 and r > 1 and (setup.loss is None or setup.loss.prefetch):
         fetch = min(n - persistent, max(min(prefetch, live), t.embedding))
-        forwards[M.FIRST_ALL_GATHER] = [*base, Part("gathered parameters", 2 * w * fetch)]
+        forwards[M.FIRST_ALL_GATHER] = [*base, Part(P.GATHERED_PARAMETERS, 2 * w * fetch)]
     if stage == 3 and r > 1 and setup.loss is None:  # (a fused head's backward is the loss's backward)
         # the head's backward: what the prefetcher fetched for the backward order is gathered beside the
         # head's unsharded weight gradient and the logits' gradient
         ends[M.HEAD_BACKWARD] = [
-            *base, Part("gathered parameters", max(again, w * fetch)),
-            Part("activations", setup.acts.total - setup.acts.logits_bytes),
-            Part("gradients", w * head_numel), Part("logits gradient", _logits_gradient(setup))]
-    head_moment = _head_moment(setup, base + [Part("gathered parameters", again)])
+            *base, Part(P.GATHERED_PARAMETERS, max(again, w * fetch)),
+            Part(P.ACTIVATIONS, setup.acts.total - setup.acts.logits_bytes),
+            Part(P.GRADIENTS, w * head_numel), Part(P.LOGITS_GRADIENT, _logits_gradient(setup))]
+    head_moment = _head_moment(setup, base + [Part(P.GATHERED_PARAMETERS, again)])
     return {"forward": forwards, "backward": {M.LOSS_BACKWARD: loss, **head_moment, **layers, **ends},
             "optimizer": steps}
 
@@ -615,19 +615,19 @@ def _fsdp(setup: Setup, shape: ModelShape, engine: Fsdp) -> Moments:
     else:  # one DTensor shard per parameter (dim 0)
         largest = _ceil(t.largest, r)
     stepped = _stepped(setup, w, [(shard,)], "fsdp", largest)
-    base = [Part("parameters", w * shard), Part(stepped.state_name, stepped.states)]
+    base = [Part(P.PARAMETERS, w * shard), Part(stepped.state_name, stepped.states)]
     root = g * t.root if sharded else 0
     layer = g * t.layer_total if sharded else 0
     kept = layer * t.layers if not reshard else 0
     ahead = layer if version == 2 and collective else 0  # FSDP2: one layer's all-gather output alive at the loss
-    name, forward, _ = _loss_moments(setup, base + [Part("gathered parameters", root + kept + ahead)])
-    _, _, loss = _loss_moments(setup, base + [Part("gathered parameters", root + kept + _backward_ahead(
+    name, forward, _ = _loss_moments(setup, base + [Part(P.GATHERED_PARAMETERS, root + kept + ahead)])
+    _, _, loss = _loss_moments(setup, base + [Part(P.GATHERED_PARAMETERS, root + kept + _backward_ahead(
         version, reshard, r if collective else 1, layer))])
     grads_layer = _ceil(w * t.layer_total, r)
     head = _ceil(w * (t.head + t.final_norm), r) if t.head else 0
     scatter = 2 * w * t.layer_total if collective else 0  # reduce-scatter input + full-size output (gloo)
-    gathered_bwd = [Part("gathered parameters", root + max(kept, 2 * layer)),
-                    Part("reduce-scatter", scatter + (g * t.layer_total if sharded else 0))]
+    gathered_bwd = [Part(P.GATHERED_PARAMETERS, root + max(kept, 2 * layer)),
+                    Part(P.REDUCE_SCATTER, scatter + (g * t.layer_total if sharded else 0))]
     layers = _layer_moments(setup, shape, base + gathered_bwd, head, grads_layer)
     # the root's reduce-scatter at the end: its input and output, and the unsharded head gradient not yet freed
     # (FSDP1: the embedding's too, cast to the fp32 reduce dtype under mixed precision); layers' shards are kept
@@ -636,10 +636,10 @@ def _fsdp(setup: Setup, shape: ModelShape, engine: Fsdp) -> Moments:
     else:
         unsharded = g * (t.head or t.embedding)
     kept_grads = w * shard if (version == 2 or not sharded) else t.layers * grads_layer
-    end = [*base, Part("gradients", kept_grads), Part("reduce-scatter", 2 * w * t.root if collective else 0),
-           Part("unsharded gradients", unsharded)]
-    step = [*base, Part("gradients", w * shard), Part("optimizer scratch", stepped.scratch)]
-    head_moment = _head_moment(setup, base + [Part("gathered parameters", root + kept + ahead)])
+    end = [*base, Part(P.GRADIENTS, kept_grads), Part(P.REDUCE_SCATTER, 2 * w * t.root if collective else 0),
+           Part(P.UNSHARDED_GRADIENTS, unsharded)]
+    step = [*base, Part(P.GRADIENTS, w * shard), Part(P.OPTIMIZER_SCRATCH, stepped.scratch)]
+    head_moment = _head_moment(setup, base + [Part(P.GATHERED_PARAMETERS, root + kept + ahead)])
     return {"forward": {name: forward},
             "backward": {M.LOSS_BACKWARD: loss, **head_moment, **layers, M.END_OF_BACKWARD: end},
             "optimizer": {M.OPTIMIZER_STEP: step}}
@@ -714,38 +714,38 @@ def _frozen(setup: Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gath
     place; Adafactor's per-tensor copies are not modelled with an adapter). `converted`: the 16-bit gradient
     partition is dropped once copied to fp32, before the inner step (ZeRO-1/2: stage_1_and_2.py `step`,
     `averaged_gradients[i] = None`; measured: lora-ds-z1-*, lora-ds-z2-*)."""
-    base = [Part("parameters", frozen.parameters), Part("optimizer states", frozen.optimizer_states),
-            Part("reduce bucket", gathered.bucket)]
+    base = [Part(P.PARAMETERS, frozen.parameters), Part(P.OPTIMIZER_STATES, frozen.optimizer_states),
+            Part(P.REDUCE_BUCKET, gathered.bucket)]
     at_loss, again, in_layer = gathered.at_loss, gathered.again, gathered.in_layer
-    name, forward, _ = _loss_moments(setup, base + [Part("gathered parameters", at_loss)], frozen.activations)
+    name, forward, _ = _loss_moments(setup, base + [Part(P.GATHERED_PARAMETERS, at_loss)], frozen.activations)
     forwards = {name: forward}
     if gathered.fetch:  # the flat output stays alive with its copies: every parameter of the fetch is registered
         # with its handle (partitioned_param_coordinator.py, `__inflight_param_registry`) until fetched for its
         # module, the last at the end of the forward (measured: lora-ds-z3-*)
         forwards[M.FIRST_FETCH] = [
-            *base, Part("gathered parameters", 2 * gathered.fetch),
-            Part("activations", frozen.activations - frozen.outside)]
-    _, _, loss = _loss_moments(setup, base + [Part("gathered parameters", again)], frozen.activations)
+            *base, Part(P.GATHERED_PARAMETERS, 2 * gathered.fetch),
+            Part(P.ACTIVATIONS, frozen.activations - frozen.outside)]
+    _, _, loss = _loss_moments(setup, base + [Part(P.GATHERED_PARAMETERS, again)], frozen.activations)
     transient = _layer_transient(shape, setup.tensors, setup.tokens, setup.c, weight_gradient=False)
-    top = [*base, Part("gathered parameters", in_layer), Part("activations", frozen.activations),
-           Part("gradients", frozen.head_gradient), Part("recomputed layer", frozen.recompute),
-           Part("layer backward", transient)]
-    end = [*base, Part("gradients", frozen.gradients)]
+    top = [*base, Part(P.GATHERED_PARAMETERS, in_layer), Part(P.ACTIVATIONS, frozen.activations),
+           Part(P.GRADIENTS, frozen.head_gradient), Part(P.RECOMPUTED_LAYER, frozen.recompute),
+           Part(P.LAYER_BACKWARD, transient)]
+    end = [*base, Part(P.GRADIENTS, frozen.gradients)]
     fp32 = F32 * frozen.trainable if frozen.fp32_gradients and not offload_optimizer else 0
     stepped = frozen.stepped or frozen.step_bytes * frozen.trainable
     largest = frozen.largest or stepped  # for-loop: one tensor at a time (tests/data/step/measured_lora.json)
     scratch = 0 if offload_optimizer or in_place else optimizer_step(  # torch's: by the bytes they step
         setup.optimizer, setup.impl, 1, [(stepped,)], largest=largest).scratch
     converted = converted and fp32 > 0
-    step = [*base, Part("gradients", 0 if converted else frozen.gradients), Part("fp32 gradients", fp32),
-            Part("optimizer scratch", scratch)]
-    steps = {M.OPTIMIZER_STEP: step}
+    step = [*base, Part(P.GRADIENTS, 0 if converted else frozen.gradients), Part(P.FP32_GRADIENTS, fp32),
+            Part(P.OPTIMIZER_SCRATCH, scratch)]
+    steps: dict[str, list[Part]] = {M.OPTIMIZER_STEP: step}
     if converted:
-        steps[M.FP32_PARTITION_COPY] = [*base, Part("gradients", frozen.gradients),
-                                                            Part("fp32 gradients", fp32)]
+        steps[M.FP32_PARTITION_COPY] = [*base, Part(P.GRADIENTS, frozen.gradients),
+                                                            Part(P.FP32_GRADIENTS, fp32)]
     return {"forward": forwards,
             "backward": {M.LOSS_BACKWARD: loss, M.TOP_LAYER: top,
-                         **_head_moment(setup, base + [Part("gathered parameters", again)], frozen.activations),
+                         **_head_moment(setup, base + [Part(P.GATHERED_PARAMETERS, again)], frozen.activations),
                          M.END_OF_BACKWARD: end},
             "optimizer": steps}
 
