@@ -55,3 +55,14 @@ def test_type_ignores_are_few_and_each_says_why():
     assert not unexplained, "each `# type: ignore[code]` needs `  # why` after it:\n" + "\n".join(unexplained)
     assert len(ignores) <= MAX_IGNORES, f"{len(ignores)} `# type: ignore`s (at most {MAX_IGNORES}):\n" + "\n".join(
         where for where, _ in ignores)
+
+
+def test_the_settings_literals_spell_the_memory_models_tuples():
+    """settings_model.py spells memory/precision.py's tuples as Literal types (mypy reads no Literal[tuple])."""
+    from typing import get_args
+
+    from zeromem_lsp.configs.settings_model import Optimizer, Precision
+    from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS
+
+    assert get_args(Precision) == PRECISIONS
+    assert get_args(Optimizer) == OPTIMIZERS
