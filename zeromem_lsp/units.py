@@ -166,9 +166,10 @@ def parse_bytes(text: str | int) -> int:
         unit = 1
     else:
         value, unit_text = _parse_number(text, what, _BYTE_HINT)
-        unit = _BYTE_LOOKUP.get(unit_text.lower())
-        if unit is None:
+        found_unit = _BYTE_LOOKUP.get(unit_text.lower())
+        if found_unit is None:
             raise UnitError(f"invalid {what} {_quote(text)}: {_BYTE_HINT}")
+        unit = found_unit
     result = value * unit
     if result < 0:
         raise UnitError(f"invalid {what} {_quote(text)}: must not be negative")
@@ -191,9 +192,10 @@ def parse_parameter_count(text: str | int) -> int:
         suffix = 1
     else:
         value, suffix_text = _parse_number(text, what, _PARAMETER_HINT)
-        suffix = _PARAMETER_LOOKUP.get(suffix_text.lower())
-        if suffix is None:
+        found_suffix = _PARAMETER_LOOKUP.get(suffix_text.lower())
+        if found_suffix is None:
             raise UnitError(f"invalid {what} {_quote(text)}: {_PARAMETER_HINT}")
+        suffix = found_suffix
     result = value * suffix
     if result.denominator != 1:
         raise UnitError(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from zeromem_lsp.analysis import Analysis
 from zeromem_lsp.document import Location, Member
@@ -17,12 +19,16 @@ class Cursor:
     object_path: KeyPath | None  # keys leading to the object in which a new key would go
 
 
+def _all_keys(steps: Sequence[str | int]) -> TypeGuard[Sequence[str]]:
+    return all(isinstance(step, str) for step in steps)
+
+
 def _keys_only(path: tuple[str | int, ...]) -> KeyPath | None:
     """The key path to a member (array indices after it dropped); None when an array is in between."""
     steps = list(path)
     while steps and isinstance(steps[-1], int):
         steps.pop()
-    return tuple(steps) if all(isinstance(step, str) for step in steps) else None  # type: ignore[return-value]
+    return tuple(steps) if _all_keys(steps) else None
 
 
 def cursor_at(analysis: Analysis, offset: int, kinds: tuple[str, ...] = ("deepspeed",)) -> Cursor | None:
@@ -36,8 +42,8 @@ def cursor_at(analysis: Analysis, offset: int, kinds: tuple[str, ...] = ("deepsp
     if location.in_key:
         object_path = member_path[:-1] if member_path else None
     elif not location.in_value and location.node is not None and location.node is location.object_node:
-        if all(isinstance(step, str) for step in location.path):  # blank space between members
-            object_path = tuple(location.path)  # type: ignore[assignment]
+        if _all_keys(location.path):  # blank space between members
+            object_path = tuple(location.path)
     return Cursor(location, member_path, object_path)
 
 

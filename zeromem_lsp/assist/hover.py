@@ -8,6 +8,7 @@ size. On any DeepSpeed or `zeromem` key: its documentation, from the same models
 from __future__ import annotations
 
 import textwrap
+from typing import TYPE_CHECKING, cast
 from dataclasses import dataclass
 
 from zeromem_lsp.analysis import Analysis
@@ -24,6 +25,9 @@ from zeromem_lsp.present import (
 )
 from zeromem_lsp.present import DDP_ASSUMED, below_state_line, ignored_key, no_fit, summary_table, verdict_line
 from zeromem_lsp.units import format_bytes, format_count, format_parameters
+
+if TYPE_CHECKING:
+    from zeromem_lsp.memory.adapter_plan import AdapterBreakdown
 
 RECIPE_KINDS = ("axolotl", "llamafactory", "trl")
 HOVER_KINDS = ("deepspeed", "accelerate", "fsdp", "hf-arguments", *RECIPE_KINDS)  # memory hover wherever a plan exists
@@ -101,11 +105,18 @@ def hover_at(analysis: Analysis, offset: int, shown: str | None = None) -> Hover
 SEQUENCE_KEYS = ("sequence_len", "cutoff_len", "max_length", "max_seq_length", "sequence_length")
 
 
+def _chosen(plan: MemoryPlan) -> str:
+    """The configured stage: a config's plan names one (only the estimate calculator's has None, and no hover)."""
+    assert plan.stage is not None, "a config's plan names its stage"
+    return plan.stage
+
+
 def longest_section(plan: MemoryPlan) -> str:
     """On a sequence-length key: the longest sequence whose peak fits the budget at the configured stage."""
     if plan.gpu_memory is None or not plan.peak_known or plan.stage is None:
         return ""
-    longest = plan.peak.largest("sequence_length", plan.stage, plan.gpu_memory)  # type: ignore[union-attr]
+    assert plan.peak is not None  # peak_known
+    longest = plan.peak.largest("sequence_length", plan.stage, plan.gpu_memory)
     label, budget = stage_label(plan.stage, plan.family), format_bytes(plan.gpu_memory)
     if longest is None:
         return f"**Longest sequence at {label}:** none fits {budget} per GPU, not even 1 token."
@@ -175,15 +186,15 @@ def breakdown_markdown(plan: MemoryPlan | Unplanned | None, setup: TrainingSetup
         return ""
     if isinstance(plan, Unplanned):
         return _missing(plan)
-    label = stage_label(plan.stage, plan.family)
-    if plan.peak_known and plan.judged_by(plan.stage) == "peak":
-        peak = plan.verdict_bytes(plan.stage)
+    label = stage_label(_chosen(plan), plan.family)
+    if plan.peak_known and plan.judged_by(_chosen(plan)) == "peak":
+        peak = plan.verdict_bytes(_chosen(plan))
         head = (f"**{label} {per_gpu_summary(plan.gpu_bytes, plan.gpu_memory)}** persistent model state "
                 f"(parameters, gradients, optimizer state); **peak {per_gpu_summary(peak, plan.gpu_memory)}** "
                 "— the largest phase of the training step and the reserve; what fits is judged on the peak.")
-    elif plan.peak_known:
+    elif plan.peak_known and plan.peak is not None:  # (peak_known: the peak is there)
         head = (f"**{label} {per_gpu_summary(plan.gpu_bytes, plan.gpu_memory)}** — persistent model state "
-                f"(parameters, gradients, optimizer state); {plan.peak.unknown(plan.stage)}, so what fits is "  # type: ignore[union-attr]
+                f"(parameters, gradients, optimizer state); {plan.peak.unknown(_chosen(plan))}, so what fits is "
                 "judged on model state.")
     else:
         head = (f"**{label} {per_gpu_summary(plan.gpu_bytes, plan.gpu_memory)}** — persistent model state "
@@ -235,6 +246,7 @@ def fsdp_dtype_line(plan: MemoryPlan) -> str:
 def peak_markdown(plan: MemoryPlan) -> list[str]:
     """The peak's arithmetic at the chosen stage and where each input came from (its figures are in the table)."""
     peak = plan.peak
+    assert peak is not None  # breakdown_markdown calls this when the plan has a peak
     inputs = [f"- {note}" for note in input_notes(peak)]
     if peak.missing:
         return ["**Peak per GPU: not computable yet.** Missing:", "", *[f"- {item}" for item in peak.missing],
@@ -245,7 +257,7 @@ def peak_markdown(plan: MemoryPlan) -> list[str]:
     if engine is not None and engine.value != plan.family:
         lines += ["", f"**Engine {engine.value}** — {engine.note}: the step the peak follows is {engine.value}'s; "
                   "the stages and model state stay the config's."]
-    chosen = plan.stage
+    chosen = _chosen(plan)
     lines += ["", f"- {stage_label(chosen, plan.family)}: {peak_sum(peak, chosen)}",
               f"- phases: {phase_peaks(peak, chosen)}",
               *[f"- {line}" for line in activation_lines(peak)], *inputs]
@@ -256,12 +268,12 @@ def buffer_cost_section(plan: MemoryPlan | Unplanned | None, key: str) -> str:
     """What a ZeRO buffer setting costs per GPU at the chosen stage (and at the others)."""
     if not isinstance(plan, MemoryPlan) or plan.peak is None or plan.peak.buffers is None or plan.family != "deepspeed":
         return ""
-    label = stage_label(plan.stage, plan.family)
+    label = stage_label(_chosen(plan), plan.family)
     if key in STAGE3_NOTES:
         return f"**Cost:** {STAGE3_NOTES[key]}."
     if key == "overlap_comm":
-        parts = plan.peak.buffers[plan.stage].parts
-        return f"**Buffers at {label}:** {buffer_sum(plan.peak.buffers[plan.stage])}" if parts else ""
+        parts = plan.peak.buffers[_chosen(plan)].parts
+        return f"**Buffers at {label}:** {buffer_sum(plan.peak.buffers[_chosen(plan)])}" if parts else ""
     costs = []
     for stage in plan.stages:
         part = next((part for part in plan.peak.buffers[stage].parts if part.name == key), None)
@@ -337,9 +349,10 @@ def input_lines(plan: MemoryPlan) -> list[str]:
     world_note = f" — {world.note}" if world else ""
     if inputs.adapter is not None:
         source = origins["parameters"].note if "parameters" in origins else "the model config"
-        lines = [f"- {line}" for line in adapter_lines(inputs.adapter)]
+        adapter = cast("AdapterBreakdown", inputs.adapter)  # what plan.Inputs.adapter holds (typed object there)
+        lines = [f"- {line}" for line in adapter_lines(adapter)]
         lines[0] += f" — parameters from {source}"
-        lines += [f"- R = {inputs.world_size} ranks{world_note}", *(f"- {note}" for note in inputs.adapter.notes)]
+        lines += [f"- R = {inputs.world_size} ranks{world_note}", *(f"- {note}" for note in adapter.notes)]
     elif inputs.parameters is not None and bpp is not None:
         count = inputs.parameters
         gradient_dtype = bpp.gradient_dtype_name
@@ -368,9 +381,10 @@ def _moved(offload: Offload, stage: str) -> str:
 
 
 def offload_text(plan: MemoryPlan, setup: TrainingSetup | None = None) -> str:
-    label = stage_label(plan.stage, plan.family)
+    label = stage_label(_chosen(plan), plan.family)
+    alternative: Offload
     if plan.offload.optimizer or plan.offload.param:
-        moved = _moved(plan.offload, plan.stage)
+        moved = _moved(plan.offload, _chosen(plan))
         if not moved:
             return f"Offload ({plan.offload.describe()}) has no effect at {label}."
         return (f"Offload ({plan.offload.describe()}) moves {moved} off the GPU at {label}: "
@@ -384,9 +398,9 @@ def offload_text(plan: MemoryPlan, setup: TrainingSetup | None = None) -> str:
     else:
         alternative, setting = Offload(optimizer="cpu"), deepspeed_setting(setup, "offload_optimizer", "cpu")
     placement = plan.placement_with(alternative)
-    return (f"Offload: none. {setting} would move {_moved(alternative, plan.stage)} "
-            f"to the host at {label}: {format_bytes(placement.gpu[plan.stage])}/GPU + "
-            f"{format_bytes(placement.host[plan.stage])} host per rank.")
+    return (f"Offload: none. {setting} would move {_moved(alternative, _chosen(plan))} "
+            f"to the host at {label}: {format_bytes(placement.gpu[_chosen(plan)])}/GPU + "
+            f"{format_bytes(placement.host[_chosen(plan)])} host per rank.")
 
 
 def offload_section(plan: MemoryPlan | Unplanned | None, setup: TrainingSetup | None = None) -> str:
@@ -401,7 +415,7 @@ def offload_section(plan: MemoryPlan | Unplanned | None, setup: TrainingSetup | 
         label = stage_label(stage, plan.family)
         rows.append(_row(["▶" if chosen else "", f"**{label}**" if chosen else label,
                           format_bytes(gpu[stage]), format_bytes(host[stage])]))
-    head = (f"**Offload at {stage_label(plan.stage, plan.family)}** ({plan.offload.describe()}): "
+    head = (f"**Offload at {stage_label(_chosen(plan), plan.family)}** ({plan.offload.describe()}): "
             f"GPU {format_bytes(plan.gpu_bytes)} · host {format_bytes(plan.host_bytes)} per rank")
     return "\n".join([head, "", offload_text(plan, setup), "", *rows])
 
@@ -415,9 +429,9 @@ def world_size_section(setup: TrainingSetup, settings: ZeromemSettings) -> str:
     if implied is not None:
         text = (f"**Implied world size: {implied} ranks** = train_batch_size / (micro batch × accumulation) "
                 f"= {train} / ({micro} × {steps})")
-    elif None not in (train, micro, steps):
+    elif train is not None and micro is not None and steps is not None:
         text = (f"**No whole world size:** train_batch_size {train} is not a multiple of "
-                f"micro batch × accumulation = {micro} × {steps} = {micro * steps}")  # type: ignore[operator]
+                f"micro batch × accumulation = {micro} × {steps} = {micro * steps}")
     else:
         missing = [name for name, value in zip(BATCH_KEYS, (train, micro, steps)) if value is None]
         text = "**World size:** implied once all three batch sizes are set (missing: " + ", ".join(f"`{m}`" for m in missing) + ")"

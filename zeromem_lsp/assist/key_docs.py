@@ -73,9 +73,9 @@ def _in_effect(name: str, value: object) -> str:
     if not isinstance(value, int) or isinstance(value, bool):
         return f"`{_json(value)}`"
     if name in BYTE_SETTINGS:
-        return human_and_exact(value)  # type: ignore[arg-type]
+        return human_and_exact(value)
     if name == "parameters":
-        return f"{format_parameters(value)} ({format_count(value)})"  # type: ignore[arg-type]
+        return f"{format_parameters(value)} ({format_count(value)})"
     return f"`{_json(value)}`"
 
 

@@ -152,7 +152,8 @@ def run(args) -> int:
     result = check(args, fixes)
     colour = args.format == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     summary = run_summary(result)
-    shown, folded = result.files, []
+    folded: list[str] = []
+    shown = result.files
     if args.format == "text" and not args.verbose and any(Path(path).is_dir() for path in args.paths):
         shown, folded = fold_launch_files(result.files)
     if fixes and args.diff:

@@ -23,7 +23,7 @@ def classify(inventory: dict[str, dict[str, Entry]], fmt: str, key: str) -> Entr
 
 
 def _parents(keys) -> frozenset[str]:
-    found = set()
+    found: set[str] = set()
     for key in keys:
         parts = key.split(".")
         found.update(".".join(parts[:end]) for end in range(1, len(parts)))

@@ -12,7 +12,7 @@ importing pydantic only when it is certain the values are valid — the same che
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zeromem_lsp.configs.model_config import MAX_COUNT, MAX_SIZE
 from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS
@@ -39,6 +39,43 @@ class ZeromemSettings:
 
     __slots__ = SETTING_NAMES
     model_fields = _ModelFields()
+
+    if TYPE_CHECKING:  # the slots (SETTING_NAMES) as settings_model.ZeromemSettingsModel validates them
+        parameters: int | ParametersFromConfig | None
+        parameter_bytes: int | None
+        gradient_bytes: int | None
+        optimizer_bytes: int | None
+        precision: str | None
+        optimizer: str | None
+        world_size: int | None
+        gpu_memory: int | None
+        warn_fraction: float | None
+        sequence_length: int | None
+        micro_batch: int | None
+        gradient_accumulation_steps: int | None
+        gradient_checkpointing: bool | None
+        attention: str | None
+        reserved: int | None
+        engine: str | None
+        fsdp_version: int | None
+        param_dtype: str | None
+        optimizer_impl: str | None
+        lora_rank: int | None
+        lora_targets: tuple[str, ...] | str | TargetRegex | None
+        modules_to_save: tuple[str, ...] | None
+        dora: bool | None
+        quantization: str | None
+        double_quant: bool | None
+        exclude_modules: tuple[str, ...] | str | TargetRegex | None
+        layers_to_transform: tuple[int, ...] | None
+        layers_pattern: tuple[str, ...] | None
+        lora_rank_pattern: tuple[tuple[str, int], ...] | None
+        target_parameters: tuple[str, ...] | None
+        lora_target_linear: bool | None
+        accelerate_config: str | None
+        loss_kernel: str | None
+        trainer: str | None
+        precompute_ref_log_probs: bool | None
 
     def __init__(self, **values: Any):
         checked = certainly_valid(values)

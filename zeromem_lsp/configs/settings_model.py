@@ -13,7 +13,6 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from zeromem_lsp.configs import settings_values as plain
 from zeromem_lsp.configs.settings_values import BYTE_SIZE_PATTERN, COUNT_PATTERN, SETTING_NAMES, SettingProblem
 from zeromem_lsp.configs.model_config import MAX_COUNT, MAX_SIZE
-from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS
 
 ByteSize = Annotated[
     int,
@@ -74,8 +73,9 @@ ModuleNames = Annotated[
     WithJsonSchema({"anyOf": [{"type": "string", "minLength": 1, "description": "names separated by commas"},
                               _NAMES_SCHEMA]}),
 ]
-Precision = Literal[PRECISIONS]  # type: ignore[valid-type]
-Optimizer = Literal[OPTIMIZERS]  # type: ignore[valid-type]
+# memory/precision.py's PRECISIONS and OPTIMIZERS, spelled as types (tests/unit/test_types.py checks they agree)
+Precision = Literal["fp32", "fp16", "bf16"]
+Optimizer = Literal["adam", "adamw", "sgd", "sgd_momentum", "lion", "adagrad", "lamb", "adam8bit", "adafactor"]
 
 
 class ParametersFromConfigModel(BaseModel):
@@ -120,7 +120,7 @@ def _whole_version(value: object) -> object:
     return value
 
 
-FsdpVersion = Annotated[Literal[plain.FSDP_VERSIONS], BeforeValidator(_whole_version)]  # type: ignore[valid-type]
+FsdpVersion = Annotated[plain.FsdpVersionNumber, BeforeValidator(_whole_version)]
 
 
 class ZeromemSettingsModel(BaseModel):
@@ -176,7 +176,7 @@ class ZeromemSettingsModel(BaseModel):
         description="Whether the training script enables gradient (activation) checkpointing; default: the "
         "config's `gradient_checkpointing` / `activation_checkpointing`, else false.",
     )
-    attention: Literal[plain.ATTENTIONS] | None = Field(  # type: ignore[valid-type]
+    attention: plain.Attention | None = Field(
         None, description="Attention implementation for the activation estimate: `sdpa` (default; what flash "
         "attention keeps too) or `eager` (keeps the s×s probabilities).",
     )
@@ -184,7 +184,7 @@ class ZeromemSettingsModel(BaseModel):
         None, description='Per-GPU bytes for the CUDA context, library workspaces and the allocator, added to the '
         'peak; default "1GiB" (docs/memory-model.md).', examples=["1GiB"],
     )
-    engine: Literal[plain.ENGINES] | None = Field(  # type: ignore[valid-type]
+    engine: plain.Engine | None = Field(
         None, description="What runs the training step, for the peak: `torch` (one process or DDP), `deepspeed` "
         "or `fsdp`; default: what the config is (a ds_config: deepspeed; an FSDP config: fsdp). It names the "
         "step the peak models; ZeRO stages and model state still come from the config.",
@@ -194,11 +194,11 @@ class ZeromemSettingsModel(BaseModel):
         "is FSDP, for the peak and the adapter's state; default: the config's `fsdp_version` / `version`, else what "
         "its loader runs (Accelerate YAML and axolotl 1, a Transformers fsdp_config 2; docs/fsdp-accelerate.md).",
     )
-    param_dtype: Literal[plain.PARAM_DTYPES] | None = Field(  # type: ignore[valid-type]
+    param_dtype: plain.ParamDtype | None = Field(
         None, description="The dtype the weights are stored in, for the peak; default per engine: deepspeed "
         "the 16-bit precision, fsdp fp32 (Accelerate upcasts the shards), torch the training precision.",
     )
-    optimizer_impl: Literal[plain.OPTIMIZER_IMPLS] | None = Field(  # type: ignore[valid-type]
+    optimizer_impl: plain.OptimizerImpl | None = Field(
         None, description="torch AdamW's implementation, for the optimizer step's scratch: `foreach` (default: "
         "what runs on a GPU), `for-loop` or `fused`; a ds_config `optimizer` section runs DeepSpeed's FusedAdam "
         "(fused).",
@@ -221,11 +221,11 @@ class ZeromemSettingsModel(BaseModel):
     dora: bool | None = Field(
         None, strict=True, description="DoRA (use_dora): adds one magnitude vector per adapted weight.",
     )
-    quantization: Literal[plain.QUANTIZATIONS] | None = Field(  # type: ignore[valid-type]
+    quantization: plain.Quantization | None = Field(
         None, description="How the frozen base is stored (bitsandbytes, QLoRA): `none` (the model dtype, default), "
         "`int8`, `nf4` or `fp4`; the output head, embeddings and norms stay 16-bit.",
     )
-    loss_kernel: Literal[plain.LOSS_KERNELS] | None = Field(  # type: ignore[valid-type]
+    loss_kernel: plain.LossKernel | None = Field(
         None, description="The causal-LM loss the step runs: `hf` (Transformers' ForCausalLMLoss, default: fp32 "
         "log-softmax and gradients of tokens × vocabulary), `liger_flce` (Liger's fused linear cross-entropy), "
         "`cut_cross_entropy` (cut-cross-entropy) or `chunked_ce` (axolotl's chunked_cross_entropy); recipes set it "
@@ -267,7 +267,7 @@ class ZeromemSettingsModel(BaseModel):
         "(num_processes), distributed_type and mixed_precision fill the recipe's plan (docs/recipes.md).",
         examples=["recipes/accelerate_configs/zero3.yaml"],
     )
-    trainer: Literal[plain.TRAINERS] | None = Field(  # type: ignore[valid-type]
+    trainer: plain.Trainer | None = Field(
         None, description="What trains, for the peak: `sft` (default: the model's own loss), `dpo` or `kto` (TRL's "
         "DPOTrainer / KTOTrainer: a frozen reference model beside the policy unless it is a PEFT model, DPO's chosen "
         "and rejected rows stacked, TRL's fused LM head), `orpo`, `simpo`, `cpo` (TRL's reference-free trainers: "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 from zeromem_lsp.units import UnitError, format_bytes, format_count, parse_bytes, parse_parameter_count
 
@@ -51,22 +51,31 @@ SETTING_NAMES = (
 BYTE_SIZE_PATTERN = r"^\s*[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*([kKMGTPE]i?[bB]?|[bB])?\s*$"
 COUNT_PATTERN = r"^\s*[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*[kKmMbBtT]?\s*$"
 DEFAULT_WARN_FRACTION = 0.9
-ATTENTIONS = ("sdpa", "eager")
+# Each choice is a Literal type (settings_model.py's fields) and the tuple of its values.
+Attention = Literal["sdpa", "eager"]
+ATTENTIONS: tuple[Attention, ...] = get_args(Attention)
 #: What runs the step (the peak's phases differ): plain torch / DDP, DeepSpeed ZeRO, FSDP.
-ENGINES = ("torch", "deepspeed", "fsdp")
+Engine = Literal["torch", "deepspeed", "fsdp"]
+ENGINES: tuple[Engine, ...] = get_args(Engine)
 #: FSDP1 (FullyShardedDataParallel) or FSDP2 (fully_shard), when the engine is fsdp.
-FSDP_VERSIONS = (1, 2)
+FsdpVersionNumber = Literal[1, 2]
+FSDP_VERSIONS: tuple[FsdpVersionNumber, ...] = get_args(FsdpVersionNumber)
 #: The dtype the weights are stored in.
-PARAM_DTYPES = ("bf16", "fp16", "fp32")
+ParamDtype = Literal["bf16", "fp16", "fp32"]
+PARAM_DTYPES: tuple[ParamDtype, ...] = get_args(ParamDtype)
 #: torch.optim's AdamW implementations (foreach: the GPU default; fused: also DeepSpeed's FusedAdam).
-OPTIMIZER_IMPLS = ("foreach", "for-loop", "fused")
+OptimizerImpl = Literal["foreach", "for-loop", "fused"]
+OPTIMIZER_IMPLS: tuple[OptimizerImpl, ...] = get_args(OptimizerImpl)
 #: The causal-LM loss the step runs: Transformers' ForCausalLMLoss, Liger's fused linear cross-entropy,
 #: cut-cross-entropy, axolotl's chunked cross-entropy (memory/loss_and_reference.py).
-LOSS_KERNELS = ("hf", "liger_flce", "cut_cross_entropy", "chunked_ce")
+LossKernel = Literal["hf", "liger_flce", "cut_cross_entropy", "chunked_ce"]
+LOSS_KERNELS: tuple[LossKernel, ...] = get_args(LossKernel)
 #: How the frozen base is stored (bitsandbytes): none (the model dtype), int8, nf4, fp4 (memory/adapters.py).
-QUANTIZATIONS = ("none", "int8", "nf4", "fp4")
+Quantization = Literal["none", "int8", "nf4", "fp4"]
+QUANTIZATIONS: tuple[Quantization, ...] = get_args(Quantization)
 #: What trains (the step's loss and a frozen reference model): sft, or a preference trainer (memory/preference.py).
-TRAINERS = ("sft", "dpo", "kto", "orpo", "simpo", "cpo", "grpo")
+Trainer = Literal["sft", "dpo", "kto", "orpo", "simpo", "cpo", "grpo"]
+TRAINERS: tuple[Trainer, ...] = get_args(Trainer)
 #: GRPOConfig's keys the GRPO step reads (memory/grpo.py), written in a recipe or given as estimate's options
 GRPO_KEYS = ("max_completion_length", "steps_per_generation", "beta", "use_vllm")
 #: TRL GRPOConfig's max_completion_length default (trl/trainer/grpo_config.py, TRL 1.16).
@@ -151,7 +160,11 @@ def check_reserve(value: object) -> object:
 
 def decimal_budget_note(value: object) -> str | None:
     """For a GPU budget written in decimal gigabytes ("80GB"): a GPU sold as "80 GB" has 80 GiB."""
-    if not isinstance(value, str) or _UNIT_LETTERS.search(value.strip()).group().strip().lower() not in ("g", "gb"):
+    if not isinstance(value, str):
+        return None
+    letters = _UNIT_LETTERS.search(value.strip())
+    assert letters is not None  # it matches at the end of any text
+    if letters.group().strip().lower() not in ("g", "gb"):
         return None
     try:
         size = parse_bytes(value)

@@ -7,6 +7,8 @@ json.load keeps `1.0` a float, so this applies only where DeepSpeed itself opens
 
 from __future__ import annotations
 
+from typing import Any
+
 HJSON_INT_LIMIT = 1e10  # hjson: `if int(res) == res and abs(res) < 1e10: res = int(res)`
 
 
@@ -14,7 +16,8 @@ def hjson_numbers(value: object) -> object:
     """`value` with every whole float below 1e10 made an int, as hjson reads it (a new tree; no
     recursion, so a deeply nested document is no problem)."""
     root = [value]
-    pending: list[tuple[list | dict, object]] = [(root, 0)]
+    # (a list and an index in it, or a dict and one of its keys): Any, as list and dict take different keys
+    pending: list[tuple[Any, Any]] = [(root, 0)]
     while pending:
         parent, key = pending.pop()
         item = parent[key]
@@ -22,9 +25,9 @@ def hjson_numbers(value: object) -> object:
             if item.is_integer() and abs(item) < HJSON_INT_LIMIT:
                 parent[key] = int(item)
         elif isinstance(item, dict):
-            parent[key] = copy = dict(item)
-            pending.extend((copy, name) for name in copy)
+            parent[key] = members = dict(item)
+            pending.extend((members, name) for name in members)
         elif isinstance(item, list):
-            parent[key] = copy = list(item)
-            pending.extend((copy, index) for index in range(len(copy)))
+            parent[key] = items = list(item)
+            pending.extend((items, index) for index in range(len(items)))
     return root[0]

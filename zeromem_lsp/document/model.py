@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from typing import Any
 
 from .positions import LineIndex
 
@@ -40,7 +41,7 @@ class Node:
                 return member
         return None
 
-    def decoded(self) -> dict | list | None:
+    def decoded(self) -> dict[str, object] | list[object] | None:
         """The plain value of a container decoded while parsing (strict JSON), else None."""
         return None
 
@@ -157,8 +158,10 @@ class Document:
         return result
 
     @staticmethod
-    def _fill(root: Node, result: dict | list) -> None:
-        pending: list[tuple[Node, object]] = [(root, result)]
+    def _fill(root: Node, result: dict[str, object] | list[object]) -> None:
+        # (node, its container): an object node's dict, an array node's list; Any, as the pairing
+        # of node.kind and the container's type is not one mypy follows
+        pending: list[tuple[Node, Any]] = [(root, result)]
         while pending:
             node, target = pending.pop()
             if node.kind == "object":
@@ -168,17 +171,17 @@ class Document:
                         continue
                     container = _empty(child)
                     if container is None:
-                        target[member.key] = child.value  # type: ignore[index]
+                        target[member.key] = child.value
                     else:
-                        target[member.key] = container  # type: ignore[index]
+                        target[member.key] = container
                         pending.append((child, container))
             else:
                 for child in node.items or ():
                     container = _empty(child)
                     if container is None:
-                        target.append(child.value)  # type: ignore[attr-defined]
+                        target.append(child.value)
                     else:
-                        target.append(container)  # type: ignore[attr-defined]
+                        target.append(container)
                         pending.append((child, container))
 
     def find(self, path: tuple[str | int, ...]) -> Member | Node | None:
@@ -276,7 +279,7 @@ def _node_start(node: Node) -> int:
     return node.start
 
 
-def _empty(node: Node) -> dict | list | None:
+def _empty(node: Node) -> dict[str, object] | list[object] | None:
     if node.kind == "object":
         return {}
     if node.kind == "array":

@@ -15,15 +15,17 @@ import json
 
 import gc
 import re
+from typing import cast
 
 from .model import Document, Member, Node, Problem
-from .positions import LineIndex
+from .positions import LineIndex, always_matches
 from .strict_json import parse_strict
 
 __all__ = ["parse_document"]
 
-_WS = re.compile(r"[ \t\n\r]*")  # hjson's WHITESPACE; other white space is text
-_TABS = re.compile(r"[\t ]*")
+# The patterns that match the empty string are kept as their `match` (typed as never None).
+_WS_MATCH = always_matches(re.compile(r"[ \t\n\r]*"))  # hjson's WHITESPACE; other white space is text
+_TABS_MATCH = always_matches(re.compile(r"[\t ]*"))
 _EOL = re.compile(r"[\r\n]")
 # Where hjson stops to test whether a quoteless value is a number / true / false / null.
 _STOP = re.compile(r"[,}\]\r\n#]|/[/*]")
@@ -31,9 +33,9 @@ _STOP = re.compile(r"[,}\]\r\n#]|/[/*]")
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?")
 _DQ_SIMPLE = re.compile(r'"([^"\\\x00-\x1f]*)"')
 _SQ_SIMPLE = re.compile(r"'([^'\\\x00-\x1f]*)'")
-_DQ_CHUNK = re.compile(r'[^"\\\x00-\x1f]*')
-_SQ_CHUNK = re.compile(r"[^'\\\x00-\x1f]*")
-_KEY_WORD = re.compile(r"[^: \t\n\r{}\[\],]*")
+_DQ_CHUNK_MATCH = always_matches(re.compile(r'[^"\\\x00-\x1f]*'))
+_SQ_CHUNK_MATCH = always_matches(re.compile(r"[^'\\\x00-\x1f]*"))
+_KEY_WORD_MATCH = always_matches(re.compile(r"[^: \t\n\r{}\[\],]*"))
 # Fast path for the usual member: "key": "string" | number | true | false | null, where the
 # scalar is followed by what makes hjson end it there; anything else takes the general path.
 _MEMBER_FAST = re.compile(
@@ -137,7 +139,7 @@ class _Parser:
         """Skip hjson white space and comments from ``i``; record comments."""
         text, n = self.text, self.n
         while True:
-            i = _WS.match(text, i).end()
+            i = _WS_MATCH(text, i).end()
             if i >= n:
                 return i
             char = text[i]
@@ -167,11 +169,11 @@ class _Parser:
         simple = (_DQ_SIMPLE if quote == '"' else _SQ_SIMPLE).match(text, i)
         if simple is not None:
             return simple.group(1), simple.end(), True
-        chunk = _DQ_CHUNK if quote == '"' else _SQ_CHUNK
+        chunk = _DQ_CHUNK_MATCH if quote == '"' else _SQ_CHUNK_MATCH
         parts: list[str] = []
         j = i + 1
         while True:
-            k = chunk.match(text, j).end()
+            k = chunk(text, j).end()
             if k > j:
                 parts.append(text[j:k])
             if k >= n:
@@ -269,10 +271,10 @@ class _Parser:
         if text[i] in "\"'":
             _, end, ok = self.scan_string(i, [])
             return ok and text[self.skip(end, record=False) : self.skip(end, record=False) + 1] == ":"
-        end = _KEY_WORD.match(text, i).end()
+        end = _KEY_WORD_MATCH(text, i).end()
         if end == i:
             return False
-        j = _WS.match(text, end).end()
+        j = _WS_MATCH(text, end).end()
         return text[j : j + 1] == ":"
 
     # -- containers ----------------------------------------------------------------
@@ -328,10 +330,12 @@ class _Parser:
 
     def new_member(self, frame: _Frame, key: str, start: int, end: int, colon: int | None) -> Member:
         member = Member(key, start, end, None, start, end, colon)
-        frame.node.members.append(member)  # type: ignore[union-attr]
-        first = frame.seen.get(key)  # type: ignore[union-attr]
+        # an object's frame: its node has members and the frame its seen keys
+        cast("list[Member]", frame.node.members).append(member)
+        seen = cast("dict[str, Member]", frame.seen)
+        first = seen.get(key)
         if first is None:
-            frame.seen[key] = member  # type: ignore[index]
+            seen[key] = member
         else:
             self.duplicate(member, first)
         frame.pending = member
@@ -356,10 +360,12 @@ class _Parser:
         problems = self.problems
         add = problems.append
         stack = self.stack
-        ws_match = _WS.match
+        ws_match = _WS_MATCH
         member_fast = _MEMBER_FAST.match
         after_fast = _AFTER_FAST.match
         root: Node | None = None
+        member: Member | None  # the member a value goes to
+        value: object  # a scalar's value
 
         i = 0
         if text.startswith("\ufeff"):
@@ -397,8 +403,9 @@ class _Parser:
                     # Fast path for plain JSON: runs of `"key": scalar | { | [` members, closing
                     # braces and commas are handled here without going round the main loop.
                     top = stack[-1]
-                    members = top.node.members
-                    seen = top.seen
+                    # an object's frame (state _KEY): its node has members and the frame its seen keys
+                    members = cast("list[Member]", top.node.members)
+                    seen = cast("dict[str, Member]", top.seen)
                     while True:
                         match = member_fast(text, i)
                         if match is None:
@@ -407,11 +414,11 @@ class _Parser:
                         key_end = match.end(1) + 1
                         colon = match.start(2)
                         member = Member(key, i, key_end, None, i, key_end, colon)
-                        members.append(member)  # type: ignore[union-attr]
-                        if key in seen:  # type: ignore[operator]
-                            self.duplicate(member, seen[key])  # type: ignore[index]
+                        members.append(member)
+                        if key in seen:
+                            self.duplicate(member, seen[key])
                         else:
-                            seen[key] = member  # type: ignore[index]
+                            seen[key] = member
                         top.pending = member
                         top.comma = None
                         string = match.group(3)
@@ -437,8 +444,8 @@ class _Parser:
                                 member.value = node
                                 top = _Frame(node, True, member)
                                 stack.append(top)
-                                members = node.members
-                                seen = top.seen
+                                members = cast("list[Member]", node.members)
+                                seen = cast("dict[str, Member]", top.seen)
                                 i = ws_match(text, start + 1).end()
                                 continue
                             start = match.start(4)
@@ -467,8 +474,8 @@ class _Parser:
                         if state != _OBJ_AFTER or match is None or match.group(1) != ",":
                             break
                         top.comma = match.start(1)
-                        members = top.node.members
-                        seen = top.seen
+                        members = cast("list[Member]", top.node.members)
+                        seen = cast("dict[str, Member]", top.seen)
                         i = ws_match(text, match.end()).end()
                         state = _KEY
                     if state != _KEY or text[i : i + 1] != '"':
@@ -513,7 +520,7 @@ class _Parser:
                     state = _VALUE
                     continue
                 else:
-                    end = _KEY_WORD.match(text, i).end()
+                    end = _KEY_WORD_MATCH(text, i).end()
                     after = ws_match(text, end).end()
                     # hjson strips (Unicode) white space off the key only when blanks precede ':'
                     key = text[i:end].rstrip() if after > end else text[i:end]
@@ -550,20 +557,20 @@ class _Parser:
                 continue
 
             if state == _VALUE:
-                top = stack[-1] if stack else None
+                parent = stack[-1] if stack else None
                 if char == "{" or char == "[":
                     is_object = char == "{"
                     node = Node("object", i, i + 1, None, None, [], None) if is_object else Node(
                         "array", i, i + 1, None, None, None, []
                     )
                     member = None
-                    if top is None:
+                    if parent is None:
                         root = node
-                    elif top.is_object:
-                        member = top.pending
-                        member.value = node  # type: ignore[union-attr]
+                    elif parent.is_object:
+                        member = cast(Member, parent.pending)  # the member whose key was read
+                        member.value = node
                     else:
-                        top.node.items.append(node)  # type: ignore[union-attr]
+                        cast("list[Node]", parent.node.items).append(node)
                     stack.append(_Frame(node, is_object, member))
                     i += 1
                     state = _KEY if is_object else _ARR_FIRST
@@ -582,41 +589,41 @@ class _Parser:
                         self.error("Unexpected ':'", i, i + 1)
                         i += 1
                         continue
-                    if top is None:
+                    if parent is None:
                         if char:
                             self.error(f"Expected a value, found '{char}'", i, i + 1)
                         else:
                             self.error("Unexpected end of input: expected a value", i, i)
                         break
-                    if top.is_object:
-                        member = top.pending
+                    if parent.is_object:
+                        member = parent.pending
                         if member is not None and member.colon is not None:
                             self.error(f"Missing value for {_short(member.key)}", member.colon, member.colon + 1)
-                        top.last_ok = False
+                        parent.last_ok = False
                         state = _OBJ_AFTER
                     else:
                         if char == ",":
                             self.error("Missing value before ','", i, i + 1)
-                        top.last_ok = False
+                        parent.last_ok = False
                         state = _ARR_AFTER
                     continue
                 else:
                     node, i = self.scan_quoteless(i, char)
                 # a scalar value is complete
-                if top is None:
+                if parent is None:
                     root = node
                     state = _DONE
-                elif top.is_object:
-                    member = top.pending
-                    member.value = node  # type: ignore[union-attr]
-                    member.end = node.end  # type: ignore[union-attr]
-                    top.last_end = node.end
-                    top.last_ok = True
+                elif parent.is_object:
+                    member = cast(Member, parent.pending)  # the member whose key was read
+                    member.value = node
+                    member.end = node.end
+                    parent.last_end = node.end
+                    parent.last_ok = True
                     state = _OBJ_AFTER
                 else:
-                    top.node.items.append(node)  # type: ignore[union-attr]
-                    top.last_end = node.end
-                    top.last_ok = True
+                    cast("list[Node]", parent.node.items).append(node)
+                    parent.last_end = node.end
+                    parent.last_ok = True
                     state = _ARR_AFTER
                 continue
 
@@ -707,7 +714,7 @@ class _Parser:
                 return Node("null", i, i + 4, None, None, None, None), stop
         elif first == "-" or "0" <= first <= "9":
             number = _NUMBER.match(text, i)
-            if number is not None and _TABS.match(text, number.end()).end() == stop:
+            if number is not None and _TABS_MATCH(text, number.end()).end() == stop:
                 raw = number.group(0)
                 value = _number(raw)
                 if value in _INFINITIES:

@@ -12,12 +12,26 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from itertools import accumulate
+from typing import Protocol, cast
 
-__all__ = ["ENCODINGS", "LineIndex"]
+__all__ = ["ENCODINGS", "AlwaysMatch", "LineIndex", "always_matches"]
 
 ENCODINGS = ("utf-8", "utf-16", "utf-32")
 
 _LINE_BREAK = re.compile(r"\r\n?|\n")
+
+
+class AlwaysMatch(Protocol):
+    """``pattern.match`` of a pattern that matches the empty string: it never answers None."""
+
+    def __call__(self, string: str, pos: int = 0, /) -> re.Match[str]: ...
+
+
+def always_matches(pattern: re.Pattern[str]) -> AlwaysMatch:
+    """``pattern.match`` itself, typed as never None (the scanners' ``[ \\t]*``-like patterns)."""
+    if pattern.match("") is None:
+        raise ValueError(f"{pattern.pattern!r} does not match the empty string")
+    return cast(AlwaysMatch, pattern.match)
 
 
 def _check_encoding(encoding: str) -> str:

@@ -16,6 +16,8 @@ scanned again from the new text when first read (``LazyNode``), so nothing old i
 
 from __future__ import annotations
 
+from typing import cast
+
 from .model import Document, Member, Node
 from .strict_json import LazyNode, decode_value, new_root
 
@@ -45,15 +47,17 @@ def reparse(previous: Document, text: str, start: int, old_end: int, new_end: in
         return None  # the edit reached past the value (a comma, a new member...)
     moved = [value if i == index else _moved(child, i > index, delta, text, is_object)
              for i, child in enumerate(children)]
+    data: dict[str, object] | list[object]
+    # the root was scanned (root.text is None): its data is the decoded dict / list
     if is_object:
         old_member = children[index]
         moved[index] = Member(old_member.key, old_member.key_start, old_member.key_end, value,
                               old_member.start, value.end, old_member.colon)
-        data = dict(root.data)
-        data[old_member.key] = _decoded(value)
+        data = members = dict(cast("dict[str, object]", root.data))
+        members[old_member.key] = _decoded(value)
     else:
-        data = list(root.data)
-        data[index] = _decoded(value)
+        data = items = list(cast("list[object]", root.data))
+        items[index] = _decoded(value)
     spliced = new_root(root.kind, root.start, root.end + delta, moved, data)
     return Document(text, spliced, [], previous.lines.spliced(text, start, old_end, new_end))
 

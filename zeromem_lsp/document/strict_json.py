@@ -13,15 +13,21 @@ decoded values without visiting those blocks.
 from __future__ import annotations
 
 import json
+import json.decoder
+import json.scanner
 import re
-from json.decoder import scanstring
+from collections.abc import Callable
+from typing import Any, cast
 
 from .model import Document, Member, Node
-from .positions import LineIndex
+from .positions import LineIndex, always_matches
 
 __all__ = ["LazyNode", "decode_value", "new_root", "parse_strict"]
 
 _WS = re.compile(r"[ \t\n\r]*")
+_WS_MATCH = always_matches(_WS)
+# json.decoder's scanstring (the C one): (text, after the opening quote) -> (string, end); typeshed leaves it out
+scanstring: Callable[[str, int], tuple[str, int]] = getattr(json.decoder, "scanstring")
 _MEMBERS = Node.__dict__["members"]  # the slot descriptors LazyNode's properties wrap
 _ITEMS = Node.__dict__["items"]
 
@@ -33,7 +39,7 @@ class _NotStrict(Exception):
 _DECLINED = (_NotStrict, ValueError, RecursionError, IndexError, StopIteration)  # json's errors, huge ints, bad text
 
 
-def _pairs(pairs: list[tuple[str, object]]) -> dict:
+def _pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
     result = dict(pairs)
     if len(result) != len(pairs):
         raise _NotStrict  # duplicate keys: the tolerant parser reports them with positions
@@ -51,14 +57,18 @@ def _no_constant(raw: str) -> object:
     raise _NotStrict  # NaN / Infinity are not JSON
 
 
-_SCAN = json.scanner.make_scanner(json.JSONDecoder(
-    object_pairs_hook=_pairs, parse_float=_finite, parse_constant=_no_constant))
+# (text, start) -> (decoded value, end); raises StopIteration where no value starts. typeshed types the
+# scanner's context as a make_scanner (its TODO: a duck type of the attributes a JSONDecoder has).
+_SCAN = json.scanner.make_scanner(cast(json.scanner.make_scanner, json.JSONDecoder(
+    object_pairs_hook=_pairs, parse_float=_finite, parse_constant=_no_constant)))
 
 
-def _scanned_on_read(slot) -> property:
-    """A property over Node's slot that scans the container's text the first time it is read."""
+def _scanned_on_read(slot: Any) -> Any:
+    """A property over Node's slot that scans the container's text the first time it is read.
 
-    def read(node: LazyNode):
+    Typed Any: it stands in for Node's ``list[...] | None`` slot attribute, which a property is not."""
+
+    def read(node: LazyNode) -> object:
         if node.text is not None:
             node._scan()
         return slot.__get__(node)
@@ -71,27 +81,29 @@ class LazyNode(Node):
 
     __slots__ = ("text", "data")
 
-    def __init__(self, kind: str, start: int, end: int, text: str | None, data: object) -> None:
+    def __init__(self, kind: str, start: int, end: int, text: str | None,
+                 data: dict[str, object] | list[object] | None) -> None:
         Node.__init__(self, kind, start, end)
         self.text = text  # None once scanned
         self.data = data  # the decoded dict / list
 
-    def decoded(self) -> dict | list | None:
+    def decoded(self) -> dict[str, object] | list[object] | None:
         return self.data
 
-    members = _scanned_on_read(_MEMBERS)  # type: ignore[assignment]
-    items = _scanned_on_read(_ITEMS)  # type: ignore[assignment]
+    members = _scanned_on_read(_MEMBERS)
+    items = _scanned_on_read(_ITEMS)
 
-    def _scan(self) -> list | dict:
+    def _scan(self) -> list[object] | dict[str, object]:
         """Make the members / items from the text; return their decoded values as a dict / list.
 
         Raises _NotStrict where the text is not strict JSON (only the root can meet that: every
         other container was decoded by the C scanner before it was made)."""
         text, self.text = self.text, None
-        ws = _WS.match
+        assert text is not None  # _scan runs once, on a node made with its text
+        ws = _WS_MATCH
         i = ws(text, self.start + 1).end()
         is_object = self.kind == "object"
-        children: list = []
+        children: list[Any] = []  # members or items
         (_MEMBERS if is_object else _ITEMS).__set__(self, children)
         closing = "}" if is_object else "]"
         while text[i] != closing:
@@ -139,7 +151,8 @@ def _value(node: Node) -> object:
     return node.data if type(node) is LazyNode else node.value
 
 
-def new_root(kind: str, start: int, end: int, children: list, data: dict | list) -> LazyNode:
+def new_root(kind: str, start: int, end: int, children: list[Member] | list[Node],
+             data: dict[str, object] | list[object]) -> LazyNode:
     """A root whose children are already made (document/splice.py)."""
     root = LazyNode(kind, start, end, None, data)
     (_MEMBERS if kind == "object" else _ITEMS).__set__(root, children)
@@ -164,13 +177,13 @@ def _root(text: str, start: int) -> LazyNode:
 
 def parse_strict(text: str) -> Document | None:
     """The positioned tree of strict JSON text, or None when the tolerant parser must read it."""
-    start = _WS.match(text).end()
+    start = _WS_MATCH(text).end()
     if text[start : start + 1] not in ("{", "["):
         return None
     try:
         root = _root(text, start)
     except _DECLINED:
         return None
-    if _WS.match(text, root.end).end() != len(text):
+    if _WS_MATCH(text, root.end).end() != len(text):
         return None
     return Document(text, root, [], LineIndex(text))

@@ -175,7 +175,7 @@ class ZeromemServer(LanguageServer):
         from zeromem_lsp.assist.settings import resolve_settings
         from zeromem_lsp.configs.settings import ZeromemSettings
 
-        merged, problems = ZeromemSettings(), []
+        merged, problems = ZeromemSettings(), list[str]()
         for raw in sources:
             settings, found = resolve_settings(raw)
             merged, problems = settings.merged_over(merged), problems + found

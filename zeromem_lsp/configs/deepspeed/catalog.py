@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 import typing
-from typing import Any, NamedTuple, Optional, TYPE_CHECKING, Union
+from typing import Any, Callable, NamedTuple, Optional, TYPE_CHECKING, Union, cast
 
 from . import facts as facts
 
@@ -258,7 +258,8 @@ def _doc_walk(model: type[BaseModel], keys: tuple[str, ...], depth: int, strict:
 
     default = info.default
     if default is PydanticUndefined:
-        default = info.default_factory() if info.default_factory else None  # type: ignore[call-arg]
+        # the models' factories take no argument (none reads the validated data)
+        default = cast("Callable[[], object]", info.default_factory)() if info.default_factory else None
     if isinstance(default, enum.Enum):
         default = default.value
     extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
@@ -269,7 +270,7 @@ def _doc_walk(model: type[BaseModel], keys: tuple[str, ...], depth: int, strict:
         description=info.description or "",
         enum_values=_enum_values(info.annotation),
         is_deprecated=bool(extra.get(_models().DEPRECATED)),
-        replacement=extra.get("replacement"),
+        replacement=cast(Optional[str], extra.get("replacement")),  # models._dep writes a str or None
         aliases=tuple(a for a in (name, info.alias) if a and a != key),
         strict=strict,
     )
@@ -287,7 +288,8 @@ def section_keys(path: Any) -> list[str]:
     if keys not in STRICT_SECTION_NAMES:
         return []
     model = getattr(_models(), STRICT_SECTION_NAMES[keys])
-    live, old = [], []
+    live: list[str] = []
+    old: list[str] = []
     for name, info in model.model_fields.items():
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
         bucket = old if extra.get(_models().DEPRECATED) else live
