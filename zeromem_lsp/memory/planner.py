@@ -29,6 +29,12 @@ from zeromem_lsp.memory.stages import FSDP_STRATEGY_STAGE
 from zeromem_lsp.provenance import Given, Path
 
 
+#: What runs when nothing says: no config and no setting (`zeromem estimate` without --config) runs DeepSpeed in bf16
+#: with AdamW, torch's foreach implementation; an FSDP or torch config's optimizer is AdamW (HF Trainer's default).
+DEFAULT_ENGINE, DEFAULT_PRECISION, DEFAULT_OPTIMIZER = "deepspeed", "bf16", "adamw"
+DEFAULT_OPTIMIZER_IMPL = Given("foreach", "default: foreach")
+
+
 class DeepSpeedSource(NamedTuple):
     """A DeepSpeed setup to plan; `ranks`: what the launcher around it runs (Accelerate's num_processes)."""
 
@@ -279,7 +285,7 @@ def fsdp_plan(source: FsdpSource, resolved: Resolved, peak: PeakSource | None = 
                                "casts only the gathered copy for compute)")
         optimizer = _setting(resolved, "optimizer") if settings.optimizer else Origin("AdamW (HF Trainer's default)")
         origins = {"precision": precision, "optimizer": optimizer}
-        return fsdp_bytes_per_parameter(settings.precision or "fp32", settings.optimizer or "adamw"), origins, []
+        return fsdp_bytes_per_parameter(settings.precision or "fp32", settings.optimizer or DEFAULT_OPTIMIZER), origins, []
 
     return build(FSDP, FSDP_STRATEGY_STAGE.get(strategy), strategy_origin.path,
                  FSDP_CPU_OFFLOAD if fsdp.offload else FsdpOffload(), ranks, ranks_origin, per_parameter, resolved,
@@ -304,19 +310,13 @@ def torch_plan(source: TorchSource, resolved: Resolved, peak: PeakSource | None 
         else:
             precision = Origin("torch keeps parameters in the dtype the model is loaded in (assumed fp32)")
         optimizer = _setting(resolved, "optimizer") if settings.optimizer else Origin("AdamW (HF Trainer's default)")
-        found = fsdp_bytes_per_parameter(settings.precision or "fp32", settings.optimizer or "adamw")
+        found = fsdp_bytes_per_parameter(settings.precision or "fp32", settings.optimizer or DEFAULT_OPTIMIZER)
         explanation = (f"{found.precision} params {found.parameter} B + {found.precision} grads {found.gradient} B + "
                        f"{found.optimizer_name} state {found.optimizer} B (torch: no separate master copy)")
         return found._replace(explanation=explanation), {"precision": precision, "optimizer": optimizer}, []
 
     return build(TORCH, "ddp", None, Offload(), ranks, ranks_origin, per_parameter, resolved, [], peak,
                  {"engine": Origin(source.note)}, adapter, refuser=source.refuser)
-
-
-#: What runs when no config and no setting says (`zeromem estimate` without --config): DeepSpeed, bf16, AdamW, and
-#: the step choices each named as that default.
-DEFAULT_ENGINE, DEFAULT_PRECISION, DEFAULT_OPTIMIZER = "deepspeed", "bf16", "adamw"
-DEFAULT_OPTIMIZER_IMPL = Given("foreach", "default: foreach")
 
 
 def stored_dtype(engine: str, precision: str, param_dtype: str | None) -> str:
@@ -364,7 +364,9 @@ def settings_plan(source: SettingsSource, resolved: Resolved, peak: PeakSource |
     if peak is not None:
         step = peak_inputs(peak, resolved, inputs, None, engine, version)
         engine_given = step.engine if settings.engine is not None else Given(engine, f"default: {engine}")
-        dtype = Given(precision, (resolved.origin("precision") or Origin("--precision")).note)  # as it always was
+        # the precision is the compute dtype here (the stored one is param_dtype's), credited to the option that sets
+        # it even at its default, as `zeromem estimate` always has
+        dtype = Given(precision, (resolved.origin("precision") or Origin("--precision")).note)
         if settings.param_dtype is None:
             step = replace(step, param_dtype=Given(stored, f"default: the stored precision under {engine}"))
         breakdown = inputs.adapter
