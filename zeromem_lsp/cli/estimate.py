@@ -13,17 +13,17 @@ from zeromem_lsp.cli.errors import UsageError
 from zeromem_lsp.cli.estimate_config import MATCHING_OPTIONS, matching_options
 from zeromem_lsp.cli.estimate_config import positive as _positive
 from zeromem_lsp.configs.model_config import MAX_SIZE, UnsupportedModel, count_parameters_from_text, model_shape_from_text
-from zeromem_lsp.memory.grpo import KEYS as GRPO_KEYS, generation_inputs
-from zeromem_lsp.memory.peak import Peak, PeakInputs, estimate_peak
+from zeromem_lsp.memory.grpo import KEYS as GRPO_KEYS
+from zeromem_lsp.memory.peak import Peak
+from zeromem_lsp.memory.peak_inputs import ModelRead, PeakSource
+from zeromem_lsp.memory.plan import Unplanned
 from zeromem_lsp.provenance import Given, Origin
-from zeromem_lsp.memory.adapter_plan import lora_peak
-from zeromem_lsp.memory.estimate import Estimate, Inputs, estimate, inputs_from_parameters
-from zeromem_lsp.memory.plan import FAMILIES
+from zeromem_lsp.memory.estimate import Estimate
 from zeromem_lsp.configs.settings_values import ENGINES, FSDP_VERSIONS, LOSS_KERNELS, OPTIMIZER_IMPLS, PARAM_DTYPES, QUANTIZATIONS, TRAINERS
 from zeromem_lsp.configs.settings_values import check_memory, check_parameters, check_reserve, decimal_budget_note
 from zeromem_lsp.configs.model_source import find_model_config
 from zeromem_lsp.rules.registry import rule_named
-from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS, bytes_per_parameter
+from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS
 from zeromem_lsp.present import (
     activation_lines, adapter_lines, human_and_exact, input_notes, peak_sum, phase_peaks, peak_table, stage_table,
 )
@@ -31,9 +31,8 @@ from zeromem_lsp.present import (
     approximation_lines, approximation_note, below_state_line, coverage_line, largest_line, no_fit, suggestion_line,
     summary_table, verdict_line,
 )
-from zeromem_lsp.memory.stages import ALL as ALL_STAGES, stage as stage_named
-from zeromem_lsp.units import UnitError, format_bytes, format_bytes_decimal, format_count, format_parameters, parse_bytes, parse_parameter_count
-
+from zeromem_lsp.memory.stages import stage as stage_named
+from zeromem_lsp.units import UnitError, format_bytes, format_count, format_parameters, parse_bytes
 
 INVALID = rule_named("invalid-zeromem-setting").code  # a bad --model-config is reported as the settings error
 
@@ -159,40 +158,17 @@ def _checked(option: str, check, text: str) -> int:
 
 
 def _world_size(text: str) -> int:
+    if text is None:
+        raise UsageError("--world-size R is required without --config")
     return _positive("--world-size", text)  # type: ignore[return-value]
 
 
-def _engine(args) -> str:
-    return args.engine or "deepspeed"
+#: The LoRA settings (adapter_plan.SETTING_OF_FIELD's) → the option that sets each; any other: --lora-rank.
+OPTION_OF_SETTING = {"lora_rank": "--lora-rank", "lora_targets": "--lora-targets",
+                     "modules_to_save": "--modules-to-save", "dora": "--dora", "quantization": "--quantization",
+                     "lora_rank_pattern": "--lora-rank-pattern", "layers_to_transform": "--layers-to-transform"}
 
 
-def _fsdp_version(args) -> Given:
-    """--fsdp-version, else what runs when nothing names one (peak_inputs.DEFAULT_FSDP_VERSION)."""
-    from zeromem_lsp.memory.peak_inputs import DEFAULT_FSDP_VERSION
-
-    return Given(args.fsdp_version, "--fsdp-version") if args.fsdp_version else DEFAULT_FSDP_VERSION
-
-
-def _param_dtype(args) -> str:
-    """--param-dtype, else per engine: DeepSpeed and torch store weights in the precision, FSDP fp32 shards."""
-    if args.param_dtype:
-        return args.param_dtype
-    return "fp32" if _engine(args) == "fsdp" else args.precision
-
-
-def _per_parameter(args):
-    """DeepSpeed's bytes per parameter; torch and FSDP keep no master copy (states in the weights' dtype)."""
-    if _engine(args) == "deepspeed":
-        return bytes_per_parameter(args.precision, args.optimizer)
-    from zeromem_lsp.memory.planner import fsdp_bytes_per_parameter
-
-    return fsdp_bytes_per_parameter(_param_dtype(args), args.optimizer)
-
-
-#: adapters.py's field names → the option that sets each.
-OPTION_OF_FIELD = {"lora_r": "--lora-rank", "lora_target_modules": "--lora-targets",
-                   "modules_to_save": "--modules-to-save", "use_dora": "--dora", "quantization": "--quantization",
-                   "rank_pattern": "--lora-rank-pattern", "layers_to_transform": "--layers-to-transform"}
 def adapter_from_args(args):
     """The Adapter the LoRA options describe (None without --lora-rank); a bad value is a usage error."""
     from zeromem_lsp.memory.adapter_plan import Adapter
@@ -226,153 +202,126 @@ def adapter_from_args(args):
     return Adapter(**values, origins=tuple(origins))
 
 
-def _adapter_inputs(args, adapter, config, per_parameter, world_size: int) -> Inputs:
-    """P, G, O of the LoRA run (memory/adapter_plan); the model config is required, its problems are usage errors."""
-    from zeromem_lsp.memory.adapter_plan import AdapterInputError, adapter_inputs
+def _adapter(args, model: ModelRead):
+    """The LoRA run the options describe, checked against the model --model-config names (usage errors)."""
+    from zeromem_lsp.memory.adapter_plan import adapter_problem
 
-    if config is None:
+    adapter = adapter_from_args(args)
+    if adapter is None:
+        return None
+    if model.config is None:
         raise UsageError("--lora-rank needs the model's shape: give --model-config PATH (a config.json, a model "
                          "directory or a hub id); the adapters go on its linear layers, which --parameters does not name")
     if any(value is not None for value in (args.parameters, args.parameter_bytes)):
         raise UsageError("--lora-rank counts the parameters from --model-config: drop --parameters / --*-bytes")
-    engine = _engine(args)
-    family = "fsdp" if engine == "fsdp" else engine
-    try:
-        inputs, _ = adapter_inputs(config, adapter, family, _param_dtype(args) if engine != "deepspeed"
-                                   else args.precision, args.optimizer, world_size,
-                                   fsdp_version=_fsdp_version(args).value if engine == "fsdp" else None,
-                                   assumptions=(f"model from {args.model_config}",))
-    except AdapterInputError as error:
-        option = OPTION_OF_FIELD.get(error.field, "--lora-rank")
-        option = "--lora-target-regex" if option == "--lora-targets" and args.lora_target_regex else option
-        raise UsageError(f"{option}: {error}") from None
-    except UnsupportedModel as error:
-        raise UsageError(f"{INVALID} --model-config {args.model_config}: {error}") from None
-    return inputs
+    found = adapter_problem(adapter, model.config)
+    if found is not None:
+        setting, why = found
+        option = OPTION_OF_SETTING.get(setting, "--lora-rank")
+        raise UsageError(f"{'--lora-target-regex' if args.lora_target_regex and setting == 'lora_targets' else option}: "
+                         f"{why}")
+    return adapter
 
 
-def inputs_from_args(args, counted=None, config: dict | None = None) -> Inputs:
-    if args.world_size is None:
-        raise UsageError("--world-size R is required without --config")
-    world_size = _world_size(args.world_size)
-    explicit = [args.parameter_bytes, args.gradient_bytes, args.optimizer_bytes]
-    if any(value is not None for value in explicit):
+def _model_state(args, model: ModelRead) -> tuple[dict[str, object], tuple[str, ...], object]:
+    """The settings the model-state options give, the notes on how the count was found, and the LoRA run."""
+    values: dict[str, object] = {"world_size": _world_size(args.world_size)}
+    values.update({name: getattr(args, name) for name in ("engine", "fsdp_version", "precision", "optimizer",
+                                                          "param_dtype") if getattr(args, name) is not None})
+    explicit = {name: getattr(args, name) for name in ("parameter_bytes", "gradient_bytes", "optimizer_bytes")}
+    if any(value is not None for value in explicit.values()):
         if args.parameters is not None:
             raise UsageError("give either --parameters or the three --*-bytes options, not both")
-        if any(value is None for value in explicit):
+        if any(value is None for value in explicit.values()):
             raise UsageError("--parameter-bytes, --gradient-bytes and --optimizer-bytes go together: give all three")
-        return Inputs(
-            parameter_bytes=_bytes("--parameter-bytes", args.parameter_bytes),
-            gradient_bytes=_bytes("--gradient-bytes", args.gradient_bytes),
-            optimizer_bytes=_bytes("--optimizer-bytes", args.optimizer_bytes),
-            world_size=world_size,
-        )
-    per_parameter = _per_parameter(args)
-    adapter = adapter_from_args(args)
+        values.update({name: _bytes("--" + name.replace("_", "-"), text) for name, text in explicit.items()})
+        return values, (), None
+    adapter = _adapter(args, model)
     if adapter is not None:
-        return _adapter_inputs(args, adapter, config, per_parameter, world_size)
+        return values, (f"model from {args.model_config}",), adapter
+    counted = model.counted
     if args.parameters is None and counted is not None:
-        note = f"parameters counted from {args.model_config} ({counted.note})"
-        return inputs_from_parameters(counted.total, per_parameter, world_size, (note,))
+        values["parameters"] = counted.total
+        return values, (f"parameters counted from {args.model_config} ({counted.note})",), None
     if args.parameters is None:
         raise UsageError("give --parameters COUNT, --model-config PATH, or --parameter-bytes, --gradient-bytes and "
                          "--optimizer-bytes")
-    parameters = _checked("--parameters", check_parameters, args.parameters)
-    notes = ()
+    values["parameters"] = parameters = _checked("--parameters", check_parameters, args.parameters)
+    notes: tuple[str, ...] = ()
     if counted is not None and counted.total != parameters:
         notes = (f"--parameters {args.parameters} ({format_count(parameters)}) wins over the "
                  f"{format_count(counted.total)} parameters {args.model_config} counts; the config still gives "
                  "the model shape for activations",)
-    return inputs_from_parameters(parameters, per_parameter, world_size, notes)
+    return values, notes, None
 
 
-def _read_model(args):
-    """(ParameterCount | None, ModelShape | None, problem, the config itself): a bad config.json is ZM104, never a
-    traceback.
-
-    --model-config names a config.json, a model directory or a hub id in the local Hugging Face cache."""
+def _read_model(args) -> ModelRead:
+    """What --model-config names (a config.json, a model directory or a hub id in the local Hugging Face cache),
+    counted and shaped; a bad config.json is a ZM104 problem (`shape_problem`), never a traceback. Without
+    --model-config: the shape the peak misses, and what gives it."""
     if args.model_config is None:
-        return None, None, None, None
+        return ModelRead(shape_problem="give --model-config PATH")
     source = find_model_config(args.model_config, Path.cwd())
     if source.text is None:
         raise UsageError(f"--model-config: cannot read {args.model_config!r} ({source.why})")
-    args.model_config = source.shown  # what the notes name
+    args.model_config = shown = source.shown  # what the notes name
     try:
         counted = count_parameters_from_text(source.text)
     except UnsupportedModel as error:
-        return None, None, f"{INVALID} --model-config {args.model_config}: {error}", None
+        return ModelRead(shape_problem=f"{INVALID} --model-config {shown}: {error}", path=shown)
     config = json.loads(source.text)  # counted, so it parses
     try:
-        return counted, model_shape_from_text(source.text), None, config
+        return ModelRead(counted, model_shape_from_text(source.text), None, shown, config)
     except UnsupportedModel as error:
-        return counted, None, f"{INVALID} --model-config {args.model_config}: {error}", config
+        return ModelRead(counted, None, f"{INVALID} --model-config {shown}: {error}", shown, config)
 
 
-def _flag(args, name: str, default: object) -> Given:
-    """The option's value credited to it, or the default it stands for."""
-    value = getattr(args, name)
-    option = "--" + name.replace("_", "-")
-    return Given(value, option) if value is not None else Given(default, f"default: {default}")
-
-
-def _peak_maker(args, shape, problem, plan_inputs: Inputs):
-    """The peak beside the model state, when any peak option is given: a function of the per-stage state."""
+def _step(args) -> dict[str, object] | None:
+    """The settings the step options give, when any describes the step (a model, a sequence length, a micro-batch,
+    checkpointing): the peak is estimated beside the model state. None: model state alone."""
     wanted = (args.model_config, args.sequence_length, args.micro_batch)
     if all(value is None for value in wanted) and not args.gradient_checkpointing:
         return None
-    sequence = _positive("--sequence-length", args.sequence_length)
-    micro = _positive("--micro-batch", args.micro_batch)
-    steps = _positive("--gradient-accumulation-steps", args.gradient_accumulation_steps)
-    reserved = _checked("--reserved", check_reserve, args.reserved) if args.reserved else None
-    engine = _flag(args, "engine", "deepspeed")
-    dtype = _param_dtype(args)
-    accumulation = (Given(steps, "--gradient-accumulation-steps") if steps
-                    else PeakInputs.gradient_accumulation_steps)
-    inputs = PeakInputs(
-        shape=shape, shape_problem=problem or ("give --model-config PATH" if args.model_config is None else None),
-        sequence_length=Given(sequence, "--sequence-length") if sequence else None,
-        micro_batch=Given(micro, "--micro-batch") if micro else None,
-        gradient_accumulation_steps=accumulation,
-        gradient_checkpointing=Given(args.gradient_checkpointing,
-                                     "--gradient-checkpointing" if args.gradient_checkpointing else "default: off"),
-        attention=_flag(args, "attention", "sdpa"),
-        dtype=Given(args.precision, "--precision"),
-        reserved=Given(reserved, "--reserved") if reserved is not None else PeakInputs.reserved,
-        engine=engine, fsdp_version=_fsdp_version(args) if engine.value == "fsdp" else None,
-        param_dtype=Given(dtype, "--param-dtype") if args.param_dtype else Given(
-            dtype, f"default: the stored precision under {engine.value}"),
-        optimizer_impl=_flag(args, "optimizer_impl", "foreach"),
-        loss_kernel=Given(args.loss_kernel, "--loss-kernel") if args.loss_kernel else PeakInputs.loss_kernel,
-        trainer=Given(args.trainer, "--trainer") if args.trainer else PeakInputs.trainer,
-        precompute_ref_log_probs=Given(True, "--precompute-ref-log-probs") if args.precompute_ref_log_probs else None,
-        generation=generation_inputs(_generation_flags(args), sequence, accumulation),
-        parameters=plan_inputs.parameters, ranks=plan_inputs.world_size,
-        optimizer=plan_inputs.adapter.optimizer if plan_inputs.adapter is not None else args.optimizer,
-        lora=lora_peak(plan_inputs.adapter, args.precision))
-
-    def make(state: dict[str, int]) -> Peak:
-        return estimate_peak(state, engine.value, inputs)
-    return make
+    values: dict[str, object | None] = {
+        name: _positive("--" + name.replace("_", "-"), getattr(args, name))
+        for name in ("sequence_length", "micro_batch", "gradient_accumulation_steps")}
+    values["reserved"] = _checked("--reserved", check_reserve, args.reserved) if args.reserved else None
+    values.update({name: getattr(args, name) for name in ("attention", "optimizer_impl", "loss_kernel", "trainer")})
+    values.update({name: True for name in ("gradient_checkpointing", "precompute_ref_log_probs") if getattr(args, name)})
+    return {name: value for name, value in values.items() if value is not None}
 
 
 def _generation_flags(args) -> dict[str, Given]:
-    """GRPO's inputs given as options (memory/grpo.py KEYS)."""
+    """GRPO's inputs given as options (memory/grpo.py KEYS): the workload the command line writes."""
     return {key: Given(getattr(args, key), "--" + key.replace("_", "-")) for key in GRPO_KEYS
             if getattr(args, key, None) is not None}
 
 
 def calculator(args) -> tuple[Estimate, str | None]:
-    """The estimate from explicit options (no config): (the estimate, a problem with --model-config)."""
-    args.precision = args.precision or "bf16"
-    args.optimizer = args.optimizer or "adamw"
-    counted, shape, problem, config = _read_model(args)
+    """The estimate from the options alone (no config): they are the command-line settings layer, resolved and
+    planned as a config's settings are (planner.SettingsSource). (the estimate, a problem with --model-config)"""
+    from zeromem_lsp.configs.layers import command_line, resolve
+    from zeromem_lsp.configs.settings import ZeromemSettings
+    from zeromem_lsp.configs.workload import Workload
+    from zeromem_lsp.memory import planner
+
+    model = _read_model(args)
+    problem = model.shape_problem if args.model_config is not None else None
     explicit = any(value is not None for value in (args.parameter_bytes, args.gradient_bytes, args.optimizer_bytes))
-    if problem and counted is None and args.parameters is None and not explicit:
+    if problem and model.counted is None and args.parameters is None and not explicit:
         raise UsageError(problem)  # no model-state figure without a parameter count
-    inputs = inputs_from_args(args, counted, config)
-    peak = _peak_maker(args, shape, problem, inputs)
-    budget = _checked("--gpu-memory", check_memory, args.gpu_memory) if args.gpu_memory else None
-    return estimate(inputs, budget, FAMILIES[_engine(args)], peak), problem
+    values, notes, adapter = _model_state(args, model)
+    step = _step(args)
+    values.update(step or {})
+    if args.gpu_memory:
+        values["gpu_memory"] = _checked("--gpu-memory", check_memory, args.gpu_memory)
+    resolved = resolve((command_line(ZeromemSettings.from_checked(values)),))
+    peak = PeakSource(Workload(generation=_generation_flags(args)), model=model) if step is not None else None
+    plan = planner.plan(planner.SettingsSource(model, notes), resolved, peak, adapter)
+    if isinstance(plan, Unplanned):  # the model the adapter goes on, refused (adapter_problem's are usage errors)
+        why = "; ".join(plan.missing).removeprefix(planner.ADAPTER_REFUSED)
+        raise UsageError(f"{INVALID} --model-config {args.model_config}: {why}")
+    return Estimate(plan), problem
 
 
 def run(args) -> int:
@@ -390,7 +339,7 @@ def run(args) -> int:
     note = decimal_budget_note(args.gpu_memory)
     if note:
         print(f"zeromem: note: --gpu-memory {note}", file=sys.stderr)
-    notes = [fsdp_note(result)] if args.config is None and _engine(args) == "deepspeed" and fsdp_note(result) else []
+    notes = [fsdp_note(result)] if args.config is None and result.plan.family == "deepspeed" and fsdp_note(result) else []
     searched = _searched(args, result)
     if args.format == "json":
         data = result.to_json()

@@ -1,19 +1,19 @@
 """The calculator's view of a memory plan: the four stage figures, what fits, the cheapest fit.
 
-`Estimate` is not a second model: it reads a `MemoryPlan` (no offload, no stage chosen) built by
-`estimate()`, so `zeromem estimate` and the config analysis compute the same figures the same way.
+`Estimate` is not a second model: it reads a `MemoryPlan` — of a config, or of the settings alone (no offload,
+no stage chosen: planner.SettingsSource) — so `zeromem estimate` and the config analysis compute the same
+figures the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from zeromem_lsp.memory.peak import Peak
-from zeromem_lsp.memory.plan import DEEPSPEED, Family, Inputs, MemoryPlan, inputs_from_parameters, plan_of_inputs
+from zeromem_lsp.memory.plan import Inputs, MemoryPlan, inputs_from_parameters
 from zeromem_lsp.memory.stages import ALL
 
-__all__ = ["Estimate", "Inputs", "estimate", "inputs_from_parameters"]
+__all__ = ["Estimate", "Inputs", "inputs_from_parameters"]
 
 
 class Estimate(NamedTuple):
@@ -105,8 +105,3 @@ class Estimate(NamedTuple):
         result["engine_assumed"] = self.plan.engine_assumed
         return result
 
-
-def estimate(inputs: Inputs, gpu_memory: int | None = None, family: Family = DEEPSPEED,
-             peak: Callable[[dict[str, int]], Peak] | None = None) -> Estimate:
-    """The calculator's estimate; `peak(state)` makes the peak from the per-stage model state."""
-    return Estimate(plan_of_inputs(inputs, gpu_memory, family, peak))

@@ -306,14 +306,3 @@ class Unplanned(NamedTuple):
     """Why no figure can be computed: each missing input with what would supply it."""
 
     missing: tuple[str, ...]
-
-
-def plan_of_inputs(inputs: Inputs, gpu_memory: int | None = None, family: Family = DEEPSPEED,
-                   peak: "Callable[[dict[str, int]], Peak] | None" = None) -> MemoryPlan:
-    """The calculator's plan: explicit inputs, no offload, no stage chosen; `peak(state)` makes its peak
-    from the model state of the family's stages."""
-    offload = Offload()
-    placement = place(inputs, offload)
-    made = peak({key: placement.gpu[key] for key in family.stages}) if peak is not None else None
-    return MemoryPlan(stage=None, stage_path=None, inputs=inputs, origins={}, offload=offload,
-                      placement=placement, gpu_memory=gpu_memory, policy=family, peak=made)

@@ -9,23 +9,30 @@ the source or from `resolved`, never from a guess about where a setting was writ
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple
 
 from zeromem_lsp.configs.layers import Resolved
 from zeromem_lsp.configs.model_config import UnsupportedModel
-from zeromem_lsp.memory.adapter_plan import Adapter, AdapterInputError, adapter_inputs
+from zeromem_lsp.memory.adapter_plan import Adapter, AdapterInputError, adapter_inputs, lora_peak
 from zeromem_lsp.configs.training import TrainingSetup, implied_world_size
 from zeromem_lsp.memory.peak import estimate_peak
-from zeromem_lsp.memory.peak_inputs import PeakSource, peak_inputs
+from zeromem_lsp.memory.peak_inputs import ModelRead, PeakSource, peak_inputs
 from zeromem_lsp.memory.peak_inputs import fsdp_version as resolve_fsdp_version
 from zeromem_lsp.memory.plan import (
-    DEEPSPEED, DEFAULT_WARN_FRACTION, FSDP, FSDP_CPU_OFFLOAD, TORCH, Family, FsdpOffload, Ignored,
+    DEEPSPEED, DEFAULT_WARN_FRACTION, FAMILIES, FSDP, FSDP_CPU_OFFLOAD, TORCH, Family, FsdpOffload, Ignored,
     Inputs,
     MemoryPlan, Offload, Origin, Unplanned, declare, inputs_from_parameters, missing_model_size, place,
 )
 from zeromem_lsp.memory.precision import BytesPerParameter, bytes_per_parameter
 from zeromem_lsp.memory.stages import FSDP_STRATEGY_STAGE
 from zeromem_lsp.provenance import Given, Path
+
+
+#: What runs when nothing says: no config and no setting (`zeromem estimate` without --config) runs DeepSpeed in bf16
+#: with AdamW, torch's foreach implementation; an FSDP or torch config's optimizer is AdamW (HF Trainer's default).
+DEFAULT_ENGINE, DEFAULT_PRECISION, DEFAULT_OPTIMIZER = "deepspeed", "bf16", "adamw"
+DEFAULT_OPTIMIZER_IMPL = Given("foreach", "default: foreach")
 
 
 class DeepSpeedSource(NamedTuple):
@@ -60,7 +67,16 @@ class NoSource(NamedTuple):
     missing: str
 
 
-PlanSource = DeepSpeedSource | FsdpSource | TorchSource | NoSource
+class SettingsSource(NamedTuple):
+    """No training config: the settings alone say what runs (`zeromem estimate` from its options) — the engine they
+    name (DEFAULT_ENGINE), each of its stages (none chosen), no offload. `model`: the config.json the settings name,
+    read by the front end (a LoRA run's linear layers); `notes`: how it found the parameter count, in its words."""
+
+    model: ModelRead = ModelRead()
+    notes: tuple[str, ...] = ()
+
+
+PlanSource = DeepSpeedSource | FsdpSource | TorchSource | SettingsSource | NoSource
 
 
 def _setting(resolved: Resolved, name: str) -> Origin:
@@ -148,6 +164,8 @@ def build(
                       peak=estimated)
 
 
+#: How a model that cannot take the adapter is named among what is missing (the reason follows).
+ADAPTER_REFUSED = "an adapter the model can take: "
 NO_ADAPTER_MODEL = ('the model shape for the LoRA adapter (lora_rank): declare "parameters": {"from_config": '
                     '"path/to/config.json"} (its linear layers are what the adapter targets)')
 
@@ -165,7 +183,7 @@ def _adapter_inputs(adapter: Adapter, peak: PeakSource | None, family: Family, b
         inputs, _ = adapter_inputs(config, adapter, family.name, bytes_each.precision, bytes_each.optimizer_name,
                                    ranks, fp32_gradients, fsdp_version, tuple(assumptions))
     except (AdapterInputError, UnsupportedModel) as error:
-        missing.append(f"an adapter the model can take: {error}")
+        missing.append(f"{ADAPTER_REFUSED}{error}")
         return None
     return inputs
 
@@ -267,7 +285,7 @@ def fsdp_plan(source: FsdpSource, resolved: Resolved, peak: PeakSource | None = 
                                "casts only the gathered copy for compute)")
         optimizer = _setting(resolved, "optimizer") if settings.optimizer else Origin("AdamW (HF Trainer's default)")
         origins = {"precision": precision, "optimizer": optimizer}
-        return fsdp_bytes_per_parameter(settings.precision or "fp32", settings.optimizer or "adamw"), origins, []
+        return fsdp_bytes_per_parameter(settings.precision or "fp32", settings.optimizer or DEFAULT_OPTIMIZER), origins, []
 
     return build(FSDP, FSDP_STRATEGY_STAGE.get(strategy), strategy_origin.path,
                  FSDP_CPU_OFFLOAD if fsdp.offload else FsdpOffload(), ranks, ranks_origin, per_parameter, resolved,
@@ -292,13 +310,72 @@ def torch_plan(source: TorchSource, resolved: Resolved, peak: PeakSource | None 
         else:
             precision = Origin("torch keeps parameters in the dtype the model is loaded in (assumed fp32)")
         optimizer = _setting(resolved, "optimizer") if settings.optimizer else Origin("AdamW (HF Trainer's default)")
-        found = fsdp_bytes_per_parameter(settings.precision or "fp32", settings.optimizer or "adamw")
+        found = fsdp_bytes_per_parameter(settings.precision or "fp32", settings.optimizer or DEFAULT_OPTIMIZER)
         explanation = (f"{found.precision} params {found.parameter} B + {found.precision} grads {found.gradient} B + "
                        f"{found.optimizer_name} state {found.optimizer} B (torch: no separate master copy)")
         return found._replace(explanation=explanation), {"precision": precision, "optimizer": optimizer}, []
 
     return build(TORCH, "ddp", None, Offload(), ranks, ranks_origin, per_parameter, resolved, [], peak,
                  {"engine": Origin(source.note)}, adapter, refuser=source.refuser)
+
+
+def stored_dtype(engine: str, precision: str, param_dtype: str | None) -> str:
+    """The dtype weights are stored in: the param_dtype setting, else per engine — DeepSpeed and torch the
+    precision, FSDP fp32 shards (Accelerate upcasts them under mixed precision)."""
+    return param_dtype or ("fp32" if engine == "fsdp" else precision)
+
+
+def settings_plan(source: SettingsSource, resolved: Resolved, peak: PeakSource | None = None,
+                  adapter: Adapter | None = None) -> MemoryPlan | Unplanned:
+    """The plan of the settings alone: every stage of the engine they name, nothing chosen nor offloaded; P, G, O
+    declared in bytes, else from the parameter count (or a LoRA run's model) at the engine's bytes per parameter —
+    DeepSpeed's mixed precision, or torch and FSDP with no master copy in the stored dtype. `peak`: the step to
+    estimate beside it (None: model state alone). The precision is the compute dtype; origins are the settings'."""
+    settings = resolved.settings
+    engine = settings.engine or DEFAULT_ENGINE
+    family = FAMILIES[engine]
+    precision = settings.precision or DEFAULT_PRECISION
+    optimizer = settings.optimizer or DEFAULT_OPTIMIZER
+    stored = stored_dtype(engine, precision, settings.param_dtype)
+    version = resolve_fsdp_version(None, resolved) if engine == "fsdp" else None
+    ranks = settings.world_size
+    if ranks is None:
+        return Unplanned((f'the world size: {declare("world_size", "8")}',))
+    explicit = (settings.parameter_bytes, settings.gradient_bytes, settings.optimizer_bytes)
+    bytes_each = (bytes_per_parameter(precision, optimizer) if engine == "deepspeed"
+                  else fsdp_bytes_per_parameter(stored, optimizer))
+    missing: list[str] = []
+    inputs: Inputs | None
+    if all(value is not None for value in explicit):
+        inputs = Inputs(*explicit, world_size=ranks)
+    elif adapter is not None:
+        inputs = _adapter_inputs(adapter, PeakSource(model=source.model), family, bytes_each, ranks,
+                                 version.value if version else None, list(source.notes), missing)
+    elif settings.parameters is None:
+        missing.append(missing_model_size())
+        inputs = None
+    else:
+        inputs = inputs_from_parameters(settings.parameters, bytes_each, ranks, source.notes)
+    if inputs is None:
+        return Unplanned(tuple(missing))
+    offload = Offload()
+    placement = place(inputs, offload)
+    estimated = None
+    if peak is not None:
+        step = peak_inputs(peak, resolved, inputs, None, engine, version)
+        engine_given = step.engine if settings.engine is not None else Given(engine, f"default: {engine}")
+        # the precision is the compute dtype here (the stored one is param_dtype's), credited to the option that sets
+        # it even at its default, as `zeromem estimate` always has
+        dtype = Given(precision, (resolved.origin("precision") or Origin("--precision")).note)
+        if settings.param_dtype is None:
+            step = replace(step, param_dtype=Given(stored, f"default: the stored precision under {engine}"))
+        breakdown = inputs.adapter
+        step = replace(step, engine=engine_given, dtype=dtype, lora=lora_peak(breakdown, precision),
+                       optimizer_impl=step.optimizer_impl if settings.optimizer_impl else DEFAULT_OPTIMIZER_IMPL,
+                       optimizer=breakdown.optimizer if breakdown is not None else optimizer)
+        estimated = estimate_peak({key: placement.gpu[key] for key in family.stages}, engine, step, offload)
+    return MemoryPlan(stage=None, stage_path=None, inputs=inputs, origins={}, offload=offload, placement=placement,
+                      gpu_memory=settings.gpu_memory, policy=family, peak=estimated)
 
 
 def accelerate_ranks(accelerate, machines_written: bool):
@@ -354,6 +431,8 @@ def plan(source: PlanSource, resolved: Resolved, peak: PeakSource | None = None,
         built = deepspeed_plan(source, resolved, peak, adapter)
     elif isinstance(source, TorchSource):
         built = torch_plan(source, resolved, peak, adapter)
+    elif isinstance(source, SettingsSource):
+        return settings_plan(source, resolved, peak, adapter)
     else:
         return Unplanned((source.missing,))
     one_process = resolved.settings.world_size == 1  # one GPU and no engine named: plain torch, nothing to assume
