@@ -289,7 +289,8 @@ def analyse(
         at = named.path if named is not None and named.path else (*block_path, found[0])
         block_problems.append((at, f"{named.note if named else 'zeromem.' + found[0]}: {found[1]}", "value"))
     engine_named = reading.recipe is None or not isinstance(reading.source, planner.TorchSource)
-    make_plan = memo.plan if memo is not None else planner.plan
+    # the phase model needs the model's shape: without one, planning costs less than the memo's key
+    make_plan = memo.plan if memo is not None and model.shape is not None else planner.plan
     plan = make_plan(reading.source, resolved, PeakSource(reading.workload, reading.setup, model), adapter,
                      reading.ignored, engine_named)
     context = Context(document, data, effective, reading.rule_setup, plan, reading.workload, resolved.origins,
