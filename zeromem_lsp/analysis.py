@@ -9,6 +9,7 @@ part that parsed.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
@@ -67,6 +68,62 @@ class Analysis:
         return self.document.lines if self.document is not None else LineIndex(self.text)
 
 
+class Memo:
+    """What an editor session would otherwise derive again on every keystroke although its inputs did not change:
+    the model config.json's count and shape (keyed by the file's text and path), and the plan with its peak (keyed by
+    the pickled inputs of `planner.plan`: equal bytes mean equal values of equal types, so an equal plan). A reused
+    plan keeps its peak's memo (each stage's step, computed once), so a keystroke that leaves every input of the plan
+    as it was costs no phase model at all. Both are pure functions of their keys; the last `size` of each are kept.
+    The language server passes one (`analyse(..., memo=)`), shared by its worker thread; `zeromem check` does not."""
+
+    def __init__(self, size: int = 16) -> None:
+        import threading
+
+        self.size = size
+        self._lock = threading.Lock()
+        self._models: OrderedDict[tuple[str, str], tuple] = OrderedDict()
+        self._plans: OrderedDict[bytes, MemoryPlan | Unplanned] = OrderedDict()
+
+    def _get(self, table: OrderedDict, key: object) -> object | None:
+        with self._lock:
+            found = table.get(key)
+            if found is not None:
+                table.move_to_end(key)
+            return found
+
+    def _keep(self, table: OrderedDict, key: object, value: object) -> None:
+        with self._lock:
+            table[key] = value
+            if len(table) > self.size:
+                table.popitem(last=False)
+
+    def model(self, text: str, path: str) -> tuple:
+        """(count, ModelRead) of a config.json that counts; UnsupportedModel as without the memo (not kept)."""
+        key = (text, path)
+        found = self._get(self._models, key)
+        if found is None:
+            from zeromem_lsp.configs.model_config import count_parameters_from_text
+
+            counted = count_parameters_from_text(text)
+            found = (counted, read_model(text, counted, path))
+            self._keep(self._models, key, found)
+        return found
+
+    def plan(self, *arguments: object) -> MemoryPlan | Unplanned:
+        """`planner.plan(*arguments)`, once per distinct content of its arguments (unpicklable ones: always)."""
+        import pickle
+
+        try:
+            key = pickle.dumps(arguments, pickle.HIGHEST_PROTOCOL)
+        except Exception:  # something without a content form: plan it, keep nothing
+            return planner.plan(*arguments)
+        found = self._get(self._plans, key)
+        if found is None:
+            found = planner.plan(*arguments)
+            self._keep(self._plans, key, found)
+        return found
+
+
 def _model_text(loader: Loader | None, name: str, revision: str | None = None) -> tuple[str | None, str, str]:
     """(text, where it was found, why not): a project FileLoader also finds model directories and hub ids (at
     `revision`)."""
@@ -91,10 +148,12 @@ def _model_key(resolved: Resolved) -> str:
     return named.note if written else "parameters.from_config"
 
 
-def resolve_parameters(resolved: Resolved, loader: Loader | None) -> tuple[Resolved, str | None, str | None, ModelRead]:
+def resolve_parameters(resolved: Resolved, loader: Loader | None,
+                       memo: Memo | None = None) -> tuple[Resolved, str | None, str | None, ModelRead]:
     """Replace {"from_config": path} by the exact count: (resolved, note, problem message, what the file gave).
 
-    The count keeps the origin of the layer that named the file, with how it was counted."""
+    The count keeps the origin of the layer that named the file, with how it was counted; `memo` keeps a
+    file's count and shape while its text stays the same."""
     settings = resolved.settings
     wanted = settings.parameters
     if not isinstance(wanted, ParametersFromConfig):
@@ -107,7 +166,7 @@ def resolve_parameters(resolved: Resolved, loader: Loader | None) -> tuple[Resol
         problem = f"{_model_key(resolved)}: cannot read {wanted.from_config!r} ({reason})"
         return cleared, None, problem, ModelRead(shape_problem=problem)
     try:
-        counted = count_parameters_from_text(text)
+        counted, model = memo.model(text, path) if memo is not None else (count_parameters_from_text(text), None)
     except UnsupportedModel as error:
         problem = f"{_model_key(resolved)} {path!r}: {error}"
         return cleared, None, problem, ModelRead(shape_problem=problem)
@@ -115,7 +174,7 @@ def resolve_parameters(resolved: Resolved, loader: Loader | None) -> tuple[Resol
     named = resolved.origins["parameters"]
     origins = {**resolved.origins, "parameters": Origin(f"{named.note}: {note}", named.path)}
     counted_settings = settings.model_copy(update={"parameters": counted.total})
-    return Resolved(counted_settings, origins), note, None, read_model(text, counted, path)
+    return Resolved(counted_settings, origins), note, None, read_model(text, counted, path) if model is None else model
 
 
 def _nested_block(data: object, block_path: Path) -> tuple[ZeromemSettings, list[tuple]]:
@@ -180,6 +239,7 @@ def analyse(
     loader: Loader | None = None,
     previous: Document | None = None,
     edit: tuple[int, int, int] | None = None,
+    memo: Memo | None = None,
 ) -> Analysis:
     """Findings for one document: text → document → kind → reader → settings → plan → rules.
 
@@ -189,6 +249,7 @@ def analyse(
     (a model config.json, a DeepSpeed or fsdp_config file) — without it they are not read.
     `previous` and `edit` (start, old end, new end): the document before one edit, so that only
     the value the edit is in is parsed again (document/splice.py checks it can; else a full parse).
+    `memo`: the model's count and the plan kept from earlier analyses with the same inputs (`Memo`).
     """
     if len(text) > MAX_DOCUMENT_CHARS:
         return Analysis(text, None, None, [settings_rules.too_large(len(text), MAX_DOCUMENT_CHARS)], refused="oversized")
@@ -211,7 +272,7 @@ def analyse(
 
         reading = pair_accelerate(reading, first, loader)
         first = resolve((command_line(forced), file_block(block, block_path), *reading.layers, *as_layers(settings)))
-    resolved, parameter_note, parameter_problem, model = resolve_parameters(first, loader)  # once
+    resolved, parameter_note, parameter_problem, model = resolve_parameters(first, loader, memo)  # once
     effective = resolved.settings
     named = resolved.origin("parameters")
     parameters_at = named.path if named is not None and named.path else (*block_path, "parameters")
@@ -228,8 +289,10 @@ def analyse(
         at = named.path if named is not None and named.path else (*block_path, found[0])
         block_problems.append((at, f"{named.note if named else 'zeromem.' + found[0]}: {found[1]}", "value"))
     engine_named = reading.recipe is None or not isinstance(reading.source, planner.TorchSource)
-    plan = planner.plan(reading.source, resolved, PeakSource(reading.workload, reading.setup, model), adapter,
-                        reading.ignored, engine_named)
+    # the phase model needs the model's shape: without one, planning costs less than the memo's key
+    make_plan = memo.plan if memo is not None and model.shape is not None else planner.plan
+    plan = make_plan(reading.source, resolved, PeakSource(reading.workload, reading.setup, model), adapter,
+                     reading.ignored, engine_named)
     context = Context(document, data, effective, reading.rule_setup, plan, reading.workload, resolved.origins,
                       reading.setup, model_unread=missing_model)
     findings = _syntax_findings(kind, context)

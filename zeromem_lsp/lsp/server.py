@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import sys
 import traceback
 from pathlib import Path
@@ -22,7 +23,7 @@ from pygls.workspace import TextDocument
 
 from zeromem_lsp import __version__
 if TYPE_CHECKING:
-    from zeromem_lsp.analysis import Analysis
+    from zeromem_lsp.analysis import Analysis, Memo
     from zeromem_lsp.document import Document, LineIndex
     from zeromem_lsp.configs.layers import SettingsLayer
     from zeromem_lsp.configs.settings import ZeromemSettings
@@ -53,6 +54,7 @@ class ZeromemServer(LanguageServer):
         self._settings: dict[str, tuple[int, tuple[SettingsLayer, ...]]] = {}  # uri -> (generation, its layers)
         self._running: dict[str, tuple[tuple[int | None, int], asyncio.Future]] = {}  # uri -> analysis in a thread
         self._edits: dict[str, tuple[Document, tuple[int, int, int]]] = {}  # uri -> (document before, its one edit)
+        self._memo: Memo | None = None  # model counts and plans kept by content across keystrokes (analysis.Memo)
 
     def start_io(self, stdin=None, stdout=None) -> None:
         from zeromem_lsp.lsp.pipe_io import own_pipe, serve_pipe
@@ -214,14 +216,16 @@ class ZeromemServer(LanguageServer):
     def config_analysis(self, path: Path | None, uri: str, text: str) -> Analysis:
         """A config: the pipeline, plus its project settings' problems when the editor does not show
         the settings file itself (ZM104 at the start of the config)."""
-        from zeromem_lsp.analysis import analyse
+        from zeromem_lsp.analysis import Memo, analyse
         from zeromem_lsp.project import file_loader
         from zeromem_lsp.rules import settings as settings_rules
 
         loader = file_loader(path) if path is not None else None
         previous, edit = self._edits.pop(uri, (None, None))  # checked against `text` before it is used
+        if self._memo is None:
+            self._memo = Memo()
         analysis = analyse(text, document_name(uri), self.settings_for(uri), loader=loader, previous=previous,
-                           edit=edit)
+                           edit=edit, memo=self._memo)
         project = self.project_for(path) if path is not None else None
         if project is not None and project.problems and analysis.reported and not self.is_open(project.source):
             analysis.findings[:0] = settings_rules.project_findings_on_config(
@@ -416,6 +420,7 @@ async def initialized(ls: ZeromemServer, params: types.InitializedParams):
     try:
         watch_settings_files(ls)
         await asyncio.to_thread(load_analysis)
+        gc.freeze()  # the imported analysis side (~70k objects) is not walked again by each full collection
         ls.apply_settings(ls.initialization_options)
         await load_configuration(ls)
     finally:

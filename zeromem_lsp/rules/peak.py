@@ -3,6 +3,7 @@ for (a sequence length is known) but an input is missing. ZM101 stays the model-
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 
 from zeromem_lsp.findings import Finding, Fix, overlapping
@@ -60,9 +61,35 @@ def _enable_checkpointing(context: Context, peak: Peak) -> Fix | None:
     return Fix(found[1], (found[0],)) if found is not None else None
 
 
+#: Per Peak (by identity, while it lives): what was derived from it here, so that a plan reused across keystrokes
+#: (analysis.Memo) is not searched again. Peak is unhashable (its fields hold dicts), hence id + a weak reference.
+_DERIVED: dict[int, tuple[weakref.ref, dict]] = {}
+
+
+def _derived(peak: Peak, key: tuple, make):
+    """`make()`, once per live `peak` and `key`."""
+    ident = id(peak)
+    entry = _DERIVED.get(ident)
+    if entry is None or entry[0]() is not peak:
+        try:
+            reference = weakref.ref(peak, lambda _, ident=ident: _DERIVED.pop(ident, None))
+        except TypeError:  # not weakly referable: nothing is kept
+            return make()
+        entry = _DERIVED[ident] = (reference, {})
+    found = entry[1]
+    if key not in found:
+        found[key] = make()
+    return found[key]
+
+
 def shrunk_bucket_size(plan: MemoryPlan, budget: int) -> int | None:
     """The largest element count which, given to every bucket of the chosen ZeRO stage, brings its peak within
-    the budget (exact: a bisection over the phase model, whose peak grows with the bucket sizes)."""
+    the budget (exact: a bisection over the phase model, whose peak grows with the bucket sizes); searched once
+    per peak, stage and budget."""
+    return _derived(plan.peak, ("shrunk_bucket_size", plan.stage, budget), lambda: _search_bucket_size(plan, budget))
+
+
+def _search_bucket_size(plan: MemoryPlan, budget: int) -> int | None:
     peak, stage = plan.peak, plan.stage
 
     def total(size: int) -> int | None:
@@ -70,7 +97,8 @@ def shrunk_bucket_size(plan: MemoryPlan, budget: int) -> int | None:
         smaller = peak.with_zero(sizes)
         return smaller.at(stage) if smaller is not None else None
 
-    if total(1) is None or total(1) > budget:
+    smallest = total(1)
+    if smallest is None or smallest > budget:
         return None
     low, high = 1, max(part.elements for part in peak.buffers[stage].parts)
     while low < high:  # the largest size with total(size) <= budget
