@@ -117,10 +117,10 @@ def test_unreadable_config_text_is_unsupported():
 def test_unexpected_errors_are_reported_as_unsupported(monkeypatch):
     from zeromem_lsp.configs import model_config
 
-    def broken(config):
+    def broken(*_, **__):
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr(model_config, "_gpt_neox", broken)
+    monkeypatch.setattr(model_config, "_read", broken)
     with pytest.raises(UnsupportedModel, match="ZeroDivisionError"):
         count_parameters_from_text('{"model_type": "gpt_neox"}')
 

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from zeromem_lsp.configs import transformers_defaults as recorded
-from zeromem_lsp.configs.model_config import LLAMA_LIKE, SUPPORTED, count_parameters, model_shape
+from zeromem_lsp.configs.families import FAMILIES
+from zeromem_lsp.configs.model_config import SUPPORTED, count_parameters, model_shape
 
 GEMMA3_4B = Path(__file__).resolve().parents[1] / "data" / "models" / "gemma-3-4b-it" / "config.json"
 
@@ -95,9 +96,9 @@ def test_the_generated_module_is_current_where_transformers_is_installed():
 
 
 def test_the_counters_own_tie_defaults_agree_with_transformers():
-    """model_config's per-family tie default is what the configuration class says."""
-    for model_type, family in LLAMA_LIKE.items():
-        assert family[4] is recorded.DEFAULTS[model_type]["tie_word_embeddings"], model_type
+    """The families table's tie default is what the configuration class says."""
+    for model_type, family in FAMILIES.items():
+        assert family.tie is recorded.DEFAULTS[model_type]["tie_word_embeddings"], model_type
 
 
 def test_an_alias_written_by_transformers_5_wins_over_the_default_under_the_other_name():

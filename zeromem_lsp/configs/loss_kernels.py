@@ -24,13 +24,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from zeromem_lsp.configs.families import FAMILIES
 from zeromem_lsp.configs.workload import read_flag
 from zeromem_lsp.provenance import Given
 
-LLAMA_LIKE = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "mixtral",
-                        "qwen3_moe"})
-#: liger_kernel/transformers/monkey_patch.py MODEL_TYPE_TO_APPLY_LIGER_FN (and LLaMA-Factory's list), among them
-LIGER_TYPES = LLAMA_LIKE
+#: liger_kernel/transformers/monkey_patch.py MODEL_TYPE_TO_APPLY_LIGER_FN (and LLaMA-Factory's list), among the
+#: families (`Family.liger`); axolotl's plugins patch the same ones
+LIGER_TYPES = frozenset(name for name, family in FAMILIES.items() if family.liger)
 LIGER_PLUGIN = "axolotl.integrations.liger.LigerPlugin"
 CCE_PLUGIN = "axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin"
 AXOLOTL_CHUNKS = 8  # patch_chunked_ce_loss_fn's default num_output_chunks
@@ -65,7 +65,7 @@ def _axolotl(data: dict) -> LossRequest | None:
         if _plugin(data, plugin) and (flag or (default and key not in data)):
             given = (Given(kernel, f"{key} ({name})", (key,)) if flag else
                      Given(kernel, f"plugins: {name} ({key} defaults to true)", ("plugins",)))
-            return LossRequest(given, LLAMA_LIKE, f"axolotl's {name}")
+            return LossRequest(given, LIGER_TYPES, f"axolotl's {name}")
     return None
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from typing import NamedTuple
 
+from zeromem_lsp.configs.families import FAMILIES, Family, weights
+from zeromem_lsp.configs.families import ModelShape as ModelShape  # re-exported: its readers import it from here
 from zeromem_lsp.configs.model_defaults import FilledConfig, text_model_type
 
 
@@ -74,20 +76,7 @@ def _tied(config: dict, default: bool) -> bool:
     return value if isinstance(value, bool) else default
 
 
-# Per family: (qkv bias, o bias, norms per layer, q/k norm, tie default)
-LLAMA_LIKE = {
-    "llama": (None, None, 2, False, False),
-    "mistral": (False, False, 2, False, False),
-    "qwen2": (True, False, 2, False, False),
-    "qwen3": (None, None, 2, True, False),
-    "gemma": (None, None, 2, False, True),
-    "gemma2": (None, None, 4, False, True),
-    "gemma3_text": (None, None, 4, True, True),
-    "phi3": (False, False, 2, False, False),
-    "mixtral": (False, False, 2, False, False),
-    "qwen3_moe": (None, None, 2, True, False),
-}
-SUPPORTED = tuple(LLAMA_LIKE) + ("gpt2", "gpt_neox", "phi")
+SUPPORTED = tuple(FAMILIES)
 
 
 def _layer_indices(config: dict, name: str) -> set[int]:
@@ -97,118 +86,6 @@ def _layer_indices(config: dict, name: str) -> set[int]:
     if not isinstance(value, list) or len(value) > MAX_COUNT:
         raise UnsupportedModel(f"config.json {name} must be a list of layer indices, got {_show(value)}")
     return {_checked(name, index, minimum=0) for index in value}
-
-
-def _attention_biases(config: dict, model_type: str) -> tuple[bool, bool]:
-    """(q/k/v biases, output bias): the family's own, else what `attention_bias` says (LLAMA_LIKE None)."""
-    qkv_bias, o_bias = LLAMA_LIKE[model_type][:2]
-    attention_bias = bool(config.get("attention_bias", False))
-    return (attention_bias if qkv_bias is None else qkv_bias), (attention_bias if o_bias is None else o_bias)
-
-
-def _llama_like(config: dict, model_type: str) -> ParameterCount:
-    _, _, norms, qk_norm, tie_default = LLAMA_LIKE[model_type]
-    qkv_bias, o_bias = _attention_biases(config, model_type)
-    hidden = _int(config, "hidden_size")
-    layers = _int(config, "num_hidden_layers")
-    heads = _int(config, "num_attention_heads")
-    kv_heads = _int(config, "num_key_value_heads", default=heads)
-    head_dim = _int(config, "head_dim", default=hidden // heads)
-    vocab = _int(config, "vocab_size")
-    intermediate = _int(config, "intermediate_size")
-    mlp_bias = bool(config.get("mlp_bias", False))
-    q_width, kv_width = heads * head_dim, kv_heads * head_dim
-    attention = hidden * q_width + 2 * hidden * kv_width + q_width * hidden
-    if qkv_bias:
-        attention += q_width + 2 * kv_width
-    if o_bias:
-        attention += hidden
-    if qk_norm:
-        attention += 2 * head_dim
-    dense_mlp = 3 * hidden * intermediate + (2 * intermediate + hidden if mlp_bias else 0)
-    per_layer_norms = norms * hidden
-    total_layers = 0
-    note = f"{layers} layers"
-    if model_type == "mixtral":
-        experts = _int(config, "num_local_experts")
-        moe = experts * 3 * hidden * intermediate + hidden * experts
-        total_layers = layers * (attention + moe + per_layer_norms)
-        largest = attention + moe + per_layer_norms
-        note += f", {experts} experts"
-    elif model_type == "qwen3_moe":
-        experts = _int(config, "num_experts", minimum=0)  # 0: every layer is dense
-        expert_size = _int(config, "moe_intermediate_size")
-        step = _int(config, "decoder_sparse_step", default=1)
-        dense_only = _layer_indices(config, "mlp_only_layers")
-        moe = experts * 3 * hidden * expert_size + hidden * experts
-        # Layer i is sparse when i is not in mlp_only_layers and (i + 1) % step == 0 (Qwen3MoeDecoderLayer).
-        sparse = 0
-        if experts > 0:
-            sparse = layers // step - sum(1 for index in dense_only if index < layers and (index + 1) % step == 0)
-        total_layers = layers * (attention + per_layer_norms) + sparse * moe + (layers - sparse) * dense_mlp
-        largest = attention + per_layer_norms + max(moe if sparse else 0, dense_mlp if sparse < layers else 0)
-        note += f", {experts} experts"
-    else:
-        total_layers = layers * (attention + dense_mlp + per_layer_norms)
-        largest = attention + dense_mlp + per_layer_norms
-    tied = _tied(config, tie_default)
-    total = vocab * hidden + total_layers + hidden + (0 if tied else vocab * hidden)
-    return ParameterCount(total, model_type, f"{model_type}: {note}, {'tied' if tied else 'untied'} embeddings",
-                          largest)
-
-
-def _gpt2(config: dict) -> ParameterCount:
-    hidden = _int(config, "n_embd", "hidden_size")
-    layers = _int(config, "n_layer", "num_hidden_layers")
-    vocab = _int(config, "vocab_size")
-    positions = _int(config, "n_positions", "max_position_embeddings")
-    inner = _int(config, "n_inner", default=4 * hidden)  # null: 4 × n_embd
-    per_layer = (2 * hidden  # ln_1
-                 + hidden * 3 * hidden + 3 * hidden  # c_attn
-                 + hidden * hidden + hidden  # attn c_proj
-                 + 2 * hidden  # ln_2
-                 + hidden * inner + inner  # c_fc
-                 + inner * hidden + hidden)  # mlp c_proj
-    tied = _tied(config, True)
-    total = vocab * hidden + positions * hidden + layers * per_layer + 2 * hidden + (0 if tied else vocab * hidden)
-    return ParameterCount(total, "gpt2", f"gpt2: {layers} layers, {'tied' if tied else 'untied'} embeddings",
-                          per_layer)
-
-
-def _gpt_neox(config: dict) -> ParameterCount:
-    hidden = _int(config, "hidden_size")
-    layers = _int(config, "num_hidden_layers")
-    vocab = _int(config, "vocab_size")
-    intermediate = _int(config, "intermediate_size")
-    bias = bool(config.get("attention_bias", True))
-    attention = hidden * 3 * hidden + hidden * hidden + ((3 * hidden + hidden) if bias else 0)
-    mlp = hidden * intermediate + intermediate + intermediate * hidden + hidden
-    per_layer = 4 * hidden + attention + mlp  # two LayerNorms (weight + bias)
-    tied = _tied(config, False)
-    total = vocab * hidden + layers * per_layer + 2 * hidden + (0 if tied else vocab * hidden)
-    return ParameterCount(total, "gpt_neox", f"gpt_neox: {layers} layers, {'tied' if tied else 'untied'} embeddings",
-                          per_layer)
-
-
-def _phi(config: dict) -> ParameterCount:
-    hidden = _int(config, "hidden_size")
-    layers = _int(config, "num_hidden_layers")
-    heads = _int(config, "num_attention_heads")
-    kv_heads = _int(config, "num_key_value_heads", default=heads)
-    head_dim = _checked("head_dim", hidden // heads, label="hidden_size / num_attention_heads")
-    vocab = _int(config, "vocab_size")
-    intermediate = _int(config, "intermediate_size")
-    q_width, kv_width = heads * head_dim, kv_heads * head_dim
-    attention = (hidden * q_width + q_width) + 2 * (hidden * kv_width + kv_width) + (q_width * hidden + hidden)
-    if config.get("qk_layernorm"):
-        attention += 2 * 2 * head_dim
-    mlp = hidden * intermediate + intermediate + intermediate * hidden + hidden
-    per_layer = 2 * hidden + attention + mlp  # one LayerNorm: attention and MLP run in parallel
-    tied = _tied(config, False)
-    head = 0 if tied else vocab * hidden + vocab  # phi's lm_head has a bias
-    total = vocab * hidden + layers * per_layer + 2 * hidden + head
-    return ParameterCount(total, "phi", f"phi: {layers} layers, {'tied' if tied else 'untied'} embeddings",
-                          per_layer)
 
 
 def _language_model(config: object) -> tuple[FilledConfig, str | None]:
@@ -233,21 +110,21 @@ def _with_defaults_note(counted: ParameterCount, config: FilledConfig) -> Parame
 def count_parameters(config: dict) -> ParameterCount:
     """Exact parameter count of the model a config.json describes; raises UnsupportedModel."""
     config, model_type = _language_model(config)
-    if model_type in LLAMA_LIKE:
-        counted = _llama_like(config, model_type)
-    elif model_type == "gpt2":
-        counted = _gpt2(config)
-    elif model_type == "gpt_neox":
-        counted = _gpt_neox(config)
-    elif model_type == "phi":
-        counted = _phi(config)
-    else:
+    if model_type not in FAMILIES:
         raise UnsupportedModel(
             f"cannot count parameters for model_type {model_type!r}; supported: {', '.join(SUPPORTED)} "
             '(declare "parameters" as a number instead)')
-    if counted.total <= 0:
-        raise UnsupportedModel(f"config.json describes a model of {counted.total} parameters")
-    return _with_defaults_note(counted, config)
+    shape = _read(config, FAMILIES[model_type], full=False)
+    found = weights(shape)
+    total = sum(w.parameters * w.instances for w in found if not (w.role == "head" and shape.tied))
+    members = {id(w.layers): set(w.layers) for w in found if w.layers}  # every layer, the dense, the sparse ones
+    largest = max(sum(w.parameters for w in found if w.layers and index in members[id(w.layers)])
+                  for index in {min(layers) for layers in members.values()})
+    if total <= 0:
+        raise UnsupportedModel(f"config.json describes a model of {total} parameters")
+    experts = f", {shape.experts} experts" if FAMILIES[model_type].moe else ""
+    note = f"{model_type}: {shape.layers} layers{experts}, {'tied' if shape.tied else 'untied'} embeddings"
+    return _with_defaults_note(ParameterCount(total, model_type, note, largest), config)
 
 
 def _from_text(text: str, reader):
@@ -270,39 +147,7 @@ def count_parameters_from_text(text: str) -> ParameterCount:
     return _from_text(text, count_parameters)
 
 
-# --- the shape the activation model needs (zeromem_lsp.memory.activations) ---
-
-class ModelShape(NamedTuple):
-    """What a config.json says about a model's activations; defaults are the Transformers config defaults."""
-
-    model_type: str
-    hidden: int
-    layers: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    intermediate: int  # dense MLP width (gpt2: n_inner, else 4 × n_embd)
-    vocab: int
-    tied: bool
-    attention_dropout: float = 0.0  # probability on the attention weights (eager keeps its mask)
-    hidden_dropout: float = 0.0  # residual / hidden-state dropout after attention and MLP
-    embedding_dropout: float = 0.0
-    experts: int = 0  # MoE: experts per sparse layer (0: dense)
-    experts_per_token: int = 0
-    expert_intermediate: int = 0
-    sparse_layers: int = 0  # layers whose MLP is the MoE block
-    normalize_top_k: bool = False  # MoE: top-k routing weights renormalized to sum 1 (mixtral always)
-    attention_softcap: bool = False  # gemma2: tanh softcapping of the attention scores
-    final_softcap: bool = False  # gemma2 / gemma3: tanh softcapping of the logits
-    rotary_dim: int = 0  # gpt_neox: rotated channels per head (partial rotary)
-    parallel_residual: bool = False  # gpt_neox: attention and MLP read the same input
-    sliding_window: int = 0  # tokens a sliding-attention layer sees (0: no sliding layers)
-    sliding_layers: int = 0  # layers with sliding-window attention
-    positions: int = 0  # gpt2: learned position embeddings (n_positions rows)
-    qkv_bias: bool = False  # q/k/v projections with biases (qwen2; attention_bias where the family reads it)
-    o_bias: bool = False  # the output projection with a bias (attention_bias where the family reads it)
-    mlp_bias: bool = False  # the dense MLP's projections with biases (mlp_bias)
-
+# --- the shape (configs/families.ModelShape) the activation models need, read per the family's traits ---
 
 def _probability(config: dict, name: str, default: float = 0.0) -> float:
     value = config.get(name, default)
@@ -331,13 +176,13 @@ def _rotary_fraction(config: dict) -> float:
     return float(value)
 
 
-def _sliding(config: dict, model_type: str, layers: int) -> tuple[int, int]:
-    """(window, sliding layers) the way each family's config lays out its layer types."""
-    default = {"gemma2": 4096, "gemma3_text": 4096, "mistral": 4096}.get(model_type)
-    window = config.get("sliding_window", default)
-    if model_type in ("qwen2", "qwen3", "qwen3_moe") and not config.get("use_sliding_window", False):
-        window = None
-    if window is None or model_type in ("llama", "gemma"):
+def _sliding(config: dict, family: Family, layers: int) -> tuple[int, int]:
+    """(window, sliding layers) the way the family's config lays out its layer types."""
+    rule = family.sliding
+    if rule is None or (rule.flag and not config.get(rule.flag, False)):
+        return 0, 0
+    window = config.get("sliding_window", rule.window)
+    if window is None:
         return 0, 0
     window = _checked("sliding_window", window)
     types = config.get("layer_types")
@@ -345,96 +190,83 @@ def _sliding(config: dict, model_type: str, layers: int) -> tuple[int, int]:
         if not isinstance(types, list) or len(types) > MAX_COUNT or not all(isinstance(t, str) for t in types):
             raise UnsupportedModel(f"config.json layer_types must be a list of strings, got {_show(types)}")
         return window, sum(1 for kind in types[:layers] if kind == "sliding_attention")
-    if model_type == "gemma2":
-        return window, (layers + 1) // 2  # layers 0, 2, 4, ... slide
-    if model_type == "gemma3_text":
-        pattern = _int(config, "sliding_window_pattern", default=6)
-        return window, layers - layers // pattern  # every pattern-th layer is global
-    if model_type.startswith("qwen"):
-        return window, max(0, layers - _int(config, "max_window_layers", default=28, minimum=0))
+    if rule.global_every:  # every n-th layer is global
+        key, every = rule.global_every
+        pattern = _int(config, key, default=every) if key else every
+        return window, layers - layers // pattern
+    if rule.full_below:
+        return window, max(0, layers - _int(config, rule.full_below[0], default=rule.full_below[1], minimum=0))
     return window, layers
 
 
-def _llama_like_shape(config: dict, model_type: str) -> ModelShape:
-    hidden = _int(config, "hidden_size")
-    heads = _int(config, "num_attention_heads")
-    experts = per_token = expert_width = sparse = 0
-    layers = _int(config, "num_hidden_layers")
-    normalize = model_type == "mixtral"
-    if model_type == "mixtral":
-        experts = _int(config, "num_local_experts")
-        per_token = _int(config, "num_experts_per_tok", default=2)
-        expert_width, sparse = _int(config, "intermediate_size"), layers
-    elif model_type == "qwen3_moe":
-        experts = _int(config, "num_experts", minimum=0)
-        per_token = _int(config, "num_experts_per_tok", default=8)
-        expert_width = _int(config, "moe_intermediate_size")
-        step = _int(config, "decoder_sparse_step", default=1)
-        dense_only = _layer_indices(config, "mlp_only_layers")
-        normalize = config.get("norm_topk_prob", False) is True
-        if experts:
-            sparse = layers // step - sum(1 for index in dense_only if index < layers and (index + 1) % step == 0)
-    if experts and per_token > experts:
-        raise UnsupportedModel(f"config.json num_experts_per_tok ({per_token}) exceeds the {experts} experts")
-    gemma2 = model_type == "gemma2"
-    window, sliding = _sliding(config, model_type, layers)
-    qkv_bias, o_bias = _attention_biases(config, model_type)
-    return ModelShape(
-        model_type=model_type, hidden=hidden, layers=layers, heads=heads,
-        kv_heads=_int(config, "num_key_value_heads", default=heads),
-        head_dim=_int(config, "head_dim", default=hidden // heads),
-        intermediate=_int(config, "intermediate_size"), vocab=_int(config, "vocab_size"),
-        tied=_tied(config, LLAMA_LIKE[model_type][4]),
-        attention_dropout=_probability(config, "attention_dropout"),
-        hidden_dropout=_probability(config, "resid_pdrop") if model_type == "phi3" else 0.0,
-        experts=experts, experts_per_token=per_token, expert_intermediate=expert_width, sparse_layers=sparse,
-        sliding_window=window, sliding_layers=sliding, normalize_top_k=normalize, qkv_bias=qkv_bias, o_bias=o_bias,
-        mlp_bias=bool(config.get("mlp_bias", False)),
-        attention_softcap=model_type in ("gemma2", "gemma3_text") and _softcap(
-            config, "attn_logit_softcapping", 50.0 if gemma2 else None),
-        final_softcap=model_type in ("gemma2", "gemma3_text") and _softcap(
-            config, "final_logit_softcapping", 30.0 if gemma2 else None))
+def _dropout(config: dict, key: tuple[str, float] | None) -> float:
+    return _probability(config, *key) if key else 0.0
 
 
-def _gpt2_shape(config: dict) -> ModelShape:
-    hidden = _int(config, "n_embd", "hidden_size")
-    heads = _int(config, "n_head", "num_attention_heads")
-    head_dim = _checked("head_dim", hidden // heads, label="n_embd / n_head")
-    return ModelShape(
-        model_type="gpt2", hidden=hidden, layers=_int(config, "n_layer", "num_hidden_layers"), heads=heads,
-        kv_heads=heads, head_dim=head_dim, intermediate=_int(config, "n_inner", default=4 * hidden),
-        vocab=_int(config, "vocab_size"), tied=_tied(config, True),
-        positions=_int(config, "n_positions", "max_position_embeddings"),
-        attention_dropout=_probability(config, "attn_pdrop", 0.1),
-        hidden_dropout=_probability(config, "resid_pdrop", 0.1),
-        embedding_dropout=_probability(config, "embd_pdrop", 0.1))
-
-
-def _gpt_neox_shape(config: dict) -> ModelShape:
-    hidden = _int(config, "hidden_size")
-    heads = _int(config, "num_attention_heads")
-    head_dim = _checked("head_dim", hidden // heads, label="hidden_size / num_attention_heads")
-    parallel = config.get("use_parallel_residual", True)
-    return ModelShape(
-        model_type="gpt_neox", hidden=hidden, layers=_int(config, "num_hidden_layers"), heads=heads,
-        kv_heads=heads, head_dim=head_dim, intermediate=_int(config, "intermediate_size"),
-        vocab=_int(config, "vocab_size"), tied=_tied(config, False),
-        attention_dropout=_probability(config, "attention_dropout"),
-        hidden_dropout=_probability(config, "hidden_dropout"),
-        embedding_dropout=_probability(config, "hidden_dropout"),  # GPTNeoXModel.emb_dropout
-        rotary_dim=int(head_dim * _rotary_fraction(config)), parallel_residual=parallel is not False)
+def _read(config: dict, family: Family, full: bool) -> ModelShape:
+    """The config as a ModelShape. Not `full` (the parameter count): only the fields the weights need, in the
+    order the count has always read them (its defaults note names what it read)."""
+    key = family.key
+    attention_bias = family.attention_bias
+    if None in (family.qkv_bias, family.o_bias, family.mlp_bias):  # read where any bias is the config's
+        attention_bias = bool(config.get("attention_bias", family.attention_bias))
+    qkv_bias, o_bias = (attention_bias if bias is None else bias for bias in (family.qkv_bias, family.o_bias))
+    hidden = _int(config, *key("hidden"))
+    layers = _int(config, *key("layers"))
+    heads = kv_heads = 1
+    head_dim = hidden
+    if full or family.gqa:
+        heads = _int(config, *key("heads"))
+        kv_heads = _int(config, "num_key_value_heads", default=heads) if family.gqa else heads
+        if family.head_dim_key:
+            head_dim = _int(config, "head_dim", default=hidden // heads)
+        else:
+            head_dim = _checked("head_dim", hidden // heads, label=f"{key('hidden')[0]} / {key('heads')[0]}")
+    vocab = _int(config, "vocab_size")
+    positions = _int(config, *key("positions")) if family.positions else 0
+    intermediate = _int(config, *key("intermediate"), default=family.inner * hidden or None)
+    mlp_bias = bool(config.get("mlp_bias", False)) if family.mlp_bias is None else family.mlp_bias
+    moe, experts, per_token, width, sparse, step, dense_only = family.moe, 0, 0, 0, 0, 1, set()
+    if moe:
+        experts = _int(config, moe.experts, minimum=0 if moe.stepped else 1)  # stepped, 0: every layer is dense
+        width, sparse = _int(config, moe.width), layers
+        if moe.stepped:
+            step = _int(config, "decoder_sparse_step", default=1)
+            dense_only = _layer_indices(config, "mlp_only_layers")
+            # Layer i is sparse when i is not in mlp_only_layers and (i + 1) % step == 0 (Qwen3MoeDecoderLayer).
+            sparse = layers // step - sum(1 for i in dense_only if i < layers and (i + 1) % step == 0) if experts else 0
+    qk_norm = family.qk_norm if isinstance(family.qk_norm, bool) else bool(config.get(family.qk_norm))
+    shape = ModelShape(family.name, hidden, layers, heads, kv_heads, head_dim, intermediate, vocab,
+                       _tied(config, family.tie), experts=experts, expert_intermediate=width, sparse_layers=sparse,
+                       positions=positions, qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias, qk_norm=qk_norm,
+                       sparse_step=step, dense_only=tuple(sorted(dense_only)))
+    if not full:
+        return shape
+    if moe:
+        per_token = _int(config, "num_experts_per_tok", default=moe.per_token)
+        if experts and per_token > experts:
+            raise UnsupportedModel(f"config.json num_experts_per_tok ({per_token}) exceeds the {experts} experts")
+    window, sliding = _sliding(config, family, layers)
+    caps = [False, False]
+    for index, name in enumerate(("attn_logit_softcapping", "final_logit_softcapping")):
+        caps[index] = family.softcaps is not None and _softcap(config, name, family.softcaps[index])
+    parallel = family.parallel_residual and config.get("use_parallel_residual", True) is not False
+    return shape._replace(
+        attention_dropout=_dropout(config, family.attention_dropout),
+        hidden_dropout=_dropout(config, family.hidden_dropout),
+        embedding_dropout=_dropout(config, family.embedding_dropout),
+        experts_per_token=per_token, sliding_window=window, sliding_layers=sliding,
+        normalize_top_k=bool(moe) and (moe.normalize is None or config.get(moe.normalize, False) is True),
+        attention_softcap=caps[0], final_softcap=caps[1], parallel_residual=parallel,
+        rotary_dim=int(head_dim * _rotary_fraction(config)) if family.partial_rotary else 0)
 
 
 def model_shape(config: dict) -> ModelShape:
     """The activation-relevant shape of a config.json; raises UnsupportedModel naming the field."""
     config, model_type = _language_model(config)
-    if model_type in LLAMA_LIKE:
-        return _llama_like_shape(config, model_type)
-    if model_type == "gpt2":
-        return _gpt2_shape(config)
-    if model_type == "gpt_neox":
-        return _gpt_neox_shape(config)
-    supported = ", ".join(name for name in SUPPORTED if name != "phi")
+    if model_type in FAMILIES and FAMILIES[model_type].activations:
+        return _read(config, FAMILIES[model_type], full=True)
+    supported = ", ".join(name for name, family in FAMILIES.items() if family.activations)
     raise UnsupportedModel(f"no activation model for model_type {model_type!r}; supported: {supported}")
 
 

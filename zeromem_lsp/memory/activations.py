@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from zeromem_lsp.configs.families import of
 from zeromem_lsp.configs.model_config import MAX_COUNT, MAX_SIZE, ModelShape
 
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -72,21 +73,18 @@ def _attention(shape: ModelShape, b: int, s: int, w: int, impl: str, v_bytes: in
     (the same tensor in fp32 unless dropout follows), tanh of softcapped scores, the dropout mask,
     and a contiguous copy of the output for o_proj."""
     tokens, q, kv, d = b * s, shape.heads, shape.kv_heads, shape.head_dim
-    scores = b * q * s * s
+    scores, qkv = b * q * s * s, of(shape).qkv
     query = w * tokens * q * d
-    if impl == "sdpa":
-        kept = query + w * tokens * kv * d + v_bytes + query + F32 * b * q * s
-        if shape.model_type in ("phi3", "gpt_neox"):  # v sliced from a fused qkv is copied by the kernel,
-            # whose output then comes back head-major: the output projection keeps a copy of it too
-            kept += query
-        return kept
-    if shape.model_type == "gpt2":  # q, k, v (views of c_attn's output) copied for the batched matmuls
+    if impl == "sdpa":  # v sliced from a fused qkv is copied by the kernel, whose output then comes back
+        # head-major: the output projection keeps a copy of it too
+        return query + w * tokens * kv * d + v_bytes + query + F32 * b * q * s + (query if qkv == "sliced" else 0)
+    if qkv == "views":  # q, k, v (views of c_attn's output) copied for the batched matmuls
         kept = 3 * query
     else:
         kept = query + query  # q, k repeated (k itself when kv == q)
         kept += query if kv < q else v_bytes
     dropout = shape.attention_dropout > 0
-    if shape.model_type == "gpt2":  # softmax in the model dtype (no fp32 upcast), dropout's output
+    if qkv == "views":  # GPT-2's softmax in the model dtype (no fp32 upcast), dropout's output
         kept += w * scores * (2 if dropout else 1)
     else:
         kept += F32 * scores
@@ -99,23 +97,28 @@ def _attention(shape: ModelShape, b: int, s: int, w: int, impl: str, v_bytes: in
     return kept + query
 
 
-def _llama_like_layer(shape: ModelShape, b: int, s: int, w: int, impl: str, sparse: bool) -> int:
-    tokens, h, q, kv, d = b * s, shape.hidden, shape.heads, shape.kv_heads, shape.head_dim
-    gemma = shape.model_type.startswith("gemma")
-    four_norms = shape.model_type in ("gemma2", "gemma3_text")
-    kept = _rms(tokens, h, w, True, gemma)  # input_layernorm → q/k/v projections
-    v_bytes = w * tokens * kv * d  # phi3's v, sliced from the fused qkv_proj, is kept as its own copy
-    if shape.model_type in ("qwen3", "qwen3_moe", "gemma3_text"):  # per-head q/k norms before rotary
-        kept += _rms(tokens * q, d, w, False, gemma) + _rms(tokens * kv, d, w, False, gemma)
-    kept += _attention(shape, b, s, w, impl, v_bytes)
-    if four_norms:  # post_attention_layernorm feeds the residual add; pre_feedforward_layernorm the MLP
-        kept += _rms(tokens, h, w, False, gemma) + _rms(tokens, h, w, True, gemma)
-        kept += _rms(tokens, h, w, False, gemma)  # post_feedforward_layernorm
+def _layer(shape: ModelShape, b: int, s: int, w: int, impl: str, sparse: bool) -> int:
+    """One decoder layer. LayerNorm families: both norms (one input with a parallel residual), v from the fused
+    projection's output; RMSNorm ones: input_layernorm → q/k/v, the per-head q/k norms before rotary, then
+    post_attention_layernorm → MLP, or (four norms) post_attention → residual, pre_feedforward → MLP,
+    post_feedforward → residual. The MLP keeps `Family.mlp_kept` T × I tensors, or the MoE block's."""
+    family, tokens, h = of(shape), b * s, shape.hidden
+    q, kv, d = shape.heads, shape.kv_heads, shape.head_dim
+    gemma = family.norm == "rms1p"
+    width = 3 * h if family.qkv == "views" else kv * d if family.gqa else h  # gpt2's v is a view of c_attn's output
+    if family.norm == "layer":
+        kept = _layer_norm(tokens, h, w, True) + _layer_norm(tokens, h, w, not shape.parallel_residual)
     else:
+        kept = _rms(tokens, h, w, True, gemma)
+        if shape.qk_norm:
+            kept += _rms(tokens * q, d, w, False, gemma) + _rms(tokens * kv, d, w, False, gemma)
+        if family.norms_per_layer == 4:
+            kept += 2 * _rms(tokens, h, w, False, gemma)
         kept += _rms(tokens, h, w, True, gemma)
-    if shape.hidden_dropout > 0:  # phi3 resid_attn_dropout, resid_mlp_dropout
+    kept += _attention(shape, b, s, w, impl, w * tokens * width)
+    if shape.hidden_dropout > 0:  # resid dropouts after attention and MLP
         kept += 2 * w * tokens * h
-    return kept + (_moe(shape, tokens, w) if sparse else 4 * w * tokens * shape.intermediate)
+    return kept + (_moe(shape, tokens, w) if sparse else family.mlp_kept * w * tokens * shape.intermediate)
 
 
 def _moe(shape: ModelShape, tokens: int, w: int) -> int:
@@ -130,39 +133,10 @@ def _moe(shape: ModelShape, tokens: int, w: int) -> int:
     router = F32 * tokens * experts + I64 * pairs
     if shape.normalize_top_k:
         router += F32 * pairs + F32 * tokens
-    weights = F32 if shape.model_type == "mixtral" else w
+    moe = of(shape).moe
+    weights = F32 if moe and moe.fp32_weights else w
     expert = w * pairs * h + 4 * w * pairs * width + w * pairs * h + weights * pairs + 3 * I64 * pairs
     return router + expert + I32 * experts
-
-
-def _gpt2_layer(shape: ModelShape, b: int, s: int, w: int, impl: str) -> int:
-    tokens, h = b * s, shape.hidden
-    kept = _layer_norm(tokens, h, w, True)  # ln_1 keeps the residual stream it reads
-    kept += _attention(shape, b, s, w, impl, w * tokens * 3 * h)  # c_attn output: q, k, v are views
-    kept += _layer_norm(tokens, h, w, True)
-    kept += 5 * w * tokens * shape.intermediate  # gelu_new in Python: x, tanh, 0.5·x, 1 + tanh; c_proj input
-    if shape.hidden_dropout > 0:
-        kept += 2 * w * tokens * h
-    return kept
-
-
-def _gpt_neox_layer(shape: ModelShape, b: int, s: int, w: int, impl: str) -> int:
-    tokens, h = b * s, shape.hidden
-    kept = _layer_norm(tokens, h, w, True)
-    kept += _layer_norm(tokens, h, w, not shape.parallel_residual)  # parallel: both norms read one input
-    kept += _attention(shape, b, s, w, impl, w * tokens * h)  # v, sliced from the fused qkv, is copied
-    kept += 2 * w * tokens * shape.intermediate  # gelu keeps its input; dense_4h_to_h its own
-    if shape.hidden_dropout > 0:
-        kept += 2 * w * tokens * h
-    return kept
-
-
-def _layer(shape: ModelShape, b: int, s: int, w: int, impl: str, sparse: bool) -> int:
-    if shape.model_type == "gpt2":
-        return _gpt2_layer(shape, b, s, w, impl)
-    if shape.model_type == "gpt_neox":
-        return _gpt_neox_layer(shape, b, s, w, impl)
-    return _llama_like_layer(shape, b, s, w, impl, sparse)
 
 
 def _layer_types(shape: ModelShape) -> int:
@@ -185,37 +159,36 @@ def _sliding_extra(shape: ModelShape, b: int, s: int, w: int, attention: str) ->
 def _shared(shape: ModelShape, b: int, s: int, w: int, attention: str) -> int:
     """Rotary cos and sin, (1, 1, s, rotary width) each, computed once and read by every layer (Gemma 3:
     one pair per attention type); the (b, 1, s, s) sliding mask when sdpa keeps it."""
+    family = of(shape)
     kept = w * b * s * s if _masked(shape, s, attention) else 0
-    if shape.model_type == "gpt2":
+    if family.positions:  # learned positions: no rotary tables
         return kept
-    width = shape.rotary_dim if shape.model_type == "gpt_neox" else shape.head_dim
-    tables = _layer_types(shape) if shape.model_type == "gemma3_text" else 1
-    return kept + tables * 2 * w * s * width
+    width = shape.rotary_dim if family.partial_rotary else shape.head_dim
+    return kept + (_layer_types(shape) if family.rotary_per_type else 1) * 2 * w * s * width
 
 
 def _embedding(shape: ModelShape, b: int, s: int, w: int) -> int:
+    family = of(shape)
     kept = I64 * b * s  # the embedding keeps the token ids
-    if shape.model_type == "gpt2":
-        kept += I64 * s  # wpe keeps the position ids
-    if shape.model_type.startswith("gemma"):
-        kept += w  # the sqrt(hidden) scale, a 0-d tensor
+    kept += I64 * s if family.positions else 0  # wpe keeps the position ids
+    kept += w if family.embedding_scale else 0  # the sqrt(hidden) scale, a 0-d tensor
     if shape.embedding_dropout > 0:
         kept += w * b * s * shape.hidden
     return kept
 
 
 def _final_norm(shape: ModelShape, b: int, s: int, w: int) -> int:
-    tokens = b * s
-    if shape.model_type in ("gpt2", "gpt_neox"):
-        return _layer_norm(tokens, shape.hidden, w, True)
-    return _rms(tokens, shape.hidden, w, True, shape.model_type.startswith("gemma"))
+    norm = of(shape).norm
+    if norm == "layer":
+        return _layer_norm(b * s, shape.hidden, w, True)
+    return _rms(b * s, shape.hidden, w, True, norm == "rms1p")
 
 
 def _checkpoint_kept(shape: ModelShape, b: int, s: int, w: int, attention: str) -> int:
     """What non-reentrant checkpointing keeps: each layer's input, plus the keyword inputs the layers
     share (position ids; for eager the (b, 1, s, s) additive mask, one per attention type)."""
     kept = shape.layers * w * b * s * shape.hidden
-    if shape.model_type != "gpt2":  # gpt2's blocks take no position ids (wpe already keeps them)
+    if not of(shape).positions:  # gpt2's blocks take no position ids (wpe already keeps them)
         kept += I64 * s
     if attention == "eager":
         kept += _layer_types(shape) * w * b * s * s
@@ -244,7 +217,7 @@ def estimate_activations(shape: ModelShape, sequence_length: int, micro_batch: i
     if attention not in ATTENTION:
         raise ActivationInputError(f"attention must be one of {', '.join(ATTENTION)}, got {attention!r}")
     w, b, s = DTYPE_BYTES[dtype], micro_batch, sequence_length
-    if shape.model_type == "gemma2":
+    if of(shape).eager_only:
         attention = "eager"
     dense = shape.layers - shape.sparse_layers
     sizes = ([_layer(shape, b, s, w, attention, True)] if shape.sparse_layers else []) + (

@@ -13,16 +13,10 @@ and trainable parameters (`fsdp_mixed_units`).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from zeromem_lsp.configs.model_config import (
-    LLAMA_LIKE,
-    MAX_SIZE,
-    ModelShape,
-    UnsupportedModel,
-    count_parameters,
-    model_shape,
-)
+from zeromem_lsp.configs.families import FAMILIES, MLP_ROLES, MOE_ROLES, Weight, weights
+from zeromem_lsp.configs.model_config import MAX_SIZE, UnsupportedModel, count_parameters, model_shape
 from zeromem_lsp.memory.lora_targets import (
     Excluded, TargetSpec, TargetSpecError, check_spec, checked_regex, matches, pattern_key, suffix_matches,
 )
@@ -36,9 +30,6 @@ BLOCKSIZE = 64  # bitsandbytes.functional.quantize_4bit default blocksize
 NESTED_BLOCKSIZE = 256  # quantize_4bit(compress_statistics=True) → quantize_blockwise(absmax, blocksize=256)
 NF4_CODE_BYTES = 16 * 4  # get_4bit_type: 16 fp32 values, a new tensor per quantized weight
 DYNAMIC_CODE_BYTES = 256 * 4  # quantize_blockwise's dynamic map, copied into each nested QuantState
-# transformers v4 names PEFT maps onto v5's fused MoE parameters (peft/utils/transformers_weight_conversion.py,
-# _MOE_TARGET_MODULE_MAPPING / _MOE_FUSED_TARGETS): (router, fused gate+up pair, down)
-MOE_ALIASES = {"mixtral": ("gate", ("w1", "w3"), "w2"), "qwen3_moe": ("gate", ("gate_proj", "up_proj"), "down_proj")}
 
 
 class AdapterInputError(ValueError):
@@ -47,35 +38,6 @@ class AdapterInputError(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
-
-
-class Weight(NamedTuple):
-    """One weight of the model, as PEFT and bitsandbytes see it.
-
-    `path` is the module name with `{i}` for the decoder-layer index; `layers` the indices holding it (None:
-    outside the layers). `experts` > 0 marks a stacked (E, out, in) MoE parameter (not an nn.Linear)."""
-
-    path: str
-    in_features: int
-    out_features: int
-    layers: tuple[int, ...] | None
-    kind: str = "linear"  # linear, conv1d (gpt2), embedding, head, router, experts, norm (in_features 1)
-    bias: bool = False
-    experts: int = 0
-
-    @property
-    def instances(self) -> int:
-        return 1 if self.layers is None else len(self.layers)
-
-    @property
-    def elements(self) -> int:
-        """Weight elements of one instance (no bias)."""
-        return max(self.experts, 1) * self.in_features * self.out_features
-
-    @property
-    def parameters(self) -> int:
-        """Parameters of one instance, bias included."""
-        return self.elements + (self.out_features if self.bias else 0)
 
 
 class Inventory(NamedTuple):
@@ -93,101 +55,11 @@ class Inventory(NamedTuple):
         return tuple(dict.fromkeys(w.path.rsplit(".", 1)[-1] for w in self.weights if w.kind in kinds))
 
 
-def _llama_like_weights(config: dict, shape: ModelShape) -> list[Weight]:
-    qkv_bias, o_bias = LLAMA_LIKE[shape.model_type][:2]
-    attention_bias = bool(config.get("attention_bias", False))
-    qkv_bias = attention_bias if qkv_bias is None else qkv_bias
-    o_bias = attention_bias if o_bias is None else o_bias
-    mlp_bias = bool(config.get("mlp_bias", False))
-    h, layers = shape.hidden, tuple(range(shape.layers))
-    q, kv = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
-    prefix = "model.layers.{i}."
-    weights = [Weight("model.embed_tokens", shape.vocab, h, None, "embedding")]
-    if shape.model_type == "phi3":  # fused qkv_proj and gate_up_proj (Phi3Attention, Phi3MLP)
-        weights += [Weight(prefix + "self_attn.qkv_proj", h, q + 2 * kv, layers),
-                    Weight(prefix + "self_attn.o_proj", q, h, layers)]
-    else:
-        weights += [Weight(prefix + "self_attn.q_proj", h, q, layers, bias=qkv_bias),
-                    Weight(prefix + "self_attn.k_proj", h, kv, layers, bias=qkv_bias),
-                    Weight(prefix + "self_attn.v_proj", h, kv, layers, bias=qkv_bias),
-                    Weight(prefix + "self_attn.o_proj", q, h, layers, bias=o_bias)]
-    sparse = _sparse_layers(config, shape)
-    dense = tuple(i for i in layers if i not in sparse)
-    if shape.model_type == "phi3":
-        weights += [Weight(prefix + "mlp.gate_up_proj", h, 2 * shape.intermediate, dense),
-                    Weight(prefix + "mlp.down_proj", shape.intermediate, h, dense)]
-    elif dense:
-        weights += [Weight(prefix + "mlp.gate_proj", h, shape.intermediate, dense, bias=mlp_bias),
-                    Weight(prefix + "mlp.up_proj", h, shape.intermediate, dense, bias=mlp_bias),
-                    Weight(prefix + "mlp.down_proj", shape.intermediate, h, dense, bias=mlp_bias)]
-    if sparse:  # transformers 5: a router weight and stacked expert parameters, none of them nn.Linear
-        e, width = shape.experts, shape.expert_intermediate
-        weights += [Weight(prefix + "mlp.gate", h, e, sparse, "router"),
-                    Weight(prefix + "mlp.experts.gate_up_proj", h, 2 * width, sparse, "experts", experts=e),
-                    Weight(prefix + "mlp.experts.down_proj", width, h, sparse, "experts", experts=e)]
-    norms = ("input_layernorm", "post_attention_layernorm")
-    if shape.model_type in ("gemma2", "gemma3_text"):
-        norms += ("pre_feedforward_layernorm", "post_feedforward_layernorm")
-    weights += [Weight(prefix + name, 1, h, layers, "norm") for name in norms]
-    if shape.model_type in ("qwen3", "qwen3_moe", "gemma3_text"):
-        weights += [Weight(prefix + f"self_attn.{name}", 1, shape.head_dim, layers, "norm")
-                    for name in ("q_norm", "k_norm")]
-    return weights + [Weight("model.norm", 1, h, None, "norm"), Weight("lm_head", h, shape.vocab, None, "head")]
-
-
-def _sparse_layers(config: dict, shape: ModelShape) -> tuple[int, ...]:
-    """Indices of the MoE layers (Qwen3MoeDecoderLayer: i not in mlp_only_layers and (i + 1) % step == 0)."""
-    if not shape.sparse_layers:
-        return ()
-    if shape.model_type == "mixtral":
-        return tuple(range(shape.layers))
-    step = config.get("decoder_sparse_step") or 1
-    dense_only = set(config.get("mlp_only_layers") or ())
-    return tuple(i for i in range(shape.layers) if i not in dense_only and (i + 1) % step == 0)
-
-
-def _gpt2_weights(config: dict, shape: ModelShape) -> list[Weight]:
-    h, layers, inner = shape.hidden, tuple(range(shape.layers)), shape.intermediate
-    positions = config.get("n_positions", config.get("max_position_embeddings"))
-    prefix = "transformer.h.{i}."
-    return [Weight("transformer.wte", shape.vocab, h, None, "embedding"),
-            Weight("transformer.wpe", positions, h, None, "embedding"),
-            Weight(prefix + "attn.c_attn", h, 3 * h, layers, "conv1d", True),
-            Weight(prefix + "attn.c_proj", h, h, layers, "conv1d", True),
-            Weight(prefix + "mlp.c_fc", h, inner, layers, "conv1d", True),
-            Weight(prefix + "mlp.c_proj", inner, h, layers, "conv1d", True),
-            Weight(prefix + "ln_1", 1, h, layers, "norm", True), Weight(prefix + "ln_2", 1, h, layers, "norm", True),
-            Weight("transformer.ln_f", 1, h, None, "norm", True), Weight("lm_head", h, shape.vocab, None, "head")]
-
-
-def _gpt_neox_weights(config: dict, shape: ModelShape) -> list[Weight]:
-    h, layers, inner = shape.hidden, tuple(range(shape.layers)), shape.intermediate
-    bias = bool(config.get("attention_bias", True))
-    prefix = "gpt_neox.layers.{i}."
-    return [Weight("gpt_neox.embed_in", shape.vocab, h, None, "embedding"),
-            Weight(prefix + "attention.query_key_value", h, 3 * h, layers, bias=bias),
-            Weight(prefix + "attention.dense", h, h, layers, bias=bias),
-            Weight(prefix + "mlp.dense_h_to_4h", h, inner, layers, bias=True),
-            Weight(prefix + "mlp.dense_4h_to_h", inner, h, layers, bias=True),
-            Weight(prefix + "input_layernorm", 1, h, layers, "norm", True),
-            Weight(prefix + "post_attention_layernorm", 1, h, layers, "norm", True),
-            Weight("gpt_neox.final_layer_norm", 1, h, None, "norm", True),
-            Weight("lm_head", h, shape.vocab, None, "head")]
-
-
-def inventory(config: dict) -> Inventory:
-    """The weights of the model a config.json describes; raises UnsupportedModel naming the field."""
+def inventory(config: dict[str, Any]) -> Inventory:
+    """The weights of the model a config.json describes (configs/families.weights); raises UnsupportedModel."""
     counted = count_parameters(config)
     shape = model_shape(config)
-    inner = config.get("text_config") if shape.model_type != config.get("model_type") else None
-    fields = inner if isinstance(inner, dict) else config
-    if shape.model_type == "gpt2":
-        weights = _gpt2_weights(fields, shape)
-    elif shape.model_type == "gpt_neox":
-        weights = _gpt_neox_weights(fields, shape)
-    else:
-        weights = _llama_like_weights(fields, shape)
-    return Inventory(shape.model_type, tuple(weights), counted.total, shape.tied)
+    return Inventory(shape.model_type, weights(shape), counted.total, shape.tied)
 
 
 # --- the model's named modules, as torch lists them (what PEFT matches target names against) ---
@@ -212,26 +84,16 @@ class Parameter(NamedTuple):
 
 
 def _parameterless(found: Inventory) -> list[tuple[str, tuple[int, ...] | None]]:
-    """Modules without parameters (checked against named_modules in tests/data/adapters/peft_counts.json)."""
-    layers = tuple(sorted({i for w in found.weights for i in (w.layers or ())}))
-    if found.model_type == "gpt2":
-        names = ("attn.attn_dropout", "attn.resid_dropout", "mlp.act", "mlp.dropout")
-        return [("transformer.drop", None)] + [(f"transformer.h.{{i}}.{name}", layers) for name in names]
-    if found.model_type == "gpt_neox":
-        names = ("post_attention_dropout", "post_mlp_dropout", "mlp.act")
-        return ([("gpt_neox.emb_dropout", None), ("gpt_neox.rotary_emb", None)]
-                + [(f"gpt_neox.layers.{{i}}.{name}", layers) for name in names])
-    out: list[tuple[str, tuple[int, ...] | None]] = [("model.rotary_emb", None)]
-    if found.model_type == "phi3":
-        names = ("mlp.activation_fn", "resid_attn_dropout", "resid_mlp_dropout")
-        return out + [(f"model.layers.{{i}}.{name}", layers) for name in names]
-    dense = next((w.layers for w in found.weights if w.kind == "linear" and w.path.endswith("mlp.down_proj")), ())
-    sparse = next((w.layers for w in found.weights if w.kind == "router"), ())
-    if dense:
-        out.append(("model.layers.{i}.mlp.act_fn", dense))
-    if sparse:
-        out += [("model.layers.{i}.mlp.experts", sparse), ("model.layers.{i}.mlp.experts.act_fn", sparse)]
-    return out
+    """Modules without parameters (checked against named_modules in tests/data/adapters/peft_counts.json): the
+    family's outside and per-layer ones (an MLP's on the dense layers), and the experts modules of sparse layers."""
+    family = FAMILIES[found.model_type]
+    every = tuple(sorted({i for w in found.weights for i in (w.layers or ())}))
+    dense = next((w.layers for w in found.weights if w.role in MLP_ROLES and w.layers), ())
+    sparse = next((w.layers for w in found.weights if w.role in MOE_ROLES and w.layers), ())
+    out: list[tuple[str, tuple[int, ...] | None]] = [(name, None) for name in family.outside_modules]
+    out += [(family.prefix + name, dense if name.startswith("mlp.") else every) for name in family.layer_modules]
+    return [(path, layers) for path, layers in out if layers != ()] + [
+        (family.prefix + name, sparse) for name in ("mlp.experts", "mlp.experts.act_fn") if sparse]
 
 
 def _instances(path: str, layers: tuple[int, ...] | None) -> list[tuple[str, int | None]]:
@@ -316,9 +178,15 @@ def _check_rank(rank: object, field: str = "lora_r") -> int:
     return rank
 
 
+def _aliases(model_type: str) -> tuple[str, tuple[str, str], str]:
+    moe = FAMILIES[model_type].moe
+    assert moe is not None, model_type
+    return moe.aliases
+
+
 def _moe_mapping(model_type: str) -> dict[str, str]:
     """_MOE_TARGET_MODULE_MAPPING: a v4 name → the v5 parameter it targets (router, fused pair, down)."""
-    router, pair, down = MOE_ALIASES[model_type]
+    router, pair, down = _aliases(model_type)
     return {router: "gate.weight", pair[0]: "gate_up_proj", pair[1]: "gate_up_proj", down: "down_proj"}
 
 
@@ -354,7 +222,7 @@ def _convert_moe(found: Inventory, spec: TargetSpec, modules: tuple[Module, ...]
         names.add(mapping[mapped])
         if mapping[mapped] == "gate_up_proj":
             fused.add(mapped)
-    pair = MOE_ALIASES[found.model_type][1]
+    pair = _aliases(found.model_type)[1]
     if 0 < len(fused) < 2:
         missing = ", ".join(sorted(set(pair) - fused))
         raise AdapterInputError("lora_target_modules", (
@@ -453,8 +321,8 @@ def resolve_targets(inventory_: Inventory, lora: LoraSettings) -> tuple[tuple[Ta
     spec = _spec(lora)
     if lora.dora and lora.lora_bias:
         raise AdapterInputError("use_dora", "lora_bias is not supported with DoRA (peft LoraConfig)")
-    names, doubled = set(lora.target_parameters), ()
-    if inventory_.model_type in MOE_ALIASES:
+    names, doubled = set(lora.target_parameters), tuple[tuple[str, int], ...]()
+    if FAMILIES[inventory_.model_type].moe:
         spec, names, doubled = _convert_moe(inventory_, spec, modules, parameters, names, rank)
     if isinstance(spec.targets, str) and spec.targets.lower() == ALL_LINEAR:
         # _maybe_include_all_linear_layers: the full names of every nn.Linear / Conv1D but the output embeddings
@@ -466,7 +334,7 @@ def resolve_targets(inventory_: Inventory, lora: LoraSettings) -> tuple[tuple[Ta
         found = pattern_key(keys, key)
         return rank if found is None else dict(table)[found]
 
-    chosen: dict[tuple[Weight, int], set[int]] = {}
+    chosen: dict[tuple[Weight, int], set[int | None]] = {}
     adapted: set[tuple[Weight, int | None]] = set()
     excluded = unmatched = False
     for module in modules:
@@ -494,7 +362,7 @@ def resolve_targets(inventory_: Inventory, lora: LoraSettings) -> tuple[tuple[Ta
         chosen.setdefault((parameter.weight, rank_of(parameter.key)), set()).add(parameter.layer)
     if not chosen:
         raise _nothing_targeted(inventory_, lora, excluded, unmatched)
-    targets = [Target(weight, None if weight.layers is None else tuple(sorted(layers)), r)
+    targets = [Target(weight, None if weight.layers is None else tuple(sorted(i for i in layers if i is not None)), r)
                for (weight, r), layers in chosen.items()]
     if all(min(t.weight.in_features, t.weight.out_features) < t.rank for t in targets):
         widest = max(min(t.weight.in_features, t.weight.out_features) for t in targets)
@@ -532,7 +400,7 @@ class AdapterCount(NamedTuple):
         return self.all - self.trainable
 
 
-def count_adapters(config: dict, lora: LoraSettings) -> AdapterCount:
+def count_adapters(config: dict[str, Any], lora: LoraSettings) -> AdapterCount:
     """Trainable and total parameters of the PEFT model; raises AdapterInputError / UnsupportedModel."""
     found = inventory(config)
     targets, saved = resolve_targets(found, lora)
@@ -639,7 +507,7 @@ class AdapterState(NamedTuple):
     notes: tuple[str, ...]
 
 
-def model_state(config: dict, lora: LoraSettings, quantization: Quantization = Quantization(),
+def model_state(config: dict[str, Any], lora: LoraSettings, quantization: Quantization = Quantization(),
                 engine: str = "peft", dtype: str = "bf16", adapter_dtype: str = "fp32", optimizer_state: int = 8,
                 gradient_dtype: str = "", kbit_upcast: bool = True, fsdp_mixed_units: bool = False,
                 state_follows_dtype: bool = True) -> AdapterState:

@@ -20,21 +20,18 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, I64, ActivationInputError, estimate_activations
+from zeromem_lsp.configs import families
+from zeromem_lsp.configs.families import of
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.memory.adapters import AdapterCount
 
-FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "gpt2", "gpt_neox")
-LAYER_NORM = ("gpt2", "gpt_neox")  # LayerNorm keeps its input and statistics whatever needs a gradient
-# which tensor each adapted module reads: the attention input, the attention output, the MLP input, the product
-SOURCES = {"q_proj": "attn_in", "k_proj": "attn_in", "v_proj": "attn_in", "qkv_proj": "attn_in",
-           "o_proj": "attn_out", "gate_proj": "mlp_in", "up_proj": "mlp_in", "gate_up_proj": "mlp_in",
-           "down_proj": "down_in", "fc_in": "mlp_in"}
-# GPT-2 / GPT-NeoX module names by the role they play
-ROLES = {"attn.c_attn": "qkv_proj", "attn.c_proj": "o_proj", "mlp.c_fc": "fc_in", "mlp.c_proj": "down_proj",
-         "attention.query_key_value": "qkv_proj", "attention.dense": "o_proj", "mlp.dense_h_to_4h": "fc_in",
-         "mlp.dense_4h_to_h": "down_proj"}
-# phi3's fused projections stand for their parts
-PARTS = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
+FAMILIES = tuple(name for name, family in families.FAMILIES.items() if family.activations and family.lora_measured)
+# which tensor each adapted module reads (by its role, configs/families.Weight): the attention input, the
+# attention output, the MLP input, the product
+SOURCES = {"q": "attn_in", "k": "attn_in", "v": "attn_in", "qkv": "attn_in", "o": "attn_out", "gate": "mlp_in",
+           "up": "mlp_in", "gate_up": "mlp_in", "fc_in": "mlp_in", "down": "down_in", "fc_out": "down_in"}
+# fused projections stand for their parts
+PARTS = {"qkv": ("q", "k", "v"), "gate_up": ("gate", "up")}
 
 
 def activation_dtype(dtype: str, quantized: bool, kbit_upcast: bool) -> str:
@@ -56,28 +53,16 @@ class LoraActivations(NamedTuple):
     total: int  # everything saved at the end of forward (recompute not included)
 
 
-def _gemma(shape: ModelShape) -> bool:
-    return shape.model_type.startswith("gemma")
-
-
-def _four_norms(shape: ModelShape) -> bool:
-    """Gemma 2 / 3: post-attention and post-feedforward norms feed the residual, pre-feedforward the MLP."""
-    return shape.model_type in ("gemma2", "gemma3_text")
-
-
-def _qk_norms(shape: ModelShape) -> bool:
-    return shape.model_type in ("qwen3", "gemma3_text")
-
-
 def _frozen_savings(shape: ModelShape, tokens: int, w: int, attention: str) -> int:
     """What a layer of the full fine-tuning model keeps only for its own weights' gradients."""
-    h, qd, kvd = shape.hidden, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
-    normalized = F32 if _gemma(shape) else w  # the normalized input the norm weight's gradient reads
-    saved = 0 if shape.model_type in LAYER_NORM else (4 if _four_norms(shape) else 2) * normalized * tokens * h
+    family, h = of(shape), shape.hidden
+    qd, kvd = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
+    normalized = F32 if family.norm == "rms1p" else w  # the normalized input the norm weight's gradient reads
+    saved = 0 if family.norm == "layer" else family.norms_per_layer * normalized * tokens * h
     saved += 2 * w * tokens * h  # the outputs of the two norms that feed linears, kept by those linears
-    if _qk_norms(shape):
+    if shape.qk_norm:
         saved += normalized * tokens * (qd + kvd)
-    if attention == "eager" or shape.model_type in ("phi3", "gpt_neox"):
+    if attention == "eager" or family.qkv == "sliced":
         saved += w * tokens * qd  # o_proj's copy of the attention output
     return saved + w * tokens * shape.intermediate  # down_proj's input
 
@@ -85,14 +70,10 @@ def _frozen_savings(shape: ModelShape, tokens: int, w: int, attention: str) -> i
 def _norm_bytes(shape: ModelShape, rows: int, width: int, w: int = 2) -> int:
     """A frozen norm on a gradient-carrying input. RMSNorm: fp32 input and 1/rms (gemma: + fp32 (1 + weight));
     LayerNorm: its input, mean and 1/std in the model dtype."""
-    if shape.model_type in LAYER_NORM:
+    norm = of(shape).norm
+    if norm == "layer":
         return w * rows * width + 2 * w * rows
-    return F32 * rows * width + F32 * rows + (F32 * width if _gemma(shape) else 0)
-
-
-def _role(path: str) -> str:
-    """The role of an adapted module: its own name, or for GPT-2 / GPT-NeoX the llama-style name of its role."""
-    return ROLES.get(".".join(path.rsplit(".", 2)[-2:]), path.rsplit(".", 1)[-1])
+    return F32 * rows * width + F32 * rows + (F32 * width if norm == "rms1p" else 0)
 
 
 def _names(adapted: dict[str, int]) -> set[str]:
@@ -113,7 +94,7 @@ def _adapter_bytes(shape: ModelShape, adapted: dict[str, int], tokens: int, w: i
     if a != w or cast_each:
         return kept + sum(a * tokens * widths[SOURCES[name]] for name in adapted)
     sources = {SOURCES[name] for name in adapted}
-    if attention == "sdpa" and shape.model_type not in ("phi3", "gpt_neox"):
+    if attention == "sdpa" and of(shape).qkv != "sliced":
         sources.discard("attn_out")  # the attention kernel keeps its output already
     return kept + sum(w * tokens * widths[source] for source in sources)
 
@@ -122,33 +103,34 @@ def _first_layer_savings(shape: ModelShape, adapted: dict[str, int], b: int, s: 
                          attention: str, cast_each: bool = False) -> int:
     """The first adapted layer's input (from the frozen embedding) needs no gradient: its input norm keeps
     nothing, and each op keeps only what the gradient of an input that needs one reads."""
-    tokens = b * s
+    family, tokens = of(shape), b * s
     qd, kvd, I = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim, shape.intermediate
     names = _names(adapted)
-    gq, gk, gv = ("q_proj" in names), ("k_proj" in names), ("v_proj" in names)
+    gq, gk, gv = ("q" in names), ("k" in names), ("v" in names)
     saved = _norm_bytes(shape, tokens, shape.hidden, w)
-    if _qk_norms(shape):  # q_norm / k_norm keep their input and 1/rms only for adapted q / k
+    if shape.qk_norm:  # q_norm / k_norm keep their input and 1/rms only for adapted q / k
         for grad, heads in ((gq, shape.heads), (gk, shape.kv_heads)):
             if not grad:
                 saved += _norm_bytes(shape, tokens * heads, shape.head_dim)
     if attention == "sdpa":
         if not (gq or gk or gv):  # the kernel keeps q, k, v, its output and the log-sum-exp only for a gradient
-            v = 3 * shape.hidden if shape.model_type == "gpt2" else kvd  # gpt2's v is a view of c_attn's output
+            v = 3 * shape.hidden if family.qkv == "views" else kvd  # gpt2's v is a view of c_attn's output
             saved += w * tokens * (2 * qd + kvd + v) + F32 * tokens * shape.heads
-            if "o_proj" in adapted and a == w and not cast_each and shape.model_type not in ("phi3", "gpt_neox"):
+            if "o" in adapted and a == w and not cast_each and family.qkv != "sliced":
                 saved -= w * tokens * qd  # the o_proj adapter keeps the attention output itself
     else:
         saved += _eager_savings(shape, b, s, w, gq, gk, gv)
-    attention_adapted = bool({"q_proj", "k_proj", "v_proj", "o_proj"} & names)
-    if shape.model_type in LAYER_NORM:
+    attention_adapted = bool({"q", "k", "v", "o"} & names)
+    if family.norm == "layer":
         return saved + _layer_norm_mlp_savings(shape, names, attention_adapted, tokens, w)
     if not attention_adapted:
         # the norms up to the MLP read no gradient-carrying input either
-        saved += (2 if _four_norms(shape) else 1) * _norm_bytes(shape, tokens, shape.hidden)
-        gate, up = "gate_proj" in names, "up_proj" in names
+        four = family.norms_per_layer == 4
+        saved += (2 if four else 1) * _norm_bytes(shape, tokens, shape.hidden)
+        gate, up = "gate" in names, "up" in names
         # silu keeps its input and the product keeps up's output only for gate's gradient; silu's output only for up's
         saved += w * tokens * I * (3 - 2 * gate - up)
-        if _four_norms(shape) and not {"gate_proj", "up_proj", "down_proj"} & names:
+        if four and not {"gate", "up", "down"} & names:
             saved += _norm_bytes(shape, tokens, shape.hidden)  # post_feedforward_layernorm
     return saved
 
@@ -157,14 +139,14 @@ def _layer_norm_mlp_savings(shape: ModelShape, names: set[str], attention_adapte
     """GPT-2 / GPT-NeoX first layer, MLP side: its input needs a gradient only after attention adapters (or,
     with NeoX's parallel residual, never: both branches read the layer input); the activation after the first
     linear keeps its input only when that linear is adapted or its input needs a gradient."""
-    parallel = shape.model_type == "gpt_neox" and shape.parallel_residual
-    if parallel:  # the second norm reads the layer input: it keeps only its statistics normally, now nothing
+    if shape.parallel_residual:  # the second norm reads the layer input: it keeps only its statistics, now nothing
         saved, grad_in = 2 * w * tokens, False
     else:
         saved, grad_in = (0, True) if attention_adapted else (_norm_bytes(shape, tokens, shape.hidden, w), False)
     if not grad_in and "fc_in" not in names:
-        # gpt2's gelu_new keeps x, tanh, 0.5·x and 1 + tanh; NeoX's gelu its input
-        saved += (4 if shape.model_type == "gpt2" else 1) * w * tokens * shape.intermediate
+        # the activation's own tensors (the second linear's input aside): gpt2's gelu_new x, tanh, 0.5·x and
+        # 1 + tanh; NeoX's gelu its input
+        saved += (of(shape).mlp_kept - 1) * w * tokens * shape.intermediate
     return saved
 
 
@@ -176,7 +158,7 @@ def _eager_savings(shape: ModelShape, b: int, s: int, w: int, gq: bool, gk: bool
         raise ActivationInputError("the LoRA activation model is measured without attention dropout")
     query = w * b * s * shape.heads * shape.head_dim
     scores = b * shape.heads * s * s
-    if shape.model_type == "gpt2":  # c_attn adapts q, k and v together: all of them need a gradient or none
+    if of(shape).qkv == "views":  # c_attn adapts q, k, v together: all or none need a gradient
         return 0 if gq else 3 * query + w * scores
     v_kept = query if shape.kv_heads < shape.heads else w * b * s * shape.kv_heads * shape.head_dim
     saved = (0 if gk else query) + (0 if gq else query)
@@ -211,8 +193,8 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
                                    "(and the LM head in modules_to_save) only")
     by_layer: dict[int, dict[str, int]] = {}
     for target in count.targets:
-        for index in target.layers:
-            by_layer.setdefault(index, {})[_role(target.weight.path)] = target.rank
+        for index in target.layers or ():
+            by_layer.setdefault(index, {})[target.weight.role] = target.rank
     base = full.per_layer_bytes - _frozen_savings(shape, tokens, w, attention)
     start = min(by_layer)  # layers before the first adapter see no gradient-carrying input: they keep nothing
     # Layers that keep different amounts (sliding windows the sequence outgrows): what differs is attention's
@@ -226,19 +208,20 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
              for i in range(shape.layers)]
     sizes[start] -= _first_layer_savings(shape, by_layer[start], micro_batch, sequence_length, w, a, attention,
                                          cast_each)
-    gemma = _gemma(shape)
+    family = of(shape)
     # frozen embedding: no token ids (nor gemma's scale); frozen final norm and head: no normalized copy (RMSNorm),
     # no input for the head
-    normalized = 0 if shape.model_type in LAYER_NORM else (F32 if gemma else w) * tokens * shape.hidden
-    positions = I64 * sequence_length if shape.model_type == "gpt2" else 0  # the frozen wpe keeps no position ids
-    outside = (full.embedding_bytes + full.shared_bytes + full.final_norm_bytes + full.logits_bytes
-               - I64 * tokens - positions - (w if gemma else 0) - normalized - w * tokens * shape.hidden)
+    normalized = 0 if family.norm == "layer" else (F32 if family.norm == "rms1p" else w) * tokens * shape.hidden
+    positions = I64 * sequence_length if family.positions else 0  # the frozen wpe keeps no position ids
+    outside = (full.embedding_bytes + full.shared_bytes + full.final_norm_bytes + full.logits_bytes - I64 * tokens
+               - positions - (w if family.embedding_scale else 0) - normalized - w * tokens * shape.hidden)
     if count.saved:  # a trained head (modules_to_save copy) keeps its input for its weight's gradient
         outside += w * tokens * shape.hidden  # (measured: lora-llama-h512-v8k-qv-r8-foreach-mts)
     if checkpointing:  # the checkpoints keep the layers' inputs (rotary tables included) whatever needs a gradient
         return LoraActivations(max(sizes), sizes[start], sum(sizes) + uneven, outside, True, full.checkpoint_bytes,
                                max(sizes), outside + full.checkpoint_bytes)
-    if start == shape.layers - 1 and not {"q_proj", "k_proj"} & _names(by_layer[start]):
+    if start == shape.layers - 1 and not {"q", "k"} & _names(by_layer[start]):
         outside -= full.shared_bytes  # rotary tables are kept by q·cos only when q or k carries a gradient
     middle = max(sizes[start + 1:], default=sizes[start])
-    return LoraActivations(middle, sizes[start], sum(sizes) + uneven, outside, False, 0, 0, sum(sizes) + uneven + outside)
+    return LoraActivations(middle, sizes[start], sum(sizes) + uneven, outside, False, 0, 0,
+                           sum(sizes) + uneven + outside)

@@ -26,7 +26,7 @@ class TargetSpecError(ValueError):
 class TargetSpec(NamedTuple):
     """The matching fields of a LoraConfig: a string target is a regex, a tuple a list of names."""
 
-    targets: tuple[str, ...] | str
+    targets: tuple[str, ...] | frozenset[str] | str
     exclude: tuple[str, ...] | str = ()
     modules_to_save: tuple[str, ...] = ()
     layers_to_transform: tuple[int, ...] | int | None = None
@@ -130,6 +130,6 @@ def pattern_key(keys: tuple[str, ...], key: str) -> str | None:
     return None
 
 
-def suffix_matches(names, key: str) -> bool:
+def suffix_matches(names: set[str] | frozenset[str] | tuple[str, ...], key: str) -> bool:
     """target_parameters (BaseTuner._inject_parameters): the parameter name equals an entry or ends with "." + it."""
     return key in names or any(key.endswith(f".{name}") for name in names)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from math import prod
 from typing import NamedTuple
 
+from zeromem_lsp.configs.families import Weight, sparse_indices, weights
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.memory.activations import F32
 
@@ -45,7 +46,7 @@ class Stepped(NamedTuple):
     derived: bool = False  # derived from code, not measured
 
 
-def _numel(tensors) -> list[int]:
+def _numel(tensors: list[tuple[int, ...]]) -> list[int]:
     return [prod(shape) for shape in tensors]
 
 
@@ -129,33 +130,64 @@ def adam8bit_states(sizes: list[int]) -> int:
     return total + (BNB_QMAPS if sizes else 0)
 
 
+class Tensors(NamedTuple):
+    """The parameter tensors of a causal LM, in elements (what the optimizer and the engines see)."""
+
+    embedding: int
+    head: int  # 0 when tied to the embedding
+    final_norm: int
+    layer: tuple[int, ...]  # one decoder layer's tensors (the largest layer when they differ)
+    layers: int
+    positions: int = 0  # gpt2's position embedding
+    layer_norms: int = 0  # elements of one layer's norm weights (autocast does not cast them)
+
+    @property
+    def layer_total(self) -> int:
+        return sum(self.layer)
+
+    @property
+    def total(self) -> int:
+        return self.embedding + self.positions + self.head + self.final_norm + self.layers * self.layer_total
+
+    @property
+    def largest(self) -> int:
+        return max((self.embedding, self.head, self.positions, *self.layer))
+
+    @property
+    def root(self) -> int:
+        """What FSDP's root unit holds: embeddings, the final norm and the head."""
+        return self.embedding + self.positions + self.head + self.final_norm
+
+    def all(self) -> list[int]:
+        return ([self.embedding] + ([self.positions] if self.positions else []) + list(self.layer) * self.layers
+                + [self.final_norm] + ([self.head] if self.head else []))
+
+
+def _model(shape: ModelShape) -> tuple[dict[str, Weight], list[Weight]]:
+    """The weights outside the layers by role, and one decoder layer's (a sparse one when any: the step model
+    takes every layer to be the MoE layer), from configs/families.weights."""
+    found, sparse = weights(shape), sparse_indices(shape)
+    index = sparse[0] if sparse else 0
+    return {w.role: w for w in found if w.layers is None}, [w for w in found if w.layers and index in w.layers]
+
+
 def parameter_shapes(shape: ModelShape) -> list[tuple[int, ...]]:
-    """The parameters' shapes in `model.parameters()` order (modeling_<family>.py), as step.parameter_tensors
-    counts them (tests/unit/test_optimizer_step.py holds the two equal)."""
-    h, q, kv, d, inter, v = shape.hidden, shape.heads, shape.kv_heads, shape.head_dim, shape.intermediate, shape.vocab
-    kind = shape.model_type
-    if kind == "gpt2":  # Conv1D weights are (in, out)
-        layer = [(h,), (h,), (h, 3 * h), (3 * h,), (h, h), (h,), (h,), (h,), (h, inter), (inter,), (inter, h), (h,)]
-        head = [] if shape.tied else [(v, h)]
-        return [(v, h)] + layer * shape.layers + [(h,), (h,)] + head
-    if kind == "gpt_neox":
-        layer = [(h,), (h,), (h,), (h,), (3 * h, h), (3 * h,), (h, h), (h,), (inter, h), (inter,), (h, inter), (h,)]
-        head = [] if shape.tied else [(v, h)]
-        return [(v, h)] + layer * shape.layers + [(h,), (h,)] + head
-    attention = [(q * d, h), (kv * d, h), (kv * d, h), (h, q * d)]
-    if kind == "qwen2":
-        attention += [(q * d,), (kv * d,), (kv * d,)]
-    if kind in ("qwen3", "qwen3_moe", "gemma3_text"):
-        attention += [(d,), (d,)]
-    norms = [(h,)] * (4 if kind in ("gemma2", "gemma3_text") else 2)
-    if shape.experts and shape.sparse_layers:
-        e, width = shape.experts, shape.expert_intermediate
-        mlp = [(e, h), (e, 2 * width, h), (e, h, width)]
-    else:
-        mlp = [(inter, h), (inter, h), (h, inter)]
-    head = [] if shape.tied else [(v, h)]
-    return [(v, h)] + (attention + mlp + norms) * shape.layers + [(h,)] + head
+    """The parameters' shapes in `model.parameters()` order (modeling_<family>.py)."""
+    outside, layer = _model(shape)
+    before = [s for role in ("embedding", "positions") if role in outside for s in outside[role].shapes()]
+    after = [s for role in ("final_norm", "head")[:2 - shape.tied] for s in outside[role].shapes()]
+    return before + [s for w in layer for s in w.shapes()] * shape.layers + after
 
 
-__all__ = ["ADAGRAD_FIRST_SUMS", "OptimizerNotModelled", "STATE_NAMES", "STATE_PARTS", "UNFACTORED", "Stepped", "adafactor_scratch", "adafactor_states", "adam8bit_states",
-           "optimizer_step", "parameter_shapes"]
+def parameter_tensors(shape: ModelShape) -> Tensors:
+    """The tensors Transformers builds for the shape, in elements: biases where the family has them."""
+    outside, layer = _model(shape)
+    size = {role: w.parameters for role, w in outside.items()}
+    return Tensors(size["embedding"], 0 if shape.tied else size["head"], size["final_norm"],
+                   tuple(prod(s) for w in layer for s in w.shapes()), shape.layers, size.get("positions", 0),
+                   sum(w.parameters for w in layer if w.role == "norm"))
+
+
+__all__ = ["ADAGRAD_FIRST_SUMS", "OptimizerNotModelled", "STATE_NAMES", "STATE_PARTS", "UNFACTORED", "Stepped",
+           "Tensors", "adafactor_scratch", "adafactor_states", "adam8bit_states", "optimizer_step", "parameter_shapes",
+           "parameter_tensors"]

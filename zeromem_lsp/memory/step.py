@@ -34,8 +34,8 @@ from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, ActivationInputErro
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS
 from zeromem_lsp.configs.settings_values import LOSS_KERNELS
 from zeromem_lsp.memory.loss_and_reference import LossMoments, loss_moments
-from zeromem_lsp.memory.optimizer_step import (ADAGRAD_FIRST_SUMS, OptimizerNotModelled, Stepped, optimizer_step,
-                                               parameter_shapes)
+from zeromem_lsp.memory.optimizer_step import (ADAGRAD_FIRST_SUMS, OptimizerNotModelled, Stepped, Tensors,
+                                               optimizer_step, parameter_shapes, parameter_tensors)
 from zeromem_lsp.memory.precision import OPTIMIZERS as ALL_OPTIMIZERS
 from zeromem_lsp.configs.model_config import ModelShape
 
@@ -215,68 +215,6 @@ class Step:
     def stored_bytes(self) -> int:
         """Bytes of a stored parameter (and of its gradient)."""
         return F32 if isinstance(self.engine, Torch) and self.engine.autocast else DTYPE_BYTES[self.param_dtype]
-
-
-class Tensors(NamedTuple):
-    """The parameter tensors of a causal LM, in elements (what the optimizer and the engines see)."""
-
-    embedding: int
-    head: int  # 0 when tied to the embedding
-    final_norm: int
-    layer: tuple[int, ...]  # one decoder layer's tensors (the largest layer when they differ)
-    layers: int
-    positions: int = 0  # gpt2's position embedding
-    layer_norms: int = 0  # elements of one layer's norm weights (autocast does not cast them)
-
-    @property
-    def layer_total(self) -> int:
-        return sum(self.layer)
-
-    @property
-    def total(self) -> int:
-        return self.embedding + self.positions + self.head + self.final_norm + self.layers * self.layer_total
-
-    @property
-    def largest(self) -> int:
-        return max((self.embedding, self.head, self.positions, *self.layer))
-
-    @property
-    def root(self) -> int:
-        """What FSDP's root unit holds: embeddings, the final norm and the head."""
-        return self.embedding + self.positions + self.head + self.final_norm
-
-    def all(self) -> list[int]:
-        return ([self.embedding] + ([self.positions] if self.positions else []) + list(self.layer) * self.layers
-                + [self.final_norm] + ([self.head] if self.head else []))
-
-
-def parameter_tensors(shape: ModelShape) -> Tensors:
-    """The tensors Transformers builds for the shape (modeling_<family>.py): biases where the family has them."""
-    h, q, kv, d, inter = shape.hidden, shape.heads, shape.kv_heads, shape.head_dim, shape.intermediate
-    kind = shape.model_type
-    if kind == "gpt2":
-        layer = (h, h, h * 3 * h, 3 * h, h * h, h, h, h, h * inter, inter, inter * h, h)
-        return Tensors(shape.vocab * h, 0 if shape.tied else shape.vocab * h, 2 * h, layer, shape.layers,
-                       positions=shape.positions * h, layer_norms=4 * h)
-    if kind == "gpt_neox":
-        layer = (h, h, h, h, 3 * h * h, 3 * h, h * h, h, h * inter, inter, inter * h, h)
-        return Tensors(shape.vocab * h, 0 if shape.tied else shape.vocab * h, 2 * h, layer, shape.layers,
-                       layer_norms=4 * h)
-    attention = [h * q * d, h * kv * d, h * kv * d, q * d * h]
-    if shape.qkv_bias:
-        attention += [q * d, kv * d, kv * d]  # q/k/v biases (qwen2's own; attention_bias elsewhere)
-    if shape.o_bias:
-        attention += [h]
-    if kind in ("qwen3", "qwen3_moe", "gemma3_text"):
-        attention += [d, d]  # q_norm, k_norm
-    norms = [h] * (4 if kind in ("gemma2", "gemma3_text") else 2)
-    if shape.experts and shape.sparse_layers:
-        width = shape.expert_intermediate
-        mlp = [h * shape.experts, shape.experts * 2 * width * h, shape.experts * h * width]
-    else:
-        mlp = [h * inter, h * inter, inter * h] + ([inter, inter, h] if shape.mlp_bias else [])
-    return Tensors(shape.vocab * h, 0 if shape.tied else shape.vocab * h, h, tuple(attention + mlp + norms),
-                   shape.layers, layer_norms=sum(norms))
 
 
 def _choice(name: str, value: object, allowed: tuple[object, ...]) -> None:

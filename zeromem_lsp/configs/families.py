@@ -1,0 +1,275 @@
+"""The model families zeromem models, each described once: its traits (`FAMILIES`) and its weights (`weights`).
+
+Everything that differs between families is a field of `Family`, read off the Transformers modelling code
+(modeling_<family>.py, configuration_<family>.py, 5.x); the config reader (model_config), the parameter count,
+the step model's tensors, the optimizer's shapes, PEFT's module tree (memory/adapters) and the activation
+models (memory/activations, memory/lora_activations) all look the traits up here instead of naming families.
+docs/architecture.md, "Adding a model family", says how to add one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+Key = tuple[str, float]  # a config key and its fallback value
+
+
+@dataclass(frozen=True)
+class Moe:
+    """A mixture-of-experts block (a router and stacked experts, transformers 5) and how the config states it."""
+
+    experts: str  # the key of the expert count
+    width: str  # the key of one expert's intermediate width
+    per_token: int  # num_experts_per_tok's fallback
+    stepped: bool  # decoder_sparse_step / mlp_only_layers choose the sparse layers (0 experts: all dense)
+    normalize: str | None  # the key saying whether top-k weights are renormalized (None: always)
+    fp32_weights: bool  # the routing weights the experts' output is scaled by are fp32 (else the model dtype)
+    aliases: tuple[str, tuple[str, str], str]  # v4 names PEFT maps onto v5's parameters: router, fused pair, down
+
+
+@dataclass(frozen=True)
+class Sliding:
+    """How the config lays out sliding-window layers when it has no `layer_types`."""
+
+    window: int | None = None  # the window when sliding_window is absent
+    flag: str | None = None  # a flag that must be true for any layer to slide (qwen: use_sliding_window)
+    global_every: tuple[str | None, int] | None = None  # every n-th layer is global (key, fallback)
+    full_below: tuple[str, int] | None = None  # the first n layers are global (key, fallback)
+
+
+#: one decoder layer's weights in registration order (named_parameters'): (module path, role)
+LLAMA_LAYER = (("self_attn.q_proj", "q"), ("self_attn.k_proj", "k"), ("self_attn.v_proj", "v"),
+               ("self_attn.o_proj", "o"), ("self_attn.q_norm", "q_norm"), ("self_attn.k_norm", "k_norm"),
+               ("mlp.gate_proj", "gate"), ("mlp.up_proj", "up"), ("mlp.down_proj", "down"), ("mlp.gate", "router"),
+               ("mlp.experts.gate_up_proj", "experts_gate_up"), ("mlp.experts.down_proj", "experts_down"),
+               ("input_layernorm", "norm"), ("post_attention_layernorm", "norm"))
+GEMMA2_LAYER = LLAMA_LAYER + (("pre_feedforward_layernorm", "norm"), ("post_feedforward_layernorm", "norm"))
+PHI3_LAYER = (("self_attn.o_proj", "o"), ("self_attn.qkv_proj", "qkv"), ("mlp.gate_up_proj", "gate_up"),
+              ("mlp.down_proj", "down"), ("input_layernorm", "norm"), ("post_attention_layernorm", "norm"))
+GPT2_LAYER = (("ln_1", "norm"), ("attn.c_attn", "qkv"), ("attn.c_proj", "o"), ("ln_2", "norm"), ("mlp.c_fc", "fc_in"),
+              ("mlp.c_proj", "fc_out"))
+NEOX_LAYER = (("input_layernorm", "norm"), ("post_attention_layernorm", "norm"), ("attention.query_key_value", "qkv"),
+              ("attention.dense", "o"), ("mlp.dense_h_to_4h", "fc_in"), ("mlp.dense_4h_to_h", "fc_out"))
+PHI_LAYER = (("self_attn.q_proj", "q"), ("self_attn.k_proj", "k"), ("self_attn.v_proj", "v"), ("self_attn.dense", "o"),
+             ("self_attn.q_layernorm", "q_norm"), ("self_attn.k_layernorm", "k_norm"), ("mlp.fc1", "fc_in"),
+             ("mlp.fc2", "fc_out"), ("input_layernorm", "norm"))
+MLP_ROLES = frozenset({"gate", "up", "gate_up", "down", "fc_in", "fc_out"})
+MOE_ROLES = frozenset({"router", "experts_gate_up", "experts_down"})
+KEYS = {"hidden": ("hidden_size",), "layers": ("num_hidden_layers",), "heads": ("num_attention_heads",),
+        "intermediate": ("intermediate_size",)}
+GPT2_KEYS = {"hidden": ("n_embd", "hidden_size"), "layers": ("n_layer", "num_hidden_layers"),
+             "heads": ("n_head", "num_attention_heads"), "intermediate": ("n_inner",),
+             "positions": ("n_positions", "max_position_embeddings")}
+
+
+@dataclass(frozen=True)
+class Family:
+    """What one model_type's config and modelling code say, as the memory models read it."""
+
+    name: str
+    layer: tuple[tuple[str, str], ...] = LLAMA_LAYER  # a decoder layer's weights (roles a config leaves out skipped)
+    prefix: str = "model.layers.{i}."  # a decoder layer's module path
+    embedding: str = "model.embed_tokens"
+    final_norm: str = "model.norm"
+    head: str = "lm_head"
+    positions: str | None = None  # a learned position embedding (gpt2: no rotary tables, position ids kept)
+    outside_modules: tuple[str, ...] = ("model.rotary_emb",)  # modules without parameters outside the layers
+    layer_modules: tuple[str, ...] = ("mlp.act_fn",)  # ... in each layer ("mlp.*": the dense-MLP layers only)
+    keys: tuple[tuple[str, tuple[str, ...]], ...] = ()  # config keys of hidden / layers / heads / intermediate ...
+    inner: int = 0  # the intermediate width's fallback, × hidden (gpt2's n_inner: null → 4 × n_embd)
+    gqa: bool = True  # reads num_key_value_heads; q/k/v widths are heads × head_dim (else: hidden)
+    head_dim_key: bool = True  # reads head_dim (else: hidden // heads)
+    qkv_bias: bool | None = None  # q/k/v projection biases (None: attention_bias)
+    o_bias: bool | None = None  # output projection bias (None: attention_bias)
+    attention_bias: bool = False  # attention_bias's fallback
+    mlp_bias: bool | None = None  # dense MLP biases (None: mlp_bias)
+    head_bias: bool = False  # the untied LM head has a bias (phi)
+    qk_norm: bool | str = False  # per-head q/k norms (a key: as the config says)
+    norm: str = "rms"  # rms (Llama: weight · x.to(dtype)), rms1p (Gemma: fp32 (1 + weight)), layer (LayerNorm, + bias)
+    tie: bool = False  # tie_word_embeddings' fallback
+    embedding_scale: bool = False  # the embedding is scaled by sqrt(hidden), a 0-d tensor (gemma)
+    qkv: str = "separate"  # separate q/k/v; "sliced" from one fused output (sdpa copies v, o_proj keeps a copy of
+    # the head-major output); "views" of one Conv1D output (GPT-2: eager copies q, k, v, softmax in the model dtype)
+    conv1d: bool = False  # the layers' projections are Conv1D (weights stored in × out)
+    mlp_kept: int = 4  # T × I tensors the MLP keeps (gated: gate, act, up, product; gelu_new 5; gelu 2)
+    moe: Moe | None = None
+    sliding: Sliding | None = None  # None: no sliding-window layers
+    softcaps: tuple[float | None, float | None] | None = None  # attention, final logit softcaps' fallbacks
+    eager_only: bool = False  # Transformers has no sdpa path (gemma2)
+    attention_dropout: Key = ("attention_dropout", 0.0)
+    hidden_dropout: Key | None = None
+    embedding_dropout: Key | None = None
+    partial_rotary: bool = False  # rotary_pct / partial_rotary_factor of each head's channels (gpt_neox)
+    parallel_residual: bool = False  # reads use_parallel_residual (gpt_neox)
+    rotary_per_type: bool = False  # one cos/sin pair per attention type (gemma3_text)
+    activations: bool = True  # an activation model exists (phi: counted only)
+    lora_measured: bool = True  # the LoRA activation model is measured on it
+    liger: bool = True  # liger-kernel has it (MODEL_TYPE_TO_APPLY_LIGER_FN), as axolotl and LLaMA-Factory
+
+    def key(self, field: str) -> tuple[str, ...]:
+        return dict(self.keys).get(field) or KEYS[field]
+
+    @property
+    def norms_per_layer(self) -> int:
+        return sum(1 for _, role in self.layer if role == "norm")
+
+
+QWEN_SLIDING = Sliding(flag="use_sliding_window", full_below=("max_window_layers", 28))
+FAMILIES: dict[str, Family] = {family.name: family for family in (
+    Family("llama"),
+    Family("mistral", qkv_bias=False, o_bias=False, sliding=Sliding(window=4096)),
+    Family("qwen2", qkv_bias=True, o_bias=False, sliding=QWEN_SLIDING),
+    Family("qwen3", qk_norm=True, sliding=QWEN_SLIDING),
+    Family("gemma", norm="rms1p", tie=True, embedding_scale=True),
+    Family("gemma2", GEMMA2_LAYER, norm="rms1p", tie=True, embedding_scale=True, eager_only=True,
+           sliding=Sliding(window=4096, global_every=(None, 2)), softcaps=(50.0, 30.0)),
+    Family("gemma3_text", GEMMA2_LAYER, qk_norm=True, norm="rms1p", tie=True, embedding_scale=True,
+           sliding=Sliding(window=4096, global_every=("sliding_window_pattern", 6)), softcaps=(None, None),
+           rotary_per_type=True),
+    Family("phi3", PHI3_LAYER, qkv_bias=False, o_bias=False, qkv="sliced", sliding=Sliding(),
+           hidden_dropout=("resid_pdrop", 0.0),
+           layer_modules=("mlp.activation_fn", "resid_attn_dropout", "resid_mlp_dropout")),
+    Family("mixtral", qkv_bias=False, o_bias=False, sliding=Sliding(), lora_measured=False,
+           moe=Moe("num_local_experts", "intermediate_size", 2, False, None, True, ("gate", ("w1", "w3"), "w2"))),
+    Family("qwen3_moe", qk_norm=True, sliding=QWEN_SLIDING, lora_measured=False,
+           moe=Moe("num_experts", "moe_intermediate_size", 8, True, "norm_topk_prob", False,
+                   ("gate", ("gate_proj", "up_proj"), "down_proj"))),
+    Family("gpt2", GPT2_LAYER, "transformer.h.{i}.", "transformer.wte", "transformer.ln_f", positions="transformer.wpe",
+           outside_modules=("transformer.drop",), layer_modules=("attn.attn_dropout", "attn.resid_dropout", "mlp.act",
+                                                                  "mlp.dropout"),
+           keys=tuple(GPT2_KEYS.items()), gqa=False, head_dim_key=False, qkv_bias=True, o_bias=True, mlp_bias=True,
+           norm="layer", tie=True, qkv="views", conv1d=True, inner=4, mlp_kept=5, attention_dropout=("attn_pdrop", 0.1),
+           hidden_dropout=("resid_pdrop", 0.1), embedding_dropout=("embd_pdrop", 0.1), liger=False),
+    Family("gpt_neox", NEOX_LAYER, "gpt_neox.layers.{i}.", "gpt_neox.embed_in", "gpt_neox.final_layer_norm",
+           outside_modules=("gpt_neox.emb_dropout", "gpt_neox.rotary_emb"),
+           layer_modules=("post_attention_dropout", "post_mlp_dropout", "mlp.act"), gqa=False, head_dim_key=False,
+           attention_bias=True, mlp_bias=True, norm="layer", qkv="sliced", mlp_kept=2,
+           hidden_dropout=("hidden_dropout", 0.0), embedding_dropout=("hidden_dropout", 0.0), partial_rotary=True,
+           parallel_residual=True, liger=False),
+    Family("phi", PHI_LAYER, final_norm="model.final_layernorm", head_dim_key=False, qkv_bias=True, o_bias=True,
+           mlp_bias=True, head_bias=True, qk_norm="qk_layernorm", norm="layer", activations=False,
+           lora_measured=False, liger=False),
+)}
+
+
+class ModelShape(NamedTuple):
+    """What a config.json says about a model's activations; defaults are the Transformers config defaults."""
+
+    model_type: str
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int  # dense MLP width (gpt2: n_inner, else 4 × n_embd)
+    vocab: int
+    tied: bool
+    attention_dropout: float = 0.0  # probability on the attention weights (eager keeps its mask)
+    hidden_dropout: float = 0.0  # residual / hidden-state dropout after attention and MLP
+    embedding_dropout: float = 0.0
+    experts: int = 0  # MoE: experts per sparse layer (0: dense)
+    experts_per_token: int = 0
+    expert_intermediate: int = 0
+    sparse_layers: int = 0  # layers whose MLP is the MoE block
+    normalize_top_k: bool = False  # MoE: top-k routing weights renormalized to sum 1 (mixtral always)
+    attention_softcap: bool = False  # gemma2: tanh softcapping of the attention scores
+    final_softcap: bool = False  # gemma2 / gemma3: tanh softcapping of the logits
+    rotary_dim: int = 0  # gpt_neox: rotated channels per head (partial rotary)
+    parallel_residual: bool = False  # gpt_neox: attention and MLP read the same input
+    sliding_window: int = 0  # tokens a sliding-attention layer sees (0: no sliding layers)
+    sliding_layers: int = 0  # layers with sliding-window attention
+    positions: int = 0  # gpt2: learned position embeddings (n_positions rows)
+    qkv_bias: bool = False  # q/k/v projections with biases (qwen2; attention_bias where the family reads it)
+    o_bias: bool = False  # the output projection with a bias (attention_bias where the family reads it)
+    mlp_bias: bool = False  # the dense MLP's projections with biases (mlp_bias)
+    qk_norm: bool = False  # per-head q/k norms (qwen3, gemma3_text; phi's qk_layernorm)
+    sparse_step: int = 1  # MoE: every n-th layer is sparse (decoder_sparse_step) ...
+    dense_only: tuple[int, ...] = ()  # ... but for these (mlp_only_layers)
+
+
+class Weight(NamedTuple):
+    """One weight of the model (with its bias), as PEFT and bitsandbytes see it.
+
+    `path` is the module name with `{i}` for the decoder-layer index; `layers` the indices holding it (None:
+    outside the layers). `experts` > 0 marks a stacked (E, out, in) MoE parameter (not an nn.Linear). `role`:
+    embedding, positions, q, k, v, qkv, o, q_norm, k_norm, norm, gate, up, gate_up, down, fc_in, fc_out, router,
+    experts_gate_up, experts_down, final_norm, head."""
+
+    path: str
+    in_features: int
+    out_features: int
+    layers: tuple[int, ...] | None
+    kind: str = "linear"  # linear, conv1d (gpt2), embedding, head, router, experts, norm (in_features 1)
+    bias: bool = False
+    experts: int = 0
+    role: str = ""
+
+    @property
+    def instances(self) -> int:
+        return 1 if self.layers is None else len(self.layers)
+
+    @property
+    def elements(self) -> int:
+        """Weight elements of one instance (no bias)."""
+        return max(self.experts, 1) * self.in_features * self.out_features
+
+    @property
+    def parameters(self) -> int:
+        """Parameters of one instance, bias included."""
+        return self.elements + (self.out_features if self.bias else 0)
+
+    def shapes(self) -> list[tuple[int, ...]]:
+        """The parameters' shapes as torch stores them: nn.Linear (out, in), Conv1D and nn.Embedding (in, out),
+        stacked experts (E, out, in), a norm's weight (out,); the bias (out,) after its weight."""
+        if self.kind == "norm":
+            weight: tuple[int, ...] = (self.out_features,)
+        elif self.kind in ("conv1d", "embedding"):
+            weight = (self.in_features, self.out_features)
+        else:
+            weight = (self.experts,) * (self.experts > 0) + (self.out_features, self.in_features)
+        return [weight] + [(self.out_features,)] * self.bias
+
+
+def of(shape: ModelShape) -> Family:
+    """The family of a shape's model_type."""
+    return FAMILIES[shape.model_type]
+
+
+def sparse_indices(shape: ModelShape) -> tuple[int, ...]:
+    """The MoE layers (Qwen3MoeDecoderLayer: i not in mlp_only_layers and (i + 1) % step == 0; mixtral: all)."""
+    if not shape.sparse_layers:
+        return ()
+    dense_only = set(shape.dense_only)
+    return tuple(i for i in range(shape.layers) if i not in dense_only and (i + 1) % shape.sparse_step == 0)
+
+
+def weights(shape: ModelShape) -> tuple[Weight, ...]:
+    """Every weight of the model, in named_parameters' order: embeddings, each layer's (`Family.layer`, the roles
+    the config has), the final norm, the head (listed when tied too: `shape.tied` says whether it is its own)."""
+    f = FAMILIES[shape.model_type]
+    h, d, every = shape.hidden, shape.head_dim, tuple(range(shape.layers))
+    q, kv = (shape.heads * d, shape.kv_heads * d) if f.gqa else (h, h)
+    sparse = sparse_indices(shape)
+    dense = every if not sparse else tuple(sorted(set(every) - set(sparse)))
+    linear, width, e = "conv1d" if f.conv1d else "linear", shape.expert_intermediate, shape.experts
+    dims: dict[str, tuple[int, int, str, bool]] = {  # role: in, out, kind, bias
+        "q": (h, q, linear, shape.qkv_bias), "k": (h, kv, linear, shape.qkv_bias), "v": (h, kv, linear, shape.qkv_bias),
+        "qkv": (h, q + 2 * kv, linear, shape.qkv_bias), "o": (q, h, linear, shape.o_bias),
+        "q_norm": (1, d, "norm", f.norm == "layer"), "k_norm": (1, d, "norm", f.norm == "layer"),
+        "norm": (1, h, "norm", f.norm == "layer"), "gate": (h, shape.intermediate, linear, shape.mlp_bias),
+        "up": (h, shape.intermediate, linear, shape.mlp_bias), "gate_up": (h, 2 * shape.intermediate, linear,
+                                                                           shape.mlp_bias),
+        "down": (shape.intermediate, h, linear, shape.mlp_bias), "fc_in": (h, shape.intermediate, linear, True),
+        "fc_out": (shape.intermediate, h, linear, True), "router": (h, e, "router", False),
+        "experts_gate_up": (h, 2 * width, "experts", False), "experts_down": (width, h, "experts", False)}
+    found = [Weight(f.embedding, shape.vocab, h, None, "embedding", role="embedding")]
+    if f.positions:
+        found.append(Weight(f.positions, shape.positions, h, None, "embedding", role="positions"))
+    for path, role in f.layer:
+        layers = sparse if role in MOE_ROLES else dense if role in MLP_ROLES else every
+        if layers and (shape.qk_norm or role not in ("q_norm", "k_norm")):
+            fan_in, fan_out, kind, bias = dims[role]
+            found.append(Weight(f.prefix + path, fan_in, fan_out, layers, kind, bias, e * (kind == "experts"), role))
+    return tuple(found + [Weight(f.final_norm, 1, h, None, "norm", f.norm == "layer", role="final_norm"),
+                          Weight(f.head, h, shape.vocab, None, "head", f.head_bias, role="head")])
