@@ -157,10 +157,11 @@ def _checked(option: str, check, text: str) -> int:
         raise UsageError(f"{option}: {error}") from None
 
 
-def _world_size(text: str) -> int:
-    if text is None:
+def _world_size(text: str | None) -> int:
+    value = _positive("--world-size", text)
+    if value is None:
         raise UsageError("--world-size R is required without --config")
-    return _positive("--world-size", text)  # type: ignore[return-value]
+    return value
 
 
 #: The LoRA settings (adapter_plan.SETTING_OF_FIELD's) → the option that sets each; any other: --lora-rank.

@@ -21,7 +21,7 @@ from zeromem_lsp.memory.adapters import (
 from zeromem_lsp.configs.model_config import UnsupportedModel
 from zeromem_lsp.memory.lora_activations import activation_dtype
 from zeromem_lsp.memory.peak import LoraPeak
-from zeromem_lsp.memory.plan import Inputs
+from zeromem_lsp.memory.plan import AdapterTerms, Inputs
 from zeromem_lsp.memory.precision import optimizer_state_bytes
 from zeromem_lsp.provenance import Origin
 
@@ -263,11 +263,11 @@ def adapter_inputs(config: dict[str, Any], adapter: Adapter, family: str, precis
     return inputs, breakdown
 
 
-def lora_peak(breakdown: AdapterBreakdown | None, dtype: str | None) -> LoraPeak | None:
+def lora_peak(breakdown: AdapterTerms | None, dtype: str | None) -> LoraPeak | None:
     """LoRA's activation inputs for a plan's adapter breakdown (memory/adapter_plan.AdapterBreakdown): DeepSpeed
     recasts the adapters and any k-bit upcast to the training dtype; elsewhere PEFT's adapters are fp32 and a
     quantized base runs its forward in fp32 (prepare_model_for_kbit_training)."""
-    if breakdown is None or dtype is None:
+    if not isinstance(breakdown, AdapterBreakdown) or dtype is None:
         return None
     recast = breakdown.engine == "deepspeed"
     quantized = breakdown.adapter.quantization != "none"

@@ -10,7 +10,7 @@ is built once with its peak.
 from __future__ import annotations
 
 import json
-from typing import NamedTuple
+from typing import Any, NamedTuple, overload
 
 from zeromem_lsp.configs.layers import Resolved
 from zeromem_lsp.configs.loss_kernels import applied
@@ -31,7 +31,7 @@ class ModelRead(NamedTuple):
     shape: ModelShape | None = None
     shape_problem: str | None = None
     path: str | None = None
-    config: dict | None = None  # the config.json itself: LoRA's targets are its linear layers (memory/adapters.py)
+    config: dict[str, Any] | None = None  # the config.json itself: LoRA's targets are its linear layers (memory/adapters.py)
 
 
 def read_model(text: str, counted: ParameterCount, path: str) -> ModelRead:
@@ -48,6 +48,14 @@ class PeakSource(NamedTuple):
     workload: Workload = Workload()
     setup: TrainingSetup | None = None
     model: ModelRead = ModelRead()
+
+
+@overload
+def _pick(given: Given | None, name: str, resolved: Resolved, default: Given) -> Given: ...
+
+
+@overload
+def _pick(given: Given | None, name: str, resolved: Resolved, default: None = None) -> Given | None: ...
 
 
 def _pick(given: Given | None, name: str, resolved: Resolved, default: Given | None = None) -> Given | None:
@@ -127,8 +135,8 @@ def fsdp_version(config: Given | None, resolved: Resolved) -> Given:
     value = resolved.settings.fsdp_version
     if value is not None and (resolved.commanded("fsdp_version") or not written):
         origin = resolved.origin("fsdp_version") or Origin("zeromem.fsdp_version")
-        if written and value != config.value:  # type: ignore[union-attr]
-            return Given(value, f"{origin.note} (overrides {config.note})", origin.path)  # type: ignore[union-attr]
+        if config is not None and written and value != config.value:
+            return Given(value, f"{origin.note} (overrides {config.note})", origin.path)
         return Given.of(value, origin)
     return config if config is not None else DEFAULT_FSDP_VERSION
 
@@ -155,7 +163,7 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
     return PeakInputs(
         engine=engine, param_dtype=param_dtype, optimizer_impl=impl,
         fsdp_version=fsdp_version(version, resolved) if engine.value == "fsdp" else None,
-        loss_kernel=_pick(applied(workload.loss, model.shape.model_type if model.shape else None)  # type: ignore[arg-type]
+        loss_kernel=_pick(applied(workload.loss, model.shape.model_type if model.shape else None)
                           if workload.loss is not None else None, "loss_kernel", resolved, PeakInputs.loss_kernel),
         shape=model.shape,
         shape_problem=model.shape_problem,
@@ -172,7 +180,7 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
         ranks=inputs.world_size,
         optimizer=(inputs.per_parameter.optimizer_name if inputs.per_parameter is not None
                    else inputs.adapter.optimizer if inputs.adapter is not None else "adamw"),
-        lora=lora_peak(inputs.adapter, dtype.value if dtype is not None else None),
+        lora=lora_peak(inputs.adapter, str(dtype.value) if dtype is not None else None),
         trainer=_pick(None, "trainer", resolved, PeakInputs.trainer),
         precompute_ref_log_probs=_pick(None, "precompute_ref_log_probs", resolved),
         preference_loss=workload.preference_loss,
@@ -186,7 +194,7 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
 
 
 def _value_of(given: Given | None) -> int | None:
-    return given.value if given is not None and isinstance(given.value, int) else None  # type: ignore[return-value]
+    return given.value if given is not None and isinstance(given.value, int) else None
 
 
 

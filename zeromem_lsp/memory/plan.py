@@ -31,6 +31,12 @@ class AdapterTerms(Protocol):
     @property
     def trainable(self) -> int: ...
 
+    @property
+    def precision(self) -> str: ...
+
+    @property
+    def optimizer(self) -> str: ...
+
     def to_json(self) -> dict[str, object]: ...
 
 
@@ -199,15 +205,22 @@ class MemoryPlan(NamedTuple):
 
     @property
     def peak_known(self) -> bool:
-        return self.peak is not None and not self.peak.missing
+        return self.known_peak is not None
+
+    @property
+    def known_peak(self) -> Peak | None:
+        """The peak when none of its inputs is missing."""
+        return self.peak if self.peak is not None and not self.peak.missing else None
 
     def judged_by(self, stage: str) -> str:
         """"peak" when the stage's peak is a figure, else "model state" (an input missing, or the peak unknown)."""
-        return "peak" if self.peak_known and self.peak.at(stage) is not None else "model state"  # type: ignore[union-attr]
+        peak = self.known_peak
+        return "peak" if peak is not None and peak.at(stage) is not None else "model state"
 
     def verdict_bytes(self, stage: str) -> int:
         """What "fits" is judged on: the peak when it is known, else model state (docs/memory-model.md)."""
-        found = self.peak.at(stage) if self.peak_known else None  # type: ignore[union-attr]
+        peak = self.known_peak
+        found = peak.at(stage) if peak is not None else None
         return self.placement.gpu[stage] if found is None else found
 
     def lowest_fitting(self, offload: Offload, peak: "Peak | None" = None) -> Suggestion | None:
@@ -231,9 +244,10 @@ class MemoryPlan(NamedTuple):
         checkpointing at each of those micro-batches, before the next offload: offloading costs more throughput
         than a smaller micro-batch or recomputing the layers."""
         peaks: list[tuple[int | None, Peak | None, bool]] = [(None, None, False)]  # None: as configured
-        if self.peak_known:
-            peaks += self._halved(self.peak, False)  # type: ignore[arg-type]
-            checkpointed = self.peak.with_checkpointing()  # type: ignore[union-attr]
+        peak = self.known_peak
+        if peak is not None:
+            peaks += self._halved(peak, False)
+            checkpointed = peak.with_checkpointing()
             if checkpointed is not None and not checkpointed.missing:
                 peaks += [(None, checkpointed, True), *self._halved(checkpointed, True)]
         for offload in dict.fromkeys(self.policy.candidates(self.offload)):

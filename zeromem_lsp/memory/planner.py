@@ -10,7 +10,8 @@ the source or from `resolved`, never from a guess about where a setting was writ
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple, cast
 
 from zeromem_lsp.configs.layers import Resolved
 from zeromem_lsp.configs.model_config import UnsupportedModel
@@ -20,13 +21,15 @@ from zeromem_lsp.memory.peak import estimate_peak
 from zeromem_lsp.memory.peak_inputs import ModelRead, PeakSource, peak_inputs
 from zeromem_lsp.memory.peak_inputs import fsdp_version as resolve_fsdp_version
 from zeromem_lsp.memory.plan import (
-    DEEPSPEED, DEFAULT_WARN_FRACTION, FAMILIES, FSDP, FSDP_CPU_OFFLOAD, TORCH, Family, FsdpOffload, Ignored,
-    Inputs,
-    MemoryPlan, Offload, Origin, Unplanned, declare, inputs_from_parameters, missing_model_size, place,
+    DEEPSPEED, DEFAULT_WARN_FRACTION, FAMILIES, FSDP, FSDP_CPU_OFFLOAD, TORCH, Family, Ignored, Inputs, MemoryPlan,
+    Unplanned, declare, inputs_from_parameters, missing_model_size, place,
 )
+from zeromem_lsp.memory.stages import FsdpOffload, Offload
 from zeromem_lsp.memory.precision import BytesPerParameter, bytes_per_parameter
 from zeromem_lsp.memory.stages import FSDP_STRATEGY_STAGE
-from zeromem_lsp.provenance import Given, Path
+from zeromem_lsp.configs.accelerate import AccelerateSetup
+from zeromem_lsp.configs.fsdp import FsdpSetup
+from zeromem_lsp.provenance import Given, Origin, Path
 
 
 #: What runs when nothing says: no config and no setting (`zeromem estimate` without --config) runs DeepSpeed in bf16
@@ -47,8 +50,8 @@ class DeepSpeedSource(NamedTuple):
 class FsdpSource(NamedTuple):
     """An FSDP setup (fsdp.FsdpSetup) and the Accelerate setup around it, if any."""
 
-    fsdp: object
-    accelerate: object | None = None
+    fsdp: FsdpSetup
+    accelerate: AccelerateSetup | None = None
     machines_written: bool = False
     world_hint: str | None = None  # how to give the world size where the file cannot hold a zeromem block
     refuser: str | None = None  # the tool that refuses a zeromem block in this file (LLaMA-Factory, TRL), if any
@@ -83,13 +86,19 @@ def _setting(resolved: Resolved, name: str) -> Origin:
     return resolved.origin(name) or Origin(f"zeromem.{name}")
 
 
+#: what a family's bytes-per-parameter reader gives: the bytes, their origins ("precision", "optimizer") and any
+#: further assumption; None with what is missing appended to its argument
+PerParameterRead = tuple[BytesPerParameter, dict[str, Origin], list[str]]
+PerParameter = Callable[[list[str]], "PerParameterRead | None"]
+
+
 def resolve_world_size(setup: TrainingSetup, resolved: Resolved,
                        launcher: Given | None = None) -> tuple[int | None, Origin | None]:
     """The settings' world size, else the launcher's, else what the three batch sizes imply."""
     if resolved.settings.world_size is not None:
         return resolved.settings.world_size, _setting(resolved, "world_size")
     if launcher is not None:
-        return launcher.value, launcher.origin  # type: ignore[return-value]
+        return int(cast(int, launcher.value)), launcher.origin  # (a launcher's count, checked where it is read)
     implied = implied_world_size(setup)
     if implied is not None:
         return implied, Origin(
@@ -107,7 +116,7 @@ def build(
     offload: Offload,
     ranks: int | None,
     ranks_origin: Origin | None,
-    per_parameter,
+    per_parameter: PerParameter,
     resolved: Resolved,
     missing: list[str],
     peak: PeakSource | None = None,
@@ -128,9 +137,10 @@ def build(
     explicit = (settings.parameter_bytes, settings.gradient_bytes, settings.optimizer_bytes)
     origins: dict[str, Origin] = dict(read_origins or {})
     inputs = None
-    if all(value is not None for value in explicit):
+    p, g, o = explicit
+    if p is not None and g is not None and o is not None:
         if ranks is not None:
-            inputs = Inputs(*explicit, world_size=ranks, assumptions=("P, G and O declared in bytes",))
+            inputs = Inputs(p, g, o, world_size=ranks, assumptions=("P, G and O declared in bytes",))
         origins["bytes"] = _setting(resolved, "parameter_bytes")
     else:
         if settings.parameters is None:
@@ -141,12 +151,13 @@ def build(
             origins.update(bytes_origins)
             origins["parameters"] = _setting(resolved, "parameters")
             assumptions = [f"precision: {origins['precision'].note}", f"optimizer: {origins['optimizer'].note}", *extra]
+            assert ranks is not None  # (per_parameter reads nothing while the ranks are missing)
             if adapter is not None:
                 version = resolve_fsdp_version(fsdp_version, resolved) if family.name == "fsdp" else None
                 inputs = _adapter_inputs(adapter, peak, family, bytes_each, ranks,
-                                         version.value if version else None, assumptions, missing)
+                                         cast(int, version.value) if version else None, assumptions, missing)
             else:
-                inputs = inputs_from_parameters(settings.parameters, bytes_each, ranks, tuple(assumptions))
+                inputs = inputs_from_parameters(cast(int, settings.parameters), bytes_each, ranks, tuple(assumptions))
     if missing or inputs is None:
         return Unplanned(tuple(missing))
     origins["world_size"] = ranks_origin or Origin("world size")
@@ -200,14 +211,14 @@ def deepspeed_plan(source: DeepSpeedSource, resolved: Resolved, peak: PeakSource
         missing.append(f"the world size: {source.world_hint}" if source.world_hint else
                        f'the world size: {declare("world_size", "8")}, or give all three batch sizes')
 
-    def per_parameter(missing: list[str]):
+    def per_parameter(missing: list[str]) -> PerParameterRead | None:
         precision = settings.precision or setup.precision
         optimizer = settings.optimizer or setup.optimizer
         if precision is None:
             missing.append(f'the precision ({setup.precision_note}): {declare("precision", chr(34) + "bf16" + chr(34), source.refuser)}')
         if optimizer is None:
             missing.append(f'the optimizer ({setup.optimizer_note}): {declare("optimizer", chr(34) + "adamw" + chr(34), source.refuser)}')
-        if missing:
+        if missing or precision is None or optimizer is None:
             return None
         origins = {
             "precision": _setting(resolved, "precision") if settings.precision
@@ -274,7 +285,7 @@ def fsdp_plan(source: FsdpSource, resolved: Resolved, peak: PeakSource | None = 
         missing.append(f"{what}: {source.world_hint}" if source.world_hint
                        else f'{what}: {declare("world_size", "8")}')
 
-    def per_parameter(missing: list[str]):
+    def per_parameter(missing: list[str]) -> PerParameterRead | None:
         if missing:
             return None
         if settings.precision:
@@ -287,7 +298,7 @@ def fsdp_plan(source: FsdpSource, resolved: Resolved, peak: PeakSource | None = 
         origins = {"precision": precision, "optimizer": optimizer}
         return fsdp_bytes_per_parameter(settings.precision or "fp32", settings.optimizer or DEFAULT_OPTIMIZER), origins, []
 
-    return build(FSDP, FSDP_STRATEGY_STAGE.get(strategy), strategy_origin.path,
+    return build(FSDP, FSDP_STRATEGY_STAGE.get(strategy) if strategy else None, strategy_origin.path,
                  FSDP_CPU_OFFLOAD if fsdp.offload else FsdpOffload(), ranks, ranks_origin, per_parameter, resolved,
                  missing, peak, {"strategy": strategy_origin}, adapter,
                  Given(fsdp.version, fsdp.version_note or f"fsdp_version {fsdp.version}", fsdp.version_path),
@@ -303,7 +314,7 @@ def torch_plan(source: TorchSource, resolved: Resolved, peak: PeakSource | None 
     if settings.world_size is not None:
         ranks, ranks_origin = settings.world_size, _setting(resolved, "world_size")
 
-    def per_parameter(missing: list[str]):
+    def per_parameter(missing: list[str]) -> PerParameterRead | None:
         if settings.precision:
             declared = _setting(resolved, "precision")
             precision = Origin(f"{declared.note}: the dtype the model is loaded in", declared.path)
@@ -346,16 +357,17 @@ def settings_plan(source: SettingsSource, resolved: Resolved, peak: PeakSource |
                   else fsdp_bytes_per_parameter(stored, optimizer))
     missing: list[str] = []
     inputs: Inputs | None
-    if all(value is not None for value in explicit):
-        inputs = Inputs(*explicit, world_size=ranks)
+    p, g, o = explicit
+    if p is not None and g is not None and o is not None:
+        inputs = Inputs(p, g, o, world_size=ranks)
     elif adapter is not None:
         inputs = _adapter_inputs(adapter, PeakSource(model=source.model), family, bytes_each, ranks,
-                                 version.value if version else None, list(source.notes), missing)
+                                 cast(int, version.value) if version else None, list(source.notes), missing)
     elif settings.parameters is None:
         missing.append(missing_model_size())
         inputs = None
     else:
-        inputs = inputs_from_parameters(settings.parameters, bytes_each, ranks, source.notes)
+        inputs = inputs_from_parameters(cast(int, settings.parameters), bytes_each, ranks, source.notes)
     if inputs is None:
         return Unplanned(tuple(missing))
     offload = Offload()
@@ -378,7 +390,8 @@ def settings_plan(source: SettingsSource, resolved: Resolved, peak: PeakSource |
                       gpu_memory=settings.gpu_memory, policy=family, peak=estimated)
 
 
-def accelerate_ranks(accelerate, machines_written: bool):
+def accelerate_ranks(accelerate: AccelerateSetup | None, machines_written: bool
+                     ) -> tuple[int | None, Origin | None, int | None, Origin | None]:
     """World size and HYBRID shard group an Accelerate config implies, each with its origin.
 
     `parallelism_config` (dp_shard × cp × tp) takes precedence over `num_processes` for how many
