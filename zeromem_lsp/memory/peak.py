@@ -484,25 +484,18 @@ def preference(inputs: PeakInputs, step: Step, stage: str, offload: Offload | No
     tensors = parameter_tensors(step.shape)
     loaded = inputs.reference_dtype  # LLaMA-Factory: the policy upcast to fp32, the reference loaded as it is
     width = DTYPE_BYTES[str(loaded.value) if loaded is not None else step.param_dtype]
-    engine, number = step.engine, stage_named(stage).number
-    place: int | str = number if isinstance(engine, DeepSpeed) else (
-        {"ddp": "NO_SHARD", "zero2": "SHARD_GRAD_OP", "zero3": "FULL_SHARD"}[stage] if isinstance(engine, Fsdp) else 0)
-    threshold = engine.zero.threshold if isinstance(engine, DeepSpeed) else \
-        DEEPSPEED_DEFAULTS["stage3_param_persistence_threshold"]
-    persistent = width * sum(numel for numel in tensors.all() if numel <= threshold)
+    engine = step.engine  # (its placement: the stage under DeepSpeed, the sharding strategy under FSDP)
+    persistent = width * sum(numel for numel in tensors.all() if numel <= engine.threshold)
     try:
-        reference = reference_model_bytes(width * tensors.total, inputs.ranks,
-                                          "ddp" if isinstance(engine, Torch) else engine.name, place,
+        reference = reference_model_bytes(width * tensors.total, inputs.ranks, engine.reference, engine.placement,
                                           peft_policy=inputs.lora is not None and named is None,
                                           precompute_ref_log_probs=precomputed, persistent_bytes=persistent,
-                                          offload_param=isinstance(engine, DeepSpeed) and engine.offload_param)
+                                          offload_param=engine.offload_param)
     except LossInputError as error:
         raise StepInputError(str(error)) from None
-    mixed = isinstance(engine, Fsdp) and engine.mixed
-    gathered_width = DTYPE_BYTES["bf16"] if mixed else width
-    version = engine.version if isinstance(engine, Fsdp) else 2
-    gathered = reference_gathered(tensors, gathered_width, engine.name, place if isinstance(engine, Fsdp) else number,
-                                  inputs.ranks, kind, version) if reference.bytes_per_rank else 0
+    gathered_width = DTYPE_BYTES["bf16"] if engine.mixed else width
+    gathered = reference_gathered(tensors, gathered_width, engine.name, engine.placement, inputs.ranks, kind,
+                                  engine.version) if reference.bytes_per_rank else 0
     found = Preference(trainer, reference.bytes_per_rank, not precomputed, gathered, loss=kind)
     return found if generation is None else found._replace(generation=generation, reference_forward=True)
 

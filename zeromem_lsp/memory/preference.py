@@ -178,8 +178,7 @@ def estimate_preference_step(preference: Preference, step: Step | None = None, *
     if preference.loss not in LOSSES:
         raise StepInputError(f"preference loss must be one of {', '.join(LOSSES)}, got {preference.loss!r}")
     if trainer == "grpo":
-        fsdp = engine if isinstance(engine, Fsdp) else Fsdp()
-        check_grpo(preference.generation, sequence, engine.name, step.stage, fsdp.sharded, step.ranks, fsdp.version)
+        check_grpo(preference.generation, sequence, engine.name, step.stage, engine.sharded, step.ranks, engine.version)
     if preference.loss == "llamafactory" and trainer not in LLAMAFACTORY_TRAINERS:
         raise StepInputError(f"LLaMA-Factory has no {trainer.upper()} trainer (stage: dpo with pref_loss sigmoid, orpo "
                              "or simpo; stage: kto)", "trainer")
@@ -257,9 +256,9 @@ def _generation_gathered(step: Step, steps_per_generation: int) -> tuple[int | N
     """ZeRO-3 at more than one rank: (the policy's parameters gathered whole for GRPO's generation — all but those
     kept whole on every rank, at most stage3_param_persistence_threshold elements, memory/step.py `_deepspeed` —, the
     LM head alone gathered at the loss when every micro-step follows a generation); (None, None) otherwise."""
-    if not isinstance(step.engine, DeepSpeed) or step.engine.stage != 3 or step.ranks < 2:
+    if step.engine.stage != 3 or step.ranks < 2:  # (ZeRO-3 is DeepSpeed's)
         return None, None
-    threshold = step.engine.zero.threshold
+    threshold = step.engine.threshold
     tensors = parameter_tensors(step.shape)
     gathered = _gathered_width(step)
     whole = sum(numel for numel in tensors.all() if numel > threshold)

@@ -121,14 +121,31 @@ class FrozenBase(NamedTuple):
     accumulated: int | None = None  # the adapters' gradients a later micro-batch holds (None: `gradients`)
 
 
+#: Every engine spec answers the same questions, each with its own value (a field where the engine has the
+#: setting, a constant where it has not): what the step reads of an engine is data, not a test of which it is.
+THRESHOLD = DEEPSPEED_DEFAULTS["stage3_param_persistence_threshold"]
+
+
 @dataclass(frozen=True)
 class Torch:
     """One process or DDP. `autocast`: fp32 weights, bf16 compute (HF Trainer's `bf16=True` on an fp32 model);
     `ddp_bucket_view`: DDP's gradient_as_bucket_view (gradients are views of its buckets)."""
 
     name: ClassVar[str] = "torch"
+    reference: ClassVar[str] = "ddp"  # how loss_and_reference.reference_model_bytes names it
+    stage: ClassVar[int] = 0
+    offload_optimizer: ClassVar[bool] = False
+    offload_param: ClassVar[bool] = False
+    mixed: ClassVar[bool] = False
+    sharded: ClassVar[bool] = False
+    version: ClassVar[int] = 2
+    threshold: ClassVar[int] = THRESHOLD
+    placement: ClassVar[int | str] = 0
     autocast: bool = False
     ddp_bucket_view: bool = False
+
+    def moments(self, setup: Setup, step: Step) -> Moments:
+        return _torch(setup, step.shape, self)
 
 
 @dataclass(frozen=True)
@@ -136,6 +153,11 @@ class DeepSpeed:
     """DeepSpeed ZeRO `stage` (0-3) with its zero_optimization sizes resolved and its offload."""
 
     name: ClassVar[str] = "deepspeed"
+    reference: ClassVar[str] = "deepspeed"
+    autocast: ClassVar[bool] = False
+    mixed: ClassVar[bool] = False
+    sharded: ClassVar[bool] = False
+    version: ClassVar[int] = 2
     stage: int = 0
     buckets: Buckets = Buckets()
     offload_optimizer: bool = False
@@ -145,6 +167,18 @@ class DeepSpeed:
     def zero(self) -> Zero:
         return self.buckets.resolved(self.stage)
 
+    @property
+    def threshold(self) -> int:
+        return self.zero.threshold
+
+    @property
+    def placement(self) -> int | str:
+        """The reference model's placement (loss_and_reference.reference_model_bytes): the stage."""
+        return self.stage
+
+    def moments(self, setup: Setup, step: Step) -> Moments:
+        return _deepspeed(setup, step.shape, self, step.param_dtype == "bf16" and self.buckets.grad_accum_dtype == "fp32")
+
 
 @dataclass(frozen=True)
 class Fsdp:
@@ -152,11 +186,24 @@ class Fsdp:
     over the shards' dtype, `sharded` False: NO_SHARD."""
 
     name: ClassVar[str] = "fsdp"
+    reference: ClassVar[str] = "fsdp"
+    autocast: ClassVar[bool] = False
+    stage: ClassVar[int] = 0
+    offload_param: ClassVar[bool] = False
+    threshold: ClassVar[int] = THRESHOLD
     version: int = 2
     reshard: bool = True
     mixed: bool = False
     sharded: bool = True
     offload_optimizer: bool = False
+
+    @property
+    def placement(self) -> int | str:
+        """The sharding strategy with this sharding and resharding."""
+        return "FULL_SHARD" if self.reshard and self.sharded else "SHARD_GRAD_OP" if self.sharded else "NO_SHARD"
+
+    def moments(self, setup: Setup, step: Step) -> Moments:
+        return _fsdp(setup, step.shape, self)
 
 
 EngineSpec = Union[Torch, DeepSpeed, Fsdp]
@@ -197,24 +244,23 @@ class Step:
 
     @property
     def stage(self) -> int:
-        return self.engine.stage if isinstance(self.engine, DeepSpeed) else 0
+        return self.engine.stage
 
     @property
     def offload_optimizer(self) -> bool:
-        return not isinstance(self.engine, Torch) and self.engine.offload_optimizer
+        return self.engine.offload_optimizer
 
     @property
     def compute_dtype(self) -> str:
         """The forward's dtype: a frozen base's, bf16 under autocast or FSDP mixed precision, else the weights'."""
         if self.frozen is not None:
             return self.frozen.compute_dtype
-        mixed = isinstance(self.engine, Fsdp) and self.engine.mixed
-        return "bf16" if (isinstance(self.engine, Torch) and self.engine.autocast) or mixed else self.param_dtype
+        return "bf16" if self.engine.autocast or self.engine.mixed else self.param_dtype
 
     @property
     def stored_bytes(self) -> int:
         """Bytes of a stored parameter (and of its gradient)."""
-        return F32 if isinstance(self.engine, Torch) and self.engine.autocast else DTYPE_BYTES[self.param_dtype]
+        return F32 if self.engine.autocast else DTYPE_BYTES[self.param_dtype]
 
 
 def _choice(name: str, value: object, allowed: tuple[object, ...]) -> None:
@@ -613,7 +659,7 @@ def _gathered_frozen(setup: Setup, frozen: FrozenBase, engine: EngineSpec) -> _G
     precision gathers every parameter, frozen or not, in the compute dtype (FSDP2 `MixedPrecisionPolicy.param_dtype`:
     `_fsdp_param.py` casts each shard before the all-gather; measured: lora-fsdp2-*-mixed)."""
     t, r = setup.tensors, setup.ranks
-    mixed = isinstance(engine, Fsdp) and engine.mixed
+    mixed = engine.mixed
 
     def g(elements: int) -> int:
         if mixed:
@@ -745,24 +791,18 @@ def _engine_moments(setup: Setup, step: Step) -> Moments:
     if frozen is not None:
         return _frozen(setup, step.shape, frozen, _gathered_frozen(setup, frozen, engine), step.offload_optimizer,
                        step.optimizer not in TORCH_OPTIMIZERS, isinstance(engine, DeepSpeed) and engine.stage in (1, 2))
-    if isinstance(engine, Torch):
-        return _torch(setup, step.shape, engine)
-    if isinstance(engine, DeepSpeed):
-        return _deepspeed(setup, step.shape, engine,
-                          step.param_dtype == "bf16" and engine.buckets.grad_accum_dtype == "fp32")
-    return _fsdp(setup, step.shape, engine)
+    return engine.moments(setup, step)
 
 
 def _accumulating(step: Step, setup: Setup) -> Engine:
     """The engine as the held gradients of a later micro-batch depend on it (memory/accumulation.py)."""
     engine, tensors = step.engine, setup.tensors
-    deepspeed = isinstance(engine, DeepSpeed)
-    fsdp = engine if isinstance(engine, Fsdp) else Fsdp()
+    zero = engine.zero if isinstance(engine, DeepSpeed) else None  # ZeRO-1/2: the kept gradients and the bucket
     return Engine(engine.name, step.stage, setup.w, tensors.total, tensors.embedding,
-                  max(touched for touched, _ in _touched(tensors, step.ranks)) if deepspeed else 0,
-                  _ipg(setup.w, step.stage, engine.zero) if isinstance(engine, DeepSpeed) else 0,
-                  step.offload_optimizer, fsdp.version, fsdp.sharded, F32 if fsdp.mixed else setup.w, step.ranks,
-                  setup.c, tensors.root)
+                  0 if zero is None else max(touched for touched, _ in _touched(tensors, step.ranks)),
+                  0 if zero is None else _ipg(setup.w, step.stage, zero),
+                  step.offload_optimizer, engine.version, engine.sharded,
+                  F32 if engine.mixed else setup.w, step.ranks, setup.c, tensors.root)
 
 
 def step_peak(step: Step) -> StepPeak:
