@@ -579,16 +579,18 @@ def lora_compute_dtype(inputs: PeakInputs, family: str) -> str:
     the compute dtype like every parameter (MixedPrecisionPolicy.param_dtype), so no fp32 input copy is kept."""
     lora = inputs.lora
     assert lora is not None
+    return str(_value(inputs.dtype)) if _fsdp_mixed(inputs, family) else lora.adapter_dtype
+
+
+def _fsdp_mixed(inputs: PeakInputs, family: str) -> bool:
+    """FSDP under mixed precision: shards stored in another dtype than the compute dtype."""
     engine, compute = str(_value(inputs.engine) or family), str(_value(inputs.dtype))
-    stored = str(_value(inputs.param_dtype) or compute)
-    return compute if engine == "fsdp" and stored != compute else lora.adapter_dtype
+    return engine == "fsdp" and str(_value(inputs.param_dtype) or compute) != compute
 
 
 def _fsdp1_mixed(inputs: PeakInputs, family: str) -> bool:
     """FSDP1 under mixed precision: each adapter keeps a copy of its input (lora_activations, `cast_each`)."""
-    engine, compute = str(_value(inputs.engine) or family), str(_value(inputs.dtype))
-    stored = str(_value(inputs.param_dtype) or compute)
-    return engine == "fsdp" and stored != compute and _value(inputs.fsdp_version) == 1
+    return _fsdp_mixed(inputs, family) and _value(inputs.fsdp_version) == 1
 
 
 def _lora_activations(inputs: PeakInputs, missing: list[str], family: str = "") -> LoraActivations | None:

@@ -174,10 +174,10 @@ def estimate_preference_step(preference: Preference, step: Step | None = None, *
     if trainer == "sft":
         return step_peak(step)
     frozen, sequence, engine = step.frozen, step.sequence_length, step.engine
-    micro = rows(trainer, step.micro_batch)
+    micro, grpo, kto = rows(trainer, step.micro_batch), trainer == "grpo", trainer == "kto"
     if preference.loss not in LOSSES:
         raise StepInputError(f"preference loss must be one of {', '.join(LOSSES)}, got {preference.loss!r}")
-    if trainer == "grpo":
+    if grpo:
         check_grpo(preference.generation, sequence, engine.name, step.stage, engine.sharded, step.ranks, engine.version)
     if preference.loss == "llamafactory" and trainer not in LLAMAFACTORY_TRAINERS:
         raise StepInputError(f"LLaMA-Factory has no {trainer.upper()} trainer (stage: dpo with pref_loss sigmoid, orpo "
@@ -188,23 +188,23 @@ def estimate_preference_step(preference: Preference, step: Step | None = None, *
         # TRL 1.8: no Triton kernel
         head = ReferenceFreeHead(trainer, sequence, preference.reference_forward, preference.reference_gathered,
                                  head_trainable=frozen is None, triton=triton and preference.loss == "fused")
-    elif trainer == "grpo" and preference.loss == "logits":  # TRL 1.8's GRPOTrainer (axolotl's pin)
+    elif grpo and preference.loss == "logits":  # TRL 1.8's GRPOTrainer (axolotl's pin)
         head = GrpoLogitsHead(sequence, preference.generation.completion_length, frozen is None)
     else:  # GRPO's reference runs before the policy's forward (its own moment, memory/grpo.py), never beside it
         kind = {"fused": FusedHead, "logits": LogitsHead, "llamafactory": LlamaFactoryHead}[preference.loss]
-        head = kind(trainer, sequence, preference.reference_forward and trainer != "grpo",
+        head = kind(trainer, sequence, preference.reference_forward and not grpo,
                     preference.reference_gathered, head_trainable=frozen is None, triton=triton)
-    if isinstance(head, LogitsHead) and trainer == "kto" and preference.kv_cache:
+    if isinstance(head, LogitsHead) and kto and preference.kv_cache:
         cache = kv_cache(step.shape, micro * sequence)
         repeated = step.attention == "eager" and step.shape.kv_heads < step.shape.heads
         head = head._replace(cache=cache, policy_cache=cache if repeated and not step.checkpointing else 0)
-    if trainer == "kto" and isinstance(head, (FusedHead, LogitsHead)):
+    if kto and isinstance(head, (FusedHead, LogitsHead)):
         head = head._replace(loss_gathered=no_prefetch(step))
     if frozen is not None:  # its activations are read after the loss too: the fused head's, not the log-softmax
         head = head._replace(adjusted=True)
         frozen = frozen._replace(activations=_frozen_saved(head, frozen, step, micro))
     loss: Head = head
-    if trainer == "grpo":
+    if grpo:
         assert isinstance(head, (FusedHead, GrpoLogitsHead))  # (the llamafactory loss has no GRPO: refused above)
         whole, at_loss = _generation_gathered(step, preference.generation.steps_per_generation)
         loss = GrpoHead(head, preference.generation, step.shape, preference.reference_gathered, whole, at_loss,
