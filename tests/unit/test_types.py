@@ -44,7 +44,6 @@ def test_mypy_passes_on_the_package():
     assert result.returncode == 0, f"mypy exit {result.returncode}: {_summary(errors)}\n{errors}\n{result.stderr}"
 
 
-@pytest.mark.xfail(strict=False, reason="memory/ being typed (issue 27)")
 def test_type_ignores_are_few_and_each_says_why():
     ignores = []
     for path in sorted(PACKAGE.rglob("*.py")):
