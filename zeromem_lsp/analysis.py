@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from zeromem_lsp.configs.detect import Kind, detect_kind, yaml_kind
 from zeromem_lsp.configs.layers import Resolved, SettingsLayer, as_layers, command_line, file_block, resolve
@@ -26,7 +26,7 @@ from zeromem_lsp.memory.peak_inputs import ModelRead, PeakSource, read_model
 from zeromem_lsp.memory.plan import MemoryPlan, Unplanned
 from zeromem_lsp.memory import planner
 from zeromem_lsp.provenance import Origin, Path
-from zeromem_lsp.readers import READERS, Loader, issues_with
+from zeromem_lsp.readers import READERS, Loader, issues_with, read_deepspeed
 from zeromem_lsp.rules import issues as issue_rules
 from zeromem_lsp.rules import memory as memory_rules
 from zeromem_lsp.rules import peak as peak_rules
@@ -34,6 +34,9 @@ from zeromem_lsp.rules import settings as settings_rules
 from zeromem_lsp.rules import syntax as syntax_rules
 from zeromem_lsp.rules.context import Context
 from zeromem_lsp.units import format_count
+
+if TYPE_CHECKING:
+    from zeromem_lsp.configs.recipes import RecipeSetup
 
 MAX_DOCUMENT_CHARS = 16 * 2**20
 Refusal = Literal["oversized", "binary"]  # outcomes, not kinds: the document was never read
@@ -54,7 +57,7 @@ class Analysis:
     parameter_source: str | None = None  # e.g. "llama: 32 layers, untied embeddings (model/config.json)"
     origins: dict[str, Origin] = field(default_factory=dict)  # setting name -> the layer that supplied it
     refused: Refusal | None = None  # the input was not analysed at all: too large, or not text
-    recipe: object | None = None  # configs.recipes.RecipeSetup of a recipe (its adapter as plain data), else None
+    recipe: RecipeSetup | None = None  # a recipe's run (its adapter as plain data), else None
     launch_file: str | None = None  # the Accelerate config a recipe was paired with (the editor watches it)
 
     @property
@@ -144,8 +147,9 @@ def _model_text(loader: Loader | None, name: str, revision: str | None = None) -
 def _model_key(resolved: Resolved) -> str:
     """How the model was named: `parameters.from_config`, or a training config's own key (`base_model`)."""
     named = resolved.origin("parameters")
-    written = named is not None and named.path and named.path[-1] != "parameters"
-    return named.note if written else "parameters.from_config"
+    if named is not None and named.path and named.path[-1] != "parameters":
+        return named.note
+    return "parameters.from_config"
 
 
 def resolve_parameters(resolved: Resolved, loader: Loader | None,
@@ -255,15 +259,18 @@ def analyse(
         return Analysis(text, None, None, [settings_rules.too_large(len(text), MAX_DOCUMENT_CHARS)], refused="oversized")
     document = _parse(text, name, previous, edit)
     root = document.root
-    keys = {m.key for m in root.members} if root is not None and root.kind == "object" else None
+    keys = {m.key for m in root.members or ()} if root is not None and root.kind == "object" else None
     kind = _yaml_kind(keys, document) if document.flavour == "yaml" else detect_kind(keys, name)
-    reader = READERS.get(kind)
-    if reader is None:
+    if kind is None:
         return Analysis(text, kind, document)
+    reader = READERS[kind]  # one per kind
     data = document.to_python()
-    if kind != "deepspeed" and not isinstance(data, dict):
-        data = {}
-    reading = reader(data, loader)
+    if kind == "deepspeed":
+        reading = read_deepspeed(data, loader)
+    else:
+        if not isinstance(data, dict):
+            data = {}
+        reading = reader(data, loader)
     block, block_problems, block_path = _settings_block(data, reading.block_paths)
     layers = (command_line(forced), file_block(block, block_path), *reading.layers, *as_layers(settings))
     first = resolve(layers)
@@ -298,7 +305,7 @@ def analyse(
     findings = _syntax_findings(kind, context)
     findings += settings_rules.block_findings(context, block_problems)
     findings += settings_rules.budget_note(context, block_path)
-    if missing_model:  # the tool downloads it at launch, or counts what zeromem cannot: not an error in the recipe
+    if missing_model and parameter_problem is not None:  # the tool downloads it at launch, or counts what zeromem cannot: not an error in the recipe
         findings += settings_rules.model_not_found(context, parameters_at, parameter_problem)
     if root is not None and (isinstance(data, dict) or not document.syntax_errors):
         findings += issue_rules.check(context, issues_with(reading, effective.world_size))  # else the syntax error says why
@@ -311,7 +318,7 @@ def analyse(
                     recipe=reading.recipe, launch_file=reading.launch_file)
 
 
-def _yaml_kind(keys: set[str] | None, document: Document) -> str | None:
+def _yaml_kind(keys: set[str] | None, document: Document) -> Kind | None:
     """YAML documents are analysed as Accelerate configs or recipes (GPT-NeoX, CI files... are not)."""
     if keys is None:
         broken = document.syntax_errors and any(
@@ -330,6 +337,7 @@ def analyse_bytes(
     """`analyse` for file contents: an encoding DeepSpeed cannot read is a ZM003 finding."""
     decoded = decode_config(data)
     if decoded.binary:
+        assert decoded.problem is not None, "decode_config says why bytes are binary"
         return Analysis(decoded.text, None, None, [settings_rules.unreadable(decoded.problem)], refused="binary")
     analysis = analyse(decoded.text, name, settings, forced, loader)
     if decoded.problem is not None and analysis.kind == "deepspeed":

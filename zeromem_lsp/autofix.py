@@ -26,7 +26,8 @@ def is_safe(finding: Finding) -> bool:
 
 def chosen_fix(finding: Finding) -> Fix | None:
     preferred = [fix for fix in finding.fixes if fix.preferred]
-    return (preferred or list(finding.fixes) or [None])[0]
+    candidates = preferred or list(finding.fixes)
+    return candidates[0] if candidates else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -98,7 +98,12 @@ def _value(action: argparse.Action) -> str:
     """What follows the option: its choices as a|b|c, else its metavar, else its dest in capitals."""
     if action.choices is not None:
         return "|".join(str(choice) for choice in action.choices)
-    return action.metavar or action.dest.upper()
+    return _metavar(action) or action.dest.upper()
+
+
+def _metavar(action: argparse.Action) -> str | None:
+    """The metavar as argparse shows it (a tuple, one name per value: joined by spaces)."""
+    return " ".join(action.metavar) if isinstance(action.metavar, tuple) else action.metavar
 
 
 def _takes_value(action: argparse.Action) -> bool:
@@ -107,8 +112,9 @@ def _takes_value(action: argparse.Action) -> bool:
 
 def _usage_item(action: argparse.Action) -> str:
     if not action.option_strings:  # positional
-        value = action.metavar or action.dest
-        return {"?": f"[{value}]", "*": f"[{value}...]", "+": f"{value}..."}.get(action.nargs, value)
+        value = _metavar(action) or action.dest
+        forms = {"?": f"[{value}]", "*": f"[{value}...]", "+": f"{value}..."}
+        return forms.get(action.nargs, value) if isinstance(action.nargs, str) else value
     text = _name(action) + (f" {_value(action)}" if _takes_value(action) else "")
     return text if action.required else f"[{text}]"
 

@@ -10,7 +10,7 @@ import fnmatch
 import glob
 import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,7 +107,7 @@ def _keep(finding: Finding, select: tuple[str, ...] | None, ignore: tuple[str, .
 
 
 def settings_results(project: ProjectSettings) -> FileResult | None:
-    if not project.problems:
+    if not project.problems or project.source is None:  # problems are a settings file's
         return None
     text = project.source.read_text(encoding="utf-8", errors="replace")
     return FileResult(str(project.source), settings_rules.project_findings(text, project.problems), LineIndex(text))
@@ -115,7 +115,7 @@ def settings_results(project: ProjectSettings) -> FileResult | None:
 
 def lint(
     paths: list[str],
-    exclude: list[str] = (),
+    exclude: Sequence[str] = (),
     forced: ZeromemSettings = NO_SETTINGS,
     select: tuple[str, ...] | None = None,
     ignore: tuple[str, ...] | None = None,

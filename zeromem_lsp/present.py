@@ -97,10 +97,10 @@ def stage_table(estimate: Estimate, *, chosen: str | None = None, width: int = 3
     """Text rows: stage, per-GPU bytes (human and exact), % of budget, fits, and a bar against the budget."""
     budget = estimate.gpu_memory
     rows = [("", "stage", "per GPU", "exact bytes", "of budget" if budget else "", "", "")]
-    for row in stage_rows(estimate.figures, stages=estimate.plan.stages, chosen=chosen, budget=budget,
-                          family=estimate.plan.family, width=width):
-        rows.append(("▶" if row.chosen else "", row.label, format_bytes(row.gpu), format_count(row.gpu),
-                     row.percent, row.fit, row.bar))
+    for stage in stage_rows(estimate.figures, stages=estimate.plan.stages, chosen=chosen, budget=budget,
+                            family=estimate.plan.family, width=width):
+        rows.append(("▶" if stage.chosen else "", stage.label, format_bytes(stage.gpu), format_count(stage.gpu),
+                     stage.percent, stage.fit, stage.bar))
     widths = [max(len(row[i]) for row in rows) for i in range(6)]
     lines = []
     for row in rows:
@@ -241,10 +241,10 @@ def peak_table(plan, width: int = 24) -> list[str]:
     """Text: stage | model state | peak | of budget | fits | the phase holding the peak, its largest parts."""
     budget = plan.gpu_memory
     rows = [("", "stage", "model state", "peak", "of budget" if budget else "", "", "peak phase: largest parts", "")]
-    for row in peak_rows(plan, width):
-        rows.append(("▶" if row.chosen else "", row.label, format_bytes(row.state),
-                     format_bytes(row.peak) if row.peak is not None else "—", row.percent, row.fit, row.phase,
-                     row.bar))
+    for stage in peak_rows(plan, width):
+        rows.append(("▶" if stage.chosen else "", stage.label, format_bytes(stage.state),
+                     format_bytes(stage.peak) if stage.peak is not None else "—", stage.percent, stage.fit,
+                     stage.phase, stage.bar))
     widths = [max(len(row[i]) for row in rows) for i in range(7)]
     justify = ("l", "l", "r", "r", "r", "l", "l")
     lines = []

@@ -76,10 +76,10 @@ class ProjectSettings(NamedTuple):
         wanted = settings.parameters
         if not isinstance(wanted, ParametersFromConfig) or self.source is None:
             return settings
-        absolute = (self.source.parent / wanted.from_config).resolve()
-        if not absolute.exists() and is_repo_id(wanted.from_config):
+        model = (self.source.parent / wanted.from_config).resolve()
+        if not model.exists() and is_repo_id(wanted.from_config):
             return settings  # a hub id, looked up in the Hugging Face cache
-        return settings.model_copy(update={"parameters": ParametersFromConfig(str(absolute), wanted.revision)})
+        return settings.model_copy(update={"parameters": ParametersFromConfig(str(model), wanted.revision)})
 
 
 def _normalise(table: dict) -> dict:

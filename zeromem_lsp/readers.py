@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol, cast
 
 from zeromem_lsp.configs.deepspeed.validation import validate_deepspeed
 from zeromem_lsp.configs.deepspeed.catalog import HF_AUTO_STAGE
+from zeromem_lsp.configs.detect import Kind
 from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.configs.loss_kernels import recipe_loss, trainer_loss
 from zeromem_lsp.configs.training import TrainingSetup, read_training_setup
@@ -21,11 +22,21 @@ from zeromem_lsp.configs.workload import (
 from zeromem_lsp.document import parse_document
 from zeromem_lsp.memory.plan import Ignored
 from zeromem_lsp.memory.planner import DeepSpeedSource, FsdpSource, NoSource, PlanSource, TorchSource
-from zeromem_lsp.provenance import Given, Path
+from zeromem_lsp.provenance import Given, Origin, Path
 from zeromem_lsp.document.hjson_numbers import hjson_numbers
 
-#: Reads a file named in the document (path as written; relative to the analysed file) -> text, or None.
-Loader = Callable[[str], "str | None"]
+if TYPE_CHECKING:
+    from zeromem_lsp.configs.recipes import RecipeSetup, Tool
+
+
+class Loader(Protocol):
+    """Reads a file named in the document (path as written; relative to the analysed file) -> text, or None.
+
+    A Protocol rather than a Callable alias: project.FileLoader is a NamedTuple with `__call__`, which mypy
+    does not match against a Callable type."""
+
+    def __call__(self, name: str, /) -> str | None: ...
+
 BLANK_SETUP = read_training_setup({})
 TOP_BLOCK: tuple[Path, ...] = (("zeromem",),)
 
@@ -40,7 +51,7 @@ class Reading(NamedTuple):
     workload: Workload = Workload()  # micro-batch, sequence length, checkpointing, buffer sizes as written
     deepspeed_config: dict | None = None  # a plain DeepSpeed config, validated once the world size is resolved
     layers: tuple = ()  # configs.layers.SettingsLayer: what the config says that settings carry (a recipe's model)
-    recipe: object | None = None  # configs.recipes.RecipeSetup: a recipe's run, adapter included, as plain data
+    recipe: RecipeSetup | None = None  # a recipe's run, adapter included, as plain data
     launch_file: str | None = None  # the Accelerate config a recipe is paired with, as read (launch/accelerate.py)
     ignored: tuple[Ignored, ...] = ()  # keys set that change memory but are not modelled (configs/key_inventory.py)
 
@@ -53,7 +64,7 @@ def ignored_keys(fmt: str, data: object, file: str | None = None, root: Path | N
 
     if not isinstance(data, dict):
         return ()
-    return tuple(Ignored(f"{file}: {'.'.join(path)}" if file else ".".join((*(root or ()), *path)), value, why,
+    return tuple(Ignored(f"{file}: {'.'.join(path)}" if file else ".".join(map(str, (*(root or ()), *path))), value, why,
                          None if file or root is None else (*root, *path), changes_model_state(fmt, ".".join(path)))
                  for path, value, why in not_modelled(fmt, data))
 
@@ -175,11 +186,14 @@ def _launch_file(loader: Loader | None, name: str) -> tuple[str | None, str, str
     return text, name, "" if text is not None else f"looked for {name}"
 
 
-def _recipe_deepspeed(recipe, loader: Loader | None, issues: list[ConfigIssue]):
-    """(DeepSpeed setup, its workload, why there is none, its keys not modelled) for the recipe's `deepspeed:`."""
+def _recipe_deepspeed(recipe: RecipeSetup, loader: Loader | None, issues: list[ConfigIssue],
+                      ) -> tuple[TrainingSetup | None, Workload, str, tuple[Ignored, ...]]:
+    """(DeepSpeed setup, its workload, why there is none, its keys not modelled) for the recipe's `deepspeed:`
+    (the recipe names one)."""
     from zeromem_lsp.configs.recipes import fill_auto
 
     written = recipe.deepspeed
+    assert written is not None and written.path is not None, "a recipe's DeepSpeed config, named at its key"
     if isinstance(written.value, dict):
         config, where, root = written.value, "", written.path
     else:
@@ -197,18 +211,23 @@ def _recipe_deepspeed(recipe, loader: Loader | None, issues: list[ConfigIssue]):
                                       f"the DeepSpeed config {written.value!r} ({where}) {problem}; "
                                       "that file's own check shows where", reader="recipe"))
             return None, Workload(), f"the DeepSpeed config {written.value!r} ({where}: it {problem})", ()
-        config, root = document.to_python(), None
-    config = fill_auto(hjson_numbers(config), recipe)
+        config, root = cast("dict", document.to_python()), None  # an object root decodes to a dict
+    config = fill_auto(cast("dict", hjson_numbers(config)), recipe)  # a dict stays a dict
     setup = read_training_setup(config, HF_AUTO_STAGE)
     setup = _rerooted(setup, root)
     if root is None:  # the settings are in that file: a hint names it
         setup = setup._replace(written_in=str(written.value))
     if "optimizer" not in config and recipe.optimizer is not None:  # the Trainer builds the recipe's optimizer
-        setup = setup._replace(optimizer=recipe.optimizer.value, optimizer_note=recipe.optimizer.note,
-                               optimizer_path=recipe.optimizer.path)
+        setup = with_recipe_optimizer(setup, recipe.optimizer)
     ignored = ignored_keys("deepspeed", config, root=root) if root is not None else \
         ignored_keys("deepspeed", config, str(written.value))
     return setup, deepspeed_workload(config, root, where), "", ignored
+
+
+def with_recipe_optimizer(setup: TrainingSetup, optimizer: Given) -> TrainingSetup:
+    """`setup` with the recipe's optimizer, which the Trainer builds (configs.recipes._optimizer: a str value)."""
+    return setup._replace(optimizer=cast(str, optimizer.value), optimizer_note=optimizer.note,
+                          optimizer_path=optimizer.path)
 
 
 def _refuser(tool: str) -> str | None:
@@ -225,7 +244,7 @@ def _world_hint(tool: str) -> str:
     return f"{where}for this recipe's glob){block}"
 
 
-def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
+def read_recipe(data: dict, loader: Loader | None, tool: Tool) -> Reading:
     """An axolotl / LLaMA-Factory / TRL recipe: its keys checked, its model, batch, sequence and
     checkpointing as the tool defaults them, the DeepSpeed file it names followed (its "auto" filled
     from the recipe as Transformers does), FSDP from its fsdp_config, else DDP."""
@@ -238,9 +257,11 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
     issues, recipe = read(tool, data, tuple(folder.parts[-3:]) if folder is not None else ())
     setup, workload, missing, ignored = None, Workload(), "", ignored_keys(tool, data)
     ignored += tuple(Ignored(".".join(path), value, why, path) for path, value, why in recipe.unread)
-    values, origins = {}, {}
+    values: dict[str, object] = {}
+    origins: dict[str, Origin] = {}
     if recipe.model is not None and isinstance(recipe.model.value, str):
-        revision = recipe.revision.value if recipe.revision is not None else None
+        # configs.recipes._revision keeps a str revision only
+        revision = cast(str, recipe.revision.value) if recipe.revision is not None else None
         values["parameters"] = ParametersFromConfig(recipe.model.value, revision)
         origins["parameters"] = recipe.model.origin
     if recipe.deepspeed is not None:
@@ -272,7 +293,8 @@ def read_recipe(data: dict, loader: Loader | None, tool: str) -> Reading:
         values["optimizer"], origins["optimizer"] = recipe.optimizer.value, recipe.optimizer.origin
     workload = Workload(micro_batch=recipe.micro_batch, sequence_length=recipe.sequence_length,
                         checkpointing=recipe.checkpointing, zero=workload.zero, compute_dtype=recipe.compute_dtype,
-                        checkpointing_path=recipe.checkpointing.path or ("gradient_checkpointing",),
+                        checkpointing_path=(recipe.checkpointing.path if recipe.checkpointing is not None else None)
+                        or ("gradient_checkpointing",),
                         zero_root=workload.zero_root,
                         loss=recipe_loss(tool, data),
                         preference_loss=recipe.preference_loss, reference_model=recipe.reference_model,
@@ -311,8 +333,9 @@ def _adapter_values(adapter, values: dict, origins: dict) -> None:
             values[name], origins[name] = checked[name], found.origin
 
 
-#: document kind -> its reader; FSDP-family readers get the top level as a dict.
-READERS: dict[str, Callable[[object, Loader | None], Reading]] = {
+#: document kind -> its reader; each gets the top level as a dict but DeepSpeed's, which takes any value
+#: (analysis.analyse calls read_deepspeed itself: DeepSpeed says what is wrong with a top level that is no object).
+READERS: dict[Kind, Callable[[dict, Loader | None], Reading]] = {
     "deepspeed": read_deepspeed,
     "accelerate": read_accelerate,
     "fsdp": read_fsdp,

@@ -122,7 +122,7 @@ TEXT_CONFIGS: composite model_type -> (text model_type, fixed by the class): how
 def render(facts: dict) -> str:
     body = [HEADER.format(version=facts["version"]),
             f"TRANSFORMERS_VERSION = {facts['version']!r}\n\n",
-            "DEFAULTS = " + pprint.pformat(facts["defaults"], width=110, sort_dicts=True) + "\n\n",
+            "DEFAULTS: dict[str, dict[str, object]] = " + pprint.pformat(facts["defaults"], width=110, sort_dicts=True) + "\n\n",
             "ALIASES = " + pprint.pformat(facts["aliases"], width=110, sort_dicts=True) + "\n\n",
             "TEXT_CONFIGS = " + pprint.pformat(facts["text_configs"], width=110, sort_dicts=True) + "\n"]
     return "".join(body)

@@ -135,8 +135,10 @@ def step_only(table: dict[str, dict[str, tuple[str, object, str]]]) -> dict[str,
     return out
 
 
-def _dict_text(name: str, value: dict) -> str:
-    return f"{name} = {pprint.pformat(value, width=120, sort_dicts=True)}\n"
+def _dict_text(name: str, value: dict, annotation: str = "") -> str:
+    """`name = {...}`; `annotation`: its declared type, where mypy would infer a looser one from the literal."""
+    declared = f": {annotation}" if annotation else ""
+    return f"{name}{declared} = {pprint.pformat(value, width=120, sort_dicts=True)}\n"
 
 
 def render(sources: dict[str, str], raw: dict[str, dict[str, object]], handbook_own: frozenset[str],
@@ -161,7 +163,7 @@ def render(sources: dict[str, str], raw: dict[str, dict[str, object]], handbook_
         + "#: alignment-handbook's own keys (beside TRL's and Transformers')\n"
         + f"HANDBOOK_OWN = frozenset({sorted(handbook_own)!r})\n\n"
         + "#: format -> key -> (class, default, why)\n"
-        + _dict_text("INVENTORY", table) + "\n"
+        + _dict_text("INVENTORY", table, "dict[str, dict[str, _api.Entry]]") + "\n"
         + "#: the raw facts, format -> key -> default as declared: what the generator read (derived, not stored twice)\n"
         + "RAW = _api.defaults(INVENTORY)\n\n"
         + "#: recipe format -> key -> the type its annotation admits (bool / int / float, None allowed): simple_type\n"
@@ -169,7 +171,7 @@ def render(sources: dict[str, str], raw: dict[str, dict[str, object]], handbook_
         + "#: format -> the not-modelled keys that change only the step's transient memory, not P, G, O\n"
         + _dict_text("STEP_ONLY", step_only(table)) + "\n"
         + "#: format -> key -> the values of a not-modelled key that the step model assumes (classes.AS_MODELLED)\n"
-        + _dict_text("AS_MODELLED", as_modelled(table)) + "\n"
+        + _dict_text("AS_MODELLED", as_modelled(table), "dict[str, dict[str, list[object]]]") + "\n"
         + "\n\ndef classify(fmt: str, key: str) -> tuple[str, object, str] | None:\n"
         + '    """(class, default, why) of `key` in `fmt` (a dotted path for nested keys), or None when unknown."""\n'
         + "    return _api.classify(INVENTORY, fmt, key)\n\n\n"

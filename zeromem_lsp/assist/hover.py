@@ -17,7 +17,8 @@ from zeromem_lsp.assist.key_docs import key_doc
 from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.configs.training import TrainingSetup, implied_world_size
 from zeromem_lsp.configs.workload import ZERO_ALIASES
-from zeromem_lsp.memory.plan import FSDP_CPU_OFFLOAD, MemoryPlan, Offload, Unplanned
+from zeromem_lsp.memory.plan import FSDP_CPU_OFFLOAD, MemoryPlan, Unplanned
+from zeromem_lsp.memory.stages import Offload
 from zeromem_lsp.present import (
     activation_lines, adapter_lines, buffer_sum, count_times_bytes, deepspeed_setting, describe_suggestion,
     human_and_exact, input_notes, peak_rows, peak_sum, per_gpu_summary, phase_peaks, settings_elsewhere, stage_label,

@@ -45,13 +45,13 @@ def inlay_hints(analysis: Analysis, start: int, end: int) -> list[InlayLabel]:
     label = per_gpu_summary(plan.gpu_bytes, plan.gpu_memory)
     if plan.host_bytes:
         label += f" + {format_bytes(plan.host_bytes)} host"
-    tooltip = (f"{stage_label(plan.stage, plan.family)}: {format_count(plan.gpu_bytes)} B of model state per GPU "
+    tooltip = (f"{stage_label(plan.chosen, plan.family)}: {format_count(plan.gpu_bytes)} B of model state per GPU "
                "(parameters, gradients, optimizer state). Hover the stage (in a recipe, its model or deepspeed key) "
                "for every stage and the inputs.")
-    peak = plan.peak.at(plan.stage) if plan.peak is not None else None
+    peak = plan.peak.at(plan.chosen) if plan.peak is not None else None
     if peak is not None:
         label += f" · peak ≈ {format_bytes(peak)}"
         if plan.gpu_memory:
             label += f" ({percent_of(peak, plan.gpu_memory)})"
-        tooltip += f" Peak: {peak_sum(plan.peak, plan.stage)}."
+        tooltip += f" Peak: {peak_sum(plan.peak, plan.chosen)}."
     return [InlayLabel(offset, label, tooltip)]

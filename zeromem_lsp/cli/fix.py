@@ -12,9 +12,13 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from zeromem_lsp.autofix import fix_pass, still_parses, unified_diff
 from zeromem_lsp.findings import Finding
+
+if TYPE_CHECKING:
+    from zeromem_lsp.analysis import Analysis
 
 MAX_PASSES = 10
 
@@ -26,8 +30,8 @@ class FixSession:
         self.diffs: list[str] = []
         self.refused: list[str] = []
 
-    def apply(self, path: Path, data: bytes, analysis, reanalyse: Callable[[str], object],
-              keep: Callable[[Finding], bool]):
+    def apply(self, path: Path, data: bytes, analysis: Analysis, reanalyse: Callable[[str], Analysis],
+              keep: Callable[[Finding], bool]) -> Analysis:
         """The analysis of the fixed text (or `analysis` when nothing was fixed)."""
         original, current, fixed = analysis.text, analysis, 0
         if analysis.document is None or original.encode("utf-8") != data:

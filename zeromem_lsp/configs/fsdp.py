@@ -203,7 +203,7 @@ def validate_accelerate_fsdp(data: dict, base: Path, default_version: tuple[int,
                               f"Accelerate does not read fsdp_config.{written}: it is silently ignored{hint}",
                               replacement=(f"fsdp_{guess[0]}" if written.startswith("fsdp_") else guess[0]) if guess else None))
     # Values the plugin parses (errors at Accelerator construction).
-    strategy = "FULL_SHARD"
+    strategy: str | None = "FULL_SHARD"
     strategy_path: Path | None = None
     strategy_note = "FSDP1 default: FULL_SHARD"
     if section.has("sharding_strategy"):
@@ -237,7 +237,7 @@ def validate_accelerate_fsdp(data: dict, base: Path, default_version: tuple[int,
             out.append(_issue("invalid_value", section.paths["state_dict_type"], "value",
                               f"invalid state dict type {section.get('state_dict_type')!r}; "
                               f"choose one of {_choices(STATE_DICT_TYPES)}"))
-    booleans = ("offload_params", "cpu_ram_efficient_loading", "activation_checkpointing")
+    booleans: tuple[str, ...] = ("offload_params", "cpu_ram_efficient_loading", "activation_checkpointing")
     if version == 1:
         booleans += ("forward_prefetch", "use_orig_params", "sync_module_states")
     _common_values(section, out, booleans)
@@ -271,8 +271,8 @@ def validate_accelerate_fsdp(data: dict, base: Path, default_version: tuple[int,
             out.append(_issue("ignored_setting", section.paths[name], "key",
                               f"{section.written[name]} is ignored with fsdp_version 2: {why}"))
     elif section.has("reshard_after_forward") and strategy is not None:
-        written = canonical_strategy(section.get("reshard_after_forward"))
-        if written is not None and written != strategy:
+        resharding = canonical_strategy(section.get("reshard_after_forward"))
+        if resharding is not None and resharding != strategy:
             out.append(_issue("ignored_setting", section.paths["reshard_after_forward"], "key",
                               f"fsdp_reshard_after_forward is ignored with fsdp_version 1: the sharding strategy is "
                               f"{strategy} (fsdp_sharding_strategy{'' if section.has('sharding_strategy') else ', default'})"))
@@ -326,11 +326,12 @@ def validate_transformers_fsdp(
             out.append(_issue("ignored_setting", section.paths[name], "key",
                               f"Transformers does not read {section.written[name]} from --fsdp_config: {why}"))
     min_params = section.get("min_num_params", 0)
-    min_params_ok = isinstance(min_params, (int, float)) and not isinstance(min_params, bool)
+    min_count = min_params if isinstance(min_params, (int, float)) and not isinstance(min_params, bool) else None
+    min_params_ok = min_count is not None
     if section.has("min_num_params") and not min_params_ok:
         out.append(_issue("invalid_value", section.paths["min_num_params"], "value",
                           f"min_num_params must be a number, got {min_params!r}"))
-    if min_params_ok and min_params > 0 and section.get("transformer_layer_cls_to_wrap") is not None:
+    if min_count is not None and min_count > 0 and section.get("transformer_layer_cls_to_wrap") is not None:
         out.append(_issue("min_params_with_layer_cls", section.paths["min_num_params"], "key",
                           "min_num_params and transformer_layer_cls_to_wrap are mutually exclusive: keep one"))
     xla = parse_bool(section.get("xla", False)) is True  # the XLA path builds no Accelerate plugin
@@ -368,6 +369,7 @@ def validate_transformers_fsdp(
         offload = "offload" in options
         if strategy is None and options:
             strategy, note = "FULL_SHARD", "no sharding option in --fsdp: Accelerate's default FULL_SHARD"
+    offload_path: Path | None
     if section.has("cpu_offload") and parse_bool(section.get("cpu_offload")) is True:  # transformers 5.24
         offload, offload_path = True, section.paths["cpu_offload"]
     else:

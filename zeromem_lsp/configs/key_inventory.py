@@ -38,7 +38,7 @@ SOURCES = {'accelerate': 'accelerate 1.16.0 (commands/config/config_args.py, com
 HANDBOOK_OWN = frozenset(['chat_template', 'dataset_mixture'])
 
 #: format -> key -> (class, default, why)
-INVENTORY = {'accelerate': {'additional_args': ('inert', None, 'SageMaker'),
+INVENTORY: dict[str, dict[str, _api.Entry]] = {'accelerate': {'additional_args': ('inert', None, 'SageMaker'),
                 'base_job_name': ('inert', None, 'SageMaker'),
                 'command_file': ('inert', None, 'a filesystem path or name'),
                 'commands': ('inert', None, 'TPU pod commands'),
@@ -4483,7 +4483,7 @@ STEP_ONLY = {'accelerate': ['dynamo_backend',
          'torch_compile_mode']}
 
 #: format -> key -> the values of a not-modelled key that the step model assumes (classes.AS_MODELLED)
-AS_MODELLED = {'accelerate': {'fsdp_config.fsdp_auto_wrap_policy': ['TRANSFORMER_BASED_WRAP', 'transformer_based_wrap'],
+AS_MODELLED: dict[str, dict[str, list[object]]] = {'accelerate': {'fsdp_config.fsdp_auto_wrap_policy': ['TRANSFORMER_BASED_WRAP', 'transformer_based_wrap'],
                 'fsdp_config.fsdp_backward_prefetch': ['BACKWARD_PRE', 'backward_pre'],
                 'fsdp_config.fsdp_forward_prefetch': [False, 'false']},
  'axolotl': {'attn_implementation': ['sdpa', 'flash_attention_2', 'flash_attention_3'],

@@ -168,7 +168,8 @@ def _softcap(config: dict, name: str, default: float | None) -> bool:
 
 
 def _rotary_fraction(config: dict) -> float:
-    rope = config.get("rope_parameters") if isinstance(config.get("rope_parameters"), dict) else {}
+    rope = config.get("rope_parameters")
+    rope = rope if isinstance(rope, dict) else {}
     name = "rotary_pct" if "rotary_pct" in config else "rope_parameters.partial_rotary_factor"
     value = config.get("rotary_pct", rope.get("partial_rotary_factor", 0.25))
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:

@@ -13,6 +13,7 @@ Pure: a plain dict in, issues and a `RecipeSetup` (plain data, each value a `Giv
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -231,7 +232,7 @@ def _peft_targets(found: Given | None) -> Given | None:
 
 
 #: the checks of the settings a recipe's PEFT matching key becomes (settings_values), by setting
-_MATCHING_CHECKS = {"lora_targets": checks.check_targets, "layers_to_transform": checks.check_layer_indices,
+_MATCHING_CHECKS: dict[str, Callable[[object], object]] = {"lora_targets": checks.check_targets, "layers_to_transform": checks.check_layer_indices,
                     "layers_pattern": lambda value: checks.check_module_names(value, shorthand=False),
                     "lora_rank_pattern": checks.check_rank_pattern,
                     "target_parameters": lambda value: checks.check_module_names(value, shorthand=False)}
@@ -309,7 +310,7 @@ def _precompute(data: dict) -> Given | None:
 def _grpo(data: dict, block: tuple[str, ...] = ()) -> dict[str, Given]:
     """GRPO's keys at `block` (axolotl's `trl:` mapping, or the top of a TRL recipe), each at its key path (TRL's
     defaults, steps_per_generation's from the accumulation, are memory/grpo.generation_inputs')."""
-    inner = data
+    inner: object = data
     for key in block:
         inner = inner.get(key) if isinstance(inner, dict) else None
     found: dict[str, Given] = {}
@@ -393,10 +394,11 @@ def _llamafactory(data: dict, out: list[ConfigIssue], folders: tuple[str, ...] =
         quantization = Given("int8", "quantization_bit: 8", ("quantization_bit",))
     double = _given(data, "double_quantization") or (
         Given(True, "double_quantization absent: LLaMA-Factory's default") if quantization else None)
-    targets = _split(_given(data, "lora_target")) or Given("all", "lora_target absent: LLaMA-Factory's default (all)")
-    linear = None
-    if targets.value == ["all"] or targets.value == "all":  # find_all_linear_modules: the linear layers' names
-        linear, targets = Given(True, targets.note, targets.path), None
+    named = _split(_given(data, "lora_target")) or Given("all", "lora_target absent: LLaMA-Factory's default (all)")
+    linear: Given | None = None
+    targets: Given | None = named
+    if named.value == ["all"] or named.value == "all":  # find_all_linear_modules: the linear layers' names
+        linear, targets = Given(True, named.note, named.path), None
     rank = _rank(data, "lora_rank", out) or Given(8, "lora_rank absent: LLaMA-Factory's default")
     adapter = AdapterSpec(method, rank, _given(data, "lora_alpha"), _given(data, "lora_dropout"), targets,
                           _split(_given(data, "additional_target")), quantization, double, _given(data, "use_dora"),
@@ -542,11 +544,11 @@ def _trl_trainer(data: dict, folders: tuple[str, ...] = ()) -> tuple[Given | Non
     (`beta`, `max_prompt_length`) names no trainer for certain: it is named as not modelled, not priced as DPO."""
     cpo_loss = isinstance(data.get("loss_type"), str) and data["loss_type"].lower() in CPO_ONLY_LOSSES
     if cpo_loss or any(key in data for key in CPO_ONLY_KEYS):
-        key = next((key for key in CPO_ONLY_KEYS if key in data), "loss_type")
+        cpo_key = next((key for key in CPO_ONLY_KEYS if key in data), "loss_type")
         simpo = str(data.get("loss_type", "")).lower() == "simpo"
         name = "simpo" if simpo else "cpo"
-        return Given(name, f"{key}: a CPOConfig key (TRL CPOTrainer{', loss_type simpo' if simpo else ''})",
-                     (key,)), ()
+        return Given(name, f"{cpo_key}: a CPOConfig key (TRL CPOTrainer{', loss_type simpo' if simpo else ''})",
+                     (cpo_key,)), ()
     for trainer, keys in (("grpo", GRPO_ONLY_KEYS), ("kto", KTO_KEYS), ("dpo", DPO_ONLY_KEYS)):
         key = next((key for key in keys if key in data), None)
         if key is not None:

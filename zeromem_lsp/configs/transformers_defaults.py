@@ -10,7 +10,7 @@ TEXT_CONFIGS: composite model_type -> (text model_type, fixed by the class): how
 
 TRANSFORMERS_VERSION = '5.24.0'
 
-DEFAULTS = {'gemma': {'attention_bias': False,
+DEFAULTS: dict[str, dict[str, object]] = {'gemma': {'attention_bias': False,
            'attention_dropout': 0.0,
            'bos_token_id': 2,
            'eos_token_id': 1,

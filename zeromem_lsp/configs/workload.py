@@ -156,4 +156,5 @@ def hf_arguments_workload(data: dict, deepspeed: Workload) -> Workload:
                                                             "default"))
     return Workload(micro_batch=batch, accumulation=accumulation, sequence_length=sequence, checkpointing=checkpointing, zero=deepspeed.zero,
                     checkpointing_path=("gradient_checkpointing",),
-                    zero_root=deepspeed.zero_root, compute_dtype=_compute_dtype(mixed, f"{mixed}: true", (mixed,)))
+                    zero_root=deepspeed.zero_root,
+                    compute_dtype=_compute_dtype(mixed, f"{mixed}: true", (mixed,)) if mixed else None)

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path as FilePath
+from typing import TYPE_CHECKING, cast
 
 from zeromem_lsp.configs.accelerate import OWNED_BY_DEEPSPEED_FILE, AccelerateSetup, validate_accelerate
 from zeromem_lsp.configs.detect import yaml_kind
+from zeromem_lsp.configs.fsdp import FsdpSetup
 from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.configs.layers import Resolved, config_values
 from zeromem_lsp.configs.settings import ZeromemSettings
@@ -34,7 +36,10 @@ from zeromem_lsp.configs.training import positive_int
 from zeromem_lsp.configs.workload import Workload
 from zeromem_lsp.memory.planner import DeepSpeedSource, FsdpSource, PlanSource, TorchSource
 from zeromem_lsp.provenance import Given, Origin, Path
-from zeromem_lsp.readers import Loader, Reading, ignored_keys
+from zeromem_lsp.readers import Loader, Reading, ignored_keys, with_recipe_optimizer
+
+if TYPE_CHECKING:
+    from zeromem_lsp.configs.recipes import RecipeSetup
 
 DEEPSPEED_OVER_FSDP = "AcceleratorState picks DEEPSPEED before FSDP when a DeepSpeed plugin exists"
 
@@ -78,7 +83,7 @@ def parsed_accelerate(text: str) -> tuple[dict | None, str]:
     root = document.root
     if root is None or root.kind != "object":
         return None, "is not a YAML mapping"
-    data = document.to_python()
+    data = cast(dict, document.to_python())  # an object root decodes to a dict
     if yaml_kind({str(key) for key in data}) != "accelerate" or "distributed_type" not in data:
         return None, "is not an Accelerate config (no distributed_type; `accelerate config` writes one)"
     return data, ""
@@ -106,7 +111,8 @@ def world_size(data: dict, setup: AccelerateSetup, shown: str) -> tuple[Given | 
 def pair_accelerate(reading: Reading, resolved: Resolved, loader: Loader | None) -> Reading:
     """The recipe's reading with what the Accelerate config named by `accelerate_config` says, or with a
     ZM312 issue (on the setting when it is written in this document) when it cannot be used."""
-    name = resolved.settings.accelerate_config
+    recipe, name = reading.recipe, resolved.settings.accelerate_config
+    assert recipe is not None and name is not None, "analysis pairs a recipe that names its Accelerate config"
     origin = resolved.origin("accelerate_config") or Origin("accelerate_config")
     at, target = (tuple(origin.path), "value") if origin.path else ((), "key")
     text, where = _read(loader, name)
@@ -123,28 +129,28 @@ def pair_accelerate(reading: Reading, resolved: Resolved, loader: Loader | None)
         message = f"the Accelerate config {shown_path(name)!r} ({origin.note}) is refused by Accelerate: {refused}"
         return reading._replace(issues=[*reading.issues, _issue("accelerate_unreadable", at, target, message)],
                                 launch_file=where)
-    return _paired(reading, data, setup, shown_path(name), at, loader)._replace(launch_file=where)
+    return _paired(reading, recipe, data, setup, shown_path(name), at, loader)._replace(launch_file=where)
 
 
-def _paired(reading: Reading, data: dict, setup: AccelerateSetup, shown: str, at: Path,
+def _paired(reading: Reading, recipe: RecipeSetup, data: dict, setup: AccelerateSetup, shown: str, at: Path,
             loader: Loader | None) -> Reading:
-    recipe, issues = reading.recipe, list(reading.issues)
+    issues = list(reading.issues)
     ranks, why = world_size(data, setup, shown)
     source, workload = reading.source, reading.workload
     kind = setup.distributed_type
     if recipe.deepspeed is not None:
-        issues += _deepspeed_conflicts(recipe, data, setup, shown)
+        issues += _deepspeed_conflicts(recipe.deepspeed, data, setup, shown)
     elif recipe.fsdp_config is not None and isinstance(recipe.fsdp_config.value, dict):
         if kind == "DEEPSPEED":
-            issues.append(_issue("launch_overridden", recipe.fsdp_config.path, "key",
+            issues.append(_issue("launch_overridden", recipe.fsdp_config.path or ("fsdp_config",), "key",
                                  f"{shown} launches DeepSpeed, which wins over this fsdp_config: TrainingArguments "
                                  f"builds a DeepSpeed plugin from the launcher's environment and {DEEPSPEED_OVER_FSDP}"))
-            source, workload = _accelerate_deepspeed(reading, setup, shown, at, loader, issues)
-        elif isinstance(source, FsdpSource) and ranks is not None and source.fsdp.strategy in ("HYBRID_SHARD",
-                                                                                             "HYBRID_SHARD_ZERO2"):
+            source, workload = _accelerate_deepspeed(reading, recipe, setup, shown, at, loader, issues)
+        elif (isinstance(source, FsdpSource) and isinstance(source.fsdp, FsdpSetup) and ranks is not None
+              and source.fsdp.strategy in ("HYBRID_SHARD", "HYBRID_SHARD_ZERO2")):
             ranks = _shard_group(data, shown) or ranks
     elif kind == "DEEPSPEED":
-        source, workload = _accelerate_deepspeed(reading, setup, shown, at, loader, issues)
+        source, workload = _accelerate_deepspeed(reading, recipe, setup, shown, at, loader, issues)
     elif kind == "FSDP" and setup.fsdp is not None:
         written = setup.fsdp.version_note
         version_note = (f"{written}; {shown} names no fsdp_version" if written.startswith("default")
@@ -180,7 +186,7 @@ def _engine(source: PlanSource, data: dict, setup: AccelerateSetup, shown: str) 
     """The engine the YAML sets up, with what in it says so."""
     written = f"{shown} distributed_type {setup.distributed_type}"
     if isinstance(source, DeepSpeedSource):
-        block = data.get("deepspeed_config") if isinstance(data.get("deepspeed_config"), dict) else {}
+        block = _deepspeed_block(data)
         detail = (f"deepspeed_config_file {setup.deepspeed_file}" if setup.deepspeed_file
                   else f"zero_stage {block['zero_stage']}" if "zero_stage" in block
                   else "no zero_stage: Accelerate's default 2")
@@ -188,6 +194,12 @@ def _engine(source: PlanSource, data: dict, setup: AccelerateSetup, shown: str) 
     if isinstance(source, FsdpSource):
         return Given("fsdp", written)
     return Given("torch", f"{written}: " + ("one process" if setup.distributed_type == "NO" else "torch DDP"))
+
+
+def _deepspeed_block(data: dict) -> dict:
+    """The YAML's deepspeed_config block, or {} when it is not a mapping."""
+    block = data.get("deepspeed_config")
+    return block if isinstance(block, dict) else {}
 
 
 def _shard_group(data: dict, shown: str) -> Given | None:
@@ -199,16 +211,18 @@ def _shard_group(data: dict, shown: str) -> Given | None:
                  "the shard group of the hybrid strategy")
 
 
-def _compute(recipe) -> str | None:
+def _compute(recipe: RecipeSetup) -> str | None:
     """The recipe's own bf16 / fp16 (they win over the YAML's mixed_precision)."""
     return next((name for name in ("bf16", "fp16") if recipe.flags.get(name)), None)
 
 
-def _deepspeed_conflicts(recipe, data: dict, setup: AccelerateSetup, shown: str) -> list[ConfigIssue]:
-    """The recipe names its own DeepSpeed file: what the YAML says about the engine is not used, or stops the launch."""
-    at = recipe.deepspeed.path or ("deepspeed",)
+def _deepspeed_conflicts(deepspeed: Given, data: dict, setup: AccelerateSetup,
+                         shown: str) -> list[ConfigIssue]:
+    """The recipe names its own DeepSpeed file (`deepspeed`): what the YAML says about the engine is not used, or
+    stops the launch."""
+    at = deepspeed.path or ("deepspeed",)
     if setup.distributed_type == "DEEPSPEED":
-        block = data.get("deepspeed_config") if isinstance(data.get("deepspeed_config"), dict) else {}
+        block = _deepspeed_block(data)
         owned = [key for key in OWNED_BY_DEEPSPEED_FILE if key in block]
         if data.get("mixed_precision") is not None or data.get("fp16"):  # `fp16` is the old spelling, converted
             owned.append("mixed_precision")
@@ -218,7 +232,7 @@ def _deepspeed_conflicts(recipe, data: dict, setup: AccelerateSetup, shown: str)
                            f"DeepSpeedPlugin, which refuses a YAML that also sets {', '.join(owned)} (\"will be "
                            f"ignored\"); remove them from {shown}, or drop deepspeed: and let the YAML choose")]
         named = setup.deepspeed_file
-        if named and named != recipe.deepspeed.value:
+        if named and named != deepspeed.value:
             return [_issue("launch_overridden", at, "key",
                            f"this DeepSpeed file wins over {shown}'s deepspeed_config_file {named!r}: TrainingArguments "
                            "hands it to the DeepSpeed plugin itself, so the YAML's file is not read")]
@@ -229,12 +243,11 @@ def _deepspeed_conflicts(recipe, data: dict, setup: AccelerateSetup, shown: str)
     return []
 
 
-def _accelerate_deepspeed(reading: Reading, setup: AccelerateSetup, shown: str, at: Path, loader: Loader | None,
-                          issues: list[ConfigIssue]) -> tuple[PlanSource, Workload]:
+def _accelerate_deepspeed(reading: Reading, recipe: RecipeSetup, setup: AccelerateSetup, shown: str, at: Path,
+                          loader: Loader | None, issues: list[ConfigIssue]) -> tuple[PlanSource, Workload]:
     """DeepSpeed as Accelerate's plugin sets it up from the YAML, with the recipe's precision and optimizer."""
     from zeromem_lsp.readers import _recipe_deepspeed
 
-    recipe = reading.recipe
     if setup.deepspeed_file:  # the plugin opens it; the Trainer fills its "auto" from the recipe
         named = dataclasses.replace(recipe, deepspeed=Given(setup.deepspeed_file,
                                                             f"{shown} deepspeed_config_file", at))
@@ -245,11 +258,12 @@ def _accelerate_deepspeed(reading: Reading, setup: AccelerateSetup, shown: str, 
     precision = _compute(recipe) or {"no": "fp32", None: "fp32"}.get(setup.mixed_precision, setup.mixed_precision)
     note = (f"the recipe's {precision}" if _compute(recipe) else f"{shown} mixed_precision {setup.mixed_precision!r}"
             if setup.mixed_precision else f"no bf16 / fp16 in the recipe or {shown}: fp32")
-    found = setup.deepspeed._replace(stage_path=None, precision=precision if precision != "fp8" else None,
+    inline = setup.deepspeed
+    assert inline is not None, "validate_accelerate reads DEEPSPEED without deepspeed_config_file from its block"
+    found = inline._replace(stage_path=None, precision=precision if precision != "fp8" else None,
                                      precision_path=None, precision_note=note, written_in=shown)
     if recipe.optimizer is not None:  # the Trainer builds the recipe's optimizer
-        found = found._replace(optimizer=recipe.optimizer.value, optimizer_note=recipe.optimizer.note,
-                               optimizer_path=recipe.optimizer.path)
+        found = with_recipe_optimizer(found, recipe.optimizer)
     return DeepSpeedSource(found), dataclasses.replace(reading.workload, zero={}, zero_root=None)
 
 

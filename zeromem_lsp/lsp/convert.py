@@ -65,7 +65,7 @@ def diagnostic_json(finding: Finding, lines: LineIndex, encoding: str, uri: str)
     key and in its order, without building it (publishDiagnostics runs on every keystroke)."""
     from zeromem_lsp.rules.registry import RULES
 
-    diagnostic = {
+    diagnostic: dict[str, object] = {
         "range": range_json(lines, finding.start, finding.end, encoding),
         "message": finding.message,
         "severity": SEVERITIES.get(finding.severity, types.DiagnosticSeverity.Warning).value,
@@ -84,7 +84,7 @@ def diagnostic_json(finding: Finding, lines: LineIndex, encoding: str, uri: str)
 
 def publish_diagnostics_json(uri: str, diagnostics: list[dict], version: int | None) -> dict:
     """The textDocument/publishDiagnostics notification as pygls' converter writes it."""
-    params = {"uri": uri, "diagnostics": diagnostics}
+    params: dict[str, object] = {"uri": uri, "diagnostics": diagnostics}
     if version is not None:
         params["version"] = version
     return {"params": params, "method": types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, "jsonrpc": "2.0"}

@@ -12,6 +12,7 @@ import functools
 import gc
 import sys
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
@@ -227,7 +228,8 @@ class ZeromemServer(LanguageServer):
         analysis = analyse(text, document_name(uri), self.settings_for(uri), loader=loader, previous=previous,
                            edit=edit, memo=self._memo)
         project = self.project_for(path) if path is not None else None
-        if project is not None and project.problems and analysis.reported and not self.is_open(project.source):
+        if (project is not None and project.problems and project.source is not None and analysis.reported
+                and not self.is_open(project.source)):
             analysis.findings[:0] = settings_rules.project_findings_on_config(
                 project.source.name, project.problems, analysis.text)
         return analysis
@@ -303,7 +305,7 @@ class ZeromemServer(LanguageServer):
         if self._capability("workspace", "inlay_hint", "refresh_support"):
             ignore_reply(self.workspace_inlay_hint_refresh(None))
 
-    def note_edit(self, uri: str, changes: list) -> None:
+    def note_edit(self, uri: str, changes: Sequence[object]) -> None:
         """Remember a single ranged change against the last analysed text, so that the next analysis
         parses again only the value it is in (document/splice.py proves it applies, or parses in full)."""
         self._edits.pop(uri, None)
@@ -392,8 +394,12 @@ def guarded(empty=None):
 
 def spawn(ls: ZeromemServer, coroutine) -> None:
     task = asyncio.ensure_future(coroutine)
-    task.add_done_callback(lambda done: done.cancelled() or done.exception() is None
-                           or ls.log(f"zeromem: background task failed: {done.exception()!r}", types.MessageType.Error))
+
+    def report(done: asyncio.Future) -> None:
+        if not done.cancelled() and done.exception() is not None:
+            ls.log(f"zeromem: background task failed: {done.exception()!r}", types.MessageType.Error)
+
+    task.add_done_callback(report)
 
 
 def ignore_reply(future) -> None:

@@ -21,7 +21,7 @@ from zeromem_lsp.configs.recipes import recipe_tool
 from zeromem_lsp.rules.context import Context
 
 #: ZeRO-stage name of a plan -> the FSDP strategy with the same persistent state.
-STRATEGY_FOR_STAGE = {key: stage_named(key).fsdp for key in FSDP_KEYS}
+STRATEGY_FOR_STAGE = {stage.key: stage.fsdp for stage in map(stage_named, FSDP_KEYS) if stage.fsdp}
 
 
 def scalar(context: Context, value: object) -> str:
@@ -101,7 +101,9 @@ FIXERS = {
 def fixes_for(context: Context, issue: ConfigIssue) -> tuple[Fix, ...]:
     """The quick fix of an FSDP or Accelerate issue, if one is obvious."""
     fixer = FIXERS.get(issue.key)
-    member = _member(context, issue.path) if fixer is not None else None
+    if fixer is None:
+        return ()
+    member = _member(context, issue.path)
     fix = fixer(context, member, issue) if member is not None else None
     return (fix,) if fix is not None else ()
 
@@ -120,12 +122,14 @@ def _fsdp_section(context: Context) -> tuple[tuple, str] | None:
     return None
 
 
-def _deepspeed_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion, base: tuple, reader: str):
-    edits = []
+def _deepspeed_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion, base: tuple,
+                     reader: str) -> list[TextEdit | None]:
+    edits: list[TextEdit | None] = []
     number = stage_named(suggestion.stage).number
     if reader == "accelerate-deepspeed":
-        if isinstance(context.data.get("deepspeed_config"), dict) and context.data["deepspeed_config"].get("deepspeed_config_file"):
-            return ()
+        block = context.data.get("deepspeed_config") if isinstance(context.data, dict) else None
+        if isinstance(block, dict) and block.get("deepspeed_config_file"):
+            return []
         if suggestion.stage != plan.stage:
             edits.append(set_value(context.document, (*base, "zero_stage"), str(number)))
         if suggestion.offload.optimizer and not plan.offload.optimizer:
@@ -140,6 +144,12 @@ def _deepspeed_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion,
         if suggestion.offload.param and not plan.offload.param:
             edits.append(set_value(context.document, (*base, "zero_optimization", "offload_param"), '{"device": "cpu"}'))
     return edits
+
+
+def _all_written(edits: list[TextEdit | None]) -> list[TextEdit] | None:
+    """The edits, or None when there are none or one cannot be written."""
+    written = [edit for edit in edits if edit is not None]
+    return written if written and len(written) == len(edits) else None
 
 
 def _key_in(context: Context, base: tuple, name: str) -> tuple:
@@ -166,10 +176,10 @@ def suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion)
     if plan.family != "fsdp":
         if reader not in ("accelerate-deepspeed", "inline-deepspeed"):
             return ()
-        edits = _deepspeed_fixes(context, plan, suggestion, base, reader)
-        if not edits or any(edit is None for edit in edits):
+        switched = _all_written(_deepspeed_fixes(context, plan, suggestion, base, reader))
+        if switched is None:
             return ()
-        return (Fix(f"Switch to {describe_suggestion(suggestion, plan.family)}", tuple(edits), preferred=True),)
+        return (Fix(f"Switch to {describe_suggestion(suggestion, plan.family)}", tuple(switched), preferred=True),)
     if reader not in ("options", "accelerate"):
         return ()
     strategy = STRATEGY_FOR_STAGE[suggestion.stage]
@@ -178,7 +188,8 @@ def suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion)
         member = _member(context, base)
         if member is None or member.value is None:
             return ()
-        written = data.get("fsdp_config") if isinstance(data.get("fsdp_config"), dict) else {}
+        block = data.get("fsdp_config")
+        written = block if isinstance(block, dict) else {}
         version = written.get("version", written.get("fsdp_version", 2))  # transformers 5.24: FSDP2 by default
         if suggestion.stage == "ddp" and str(version) != "1":
             return ()  # no_shard is FSDP1's only (TrainingArguments raises under FSDP2)
@@ -188,7 +199,7 @@ def suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion)
         words = [w for w in dict.fromkeys(words) if w in FSDP_OPTIONS]
         edits.append(replace_value(member, json.dumps(" ".join(words))))
     else:
-        version = (context.data.get("fsdp_config") or {}).get("fsdp_version", 1) if isinstance(context.data, dict) else 1
+        version = (data.get("fsdp_config") or {}).get("fsdp_version", 1)
         if suggestion.stage != plan.stage:
             if str(version) == "2":
                 if suggestion.stage == "ddp":
@@ -200,9 +211,8 @@ def suggestion_fixes(context: Context, plan: MemoryPlan, suggestion: Suggestion)
                                        scalar(context, strategy)))
         if offload:
             edits.append(set_value(context.document, _key_in(context, base, "offload_params"), scalar(context, True)))
-    if not edits or any(edit is None for edit in edits):
-        return ()
-    if overlapping(edits):
+    done = _all_written(edits)
+    if done is None or overlapping(done):
         return ()
     label = STRATEGY_FOR_STAGE[suggestion.stage] + (" with CPU offload" if getattr(suggestion.offload, "cpu", False) else "")
-    return (Fix(f"Switch to {label}", tuple(edits), preferred=True),)
+    return (Fix(f"Switch to {label}", tuple(done), preferred=True),)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import cast
 
 from zeromem_lsp.configs.training import implied_world_size
 from zeromem_lsp.document import Document, Member
@@ -47,16 +48,17 @@ def micro_batch_edits(context: Context, micro, size: int) -> tuple[list[TextEdit
     for step in micro.path[:-1]:
         container = container.get(step) if isinstance(container, dict) else None
     written = container.get("gradient_accumulation_steps") if isinstance(container, dict) else None
-    edits = [set_value(context.document, micro.path, str(size))]
+    found = [set_value(context.document, micro.path, str(size))]
     if written is None and isinstance(container, dict) and "train_batch_size" in container:
         title = f"{verb} to {size} (DeepSpeed {'doubles' if factor == 2 else 'multiplies'} the derived accumulation)"
     elif written is None or (isinstance(written, int) and not isinstance(written, bool) and written > 0):
         steps = 1 if written is None else written
-        edits.append(set_value(context.document, accumulation_path, str(factor * steps)))
+        found.append(set_value(context.document, accumulation_path, str(factor * steps)))
         title = f"{verb} to {size} and {more} gradient accumulation to {factor * steps} (global batch unchanged)"
     else:
         return None
-    if any(edit is None for edit in edits) or overlapping(edits):
+    edits = [edit for edit in found if edit is not None]
+    if len(edits) != len(found) or overlapping(edits):
         return None
     return edits, title
 
@@ -65,7 +67,8 @@ def _with_micro_batch(context: Context, plan: MemoryPlan, suggestion: Suggestion
     """The stage / offload fixes plus the smaller micro-batch the suggestion needs (none when it cannot be set)."""
     if suggestion.micro_batch is None:
         return fixes
-    found = micro_batch_edits(context, plan.peak.inputs.get("micro_batch"), suggestion.micro_batch)
+    micro = plan.peak.inputs.get("micro_batch") if plan.peak is not None else None
+    found = micro_batch_edits(context, micro, suggestion.micro_batch)
     if found is None:
         return ()
     edits, title = found
@@ -80,7 +83,8 @@ def checkpointing_edit(context: Context) -> tuple[TextEdit, str] | None:
     """Switch gradient checkpointing on where the file says it (a recipe's key; LLaMA-Factory's
     `disable_gradient_checkpointing` set to false), or declare it in the zeromem block (the training script must
     then enable it): (edit, title), or None when it cannot be written."""
-    path = context.workload.checkpointing_path or ("zeromem", "gradient_checkpointing")
+    # a key path: a bool setting's keys, no list index in it
+    path = cast("tuple[str, ...] | None", context.workload.checkpointing_path) or ("zeromem", "gradient_checkpointing")
     value = "false" if path[-1] == "disable_gradient_checkpointing" else "true"
     edit = set_value(context.document, path, value)
     if edit is None:
@@ -166,7 +170,7 @@ def budget_findings(context: Context) -> Iterator[Finding]:
         yield context.finding(NOT_COMPUTABLE, f"cannot check the {format_bytes(budget)} GPU budget: missing {missing}", path)
         return
     path = _budget_span_path(context, plan.stage_path)
-    label = stage_label(plan.stage, plan.family)
+    label = stage_label(plan.chosen, plan.family)
     figure = plan.gpu_bytes
     if plan.exceeds:
         excess = figure - budget

@@ -10,6 +10,7 @@ from zeromem_lsp.findings import Finding, Fix, overlapping
 from zeromem_lsp.memory.peak import MODEL_UNCERTAINTY, Peak
 from zeromem_lsp.memory.optimizer_step import STATE_PARTS as OPTIMIZER_STATES
 from zeromem_lsp.memory.plan import MemoryPlan
+from zeromem_lsp.provenance import Given, Path
 from zeromem_lsp.present import approximation_note, describe_suggestion, no_fit, peak_sum, stage_label
 from zeromem_lsp.rules.context import Context
 from zeromem_lsp.rules.memory import checkpointing_edit, micro_batch_edits, suggestion_fixes, zero_edits
@@ -28,10 +29,9 @@ BUCKET_PARTS = {"reduce bucket": ("reduce_bucket_size",), "bucket copy": ("reduc
 STATE_PARTS = ("parameters", "fp32 master", *OPTIMIZER_STATES, "gradient partitions", "gradients")
 
 
-def _driver_path(context: Context, plan: MemoryPlan, largest: str):
+def _driver_path(context: Context, plan: MemoryPlan, peak: Peak, largest: str) -> Path | None:
     """Where the value that drives the largest component is written: micro-batch, sequence length, a bucket."""
-    peak = plan.peak
-    candidates = []
+    candidates: list[Given | None] = []
     if largest in ACTIVATION_PARTS:
         candidates = [peak.inputs.get("micro_batch"), peak.inputs.get("sequence_length")]
     elif largest in BUCKET_PARTS:
@@ -90,30 +90,31 @@ def shrunk_bucket_size(plan: MemoryPlan, budget: int) -> int | None:
 
 
 def _search_bucket_size(plan: MemoryPlan, budget: int) -> int | None:
-    peak, stage = plan.peak, plan.stage
+    peak, stage = plan.peak, plan.chosen
+    if peak is None or not peak.buffers:
+        return None
 
-    def total(size: int) -> int | None:
+    def fits(size: int) -> bool:
         sizes = {"reduce_bucket_size": size, "allgather_bucket_size": size, "stage3_prefetch_bucket_size": size}
-        smaller = peak.with_zero(sizes)
-        return smaller.at(stage) if smaller is not None else None
+        total = peak.with_zero(sizes).at(stage)
+        return total is not None and total <= budget
 
-    smallest = total(1)
-    if smallest is None or smallest > budget:
+    if not fits(1):
         return None
     low, high = 1, max(part.elements for part in peak.buffers[stage].parts)
-    while low < high:  # the largest size with total(size) <= budget
+    while low < high:  # the largest size with a peak within the budget
         middle = (low + high + 1) // 2
-        low, high = (middle, high) if total(middle) <= budget else (low, middle - 1)
+        low, high = (middle, high) if fits(middle) else (low, middle - 1)
     return low
 
 
-def _shrink_buckets(context: Context, plan: MemoryPlan) -> Fix | None:
-    if plan.family != "deepspeed" or context.workload.zero_root != () or not plan.peak.buffers:
+def _shrink_buckets(context: Context, plan: MemoryPlan, peak: Peak, budget: int) -> Fix | None:
+    if plan.family != "deepspeed" or context.workload.zero_root != () or not peak.buffers:
         return None
-    size = shrunk_bucket_size(plan, context.settings.gpu_memory)
+    size = shrunk_bucket_size(plan, budget)
     if size is None:
         return None
-    names = [part.name for part in plan.peak.buffers[plan.stage].parts if part.name != "stage3_max_live_parameters"]
+    names = [part.name for part in peak.buffers[plan.chosen].parts if part.name != "stage3_max_live_parameters"]
     edits = zero_edits(context.document, {name: str(size) for name in names})
     if not edits or overlapping(edits):
         return None
@@ -124,16 +125,17 @@ def check(context: Context) -> Iterator[Finding]:
     plan, budget = context.plan, context.settings.gpu_memory
     if budget is None or not isinstance(plan, MemoryPlan) or plan.peak is None or plan.exceeds:
         return
-    peak, label = plan.peak, stage_label(plan.stage, plan.family)
+    peak, stage = plan.peak, plan.chosen
+    label = stage_label(stage, plan.family)
     if peak.missing:
         if peak.inputs.get("sequence_length") is not None:
             yield context.finding(NOT_COMPUTABLE, f"cannot check the peak of {label} against the "
                                   f"{format_bytes(budget)} budget: missing {'; '.join(peak.missing)}", plan.stage_path)
         return
-    total = peak.at(plan.stage)
-    unknown = peak.unknown(plan.stage)
+    total = peak.at(stage)
+    unknown = peak.unknown(stage)
     if total is None and unknown is not None:
-        blamed = peak.unknown_input(plan.stage)
+        blamed = peak.unknown_input(stage)
         where = blamed.path if blamed is not None and blamed.path is not None and context.exists(blamed.path) \
             else plan.stage_path
         yield context.finding(NOT_COMPUTABLE, f"cannot check the peak of {label} against the {format_bytes(budget)} "
@@ -146,7 +148,8 @@ def check(context: Context) -> Iterator[Finding]:
     margin = (f"within the model's ±{MODEL_UNCERTAINTY * 100}% uncertainty" if within else
               f"beyond the model's ±{MODEL_UNCERTAINTY * 100}% uncertainty, but the figure is approximate" if approximate
               else f"beyond the model's ±{MODEL_UNCERTAINTY * 100}% uncertainty: the run is expected to fail")
-    found = peak.stage_peak(plan.stage)
+    found = peak.stage_peak(stage)
+    assert found is not None  # `total` is its total
     beside = [part for part in found.held.parts if part.name not in STATE_PARTS] or list(found.held.parts)
     largest, size = beside[0]
     suggestion = plan.cheapest_fit()
@@ -154,13 +157,13 @@ def check(context: Context) -> Iterator[Finding]:
               else f"; {no_fit(plan.family, True)}" if plan.family == "torch"
               else "; nothing peaks within the budget even with ZeRO-3 and full offload")
     fixes = tuple(fix for fix in (_halve_micro_batch(context, peak), _enable_checkpointing(context, peak),
-                                  _shrink_buckets(context, plan)) if fix is not None)
+                                  _shrink_buckets(context, plan, peak, budget)) if fix is not None)
     fixes += tuple(fix._replace(preferred=False) for fix in suggestion_fixes(context, plan, suggestion))
     fixes = tuple({fix.title: fix for fix in fixes}.values())  # a suggestion may be the halving itself
     yield context.finding(
         PEAK_EXCEEDS,
         f"{label} peaks at {format_bytes(total)} per GPU, {format_bytes(total - budget)} over the "
-        f"{format_bytes(budget)} budget ({margin}), though its model state ({format_bytes(peak.state[plan.stage])}) "
-        f"fits: {peak_sum(peak, plan.stage)}; the largest part beside model state is {largest} ({format_bytes(size)})"
+        f"{format_bytes(budget)} budget ({margin}), though its model state ({format_bytes(peak.state[stage])}) "
+        f"fits: {peak_sum(peak, stage)}; the largest part beside model state is {largest} ({format_bytes(size)})"
         f"{advice}" + (f" ({approximate})" if approximate else ""),
-        _driver_path(context, plan, largest), fixes=fixes, lesser=within or plan.approximate)
+        _driver_path(context, plan, peak, largest), fixes=fixes, lesser=within or plan.approximate)

@@ -53,7 +53,7 @@ def budget_note(context: Context, block_path: tuple) -> list[Finding]:
     for key in (*block_path, "gpu_memory"):
         value = value.get(key) if isinstance(value, dict) else None
     note = decimal_budget_note(value)
-    if not note:
+    if not note or not isinstance(value, str):  # a note is for a string only
         return []
     edit = set_value(context.document, (*block_path, "gpu_memory"), json.dumps(binary_budget(value)))
     fixes = (Fix(f"Write {binary_budget(value)} (what a GPU sold as {value.strip()!r} has)", (edit,),

@@ -56,7 +56,7 @@ def with_placeholders(context: Context, findings: list[Finding]) -> list[Finding
     def covered(finding: Finding) -> tuple[str, int, int] | None:
         return next((span for span in spans if span[1] <= finding.start and finding.end <= span[2]), None)
 
-    refused = {covered(f)[0] for f in findings if f.severity == "error" and covered(f) is not None}
+    refused = {span[0] for f in findings if f.severity == "error" and (span := covered(f)) is not None}
     names = list(dict.fromkeys(name for name, _, _ in spans))
     shown = ", ".join(names[:_NAMED]) + (f" and {len(names) - _NAMED} more" if len(names) > _NAMED else "")
     if not refused:

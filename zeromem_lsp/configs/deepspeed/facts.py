@@ -5,7 +5,22 @@ SECTIONS: model name -> {"vouch": the pre-check may accept it, "keys": accepted 
 "fields": field -> (kind, detail, optional, bounds, default, rule before), "after": rule after}.
 """
 
+from typing import Any, Optional, TypedDict
+
 from zeromem_lsp.configs.deepspeed.enums import OffloadDevice, QuantType, ZeroStage  # noqa: F401
+
+#: A field's facts: (kind, detail, optional, bounds (ge, gt, le, lt), default (how, value), rule before).
+FieldFacts = tuple[str, Any, bool, tuple[Any, Any, Any, Any], tuple[str, Any], Optional[str]]
+
+
+class Section(TypedDict):
+    """A section model's facts (SECTIONS)."""
+
+    vouch: bool  # the pre-check may accept it
+    keys: dict[str, str]  # accepted key -> field
+    fields: dict[str, FieldFacts]
+    after: Optional[str]  # the rule run after the fields
+
 
 KNOWN_TOP_LEVEL_KEYS = ('train_batch_size',
  'train_micro_batch_size_per_gpu',
@@ -63,7 +78,7 @@ DEPRECATED_PAIRS = {'ZeroConfig': [('cpu_offload_param', 'offload_param'),
                 ('cpu_offload', 'offload_optimizer'),
                 ('stage3_gather_fp16_weights_on_model_save', 'gather_16bit_weights_on_model_save')]}
 
-SECTIONS = {'BF16Config': {'vouch': True,
+SECTIONS: dict[str, Section] = {'BF16Config': {'vouch': True,
                 'keys': {'enabled': 'enabled',
                          'immediate_grad_update': 'immediate_grad_update',
                          'check_grad_overflow': 'check_grad_overflow',

@@ -44,7 +44,22 @@ SECTIONS: model name -> {"vouch": the pre-check may accept it, "keys": accepted 
 "fields": field -> (kind, detail, optional, bounds, default, rule before), "after": rule after}.
 """
 
+from typing import Any, Optional, TypedDict
+
 from zeromem_lsp.configs.deepspeed.enums import OffloadDevice, QuantType, ZeroStage  # noqa: F401
+
+#: A field's facts: (kind, detail, optional, bounds (ge, gt, le, lt), default (how, value), rule before).
+FieldFacts = tuple[str, Any, bool, tuple[Any, Any, Any, Any], tuple[str, Any], Optional[str]]
+
+
+class Section(TypedDict):
+    """A section model's facts (SECTIONS)."""
+
+    vouch: bool  # the pre-check may accept it
+    keys: dict[str, str]  # accepted key -> field
+    fields: dict[str, FieldFacts]
+    after: Optional[str]  # the rule run after the fields
+
 
 '''
 
@@ -115,16 +130,16 @@ def _section(model: type[BaseModel]) -> dict:
     name = model.__name__
     decorators = model.__pydantic_decorators__
     vouch = dict(model.model_config) == dict(m.StrictSection.model_config)
-    before: dict[str, str] = {}
+    before: dict[str, str | None] = {}
     for method, decorator in decorators.field_validators.items():
         rule = SHARED_RULES.get((name, method))
         vouch = vouch and rule is not None and decorator.info.mode == "before"
         for field in decorator.info.fields:
             before[field] = rule
     after = None
-    for method, decorator in decorators.model_validators.items():
+    for method, validator in decorators.model_validators.items():
         rule = SHARED_RULES.get((name, method))
-        vouch = vouch and rule is not None and decorator.info.mode == "after" and after is None
+        vouch = vouch and rule is not None and validator.info.mode == "after" and after is None
         after = rule
     other = (decorators.validators or decorators.root_validators or decorators.field_serializers
              or decorators.model_serializers or decorators.computed_fields)
@@ -170,7 +185,7 @@ def render() -> str:
     body = [
         f"KNOWN_TOP_LEVEL_KEYS = {pformat(tuple(m.DeepSpeedTopLevel.model_fields), width=110)}\n",
         f"DEPRECATED_PAIRS = {pformat(pairs, width=110)}\n",
-        f"SECTIONS = {pformat(sections, width=110, sort_dicts=False)}\n",
+        f"SECTIONS: dict[str, Section] = {pformat(sections, width=110, sort_dicts=False)}\n",
     ]
     text = HEADER + "\n".join(body)
     for enum_type in (m.ZeroStage, m.OffloadDevice, m.QuantType):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Optional, Union
+from typing import Any, Dict, List, Literal, Optional, Union, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -158,11 +158,12 @@ def _dep(replacement: Optional[str]) -> dict[str, Any]:
 
 def deprecated_pairs(model: type[BaseModel]) -> list[tuple[str, str]]:
     """(deprecated field, its replacement) for every deprecated field that has one."""
-    pairs = []
+    pairs: list[tuple[str, str]] = []
     for old, info in model.model_fields.items():
         extra = info.json_schema_extra
-        if isinstance(extra, dict) and extra.get(DEPRECATED) and extra.get("replacement"):
-            pairs.append((old, extra["replacement"]))
+        replacement = extra.get("replacement") if isinstance(extra, dict) and extra.get(DEPRECATED) else None
+        if isinstance(replacement, str) and replacement:  # `_dep` writes a str or None
+            pairs.append((old, replacement))
     return pairs
 
 
@@ -476,8 +477,8 @@ class TensorParallelConfig(StrictSection):
     vocab_parallel_ce_backend: Literal["torch", "liger"] = Field(
         "torch", description="Cross-entropy backend for the vocabulary-parallel head."
     )
-    tensor_parallel: TPSubConfig = Field(  # no Optional: DeepSpeed refuses null here
-        None, alias="tp", description="Tensor-parallel group settings."
+    tensor_parallel: TPSubConfig = Field(  # no Optional: DeepSpeed refuses null here (the default is not validated)
+        cast(TPSubConfig, None), alias="tp", description="Tensor-parallel group settings."
     )
     injection_policy_tuple: Optional[tuple] = Field(None, description="Injection policy (set from code).")
     partition_config: Optional[Dict[str, Any]] = Field(None, description="Custom AutoTP layer partitioning rules.")

@@ -71,6 +71,7 @@ from zeromem_lsp.provenance import Path
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
+    from pydantic_core import ErrorDetails
 
 __all__ = [
     "ConfigIssue",
@@ -136,7 +137,7 @@ def _drop_auto(raw: dict, model: str, path: Path, out: list[ConfigIssue]) -> dic
     return cleaned
 
 
-def _user_loc(model: type[BaseModel], raw: Any, loc: tuple) -> Path:
+def _user_loc(model: type[BaseModel] | None, raw: Any, loc: tuple) -> Path:
     """Translate a pydantic loc (field names) back to the keys the user wrote."""
     out: list[Union[str, int]] = []
     for elem in loc:
@@ -172,7 +173,7 @@ def _did_you_mean(key: str, candidates: list[str], path: Path) -> Optional[str]:
     return replacement or match[0]
 
 
-def _map_error(err: dict, model: type[BaseModel], raw: dict, base: Path) -> ConfigIssue:
+def _map_error(err: ErrorDetails, model: type[BaseModel], raw: dict, base: Path) -> ConfigIssue:
     kind = err["type"]
     ctx = err.get("ctx") or {}
     if kind in ISSUE_KINDS:  # our own PydanticCustomError: loc is the model, ctx names the key
