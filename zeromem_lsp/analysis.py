@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from zeromem_lsp.configs.detect import Kind, detect_kind, yaml_kind
 from zeromem_lsp.configs.layers import Resolved, SettingsLayer, as_layers, command_line, file_block, resolve
@@ -36,6 +36,7 @@ from zeromem_lsp.rules.context import Context
 from zeromem_lsp.units import format_count
 
 if TYPE_CHECKING:
+    from zeromem_lsp.configs.model_config import ParameterCount
     from zeromem_lsp.configs.recipes import RecipeSetup
 
 MAX_DOCUMENT_CHARS = 16 * 2**20
@@ -100,7 +101,7 @@ class Memo:
             if len(table) > self.size:
                 table.popitem(last=False)
 
-    def model(self, text: str, path: str) -> tuple:
+    def model(self, text: str, path: str) -> tuple[ParameterCount, ModelRead]:
         """(count, ModelRead) of a config.json that counts; UnsupportedModel as without the memo (not kept)."""
         key = (text, path)
         found = self._get(self._models, key)
@@ -110,9 +111,9 @@ class Memo:
             counted = count_parameters_from_text(text)
             found = (counted, read_model(text, counted, path))
             self._keep(self._models, key, found)
-        return found
+        return cast("tuple[ParameterCount, ModelRead]", found)
 
-    def plan(self, *arguments: object) -> MemoryPlan | Unplanned:
+    def plan(self, *arguments: Any) -> MemoryPlan | Unplanned:
         """`planner.plan(*arguments)`, once per distinct content of its arguments (unpicklable ones: always)."""
         import pickle
 
@@ -124,7 +125,7 @@ class Memo:
         if found is None:
             found = planner.plan(*arguments)
             self._keep(self._plans, key, found)
-        return found
+        return cast("MemoryPlan | Unplanned", found)
 
 
 def _model_text(loader: Loader | None, name: str, revision: str | None = None) -> tuple[str | None, str, str]:

@@ -31,7 +31,6 @@ def _summary(output: str) -> str:
     return f"{outside} errors outside zeromem_lsp/memory/, {memory} inside\n{files}"
 
 
-@pytest.mark.xfail(strict=False, reason="memory/ being typed (issue 27)")
 def test_mypy_passes_on_the_package():
     if importlib.util.find_spec("mypy") is None:
         pytest.skip("mypy is not installed (pip install -e '.[test]')")

@@ -6,6 +6,8 @@ import json
 import shutil
 import textwrap
 import sys
+from typing import TYPE_CHECKING
+from collections.abc import Sequence
 from pathlib import Path
 
 from zeromem_lsp.memory.activations import ATTENTION
@@ -16,6 +18,9 @@ from zeromem_lsp.configs.model_config import MAX_SIZE, UnsupportedModel, count_p
 from zeromem_lsp.memory.grpo import KEYS as GRPO_KEYS
 from zeromem_lsp.memory.peak import Peak
 from zeromem_lsp.memory.peak_inputs import ModelRead, PeakSource
+
+if TYPE_CHECKING:
+    from zeromem_lsp.memory.adapter_plan import Adapter
 from zeromem_lsp.memory.plan import Unplanned
 from zeromem_lsp.provenance import Given, Origin
 from zeromem_lsp.memory.estimate import Estimate
@@ -182,6 +187,7 @@ def adapter_from_args(args):
             raise UsageError(f"--{given[0].replace('_', '-')} describes a LoRA run: give --lora-rank R too")
         return None
     rank = _positive("--lora-rank", args.lora_rank)
+    assert rank is not None  # (args.lora_rank is given here)
     if rank > MAX_SIZE:
         raise UsageError(f"--lora-rank: {rank:,} is absurd (more than {MAX_SIZE:,})")
     values: dict = {"rank": rank}
@@ -224,7 +230,7 @@ def _adapter(args, model: ModelRead):
     return adapter
 
 
-def _model_state(args, model: ModelRead) -> tuple[dict[str, object], tuple[str, ...], object]:
+def _model_state(args, model: ModelRead) -> tuple[dict[str, object], tuple[str, ...], Adapter | None]:
     """The settings the model-state options give, the notes on how the count was found, and the LoRA run."""
     values: dict[str, object] = {"world_size": _world_size(args.world_size)}
     values.update({name: getattr(args, name) for name in ("engine", "fsdp_version", "precision", "optimizer",
@@ -378,7 +384,7 @@ def _searched(args, result: Estimate) -> dict[str, dict[str, int | None]]:
     return {key: result.largest(SEARCHES[key]) for key in asked}
 
 
-def summary_text(result: Estimate, columns: int, searched: list[str] = ()) -> list[str]:
+def summary_text(result: Estimate, columns: int, searched: Sequence[str] = ()) -> list[str]:
     """The answer first (at most 20 lines, prose wrapped to the terminal, the table within 80 columns): the
     verdict, the stage table, why a peak is below its model state, what the figure leaves out and the versions it
     is for, the searches asked for (`searched`), one suggestion."""

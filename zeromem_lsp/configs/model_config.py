@@ -257,7 +257,7 @@ def _read(config: dict, family: Family, full: bool) -> ModelShape:
         hidden_dropout=_dropout(config, family.hidden_dropout),
         embedding_dropout=_dropout(config, family.embedding_dropout),
         experts_per_token=per_token, sliding_window=window, sliding_layers=sliding,
-        normalize_top_k=bool(moe) and (moe.normalize is None or config.get(moe.normalize, False) is True),
+        normalize_top_k=moe is not None and (moe.normalize is None or config.get(moe.normalize, False) is True),
         attention_softcap=caps[0], final_softcap=caps[1], parallel_residual=parallel,
         rotary_dim=int(head_dim * _rotary_fraction(config)) if family.partial_rotary else 0)
 

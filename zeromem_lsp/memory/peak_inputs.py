@@ -13,7 +13,7 @@ import json
 from typing import Any, NamedTuple, overload
 
 from zeromem_lsp.configs.layers import Resolved
-from zeromem_lsp.configs.loss_kernels import applied
+from zeromem_lsp.configs.loss_kernels import LossRequest, applied
 from zeromem_lsp.configs.model_config import ModelShape, ParameterCount, UnsupportedModel, model_shape_from_text
 from zeromem_lsp.configs.training import TrainingSetup
 from zeromem_lsp.configs.workload import Workload
@@ -164,7 +164,7 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
         engine=engine, param_dtype=param_dtype, optimizer_impl=impl,
         fsdp_version=fsdp_version(version, resolved) if engine.value == "fsdp" else None,
         loss_kernel=_pick(applied(workload.loss, model.shape.model_type if model.shape else None)
-                          if workload.loss is not None else None, "loss_kernel", resolved, PeakInputs.loss_kernel),
+                          if isinstance(workload.loss, LossRequest) else None, "loss_kernel", resolved, PeakInputs.loss_kernel),
         shape=model.shape,
         shape_problem=model.shape_problem,
         sequence_length=_pick(workload.sequence_length, "sequence_length", resolved),

@@ -4,7 +4,8 @@ for (a sequence length is known) but an input is missing. ZM101 stays the model-
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar, cast
 
 from zeromem_lsp.findings import Finding, Fix, overlapping
 from zeromem_lsp.memory.peak import MODEL_UNCERTAINTY, Peak
@@ -63,23 +64,30 @@ def _enable_checkpointing(context: Context, peak: Peak) -> Fix | None:
 
 #: Per Peak (by identity, while it lives): what was derived from it here, so that a plan reused across keystrokes
 #: (analysis.Memo) is not searched again. Peak is unhashable (its fields hold dicts), hence id + a weak reference.
-_DERIVED: dict[int, tuple[weakref.ref, dict]] = {}
+_DERIVED: dict[int, tuple[weakref.ref[Peak], dict[tuple[object, ...], object]]] = {}
+T = TypeVar("T")
 
 
-def _derived(peak: Peak, key: tuple, make):
+def _derived(peak: Peak | None, key: tuple[object, ...], make: Callable[[], T]) -> T:
     """`make()`, once per live `peak` and `key`."""
+    if peak is None:
+        return make()
     ident = id(peak)
     entry = _DERIVED.get(ident)
     if entry is None or entry[0]() is not peak:
+
+        def forget(_: object, ident: int = ident) -> None:
+            _DERIVED.pop(ident, None)
+
         try:
-            reference = weakref.ref(peak, lambda _, ident=ident: _DERIVED.pop(ident, None))
+            reference = weakref.ref(peak, forget)
         except TypeError:  # not weakly referable: nothing is kept
             return make()
         entry = _DERIVED[ident] = (reference, {})
     found = entry[1]
     if key not in found:
         found[key] = make()
-    return found[key]
+    return cast(T, found[key])
 
 
 def shrunk_bucket_size(plan: MemoryPlan, budget: int) -> int | None:
