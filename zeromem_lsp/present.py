@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from zeromem_lsp.configs.versions import NEWEST
 from zeromem_lsp.memory.model_state import STAGES
 from zeromem_lsp.memory.estimate import Estimate
 from zeromem_lsp.memory.stages import stage as stage_named
@@ -330,6 +331,7 @@ def activation_lines(peak) -> list[str]:
     trainer = source.trainer.value if source is not None else "sft"
     loss = source.preference_loss.value if source is not None and source.preference_loss is not None else "fused"
     if trainer in ("dpo", "kto", "grpo") and loss in ("fused", "logits") \
+            or trainer == "sft" and source is not None and source.sft_loss is not None \
             or loss == "llamafactory" and trainer != "sft" \
             or loss in ("fused", "logits") and trainer in ("orpo", "cpo", "simpo"):
         from zeromem_lsp.memory.activations import DTYPE_BYTES
@@ -464,7 +466,8 @@ def approximation_lines(plan) -> list[str]:
 #: What each engine is called in a verdict.
 ENGINE_NAMES = {"deepspeed": "DeepSpeed", "fsdp": "FSDP", "torch": "torch DDP"}
 #: The versions whose code the peak follows and was measured against (tests/data/step/*.json "versions").
-MODELLED_FOR = "torch 2.13, Transformers 5.24, DeepSpeed 0.19.8, PEFT 0.21, TRL 1.16"
+MODELLED_FOR = ", ".join(f"{label} {NEWEST[package]}" for package, label in (
+    ("torch", "torch"), ("transformers", "Transformers"), ("deepspeed", "DeepSpeed"), ("peft", "PEFT"), ("trl", "TRL")))
 
 
 def _lowest(plan) -> str:

@@ -297,7 +297,8 @@ def read_recipe(data: dict, loader: Loader | None, tool: Tool) -> Reading:
                         or ("gradient_checkpointing",),
                         zero_root=workload.zero_root,
                         loss=recipe_loss(tool, data),
-                        preference_loss=recipe.preference_loss, reference_model=recipe.reference_model,
+                        preference_loss=recipe.preference_loss, sft_loss=recipe.sft_loss,
+                        reference_model=recipe.reference_model,
                         reference_dtype=recipe.reference_dtype,
                         accumulation=recipe.accumulation, generation=recipe.generation)
     _adapter_values(recipe.adapter, values, origins)

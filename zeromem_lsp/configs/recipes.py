@@ -15,12 +15,13 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from zeromem_lsp.configs import recipe_keys
 from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.configs import settings_values as checks
 from zeromem_lsp.configs.training import positive_int
+from zeromem_lsp.configs.versions import release, running
 from zeromem_lsp.memory.precision import normalize_precision, optimizer_from_deepspeed_type
 from zeromem_lsp.provenance import Given, Path
 from zeromem_lsp.configs.workload import read_flag
@@ -114,6 +115,7 @@ class RecipeSetup:
     trainer: Given | None = None  # a preference trainer (the `trainer` setting's values), at the key that names it
     precompute_ref_log_probs: Given | None = None
     preference_loss: Given | None = None  # the DPO loss the tool runs when not TRL's fused head ("logits" or why not)
+    sft_loss: Given | None = None  # "fused": TRL's SFTTrainer scores through its fused LM head (`trl_sft_loss`)
     reference_model: Given | None = None  # a reference model named apart from the policy ("copy" or why not modelled)
     reference_dtype: Given | None = None  # the reference copy's dtype when the policy's is not it (LLaMA-Factory upcast)
     generation: dict[str, Given] = field(default_factory=dict)  # GRPO's keys as written (`_grpo`)
@@ -513,7 +515,28 @@ def _trl(data: dict, out: list[ConfigIssue], folders: tuple[str, ...] = ()) -> R
         sequence, checkpointing, dtype, compute,
         _optimizer(data, "optim", "adamw_torch", "Transformers"), _given(data, "deepspeed"), None,
         adapter if peft else None, {"bf16": bool(bf16), "fp16": fp16}, trainer, _precompute(data),
-        generation=_grpo(data), unread=unread)
+        generation=_grpo(data), unread=unread, sft_loss=trl_sft_loss(data) if trainer is None else None)
+
+
+#: The TRL release whose SFTTrainer first scores through its fused LM head (trl/trainer/sft_trainer.py `__init__`:
+#: `add_fused_lm_head(..., outputs=("log_probs", "entropy", "is_top1"))`; 1.12-1.14 ran `chunked_nll`, earlier the
+#: model's own loss)
+TRL_FUSED_SFT = (1, 15)
+
+
+def trl_sft_loss(data: dict[str, Any]) -> Given | None:
+    """TRL's SFTTrainer loss as the step model takes it: "fused" (TRL 1.15 and later: per-token log-probs through the
+    fused LM head in tiles, no b·s·V logits) unless label smoothing asks for the full logits (`label_smoother`) or the
+    installed TRL is older (then the model's own loss, as Transformers' Trainer computes it)."""
+    version, installed = running("trl")
+    if release(version) < TRL_FUSED_SFT:
+        return None
+    smoothing = data.get("label_smoothing_factor")
+    if isinstance(smoothing, (int, float)) and not isinstance(smoothing, bool) and smoothing > 0:
+        return None
+    where = "installed" if installed else "the newest followed"
+    return Given("fused", f"TRL {version} ({where}) SFTTrainer: its fused LM head (per-token log-probs in tiles, no "
+                 "logits of every token)")
 
 
 #: Keys only one TRL config class has (TRL 1.16: trl/trainer/{grpo,kto,dpo}_config.py, trl/experimental/{cpo,orpo}/;

@@ -14,7 +14,8 @@ from zeromem_lsp.memory.step import Setup
 TOKEN_TILE, VOCABULARY_TILE = 4096, 32768  # chunked_logprob.TOKEN_CHUNK_SIZE, utils._CHUNKED_LOGPROB_CHUNK_SIZE
 #: per-token fields each trainer's fused head computes (DPOTrainer / KTOTrainer `__init__`, no WPO weighting)
 OUTPUTS = {"dpo": ("log_probs", "entropy", "mean_logits", "is_top1"), "kto": ("log_probs", "entropy", "mean_logits"),
-           "grpo": ("log_probs", "entropy")}  # GRPOTrainer `__init__`
+           "grpo": ("log_probs", "entropy"),  # GRPOTrainer `__init__`
+           "sft": ("log_probs", "entropy", "is_top1")}  # SFTTrainer `__init__` (TRL 1.15 and later)
 
 
 class FusedHead(NamedTuple):

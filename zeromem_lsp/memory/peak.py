@@ -57,7 +57,7 @@ INPUT_LABELS = {"sequence_length": "sequence length", "micro_batch": "micro-batc
                 "reserved": "reserved", "engine": "engine", "fsdp_version": "FSDP version",
                 "param_dtype": "parameter dtype",
                 "optimizer_impl": "optimizer implementation", "loss_kernel": "loss kernel", "trainer": "trainer",
-                "precompute_ref_log_probs": "precomputed reference log-probs",
+                "precompute_ref_log_probs": "precomputed reference log-probs", "sft_loss": "SFT loss",
                 # GRPO's (memory/grpo.py KEYS), shown for trainer grpo only
                 "max_completion_length": "GRPO max completion length", "steps_per_generation": "GRPO steps per generation",
                 "beta": "GRPO beta", "use_vllm": "GRPO use_vllm"}
@@ -101,6 +101,7 @@ class PeakInputs:
     trainer: Given = Given("sft", "default: sft (the model's own loss)")  # dpo | kto | ... (memory/preference.py)
     precompute_ref_log_probs: Given | None = None  # shown when given (it matters to dpo and kto only)
     preference_loss: Given | None = None  # the DPO loss a recipe's tool runs when not TRL's fused head ("logits")
+    sft_loss: Given | None = None  # "fused": supervised fine-tuning through TRL's SFTTrainer (its fused LM head)
     reference_model: Given | None = None  # a recipe's reference named apart from the policy: "copy", else why not
     reference_dtype: Given | None = None  # the reference copy's dtype when not the policy's (a recipe's reading)
     generation: dict[str, Given] = field(default_factory=dict)  # GRPO's inputs (memory/grpo.generation_inputs)
@@ -178,7 +179,7 @@ class Peak:
         placed = offload or self.offload
         try:
             step = step_of(self.source, self.family, stage, placed, self.lora_activations)
-            if str(_value(self.source.trainer) or "sft") != "sft":
+            if str(_value(self.source.trainer) or "sft") != "sft" or self.source.sft_loss is not None:
                 found = estimate_preference_step(preference(self.source, step, stage, placed), step)
             else:
                 found = step_peak(step)

@@ -184,6 +184,7 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
         trainer=_pick(None, "trainer", resolved, PeakInputs.trainer),
         precompute_ref_log_probs=_pick(None, "precompute_ref_log_probs", resolved),
         preference_loss=workload.preference_loss,
+        sft_loss=workload.sft_loss,
         reference_model=workload.reference_model,
         reference_dtype=workload.reference_dtype,
         generation=generation_inputs(workload.generation, _value_of(_pick(workload.sequence_length, "sequence_length",

@@ -171,7 +171,7 @@ def estimate_preference_step(preference: Preference, step: Step | None = None, *
     if trainer not in TRAINERS:
         raise StepInputError(f"trainer must be one of {', '.join(TRAINERS)}, got {trainer!r}")
     step = make_step(**inputs) if step is None else step
-    if trainer == "sft":
+    if trainer == "sft" and preference.loss != "fused":  # (TRL's SFTTrainer: its fused head; else the model's loss)
         return step_peak(step)
     frozen, sequence, engine = step.frozen, step.sequence_length, step.engine
     micro, grpo, kto = rows(trainer, step.micro_batch), trainer == "grpo", trainer == "kto"
