@@ -313,9 +313,6 @@ def missing_model_size(refuser: str | None = None) -> str:
     return f"{MODEL_SIZE}: {declare('parameters', chr(34) + '7B' + chr(34), refuser)}"
 
 
-MISSING_MODEL_SIZE = missing_model_size()
-
-
 class Unplanned(NamedTuple):
     """Why no figure can be computed: each missing input with what would supply it."""
 

@@ -307,11 +307,6 @@ def _stepped(setup: Setup, width: int, tensors: list[tuple[int, ...]], engine: s
         raise StepInputError(str(error)) from None
 
 
-def _scratch(impl: str, element: int, every: int, largest: int) -> int:
-    """torch AdamW's temporaries over `every` elements, `largest` the largest tensor (optimizer_step.py)."""
-    return optimizer_step("adamw", impl, element, [(every,)], largest=largest).scratch
-
-
 def _kernel(setup: Setup) -> LossMoments:
     return loss_moments(setup.loss_kernel, setup.micro_batch, setup.tokens // setup.micro_batch, setup.hidden,
                         setup.vocab, setup.c, setup.w, setup.acts.logits_bytes, setup.head_trainable)
