@@ -173,13 +173,25 @@ def resolve_parameters(resolved: Resolved, loader: Loader | None,
     try:
         counted, model = memo.model(text, path) if memo is not None else (count_parameters_from_text(text), None)
     except UnsupportedModel as error:
-        problem = f"{_model_key(resolved)} {path!r}: {error}"
-        return cleared, None, problem, ModelRead(shape_problem=problem)
+        from zeromem_lsp.configs.meta_count import fallback, peak_unknown
+
+        counted, why = fallback(text, error, getattr(loader, "may_block", False))
+        if counted is None:
+            problem = f"{_model_key(resolved)} {path!r}: {why}"
+            return cleared, None, problem, ModelRead(shape_problem=problem)
+        model = ModelRead(counted, None, peak_unknown(counted.model_type), path)
     note = f"{format_count(counted.total)} parameters counted from {path} ({counted.note})"
     named = resolved.origins["parameters"]
     origins = {**resolved.origins, "parameters": Origin(f"{named.note}: {note}", named.path)}
     counted_settings = settings.model_copy(update={"parameters": counted.total})
     return Resolved(counted_settings, origins), note, None, read_model(text, counted, path) if model is None else model
+
+
+def model_elsewhere(model: ModelRead) -> bool:
+    """Whether the model's count came from Transformers (a family zeromem does not describe): no peak, no error."""
+    from zeromem_lsp.configs.model_config import SUPPORTED
+
+    return model.counted is not None and model.shape is None and model.counted.model_type not in SUPPORTED
 
 
 def _nested_block(data: object, block_path: Path) -> tuple[ZeromemSettings, list[tuple]]:
@@ -288,7 +300,8 @@ def analyse(
     missing_model = from_recipe and parameter_problem is not None
     if parameter_problem and not missing_model:
         block_problems.append((parameters_at, parameter_problem, "value"))
-    elif model.shape_problem and effective.sequence_length is not None:  # activations asked for, shape refused
+    elif model.shape_problem and effective.sequence_length is not None and not model_elsewhere(model):
+        # activations asked for, shape refused
         block_problems.append((parameters_at, f"parameters.from_config {model.shape_problem}", "value"))
     adapter = adapter_from_settings(effective, resolved.origins)
     found = adapter_problem(adapter, model.config) if adapter is not None and not parameter_problem else None

@@ -18,6 +18,7 @@ from zeromem_lsp.analysis import analyse_bytes
 from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.document import LineIndex
 from zeromem_lsp.findings import Finding
+from zeromem_lsp.configs.model_source import HubAccess
 from zeromem_lsp.project import ProjectSettings, discover, file_loader
 from zeromem_lsp.rules import settings as settings_rules
 
@@ -121,12 +122,14 @@ def lint(
     ignore: tuple[str, ...] | None = None,
     progress: Callable[[int, int], None] | None = None,
     fixer: Callable | None = None,
+    hub: HubAccess = "cache",
 ) -> LintResult:
     """Analyse every config under `paths`; `forced` ranks above every file's own settings.
 
     `select`/`ignore`: code prefixes to keep/drop; `progress(done, total)` after each file;
     `fixer(path, data, analysis, reanalyse, keep)` (cli/fix.py, for --fix/--diff) returns the
-    analysis of the fixed text, `reanalyse(text)` analysing a new text of the same file."""
+    analysis of the fixed text, `reanalyse(text)` analysing a new text of the same file. `hub`: whether a recipe's
+    model missing from the caches is fetched from the Hugging Face Hub (configs/hub.py)."""
     result = LintResult()
     files = discover_files(paths, list(exclude), result.skipped)
     named = {str(Path(name)) for name in paths}
@@ -145,7 +148,7 @@ def lint(
                 settings_result.findings = [f for f in settings_result.findings if _keep(f, select, ignore)]
                 result.files.append(settings_result)
         data = read_bytes(path)
-        analysis = analyse_bytes(data, path.name, project.layers_for(path), forced, file_loader(path))
+        analysis = analyse_bytes(data, path.name, project.layers_for(path), forced, file_loader(path, hub))
         if progress is not None:
             progress(number, len(files))
         if not analysis.reported:
@@ -159,7 +162,7 @@ def lint(
         result.checked += 1
         if fixer is not None:
             analysis = fixer(path, data, analysis, lambda text: analyse_bytes(  # noqa: B023 (called now)
-                text.encode("utf-8"), path.name, project.layers_for(path), forced, file_loader(path)),
+                text.encode("utf-8"), path.name, project.layers_for(path), forced, file_loader(path, hub)),
                 lambda f: _keep(f, select, ignore))
         findings = [f for f in analysis.findings if _keep(f, select, ignore)]
         result.files.append(FileResult(str(path), findings, analysis.lines, analysis.kind))

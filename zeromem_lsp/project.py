@@ -13,11 +13,11 @@ import fnmatch
 import re
 import sys
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from zeromem_lsp.configs.layers import PROJECT, SettingsLayer, resolve
 from zeromem_lsp.configs.settings import ParametersFromConfig, ZeromemSettings, validate_settings
-from zeromem_lsp.configs.model_source import ModelSource, find_model_config, is_repo_id, read_small_text
+from zeromem_lsp.configs.model_source import HubAccess, ModelSource, find_model_config, is_repo_id, read_small_text
 
 
 
@@ -185,18 +185,27 @@ class FileLoader(NamedTuple):
     """Reads files a config names, relative to the config's folder (absolute paths as given).
 
     Called with a name it returns the text, or None; `why_unreadable(name)` then says why.
-    `model_config(name)` also finds a model directory's or a cached hub id's config.json."""
+    `model_config(name)` also finds a model directory's or a hub id's config.json: in the caches, and from the
+    Hub as `hub` allows (model_source.HubAccess; `landed` is called when a background fetch is done)."""
 
     folder: Path
+    hub: HubAccess = "cache"
+    landed: Callable[[], None] | None = None
 
     def __call__(self, name: str) -> str | None:
         return read_small_text(self.folder / name)[0]
+
+    @property
+    def may_block(self) -> bool:
+        """Whether slow work may run in the analysis (the command line, which fetches): counting a family zeromem
+        does not describe with Transformers in a subprocess (configs/meta_count.py). Never in the editor."""
+        return self.hub == "fetch"
 
     def why_unreadable(self, name: str) -> str:
         return read_small_text(self.folder / name)[1] or "file not found"
 
     def model_config(self, name: str, revision: str | None = None) -> ModelSource:
-        return find_model_config(name, self.folder, revision=revision)
+        return find_model_config(name, self.folder, revision=revision, hub=self.hub, landed=self.landed)
 
     def launch_file(self, name: str) -> tuple[str | None, str, str]:
         """(text, path found, where it was looked for) for a path a recipe names: the tools open it from the
@@ -214,6 +223,6 @@ class FileLoader(NamedTuple):
         return None, name, "looked for " + ", ".join(tried)
 
 
-def file_loader(path: Path) -> FileLoader:
-    """The loader for files named in the config at `path`."""
-    return FileLoader(path.parent)
+def file_loader(path: Path, hub: HubAccess = "cache", landed: Callable[[], None] | None = None) -> FileLoader:
+    """The loader for files named in the config at `path` (a hub model fetched as `hub` allows)."""
+    return FileLoader(path.parent, hub, landed)

@@ -90,3 +90,19 @@ def test_a_doubtful_section_still_goes_through_pydantic():
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=folder)
     assert "ZM202" in done.stdout and "Input should be 0, 1, 2 or 3" in done.stdout  # pydantic's wording
     assert "pydantic" in done.stdout.strip().splitlines()[-1].removeprefix("HEAVY=").split(",")
+
+
+@pytest.mark.parametrize("argv", [
+    ["check", "--format", "json", "tests/data/recipes/axolotl/examples/llama-3/lora-1b.yml"],
+    ["estimate", "-v", "--model-config", LLAMA3, "--world-size", "8", "--sequence-length", "64", "--micro-batch", "1"],
+])
+def test_a_known_family_never_loads_torch_transformers_or_the_meta_count(argv):
+    """Counting on the meta device (configs/meta_count.py) is for families zeromem does not describe; for the others
+    neither torch nor Transformers is imported, nor the module that would start them."""
+    probe = PROBE.replace("m.split('.')[0] in ('pygls', 'lsprotocol', 'cattrs')",
+                          "m.split('.')[0] in ('torch', 'transformers') or m == 'zeromem_lsp.configs.meta_count'")
+    environ = {**__import__("os").environ, "HF_HUB_CACHE": "tests/data/hf_cache"}
+    done = subprocess.run([sys.executable, "-c", probe.format(argv=argv)], capture_output=True, text=True, timeout=60,
+                          env=environ)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "HEAVY="

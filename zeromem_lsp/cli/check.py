@@ -42,6 +42,7 @@ def register(commands) -> None:
     parser.add_argument("--unsafe-fixes", action="store_true",
                         help="with --fix or --diff: also fixes that change the run (stage, offload, batch sizes)")
     parser.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
+    add_offline(parser)
     settings = parser.add_argument_group("settings (override the file's zeromem block and project settings)")
     settings.add_argument("--gpu-memory", metavar="SIZE", help="per-GPU budget, e.g. 80GiB or 24GB")
     settings.add_argument("--parameters", metavar="COUNT", help="model parameter count, e.g. 7B, 350M")
@@ -52,6 +53,17 @@ def register(commands) -> None:
                           help="warn when model state exceeds this fraction of --gpu-memory (default 0.9)")
     settings.add_argument("--accelerate-config", metavar="PATH", help=launch_help())
     parser.set_defaults(run=run)
+
+
+def add_offline(parser) -> None:
+    parser.add_argument("--offline", action="store_true",
+                        help="never fetch a model's config.json from the Hugging Face Hub: the caches only "
+                        "(also ZEROMEM_OFFLINE=1, HF_HUB_OFFLINE=1)")
+
+
+def hub_access(args) -> str:
+    """"cache" under --offline, else "fetch" (configs/hub.py still honours the offline variables)."""
+    return "cache" if getattr(args, "offline", False) else "fetch"
 
 
 def launch_help() -> str:
@@ -128,7 +140,8 @@ def check(args, fixes=None):
     forced = forced_settings(args)
     progress = Progress(not args.quiet)
     try:
-        return lint(args.paths, args.exclude, forced, select, ignore, progress, fixes.apply if fixes else None)
+        return lint(args.paths, args.exclude, forced, select, ignore, progress, fixes.apply if fixes else None,
+                    hub_access(args))
     except LintInputError as error:
         raise UsageError(str(error)) from None
     finally:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from zeromem_lsp.memory.activations import ATTENTION
+from zeromem_lsp.cli.check import add_offline, hub_access
 from zeromem_lsp.cli.errors import UsageError
 from zeromem_lsp.cli.estimate_config import MATCHING_OPTIONS, matching_options
 from zeromem_lsp.cli.estimate_config import positive as _positive
@@ -60,8 +61,10 @@ def register(commands) -> None:
     model.add_argument("--precision", choices=PRECISIONS, help="training precision (default bf16)")
     model.add_argument("--optimizer", choices=OPTIMIZERS, help="optimizer (default adamw)")
     model.add_argument("--model-config", metavar="PATH",
-                       help="a Hugging Face config.json, a model directory, or a hub id in the local Hugging Face cache "
-                            "(HF_HUB_CACHE / HF_HOME): counts the parameters and gives the shape for activations")
+                       help="a Hugging Face config.json, a model directory, or a hub id (the local Hugging Face cache "
+                            "(HF_HUB_CACHE / HF_HOME), else fetched from the Hub): counts the parameters and gives the "
+                            "shape for activations")
+    add_offline(model)
     peak = parser.add_argument_group("peak per GPU (beside model state): activations, buffers, reserve")
     peak.add_argument("--sequence-length", metavar="N", help="tokens per sequence")
     peak.add_argument("--micro-batch", metavar="N", help="sequences per GPU per step")
@@ -263,19 +266,24 @@ def _model_state(args, model: ModelRead) -> tuple[dict[str, object], tuple[str, 
 
 
 def _read_model(args) -> ModelRead:
-    """What --model-config names (a config.json, a model directory or a hub id in the local Hugging Face cache),
+    """What --model-config names (a config.json, a model directory or a hub id: the caches, else the Hub),
     counted and shaped; a bad config.json is a ZM104 problem (`shape_problem`), never a traceback. Without
     --model-config: the shape the peak misses, and what gives it."""
     if args.model_config is None:
         return ModelRead(shape_problem="give --model-config PATH")
-    source = find_model_config(args.model_config, Path.cwd())
+    source = find_model_config(args.model_config, Path.cwd(), hub=hub_access(args))
     if source.text is None:
         raise UsageError(f"--model-config: cannot read {args.model_config!r} ({source.why})")
     args.model_config = shown = source.shown  # what the notes name
     try:
         counted = count_parameters_from_text(source.text)
     except UnsupportedModel as error:
-        return ModelRead(shape_problem=f"{INVALID} --model-config {shown}: {error}", path=shown)
+        from zeromem_lsp.configs.meta_count import fallback, peak_unknown
+
+        counted, why = fallback(source.text, error, may_run=True)
+        if counted is None:
+            return ModelRead(shape_problem=f"{INVALID} --model-config {shown}: {why}", path=shown)
+        return ModelRead(counted, None, peak_unknown(counted.model_type), shown)
     config = json.loads(source.text)  # counted, so it parses
     try:
         return ModelRead(counted, model_shape_from_text(source.text), None, shown, config)

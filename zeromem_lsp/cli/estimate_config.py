@@ -108,6 +108,7 @@ def estimate_of_config(args) -> tuple[Estimate, str | None]:
     """The estimate of the config at --config, with the options over it; a usage error when it cannot be read,
     has an invalid setting (positioned, as `check` reports it) or lacks what the model state needs."""
     from zeromem_lsp.analysis import analyse_bytes
+    from zeromem_lsp.cli.check import hub_access
     from zeromem_lsp.lint import unrecognised
     from zeromem_lsp.memory.plan import Unplanned
     from zeromem_lsp.project import discover, file_loader
@@ -124,7 +125,8 @@ def estimate_of_config(args) -> tuple[Estimate, str | None]:
     except OSError as error:
         raise UsageError(f"--config: cannot read {args.config!r} ({error.strerror or error})") from None
     forced = forced_settings(args)
-    analysis = analyse_bytes(data, path.name, discover(path).layers_for(path), forced, file_loader(path))
+    analysis = analyse_bytes(data, path.name, discover(path).layers_for(path), forced,
+                             file_loader(path, hub_access(args)))
     if analysis.kind is None:
         raise UsageError(f"--config {path}: {unrecognised(analysis)}")
     if args.accelerate_config is not None and analysis.recipe is None:

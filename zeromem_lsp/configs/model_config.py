@@ -25,6 +25,10 @@ class UnsupportedModel(ValueError):
     """The config cannot be counted (unknown model_type or a missing field)."""
 
 
+class UnknownFamily(UnsupportedModel):
+    """The model_type is none zeromem describes (configs/meta_count.py may count it with Transformers)."""
+
+
 class ParameterCount(NamedTuple):
     total: int
     model_type: str
@@ -111,7 +115,7 @@ def count_parameters(config: dict) -> ParameterCount:
     """Exact parameter count of the model a config.json describes; raises UnsupportedModel."""
     config, model_type = _language_model(config)
     if model_type not in FAMILIES:
-        raise UnsupportedModel(
+        raise UnknownFamily(
             f"cannot count parameters for model_type {model_type!r}; supported: {', '.join(SUPPORTED)} "
             '(declare "parameters" as a number instead)')
     shape = _read(config, FAMILIES[model_type], full=False)

@@ -11,7 +11,8 @@ name as a file, as a directory holding `config.json`, then as a repo id resolved
 HF_HUB_CACHE defaults to HUGGINGFACE_HUB_CACHE, then `$HF_HOME/hub`, HF_HOME to `$XDG_CACHE_HOME/huggingface`,
 then `~/.cache/huggingface` (huggingface_hub constants.py; https://huggingface.co/docs/huggingface_hub/guides/
 manage-cache and package_reference/environment_variables). A repo id is what `validate_repo_id` accepts.
-Nothing is downloaded and huggingface_hub is not needed.
+huggingface_hub is not needed. Then zeromem's own cache of configs fetched before (configs/hub.py), and, when the
+caller asks (`hub="fetch"`: `zeromem check` / `estimate`; `hub="background"`: the language server), the Hub itself.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Mapping, NamedTuple
+from typing import Callable, Literal, Mapping, NamedTuple
 
 MAX_LOADED_BYTES = 16 * 2**20
 CONFIG_NAME = "config.json"
 
 # huggingface_hub utils/_validators.py REPO_ID_REGEX (ASCII): an optional namespace, then the name.
+#: What a lookup may do beyond the caches: nothing, fetch now, or fetch in a thread and call back when it lands.
+HubAccess = Literal["cache", "fetch", "background"]
 REPO_ID = re.compile(r"(\b[\w\-.]{1,96}\b/)?\b[\w\-.]{1,96}\b", re.ASCII)
 
 
@@ -103,9 +106,11 @@ def _in_hub_cache(repo_id: str, cache: Path, revision: str | None = None) -> tup
 
 
 def find_model_config(name: str, folder: Path, environ: Mapping[str, str] = os.environ,
-                      revision: str | None = None) -> ModelSource:
+                      revision: str | None = None, hub: HubAccess = "cache",
+                      landed: Callable[[], None] | None = None) -> ModelSource:
     """The config.json `name` stands for, relative to `folder` (absolute paths as given), else the hub cache at
-    `revision` (a branch, tag or commit hash; default main)."""
+    `revision` (a branch, tag or commit hash; default main), else zeromem's cache of fetched configs, else (`hub`)
+    the Hub: now ("fetch"), or in a thread that calls `landed()` when done ("background")."""
     tried = []
     target = folder / name
     directory = target.is_dir()
@@ -123,4 +128,28 @@ def find_model_config(name: str, folder: Path, environ: Mapping[str, str] = os.e
                 return ModelSource(name, cached, text, resolved=True)
             why = f"{cached} ({why})"
         tried.append(why)
+        from zeromem_lsp.configs import hub as hub_fetch  # stdlib only; urllib is imported when a request is made
+
+        found = hub_fetch.stored(name, revision, environ)
+        if found is None and hub != "cache" and not hub_fetch.offline_reason(environ):
+            found = _from_hub(hub_fetch, name, revision, environ, hub, landed)
+        if found is not None and found.text is not None:
+            return ModelSource(name, found.path or Path(found.url), found.text, resolved=True)
+        if found is not None:
+            tried.append(f"{found.url} ({found.problem})")
     return ModelSource(name, None, None, tuple(tried))
+
+
+def _from_hub(hub_fetch, name: str, revision: str | None, environ: Mapping[str, str], hub: HubAccess,
+              landed: Callable[[], None] | None):
+    """The Hub's answer now, or (background) a failure already known, or a note that the fetch is under way."""
+    if hub == "fetch":
+        return hub_fetch.fetch(name, revision, environ)
+    known = hub_fetch.failure(name, revision, environ)
+    url = hub_fetch.url_of(name, revision, environ)
+    if known is not None:
+        return hub_fetch.Fetched(url, problem=known)
+    if hub_fetch.fetch_in_background(name, revision, environ, landed or (lambda: None)):
+        return hub_fetch.Fetched(url, problem="being fetched from the Hub: the estimate follows when it lands")
+    return hub_fetch.stored(name, revision, environ) or hub_fetch.Fetched(
+        url, problem=hub_fetch.failure(name, revision, environ) or "not fetched")

@@ -221,7 +221,7 @@ class ZeromemServer(LanguageServer):
         from zeromem_lsp.project import file_loader
         from zeromem_lsp.rules import settings as settings_rules
 
-        loader = file_loader(path) if path is not None else None
+        loader = file_loader(path, *self.hub_fetching()) if path is not None else None
         previous, edit = self._edits.pop(uri, (None, None))  # checked against `text` before it is used
         if self._memo is None:
             self._memo = Memo()
@@ -233,6 +233,23 @@ class ZeromemServer(LanguageServer):
             analysis.findings[:0] = settings_rules.project_findings_on_config(
                 project.source.name, project.problems, analysis.text)
         return analysis
+
+    def hub_fetching(self) -> tuple[str, object]:
+        """A hub model missing from the caches is fetched in a background thread (configs/hub.py); when it lands, every
+        open document is analysed again. No analysis waits for the network. Cache-only off the event loop's reach."""
+        try:
+            self._event_loop = asyncio.get_running_loop()
+        except RuntimeError:  # a worker thread: the loop seen before, if any
+            pass
+        loop = getattr(self, "_event_loop", None)
+        if loop is None:
+            return "cache", None
+        return "background", lambda: loop.call_soon_threadsafe(self.hub_landed)
+
+    def hub_landed(self) -> None:
+        """A background fetch is done (a config.json kept, or a failure to show): analyse the open documents again."""
+        self.generation += 1
+        self.reanalyse_open_documents()
 
     async def analysis_async(self, uri: str, version: int | None, text: str) -> Analysis:
         """`analysis_of` without blocking the loop on a large document: it is analysed in a worker

@@ -140,8 +140,9 @@ RULES: dict[str, Rule] = _rules(
     Rule(
         "ZM108", "recipe-model-not-counted", "information",
         "A recipe's model (`base_model`, `model_name_or_path`) cannot be counted: no config.json here (not a file, "
-        "not a model directory, not in the local Hugging Face cache; the message says every place looked), or a "
-        "model type zeromem does not count.",
+        "not a model directory, not in the local Hugging Face cache, not fetched from the Hub: gated, missing, offline "
+        "or unreachable; the message says every place looked and why), or a model type zeromem does not count (and "
+        "Transformers could not count on the meta device here).",
         "The tool downloads the model at launch, so the recipe is not wrong; but without the model's shape there "
         "is no memory estimate, and nothing would say why.",
         "base_model: NousResearch/Llama-3.2-1B   # not downloaded",
