@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from zeromem_lsp.cli.errors import UsageError
+from zeromem_lsp.configs.model_source import HubAccess
 from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS  # plain tuples: no pydantic
 
 FORMATS = ("github", "json", "sarif", "text")
@@ -61,7 +62,7 @@ def add_offline(parser) -> None:
                         "(also ZEROMEM_OFFLINE=1, HF_HUB_OFFLINE=1)")
 
 
-def hub_access(args) -> str:
+def hub_access(args) -> HubAccess:
     """"cache" under --offline, else "fetch" (configs/hub.py still honours the offline variables)."""
     return "cache" if getattr(args, "offline", False) else "fetch"
 

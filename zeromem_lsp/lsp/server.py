@@ -12,7 +12,7 @@ import functools
 import gc
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
@@ -24,6 +24,7 @@ from pygls.workspace import TextDocument
 
 from zeromem_lsp import __version__
 if TYPE_CHECKING:
+    from zeromem_lsp.configs.model_source import HubAccess
     from zeromem_lsp.analysis import Analysis, Memo
     from zeromem_lsp.document import Document, LineIndex
     from zeromem_lsp.configs.layers import SettingsLayer
@@ -234,7 +235,7 @@ class ZeromemServer(LanguageServer):
                 project.source.name, project.problems, analysis.text)
         return analysis
 
-    def hub_fetching(self) -> tuple[str, object]:
+    def hub_fetching(self) -> tuple[HubAccess, Callable[[], None] | None]:
         """A hub model missing from the caches is fetched in a background thread (configs/hub.py); when it lands, every
         open document is analysed again. No analysis waits for the network. Cache-only off the event loop's reach."""
         try:
@@ -244,7 +245,10 @@ class ZeromemServer(LanguageServer):
         loop = getattr(self, "_event_loop", None)
         if loop is None:
             return "cache", None
-        return "background", lambda: loop.call_soon_threadsafe(self.hub_landed)
+        def landed() -> None:
+            loop.call_soon_threadsafe(self.hub_landed)
+
+        return "background", landed
 
     def hub_landed(self) -> None:
         """A background fetch is done (a config.json kept, or a failure to show): analyse the open documents again."""
