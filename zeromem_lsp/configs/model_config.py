@@ -6,7 +6,8 @@ norms (RMSNorm: a weight; LayerNorm: weight + bias), the final norm, and the out
 `tie_word_embeddings` shares it with the input embedding. Buffers (rotary tables) are not parameters.
 
 Families: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3 (llama layout), mixtral and
-qwen3_moe (experts), gpt2, gpt_neox, phi. Anything else raises `UnsupportedModel` with the list.
+qwen3_moe (experts), gpt2, gpt_neox, phi, olmo2, olmo3, olmoe, granite, smollm3, starcoder2, cohere, cohere2
+(configs/families.py). Anything else raises `UnsupportedModel` with the list.
 Checked against published counts in tests/unit/test_model_config.py (Llama-3-8B 8,030,261,248;
 Mistral-7B-v0.1 7,241,732,096; GPT-2 124,439,808; ...).
 """
@@ -206,10 +207,10 @@ def _dropout(config: dict, key: tuple[str, float] | None) -> float:
 def _read(config: dict, family: Family, full: bool) -> ModelShape:
     """The config as a ModelShape. Not `full` (the parameter count): only the fields the weights need, in the
     order the count has always read them (its defaults note names what it read)."""
-    key = family.key
+    key, (attention_key, mlp_key) = family.key, family.bias_keys
     attention_bias = family.attention_bias
     if None in (family.qkv_bias, family.o_bias, family.mlp_bias):  # read where any bias is the config's
-        attention_bias = bool(config.get("attention_bias", family.attention_bias))
+        attention_bias = bool(config.get(attention_key, family.attention_bias))
     qkv_bias, o_bias = (attention_bias if bias is None else bias for bias in (family.qkv_bias, family.o_bias))
     hidden = _int(config, *key("hidden"))
     layers = _int(config, *key("layers"))
@@ -225,7 +226,7 @@ def _read(config: dict, family: Family, full: bool) -> ModelShape:
     vocab = _int(config, "vocab_size")
     positions = _int(config, *key("positions")) if family.positions else 0
     intermediate = _int(config, *key("intermediate"), default=family.inner * hidden or None)
-    mlp_bias = bool(config.get("mlp_bias", False)) if family.mlp_bias is None else family.mlp_bias
+    mlp_bias = bool(config.get(mlp_key, False)) if family.mlp_bias is None else family.mlp_bias
     moe, experts, per_token, width, sparse, step, dense_only = family.moe, 0, 0, 0, 0, 1, set()
     if moe:
         experts = _int(config, moe.experts, minimum=0 if moe.stepped else 1)  # stepped, 0: every layer is dense
@@ -259,6 +260,16 @@ def _read(config: dict, family: Family, full: bool) -> ModelShape:
         normalize_top_k=bool(moe) and (moe.normalize is None or config.get(moe.normalize, False) is True),
         attention_softcap=caps[0], final_softcap=caps[1], parallel_residual=parallel,
         rotary_dim=int(head_dim * _rotary_fraction(config)) if family.partial_rotary else 0)
+
+
+def weights_shape(config: dict) -> ModelShape:
+    """The fields of a config.json the weights inventory needs (configs/families.weights), for every family the
+    count covers, an activation model or not; raises UnsupportedModel."""
+    config, model_type = _language_model(config)
+    if model_type not in FAMILIES:
+        raise UnsupportedModel(
+            f"cannot count parameters for model_type {model_type!r}; supported: {', '.join(SUPPORTED)}")
+    return _read(config, FAMILIES[model_type], full=False)
 
 
 def model_shape(config: dict) -> ModelShape:
