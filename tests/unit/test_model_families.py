@@ -1,4 +1,5 @@
-"""Issue 29's families (olmo2, olmo3, olmoe, granite, smollm3, starcoder2, cohere, cohere2) against Transformers.
+"""Issue 29's families (olmo2, olmo3, olmoe, qwen2_moe, granite, smollm3, starcoder2, cohere, cohere2) against
+Transformers.
 
 tests/data/model_families/counts.json is written by benchmarks/model_families/count.py from Transformers 5.24
 (each config of tests/data/model_families/configs/ loaded with AutoConfig.from_pretrained, the model built by
@@ -18,7 +19,7 @@ from zeromem_lsp.memory.adapters import inventory, module_tree
 DATA = Path(__file__).resolve().parents[1] / "data" / "model_families"
 RECORD = json.loads((DATA / "counts.json").read_text(encoding="utf-8"))
 NAMES = sorted(RECORD["models"])
-NEW = {"olmo2", "olmo3", "olmoe", "granite", "smollm3", "starcoder2", "cohere", "cohere2"}
+NEW = {"olmo2", "olmo3", "olmoe", "qwen2_moe", "granite", "smollm3", "starcoder2", "cohere", "cohere2"}
 
 
 def config(name: str) -> dict:
@@ -30,7 +31,7 @@ def test_the_record_covers_every_new_family_from_transformers_5_24():
     assert {found["model_type"] for found in RECORD["models"].values()} == NEW
     assert sorted(path.stem for path in (DATA / "configs").glob("*.json")) == NAMES
     real = [name for name in NAMES if not name.startswith(("tiny-", "defaults-only-"))]
-    assert len(real) >= 18
+    assert len(real) >= 20
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -87,6 +88,7 @@ def test_published_counts():
     assert round(totals["starcoder2-15b"] / 1e9) == 16
     assert round(totals["SmolLM3-3B"] / 1e7) == 308
     assert round(totals["OLMoE-1B-7B-0924"] / 1e8) == 69
+    assert (round(totals["Qwen1.5-MoE-A2.7B"] / 1e8), round(totals["Qwen2-57B-A14B"] / 1e8)) == (143, 574)
 
 
 def test_the_docs_table_says_what_the_families_table_says():

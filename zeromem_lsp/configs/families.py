@@ -26,6 +26,8 @@ class Moe:
     normalize: str | None  # the key saying whether top-k weights are renormalized (None: always)
     fp32_weights: bool  # the routing weights the experts' output is scaled by are fp32 (else the model dtype)
     aliases: tuple[str, tuple[str, str], str]  # v4 names PEFT maps onto v5's parameters: router, fused pair, down
+    shared: str | None = None  # the key of a shared expert's width (qwen2_moe: a gated MLP beside the experts)
+    modules: tuple[str, ...] = ("mlp.experts", "mlp.experts.act_fn")  # parameterless modules of a sparse layer
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,11 @@ OLMO2_LAYER = (("self_attn.q_proj", "q"), ("self_attn.k_proj", "k"), ("self_attn
 OLMOE_LAYER = OLMO2_LAYER[:6] + (("mlp.gate", "router"), ("mlp.experts.gate_up_proj", "experts_gate_up"),
                                  ("mlp.experts.down_proj", "experts_down"), ("input_layernorm", "norm"),
                                  ("post_attention_layernorm", "norm"))
+# Qwen2-MoE: a sparse layer's block holds the router, the experts, a shared expert (a gated MLP) and its gate
+QWEN2_MOE_LAYER = LLAMA_LAYER[:4] + LLAMA_LAYER[6:12] + (
+    ("mlp.shared_expert.gate_proj", "shared_gate"), ("mlp.shared_expert.up_proj", "shared_up"),
+    ("mlp.shared_expert.down_proj", "shared_down"), ("mlp.shared_expert_gate", "shared_expert_gate"),
+    ("input_layernorm", "norm"), ("post_attention_layernorm", "norm"))
 # Cohere / Cohere2: one input norm (attention and MLP in parallel); Cohere's optional q/k norms are (heads, head_dim)
 COHERE_LAYER = (("self_attn.q_proj", "q"), ("self_attn.k_proj", "k"), ("self_attn.v_proj", "v"),
                 ("self_attn.o_proj", "o"), ("self_attn.q_norm", "q_norm_heads"), ("self_attn.k_norm", "k_norm_heads"),
@@ -72,7 +79,8 @@ PHI_LAYER = (("self_attn.q_proj", "q"), ("self_attn.k_proj", "k"), ("self_attn.v
              ("self_attn.q_layernorm", "q_norm"), ("self_attn.k_layernorm", "k_norm"), ("mlp.fc1", "fc_in"),
              ("mlp.fc2", "fc_out"), ("input_layernorm", "norm"))
 MLP_ROLES = frozenset({"gate", "up", "gate_up", "down", "fc_in", "fc_out"})
-MOE_ROLES = frozenset({"router", "experts_gate_up", "experts_down"})
+MOE_ROLES = frozenset({"router", "experts_gate_up", "experts_down", "shared_gate", "shared_up", "shared_down",
+                       "shared_expert_gate"})
 #: q/k norms a config can leave out (`qk_norm`): per head (head_dim), over the whole projection, per (head, channel)
 QK_NORM_ROLES = frozenset({"q_norm", "k_norm", "q_norm_full", "k_norm_full", "q_norm_heads", "k_norm_heads"})
 KEYS = {"hidden": ("hidden_size",), "layers": ("num_hidden_layers",), "heads": ("num_attention_heads",),
@@ -180,6 +188,11 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
     Family("olmoe", OLMOE_LAYER, head_dim_key=False, qk_norm=True, norm="rms32", activations=False, lora_measured=False,
            moe=Moe("num_experts", "intermediate_size", 8, False, "norm_topk_prob", False,
                    ("gate", ("gate_proj", "up_proj"), "down_proj")), liger=False),
+    Family("qwen2_moe", QWEN2_MOE_LAYER, bias_keys=("qkv_bias", "mlp_bias"), attention_bias=True, o_bias=False,
+           mlp_bias=False, sliding=QWEN_SLIDING, activations=False, lora_measured=False, liger=False,
+           moe=Moe("num_experts", "moe_intermediate_size", 4, True, "norm_topk_prob", False,
+                   ("gate", ("gate_proj", "up_proj"), "down_proj"), shared="shared_expert_intermediate_size",
+                   modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_expert.act_fn"))),
     Family("granite", activations=False, lora_measured=False),  # llama's weights; multipliers scale the stream
     Family("smollm3", tie=True, activations=False, lora_measured=False),  # llama's weights; every 4th layer unrotated
     Family("starcoder2", STARCODER2_LAYER, layer_modules=("mlp.act",), bias_keys=("use_bias", "use_bias"),
@@ -226,6 +239,7 @@ class ModelShape(NamedTuple):
     qk_norm: bool = False  # per-head q/k norms (qwen3, gemma3_text; phi's qk_layernorm)
     sparse_step: int = 1  # MoE: every n-th layer is sparse (decoder_sparse_step) ...
     dense_only: tuple[int, ...] = ()  # ... but for these (mlp_only_layers)
+    shared_intermediate: int = 0  # MoE: the shared expert's width (0: none)
 
 
 class Weight(NamedTuple):
@@ -307,7 +321,10 @@ def weights(shape: ModelShape) -> tuple[Weight, ...]:
         "down": (shape.intermediate, h, linear, shape.mlp_bias),
         "fc_in": (h, shape.intermediate, linear, shape.mlp_bias),
         "fc_out": (shape.intermediate, h, linear, shape.mlp_bias), "router": (h, e, "router", False),
-        "experts_gate_up": (h, 2 * width, "experts", False), "experts_down": (width, h, "experts", False)}
+        "experts_gate_up": (h, 2 * width, "experts", False), "experts_down": (width, h, "experts", False),
+        "shared_gate": (h, shape.shared_intermediate, linear, False), "shared_up": (h, shape.shared_intermediate,
+                                                                                    linear, False),
+        "shared_down": (shape.shared_intermediate, h, linear, False), "shared_expert_gate": (h, 1, linear, False)}
     found = [Weight(f.embedding, shape.vocab, h, None, "embedding", role="embedding")]
     if f.positions:
         found.append(Weight(f.positions, shape.positions, h, None, "embedding", role="positions"))

@@ -6,7 +6,7 @@ norms (RMSNorm: a weight; LayerNorm: weight + bias), the final norm, and the out
 `tie_word_embeddings` shares it with the input embedding. Buffers (rotary tables) are not parameters.
 
 Families: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3 (llama layout), mixtral and
-qwen3_moe (experts), gpt2, gpt_neox, phi, olmo2, olmo3, olmoe, granite, smollm3, starcoder2, cohere, cohere2
+qwen3_moe (experts), gpt2, gpt_neox, phi, olmo2, olmo3, olmoe, qwen2_moe, granite, smollm3, starcoder2, cohere, cohere2
 (configs/families.py). Anything else raises `UnsupportedModel` with the list.
 Checked against published counts in tests/unit/test_model_config.py (Llama-3-8B 8,030,261,248;
 Mistral-7B-v0.1 7,241,732,096; GPT-2 124,439,808; ...).
@@ -227,10 +227,11 @@ def _read(config: dict, family: Family, full: bool) -> ModelShape:
     positions = _int(config, *key("positions")) if family.positions else 0
     intermediate = _int(config, *key("intermediate"), default=family.inner * hidden or None)
     mlp_bias = bool(config.get(mlp_key, False)) if family.mlp_bias is None else family.mlp_bias
-    moe, experts, per_token, width, sparse, step, dense_only = family.moe, 0, 0, 0, 0, 1, set()
+    moe, experts, per_token, width, sparse, step, dense_only, shared = family.moe, 0, 0, 0, 0, 1, set(), 0
     if moe:
         experts = _int(config, moe.experts, minimum=0 if moe.stepped else 1)  # stepped, 0: every layer is dense
         width, sparse = _int(config, moe.width), layers
+        shared = _int(config, moe.shared, minimum=0) if moe.shared else 0
         if moe.stepped:
             step = _int(config, "decoder_sparse_step", default=1)
             dense_only = _layer_indices(config, "mlp_only_layers")
@@ -240,7 +241,7 @@ def _read(config: dict, family: Family, full: bool) -> ModelShape:
     shape = ModelShape(family.name, hidden, layers, heads, kv_heads, head_dim, intermediate, vocab,
                        _tied(config, family.tie), experts=experts, expert_intermediate=width, sparse_layers=sparse,
                        positions=positions, qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias, qk_norm=qk_norm,
-                       sparse_step=step, dense_only=tuple(sorted(dense_only)))
+                       sparse_step=step, dense_only=tuple(sorted(dense_only)), shared_intermediate=shared)
     if not full:
         return shape
     if moe:

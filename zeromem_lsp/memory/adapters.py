@@ -93,7 +93,7 @@ def _parameterless(found: Inventory) -> list[tuple[str, tuple[int, ...] | None]]
     out: list[tuple[str, tuple[int, ...] | None]] = [(name, None) for name in family.outside_modules]
     out += [(family.prefix + name, dense if name.startswith("mlp.") else every) for name in family.layer_modules]
     return [(path, layers) for path, layers in out if layers != ()] + [
-        (family.prefix + name, sparse) for name in ("mlp.experts", "mlp.experts.act_fn") if sparse]
+        (family.prefix + name, sparse) for name in (family.moe.modules if family.moe else ()) if sparse]
 
 
 def _instances(path: str, layers: tuple[int, ...] | None) -> list[tuple[str, int | None]]:
