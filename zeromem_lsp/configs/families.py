@@ -26,6 +26,8 @@ class Moe:
     normalize: str | None  # the key saying whether top-k weights are renormalized (None: always)
     fp32_weights: bool  # the routing weights the experts' output is scaled by are fp32 (else the model dtype)
     aliases: tuple[str, tuple[str, str], str]  # v4 names PEFT maps onto v5's parameters: router, fused pair, down
+    shared: str | None = None  # the key of a shared expert's width (qwen2_moe: a gated MLP beside the experts)
+    modules: tuple[str, ...] = ("mlp.experts", "mlp.experts.act_fn")  # parameterless modules of a sparse layer
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,28 @@ LLAMA_LAYER = (("self_attn.q_proj", "q"), ("self_attn.k_proj", "k"), ("self_attn
                ("mlp.experts.gate_up_proj", "experts_gate_up"), ("mlp.experts.down_proj", "experts_down"),
                ("input_layernorm", "norm"), ("post_attention_layernorm", "norm"))
 GEMMA2_LAYER = LLAMA_LAYER + (("pre_feedforward_layernorm", "norm"), ("post_feedforward_layernorm", "norm"))
+# OLMo-2 / OLMo-3: no input norm; RMSNorms over the whole q / k projections; norms after attention and after the MLP
+OLMO2_LAYER = (("self_attn.q_proj", "q"), ("self_attn.k_proj", "k"), ("self_attn.v_proj", "v"),
+               ("self_attn.o_proj", "o"), ("self_attn.q_norm", "q_norm_full"), ("self_attn.k_norm", "k_norm_full"),
+               ("mlp.gate_proj", "gate"), ("mlp.up_proj", "up"), ("mlp.down_proj", "down"),
+               ("post_attention_layernorm", "norm"), ("post_feedforward_layernorm", "norm"))
+# OLMoE: OLMo-2's q/k norms (over hidden and kv_heads × hidden // heads) in a pre-norm layer of experts
+OLMOE_LAYER = OLMO2_LAYER[:6] + (("mlp.gate", "router"), ("mlp.experts.gate_up_proj", "experts_gate_up"),
+                                 ("mlp.experts.down_proj", "experts_down"), ("input_layernorm", "norm"),
+                                 ("post_attention_layernorm", "norm"))
+# Qwen2-MoE: a sparse layer's block holds the router, the experts, a shared expert (a gated MLP) and its gate
+QWEN2_MOE_LAYER = LLAMA_LAYER[:4] + LLAMA_LAYER[6:12] + (
+    ("mlp.shared_expert.gate_proj", "shared_gate"), ("mlp.shared_expert.up_proj", "shared_up"),
+    ("mlp.shared_expert.down_proj", "shared_down"), ("mlp.shared_expert_gate", "shared_expert_gate"),
+    ("input_layernorm", "norm"), ("post_attention_layernorm", "norm"))
+# Cohere / Cohere2: one input norm (attention and MLP in parallel); Cohere's optional q/k norms are (heads, head_dim)
+COHERE_LAYER = (("self_attn.q_proj", "q"), ("self_attn.k_proj", "k"), ("self_attn.v_proj", "v"),
+                ("self_attn.o_proj", "o"), ("self_attn.q_norm", "q_norm_heads"), ("self_attn.k_norm", "k_norm_heads"),
+                ("mlp.gate_proj", "gate"), ("mlp.up_proj", "up"), ("mlp.down_proj", "down"),
+                ("input_layernorm", "norm"))
+STARCODER2_LAYER = (("self_attn.q_proj", "q"), ("self_attn.k_proj", "k"), ("self_attn.v_proj", "v"),
+                    ("self_attn.o_proj", "o"), ("mlp.c_fc", "fc_in"), ("mlp.c_proj", "fc_out"),
+                    ("input_layernorm", "norm"), ("post_attention_layernorm", "norm"))
 PHI3_LAYER = (("self_attn.o_proj", "o"), ("self_attn.qkv_proj", "qkv"), ("mlp.gate_up_proj", "gate_up"),
               ("mlp.down_proj", "down"), ("input_layernorm", "norm"), ("post_attention_layernorm", "norm"))
 GPT2_LAYER = (("ln_1", "norm"), ("attn.c_attn", "qkv"), ("attn.c_proj", "o"), ("ln_2", "norm"), ("mlp.c_fc", "fc_in"),
@@ -55,7 +79,10 @@ PHI_LAYER = (("self_attn.q_proj", "q"), ("self_attn.k_proj", "k"), ("self_attn.v
              ("self_attn.q_layernorm", "q_norm"), ("self_attn.k_layernorm", "k_norm"), ("mlp.fc1", "fc_in"),
              ("mlp.fc2", "fc_out"), ("input_layernorm", "norm"))
 MLP_ROLES = frozenset({"gate", "up", "gate_up", "down", "fc_in", "fc_out"})
-MOE_ROLES = frozenset({"router", "experts_gate_up", "experts_down"})
+MOE_ROLES = frozenset({"router", "experts_gate_up", "experts_down", "shared_gate", "shared_up", "shared_down",
+                       "shared_expert_gate"})
+#: q/k norms a config can leave out (`qk_norm`): per head (head_dim), over the whole projection, per (head, channel)
+QK_NORM_ROLES = frozenset({"q_norm", "k_norm", "q_norm_full", "k_norm_full", "q_norm_heads", "k_norm_heads"})
 KEYS = {"hidden": ("hidden_size",), "layers": ("num_hidden_layers",), "heads": ("num_attention_heads",),
         "intermediate": ("intermediate_size",)}
 GPT2_KEYS = {"hidden": ("n_embd", "hidden_size"), "layers": ("n_layer", "num_hidden_layers"),
@@ -85,8 +112,10 @@ class Family:
     attention_bias: bool = False  # attention_bias's fallback
     mlp_bias: bool | None = None  # dense MLP biases (None: mlp_bias)
     head_bias: bool = False  # the untied LM head has a bias (phi)
-    qk_norm: bool | str = False  # per-head q/k norms (a key: as the config says)
-    norm: str = "rms"  # rms (Llama: weight · x.to(dtype)), rms1p (Gemma: fp32 (1 + weight)), layer (LayerNorm, + bias)
+    bias_keys: tuple[str, str] = ("attention_bias", "mlp_bias")  # the keys of the attention and MLP biases
+    qk_norm: bool | str = False  # q/k norms (a key: as the config says)
+    norm: str = "rms"  # rms (Llama: weight · x.to(dtype)), rms1p (Gemma: fp32 (1 + weight)), layer (LayerNorm,
+    # + bias), rms32 (OLMo-2: (weight · x in fp32).to(dtype)), centered (Cohere: mean-centred fp32 LayerNorm, no bias)
     tie: bool = False  # tie_word_embeddings' fallback
     embedding_scale: bool = False  # the embedding is scaled by sqrt(hidden), a 0-d tensor (gemma)
     qkv: str = "separate"  # separate q/k/v; "sliced" from one fused output (sdpa copies v, o_proj keeps a copy of
@@ -103,7 +132,7 @@ class Family:
     partial_rotary: bool = False  # rotary_pct / partial_rotary_factor of each head's channels (gpt_neox)
     parallel_residual: bool = False  # reads use_parallel_residual (gpt_neox)
     rotary_per_type: bool = False  # one cos/sin pair per attention type (gemma3_text)
-    activations: bool = True  # an activation model exists (phi: counted only)
+    activations: bool = True  # an activation model exists (phi and the families added in issue 29: counted only)
     lora_measured: bool = True  # the LoRA activation model is measured on it
     liger: bool = True  # liger-kernel has it (MODEL_TYPE_TO_APPLY_LIGER_FN), as axolotl and LLaMA-Factory
 
@@ -150,6 +179,30 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
     Family("phi", PHI_LAYER, final_norm="model.final_layernorm", head_dim_key=False, qkv_bias=True, o_bias=True,
            mlp_bias=True, head_bias=True, qk_norm="qk_layernorm", norm="layer", activations=False,
            lora_measured=False, liger=False),
+    # Issue 29: counted exactly (parameters against Transformers on the meta device, tests/data/model_families), no
+    # activation model yet (activations=False: the peak is unknown for them, never guessed); sliding-window rules
+    # and dropout keys are read off the code for when they get one.
+    Family("olmo2", OLMO2_LAYER, qk_norm=True, norm="rms32", activations=False, lora_measured=False),
+    Family("olmo3", OLMO2_LAYER, qk_norm=True, norm="rms32", activations=False, lora_measured=False,
+           sliding=Sliding(window=4096, global_every=(None, 4))),
+    Family("olmoe", OLMOE_LAYER, head_dim_key=False, qk_norm=True, norm="rms32", activations=False, lora_measured=False,
+           moe=Moe("num_experts", "intermediate_size", 8, False, "norm_topk_prob", False,
+                   ("gate", ("gate_proj", "up_proj"), "down_proj")), liger=False),
+    Family("qwen2_moe", QWEN2_MOE_LAYER, bias_keys=("qkv_bias", "mlp_bias"), attention_bias=True, o_bias=False,
+           mlp_bias=False, sliding=QWEN_SLIDING, activations=False, lora_measured=False, liger=False,
+           moe=Moe("num_experts", "moe_intermediate_size", 4, True, "norm_topk_prob", False,
+                   ("gate", ("gate_proj", "up_proj"), "down_proj"), shared="shared_expert_intermediate_size",
+                   modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_expert.act_fn"))),
+    Family("granite", activations=False, lora_measured=False),  # llama's weights; multipliers scale the stream
+    Family("smollm3", tie=True, activations=False, lora_measured=False),  # llama's weights; every 4th layer unrotated
+    Family("starcoder2", STARCODER2_LAYER, layer_modules=("mlp.act",), bias_keys=("use_bias", "use_bias"),
+           attention_bias=True, norm="layer", tie=True, sliding=Sliding(), hidden_dropout=("residual_dropout", 0.0),
+           embedding_dropout=("embedding_dropout", 0.0), activations=False, lora_measured=False, liger=False),
+    Family("cohere", COHERE_LAYER, qk_norm="use_qk_norm", norm="centered", tie=True, parallel_residual=True,
+           activations=False, lora_measured=False, liger=False),
+    Family("cohere2", COHERE_LAYER, norm="centered", tie=True, parallel_residual=True,
+           sliding=Sliding(window=4096, global_every=("sliding_window_pattern", 4)), activations=False,
+           lora_measured=False, liger=False),
 )}
 
 
@@ -186,6 +239,7 @@ class ModelShape(NamedTuple):
     qk_norm: bool = False  # per-head q/k norms (qwen3, gemma3_text; phi's qk_layernorm)
     sparse_step: int = 1  # MoE: every n-th layer is sparse (decoder_sparse_step) ...
     dense_only: tuple[int, ...] = ()  # ... but for these (mlp_only_layers)
+    shared_intermediate: int = 0  # MoE: the shared expert's width (0: none)
 
 
 class Weight(NamedTuple):
@@ -221,9 +275,11 @@ class Weight(NamedTuple):
 
     def shapes(self) -> list[tuple[int, ...]]:
         """The parameters' shapes as torch stores them: nn.Linear (out, in), Conv1D and nn.Embedding (in, out),
-        stacked experts (E, out, in), a norm's weight (out,); the bias (out,) after its weight."""
+        stacked experts (E, out, in), a norm's weight (out,) (Cohere's q/k norms: (heads, head_dim)); the bias
+        (out,) after its weight."""
         if self.kind == "norm":
-            weight: tuple[int, ...] = (self.out_features,)
+            weight: tuple[int, ...] = (self.out_features,) if self.in_features == 1 else (self.in_features,
+                                                                                           self.out_features)
         elif self.kind in ("conv1d", "embedding"):
             weight = (self.in_features, self.out_features)
         else:
@@ -257,18 +313,24 @@ def weights(shape: ModelShape) -> tuple[Weight, ...]:
         "q": (h, q, linear, shape.qkv_bias), "k": (h, kv, linear, shape.qkv_bias), "v": (h, kv, linear, shape.qkv_bias),
         "qkv": (h, q + 2 * kv, linear, shape.qkv_bias), "o": (q, h, linear, shape.o_bias),
         "q_norm": (1, d, "norm", f.norm == "layer"), "k_norm": (1, d, "norm", f.norm == "layer"),
+        "q_norm_full": (1, q, "norm", False), "k_norm_full": (1, kv, "norm", False),
+        "q_norm_heads": (shape.heads, d, "norm", False), "k_norm_heads": (shape.kv_heads, d, "norm", False),
         "norm": (1, h, "norm", f.norm == "layer"), "gate": (h, shape.intermediate, linear, shape.mlp_bias),
         "up": (h, shape.intermediate, linear, shape.mlp_bias), "gate_up": (h, 2 * shape.intermediate, linear,
                                                                            shape.mlp_bias),
-        "down": (shape.intermediate, h, linear, shape.mlp_bias), "fc_in": (h, shape.intermediate, linear, True),
-        "fc_out": (shape.intermediate, h, linear, True), "router": (h, e, "router", False),
-        "experts_gate_up": (h, 2 * width, "experts", False), "experts_down": (width, h, "experts", False)}
+        "down": (shape.intermediate, h, linear, shape.mlp_bias),
+        "fc_in": (h, shape.intermediate, linear, shape.mlp_bias),
+        "fc_out": (shape.intermediate, h, linear, shape.mlp_bias), "router": (h, e, "router", False),
+        "experts_gate_up": (h, 2 * width, "experts", False), "experts_down": (width, h, "experts", False),
+        "shared_gate": (h, shape.shared_intermediate, linear, False), "shared_up": (h, shape.shared_intermediate,
+                                                                                    linear, False),
+        "shared_down": (shape.shared_intermediate, h, linear, False), "shared_expert_gate": (h, 1, linear, False)}
     found = [Weight(f.embedding, shape.vocab, h, None, "embedding", role="embedding")]
     if f.positions:
         found.append(Weight(f.positions, shape.positions, h, None, "embedding", role="positions"))
     for path, role in f.layer:
         layers = sparse if role in MOE_ROLES else dense if role in MLP_ROLES else every
-        if layers and (shape.qk_norm or role not in ("q_norm", "k_norm")):
+        if layers and (shape.qk_norm or role not in QK_NORM_ROLES):
             fan_in, fan_out, kind, bias = dims[role]
             found.append(Weight(f.prefix + path, fan_in, fan_out, layers, kind, bias, e * (kind == "experts"), role))
     return tuple(found + [Weight(f.final_norm, 1, h, None, "norm", f.norm == "layer", role="final_norm"),

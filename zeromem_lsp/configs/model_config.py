@@ -6,7 +6,8 @@ norms (RMSNorm: a weight; LayerNorm: weight + bias), the final norm, and the out
 `tie_word_embeddings` shares it with the input embedding. Buffers (rotary tables) are not parameters.
 
 Families: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3 (llama layout), mixtral and
-qwen3_moe (experts), gpt2, gpt_neox, phi. Anything else raises `UnsupportedModel` with the list.
+qwen3_moe (experts), gpt2, gpt_neox, phi, olmo2, olmo3, olmoe, qwen2_moe, granite, smollm3, starcoder2, cohere, cohere2
+(configs/families.py). Anything else raises `UnsupportedModel` with the list.
 Checked against published counts in tests/unit/test_model_config.py (Llama-3-8B 8,030,261,248;
 Mistral-7B-v0.1 7,241,732,096; GPT-2 124,439,808; ...).
 """
@@ -211,10 +212,10 @@ def _dropout(config: dict, key: tuple[str, float] | None) -> float:
 def _read(config: dict, family: Family, full: bool) -> ModelShape:
     """The config as a ModelShape. Not `full` (the parameter count): only the fields the weights need, in the
     order the count has always read them (its defaults note names what it read)."""
-    key = family.key
+    key, (attention_key, mlp_key) = family.key, family.bias_keys
     attention_bias = family.attention_bias
     if None in (family.qkv_bias, family.o_bias, family.mlp_bias):  # read where any bias is the config's
-        attention_bias = bool(config.get("attention_bias", family.attention_bias))
+        attention_bias = bool(config.get(attention_key, family.attention_bias))
     qkv_bias, o_bias = (attention_bias if bias is None else bias for bias in (family.qkv_bias, family.o_bias))
     hidden = _int(config, *key("hidden"))
     layers = _int(config, *key("layers"))
@@ -230,11 +231,12 @@ def _read(config: dict, family: Family, full: bool) -> ModelShape:
     vocab = _int(config, "vocab_size")
     positions = _int(config, *key("positions")) if family.positions else 0
     intermediate = _int(config, *key("intermediate"), default=family.inner * hidden or None)
-    mlp_bias = bool(config.get("mlp_bias", False)) if family.mlp_bias is None else family.mlp_bias
-    moe, experts, per_token, width, sparse, step, dense_only = family.moe, 0, 0, 0, 0, 1, set()
+    mlp_bias = bool(config.get(mlp_key, False)) if family.mlp_bias is None else family.mlp_bias
+    moe, experts, per_token, width, sparse, step, dense_only, shared = family.moe, 0, 0, 0, 0, 1, set(), 0
     if moe:
         experts = _int(config, moe.experts, minimum=0 if moe.stepped else 1)  # stepped, 0: every layer is dense
         width, sparse = _int(config, moe.width), layers
+        shared = _int(config, moe.shared, minimum=0) if moe.shared else 0
         if moe.stepped:
             step = _int(config, "decoder_sparse_step", default=1)
             dense_only = _layer_indices(config, "mlp_only_layers")
@@ -244,7 +246,7 @@ def _read(config: dict, family: Family, full: bool) -> ModelShape:
     shape = ModelShape(family.name, hidden, layers, heads, kv_heads, head_dim, intermediate, vocab,
                        _tied(config, family.tie), experts=experts, expert_intermediate=width, sparse_layers=sparse,
                        positions=positions, qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias, qk_norm=qk_norm,
-                       sparse_step=step, dense_only=tuple(sorted(dense_only)))
+                       sparse_step=step, dense_only=tuple(sorted(dense_only)), shared_intermediate=shared)
     if not full:
         return shape
     if moe:
@@ -264,6 +266,16 @@ def _read(config: dict, family: Family, full: bool) -> ModelShape:
         normalize_top_k=moe is not None and (moe.normalize is None or config.get(moe.normalize, False) is True),
         attention_softcap=caps[0], final_softcap=caps[1], parallel_residual=parallel,
         rotary_dim=int(head_dim * _rotary_fraction(config)) if family.partial_rotary else 0)
+
+
+def weights_shape(config: dict) -> ModelShape:
+    """The fields of a config.json the weights inventory needs (configs/families.weights), for every family the
+    count covers, an activation model or not; raises UnsupportedModel."""
+    config, model_type = _language_model(config)
+    if model_type not in FAMILIES:
+        raise UnsupportedModel(
+            f"cannot count parameters for model_type {model_type!r}; supported: {', '.join(SUPPORTED)}")
+    return _read(config, FAMILIES[model_type], full=False)
 
 
 def model_shape(config: dict) -> ModelShape:

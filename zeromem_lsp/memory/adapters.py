@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from zeromem_lsp.configs.families import FAMILIES, MLP_ROLES, MOE_ROLES, Weight, weights
-from zeromem_lsp.configs.model_config import MAX_SIZE, UnsupportedModel, count_parameters, model_shape
+from zeromem_lsp.configs.model_config import MAX_SIZE, UnsupportedModel, count_parameters, weights_shape
 from zeromem_lsp.memory.lora_targets import (
     Excluded, TargetSpec, TargetSpecError, check_spec, checked_regex, matches, pattern_key, suffix_matches,
 )
@@ -58,7 +58,7 @@ class Inventory(NamedTuple):
 def inventory(config: dict[str, Any]) -> Inventory:
     """The weights of the model a config.json describes (configs/families.weights); raises UnsupportedModel."""
     counted = count_parameters(config)
-    shape = model_shape(config)
+    shape = weights_shape(config)  # the count's fields: no activation model needed (phi, the issue-29 families)
     return Inventory(shape.model_type, weights(shape), counted.total, shape.tied)
 
 
@@ -93,7 +93,7 @@ def _parameterless(found: Inventory) -> list[tuple[str, tuple[int, ...] | None]]
     out: list[tuple[str, tuple[int, ...] | None]] = [(name, None) for name in family.outside_modules]
     out += [(family.prefix + name, dense if name.startswith("mlp.") else every) for name in family.layer_modules]
     return [(path, layers) for path, layers in out if layers != ()] + [
-        (family.prefix + name, sparse) for name in ("mlp.experts", "mlp.experts.act_fn") if sparse]
+        (family.prefix + name, sparse) for name in (family.moe.modules if family.moe else ()) if sparse]
 
 
 def _instances(path: str, layers: tuple[int, ...] | None) -> list[tuple[str, int | None]]:
@@ -110,7 +110,7 @@ def module_tree(found: Inventory) -> tuple[tuple[Module, ...], tuple[Parameter, 
                 parameters.append(Parameter(key, weight, layer, 3))
                 continue
             leaves[key] = Module(key, weight.kind, weight, layer)
-            parameters.append(Parameter(key + ".weight", weight, layer, 1 if weight.kind == "norm" else 2))
+            parameters.append(Parameter(key + ".weight", weight, layer, len(weight.shapes()[0])))
             if weight.bias:
                 parameters.append(Parameter(key + ".bias", weight, layer, 1))
     for path, layers in _parameterless(found):

@@ -1,0 +1,104 @@
+"""Issue 29's families (olmo2, olmo3, olmoe, qwen2_moe, granite, smollm3, starcoder2, cohere, cohere2) against
+Transformers.
+
+tests/data/model_families/counts.json is written by benchmarks/model_families/count.py from Transformers 5.24
+(each config of tests/data/model_families/configs/ loaded with AutoConfig.from_pretrained, the model built by
+AutoModelForCausalLM.from_config on the meta device). Checked here without torch: zeromem's exact parameter count,
+its weights inventory (every named_parameters() name and shape, in order) and its module tree (every
+named_modules() name, what PEFT's target_modules match)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from zeromem_lsp.configs.families import FAMILIES
+from zeromem_lsp.configs.model_config import UnsupportedModel, count_parameters, model_shape
+from zeromem_lsp.memory.adapters import inventory, module_tree
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "model_families"
+RECORD = json.loads((DATA / "counts.json").read_text(encoding="utf-8"))
+NAMES = sorted(RECORD["models"])
+NEW = {"olmo2", "olmo3", "olmoe", "qwen2_moe", "granite", "smollm3", "starcoder2", "cohere", "cohere2"}
+
+
+def config(name: str) -> dict:
+    return json.loads((DATA / "configs" / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def test_the_record_covers_every_new_family_from_transformers_5_24():
+    assert RECORD["transformers"] == "5.24.0"
+    assert {found["model_type"] for found in RECORD["models"].values()} == NEW
+    assert sorted(path.stem for path in (DATA / "configs").glob("*.json")) == NAMES
+    real = [name for name in NAMES if not name.startswith(("tiny-", "defaults-only-"))]
+    assert len(real) >= 20
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_count_is_transformers(name):
+    found = RECORD["models"][name]
+    counted = count_parameters(config(name))
+    assert (counted.total, counted.model_type) == (found["parameters"], found["model_type"])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_weights_are_named_parameters(name):
+    """Every parameter with its shape, in registration order (a tied head is not listed by named_parameters)."""
+    found = inventory(config(name))
+    assert found.tied is RECORD["models"][name]["tied"]
+    assert named_parameters(found) == RECORD["models"][name]["named_parameters"]
+
+
+def named_parameters(found) -> list:
+    """The module tree's parameters as named_parameters() lists them: the embeddings, each layer's weights in the
+    inventory's order (a bias after its weight), the final norm and an untied head."""
+    _, parameters = module_tree(found)
+    kept = [p for p in parameters if not (p.weight.kind == "head" and found.tied)]
+    group = [0 if p.layer is None and p.weight.role in ("embedding", "positions") else 1 if p.layer is not None else 2
+             for p in kept]
+    order = sorted(range(len(kept)), key=lambda k: (group[k], kept[k].layer or 0))
+    return [[kept[k].key, list(_shape(kept[k]))] for k in order]
+
+
+def _shape(parameter) -> tuple[int, ...]:
+    shapes = parameter.weight.shapes()
+    return shapes[1] if parameter.key.endswith(".bias") else shapes[0]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_module_tree_is_named_modules(name):
+    modules, _ = module_tree(inventory(config(name)))
+    assert sorted(m.key for m in modules) == sorted(RECORD["models"][name]["named_modules"])
+
+
+@pytest.mark.parametrize("model_type", sorted(NEW))
+def test_no_peak_is_guessed_for_them(model_type):
+    """Counted exactly, but no activation model yet: the shape the step model needs is refused, naming the type."""
+    assert FAMILIES[model_type].activations is False
+    name = next(n for n in NAMES if RECORD["models"][n]["model_type"] == model_type)
+    with pytest.raises(UnsupportedModel, match=f"no activation model for model_type '{model_type}'"):
+        model_shape(config(name))
+
+
+def test_published_counts():
+    """The model cards' sizes: OLMo-2 7B 7.30B, Command R+ 104B, StarCoder2-15B 16B (untied), SmolLM3 3.08B."""
+    totals = {name: RECORD["models"][name]["parameters"] for name in NAMES}
+    assert totals["OLMo-2-1124-7B"] == 7_298_617_344
+    assert round(totals["c4ai-command-r-plus"] / 1e9) == 104
+    assert round(totals["starcoder2-15b"] / 1e9) == 16
+    assert round(totals["SmolLM3-3B"] / 1e7) == 308
+    assert round(totals["OLMoE-1B-7B-0924"] / 1e8) == 69
+    assert (round(totals["Qwen1.5-MoE-A2.7B"] / 1e8), round(totals["Qwen2-57B-A14B"] / 1e8)) == (143, 574)
+
+
+def test_the_docs_table_says_what_the_families_table_says():
+    """docs/model-families.md has one row per family; its activation columns are the traits'."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "model-families.md").read_text(encoding="utf-8")
+    rows = {cells[0]: cells for line in text.splitlines() if line.startswith("| ")
+            for cells in [[cell.strip() for cell in line.strip("|").split("|")]] if cells[0] in FAMILIES}
+    assert set(rows) == set(FAMILIES)
+    for name, family in FAMILIES.items():
+        assert rows[name][2] == ("measured" if family.activations else "none"), name
+        lora = "measured" if family.activations and family.lora_measured else "none" if not family.activations \
+            else "not measured"
+        assert rows[name][3] == lora, name
