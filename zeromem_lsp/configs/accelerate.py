@@ -84,6 +84,64 @@ def _parallel_divisor(config: object) -> int | None:
     return sizes["dp_shard_size"] * sizes.get("cp_size", 1) * sizes.get("tp_size", 1)
 
 
+#: ParallelismConfig's sizes and backends (accelerate/parallelism_config.py, Accelerate 1.16): each size defaults to 1,
+#: each backend to its one allowed value.
+PARALLEL_SIZES = ("dp_replicate_size", "dp_shard_size", "tp_size", "cp_size", "sp_size")
+PARALLEL_BACKENDS = {"cp_backend": "torch", "sp_backend": "deepspeed"}
+
+
+def _parallelism_issues(config: object, distributed: object, world: int | None,
+                        fsdp_version: int | None) -> list[ConfigIssue]:
+    """What ParallelismConfig refuses when Accelerate builds it (`__post_init__`) and prepares the run
+    (`_validate_accelerator`), each at the key that causes it: a size below 1, an unknown backend, context and
+    sequence parallelism together, context parallelism over pure replication, sizes whose product is not
+    num_processes (DeepSpeed's sequence parallelism excepted), FSDP2 with nothing to shard over."""
+    if not isinstance(config, dict):
+        return []
+    keys = {str(key).removeprefix("parallelism_config_"): key for key in config}
+    at = {name: ("parallelism_config", keys[name]) for name in keys}
+    out: list[ConfigIssue] = []
+    sizes: dict[str, int] = {}
+    for name in PARALLEL_SIZES:
+        if name not in keys or config[keys[name]] is None:
+            sizes[name] = 1
+            continue
+        value = config[keys[name]]
+        # `accelerate launch` compares it with 1 and passes it on as text for int(): a YAML integer, nothing else
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            out.append(_issue("accelerate_value", at[name], "value",
+                              f"{name} must be an integer of at least 1, got {value!r}"))
+            return out
+        sizes[name] = value
+    for name, allowed in PARALLEL_BACKENDS.items():
+        value = config.get(keys[name]) if name in keys else None
+        if value is not None and value != allowed:
+            out.append(_issue("accelerate_value", at[name], "value", f"{name} must be {allowed!r}, got {value!r}"))
+    if sizes["cp_size"] > 1 and sizes["sp_size"] > 1:
+        out.append(_issue("accelerate_value", at["sp_size"], "value",
+                          f"context parallelism (cp_size {sizes['cp_size']}) and sequence parallelism (sp_size "
+                          f"{sizes['sp_size']}) exclude each other: set one of them to 1"))
+    if sizes["cp_size"] > 1 and sizes["dp_replicate_size"] > 1 and sizes["dp_shard_size"] == 1:
+        out.append(_issue("accelerate_value", at["cp_size"], "value",
+                          "context parallelism needs sharded data parallelism beside it (dp_shard_size > 1), not "
+                          f"replication alone (dp_replicate_size {sizes['dp_replicate_size']}, dp_shard_size 1)"))
+    total = 1
+    for size in sizes.values():
+        total *= size
+    deepspeed_sp = sizes["sp_size"] > 1
+    if total > 1 and world is not None and total != world and not deepspeed_sp:
+        product = " × ".join(str(sizes[name]) for name in PARALLEL_SIZES)
+        out.append(_issue("accelerate_value", ("parallelism_config",), "key",
+                          f"dp_replicate × dp_shard × tp × cp × sp = {product} = {total}, but num_processes is "
+                          f"{world}: Accelerate requires them equal"))
+    if total > 1 and distributed == "FSDP" and fsdp_version == 2 and sizes["dp_shard_size"] == 1 \
+            and sizes["cp_size"] == 1:
+        out.append(_issue("accelerate_value", ("parallelism_config",), "key",
+                          "FSDP2 has no dimension to shard over: dp_shard_size and cp_size are both 1 (leave ranks "
+                          "for FSDP by raising dp_shard_size, or launch without the FSDP config)"))
+    return out
+
+
 def _deepspeed_setup(block: dict, precision: str | None) -> TrainingSetup:
     number = as_integer(block.get("zero_stage", 2))  # the plugin's default
     stage = by_number(number).key if number in ZERO_STAGES else None
@@ -195,6 +253,8 @@ def validate_accelerate(data: dict) -> tuple[list[ConfigIssue], AccelerateSetup]
                 out.append(_issue("accelerate_value", ("deepspeed_config", "zero_stage"), "value",
                                   f"zero_stage must be 0, 1, 2 or 3, got {stage!r}"))
             deepspeed_setup = _deepspeed_setup(block, precision)
+    out += _parallelism_issues(data.get("parallelism_config"), distributed, world,
+                               fsdp_setup.version if fsdp_setup is not None else None)
     setup = AccelerateSetup(
         distributed_type=distributed, world_size=world,
         world_path=("num_processes",) if world else None, machines=machines, shard_group=group,

@@ -367,7 +367,9 @@ RULES: dict[str, Rule] = _rules(
         "ZM308", "invalid-accelerate-value", "error",
         "A top-level Accelerate value is refused: a missing or unknown `distributed_type` (names are "
         "case-sensitive), an unknown `compute_environment`, a `mixed_precision` other than no/fp8/fp16/bf16 "
-        "(unquoted `no` is the YAML boolean false), or an invalid inline DeepSpeed stage or offload device.",
+        "(unquoted `no` is the YAML boolean false), an invalid inline DeepSpeed stage or offload device, or a "
+        "`parallelism_config` Accelerate refuses (a size below 1, context with sequence parallelism, context "
+        "parallelism over replication alone, sizes whose product is not `num_processes`, FSDP2 with nothing to shard).",
         "Accelerate converts these to its enums when it loads the config and stops with a ValueError.",
         "distributed_type: fsdp\nnum_processes: 8",
         "distributed_type: FSDP\nnum_processes: 8",
