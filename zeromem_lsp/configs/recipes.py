@@ -20,6 +20,7 @@ from typing import Any, Literal
 from zeromem_lsp.configs import recipe_keys
 from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.configs import settings_values as checks
+from zeromem_lsp.configs.parallel_checks import axolotl_context_parallel
 from zeromem_lsp.configs.training import positive_int
 from zeromem_lsp.configs.versions import release, running
 from zeromem_lsp.memory.precision import normalize_precision, optimizer_from_deepspeed_type
@@ -659,6 +660,8 @@ def read_recipe(tool: Tool, data: dict, folders: tuple[str, ...] = ()) -> tuple[
     data = {key: value for key, value in data.items()
             if not any(key == typed and not isinstance(value, kinds) for typed, kinds, _ in TYPED_KEYS)}
     setup = replace(READ[tool](data, out, folders), revision=_revision(data, tool))
+    if tool == "axolotl":
+        out += axolotl_context_parallel(data)
     refused = {issue.path for issue in out if issue.kind == "invalid_value"}  # said once: the refusal says it
     out = [issue for issue in out if not (issue.kind == "wrong_type" and issue.path in refused)]
     key = "optimizer" if tool == "axolotl" else "optim"
