@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from zeromem_lsp.configs.versions import NEWEST
+from zeromem_lsp.configs.versions import NEWEST, installed, release
 from zeromem_lsp.memory.model_state import STAGES
 from zeromem_lsp.memory.estimate import Estimate
 from zeromem_lsp.memory.stages import stage as stage_named
@@ -466,8 +466,17 @@ def approximation_lines(plan) -> list[str]:
 #: What each engine is called in a verdict.
 ENGINE_NAMES = {"deepspeed": "DeepSpeed", "fsdp": "FSDP", "torch": "torch DDP"}
 #: The versions whose code the peak follows and was measured against (tests/data/step/*.json "versions").
-MODELLED_FOR = ", ".join(f"{label} {NEWEST[package]}" for package, label in (
-    ("torch", "torch"), ("transformers", "Transformers"), ("deepspeed", "DeepSpeed"), ("peft", "PEFT"), ("trl", "TRL")))
+LIBRARIES = (("torch", "torch"), ("transformers", "Transformers"), ("deepspeed", "DeepSpeed"), ("peft", "PEFT"),
+             ("trl", "TRL"))
+MODELLED_FOR = ", ".join(f"{label} {NEWEST[package]}" for package, label in LIBRARIES)
+
+
+def versions_note() -> str:
+    """The versions the figures follow, and any installed beside zeromem at another release (its metadata, no import):
+    those run other code than the peak follows (docs/memory-model.md, "Versions")."""
+    other = [f"{label} {found}" for package, label in LIBRARIES
+             if (found := installed(package)) is not None and release(found)[:2] != release(NEWEST[package])[:2]]
+    return MODELLED_FOR + (f" (installed here: {', '.join(other)})" if other else "")
 
 
 def _lowest(plan) -> str:
@@ -551,7 +560,7 @@ def coverage_line(plan) -> str:
     else:
         unknown = plan.peak.unknown(plan.stage or _lowest(plan))
         head = unknown or "every key the inputs set is modelled"
-    return f"{head}; for {MODELLED_FOR}"
+    return f"{head}; for {versions_note()}"
 
 
 def suggestion_line(plan) -> str:

@@ -20,7 +20,7 @@ bf16: true
 optimizer: adamw_torch
 deepspeed: deepspeed_configs/zero3.json
 """
-LONG_CONTEXT = "context_parallel_size: 8\ntiled_mlp: true\n"
+LONG_CONTEXT = "context_parallel_size: 8\ntiled_mlp: true\nattn_implementation: flash_attention_2\n"  # ring attention: FA
 ZERO3 = {"zero_optimization": {"stage": 3, "overlap_comm": True, "reduce_bucket_size": "auto",
                                "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto",
                                "stage3_gather_16bit_weights_on_model_save": True},  # save time: not a reason

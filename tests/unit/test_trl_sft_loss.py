@@ -55,3 +55,14 @@ def test_an_older_trl_installed_keeps_the_models_own_loss(tmp_path, monkeypatch)
 def test_a_preference_recipe_is_not_priced_as_sft(tmp_path, key):
     data = _estimate(tmp_path, RECIPE + f"{key}: 1\n")
     assert "sft_loss" not in data["peak_inputs"]
+
+
+def test_the_versions_line_names_an_installed_release_the_peak_does_not_follow(monkeypatch):
+    from zeromem_lsp import present
+
+    monkeypatch.setattr(present, "installed", {"transformers": "4.46.3", "trl": "1.16.0"}.get)
+    note = present.versions_note()
+    assert note.startswith(present.MODELLED_FOR)
+    assert note.endswith("(installed here: Transformers 4.46.3)")  # TRL 1.16 is the one followed: not named
+    monkeypatch.setattr(present, "installed", lambda package: None)
+    assert present.versions_note() == present.MODELLED_FOR
