@@ -149,14 +149,16 @@ def test_each_real_recipe_gives_a_peak_in_check(name, tmp_path, monkeypatch):
 
 def test_the_recipes_batch_and_sequence_drive_the_peak(tmp_path, monkeypatch):
     """gemma-3-4b-qlora.yml with gemma-3-4b-it's own config.json: micro_batch_size 2 × sequence_len 2048 give the
-    loss's T×V tensors over 262,208 (the vocabulary Transformers defaults for gemma3_text). QLoRA under PEFT runs
-    the forward in fp32 (prepare_model_for_kbit_training), so the lm_head output is already fp32: no copy."""
+    loss's T×V tensors over 262,208 (the vocabulary Transformers defaults for gemma3_text). axolotl casts the
+    norms, embeddings and head back to bf16 after prepare_model_for_kbit_training (`_configure_embedding_dtypes`),
+    so the forward runs in bf16 and the loss makes its fp32 copy of the bf16 logits."""
     monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["google/gemma-3-4b-it"])))
     plan = _plan(RECIPES / "axolotl/examples/gemma3/gemma-3-4b-qlora.yml")
-    assert plan.peak.source.lora.activation_dtype == "fp32" and plan.peak.source.optimizer == "adam8bit"
+    assert plan.peak.source.lora.activation_dtype == "bf16" and plan.peak.source.optimizer == "adam8bit"
+    assert plan.peak.inputs["kbit_prepare"].value is False
     step = plan.peak.stage_peak(plan.stage)  # the recipe's own 8-bit AdamW: with an adapter the peak is known
     forward, backward = dict(step.phases["forward"].parts), dict(step.phases["backward"].parts)
-    assert forward["logits"] == 4 * 2 * 2048 * 262_208 and "fp32 logits copy" not in forward
+    assert forward["logits"] == 2 * 2 * 2048 * 262_208 and forward["fp32 logits copy"] == 4 * 2 * 2048 * 262_208
     # gradient_accumulation_steps 4: the later micro-batches hold the adapters' gradients at the loss's backward
     assert step.phases["backward"].moment == "the loss's backward, a later micro-batch"
     assert backward["accumulated gradients"] == plan.peak.source.lora.gradient_bytes > 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import textwrap
@@ -123,6 +124,10 @@ def register(commands) -> None:
                       "none (default), int8, nf4, fp4")
     lora.add_argument("--double-quant", action="store_true", default=None,
                       help="4-bit quantization constants quantized again (bnb_4bit_use_double_quant)")
+    lora.add_argument("--kbit-prepare", action=argparse.BooleanOptionalAction, default=None,
+                      help="whether PEFT's prepare_model_for_kbit_training runs on the quantized base (default: "
+                      "yes, fp32 non-quantized weights and activations); --no-kbit-prepare keeps them in the compute "
+                      "dtype, as axolotl, LLaMA-Factory and TRL's SFT / DPO trainers do")
     parser.add_argument("--config", metavar="FILE",
                         help="a training config read as `zeromem check` reads it (its zeromem block, project "
                         "settings, buckets, stage, offload); the options here override it")
@@ -183,7 +188,7 @@ def adapter_from_args(args):
     from zeromem_lsp.memory.adapter_plan import Adapter
     from zeromem_lsp.configs.settings_values import check_module_names
 
-    given = [name for name in ("lora_targets", "modules_to_save", "dora", "quantization", "double_quant",
+    given = [name for name in ("lora_targets", "modules_to_save", "dora", "quantization", "double_quant", "kbit_prepare",
                                *MATCHING_OPTIONS) if getattr(args, name) is not None]
     if args.lora_rank is None:
         if given:
@@ -199,11 +204,13 @@ def adapter_from_args(args):
             option = "--" + name.replace("_", "-")
             value = _checked(option, lambda text: check_module_names(text, name == "lora_targets"), getattr(args, name))
             values["targets" if name == "lora_targets" else name] = value
-    flags = {"dora": args.dora, "quantization": args.quantization, "double_quant": args.double_quant}
+    flags = {"dora": args.dora, "quantization": args.quantization, "double_quant": args.double_quant,
+             "kbit_prepare": args.kbit_prepare}
     values.update({name: value for name, value in flags.items() if value is not None})
     origins = [(field, Origin("--" + option)) for field, option in (
         ("rank", "lora-rank"), ("targets", "lora-targets"), ("modules_to_save", "modules-to-save"), ("dora", "dora"),
-        ("quantization", "quantization"), ("double_quant", "double-quant")) if field in values]
+        ("quantization", "quantization"), ("double_quant", "double-quant"),
+        ("kbit_prepare", "kbit-prepare" if args.kbit_prepare else "no-kbit-prepare")) if field in values]
     matched = matching_options(args)
     for option, (field, setting) in MATCHING_OPTIONS.items():
         if setting in matched:

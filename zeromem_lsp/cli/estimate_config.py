@@ -81,6 +81,8 @@ def forced_settings(args):
         if value is not None:
             values[name] = value
     values.update({name: True for name in SWITCHES if getattr(args, name)})
+    if getattr(args, "kbit_prepare", None) is not None:  # --kbit-prepare / --no-kbit-prepare
+        values["kbit_prepare"] = args.kbit_prepare
     values.update(matching_options(args))
     if args.model_config is not None and "parameters" not in values:
         model = Path(args.model_config)

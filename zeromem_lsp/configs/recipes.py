@@ -96,6 +96,7 @@ class AdapterSpec:
     rank_pattern: Given | None = None
     target_parameters: Given | None = None
     target_linear: Given | None = None  # the tool adds every linear layer's name (a list, not all-linear)
+    kbit_prepare: Given | None = None  # a quantized base as PEFT's prepare_model_for_kbit_training leaves it (`_kbit`)
 
 
 @dataclass(frozen=True)
@@ -362,7 +363,8 @@ def _axolotl(data: dict, out: list[ConfigIssue], folders: tuple[str, ...] = ()) 
         _matching(_given(data, "peft_layers_to_transform"), "layers_to_transform", out),
         _matching(_given(data, "peft_layers_pattern"), "layers_pattern", out),
         _matching(_given(data, "lora_rank_pattern"), "lora_rank_pattern", out),
-        _matching(_given(data, "lora_target_parameters"), "target_parameters", out), linear)
+        _matching(_given(data, "lora_target_parameters"), "target_parameters", out), linear,
+        _axolotl_kbit(data, method) if quantization else None)
     checkpointing = _given(data, "gradient_checkpointing")
     checkpointing = (Given(read_flag(checkpointing.value) is not False, checkpointing.note, checkpointing.path)
                      if checkpointing else Given(False, "gradient_checkpointing absent: axolotl's default"))
@@ -377,6 +379,28 @@ def _axolotl(data: dict, out: list[ConfigIssue], folders: tuple[str, ...] = ()) 
         {"bf16": dtype.value == "bf16", "fp16": dtype.value == "fp16"},
         _preference(data, "rl", AXOLOTL_RL, "axolotl"), _precompute(data),
         AXOLOTL_LIGER if read_flag(data.get("dpo_use_liger_kernel")) else AXOLOTL_LOSS, generation=_axolotl_grpo(data))
+
+
+#: Where axolotl decides the dtypes of a quantized base (src/axolotl/loaders/model.py, ModelLoader).
+AXOLOTL_LOADER = "src/axolotl/loaders/model.py ModelLoader"
+
+
+def _axolotl_kbit(data: dict, method: str) -> Given | None:
+    """Whether a quantized base trains as prepare_model_for_kbit_training leaves it (fp32 norms, embeddings,
+    head): never in axolotl. Under FSDP with qlora `_prepare_model_for_quantization` skips it
+    (`is_qlora_and_fsdp_enabled`: "Make sure everything is in the same dtype"); elsewhere it runs, and then
+    `_configure_embedding_dtypes` casts every module named *norm*, the embeddings and the head back to torch_dtype
+    (`should_convert`: always for adapter lora / qlora, "for flash-attn compatibility"). DeepSpeed recasts every
+    float parameter itself, so nothing is read there."""
+    if data.get("deepspeed"):
+        return None
+    if method == "qlora" and (data.get("fsdp") or data.get("fsdp_config")):
+        return Given(False, f"axolotl under FSDP with adapter: qlora: no prepare_model_for_kbit_training "
+                     f"({AXOLOTL_LOADER}._prepare_model_for_quantization, is_qlora_and_fsdp_enabled); the base "
+                     "stays in torch_dtype", ("adapter",))
+    return Given(False, f"axolotl with adapter: {method}: prepare_model_for_kbit_training's fp32 norms, embeddings "
+                 f"and head cast back to torch_dtype ({AXOLOTL_LOADER}._configure_embedding_dtypes, should_convert); "
+                 "the biases of quantized linears stay fp32 (not modelled)", ("adapter",))
 
 
 def _split(found: Given | None) -> Given | None:
@@ -403,9 +427,15 @@ def _llamafactory(data: dict, out: list[ConfigIssue], folders: tuple[str, ...] =
     if named.value == ["all"] or named.value == "all":  # find_all_linear_modules: the linear layers' names
         linear, targets = Given(True, named.note, named.path), None
     rank = _rank(data, "lora_rank", out) or Given(8, "lora_rank absent: LLaMA-Factory's default")
+    kbit = None
+    if quantization is not None and not data.get("deepspeed"):  # DeepSpeed recasts every float parameter itself
+        kbit = Given(False, "LLaMA-Factory never calls prepare_model_for_kbit_training: the base loads in the compute "
+                     "dtype (model/model_utils/checkpointing.py prepare_model_for_training upcasts only norm "
+                     "weights, with upcast_layernorm" + (": true, not modelled)" if read_flag(
+                         data.get("upcast_layernorm")) else ", off)"), ("quantization_bit",))
     adapter = AdapterSpec(method, rank, _given(data, "lora_alpha"), _given(data, "lora_dropout"), targets,
                           _split(_given(data, "additional_target")), quantization, double, _given(data, "use_dora"),
-                          target_linear=linear)
+                          target_linear=linear, kbit_prepare=kbit)
     off = read_flag(data.get("disable_gradient_checkpointing"))
     checkpointing = (Given(not off, "disable_gradient_checkpointing", ("disable_gradient_checkpointing",))
                      if off is not None else Given(True, "checkpointing on: LLaMA-Factory's default"))
@@ -509,6 +539,8 @@ def _trl(data: dict, out: list[ConfigIssue], folders: tuple[str, ...] = ()) -> R
                          ("max_prompt_length",))
     compute = (Given("bf16", "bf16" if "bf16" in data else "bf16 absent: TRL turns it on", ("bf16",) if "bf16" in data
                      else None) if bf16 else Given("fp16", "fp16", ("fp16",)) if fp16 else None)
+    if quantization is not None and not data.get("deepspeed"):
+        adapter = replace(adapter, kbit_prepare=_trl_kbit(trainer, quantization))
     return RecipeSetup(
         "trl", _given(data, "model_name_or_path"),
         _positive(data, ("per_device_train_batch_size",), 8, "Transformers", out),
@@ -517,6 +549,26 @@ def _trl(data: dict, out: list[ConfigIssue], folders: tuple[str, ...] = ()) -> R
         _optimizer(data, "optim", "adamw_torch", "Transformers"), _given(data, "deepspeed"), None,
         adapter if peft else None, {"bf16": bool(bf16), "fp16": fp16}, trainer, _precompute(data),
         generation=_grpo(data), unread=unread, sft_loss=trl_sft_loss(data) if trainer is None else None)
+
+
+#: TRL's trainers that run PEFT's prepare_model_for_kbit_training on a quantized model (TRL 1.16:
+#: trl/experimental/orpo/orpo_trainer.py and trl/experimental/cpo/cpo_trainer.py `__init__`; SimPO is CPO's loss).
+TRL_KBIT_PREPARED = ("orpo", "cpo", "simpo")
+
+
+def _trl_kbit(trainer: Given | None, quantization: Given) -> Given:
+    """Whether TRL's trainer prepares the quantized base: SFTTrainer, DPOTrainer, KTO, GRPO, reward and RLOO
+    (TRL 1.16, trl/trainer/*_trainer.py `__init__`) call get_peft_model directly, so the base stays in the dtype
+    it is loaded in; ORPO and CPO call PEFT's prepare_model_for_kbit_training."""
+    name = str(trainer.value) if trainer is not None else "sft"
+    if name in TRL_KBIT_PREPARED:
+        module = "orpo" if name == "orpo" else "cpo"
+        return Given(True, f"TRL's {module.upper()}Trainer with {quantization.note}: PEFT's "
+                     f"prepare_model_for_kbit_training (trl/experimental/{module}/{module}_trainer.py __init__)",
+                     quantization.path)
+    return Given(False, f"TRL's {name.upper()}Trainer with {quantization.note}: get_peft_model without "
+                 f"prepare_model_for_kbit_training (TRL 1.16 trl/trainer/{name}_trainer.py __init__); the base stays "
+                 "in the dtype it is loaded in", quantization.path)
 
 
 #: The TRL release whose SFTTrainer first scores through its fused LM head (trl/trainer/sft_trainer.py `__init__`:

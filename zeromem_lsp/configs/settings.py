@@ -66,6 +66,7 @@ class ZeromemSettings:
         dora: bool | None
         quantization: str | None
         double_quant: bool | None
+        kbit_prepare: bool | None
         exclude_modules: tuple[str, ...] | str | TargetRegex | None
         layers_to_transform: tuple[int, ...] | None
         layers_pattern: tuple[str, ...] | None
@@ -172,7 +173,8 @@ def _certain(name: str, value: object) -> object:
         return value if type(value) is int and 1 <= value <= MAX_SIZE else _DOUBT
     if name in ("micro_batch", "gradient_accumulation_steps"):
         return value if type(value) is int and 1 <= value <= MAX_COUNT else _DOUBT
-    if name in ("gradient_checkpointing", "dora", "double_quant", "lora_target_linear", "precompute_ref_log_probs"):
+    if name in ("gradient_checkpointing", "dora", "double_quant", "kbit_prepare", "lora_target_linear",
+                "precompute_ref_log_probs"):
         return value if type(value) is bool else _DOUBT
     if name == "fsdp_version":
         return value if type(value) is int and value in (1, 2) else _DOUBT

@@ -235,6 +235,12 @@ class ZeromemSettingsModel(BaseModel):
         None, strict=True, description="bnb_4bit_use_double_quant: 4-bit quantization constants quantized again "
         "(about 3 B fewer per 64 weights: 0.37 bit per weight).",
     )
+    kbit_prepare: bool | None = Field(
+        None, strict=True, description="Whether PEFT's prepare_model_for_kbit_training runs on a quantized base: "
+        "`true` (default) casts the weights left unquantized (embeddings, head, norms, biases) to fp32 and the "
+        "forward runs in fp32 through them; `false` (axolotl, LLaMA-Factory and TRL's SFT / DPO trainers, "
+        "docs/adapters.md) keeps them and the activations in the compute dtype.",
+    )
     exclude_modules: ExcludedModules | None = Field(
         None, description="Modules LoRA leaves out (PEFT's exclude_modules): names (a module whose full name is "
         'or ends with ".name"), or {"regex": "..."} matched against the full name.',

@@ -37,6 +37,7 @@ SETTING_NAMES = (
     "dora",
     "quantization",
     "double_quant",
+    "kbit_prepare",
     "exclude_modules",
     "layers_to_transform",
     "layers_pattern",

@@ -38,7 +38,8 @@ SETTING_OF_ADAPTER = {"rank": "lora_rank", "targets": "lora_targets", "modules_t
                       "dora": "dora", "quantization": "quantization", "double_quant": "double_quant",
                       "exclude_modules": "exclude_modules", "layers_to_transform": "layers_to_transform",
                       "layers_pattern": "layers_pattern", "rank_pattern": "lora_rank_pattern",
-                      "target_parameters": "target_parameters", "target_linear": "lora_target_linear"}
+                      "target_parameters": "target_parameters", "target_linear": "lora_target_linear",
+                      "kbit_prepare": "kbit_prepare"}
 #: Optimizers whose state torch allocates like the parameter (`zeros_like(param)`): it follows its dtype.
 TENSOR_STATE_OPTIMIZERS = ("adam", "adamw", "lamb", "sgd_momentum", "adagrad", "lion")
 
@@ -60,6 +61,9 @@ class Adapter(NamedTuple):
     rank_pattern: tuple[tuple[str, int], ...] = ()
     target_parameters: tuple[str, ...] = ()
     target_linear: bool = False  # axolotl lora_target_linear / LLaMA-Factory all: every linear's name added
+    #: PEFT's prepare_model_for_kbit_training runs on a quantized base: the weights left unquantized in fp32 and the
+    #: forward in fp32 through them; False: they and the activations stay in the compute dtype (docs/adapters.md)
+    kbit_prepare: bool = True
 
     def origin(self, field: str) -> Origin | None:
         return dict(self.origins).get(field)
@@ -93,7 +97,8 @@ class Adapter(NamedTuple):
         if self.modules_to_save:
             parts.append(f"modules_to_save {', '.join(self.modules_to_save)}")
         if self.quantization != "none":
-            parts.append(f"{self.quantization} base" + (" + double quantization" if self.double_quant else ""))
+            parts.append(f"{self.quantization} base" + (" + double quantization" if self.double_quant else "")
+                         + ("" if self.kbit_prepare else " (no prepare_model_for_kbit_training)"))
         return ", ".join(parts)
 
 
@@ -181,7 +186,9 @@ class AdapterBreakdown:
                 else list(adapter.layers_to_transform), "layers_pattern": list(adapter.layers_pattern),
                 "rank_pattern": dict(adapter.rank_pattern), "target_parameters": list(adapter.target_parameters),
                 "target_linear": adapter.target_linear,
-                "quantization": adapter.quantization, "double_quant": adapter.double_quant, "engine": self.engine,
+                "quantization": adapter.quantization, "double_quant": adapter.double_quant,
+                **({"kbit_prepare": False} if adapter.quantization != "none" and not adapter.kbit_prepare else {}),
+                "engine": self.engine,
                 "precision": self.precision, "optimizer": self.optimizer,
                 "trainable_parameters": self.trainable, "frozen_parameters": self.count.frozen,
                 "adapter_parameters": self.count.adapters, "saved_copy_parameters": self.count.saved_copies,
@@ -230,10 +237,11 @@ def adapter_inputs(config: dict[str, Any], adapter: Adapter, family: str, precis
     gradient_dtype = "fp32" if fp32_gradients and precision != "fp32" else ""
     state: AdapterState = model_state(
         config, adapter.lora, adapter.quantized, engine=engine, dtype=precision, gradient_dtype=gradient_dtype,
-        optimizer_state=optimizer_state_bytes(optimizer), state_follows_dtype=optimizer in TENSOR_STATE_OPTIMIZERS)
+        optimizer_state=optimizer_state_bytes(optimizer), state_follows_dtype=optimizer in TENSOR_STATE_OPTIMIZERS,
+        kbit_upcast=adapter.kbit_prepare)
     count = count_adapters(config, adapter.lora)
     frozen = state.frozen
-    upcast = adapter.quantization != "none" and engine != "deepspeed"
+    upcast = adapter.quantization != "none" and engine != "deepspeed" and adapter.kbit_prepare
     float_width = frozen.float_bytes // frozen.other_parameters if frozen.other_parameters else 0
     frozen_terms = []
     if frozen.quantized_weights:
@@ -242,7 +250,9 @@ def adapter_inputs(config: dict[str, Any], adapter: Adapter, family: str, precis
                                  + " (packed values + constants, docs/adapters.md)", frozen.quantized_weights, None,
                                  frozen.quantized_bytes))
     label = ("frozen (fp32: prepare_model_for_kbit_training's upcast)" if upcast
-             else f"frozen{' embeddings, head, norms, biases' if frozen.quantized_weights else ''} ({precision})")
+             else f"frozen{' embeddings, head, norms, biases' if frozen.quantized_weights else ''} ({precision}"
+             + (", no prepare_model_for_kbit_training)" if frozen.quantized_weights and not adapter.kbit_prepare
+                and engine != "deepspeed" else ")"))
     frozen_terms.append(Term(label, frozen.other_parameters, float_width, frozen.float_bytes))
     params, grads, opt = _trainable_terms(count, engine, precision, 4 if gradient_dtype else 0, optimizer)
     notes = list(state.notes[1:])
@@ -266,7 +276,8 @@ def adapter_inputs(config: dict[str, Any], adapter: Adapter, family: str, precis
 def lora_peak(breakdown: AdapterTerms | None, dtype: str | None) -> LoraPeak | None:
     """LoRA's activation inputs for a plan's adapter breakdown (memory/adapter_plan.AdapterBreakdown): DeepSpeed
     recasts the adapters and any k-bit upcast to the training dtype; elsewhere PEFT's adapters are fp32 and a
-    quantized base runs its forward in fp32 (prepare_model_for_kbit_training)."""
+    quantized base runs its forward in fp32 when prepare_model_for_kbit_training ran (`Adapter.kbit_prepare`),
+    else in the compute dtype."""
     if not isinstance(breakdown, AdapterBreakdown) or dtype is None:
         return None
     recast = breakdown.engine == "deepspeed"
@@ -274,8 +285,9 @@ def lora_peak(breakdown: AdapterTerms | None, dtype: str | None) -> LoraPeak | N
     own = tuple(sum(term.bytes for term in terms) for terms in
                 (breakdown.parameter_terms, breakdown.gradient_terms, breakdown.optimizer_terms))
     parameters, gradients, states = own
-    return LoraPeak(breakdown.count, dtype if recast else "fp32", activation_dtype(dtype, quantized, not recast),
-                    parameters, gradients, states, engine=breakdown.engine)
+    forward = activation_dtype(dtype, quantized, not recast and breakdown.adapter.kbit_prepare)
+    return LoraPeak(breakdown.count, dtype if recast else "fp32", forward, parameters, gradients, states,
+                    engine=breakdown.engine)
 
 
 __all__ = ["Adapter", "AdapterBreakdown", "AdapterInputError", "SETTING_OF_FIELD", "Term", "adapter_from_settings",

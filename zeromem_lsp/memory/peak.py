@@ -58,6 +58,7 @@ INPUT_LABELS = {"sequence_length": "sequence length", "micro_batch": "micro-batc
                 "param_dtype": "parameter dtype",
                 "optimizer_impl": "optimizer implementation", "loss_kernel": "loss kernel", "trainer": "trainer",
                 "precompute_ref_log_probs": "precomputed reference log-probs", "sft_loss": "SFT loss",
+                "kbit_prepare": "k-bit preparation",
                 # GRPO's (memory/grpo.py KEYS), shown for trainer grpo only
                 "max_completion_length": "GRPO max completion length", "steps_per_generation": "GRPO steps per generation",
                 "beta": "GRPO beta", "use_vllm": "GRPO use_vllm"}
@@ -105,6 +106,7 @@ class PeakInputs:
     reference_model: Given | None = None  # a recipe's reference named apart from the policy: "copy", else why not
     reference_dtype: Given | None = None  # the reference copy's dtype when not the policy's (a recipe's reading)
     generation: dict[str, Given] = field(default_factory=dict)  # GRPO's inputs (memory/grpo.generation_inputs)
+    kbit_prepare: Given | None = None  # a quantized base: whether prepare_model_for_kbit_training ran (lora's dtypes)
 
     def used(self) -> dict[str, Given]:
         """The inputs given, by field name (INPUT_LABELS order); GRPO's with trainer grpo."""

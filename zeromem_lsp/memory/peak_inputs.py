@@ -17,7 +17,7 @@ from zeromem_lsp.configs.loss_kernels import LossRequest, applied
 from zeromem_lsp.configs.model_config import ModelShape, ParameterCount, UnsupportedModel, model_shape_from_text
 from zeromem_lsp.configs.training import TrainingSetup
 from zeromem_lsp.configs.workload import Workload
-from zeromem_lsp.memory.adapter_plan import lora_peak
+from zeromem_lsp.memory.adapter_plan import AdapterBreakdown, lora_peak
 from zeromem_lsp.memory.grpo import generation_inputs
 from zeromem_lsp.memory.peak import PeakInputs
 from zeromem_lsp.memory.plan import Inputs
@@ -181,6 +181,7 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
         optimizer=(inputs.per_parameter.optimizer_name if inputs.per_parameter is not None
                    else inputs.adapter.optimizer if inputs.adapter is not None else "adamw"),
         lora=lora_peak(inputs.adapter, str(dtype.value) if dtype is not None else None),
+        kbit_prepare=_kbit_prepare(inputs),
         trainer=_pick(None, "trainer", resolved, PeakInputs.trainer),
         precompute_ref_log_probs=_pick(None, "precompute_ref_log_probs", resolved),
         preference_loss=workload.preference_loss,
@@ -192,6 +193,16 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
                                      trl18=workload.preference_loss is not None
                                      and workload.preference_loss.value == "logits"),
     )
+
+
+def _kbit_prepare(inputs: Inputs) -> Given | None:
+    """Whether prepare_model_for_kbit_training ran on a quantized base, where it was said (a setting, a flag, a
+    recipe's reading; the readers say nothing under DeepSpeed, which recasts every float parameter)."""
+    found = inputs.adapter
+    if not isinstance(found, AdapterBreakdown) or found.adapter.quantization == "none":
+        return None
+    origin = found.adapter.origin("kbit_prepare")
+    return Given.of(found.adapter.kbit_prepare, origin) if origin is not None else None
 
 
 def _value_of(given: Given | None) -> int | None:

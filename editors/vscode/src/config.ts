@@ -38,6 +38,7 @@ export interface ExtensionSettings {
   dora?: string | boolean | null;
   quantization?: string | null;
   doubleQuant?: string | boolean | null;
+  kbitPrepare?: string | boolean | null;
   trainer?: string | null;
   precomputeRefLogProbs?: string | boolean | null;
   [other: string]: unknown;
@@ -74,6 +75,7 @@ export const SERVER_SETTING_KEYS = [
   "dora",
   "quantization",
   "doubleQuant",
+  "kbitPrepare",
   "accelerateConfig",
   "trainer",
   "precomputeRefLogProbs",
@@ -181,7 +183,7 @@ export function serverSettings(settings: ExtensionSettings): ServerSettings {
 export const UNSET_CHOICE = "default";
 const CHOICE_SETTINGS: ReadonlySet<string> = new Set([
   "precision", "optimizer", "gradientCheckpointing", "attention", "engine", "fsdpVersion", "paramDtype", "optimizerImpl", "dora",
-  "quantization", "doubleQuant", "lossKernel", "trainer", "precomputeRefLogProbs", "loraTargetLinear",
+  "quantization", "doubleQuant", "kbitPrepare", "lossKernel", "trainer", "precomputeRefLogProbs", "loraTargetLinear",
 ]);
 /** Numbers typed into the Settings UI's text boxes (it has no box for an optional number). */
 const NUMBER_SETTINGS: ReadonlySet<string> = new Set([
@@ -190,7 +192,7 @@ const NUMBER_SETTINGS: ReadonlySet<string> = new Set([
 ]);
 /** Dropdowns for an optional boolean: "true" / "false" (or "default"). */
 const BOOLEAN_SETTINGS: ReadonlySet<string> = new Set([
-  "gradientCheckpointing", "dora", "doubleQuant", "precomputeRefLogProbs", "loraTargetLinear",
+  "gradientCheckpointing", "dora", "doubleQuant", "kbitPrepare", "precomputeRefLogProbs", "loraTargetLinear",
 ]);
 /** Settings whose value may be a list or an object (package.json: "array" / "object" types). */
 const STRUCTURED_SETTINGS: ReadonlySet<string> = new Set([
