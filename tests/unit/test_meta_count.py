@@ -16,7 +16,7 @@ from zeromem_lsp.analysis import analyse
 from zeromem_lsp.configs import meta_count
 from zeromem_lsp.project import file_loader
 
-OTHER = {"model_type": "granite", "hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 100,
+OTHER = {"model_type": "deepseek_v3", "hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 100,
          "fake_parameters": 123_456_789}
 RECIPE = "base_model: ./other\nsequence_len: 1024\nmicro_batch_size: 1\ngradient_accumulation_steps: 1\n" \
          "learning_rate: 0.0001\nbf16: true\n"
@@ -111,7 +111,7 @@ def test_check_counts_another_family_and_says_the_peak_is_unknown(fake_transform
     estimate = run_zeromem("estimate", "--config", str(path), "--format", "json", "-v")
     data = json.loads(estimate.stdout)
     assert data["inputs"]["parameters"] == 123_456_789
-    assert any("peak is unknown for model_type 'granite'" in item for item in data["peak_missing"]), data["peak_missing"]
+    assert any("peak is unknown for model_type 'deepseek_v3'" in item for item in data["peak_missing"]), data["peak_missing"]
 
 
 def test_estimate_model_config_counts_another_family(fake_transformers, tmp_path):
