@@ -64,12 +64,34 @@ BASE = {
                   "head_dim": 64, "intermediate_size": 256, "moe_intermediate_size": 96, "num_experts": 8,
                   "num_experts_per_tok": 2, "norm_topk_prob": False, "vocab_size": 1000,
                   "tie_word_embeddings": False, "attention_dropout": 0.0},
+    # issue 29's families
+    "smollm3": {"model_type": "smollm3", "pad_token_id": 0, "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "intermediate_size": 256, "vocab_size": 1000, "no_rope_layer_interval": 2, "attention_dropout": 0.0},
+    "olmo2": {"model_type": "olmo2", "pad_token_id": 0, "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "intermediate_size": 256, "vocab_size": 1000, "tie_word_embeddings": False, "attention_dropout": 0.0},
+    "olmo3": {"model_type": "olmo3", "pad_token_id": 0, "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "intermediate_size": 256, "vocab_size": 1000, "tie_word_embeddings": False, "attention_dropout": 0.0,
+              "sliding_window": 4096},
+    "granite": {"model_type": "granite", "pad_token_id": 0, "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "intermediate_size": 256, "vocab_size": 1000, "tie_word_embeddings": False, "attention_dropout": 0.0,
+                "embedding_multiplier": 12.0, "residual_multiplier": 0.22, "attention_multiplier": 0.0078125,
+                "logits_scaling": 8.0},
+    "starcoder2": {"model_type": "starcoder2", "pad_token_id": 0, "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+                   "intermediate_size": 512, "vocab_size": 1000, "use_bias": True, "sliding_window": 4096,
+                   "attention_dropout": 0.0, "residual_dropout": 0.0, "embedding_dropout": 0.0},
+    "cohere": {"model_type": "cohere", "pad_token_id": 0, "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+               "intermediate_size": 256, "vocab_size": 1000, "logit_scale": 0.0625, "use_qk_norm": False,
+               "attention_dropout": 0.0},
+    "cohere2": {"model_type": "cohere2", "pad_token_id": 0, "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "intermediate_size": 256, "vocab_size": 1000, "logit_scale": 0.0625, "sliding_window": 4096,
+                "attention_dropout": 0.0},
 }
 LAYER_FIELD = {"gpt2": "n_layer"}
 DROPOUT = {  # the family's dropout fields, set to 0.1 in the dropout cases
     "gpt2": ("attn_pdrop", "resid_pdrop", "embd_pdrop"),
     "gpt_neox": ("attention_dropout", "hidden_dropout"),
     "phi3": ("attention_dropout", "resid_pdrop", "embd_pdrop"),
+    "starcoder2": ("attention_dropout", "residual_dropout", "embedding_dropout"),
 }
 # (sequence, micro-batch, dtype, checkpointing, attention, dropout): every family runs each variant
 VARIANTS = [
@@ -96,6 +118,14 @@ EXTRA = [
      (1024, 1, "bfloat16", False, "sdpa", False)),
     ("qwen3_moe", {"norm_topk_prob": True, "mlp_only_layers": [1], "num_experts_per_tok": 3},
      (64, 2, "bfloat16", False, "sdpa", False)),
+    ("smollm3", {"tie_word_embeddings": False, "no_rope_layer_interval": 3}, (64, 2, "bfloat16", False, "eager", False)),
+    ("olmo3", {"sliding_window": 32}, (96, 1, "bfloat16", False, "sdpa", False)),
+    ("olmo3", {"sliding_window": 32}, (96, 2, "bfloat16", True, "sdpa", False)),
+    ("olmo2", {"num_key_value_heads": 4}, (64, 2, "float32", False, "eager", False)),
+    ("starcoder2", {"use_bias": False, "sliding_window": 32}, (96, 1, "bfloat16", False, "sdpa", False)),
+    ("cohere", {"use_qk_norm": True}, (64, 2, "bfloat16", False, "sdpa", False)),
+    ("cohere", {"use_qk_norm": True}, (32, 1, "float32", False, "eager", False)),
+    ("cohere2", {"sliding_window": 32}, (96, 1, "bfloat16", False, "sdpa", False)),
 ]
 
 

@@ -71,7 +71,17 @@ def test_the_module_tree_is_named_modules(name):
     assert sorted(m.key for m in modules) == sorted(RECORD["models"][name]["named_modules"])
 
 
-@pytest.mark.parametrize("model_type", sorted(NEW))
+MEASURED = {"olmo2", "olmo3", "granite", "smollm3", "starcoder2", "cohere", "cohere2"}  # tests/data/activations
+
+
+@pytest.mark.parametrize("model_type", sorted(MEASURED))
+def test_the_measured_ones_have_an_activation_model(model_type):
+    assert FAMILIES[model_type].activations is True
+    for name in (n for n in NAMES if RECORD["models"][n]["model_type"] == model_type):
+        assert model_shape(config(name)).model_type == model_type
+
+
+@pytest.mark.parametrize("model_type", sorted(set(NEW) - MEASURED))
 def test_no_peak_is_guessed_for_them(model_type):
     """Counted exactly, but no activation model yet: the shape the step model needs is refused, naming the type."""
     assert FAMILIES[model_type].activations is False

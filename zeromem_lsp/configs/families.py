@@ -132,12 +132,22 @@ class Family:
     partial_rotary: bool = False  # rotary_pct / partial_rotary_factor of each head's channels (gpt_neox)
     parallel_residual: bool = False  # reads use_parallel_residual (gpt_neox)
     rotary_per_type: bool = False  # one cos/sin pair per attention type (gemma3_text)
+    rotary_fp32: bool = False  # the rotary cos/sin stay fp32 (q, k rotated in fp32, then cast back: olmo2)
+    mask_per_layer: bool = False  # sdpa's explicit sliding mask is converted per masked layer, each copy kept (measured
+    # on olmo3; mistral measures the same, but the older families keep their one shared mask until re-baselined)
+    post_norms: bool = False  # no input norm; RMSNorms on the attention and MLP outputs before the residual adds
+    # (olmo2)
     activations: bool = True  # an activation model exists (phi and the families added in issue 29: counted only)
     lora_measured: bool = True  # the LoRA activation model is measured on it
     liger: bool = True  # liger-kernel has it (MODEL_TYPE_TO_APPLY_LIGER_FN), as axolotl and LLaMA-Factory
 
     def key(self, field: str) -> tuple[str, ...]:
         return dict(self.keys).get(field) or KEYS[field]
+
+    @property
+    def qk_norm_whole(self) -> bool:
+        """The q/k norms normalize the whole projection (one row per token), not each head (OLMo-2)."""
+        return any(role == "q_norm_full" for _, role in self.layer)
 
     @property
     def norms_per_layer(self) -> int:
@@ -179,12 +189,12 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
     Family("phi", PHI_LAYER, final_norm="model.final_layernorm", head_dim_key=False, qkv_bias=True, o_bias=True,
            mlp_bias=True, head_bias=True, qk_norm="qk_layernorm", norm="layer", activations=False,
            lora_measured=False, liger=False),
-    # Issue 29: counted exactly (parameters against Transformers on the meta device, tests/data/model_families), no
-    # activation model yet (activations=False: the peak is unknown for them, never guessed); sliding-window rules
-    # and dropout keys are read off the code for when they get one.
-    Family("olmo2", OLMO2_LAYER, qk_norm=True, norm="rms32", activations=False, lora_measured=False),
-    Family("olmo3", OLMO2_LAYER, qk_norm=True, norm="rms32", activations=False, lora_measured=False,
-           sliding=Sliding(window=4096, global_every=(None, 4))),
+    # Issue 29: counted exactly (parameters against Transformers on the meta device, tests/data/model_families); the
+    # activation model measured exact on olmo2, olmo3, granite, smollm3, starcoder2, cohere, cohere2 (tests/data);
+    # activations=False where not measured yet (the peak is unknown for them, never guessed).
+    Family("olmo2", OLMO2_LAYER, qk_norm=True, norm="rms32", post_norms=True, rotary_fp32=True, lora_measured=False),
+    Family("olmo3", OLMO2_LAYER, qk_norm=True, norm="rms32", post_norms=True, rotary_fp32=True, rotary_per_type=True,
+           mask_per_layer=True, lora_measured=False, sliding=Sliding(window=4096, global_every=(None, 4))),
     Family("olmoe", OLMOE_LAYER, head_dim_key=False, qk_norm=True, norm="rms32", activations=False, lora_measured=False,
            moe=Moe("num_experts", "intermediate_size", 8, False, "norm_topk_prob", False,
                    ("gate", ("gate_proj", "up_proj"), "down_proj")), liger=False),
@@ -193,15 +203,16 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
            moe=Moe("num_experts", "moe_intermediate_size", 4, True, "norm_topk_prob", False,
                    ("gate", ("gate_proj", "up_proj"), "down_proj"), shared="shared_expert_intermediate_size",
                    modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_expert.act_fn"))),
-    Family("granite", activations=False, lora_measured=False),  # llama's weights; multipliers scale the stream
-    Family("smollm3", tie=True, activations=False, lora_measured=False),  # llama's weights; every 4th layer unrotated
+    Family("granite", lora_measured=False),  # llama's weights; multipliers scale the stream
+    Family("smollm3", tie=True, lora_measured=False),  # llama's weights; every 4th layer unrotated
     Family("starcoder2", STARCODER2_LAYER, layer_modules=("mlp.act",), bias_keys=("use_bias", "use_bias"),
            attention_bias=True, norm="layer", tie=True, sliding=Sliding(), hidden_dropout=("residual_dropout", 0.0),
-           embedding_dropout=("embedding_dropout", 0.0), activations=False, lora_measured=False, liger=False),
+           embedding_dropout=("embedding_dropout", 0.0), mlp_kept=2, mask_per_layer=True, lora_measured=False,
+           liger=False),
     Family("cohere", COHERE_LAYER, qk_norm="use_qk_norm", norm="centered", tie=True, parallel_residual=True,
-           activations=False, lora_measured=False, liger=False),
+           lora_measured=False, liger=False),
     Family("cohere2", COHERE_LAYER, norm="centered", tie=True, parallel_residual=True,
-           sliding=Sliding(window=4096, global_every=("sliding_window_pattern", 4)), activations=False,
+           sliding=Sliding(window=4096, global_every=("sliding_window_pattern", 4)), mask_per_layer=True,
            lora_measured=False, liger=False),
 )}
 

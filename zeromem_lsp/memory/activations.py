@@ -6,7 +6,8 @@ code (benchmarks/activations/measure.py → tests/data/activations/measured.json
 tests/unit/test_activations.py); docs/memory-model.md explains each term.
 
 Families: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, mixtral, qwen3_moe, gpt2,
-gpt_neox (ModelShape from configs/model_config.model_shape).
+gpt_neox, olmo2, olmo3, granite, smollm3, starcoder2, cohere, cohere2 (ModelShape from
+configs/model_config.model_shape; the traits that differ are families.Family fields).
 
 Notation: b micro-batch, s sequence length, T = b·s tokens, h hidden size, d head_dim, q / kv heads,
 I intermediate size, V vocabulary, w the 16- or 32-bit width of the model's dtype (2 or 4 bytes).
@@ -47,14 +48,26 @@ class Activations(NamedTuple):
     attention: str  # the implementation counted (Gemma 2 runs eager: Transformers has no sdpa path for it)
 
 
-def _rms(rows: int, width: int, w: int, output_saved: bool, gemma: bool) -> int:
+def _rms(rows: int, width: int, w: int, output_saved: bool, norm: str) -> int:
     """RMSNorm computed in fp32: keeps the fp32 input, 1/rms per row and the normalized tensor.
 
     Llama style `weight * x.to(dtype)` keeps x in the model dtype for the weight's gradient; Gemma style
-    `(x * rsqrt) * (1 + weight.float())` keeps it in fp32 plus the fp32 (1 + weight). Its output is kept
-    by the next linear when `output_saved` (not by a residual add)."""
+    `(x * rsqrt) * (1 + weight.float())` keeps it in fp32 plus the fp32 (1 + weight); OLMo-2 style
+    `(weight * (x * rsqrt)).to(dtype)` keeps it in fp32. Its output is kept by the next linear when
+    `output_saved` (not by a residual add)."""
     kept = F32 * rows * width + F32 * rows
-    kept += (F32 * rows * width + F32 * width) if gemma else w * rows * width
+    if norm == "rms1p":
+        kept += F32 * rows * width + F32 * width
+    else:
+        kept += (F32 if norm == "rms32" else w) * rows * width
+    return kept + (w * rows * width if output_saved else 0)
+
+
+def _centered(rows: int, width: int, w: int, output_saved: bool, weight: int) -> int:
+    """Cohere's LayerNorm in fp32 without bias: `(x - mean).pow(2)` and `(x - mean) * rsqrt` keep two fp32 copies
+    of x - mean, 1/std per row, `weight.float() * x̂` keeps x̂ in fp32 and (in 16-bit models) the fp32 copy of the
+    `weight` elements; the output as in `_rms`."""
+    kept = 3 * F32 * rows * width + F32 * rows + (F32 * weight if w != F32 else 0)
     return kept + (w * rows * width if output_saved else 0)
 
 
@@ -104,17 +117,26 @@ def _layer(shape: ModelShape, b: int, s: int, w: int, impl: str, sparse: bool) -
     post_feedforward → residual. The MLP keeps `Family.mlp_kept` T × I tensors, or the MoE block's."""
     family, tokens, h = of(shape), b * s, shape.hidden
     q, kv, d = shape.heads, shape.kv_heads, shape.head_dim
-    gemma = family.norm == "rms1p"
+    norm = family.norm
     width = 3 * h if family.qkv == "views" else kv * d if family.gqa else h  # gpt2's v is a view of c_attn's output
-    if family.norm == "layer":
+    if norm == "layer":
         kept = _layer_norm(tokens, h, w, True) + _layer_norm(tokens, h, w, not shape.parallel_residual)
-    else:
-        kept = _rms(tokens, h, w, True, gemma)
+    elif norm == "centered":  # one norm feeding attention and the MLP in parallel; q/k norms per (head, channel)
+        kept = _centered(tokens, h, w, True, h)
         if shape.qk_norm:
-            kept += _rms(tokens * q, d, w, False, gemma) + _rms(tokens * kv, d, w, False, gemma)
+            kept += _centered(tokens * q, d, w, False, q * d) + _centered(tokens * kv, d, w, False, kv * d)
+    else:
+        # post-norms: q/k/v keep the layer input, gate/up the MLP input; the norms' outputs go to residual adds
+        kept = 2 * w * tokens * h + 2 * _rms(tokens, h, w, False, norm) if family.post_norms else _rms(
+            tokens, h, w, True, norm)
+        if shape.qk_norm and family.qk_norm_whole:  # one row per token over the whole projection
+            kept += _rms(tokens, q * d, w, False, norm) + _rms(tokens, kv * d, w, False, norm)
+        elif shape.qk_norm:
+            kept += _rms(tokens * q, d, w, False, norm) + _rms(tokens * kv, d, w, False, norm)
         if family.norms_per_layer == 4:
-            kept += 2 * _rms(tokens, h, w, False, gemma)
-        kept += _rms(tokens, h, w, True, gemma)
+            kept += 2 * _rms(tokens, h, w, False, norm)
+        if not family.post_norms:
+            kept += _rms(tokens, h, w, True, norm)
     kept += _attention(shape, b, s, w, impl, w * tokens * width)
     if shape.hidden_dropout > 0:  # resid dropouts after attention and MLP
         kept += 2 * w * tokens * h
@@ -153,18 +175,20 @@ def _sliding_extra(shape: ModelShape, b: int, s: int, w: int, attention: str) ->
     """With an explicit mask sdpa cannot use grouped-query kernels: k and v are repeated to all heads."""
     if not _masked(shape, s, attention):
         return 0
-    return 2 * w * b * s * (shape.heads - shape.kv_heads) * shape.head_dim
+    mask = w * b * s * s if of(shape).mask_per_layer else 0  # the layer's own copy of the (b, 1, s, s) mask
+    return 2 * w * b * s * (shape.heads - shape.kv_heads) * shape.head_dim + mask
 
 
 def _shared(shape: ModelShape, b: int, s: int, w: int, attention: str) -> int:
     """Rotary cos and sin, (1, 1, s, rotary width) each, computed once and read by every layer (Gemma 3:
     one pair per attention type); the (b, 1, s, s) sliding mask when sdpa keeps it."""
     family = of(shape)
-    kept = w * b * s * s if _masked(shape, s, attention) else 0
+    kept = w * b * s * s if _masked(shape, s, attention) and not family.mask_per_layer else 0
     if family.positions:  # learned positions: no rotary tables
         return kept
     width = shape.rotary_dim if family.partial_rotary else shape.head_dim
-    return kept + (_layer_types(shape) if family.rotary_per_type else 1) * 2 * w * s * width
+    tables = (_layer_types(shape) if family.rotary_per_type else 1) * 2 * s * width
+    return kept + (F32 if family.rotary_fp32 else w) * tables
 
 
 def _embedding(shape: ModelShape, b: int, s: int, w: int) -> int:
@@ -181,7 +205,9 @@ def _final_norm(shape: ModelShape, b: int, s: int, w: int) -> int:
     norm = of(shape).norm
     if norm == "layer":
         return _layer_norm(b * s, shape.hidden, w, True)
-    return _rms(b * s, shape.hidden, w, True, norm == "rms1p")
+    if norm == "centered":
+        return _centered(b * s, shape.hidden, w, True, shape.hidden)
+    return _rms(b * s, shape.hidden, w, True, norm)
 
 
 def _checkpoint_kept(shape: ModelShape, b: int, s: int, w: int, attention: str) -> int:
@@ -192,6 +218,8 @@ def _checkpoint_kept(shape: ModelShape, b: int, s: int, w: int, attention: str) 
         kept += I64 * s
     if attention == "eager":
         kept += _layer_types(shape) * w * b * s * s
+    if of(shape).mask_per_layer and _masked(shape, s, attention):
+        kept += s * s  # the layers' boolean (1, 1, s, s) sliding mask (measured on olmo3 at b = 2 only)
     return kept
 
 
