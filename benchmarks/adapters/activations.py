@@ -68,6 +68,18 @@ QUANTIZED = [
 ]
 
 
+#: lora_dropout > 0: each adapter's own nn.Dropout between its (cast) input and lora_A (after the cases above, whose
+#: ids are indices)
+DROPOUT = [
+    ("llama", {"r": 16, "target_modules": "all-linear", "lora_dropout": 0.05}, True, 64, 2),
+    ("llama", {"r": 8, "target_modules": ["q_proj", "v_proj"], "lora_dropout": 0.1}, False, 64, 2),
+    ("qwen2", {"r": 8, "target_modules": "all-linear", "lora_dropout": 0.05}, False, 64, 2, "sdpa", (1, 2), True),
+    ("gpt2", {"r": 8, "target_modules": ["c_attn", "mlp.c_proj"], "lora_dropout": 0.05}, True, 64, 2),
+    ("gpt_neox", {"r": 8, "target_modules": "all-linear", "lora_dropout": 0.05}, False, 64, 2),
+    ("llama", {"r": 8, "target_modules": ["o_proj", "down_proj"], "lora_dropout": 0.05}, True, 32, 3),
+]
+
+
 def cases() -> list[dict]:
     out = []
     for index, (family, lora, autocast, seq, batch, *rest) in enumerate(LORA):
@@ -79,6 +91,12 @@ def cases() -> list[dict]:
     for index, (base, bnb, prepare) in enumerate(QUANTIZED, start=len(out)):
         case = dict(out[base])
         out.append({**case, "id": f"{case['config']['model_type']}-{index}", "bnb": bnb, "prepare_kbit": prepare})
+    for index, (family, lora, autocast, seq, batch, *rest) in enumerate(DROPOUT, start=len(out)):
+        attention, layers, checkpointing = (rest + ["sdpa", (1, 2), False][len(rest):])[:3]
+        out.append({"id": f"{family}-{index}", "config": dict(sorted(BASE[family].items())), "lora": lora,
+                    "autocast_adapter_dtype": autocast, "sequence_length": seq, "micro_batch": batch,
+                    "dtype": "bfloat16", "attention": attention, "gradient_checkpointing": checkpointing,
+                    "layer_counts": list(layers)})
     return out
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from zeromem_lsp.memory.activations import ActivationInputError, estimate_activations
+from zeromem_lsp.memory.activations import DTYPE_BYTES, ActivationInputError, estimate_activations
 from zeromem_lsp.configs.model_config import model_shape
 from zeromem_lsp.memory.adapters import LoraSettings, count_adapters
 from zeromem_lsp.memory.lora_activations import FAMILIES, activation_dtype, estimate_lora_activations
@@ -21,9 +21,11 @@ def estimate(case: dict, layers: int):
     targets = lora["target_modules"]
     count = count_adapters(config, LoraSettings(lora["r"], targets if isinstance(targets, str) else tuple(targets)))
     dtype = activation_dtype("bf16", bool(case.get("bnb")), case.get("prepare_kbit", False))
+    adapter = "fp32" if case["autocast_adapter_dtype"] else dtype
+    # on the CPU torch's dropout keeps its noise in the input's dtype (a GPU: a bool mask, mask_bytes' default 1)
     return estimate_lora_activations(model_shape(config), count, case["sequence_length"], case["micro_batch"],
-                                     dtype, "fp32" if case["autocast_adapter_dtype"] else dtype, case["attention"],
-                                     case["gradient_checkpointing"])
+                                     dtype, adapter, case["attention"], case["gradient_checkpointing"],
+                                     dropout=lora.get("lora_dropout", 0) > 0, mask_bytes=DTYPE_BYTES[adapter])
 
 
 def test_the_record_covers_families_dtypes_attention_and_partial_targets():

@@ -12,7 +12,12 @@ per adapter `x = self._cast_input_dtype(x, lora_A.weight.dtype)` and `lora_B(lor
 - QLoRA: see `activation_dtype`.
 Checked against PEFT on CPU (benchmarks/adapters/activations.py → tests/data/adapters/lora_activations.json).
 Families measured: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, gpt2, gpt_neox; sdpa and
-eager, with and without (non-reentrant) gradient checkpointing, lora_dropout 0.
+eager, with and without (non-reentrant) gradient checkpointing.
+- lora_dropout > 0: each adapter's own nn.Dropout makes a new tensor, the one A keeps (so adapters that read the same
+  input no longer share it), and keeps its mask when its input carries a gradient. The mask is what torch's dropout
+  keeps (aten/src/ATen/native/Dropout.cpp): on a GPU the fused `native_dropout`'s bool mask, 1 B per element
+  (`mask_bytes`, the default); elsewhere the unfused `input * noise`, whose noise is in the input's dtype — what the
+  CPU measurement keeps (llama, qwen2, gpt2 cases with lora_dropout: exact with mask_bytes = the adapter's bytes).
 """
 
 from __future__ import annotations
@@ -84,19 +89,39 @@ def _names(adapted: dict[str, int]) -> set[str]:
     return names
 
 
+def _widths(shape: ModelShape) -> dict[str, int]:
+    """The width of each tensor an adapter reads (by SOURCES)."""
+    return {"attn_in": shape.hidden, "attn_out": shape.heads * shape.head_dim, "mlp_in": shape.hidden,
+            "down_in": shape.intermediate}
+
+
 def _adapter_bytes(shape: ModelShape, adapted: dict[str, int], tokens: int, w: int, a: int, attention: str,
-                   cast_each: bool = False) -> int:
-    """What the adapters of one layer keep: their inputs (a copy each when cast, else the input once)
-    and A's output. `cast_each`: a copy each even in the compute dtype (FSDP1 mixed precision)."""
-    widths = {"attn_in": shape.hidden, "attn_out": shape.heads * shape.head_dim, "mlp_in": shape.hidden,
-              "down_in": shape.intermediate}
+                   cast_each: bool = False, dropout: bool = False) -> int:
+    """What the adapters of one layer keep: their inputs (a copy each when cast or dropped out, else the input
+    once) and A's output. `cast_each`: a copy each even in the compute dtype (FSDP1 mixed precision)."""
+    widths = _widths(shape)
     kept = sum(a * tokens * rank for rank in adapted.values())
-    if a != w or cast_each:
+    if a != w or cast_each or dropout:
         return kept + sum(a * tokens * widths[SOURCES[name]] for name in adapted)
     sources = {SOURCES[name] for name in adapted}
     if attention == "sdpa" and of(shape).qkv != "sliced":
         sources.discard("attn_out")  # the attention kernel keeps its output already
     return kept + sum(w * tokens * widths[source] for source in sources)
+
+
+def _dropout_masks(shape: ModelShape, adapted: dict[str, int], tokens: int, mask_bytes: int, first: bool) -> int:
+    """The dropout masks one layer's adapters keep: one per adapter whose input carries a gradient. In the first
+    adapted layer the layer's input carries none: the attention output does after q / k / v adapters, the MLP's input
+    after any attention adapter (not with a parallel residual: it reads the layer's input), down's input after that
+    or after gate / up adapters."""
+    widths, names = _widths(shape), _names(adapted)
+    graded = {"attn_in", "attn_out", "mlp_in", "down_in"}
+    if first:
+        attention = bool({"q", "k", "v", "o"} & names)
+        mlp = attention and not shape.parallel_residual
+        graded = ({"attn_out"} if {"q", "k", "v"} & names else set()) | ({"mlp_in"} if mlp else set()) | (
+            {"down_in"} if mlp or {"gate", "up", "fc_in"} & names else set())
+    return sum(mask_bytes * tokens * widths[SOURCES[name]] for name in adapted if SOURCES[name] in graded)
 
 
 def _first_layer_savings(shape: ModelShape, adapted: dict[str, int], b: int, s: int, w: int, a: int,
@@ -171,8 +196,12 @@ def _eager_savings(shape: ModelShape, b: int, s: int, w: int, gq: bool, gk: bool
 
 def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_length: int, micro_batch: int,
                               dtype: str = "bf16", adapter_dtype: str = "fp32", attention: str = "sdpa",
-                              checkpointing: bool = False, cast_each: bool = False) -> LoraActivations:
+                              checkpointing: bool = False, cast_each: bool = False, dropout: bool = False,
+                              mask_bytes: int = 1) -> LoraActivations:
     """Saved bytes of one micro-batch with LoRA; raises ActivationInputError.
+
+    dropout: lora_dropout > 0 (each adapter's dropout output and, where its input carries a gradient, its mask of
+    `mask_bytes` per element: 1 on a GPU; the module text says why).
 
     cast_each: every adapter keeps its own copy of its input even when it computes in the model's dtype. Under FSDP1
     mixed precision PEFT's `_cast_input_dtype` reads lora_A's fp32 original parameter outside its unit and casts the
@@ -204,7 +233,9 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
     if uneven and start != 0:
         raise ActivationInputError("the LoRA activation model covers layers that keep different amounts (sliding "
                                    "windows the sequence outgrows) only when the first layer has adapters")
-    sizes = [0 if i < start else base + _adapter_bytes(shape, by_layer.get(i, {}), tokens, w, a, attention, cast_each)
+    sizes = [0 if i < start else base + _adapter_bytes(shape, by_layer.get(i, {}), tokens, w, a, attention, cast_each,
+                                                        dropout)
+             + (_dropout_masks(shape, by_layer.get(i, {}), tokens, mask_bytes, i == start) if dropout else 0)
              for i in range(shape.layers)]
     sizes[start] -= _first_layer_savings(shape, by_layer[start], micro_batch, sequence_length, w, a, attention,
                                          cast_each)
