@@ -316,7 +316,8 @@ _ADAPTER_SETTINGS = (("rank", "lora_rank"), ("targets", "lora_targets"), ("modul
                      ("dora", "dora"), ("quantization", "quantization"), ("double_quantization", "double_quant"),
                      ("layers_to_transform", "layers_to_transform"), ("layers_pattern", "layers_pattern"),
                      ("rank_pattern", "lora_rank_pattern"), ("target_parameters", "target_parameters"),
-                     ("target_linear", "lora_target_linear"), ("kbit_prepare", "kbit_prepare"))
+                     ("target_linear", "lora_target_linear"), ("kbit_prepare", "kbit_prepare"),
+                     ("dropout", "lora_dropout"))
 
 
 def _adapter_values(adapter, values: dict, origins: dict) -> None:

@@ -128,6 +128,9 @@ def register(commands) -> None:
                       help="whether PEFT's prepare_model_for_kbit_training runs on the quantized base (default: "
                       "yes, fp32 non-quantized weights and activations); --no-kbit-prepare keeps them in the compute "
                       "dtype, as axolotl, LLaMA-Factory and TRL's SFT / DPO trainers do")
+    lora.add_argument("--lora-dropout", metavar="P", type=_dropout, default=None,
+                      help="LoRA's dropout probability (default 0): above 0 each adapter keeps its dropped-out input "
+                      "and a mask for backward")
     parser.add_argument("--config", metavar="FILE",
                         help="a training config read as `zeromem check` reads it (its zeromem block, project "
                         "settings, buckets, stage, offload); the options here override it")
@@ -183,13 +186,24 @@ OPTION_OF_SETTING = {"lora_rank": "--lora-rank", "lora_targets": "--lora-targets
                      "lora_rank_pattern": "--lora-rank-pattern", "layers_to_transform": "--layers-to-transform"}
 
 
+def _dropout(text: str) -> float:
+    """--lora-dropout: a probability in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a probability from 0 to below 1, got {text!r}")
+    return value
+
+
 def adapter_from_args(args):
     """The Adapter the LoRA options describe (None without --lora-rank); a bad value is a usage error."""
     from zeromem_lsp.memory.adapter_plan import Adapter
     from zeromem_lsp.configs.settings_values import check_module_names
 
     given = [name for name in ("lora_targets", "modules_to_save", "dora", "quantization", "double_quant", "kbit_prepare",
-                               *MATCHING_OPTIONS) if getattr(args, name) is not None]
+                               "lora_dropout", *MATCHING_OPTIONS) if getattr(args, name) is not None]
     if args.lora_rank is None:
         if given:
             raise UsageError(f"--{given[0].replace('_', '-')} describes a LoRA run: give --lora-rank R too")
@@ -205,12 +219,13 @@ def adapter_from_args(args):
             value = _checked(option, lambda text: check_module_names(text, name == "lora_targets"), getattr(args, name))
             values["targets" if name == "lora_targets" else name] = value
     flags = {"dora": args.dora, "quantization": args.quantization, "double_quant": args.double_quant,
-             "kbit_prepare": args.kbit_prepare}
+             "kbit_prepare": args.kbit_prepare, "dropout": args.lora_dropout}
     values.update({name: value for name, value in flags.items() if value is not None})
     origins = [(field, Origin("--" + option)) for field, option in (
         ("rank", "lora-rank"), ("targets", "lora-targets"), ("modules_to_save", "modules-to-save"), ("dora", "dora"),
         ("quantization", "quantization"), ("double_quant", "double-quant"),
-        ("kbit_prepare", "kbit-prepare" if args.kbit_prepare else "no-kbit-prepare")) if field in values]
+        ("kbit_prepare", "kbit-prepare" if args.kbit_prepare else "no-kbit-prepare"), ("dropout", "lora-dropout"))
+        if field in values]
     matched = matching_options(args)
     for option, (field, setting) in MATCHING_OPTIONS.items():
         if setting in matched:

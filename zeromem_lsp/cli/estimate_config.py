@@ -83,6 +83,8 @@ def forced_settings(args):
     values.update({name: True for name in SWITCHES if getattr(args, name)})
     if getattr(args, "kbit_prepare", None) is not None:  # --kbit-prepare / --no-kbit-prepare
         values["kbit_prepare"] = args.kbit_prepare
+    if getattr(args, "lora_dropout", None) is not None:
+        values["lora_dropout"] = args.lora_dropout
     values.update(matching_options(args))
     if args.model_config is not None and "parameters" not in values:
         model = Path(args.model_config)

@@ -519,7 +519,8 @@ def _trl(data: dict, out: list[ConfigIssue], folders: tuple[str, ...] = ()) -> R
         Given(False, "use_bnb_nested_quant absent: TRL's default") if four else None)
     adapter = AdapterSpec(
         "lora", _rank(data, "lora_r", out) or Given(16, "lora_r absent: TRL's default"),
-        _given(data, "lora_alpha") or Given(32, "lora_alpha absent: TRL's default"), _given(data, "lora_dropout"),
+        _given(data, "lora_alpha") or Given(32, "lora_alpha absent: TRL's default"),
+        _given(data, "lora_dropout") or Given(0.05, "lora_dropout absent: TRL ModelConfig's default 0.05"),
         _matching(_peft_targets(_trl_targets(_given(data, "lora_target_modules"))), "lora_targets", out),
         _given(data, "lora_modules_to_save"), quantization, nested, _given(data, "use_dora"),
         target_parameters=_matching(_given(data, "lora_target_parameters"), "target_parameters", out))

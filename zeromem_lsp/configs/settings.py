@@ -67,6 +67,7 @@ class ZeromemSettings:
         quantization: str | None
         double_quant: bool | None
         kbit_prepare: bool | None
+        lora_dropout: float | None
         exclude_modules: tuple[str, ...] | str | TargetRegex | None
         layers_to_transform: tuple[int, ...] | None
         layers_pattern: tuple[str, ...] | None
@@ -192,6 +193,10 @@ def _certain(name: str, value: object) -> object:
         return value if type(value) is str and value in CHOICES[name] else _DOUBT
     if name == "accelerate_config":
         return value if type(value) is str and value.strip() else _DOUBT
+    if name == "lora_dropout":
+        if type(value) is int and value == 0:
+            value = 0.0
+        return value if type(value) is float and 0 <= value < 1 else _DOUBT
     if name == "warn_fraction":
         if type(value) is int and abs(value) < 2**53:
             value = float(value)

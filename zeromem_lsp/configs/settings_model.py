@@ -241,6 +241,10 @@ class ZeromemSettingsModel(BaseModel):
         "forward runs in fp32 through them; `false` (axolotl, LLaMA-Factory and TRL's SFT / DPO trainers, "
         "docs/adapters.md) keeps them and the activations in the compute dtype.",
     )
+    lora_dropout: float | None = Field(
+        None, ge=0, lt=1, description="LoRA's dropout probability (PEFT's lora_dropout; default 0): above 0, each "
+        "adapter keeps its own dropped-out input and a mask (1 B per element on a GPU) for backward.",
+    )
     exclude_modules: ExcludedModules | None = Field(
         None, description="Modules LoRA leaves out (PEFT's exclude_modules): names (a module whose full name is "
         'or ends with ".name"), or {"regex": "..."} matched against the full name.',

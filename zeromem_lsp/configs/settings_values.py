@@ -38,6 +38,7 @@ SETTING_NAMES = (
     "quantization",
     "double_quant",
     "kbit_prepare",
+    "lora_dropout",
     "exclude_modules",
     "layers_to_transform",
     "layers_pattern",

@@ -39,7 +39,7 @@ SETTING_OF_ADAPTER = {"rank": "lora_rank", "targets": "lora_targets", "modules_t
                       "exclude_modules": "exclude_modules", "layers_to_transform": "layers_to_transform",
                       "layers_pattern": "layers_pattern", "rank_pattern": "lora_rank_pattern",
                       "target_parameters": "target_parameters", "target_linear": "lora_target_linear",
-                      "kbit_prepare": "kbit_prepare"}
+                      "kbit_prepare": "kbit_prepare", "dropout": "lora_dropout"}
 #: Optimizers whose state torch allocates like the parameter (`zeros_like(param)`): it follows its dtype.
 TENSOR_STATE_OPTIMIZERS = ("adam", "adamw", "lamb", "sgd_momentum", "adagrad", "lion")
 
@@ -64,6 +64,7 @@ class Adapter(NamedTuple):
     #: PEFT's prepare_model_for_kbit_training runs on a quantized base: the weights left unquantized in fp32 and the
     #: forward in fp32 through them; False: they and the activations stay in the compute dtype (docs/adapters.md)
     kbit_prepare: bool = True
+    dropout: float = 0.0  # lora_dropout: above 0, each adapter keeps its dropped-out input and a mask
 
     def origin(self, field: str) -> Origin | None:
         return dict(self.origins).get(field)
@@ -99,6 +100,8 @@ class Adapter(NamedTuple):
         if self.quantization != "none":
             parts.append(f"{self.quantization} base" + (" + double quantization" if self.double_quant else "")
                          + ("" if self.kbit_prepare else " (no prepare_model_for_kbit_training)"))
+        if self.dropout:
+            parts.append(f"dropout {self.dropout:g}")
         return ", ".join(parts)
 
 
@@ -287,7 +290,7 @@ def lora_peak(breakdown: AdapterTerms | None, dtype: str | None) -> LoraPeak | N
     parameters, gradients, states = own
     forward = activation_dtype(dtype, quantized, not recast and breakdown.adapter.kbit_prepare)
     return LoraPeak(breakdown.count, dtype if recast else "fp32", forward, parameters, gradients, states,
-                    engine=breakdown.engine)
+                    engine=breakdown.engine, dropout=breakdown.adapter.dropout > 0)
 
 
 __all__ = ["Adapter", "AdapterBreakdown", "AdapterInputError", "SETTING_OF_FIELD", "Term", "adapter_from_settings",

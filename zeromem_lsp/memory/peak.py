@@ -76,6 +76,7 @@ class LoraPeak(NamedTuple):
     gradient_bytes: int = 0
     optimizer_bytes: int = 0
     engine: str = "peft"  # adapters.ENGINES: DeepSpeed steps an fp32 partition beside its master copy
+    dropout: bool = False  # lora_dropout > 0: each adapter keeps its dropped-out input and a mask (lora_activations)
 
 
 @dataclass(frozen=True)
@@ -604,7 +605,7 @@ def _lora_activations(inputs: PeakInputs, missing: list[str], family: str = "") 
         return estimate_lora_activations(
             shape, lora.adapters, cast(int, tokens.value), policy_rows(inputs),
             lora.activation_dtype, lora_compute_dtype(inputs, family), str(inputs.attention.value),
-            bool(inputs.gradient_checkpointing.value), _fsdp1_mixed(inputs, family))
+            bool(inputs.gradient_checkpointing.value), _fsdp1_mixed(inputs, family), dropout=lora.dropout)
     except ActivationInputError as error:
         missing.append(f"LoRA activations: {error}")
         return None
