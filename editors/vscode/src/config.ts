@@ -39,6 +39,7 @@ export interface ExtensionSettings {
   quantization?: string | null;
   doubleQuant?: string | boolean | null;
   kbitPrepare?: string | boolean | null;
+  loraDropout?: string | number | null;
   trainer?: string | null;
   precomputeRefLogProbs?: string | boolean | null;
   [other: string]: unknown;
@@ -76,6 +77,7 @@ export const SERVER_SETTING_KEYS = [
   "quantization",
   "doubleQuant",
   "kbitPrepare",
+  "loraDropout",
   "accelerateConfig",
   "trainer",
   "precomputeRefLogProbs",
@@ -188,7 +190,7 @@ const CHOICE_SETTINGS: ReadonlySet<string> = new Set([
 /** Numbers typed into the Settings UI's text boxes (it has no box for an optional number). */
 const NUMBER_SETTINGS: ReadonlySet<string> = new Set([
   "worldSize", "warnFraction", "sequenceLength", "microBatch", "gradientAccumulationSteps", "loraRank",
-  "fsdpVersion",
+  "fsdpVersion", "loraDropout",
 ]);
 /** Dropdowns for an optional boolean: "true" / "false" (or "default"). */
 const BOOLEAN_SETTINGS: ReadonlySet<string> = new Set([
