@@ -138,6 +138,9 @@ EXTRA += [("qwen2", QWEN_SHORT, variant, (1, 2, 3)) for variant in SHORT]
 EXTRA += [("qwen2", {**QWEN_SHORT, "max_window_layers": 1}, SHORT[1], (1, 2, 3))]  # a full layer, then two sliding
 EXTRA += [("gemma3_text", {"sliding_window": 32}, variant, (1, 2, 3)) for variant in SHORT]
 EXTRA += [("gemma2", {"sliding_window": 32}, variant, (1, 2, 3)) for variant in SHORT]
+# the other families on the same sdpa mask path (two variants each)
+EXTRA += [(family, {**changes, "sliding_window": 32}, variant, (1, 2, 3)) for family, changes in (
+    ("qwen3", QWEN_SHORT), ("qwen3_moe", QWEN_SHORT), ("mixtral", {}), ("phi3", {})) for variant in SHORT[1:3]]
 
 
 def cases() -> list[dict]:
