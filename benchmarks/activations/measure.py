@@ -5,7 +5,8 @@ Run with a venv holding torch 2.13.0 (CPU) and transformers, outside the reposit
     /work/venvs/torch-hf/bin/python benchmarks/activations/measure.py            # all cases -> JSON
     /work/venvs/torch-hf/bin/python benchmarks/activations/measure.py --only llama --explain
 
-Each case builds the model from a config dict (never downloaded) at 1 and at 2 layers, each in its own
+Each case builds the model from a config dict (never downloaded) at 1 and at 2 layers (or the case's
+`layers`), each in its own
 forked process, runs `model(input_ids=ids, labels=ids)` in training mode inside
 `torch.autograd.graph.saved_tensors_hooks` and sums the unique storages the hook sees (parameters
 excluded). With gradient checkpointing (use_reentrant=False) the checkpointed layers' saved tensors
@@ -127,6 +128,19 @@ EXTRA = [
     ("cohere", {"use_qk_norm": True}, (32, 1, "float32", False, "eager", False)),
     ("cohere2", {"sliding_window": 32}, (96, 1, "bfloat16", False, "sdpa", False)),
 ]
+# Sliding windows shorter than the sequence under sdpa (issue 29 follow-up: does each masked layer keep its own
+# mask?), at 1, 2 and 3 layers so that at least two layers slide; b = 1 and 2, with and without checkpointing.
+SHORT = [(96, batch, "bfloat16", checkpointing, "sdpa", False) for checkpointing in (False, True) for batch in (1, 2)]
+QWEN_SHORT = {"use_sliding_window": True, "max_window_layers": 0, "sliding_window": 32}
+EXTRA += [("mistral", {"sliding_window": 32}, variant, (1, 2, 3)) for variant in SHORT]
+EXTRA += [("mistral", {"sliding_window": 32, "num_key_value_heads": 2}, SHORT[1], (1, 2, 3))]
+EXTRA += [("qwen2", QWEN_SHORT, variant, (1, 2, 3)) for variant in SHORT]
+EXTRA += [("qwen2", {**QWEN_SHORT, "max_window_layers": 1}, SHORT[1], (1, 2, 3))]  # a full layer, then two sliding
+EXTRA += [("gemma3_text", {"sliding_window": 32}, variant, (1, 2, 3)) for variant in SHORT]
+EXTRA += [("gemma2", {"sliding_window": 32}, variant, (1, 2, 3)) for variant in SHORT]
+# the other families on the same sdpa mask path (two variants each)
+EXTRA += [(family, {**changes, "sliding_window": 32}, variant, (1, 2, 3)) for family, changes in (
+    ("qwen3", QWEN_SHORT), ("qwen3_moe", QWEN_SHORT), ("mixtral", {}), ("phi3", {})) for variant in SHORT[1:3]]
 
 
 def cases() -> list[dict]:
@@ -134,7 +148,7 @@ def cases() -> list[dict]:
     for family, base in BASE.items():
         variants = [(family, {}, variant) for variant in VARIANTS]
         variants += [extra for extra in EXTRA if extra[0] == family]
-        for index, (_, changes, (seq, batch, dtype, checkpointing, attention, dropout)) in enumerate(variants):
+        for index, (_, changes, (seq, batch, dtype, checkpointing, attention, dropout), *counts) in enumerate(variants):
             config = {**base, **changes}
             if dropout:
                 for field in DROPOUT.get(family, ("attention_dropout",)):
@@ -144,10 +158,12 @@ def cases() -> list[dict]:
             case = {"id": f"{family}-{index}", "config": dict(sorted(config.items())), "sequence_length": seq,
                     "micro_batch": batch, "dtype": dtype, "gradient_checkpointing": checkpointing,
                     "attention": attention}
-            if family in ("gemma2", "gemma3_text"):  # one sliding and one full layer at 2 layers
+            if counts:  # measured at other layer counts than 1 and 2
+                case["layers"] = list(counts[0])
+            if family in ("gemma2", "gemma3_text"):  # one sliding and one full layer at 2 layers (2 sliding at 3)
                 case["extra_fields"] = {str(layers): {"layer_types": [
                     "sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]}
-                    for layers in (1, 2)}
+                    for layers in case.get("layers", (1, 2))}
             out.append(case)
     return out
 
@@ -203,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore")
     transformers.logging.set_verbosity_error()
     selected = [case for case in cases() if not args.only or case["id"].startswith(args.only)]
-    jobs = [(case, layers, args.explain) for case in selected for layers in (1, 2)]
+    jobs = [(case, layers, args.explain) for case in selected for layers in case.get("layers", (1, 2))]
     # One forked process per measurement: memory is never handed back between models.
     with multiprocessing.get_context("fork").Pool(1, maxtasksperchild=1) as pool:
         results = []
@@ -216,8 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         print(*failed, sep="\n", file=sys.stderr)
         return 1
-    for index, case in enumerate(selected):
-        case["saved_bytes"] = {"1": results[2 * index], "2": results[2 * index + 1]}
+    pending = iter(results)
+    for case in selected:
+        case["saved_bytes"] = {str(layers): next(pending) for layers in case.get("layers", (1, 2))}
     if args.merge:
         fresh = {case["id"]: case for case in selected}
         kept = {case["id"]: case for case in json.loads(args.out.read_text())["cases"]}
