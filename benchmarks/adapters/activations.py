@@ -79,6 +79,18 @@ DROPOUT = [
     ("llama", {"r": 8, "target_modules": ["o_proj", "down_proj"], "lora_dropout": 0.05}, True, 32, 3),
 ]
 
+#: issue 29's families with full fine-tuning activations measured (after the cases above, whose ids are indices):
+#: all-linear with fp32 adapters, q/v with adapters in the model's dtype, q/v with checkpointing
+FAMILIES_29 = [
+    row for family in ("smollm3", "granite", "olmo2", "olmo3", "starcoder2", "cohere", "cohere2") for row in (
+        (family, {"r": 8, "target_modules": "all-linear"}, True, 64, 2),
+        (family, {"r": 8, "target_modules": ["q_proj", "v_proj"]}, False, 64, 2),
+        (family, {"r": 8, "target_modules": ["q_proj", "v_proj"]}, True, 64, 2, "sdpa", (1, 2), True))
+] + [
+    ("smollm3", {"r": 8, "target_modules": "all-linear"}, False, 48, 2, "eager"),
+    ("granite", {"r": 8, "target_modules": ["o_proj", "down_proj"]}, True, 48, 2, "eager"),
+]
+
 
 def cases() -> list[dict]:
     out = []
@@ -91,7 +103,7 @@ def cases() -> list[dict]:
     for index, (base, bnb, prepare) in enumerate(QUANTIZED, start=len(out)):
         case = dict(out[base])
         out.append({**case, "id": f"{case['config']['model_type']}-{index}", "bnb": bnb, "prepare_kbit": prepare})
-    for index, (family, lora, autocast, seq, batch, *rest) in enumerate(DROPOUT, start=len(out)):
+    for index, (family, lora, autocast, seq, batch, *rest) in enumerate(DROPOUT + FAMILIES_29, start=len(out)):
         attention, layers, checkpointing = (rest + ["sdpa", (1, 2), False][len(rest):])[:3]
         out.append({"id": f"{family}-{index}", "config": dict(sorted(BASE[family].items())), "lora": lora,
                     "autocast_adapter_dtype": autocast, "sequence_length": seq, "micro_batch": batch,

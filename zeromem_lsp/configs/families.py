@@ -193,9 +193,9 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
     # Issue 29: counted exactly (parameters against Transformers on the meta device, tests/data/model_families); the
     # activation model measured exact on olmo2, olmo3, granite, smollm3, starcoder2, cohere, cohere2 (tests/data);
     # activations=False where not measured yet (the peak is unknown for them, never guessed).
-    Family("olmo2", OLMO2_LAYER, qk_norm=True, norm="rms32", post_norms=True, rotary_fp32=True, lora_measured=False),
+    Family("olmo2", OLMO2_LAYER, qk_norm=True, norm="rms32", post_norms=True, rotary_fp32=True),
     Family("olmo3", OLMO2_LAYER, qk_norm=True, norm="rms32", post_norms=True, rotary_fp32=True, rotary_per_type=True,
-           mask_per_layer=True, lora_measured=False, sliding=Sliding(window=4096, global_every=(None, 4))),
+           mask_per_layer=True, sliding=Sliding(window=4096, global_every=(None, 4))),
     Family("olmoe", OLMOE_LAYER, head_dim_key=False, qk_norm=True, norm="rms32", activations=False, lora_measured=False,
            moe=Moe("num_experts", "intermediate_size", 8, False, "norm_topk_prob", False,
                    ("gate", ("gate_proj", "up_proj"), "down_proj")), liger=False),
@@ -204,17 +204,16 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
            moe=Moe("num_experts", "moe_intermediate_size", 4, True, "norm_topk_prob", False,
                    ("gate", ("gate_proj", "up_proj"), "down_proj"), shared="shared_expert_intermediate_size",
                    modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_expert.act_fn"))),
-    Family("granite", lora_measured=False),  # llama's weights; multipliers scale the stream
-    Family("smollm3", tie=True, lora_measured=False),  # llama's weights; every 4th layer unrotated
+    Family("granite"),  # llama's weights; multipliers scale the stream
+    Family("smollm3", tie=True),  # llama's weights; every 4th layer unrotated
     Family("starcoder2", STARCODER2_LAYER, layer_modules=("mlp.act",), bias_keys=("use_bias", "use_bias"),
            attention_bias=True, norm="layer", tie=True, sliding=Sliding(), hidden_dropout=("residual_dropout", 0.0),
-           embedding_dropout=("embedding_dropout", 0.0), mlp_kept=2, mask_per_layer=True, lora_measured=False,
-           liger=False),
+           embedding_dropout=("embedding_dropout", 0.0), mlp_kept=2, mask_per_layer=True, liger=False),
     Family("cohere", COHERE_LAYER, qk_norm="use_qk_norm", norm="centered", tie=True, parallel_residual=True,
-           lora_measured=False, liger=False),
+           liger=False),
     Family("cohere2", COHERE_LAYER, norm="centered", tie=True, parallel_residual=True,
            sliding=Sliding(window=4096, global_every=("sliding_window_pattern", 4)), mask_per_layer=True,
-           lora_measured=False, liger=False),
+           liger=False),
 )}
 
 

@@ -11,8 +11,11 @@ per adapter `x = self._cast_input_dtype(x, lora_A.weight.dtype)` and `lora_B(lor
   the shared input itself, once. B keeps A's output (T·r in the adapter dtype).
 - QLoRA: see `activation_dtype`.
 Checked against PEFT on CPU (benchmarks/adapters/activations.py → tests/data/adapters/lora_activations.json).
-Families measured: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, gpt2, gpt_neox; sdpa and
-eager, with and without (non-reentrant) gradient checkpointing.
+Families measured: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, gpt2, gpt_neox, smollm3, granite,
+starcoder2, olmo2, olmo3, cohere, cohere2; sdpa and eager, with and without (non-reentrant) gradient checkpointing.
+By traits: post-norms (no input norm: the first layer saves none), norms whose weight multiplies in fp32 (the frozen
+weight then spares an fp32 normalized copy), one norm feeding a parallel residual (the first layer's MLP reads no
+gradient-carrying input whatever attention's adapters).
 - lora_dropout > 0: each adapter's own nn.Dropout makes a new tensor, the one A keeps (so adapters that read the same
   input no longer share it), and keeps its mask when its input carries a gradient. The mask is what torch's dropout
   keeps (aten/src/ATen/native/Dropout.cpp): on a GPU the fused `native_dropout`'s bool mask, 1 B per element
@@ -62,9 +65,11 @@ def _frozen_savings(shape: ModelShape, tokens: int, w: int, attention: str) -> i
     """What a layer of the full fine-tuning model keeps only for its own weights' gradients."""
     family, h = of(shape), shape.hidden
     qd, kvd = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
-    normalized = F32 if family.norm == "rms1p" else w  # the normalized input the norm weight's gradient reads
+    normalized = _normalized(shape, w)  # the normalized input the norm weight's gradient reads
     saved = 0 if family.norm == "layer" else family.norms_per_layer * normalized * tokens * h
-    saved += 2 * w * tokens * h  # the outputs of the two norms that feed linears, kept by those linears
+    # the two tensors that feed linears (attention's and the MLP's inputs), kept by those linears: one when a single
+    # norm feeds both (a parallel residual with one norm)
+    saved += min(2, family.norms_per_layer) * w * tokens * h
     if shape.qk_norm:
         saved += normalized * tokens * (qd + kvd)
     if attention == "eager" or family.qkv == "sliced":
@@ -72,12 +77,21 @@ def _frozen_savings(shape: ModelShape, tokens: int, w: int, attention: str) -> i
     return saved + w * tokens * shape.intermediate  # down_proj's input
 
 
-def _norm_bytes(shape: ModelShape, rows: int, width: int, w: int = 2) -> int:
+def _normalized(shape: ModelShape, w: int) -> int:
+    """Bytes per element of the normalized tensor a norm weight's gradient reads: fp32 where the weight multiplies
+    in fp32 (Gemma's 1 + weight, OLMo-2's weight · x̂ before the cast, Cohere's centred norm), else the model dtype."""
+    return F32 if of(shape).norm in ("rms1p", "rms32", "centered") else w
+
+
+def _norm_bytes(shape: ModelShape, rows: int, width: int, w: int = 2, weight: int | None = None) -> int:
     """A frozen norm on a gradient-carrying input. RMSNorm: fp32 input and 1/rms (gemma: + fp32 (1 + weight));
-    LayerNorm: its input, mean and 1/std in the model dtype."""
+    LayerNorm: its input, mean and 1/std in the model dtype; Cohere's centred fp32 norm: two fp32 copies of x - mean,
+    1/std and (16-bit models) the fp32 copy of its `weight` elements (default: `width`)."""
     norm = of(shape).norm
     if norm == "layer":
         return w * rows * width + 2 * w * rows
+    if norm == "centered":
+        return 2 * F32 * rows * width + F32 * rows + (F32 * (width if weight is None else weight) if w != F32 else 0)
     return F32 * rows * width + F32 * rows + (F32 * width if norm == "rms1p" else 0)
 
 
@@ -132,11 +146,13 @@ def _first_layer_savings(shape: ModelShape, adapted: dict[str, int], b: int, s: 
     qd, kvd, I = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim, shape.intermediate
     names = _names(adapted)
     gq, gk, gv = ("q" in names), ("k" in names), ("v" in names)
-    saved = _norm_bytes(shape, tokens, shape.hidden, w)
+    saved = 0 if family.post_norms else _norm_bytes(shape, tokens, shape.hidden, w)  # post-norms: no input norm
     if shape.qk_norm:  # q_norm / k_norm keep their input and 1/rms only for adapted q / k
         for grad, heads in ((gq, shape.heads), (gk, shape.kv_heads)):
-            if not grad:
-                saved += _norm_bytes(shape, tokens * heads, shape.head_dim)
+            if not grad:  # one row per token over the whole projection (OLMo-2), else one per head
+                rows, width = (tokens, heads * shape.head_dim) if family.qk_norm_whole else (
+                    tokens * heads, shape.head_dim)
+                saved += _norm_bytes(shape, rows, width, w, heads * shape.head_dim)
     if attention == "sdpa":
         if not (gq or gk or gv):  # the kernel keeps q, k, v, its output and the log-sum-exp only for a gradient
             v = 3 * shape.hidden if family.qkv == "views" else kvd  # gpt2's v is a view of c_attn's output
@@ -148,15 +164,17 @@ def _first_layer_savings(shape: ModelShape, adapted: dict[str, int], b: int, s: 
     attention_adapted = bool({"q", "k", "v", "o"} & names)
     if family.norm == "layer":
         return saved + _layer_norm_mlp_savings(shape, names, attention_adapted, tokens, w)
-    if not attention_adapted:
+    if not attention_adapted and not shape.parallel_residual:
         # the norms up to the MLP read no gradient-carrying input either
         four = family.norms_per_layer == 4
         saved += (2 if four else 1) * _norm_bytes(shape, tokens, shape.hidden)
+        if four and not {"gate", "up", "down"} & names:
+            saved += _norm_bytes(shape, tokens, shape.hidden)  # post_feedforward_layernorm
+    if not attention_adapted or shape.parallel_residual:  # the MLP's input carries no gradient (a parallel
+        # residual's MLP reads the layer's normalized input, whatever attention's adapters)
         gate, up = "gate" in names, "up" in names
         # silu keeps its input and the product keeps up's output only for gate's gradient; silu's output only for up's
         saved += w * tokens * I * (3 - 2 * gate - up)
-        if four and not {"gate", "up", "down"} & names:
-            saved += _norm_bytes(shape, tokens, shape.hidden)  # post_feedforward_layernorm
     return saved
 
 
@@ -242,7 +260,7 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
     family = of(shape)
     # frozen embedding: no token ids (nor gemma's scale); frozen final norm and head: no normalized copy (RMSNorm),
     # no input for the head
-    normalized = 0 if family.norm == "layer" else (F32 if family.norm == "rms1p" else w) * tokens * shape.hidden
+    normalized = 0 if family.norm == "layer" else _normalized(shape, w) * tokens * shape.hidden
     positions = I64 * sequence_length if family.positions else 0  # the frozen wpe keeps no position ids
     outside = (full.embedding_bytes + full.shared_bytes + full.final_norm_bytes + full.logits_bytes - I64 * tokens
                - positions - (w if family.embedding_scale else 0) - normalized - w * tokens * shape.hidden)
