@@ -332,6 +332,7 @@ def activation_lines(peak) -> list[str]:
     loss = source.preference_loss.value if source is not None and source.preference_loss is not None else "fused"
     if trainer in ("dpo", "kto", "grpo") and loss in ("fused", "logits") \
             or trainer == "sft" and source is not None and source.sft_loss is not None \
+            and source.sft_loss.value == "fused" \
             or loss == "llamafactory" and trainer != "sft" \
             or loss in ("fused", "logits") and trainer in ("orpo", "cpo", "simpo"):
         from zeromem_lsp.memory.activations import DTYPE_BYTES

@@ -255,6 +255,13 @@ def read_recipe(data: dict, loader: Loader | None, tool: Tool) -> Reading:
 
     folder = getattr(loader, "folder", None)  # where the recipe is: its folder may name its trainer
     issues, recipe = read(tool, data, tuple(folder.parts[-3:]) if folder is not None else ())
+    find = getattr(loader, "launch_file", None)
+    if recipe.sft_loss is not None and find is not None:  # the TRL the project pins, when none is installed
+        from zeromem_lsp.configs.recipes import trl_pin, trl_sft_loss
+
+        pin = trl_pin(find)
+        if pin is not None:
+            recipe = replace(recipe, sft_loss=trl_sft_loss(data, pin))
     setup, workload, missing, ignored = None, Workload(), "", ignored_keys(tool, data)
     ignored += tuple(Ignored(".".join(path), value, why, path) for path, value, why in recipe.unread)
     values: dict[str, object] = {}

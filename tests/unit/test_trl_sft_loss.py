@@ -66,3 +66,25 @@ def test_the_versions_line_names_an_installed_release_the_peak_does_not_follow(m
     assert note.endswith("(installed here: Transformers 4.46.3)")  # TRL 1.16 is the one followed: not named
     monkeypatch.setattr(present, "installed", lambda package: None)
     assert present.versions_note() == present.MODELLED_FOR
+
+
+def test_a_project_that_pins_an_older_trl_runs_the_models_own_loss(tmp_path, monkeypatch):
+    """open-r1's setup.py pins `trl[vllm]==0.18.0`: its SFT recipes run Transformers' loss, whatever TRL is newest."""
+    monkeypatch.setattr(recipes, "running", lambda package: ("1.16", False))  # none installed beside zeromem
+    (tmp_path / "setup.py").write_text('_deps = [\n    "transformers==4.52.3",\n    "trl[vllm]==0.18.0",\n]\n')
+    folder = tmp_path / "recipes" / "Qwen" / "sft"
+    folder.mkdir(parents=True)
+    pinned = _estimate(folder, RECIPE)
+    assert pinned["peak_inputs"]["sft_loss"]["value"] == "model"
+    assert "TRL 0.18.0 (pinned in" in pinned["peak_inputs"]["sft_loss"]["from"]
+    (tmp_path / "setup.py").write_text('install_requires = ["trl==1.15.0"]\n')
+    fused = _estimate(folder, RECIPE)
+    assert fused["peak_inputs"]["sft_loss"]["value"] == "fused" and "TRL 1.15.0 (pinned in" in \
+        fused["peak_inputs"]["sft_loss"]["from"]
+    assert pinned["phases"]["ddp"]["phases"]["forward"] > fused["phases"]["ddp"]["phases"]["forward"]
+
+
+def test_the_pin_is_an_exact_trl_pin_only():
+    assert recipes.TRL_PIN.search('"trl[vllm]==0.18.0",').group(1) == "0.18.0"
+    assert recipes.TRL_PIN.search("trl >= 0.19.1") is None  # a floor: the newest allowed runs
+    assert recipes.TRL_PIN.search("ctrl==1.0") is None and recipes.TRL_PIN.search("trl-utils==1.0") is None

@@ -13,8 +13,10 @@ Pure: a plain dict in, issues and a `RecipeSetup` (plain data, each value a `Giv
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from collections.abc import Callable
 from typing import Any, Literal
 
 from zeromem_lsp.configs import recipe_keys
@@ -578,19 +580,39 @@ def _trl_kbit(trainer: Given | None, quantization: Given) -> Given:
 TRL_FUSED_SFT = (1, 15)
 
 
-def trl_sft_loss(data: dict[str, Any]) -> Given | None:
+def trl_sft_loss(data: dict[str, Any], pin: tuple[str, str] | None = None) -> Given | None:
     """TRL's SFTTrainer loss as the step model takes it: "fused" (TRL 1.15 and later: per-token log-probs through the
-    fused LM head in tiles, no b·s·V logits) unless label smoothing asks for the full logits (`label_smoother`) or the
-    installed TRL is older (then the model's own loss, as Transformers' Trainer computes it)."""
+    fused LM head in tiles, no b·s·V logits) unless label smoothing asks for the full logits (`label_smoother`);
+    "model" for an older TRL (the model's own loss, as Transformers' Trainer computes it). The TRL is the installed
+    one, else the project's pin (`pin`: its version and the file pinning it, `trl_pin`), else the newest followed."""
     version, installed = running("trl")
+    where = "installed" if installed else "the newest followed"
+    if not installed and pin is not None:
+        version, where = pin[0], f"pinned in {pin[1]}"
     if release(version) < TRL_FUSED_SFT:
-        return None
+        return Given("model", f"TRL {version} ({where}) SFTTrainer: the model's own loss (its fused LM head came in "
+                     "TRL 1.15)") if pin is not None and not installed else None
     smoothing = data.get("label_smoothing_factor")
     if isinstance(smoothing, (int, float)) and not isinstance(smoothing, bool) and smoothing > 0:
         return None
-    where = "installed" if installed else "the newest followed"
     return Given("fused", f"TRL {version} ({where}) SFTTrainer: its fused LM head (per-token log-probs in tiles, no "
                  "logits of every token)")
+
+
+#: `trl==X` (extras allowed) as setup.py, pyproject.toml and requirements files pin it
+TRL_PIN = re.compile(r"(?<![\w.-])trl(?:\[[^\]]*\])?\s*==\s*([0-9]+(?:\.[0-9]+)*)")
+PIN_FILES = ("setup.py", "pyproject.toml", "requirements.txt")
+
+
+def trl_pin(find: Callable[[str], tuple[str | None, str, str]]) -> tuple[str, str] | None:
+    """(version, file) of an exact TRL pin in the recipe's project (`find`: the loader's `launch_file`, which looks in
+    the recipe's folder and each parent up to the project root): open-r1's setup.py pins `trl[vllm]==0.18.0`."""
+    for name in PIN_FILES:
+        text, path, _ = find(name)
+        found = TRL_PIN.search(text) if text is not None else None
+        if found is not None:
+            return found.group(1), path
+    return None
 
 
 #: Keys only one TRL config class has (TRL 1.16: trl/trainer/{grpo,kto,dpo}_config.py, trl/experimental/{cpo,orpo}/;

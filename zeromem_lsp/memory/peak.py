@@ -182,7 +182,8 @@ class Peak:
         placed = offload or self.offload
         try:
             step = step_of(self.source, self.family, stage, placed, self.lora_activations)
-            if str(_value(self.source.trainer) or "sft") != "sft" or self.source.sft_loss is not None:
+            fused_sft = self.source.sft_loss is not None and self.source.sft_loss.value == "fused"
+            if str(_value(self.source.trainer) or "sft") != "sft" or fused_sft:
                 found = estimate_preference_step(preference(self.source, step, stage, placed), step)
             else:
                 found = step_peak(step)
