@@ -133,9 +133,6 @@ class Family:
     parallel_residual: bool = False  # reads use_parallel_residual (gpt_neox)
     rotary_per_type: bool = False  # one cos/sin pair per attention type (gemma3_text)
     rotary_fp32: bool = False  # the rotary cos/sin stay fp32 (q, k rotated in fp32, then cast back: olmo2)
-    mask_per_layer: bool = False  # sdpa's explicit sliding mask is converted per masked layer, each copy kept (measured
-    # with a window shorter than the sequence on every family with an sdpa sliding path: mistral, qwen2, qwen3,
-    # gemma3_text, phi3, mixtral, qwen3_moe, olmo3, starcoder2, cohere2; gemma2 runs eager)
     post_norms: bool = False  # no input norm; RMSNorms on the attention and MLP outputs before the residual adds
     # (olmo2)
     activations: bool = True  # an activation model exists (phi and the families added in issue 29: counted only)
@@ -158,21 +155,21 @@ class Family:
 QWEN_SLIDING = Sliding(flag="use_sliding_window", full_below=("max_window_layers", 28))
 FAMILIES: dict[str, Family] = {family.name: family for family in (
     Family("llama"),
-    Family("mistral", qkv_bias=False, o_bias=False, sliding=Sliding(window=4096), mask_per_layer=True),
-    Family("qwen2", qkv_bias=True, o_bias=False, sliding=QWEN_SLIDING, mask_per_layer=True),
-    Family("qwen3", qk_norm=True, sliding=QWEN_SLIDING, mask_per_layer=True),
+    Family("mistral", qkv_bias=False, o_bias=False, sliding=Sliding(window=4096)),
+    Family("qwen2", qkv_bias=True, o_bias=False, sliding=QWEN_SLIDING),
+    Family("qwen3", qk_norm=True, sliding=QWEN_SLIDING),
     Family("gemma", norm="rms1p", tie=True, embedding_scale=True),
     Family("gemma2", GEMMA2_LAYER, norm="rms1p", tie=True, embedding_scale=True, eager_only=True,
            sliding=Sliding(window=4096, global_every=(None, 2)), softcaps=(50.0, 30.0)),
     Family("gemma3_text", GEMMA2_LAYER, qk_norm=True, norm="rms1p", tie=True, embedding_scale=True,
            sliding=Sliding(window=4096, global_every=("sliding_window_pattern", 6)), softcaps=(None, None),
-           rotary_per_type=True, mask_per_layer=True),
-    Family("phi3", PHI3_LAYER, qkv_bias=False, o_bias=False, qkv="sliced", sliding=Sliding(), mask_per_layer=True,
+           rotary_per_type=True),
+    Family("phi3", PHI3_LAYER, qkv_bias=False, o_bias=False, qkv="sliced", sliding=Sliding(),
            hidden_dropout=("resid_pdrop", 0.0),
            layer_modules=("mlp.activation_fn", "resid_attn_dropout", "resid_mlp_dropout")),
-    Family("mixtral", qkv_bias=False, o_bias=False, sliding=Sliding(), mask_per_layer=True, lora_measured=False,
+    Family("mixtral", qkv_bias=False, o_bias=False, sliding=Sliding(), lora_measured=False,
            moe=Moe("num_local_experts", "intermediate_size", 2, False, None, True, ("gate", ("w1", "w3"), "w2"))),
-    Family("qwen3_moe", qk_norm=True, sliding=QWEN_SLIDING, mask_per_layer=True, lora_measured=False,
+    Family("qwen3_moe", qk_norm=True, sliding=QWEN_SLIDING, lora_measured=False,
            moe=Moe("num_experts", "moe_intermediate_size", 8, True, "norm_topk_prob", False,
                    ("gate", ("gate_proj", "up_proj"), "down_proj"))),
     Family("gpt2", GPT2_LAYER, "transformer.h.{i}.", "transformer.wte", "transformer.ln_f", positions="transformer.wpe",
@@ -194,8 +191,7 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
     # activation model measured exact on olmo2, olmo3, granite, smollm3, starcoder2, cohere, cohere2 (tests/data);
     # activations=False where not measured yet (the peak is unknown for them, never guessed).
     Family("olmo2", OLMO2_LAYER, qk_norm=True, norm="rms32", post_norms=True, rotary_fp32=True),
-    Family("olmo3", OLMO2_LAYER, qk_norm=True, norm="rms32", post_norms=True, rotary_fp32=True, rotary_per_type=True,
-           mask_per_layer=True, sliding=Sliding(window=4096, global_every=(None, 4))),
+    Family("olmo3", OLMO2_LAYER, qk_norm=True, norm="rms32", post_norms=True, rotary_fp32=True, rotary_per_type=True, sliding=Sliding(window=4096, global_every=(None, 4))),
     Family("olmoe", OLMOE_LAYER, head_dim_key=False, qk_norm=True, norm="rms32", activations=False, lora_measured=False,
            moe=Moe("num_experts", "intermediate_size", 8, False, "norm_topk_prob", False,
                    ("gate", ("gate_proj", "up_proj"), "down_proj")), liger=False),
@@ -208,11 +204,11 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
     Family("smollm3", tie=True),  # llama's weights; every 4th layer unrotated
     Family("starcoder2", STARCODER2_LAYER, layer_modules=("mlp.act",), bias_keys=("use_bias", "use_bias"),
            attention_bias=True, norm="layer", tie=True, sliding=Sliding(), hidden_dropout=("residual_dropout", 0.0),
-           embedding_dropout=("embedding_dropout", 0.0), mlp_kept=2, mask_per_layer=True, liger=False),
+           embedding_dropout=("embedding_dropout", 0.0), mlp_kept=2, liger=False),
     Family("cohere", COHERE_LAYER, qk_norm="use_qk_norm", norm="centered", tie=True, parallel_residual=True,
            liger=False),
     Family("cohere2", COHERE_LAYER, norm="centered", tie=True, parallel_residual=True,
-           sliding=Sliding(window=4096, global_every=("sliding_window_pattern", 4)), mask_per_layer=True,
+           sliding=Sliding(window=4096, global_every=("sliding_window_pattern", 4)),
            liger=False),
 )}
 

@@ -175,15 +175,17 @@ def _sliding_extra(shape: ModelShape, b: int, s: int, w: int, attention: str) ->
     """With an explicit mask sdpa cannot use grouped-query kernels: k and v are repeated to all heads."""
     if not _masked(shape, s, attention):
         return 0
-    mask = w * b * s * s if of(shape).mask_per_layer else 0  # the layer's own copy of the (b, 1, s, s) mask
-    return 2 * w * b * s * (shape.heads - shape.kv_heads) * shape.head_dim + mask
+    # and each masked layer keeps its own copy of the (b, 1, s, s) mask (measured with a window shorter than the
+    # sequence on every family with an sdpa sliding path: mistral, qwen2, qwen3, gemma3_text, phi3, mixtral, qwen3_moe,
+    # olmo3, starcoder2, cohere2; gemma2 runs eager)
+    return 2 * w * b * s * (shape.heads - shape.kv_heads) * shape.head_dim + w * b * s * s
 
 
 def _shared(shape: ModelShape, b: int, s: int, w: int, attention: str) -> int:
     """Rotary cos and sin, (1, 1, s, rotary width) each, computed once and read by every layer (Gemma 3:
-    one pair per attention type); the (b, 1, s, s) sliding mask when sdpa keeps it."""
+    one pair per attention type). (A sliding mask is each layer's own: `_sliding_extra`.)"""
     family = of(shape)
-    kept = w * b * s * s if _masked(shape, s, attention) and not family.mask_per_layer else 0
+    kept = 0
     if family.positions:  # learned positions: no rotary tables
         return kept
     width = shape.rotary_dim if family.partial_rotary else shape.head_dim
@@ -218,7 +220,7 @@ def _checkpoint_kept(shape: ModelShape, b: int, s: int, w: int, attention: str) 
         kept += I64 * s
     if attention == "eager":
         kept += _layer_types(shape) * w * b * s * s
-    if of(shape).mask_per_layer and _masked(shape, s, attention):
+    if _masked(shape, s, attention):
         kept += s * s  # the layers' boolean (1, 1, s, s) sliding mask (measured at b = 1 and 2)
     return kept
 
