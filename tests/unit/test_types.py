@@ -64,3 +64,20 @@ def test_the_settings_literals_spell_the_memory_models_tuples():
 
     assert get_args(Precision) == PRECISIONS
     assert get_args(Optimizer) == OPTIMIZERS
+
+
+def test_the_settings_type_declarations_name_every_setting_once():
+    """ZeromemSettings' declarations for mypy (under TYPE_CHECKING) are a copy of the slots: held to SETTING_NAMES and to
+    the pydantic model's fields, so neither can gain a setting the other lacks."""
+    import ast
+
+    from zeromem_lsp.configs.settings import SETTING_NAMES
+    from zeromem_lsp.configs.settings_model import ZeromemSettingsModel
+
+    tree = ast.parse((PACKAGE / "configs" / "settings.py").read_text(encoding="utf-8"))
+    [settings] = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "ZeromemSettings"]
+    [block] = [node for node in settings.body if isinstance(node, ast.If)]
+    declared = [node.target.id for node in block.body if isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)]
+    assert declared == list(SETTING_NAMES)
+    assert set(declared) == set(ZeromemSettingsModel.model_fields)
