@@ -326,6 +326,13 @@ def _value(entry: Given | None) -> object:
     return entry.value if entry is not None else None
 
 
+def engine_and_dtypes(inputs: PeakInputs, family: str) -> tuple[str, str, str]:
+    """(the engine: a setting, else the config's family; the compute dtype; the dtype weights are stored in: the
+    param_dtype setting, else the compute dtype), read once for every reader of the inputs."""
+    compute = str(_value(inputs.dtype))
+    return str(_value(inputs.engine) or family), compute, str(_value(inputs.param_dtype) or compute)
+
+
 def _count(entry: Given) -> int:
     """A count the settings layer checked (an int, or a float with an integral value)."""
     value = entry.value
@@ -353,9 +360,7 @@ def step_of(inputs: PeakInputs, family: str, stage: str, offload: Offload | None
     """The Step at `stage`: the engine (a setting, else the config's family), its stage or sharding strategy, the
     dtypes (autocast: torch with fp32 weights and a 16-bit compute dtype; FSDP mixed precision: a 16-bit compute
     dtype over the shards), the optimizer, the buckets, the offload and, with an adapter, the frozen base."""
-    engine = str(_value(inputs.engine) or family)
-    compute = str(_value(inputs.dtype))
-    param_dtype = str(_value(inputs.param_dtype) or compute)
+    engine, compute, param_dtype = engine_and_dtypes(inputs, family)
     moves_p, _, moves_o = offload.moves(stage) if offload is not None else (False, False, False)
     assert inputs.shape is not None and inputs.sequence_length is not None and inputs.micro_batch is not None
     common: dict[str, Any] = dict(checkpointing=bool(inputs.gradient_checkpointing.value), attention=str(inputs.attention.value),
@@ -536,8 +541,7 @@ def zero_sizes(inputs: PeakInputs, element_bytes: int, missing: list[str]) -> di
 def activation_dtype(inputs: PeakInputs, family: str) -> str:
     """The dtype the step computes in (as estimate_step takes it): the weights' under DeepSpeed and without
     autocast or mixed precision, else the 16-bit compute dtype over fp32 weights."""
-    engine, compute = str(_value(inputs.engine) or family), str(_value(inputs.dtype))
-    param_dtype = str(_value(inputs.param_dtype) or compute)
+    engine, compute, param_dtype = engine_and_dtypes(inputs, family)
     return param_dtype if engine == "deepspeed" or compute == "fp32" else compute
 
 
@@ -589,8 +593,8 @@ def lora_compute_dtype(inputs: PeakInputs, family: str) -> str:
 
 def _fsdp_mixed(inputs: PeakInputs, family: str) -> bool:
     """FSDP under mixed precision: shards stored in another dtype than the compute dtype."""
-    engine, compute = str(_value(inputs.engine) or family), str(_value(inputs.dtype))
-    return engine == "fsdp" and str(_value(inputs.param_dtype) or compute) != compute
+    engine, compute, stored = engine_and_dtypes(inputs, family)
+    return engine == "fsdp" and stored != compute
 
 
 def _fsdp1_mixed(inputs: PeakInputs, family: str) -> bool:
