@@ -66,3 +66,18 @@ def test_a_size_is_a_yaml_integer_of_at_least_one(value):
 def test_an_unknown_backend():
     [(_, message, _at)] = findings(sizes(dp_shard_size=4, cp_size=2, cp_backend="ring"))
     assert "cp_backend must be 'torch'" in message
+
+
+def test_through_zeromem_check(tmp_path):
+    """The real entry point: ZM308 and exit 1 for sizes that do not multiply to num_processes; none when they do."""
+    import json
+
+    from tests.cli.conftest import run_zeromem
+
+    config = tmp_path / "accelerate.yaml"
+    for tp, status in ((4, 1), (2, 0)):
+        parallel = sizes(dp_shard_size=4, tp_size=tp)
+        config.write_text(yaml.safe_dump({**BASE, "parallelism_config": parallel}, sort_keys=False))
+        done = run_zeromem("check", "--format", "json", str(config))
+        codes = [f["code"] for f in json.loads(done.stdout)["findings"] if f["severity"] == "error"]
+        assert done.returncode == status and codes == (["ZM308"] if status else [])

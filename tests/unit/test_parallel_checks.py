@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import yaml
 
 from zeromem_lsp.analysis import analyse
@@ -43,3 +45,17 @@ def test_packing_needs_micro_batch_one():
 def test_grpo_with_liger_loss():
     found = refused(rl="grpo", trl={"use_liger_loss": True})
     assert any("GRPO with Liger" in message for message, _ in found)
+
+
+def test_through_zeromem_check(tmp_path):
+    """The real entry point: an error (exit 1, ZM104 at the key) for ring attention without flash attention; none
+    for the recipe as axolotl runs it."""
+    from tests.cli.conftest import run_zeromem
+
+    recipe = tmp_path / "recipe.yml"
+    for attention, status in (("sdpa", 1), ("flash_attention_2", 0)):
+        recipe.write_text(yaml.safe_dump({**BASE, "attn_implementation": attention}, sort_keys=False))
+        done = run_zeromem("check", "--format", "json", str(recipe))
+        found = [f for f in json.loads(done.stdout)["findings"] if "needs flash attention" in f["message"]]
+        assert done.returncode == status and len(found) == (status == 1)
+        assert all(f["code"] == "ZM104" and f["severity"] == "error" for f in found)
