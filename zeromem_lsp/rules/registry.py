@@ -93,7 +93,8 @@ RULES: dict[str, Rule] = _rules(
         "A value in the `zeromem` block (or in project/editor settings) is invalid; or a recipe value the estimate "
         "needs is impossible (a LoRA rank ≤ 0 or above 65536, a micro-batch or sequence length that is not a "
         "positive integer), a combination the recipe's tool refuses (LLaMA-Factory's pure_bf16 with a ZeRO-3 "
-        "config), or the recipe names no model.",
+        "config; axolotl's context_parallel_size without flash attention, or with sample packing and a micro-batch "
+        "above 1), or the recipe names no model.",
         "zeromem cannot compute what you asked for; DeepSpeed itself ignores the block, and the recipe's tool "
         "refuses such a value or fails on it.",
         '{"zeromem": {"gpu_memory": "80 GBs"}}',
