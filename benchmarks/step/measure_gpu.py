@@ -3,6 +3,7 @@
     python benchmarks/step/measure_gpu.py                        # every non-fake case on cuda -> JSON
     python benchmarks/step/measure_gpu.py --only ds-z3 --only fsdp2
     python benchmarks/step/measure_gpu.py --device cpu --smoke   # the same loop on CPU (tested in CI)
+    python benchmarks/step/measure_gpu.py --suite single --out-dir OUT   # the single-GPU suite (gpu_single.py)
 
 Same cases, engines and two-step loop as measure.py (cases.py, engines.py); one process per rank (NCCL on
 CUDA, gloo on CPU). Before each phase of step 2 the allocator's peak statistics are reset
@@ -16,6 +17,7 @@ cases are skipped: the allocator never sees fake tensors.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -152,7 +154,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--smoke", action="store_true", help="only the tiny smoke case")
     parser.add_argument("--out", type=Path, help=f"merge results here (default for cuda: {OUT})")
+    parser.add_argument("--suite", choices=("ranks", "single"), default="ranks",
+                        help="ranks: the step cases rank by rank (default); single: gpu_single.py's one-GPU suite")
+    parser.add_argument("--out-dir", default="gpu_single_out", help="--suite single: where its files go")
+    parser.add_argument("--budget", type=float, default=400.0, help="--suite single: seconds for all its cases")
+    parser.add_argument("--setting", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.suite == "single":
+        import gpu_single
+        if args.setting:
+            return gpu_single.child(args.setting, args.device, args.smoke, args.budget, Path(args.out_dir), args.only)
+        return gpu_single.main(args)
     if args.child:
         return _child_main(args.child, args.rank, args.world, args.device, args.result)
     out = args.out or (OUT if args.device == "cuda" else None)
