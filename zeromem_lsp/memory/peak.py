@@ -91,7 +91,7 @@ class PeakInputs:
     dtype: Given | None = None  # the compute dtype (activations)
     reserved: Given = Given(DEFAULT_RESERVED, "default (CUDA context + allocator)")
     engine: Given | None = None  # torch | deepspeed | fsdp: the step the phase model follows
-    fsdp_version: Given | None = None  # 1 | 2 when the engine is fsdp (peak_inputs.fsdp_version)
+    fsdp_version: Given | None = None  # 1 | 2 when the engine is fsdp (resolved/peak_inputs.fsdp_version)
     param_dtype: Given | None = None  # the dtype weights are stored in (the phase model's param_dtype)
     optimizer_impl: Given | None = None  # foreach | for-loop | fused (the phase model's optimizer scratch)
     loss_kernel: Given = Given("hf", "default: Transformers' ForCausalLMLoss")  # settings_values.LOSS_KERNELS
