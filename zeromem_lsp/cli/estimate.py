@@ -17,7 +17,7 @@ from zeromem_lsp.cli.errors import UsageError
 from zeromem_lsp.cli.estimate_config import MATCHING_OPTIONS, matching_options
 from zeromem_lsp.cli.estimate_config import positive as _positive
 from zeromem_lsp.configs.model_config import MAX_SIZE, UnsupportedModel, count_parameters_from_text, model_shape_from_text
-from zeromem_lsp.memory.grpo import KEYS as GRPO_KEYS
+from zeromem_lsp.configs.settings_values import GRPO_KEYS
 from zeromem_lsp.memory.peak import Peak
 from zeromem_lsp.resolved.peak_inputs import ModelRead, PeakSource
 
