@@ -22,9 +22,9 @@ from zeromem_lsp.findings import Finding
 from zeromem_lsp.document import Document, LineIndex, parse_document
 from zeromem_lsp.document.decoding import decode_config
 from zeromem_lsp.memory.adapter_plan import adapter_from_settings, adapter_problem
-from zeromem_lsp.memory.peak_inputs import ModelRead, PeakSource, read_model
+from zeromem_lsp.resolved.peak_inputs import ModelRead, PeakSource, read_model
 from zeromem_lsp.memory.plan import MemoryPlan, Unplanned
-from zeromem_lsp.memory import planner
+from zeromem_lsp.resolved import planner
 from zeromem_lsp.provenance import Origin, Path
 from zeromem_lsp.readers import READERS, Loader, issues_with, read_deepspeed
 from zeromem_lsp.rules import issues as issue_rules

@@ -21,7 +21,7 @@ from zeromem_lsp.configs.workload import (
 )
 from zeromem_lsp.document import parse_document
 from zeromem_lsp.memory.plan import Ignored
-from zeromem_lsp.memory.planner import DeepSpeedSource, FsdpSource, NoSource, PlanSource, TorchSource
+from zeromem_lsp.resolved.planner import DeepSpeedSource, FsdpSource, NoSource, PlanSource, TorchSource
 from zeromem_lsp.provenance import Given, Origin, Path
 from zeromem_lsp.document.hjson_numbers import hjson_numbers
 

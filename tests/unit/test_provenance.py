@@ -13,7 +13,7 @@ from zeromem_lsp.configs.layers import (
 )
 from zeromem_lsp.configs.settings import BYTE_SETTINGS, ZeromemSettings
 from zeromem_lsp.configs.settings_model import ZeromemSettingsModel
-from zeromem_lsp.memory.grpo import KEYS as GRPO_KEYS
+from zeromem_lsp.configs.settings_values import GRPO_KEYS
 from zeromem_lsp.memory.peak import INPUT_LABELS
 from zeromem_lsp.project import discover, file_loader
 from tests.cli.conftest import run_zeromem

@@ -17,9 +17,9 @@ from zeromem_lsp.cli.errors import UsageError
 from zeromem_lsp.cli.estimate_config import MATCHING_OPTIONS, matching_options
 from zeromem_lsp.cli.estimate_config import positive as _positive
 from zeromem_lsp.configs.model_config import MAX_SIZE, UnsupportedModel, count_parameters_from_text, model_shape_from_text
-from zeromem_lsp.memory.grpo import KEYS as GRPO_KEYS
+from zeromem_lsp.configs.settings_values import GRPO_KEYS
 from zeromem_lsp.memory.peak import Peak
-from zeromem_lsp.memory.peak_inputs import ModelRead, PeakSource
+from zeromem_lsp.resolved.peak_inputs import ModelRead, PeakSource
 
 if TYPE_CHECKING:
     from zeromem_lsp.memory.adapter_plan import Adapter
@@ -340,7 +340,7 @@ def calculator(args) -> tuple[Estimate, str | None]:
     from zeromem_lsp.configs.layers import command_line, resolve
     from zeromem_lsp.configs.settings import ZeromemSettings
     from zeromem_lsp.configs.workload import Workload
-    from zeromem_lsp.memory import planner
+    from zeromem_lsp.resolved import planner
 
     model = _read_model(args)
     problem = model.shape_problem if args.model_config is not None else None
@@ -472,7 +472,7 @@ def render_peak(peak: Peak) -> list[str]:
 
 def fsdp_note(result: Estimate) -> str | None:
     """Under mixed precision, the FSDP parameter dtype: fp32 sharded parameters, not DeepSpeed's 16-bit ones."""
-    from zeromem_lsp.memory.planner import fsdp_bytes_per_parameter
+    from zeromem_lsp.resolved.planner import fsdp_bytes_per_parameter
 
     bpp = result.inputs.per_parameter
     if bpp is None or bpp.precision not in ("bf16", "fp16"):

@@ -34,7 +34,7 @@ from zeromem_lsp.configs.layers import Resolved, config_values
 from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.configs.training import positive_int
 from zeromem_lsp.configs.workload import Workload
-from zeromem_lsp.memory.planner import DeepSpeedSource, FsdpSource, PlanSource, TorchSource
+from zeromem_lsp.resolved.planner import DeepSpeedSource, FsdpSource, PlanSource, TorchSource
 from zeromem_lsp.provenance import Given, Origin, Path
 from zeromem_lsp.readers import Loader, Reading, ignored_keys, with_recipe_optimizer
 

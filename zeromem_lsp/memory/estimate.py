@@ -1,7 +1,7 @@
 """The calculator's view of a memory plan: the four stage figures, what fits, the cheapest fit.
 
 `Estimate` is not a second model: it reads a `MemoryPlan` — of a config, or of the settings alone (no offload,
-no stage chosen: planner.SettingsSource) — so `zeromem estimate` and the config analysis compute the same
+no stage chosen: resolved/planner.SettingsSource) — so `zeromem estimate` and the config analysis compute the same
 figures the same way.
 """
 

@@ -36,7 +36,7 @@ from zeromem_lsp.memory.activations import F32, I64
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.memory.parts import P, M, Part, StepInputError, with_gathered
 from zeromem_lsp.memory.fused_head import FusedHead
-from zeromem_lsp.memory.step import Setup
+from zeromem_lsp.memory.step import Setup, mlp_width
 from zeromem_lsp.provenance import Given
 
 #: GRPOConfig's defaults (trl/trainer/grpo_config.py, TRL 1.16 and 1.8)
@@ -64,15 +64,9 @@ class Generation(NamedTuple):
 
 
 def kv_elements(shape: ModelShape, tokens: int) -> int:
-    """Elements of a DynamicCache holding `tokens` tokens: every layer's keys and values."""
+    """Elements of a DynamicCache holding `tokens` tokens: every layer's keys and values
+    (transformers/cache_utils.py; a sliding layer's keeps a view of the whole states)."""
     return 2 * shape.layers * shape.kv_heads * shape.head_dim * tokens
-
-
-def _width(shape: ModelShape) -> int:
-    """The MLP's width a token goes through (a mixture of experts: its experts per token)."""
-    if shape.experts and shape.sparse_layers:
-        return shape.expert_intermediate * shape.experts_per_token
-    return shape.intermediate
 
 
 def generation_moments(shape: ModelShape, generation: Generation, sequence_length: int, micro_batch: int,
@@ -86,7 +80,7 @@ def generation_moments(shape: ModelShape, generation: Generation, sequence_lengt
     ids = Part(P.TOKEN_IDS_AND_MASK, 2 * I64 * rows * sequence_length)
     states = 4 if shape.layers > 1 else 3
     prefill = [Part(P.KV_CACHE_GENERATION, c * kv_elements(shape, tokens)),
-               Part(P.PREFILL_LAYER_TRANSIENTS, 3 * c * tokens * _width(shape) + states * c * tokens * h
+               Part(P.PREFILL_LAYER_TRANSIENTS, 3 * c * tokens * mlp_width(shape) + states * c * tokens * h
                     + 2 * c * tokens * shape.head_dim),
                ids]
     update = [Part(P.KV_CACHE_GENERATION, c * kv_elements(shape, rows * last)),
@@ -191,9 +185,6 @@ class GrpoHead(NamedTuple):
         """False when the micro-step's ZeRO-3 trace was invalidated by the generation (no first coalesced fetch)."""
         return self.loss_gathered is None
 
-    def _gathered(self, base: list[Part], gathered: int | None) -> list[Part]:
-        return with_gathered(base, gathered)
-
     def scored(self, tokens: int) -> int:
         return self.head.scored(tokens)
 
@@ -202,19 +193,19 @@ class GrpoHead(NamedTuple):
 
     def all_moments(self, setup: Setup, base: list[Part], saved: int) -> dict[str, list[Part]]:
         """Every moment of the forward phase: the generation's, the reference's (beta != 0) and the policy's head."""
-        _, forward, _ = self.head.moments(setup, self._gathered(base, self.loss_gathered), saved)
+        _, forward, _ = self.head.moments(setup, with_gathered(base, self.loss_gathered), saved)
         c, micro = setup.c, setup.micro_batch
         sequence = setup.tokens // micro
-        outside = self._gathered(base, self.generation_gathered)
+        outside = with_gathered(base, self.generation_gathered)
         found = {name: [*outside, *parts] for name, parts in
                  generation_moments(self.shape, self.generation, sequence, micro, c).items()}
         ids = Part(P.TOKEN_IDS_AND_MASK, 2 * I64 * micro * self.generation.steps_per_generation * sequence)
         if self.unshard is not None:
             root, layer = self.unshard
-            found["the first layer's unshard"] = [*self._gathered(base, root + layer),
+            found["the first layer's unshard"] = [*with_gathered(base, root + layer),
                                                   Part(P.ALL_GATHER_OUTPUTS, root + layer), ids]
         # the reference runs after the generation released the policy's gathered weights (ZeRO-3)
-        released = self._gathered(base, 0 if self.generation_gathered is not None else None)
+        released = with_gathered(base, 0 if self.generation_gathered is not None else None)
         if not self.generation.reference:
             pass
         elif isinstance(self.head, GrpoLogitsHead):
@@ -240,7 +231,7 @@ class GrpoHead(NamedTuple):
         return self._replace(generation=self.generation._replace(moment="the policy's LM head"), loss_gathered=None)
 
     def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[str, list[Part], list[Part]]:
-        _, _, loss = self.head.moments(setup, self._gathered(base, self.loss_gathered), saved)
+        _, _, loss = self.head.moments(setup, with_gathered(base, self.loss_gathered), saved)
         found = self.all_moments(setup, base, saved)
         if self.generation.moment is not None:
             if self.generation.moment not in found:
@@ -266,10 +257,6 @@ def check(generation: Generation, sequence_length: int, engine: str, stage: obje
                              f"max_completion_length {generation.completion_length}", "max_completion_length")
 
 
-#: GRPOConfig's keys the peak reads (the peak inputs of the same names), each with its provenance
-KEYS = GRPO_KEYS
-
-
 def generation_inputs(written: dict[str, Given], sequence_length: int | None,
                       accumulation: Given | None = None, trl18: bool = False) -> dict[str, Given]:
     """Every GRPO input: as written, else TRL's default. The sequence length is prompt + completion; when it is
@@ -291,7 +278,7 @@ def generation_inputs(written: dict[str, Given], sequence_length: int | None,
                                                   "batch is micro-batch × this)"))
     found.setdefault("beta", Given(BETA, "default: TRL GRPOConfig's beta 0.0 (no reference model)"))
     found.setdefault("use_vllm", Given(False, "default: TRL's use_vllm false (transformers' generate)"))
-    return {key: found[key] for key in KEYS}
+    return {key: found[key] for key in GRPO_KEYS}
 
 
 def generation_of(inputs: dict[str, Given]) -> Generation:
@@ -335,5 +322,5 @@ SHOWN = {"the first layer's unshard": M.GRPO_UNSHARD, "the prompt's prefill": M.
          "a layer's cache update": M.GRPO_CACHE_UPDATE, "the last token's sampling": M.GRPO_SAMPLING,
          "the reference's log-probs": M.REFERENCE_FORWARD, "the policy's LM head": M.POLICY_HEAD}
 
-__all__ = ["BETA", "Generation", "GrpoHead", "GrpoLogitsHead", "MAX_COMPLETION_LENGTH_TRL18", "KEYS", "MAX_COMPLETION_LENGTH", "SHOWN", "check", "generation_inputs", "generation_line",
+__all__ = ["BETA", "Generation", "GrpoHead", "GrpoLogitsHead", "MAX_COMPLETION_LENGTH_TRL18", "MAX_COMPLETION_LENGTH", "SHOWN", "check", "generation_inputs", "generation_line",
            "generation_moments", "generation_of", "kv_elements"]

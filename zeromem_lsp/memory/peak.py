@@ -18,11 +18,13 @@ from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, ActivationInputErro
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS, Buffers, hf_auto_sizes, zero_buffers
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.memory.adapters import AdapterCount
+from zeromem_lsp.memory.model_state import ceil_div
 from zeromem_lsp.memory.lora_activations import LoraActivations, estimate_lora_activations
 from zeromem_lsp.memory.precision import normalize_precision
 from zeromem_lsp.memory.stages import stage as stage_named
 from zeromem_lsp.memory.loss_and_reference import LossInputError, reference_model_bytes
-from zeromem_lsp.memory.grpo import KEYS as GRPO_KEYS, generation_inputs, generation_of
+from zeromem_lsp.configs.settings_values import GRPO_KEYS
+from zeromem_lsp.memory.grpo import generation_inputs, generation_of
 from zeromem_lsp.memory.preference import LOSSES, WITH_REFERENCE, Preference, estimate_preference_step, reference_gathered, rows
 from zeromem_lsp.memory.stages import Offload
 from zeromem_lsp.memory.step import (Buckets, DeepSpeed, FrozenBase, Fsdp, Phase, Step, StepInputError, Torch,
@@ -91,7 +93,7 @@ class PeakInputs:
     dtype: Given | None = None  # the compute dtype (activations)
     reserved: Given = Given(DEFAULT_RESERVED, "default (CUDA context + allocator)")
     engine: Given | None = None  # torch | deepspeed | fsdp: the step the phase model follows
-    fsdp_version: Given | None = None  # 1 | 2 when the engine is fsdp (peak_inputs.fsdp_version)
+    fsdp_version: Given | None = None  # 1 | 2 when the engine is fsdp (resolved/peak_inputs.fsdp_version)
     param_dtype: Given | None = None  # the dtype weights are stored in (the phase model's param_dtype)
     optimizer_impl: Given | None = None  # foreach | for-loop | fused (the phase model's optimizer scratch)
     loss_kernel: Given = Given("hf", "default: Transformers' ForCausalLMLoss")  # settings_values.LOSS_KERNELS
@@ -411,7 +413,7 @@ def adapter_placement(lora: LoraPeak, stage: str, ranks: int, offload: Offload |
     their sum is at most 2 B above the pooled formula's), 0 when the offload moves it."""
     moves = offload.moves(stage) if offload is not None else (False, False, False)
     own = (lora.parameter_bytes, lora.gradient_bytes, lora.optimizer_bytes)
-    p, g, o = (0 if moved else (-(-size // ranks) if sharded else size)
+    p, g, o = (0 if moved else (ceil_div(size, ranks) if sharded else size)
                for size, sharded, moved in zip(own, SHARDED[stage], moves))
     return p, g, o
 
@@ -435,7 +437,7 @@ def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: 
     _, whole, _ = adapter_placement(lora, stage, inputs.ranks, offload)
     trainable = lora.adapters.trainable
     if SHARDED[stage][2]:
-        trainable = -(-trainable // inputs.ranks)
+        trainable = ceil_div(trainable, inputs.ranks)
     step_bytes = F32 if deepspeed else DTYPE_BYTES[lora.adapter_dtype]
     every = lora.adapters.all
     # modules_to_save copies are in the model's dtype (DeepSpeed: its recast; PEFT: the forward's, fp32 after
@@ -444,7 +446,7 @@ def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: 
     copy = adapter if deepspeed else DTYPE_BYTES[lora.activation_dtype]
     head = copy * sum(t.weight.elements for t in count.saved if t.weight.kind == "head")
     if SHARDED[held_at][1]:
-        head = -(-head // inputs.ranks)
+        head = ceil_div(head, inputs.ranks)
     # torch AdamW's scratch follows each stepped tensor's dtype and, for-loop, the largest one: DeepSpeed steps one
     # flat fp32 partition (`trainable` × 4 B), torch and FSDP each adapter tensor (FSDP: its dim-0 shard)
     stepped = 0 if deepspeed else adapter * count.adapters + copy * count.saved_copies
@@ -452,7 +454,7 @@ def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: 
     if deepspeed and stage == "ddp":  # ZeRO-0 keeps an fp32 master per parameter: for-loop steps one at a time
         largest = F32 * max(largest_adapter(count), largest_copy(count))  # (measured: lora-ds-z0-*)
     if SHARDED[stage][2]:
-        stepped, largest = -(-stepped // inputs.ranks), -(-largest // inputs.ranks)
+        stepped, largest = ceil_div(stepped, inputs.ranks), ceil_div(largest, inputs.ranks)
     return FrozenBase(params, grads, states, trainable, step_bytes, acts.total, acts.recompute_bytes,
                       lora.activation_dtype, lora.parameter_bytes, every,
                       fp32_gradients=deepspeed and DTYPE_BYTES[lora.adapter_dtype] < F32,

@@ -2,7 +2,7 @@
 
 Every figure comes from `core.model_state_bytes` over what stays on the GPU; what offload moves
 is the host (or NVMe) figure beside it. Each input records where it came from, so hover and
-messages can show the arithmetic. Pure data and arithmetic: builders live in planner.py, and this
+messages can show the arithmetic. Pure data and arithmetic: builders live in resolved/planner.py, and this
 module loads neither pydantic nor the config models (the `zeromem estimate` path).
 """
 

@@ -27,11 +27,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable, NamedTuple, Union
 
-from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.configs.settings_values import TRAINERS  # the `trainer` setting; sft: ForCausalLMLoss
 from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, I64, ActivationInputError, estimate_activations
 from zeromem_lsp.memory.fused_head import FusedHead
-from zeromem_lsp.memory.grpo import Generation, GrpoHead, GrpoLogitsHead, check as check_grpo
+from zeromem_lsp.memory.grpo import Generation, GrpoHead, GrpoLogitsHead, check as check_grpo, kv_elements
 from zeromem_lsp.memory.parts import P, M, with_gathered
 from zeromem_lsp.memory.llamafactory_loss import TRAINERS as LLAMAFACTORY_TRAINERS, LlamaFactoryHead
 from zeromem_lsp.memory.reference_free_loss import TRAINERS as REFERENCE_FREE, ReferenceFreeHead
@@ -152,12 +151,6 @@ def reference_gathered(tensors: Tensors, width: int, engine: str, stage: object,
     return 0
 
 
-def kv_cache(shape: ModelShape, tokens: int) -> int:
-    """Elements of a DynamicCache filled by one forward of `tokens` tokens: every layer's keys and values
-    (transformers/cache_utils.py; a sliding layer's keeps a view of the whole states)."""
-    return 2 * shape.layers * shape.kv_heads * shape.head_dim * tokens
-
-
 def rows(trainer: str, micro_batch: int) -> int:
     """Sequences through the policy per micro-batch: DPO-style trainers stack chosen and rejected."""
     return 2 * micro_batch if trainer in ("dpo", "orpo", "simpo", "cpo") else micro_batch
@@ -195,7 +188,7 @@ def estimate_preference_step(preference: Preference, step: Step | None = None, *
         head = kind(trainer, sequence, preference.reference_forward and not grpo,
                     preference.reference_gathered, head_trainable=frozen is None, triton=triton)
     if isinstance(head, LogitsHead) and kto and preference.kv_cache:
-        cache = kv_cache(step.shape, micro * sequence)
+        cache = kv_elements(step.shape, micro * sequence)
         repeated = step.attention == "eager" and step.shape.kv_heads < step.shape.heads
         head = head._replace(cache=cache, policy_cache=cache if repeated and not step.checkpointing else 0)
     if kto and isinstance(head, (FusedHead, LogitsHead)):

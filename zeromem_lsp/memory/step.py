@@ -34,6 +34,7 @@ from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, ActivationInputErro
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS
 from zeromem_lsp.configs.settings_values import LOSS_KERNELS
 from zeromem_lsp.memory.loss_and_reference import LossMoments, loss_moments
+from zeromem_lsp.memory.model_state import ceil_div
 from zeromem_lsp.memory.optimizer_step import (ADAGRAD_FIRST_SUMS, OptimizerNotModelled, Stepped, Tensors,
                                                optimizer_step, parameter_shapes, parameter_tensors)
 from zeromem_lsp.memory.precision import OPTIMIZERS as ALL_OPTIMIZERS
@@ -274,10 +275,6 @@ def _count(name: str, value: object, least: int = 0) -> int:
     return value
 
 
-def _ceil(numerator: int, ranks: int) -> int:
-    return -(-numerator // ranks)
-
-
 class Setup(NamedTuple):
     """What every engine's moments read, derived once from the Step (bytes per element, sizes in elements)."""
 
@@ -378,10 +375,14 @@ def _layer_transient(shape: ModelShape, tensors: Tensors, tokens: int, c: int, w
     """A decoder layer's backward at its largest, the MLP's (autograd's MulBackward / MmBackward nodes): the
     incoming hidden-state gradient (c·T·h), down_proj's weight gradient, and two T×I gradients (of the
     product down_proj read and the first of the product's two input gradients)."""
-    width = shape.intermediate
+    return c * tokens * shape.hidden + c * max(tensors.layer) * weight_gradient + 2 * c * tokens * mlp_width(shape)
+
+
+def mlp_width(shape: ModelShape) -> int:
+    """The MLP's width a token goes through (a mixture of experts: its experts per token)."""
     if shape.experts and shape.sparse_layers:
-        width = shape.expert_intermediate * shape.experts_per_token
-    return c * tokens * shape.hidden + c * max(tensors.layer) * weight_gradient + 2 * c * tokens * width
+        return shape.expert_intermediate * shape.experts_per_token
+    return shape.intermediate
 
 
 def _tied_sum(tensors: Tensors, w: int) -> int:
@@ -432,7 +433,7 @@ def _persistent_numel(tensors: Tensors, threshold: int) -> int:
 def _touched(tensors: Tensors, ranks: int) -> tuple[tuple[int, int], ...]:
     """Per rank: (elements of the whole parameters its ⌈N/R⌉ slice of the flat parameter order overlaps, the
     largest overlap). ZeRO-1/2 keeps those parameters' gradients (`averaged_gradients`) until the step."""
-    shard, found = _ceil(tensors.total, ranks), []
+    shard, found = ceil_div(tensors.total, ranks), []
     sizes = tensors.all()
     for rank in range(ranks):
         low, high, start, touched, piece = rank * shard, (rank + 1) * shard, 0, 0, 0
@@ -457,7 +458,7 @@ def _deepspeed(setup: Setup, shape: ModelShape, engine: DeepSpeed, bf16_optimize
     stage, zero, offload_optimizer = engine.stage, engine.zero, engine.offload_optimizer
     bf16_opt = bf16_optimizer and stage == 1 and not offload_optimizer
     reduce = zero.reduce
-    shard = _ceil(n, r) if stage else n
+    shard = ceil_div(n, r) if stage else n
     plain = stage == 0 and w == F32  # engine.py `_do_optimizer_sanity_check`: fp32 without ZeRO wraps nothing
     # the inner optimizer steps fp32 copies of each parameter (stage 0) or one flat fp32 partition
     stepped = _stepped(setup, F32, parameter_shapes(shape) if stage == 0 else [(shard,)], "deepspeed")
@@ -497,7 +498,7 @@ def _deepspeed(setup: Setup, shape: ModelShape, engine: DeepSpeed, bf16_optimize
     held = w * t.embedding if not t.head else 0
     ends: dict[str, list[Part]] = {}
     if stage in (1, 2) and not bf16_opt:  # stage_1_and_2.py: grads leave their bucket for the rank's partition
-        kept_layer, head = _ceil(w * t.layer_total, r), held or _ceil(w * t.head, r)
+        kept_layer, head = ceil_div(w * t.layer_total, r), held or ceil_div(w * t.head, r)
         # the rank keeps the gradients of whole parameters its partition touches, once a first bucket was
         # reduced; reducing a bucket flattens its gradients once more; a gradient larger than the bucket is
         # reduced on its own, alive as it is; a tied weight's two gradients and their sum, last
@@ -588,11 +589,11 @@ def _fsdp(setup: Setup, shape: ModelShape, engine: Fsdp) -> Moments:
     g = c if mixed else w  # gathered parameters and unsharded gradients are in the compute dtype
     collective = sharded and r > 1  # at one rank FSDP2 still copies the root in and out, but reduces nothing
     r = r if sharded else 1  # NO_SHARD: every rank holds everything
-    shard = _ceil(n, r)
+    shard = ceil_div(n, r)
     if version == 1:  # one flat parameter per unit: for-loop's largest tensor is the largest unit's shard
-        largest = _ceil(max(t.root, t.layer_total), r)
+        largest = ceil_div(max(t.root, t.layer_total), r)
     else:  # one DTensor shard per parameter (dim 0)
-        largest = _ceil(t.largest, r)
+        largest = ceil_div(t.largest, r)
     stepped = _stepped(setup, w, [(shard,)], "fsdp", largest)
     base = [Part(P.PARAMETERS, w * shard), Part(stepped.state_name, stepped.states)]
     root = g * t.root if sharded else 0
@@ -602,8 +603,8 @@ def _fsdp(setup: Setup, shape: ModelShape, engine: Fsdp) -> Moments:
     name, forward, _ = _loss_moments(setup, base + [Part(P.GATHERED_PARAMETERS, root + kept + ahead)])
     _, _, loss = _loss_moments(setup, base + [Part(P.GATHERED_PARAMETERS, root + kept + _backward_ahead(
         version, reshard, r if collective else 1, layer))])
-    grads_layer = _ceil(w * t.layer_total, r)
-    head = _ceil(w * (t.head + t.final_norm), r) if t.head else 0
+    grads_layer = ceil_div(w * t.layer_total, r)
+    head = ceil_div(w * (t.head + t.final_norm), r) if t.head else 0
     scatter = 2 * w * t.layer_total if collective else 0  # reduce-scatter input + full-size output (gloo)
     gathered_bwd = [Part(P.GATHERED_PARAMETERS, root + max(kept, 2 * layer)),
                     Part(P.REDUCE_SCATTER, scatter + (g * t.layer_total if sharded else 0))]
@@ -659,7 +660,7 @@ def _gathered_frozen(setup: Setup, frozen: FrozenBase, engine: EngineSpec) -> _G
     def g(elements: int) -> int:
         if mixed:
             return setup.c * elements
-        return -(-elements * frozen.all_bytes // frozen.all_parameters) if frozen.all_parameters else 0
+        return ceil_div(elements * frozen.all_bytes, frozen.all_parameters) if frozen.all_parameters else 0
 
     if isinstance(engine, DeepSpeed) and engine.stage == 3 and r > 1:
         zero = engine.zero

@@ -18,8 +18,8 @@ from zeromem_lsp.configs.model_config import UnsupportedModel
 from zeromem_lsp.memory.adapter_plan import Adapter, AdapterInputError, adapter_inputs, lora_peak
 from zeromem_lsp.configs.training import TrainingSetup, implied_world_size
 from zeromem_lsp.memory.peak import estimate_peak
-from zeromem_lsp.memory.peak_inputs import ModelRead, PeakSource, peak_inputs
-from zeromem_lsp.memory.peak_inputs import fsdp_version as resolve_fsdp_version
+from zeromem_lsp.resolved.peak_inputs import ModelRead, PeakSource, peak_inputs
+from zeromem_lsp.resolved.peak_inputs import fsdp_version as resolve_fsdp_version
 from zeromem_lsp.memory.plan import (
     DEEPSPEED, DEFAULT_WARN_FRACTION, FAMILIES, FSDP, FSDP_CPU_OFFLOAD, TORCH, Family, Ignored, Inputs, MemoryPlan,
     Unplanned, declare, inputs_from_parameters, missing_model_size, place,
