@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,6 +112,3 @@ def table(rows_: list[Row]) -> str:
     lines.append(f"within ±10%: {within(rows_, 0.10)}/{n}   within ±20%: {within(rows_, 0.20)}/{n}")
     return "\n".join(lines)
 
-
-def excerpt(text: str) -> str:
-    return re.sub(r"\s+", " ", text)
