@@ -6,8 +6,8 @@ norms (RMSNorm: a weight; LayerNorm: weight + bias), the final norm, and the out
 `tie_word_embeddings` shares it with the input embedding. Buffers (rotary tables) are not parameters.
 
 Families: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3 (llama layout), mixtral and
-qwen3_moe (experts), gpt2, gpt_neox, phi, olmo2, olmo3, olmoe, qwen2_moe, granite, smollm3, starcoder2, cohere, cohere2
-(configs/families.py). Anything else raises `UnsupportedModel` with the list.
+qwen3_moe (experts), gpt2, gpt_neox, phi, olmo2, olmo3, olmoe, qwen2_moe, granite, smollm3, starcoder2, cohere, cohere2,
+deepseek_v3, glm4_moe, gpt_oss (the dequantized layout), qwen3_next, llama4_text, phimoe (configs/families.py). Anything else raises `UnsupportedModel` with the list.
 Checked against published counts in tests/unit/test_model_config.py (Llama-3-8B 8,030,261,248;
 Mistral-7B-v0.1 7,241,732,096; GPT-2 124,439,808; ...).
 """
