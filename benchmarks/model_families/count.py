@@ -8,7 +8,9 @@ on a folder holding it as config.json), and `AutoModelForCausalLM.from_config` b
 (no memory, no weights). Recorded per config: the total of `model.parameters()` (a tied head counted once), every
 `named_parameters()` name and shape in registration order, and every `named_modules()` name (what PEFT's
 target_modules match against). tests/unit/test_model_families.py checks zeromem's count, weights inventory and
-module tree against the record without torch. The configs' sources: tests/data/model_families/SOURCES.md.
+module tree against the record without torch.
+`from_config` applies no `quantization_config`: a gpt-oss config (mxfp4) is built, and counted, in its dequantized
+(bf16) layout, the one a fine-tune trains. The configs' sources: tests/data/model_families/SOURCES.md.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ docs/architecture.md, "Adding a model family", says how to add one.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 from typing import NamedTuple
 
 Key = tuple[str, float]  # a config key and its fallback value
@@ -28,6 +29,13 @@ class Moe:
     aliases: tuple[str, tuple[str, str], str]  # v4 names PEFT maps onto v5's parameters: router, fused pair, down
     shared: str | None = None  # the key of a shared expert's width (qwen2_moe: a gated MLP beside the experts)
     modules: tuple[str, ...] = ("mlp.experts", "mlp.experts.act_fn")  # parameterless modules of a sparse layer
+    first_dense: str | None = None  # the key of the leading dense layers (deepseek_v3, glm4_moe: first_k_dense_replace)
+    interleave: bool = False  # moe_layers, else every interleave_moe_layer_step-th layer is sparse (llama4_text)
+    shared_times: str | None = None  # the shared experts' width is this count × the expert width (n_shared_experts)
+    transposed: bool = False  # stacked experts stored (E, in, out) (gpt_oss, llama4_text), not (E, out, in)
+    expert_bias: bool = False  # the experts carry (E, out) biases beside their weights (gpt_oss)
+    router_bias: bool = False  # the router has a bias (gpt_oss)
+    router_linear: bool = False  # the router is an nn.Linear subclass (phimoe, llama4_text: PEFT can adapt it)
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,8 @@ LLAMA_LAYER = (("self_attn.q_proj", "q"), ("self_attn.k_proj", "k"), ("self_attn
                ("mlp.gate_proj", "gate"), ("mlp.up_proj", "up"), ("mlp.down_proj", "down"), ("mlp.gate", "router"),
                ("mlp.experts.gate_up_proj", "experts_gate_up"), ("mlp.experts.down_proj", "experts_down"),
                ("input_layernorm", "norm"), ("post_attention_layernorm", "norm"))
+# Qwen3-MoE (transformers 5.24): Qwen3MoeSparseMoeBlock registers its experts before its router (gate)
+QWEN3_MOE_LAYER = LLAMA_LAYER[:9] + (LLAMA_LAYER[10], LLAMA_LAYER[11], LLAMA_LAYER[9]) + LLAMA_LAYER[12:]
 GEMMA2_LAYER = LLAMA_LAYER + (("pre_feedforward_layernorm", "norm"), ("post_feedforward_layernorm", "norm"))
 # OLMo-2 / OLMo-3: no input norm; RMSNorms over the whole q / k projections; norms after attention and after the MLP
 OLMO2_LAYER = (("self_attn.q_proj", "q"), ("self_attn.k_proj", "k"), ("self_attn.v_proj", "v"),
@@ -78,9 +88,52 @@ NEOX_LAYER = (("input_layernorm", "norm"), ("post_attention_layernorm", "norm"),
 PHI_LAYER = (("self_attn.q_proj", "q"), ("self_attn.k_proj", "k"), ("self_attn.v_proj", "v"), ("self_attn.dense", "o"),
              ("self_attn.q_layernorm", "q_norm"), ("self_attn.k_layernorm", "k_norm"), ("mlp.fc1", "fc_in"),
              ("mlp.fc2", "fc_out"), ("input_layernorm", "norm"))
+# DeepSeek-V3: multi-head latent attention (q through a q_lora_rank bottleneck unless q_lora_rank is null, k/v from
+# one kv_lora_rank latent + a shared rotary key), then a dense MLP (the first first_k_dense_replace layers) or routed
+# experts (registered before the router) + shared experts
+DEEPSEEK_V3_LAYER = (("self_attn.q_proj", "q"), ("self_attn.q_a_proj", "q_a"), ("self_attn.q_a_layernorm", "q_a_norm"),
+                     ("self_attn.q_b_proj", "q_b"), ("self_attn.kv_a_proj_with_mqa", "kv_a"),
+                     ("self_attn.kv_a_layernorm", "kv_a_norm"), ("self_attn.kv_b_proj", "kv_b"),
+                     ("self_attn.o_proj", "o"), ("mlp.gate_proj", "gate"), ("mlp.up_proj", "up"),
+                     ("mlp.down_proj", "down"), ("mlp.experts.gate_up_proj", "experts_gate_up"),
+                     ("mlp.experts.down_proj", "experts_down"), ("mlp.gate", "router"),
+                     ("mlp.shared_experts.gate_proj", "shared_gate"), ("mlp.shared_experts.up_proj", "shared_up"),
+                     ("mlp.shared_experts.down_proj", "shared_down"), ("input_layernorm", "norm"),
+                     ("post_attention_layernorm", "norm"))
+# GLM-4.5: llama's attention (optional per-head q/k norms), DeepSeek-V3's MLP / MoE block
+GLM4_MOE_LAYER = LLAMA_LAYER[:6] + DEEPSEEK_V3_LAYER[8:]
+# gpt-oss: per-head attention sinks (a bare parameter, registered first), a biased router and biased experts
+GPT_OSS_LAYER = (("self_attn.sinks", "sinks"), ("self_attn.q_proj", "q"), ("self_attn.k_proj", "k"),
+                 ("self_attn.v_proj", "v"), ("self_attn.o_proj", "o"), ("mlp.router", "router"),
+                 ("mlp.experts.gate_up_proj", "experts_gate_up"), ("mlp.experts.gate_up_proj_bias",
+                                                                   "experts_gate_up_bias"),
+                 ("mlp.experts.down_proj", "experts_down"), ("mlp.experts.down_proj_bias", "experts_down_bias"),
+                 ("input_layernorm", "norm"), ("post_attention_layernorm", "norm"))
+# Qwen3-Next: gated delta-net layers (linear_attn) and, every full_attention_interval-th, gated full attention
+# (q_proj 2 × heads × head_dim: queries and an output gate); qwen2_moe's MoE block
+QWEN3_NEXT_LAYER = (("linear_attn.dt_bias", "dt_bias"), ("linear_attn.A_log", "A_log"),
+                    ("linear_attn.conv1d", "conv"), ("linear_attn.in_proj_qkvz", "in_qkvz"),
+                    ("linear_attn.in_proj_ba", "in_ba"), ("linear_attn.norm", "linear_norm"),
+                    ("linear_attn.out_proj", "linear_out")) + LLAMA_LAYER[:6] + QWEN2_MOE_LAYER[4:]
+# Llama 4: experts (stored (E, in, out)), an nn.Linear router and a shared expert; dense layers (interleaved, of
+# intermediate_size_mlp) between the MoE ones; its q/k L2 norm has no weight
+LLAMA4_LAYER = LLAMA_LAYER[:4] + (
+    ("feed_forward.gate_proj", "gate"), ("feed_forward.up_proj", "up"), ("feed_forward.down_proj", "down"),
+    ("feed_forward.experts.gate_up_proj", "experts_gate_up"), ("feed_forward.experts.down_proj", "experts_down"),
+    ("feed_forward.router", "router"), ("feed_forward.shared_expert.gate_proj", "shared_gate"),
+    ("feed_forward.shared_expert.up_proj", "shared_up"), ("feed_forward.shared_expert.down_proj", "shared_down"),
+    ("input_layernorm", "norm"), ("post_attention_layernorm", "norm"))
+# Phi-3.5-MoE: mixtral's block (router, then experts) with LayerNorms (+ bias) and biased attention
+PHIMOE_LAYER = LLAMA_LAYER[:4] + (("mlp.router", "router"), ("mlp.experts.gate_up_proj", "experts_gate_up"),
+                                  ("mlp.experts.down_proj", "experts_down"), ("input_layernorm", "norm"),
+                                  ("post_attention_layernorm", "norm"))
+MLA_ROLES = frozenset({"q_a", "q_a_norm", "q_b"})  # present when q_lora_rank is set (else "q")
+#: the gated delta-net's weights: on linear_attention layers (the others hold q/k/v/o and the q/k norms)
+LINEAR_ATTENTION_ROLES = frozenset({"dt_bias", "A_log", "conv", "in_qkvz", "in_ba", "linear_norm", "linear_out"})
+ATTENTION_ROLES = frozenset({"q", "k", "v", "o", "q_norm", "k_norm", "sinks"})
 MLP_ROLES = frozenset({"gate", "up", "gate_up", "down", "fc_in", "fc_out"})
 MOE_ROLES = frozenset({"router", "experts_gate_up", "experts_down", "shared_gate", "shared_up", "shared_down",
-                       "shared_expert_gate"})
+                       "shared_expert_gate", "experts_gate_up_bias", "experts_down_bias"})
 #: q/k norms a config can leave out (`qk_norm`): per head (head_dim), over the whole projection, per (head, channel)
 QK_NORM_ROLES = frozenset({"q_norm", "k_norm", "q_norm_full", "k_norm_full", "q_norm_heads", "k_norm_heads"})
 KEYS = {"hidden": ("hidden_size",), "layers": ("num_hidden_layers",), "heads": ("num_attention_heads",),
@@ -111,7 +164,7 @@ class Family:
     o_bias: bool | None = None  # output projection bias (None: attention_bias)
     attention_bias: bool = False  # attention_bias's fallback
     mlp_bias: bool | None = None  # dense MLP biases (None: mlp_bias)
-    head_bias: bool = False  # the untied LM head has a bias (phi)
+    head_bias: bool | str = False  # the untied LM head has a bias (phi; a key: as the config says, phimoe's lm_head_bias)
     bias_keys: tuple[str, str] = ("attention_bias", "mlp_bias")  # the keys of the attention and MLP biases
     qk_norm: bool | str = False  # q/k norms (a key: as the config says)
     norm: str = "rms"  # rms (Llama: weight · x.to(dtype)), rms1p (Gemma: fp32 (1 + weight)), layer (LayerNorm,
@@ -135,6 +188,9 @@ class Family:
     rotary_fp32: bool = False  # the rotary cos/sin stay fp32 (q, k rotated in fp32, then cast back: olmo2)
     post_norms: bool = False  # no input norm; RMSNorms on the attention and MLP outputs before the residual adds
     # (olmo2)
+    mla: bool = False  # multi-head latent attention (deepseek_v3): q_lora_rank, kv_lora_rank, qk_*_head_dim, v_head_dim
+    gated_q: bool = False  # q_proj also yields a per-channel output gate (2 × heads × head_dim: qwen3_next)
+    hybrid: bool = False  # layer_types lays out gated delta-net ("linear_attention") and full-attention layers
     activations: bool = True  # an activation model exists (phi and the families added in issue 29: counted only)
     lora_measured: bool = True  # the LoRA activation model is measured on it
     liger: bool = True  # liger-kernel has it (MODEL_TYPE_TO_APPLY_LIGER_FN), as axolotl and LLaMA-Factory
@@ -169,7 +225,7 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
            layer_modules=("mlp.activation_fn", "resid_attn_dropout", "resid_mlp_dropout")),
     Family("mixtral", qkv_bias=False, o_bias=False, sliding=Sliding(), lora_measured=False,
            moe=Moe("num_local_experts", "intermediate_size", 2, False, None, True, ("gate", ("w1", "w3"), "w2"))),
-    Family("qwen3_moe", qk_norm=True, sliding=QWEN_SLIDING, lora_measured=False,
+    Family("qwen3_moe", QWEN3_MOE_LAYER, qk_norm=True, sliding=QWEN_SLIDING, lora_measured=False,
            moe=Moe("num_experts", "moe_intermediate_size", 8, True, "norm_topk_prob", False,
                    ("gate", ("gate_proj", "up_proj"), "down_proj"))),
     Family("gpt2", GPT2_LAYER, "transformer.h.{i}.", "transformer.wte", "transformer.ln_f", positions="transformer.wpe",
@@ -210,6 +266,44 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
     Family("cohere2", COHERE_LAYER, norm="centered", tie=True, parallel_residual=True,
            sliding=Sliding(window=4096, global_every=("sliding_window_pattern", 4)),
            liger=False),
+    # Issue 29, the MoE families: counted exactly (every parameter's name and shape, tests/data/model_families); no
+    # activation model yet. Moe.aliases: PEFT's _MOE_TARGET_MODULE_MAPPING (deepseek_v3, glm4_moe, qwen3_next map to
+    # qwen2_moe's, transformers conversion_mapping._MODEL_TO_CONVERSION_PATTERN); gpt_oss, llama4_text and phimoe have
+    # no conversion in PEFT, and their degenerate pair makes memory/adapters refuse all-linear / expert targets on them
+    # instead of adapting experts PEFT would not (memory/adapters must skip the conversion for them: see docs).
+    Family("deepseek_v3", DEEPSEEK_V3_LAYER, mla=True, activations=False, lora_measured=False, liger=False,
+           moe=Moe("n_routed_experts", "moe_intermediate_size", 8, False, "norm_topk_prob", True,
+                   ("gate", ("gate_proj", "up_proj"), "down_proj"), shared="n_shared_experts",
+                   modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_experts.act_fn"),
+                   first_dense="first_k_dense_replace", shared_times="n_shared_experts")),
+    Family("glm4_moe", GLM4_MOE_LAYER, qk_norm="use_qk_norm", o_bias=False, activations=False, lora_measured=False,
+           liger=False,
+           moe=Moe("n_routed_experts", "moe_intermediate_size", 8, False, "norm_topk_prob", True,
+                   ("gate", ("gate_proj", "up_proj"), "down_proj"), shared="n_shared_experts",
+                   modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_experts.act_fn"),
+                   first_dense="first_k_dense_replace", shared_times="n_shared_experts")),
+    Family("gpt_oss", GPT_OSS_LAYER, attention_bias=True, activations=False, lora_measured=False, liger=False,
+           layer_modules=(), sliding=Sliding(window=128),
+           moe=Moe("num_local_experts", "intermediate_size", 4, False, None, False,
+                   ("router", ("gate_up_proj", "gate_up_proj"), "down_proj"), modules=("mlp.experts",),
+                   transposed=True, expert_bias=True, router_bias=True)),
+    Family("qwen3_next", QWEN3_NEXT_LAYER, qk_norm=True, gated_q=True, hybrid=True, activations=False,
+           lora_measured=False, liger=False,
+           moe=Moe("num_experts", "moe_intermediate_size", 10, True, "norm_topk_prob", False,
+                   ("gate", ("gate_proj", "up_proj"), "down_proj"), shared="shared_expert_intermediate_size",
+                   modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_expert.act_fn"))),
+    Family("llama4_text", LLAMA4_LAYER, keys=(("intermediate", ("intermediate_size_mlp",)),),
+           layer_modules=(), activations=False, lora_measured=False, liger=False,
+           moe=Moe("num_local_experts", "intermediate_size", 1, False, None, False,
+                   ("router", ("gate_up_proj", "gate_up_proj"), "down_proj"), shared="intermediate_size",
+                   modules=("feed_forward.experts", "feed_forward.experts.act_fn",
+                            "feed_forward.shared_expert.activation_fn"),
+                   interleave=True, transposed=True, router_linear=True)),
+    Family("phimoe", PHIMOE_LAYER, norm="layer", head_bias="lm_head_bias", activations=False, lora_measured=False,
+           liger=False, sliding=Sliding(),
+           moe=Moe("num_local_experts", "intermediate_size", 2, False, None, True,
+                   ("router", ("gate_up_proj", "gate_up_proj"), "down_proj"), modules=("mlp.experts", "mlp.experts.act_fn"),
+                   router_linear=True)),
 )}
 
 
@@ -247,6 +341,15 @@ class ModelShape(NamedTuple):
     sparse_step: int = 1  # MoE: every n-th layer is sparse (decoder_sparse_step) ...
     dense_only: tuple[int, ...] = ()  # ... but for these (mlp_only_layers)
     shared_intermediate: int = 0  # MoE: the shared expert's width (0: none)
+    q_lora_rank: int = 0  # MLA (deepseek_v3): the query bottleneck (0: a plain q_proj)
+    kv_lora_rank: int = 0  # MLA: the key/value latent (head_dim is qk_nope_head_dim + qk_rope_head_dim)
+    qk_rope_dim: int = 0  # MLA: the rotary channels of a key, shared by the heads
+    v_head_dim: int = 0  # MLA: a value head's width
+    head_bias: bool = False  # the LM head has a bias (phi; phimoe's lm_head_bias)
+    linear_layers: tuple[int, ...] = ()  # qwen3_next: the gated delta-net layers (the rest: full attention)
+    linear_heads: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)  # key heads, value heads, key / value head
+    # widths, the causal conv's kernel (linear_num_key_heads, linear_num_value_heads, linear_key_head_dim,
+    # linear_value_head_dim, linear_conv_kernel_dim)
 
 
 class Weight(NamedTuple):
@@ -265,6 +368,8 @@ class Weight(NamedTuple):
     bias: bool = False
     experts: int = 0
     role: str = ""
+    stored: tuple[int, ...] = ()  # the weight's shape where it is none of the layouts below (a conv kernel, a bare
+    # vector, experts stored (E, in, out) or their (E, out) biases)
 
     @property
     def instances(self) -> int:
@@ -273,6 +378,8 @@ class Weight(NamedTuple):
     @property
     def elements(self) -> int:
         """Weight elements of one instance (no bias)."""
+        if self.stored:
+            return prod(self.stored)
         return max(self.experts, 1) * self.in_features * self.out_features
 
     @property
@@ -283,7 +390,9 @@ class Weight(NamedTuple):
     def shapes(self) -> list[tuple[int, ...]]:
         """The parameters' shapes as torch stores them: nn.Linear (out, in), Conv1D and nn.Embedding (in, out),
         stacked experts (E, out, in), a norm's weight (out,) (Cohere's q/k norms: (heads, head_dim)); the bias
-        (out,) after its weight."""
+        (out,) after its weight; `stored`, where set, is the weight's shape."""
+        if self.stored:
+            return [self.stored] + [(self.out_features,)] * self.bias
         if self.kind == "norm":
             weight: tuple[int, ...] = (self.out_features,) if self.in_features == 1 else (self.in_features,
                                                                                            self.out_features)
@@ -300,7 +409,8 @@ def of(shape: ModelShape) -> Family:
 
 
 def sparse_indices(shape: ModelShape) -> tuple[int, ...]:
-    """The MoE layers (Qwen3MoeDecoderLayer: i not in mlp_only_layers and (i + 1) % step == 0; mixtral: all)."""
+    """The MoE layers (Qwen3MoeDecoderLayer: i not in mlp_only_layers and (i + 1) % step == 0; mixtral: all;
+    deepseek_v3 / glm4_moe: i >= first_k_dense_replace; llama4_text: i in moe_layers, all read into dense_only)."""
     if not shape.sparse_layers:
         return ()
     dense_only = set(shape.dense_only)
@@ -315,10 +425,17 @@ def weights(shape: ModelShape) -> tuple[Weight, ...]:
     q, kv = (shape.heads * d, shape.kv_heads * d) if f.gqa else (h, h)
     sparse = sparse_indices(shape)
     dense = every if not sparse else tuple(sorted(set(every) - set(sparse)))
-    linear, width, e = "conv1d" if f.conv1d else "linear", shape.expert_intermediate, shape.experts
+    linear_layers = tuple(i for i in shape.linear_layers if i < shape.layers)
+    attention = tuple(i for i in every if i not in set(linear_layers))
+    linear, width, e, m = "conv1d" if f.conv1d else "linear", shape.expert_intermediate, shape.experts, f.moe
+    o_in = shape.heads * shape.v_head_dim if f.mla else q
+    nope = d - shape.qk_rope_dim  # MLA: a query / key head's channels without rotary
+    k_heads, v_heads, k_dim, v_dim, kernel = shape.linear_heads
+    router = "linear" if m and m.router_linear else "router"
     dims: dict[str, tuple[int, int, str, bool]] = {  # role: in, out, kind, bias
-        "q": (h, q, linear, shape.qkv_bias), "k": (h, kv, linear, shape.qkv_bias), "v": (h, kv, linear, shape.qkv_bias),
-        "qkv": (h, q + 2 * kv, linear, shape.qkv_bias), "o": (q, h, linear, shape.o_bias),
+        "q": (h, 2 * q if f.gated_q else q, linear, shape.qkv_bias), "k": (h, kv, linear, shape.qkv_bias),
+        "v": (h, kv, linear, shape.qkv_bias),
+        "qkv": (h, q + 2 * kv, linear, shape.qkv_bias), "o": (o_in, h, linear, shape.o_bias),
         "q_norm": (1, d, "norm", f.norm == "layer"), "k_norm": (1, d, "norm", f.norm == "layer"),
         "q_norm_full": (1, q, "norm", False), "k_norm_full": (1, kv, "norm", False),
         "q_norm_heads": (shape.heads, d, "norm", False), "k_norm_heads": (shape.kv_heads, d, "norm", False),
@@ -327,18 +444,55 @@ def weights(shape: ModelShape) -> tuple[Weight, ...]:
                                                                            shape.mlp_bias),
         "down": (shape.intermediate, h, linear, shape.mlp_bias),
         "fc_in": (h, shape.intermediate, linear, shape.mlp_bias),
-        "fc_out": (shape.intermediate, h, linear, shape.mlp_bias), "router": (h, e, "router", False),
+        "fc_out": (shape.intermediate, h, linear, shape.mlp_bias),
+        "router": (h, e, router, bool(m and m.router_bias)),
         "experts_gate_up": (h, 2 * width, "experts", False), "experts_down": (width, h, "experts", False),
         "shared_gate": (h, shape.shared_intermediate, linear, False), "shared_up": (h, shape.shared_intermediate,
                                                                                     linear, False),
-        "shared_down": (shape.shared_intermediate, h, linear, False), "shared_expert_gate": (h, 1, linear, False)}
+        "shared_down": (shape.shared_intermediate, h, linear, False), "shared_expert_gate": (h, 1, linear, False),
+        # MLA (DeepseekV3Attention): q_a and kv_a biased as attention_bias, q_b and kv_b never
+        "q_a": (h, shape.q_lora_rank, linear, shape.qkv_bias), "q_a_norm": (1, shape.q_lora_rank, "norm", False),
+        "q_b": (shape.q_lora_rank, q, linear, False),
+        "kv_a": (h, shape.kv_lora_rank + shape.qk_rope_dim, linear, shape.qkv_bias),
+        "kv_a_norm": (1, shape.kv_lora_rank, "norm", False),
+        "kv_b": (shape.kv_lora_rank, shape.heads * (nope + shape.v_head_dim), linear, False),
+        # Qwen3NextGatedDeltaNet: the conv runs over q, k and v (groups = channels, no bias)
+        "in_qkvz": (h, 2 * k_heads * k_dim + 2 * v_heads * v_dim, linear, False),
+        "in_ba": (h, 2 * v_heads, linear, False), "linear_norm": (1, v_dim, "norm", False),
+        "linear_out": (v_heads * v_dim, h, linear, False)}
+    # bare parameters (no module of their own): module_tree names them by path alone, as it does stacked experts
+    stored: dict[str, tuple[int, int, tuple[int, ...]]] = {  # role: in, out, shape
+        "sinks": (1, shape.heads, (shape.heads,)), "dt_bias": (1, v_heads, (v_heads,)),
+        "A_log": (1, v_heads, (v_heads,)), "experts_gate_up_bias": (1, 2 * width, (e, 2 * width)),
+        "experts_down_bias": (1, h, (e, h))}
+    conv_channels = 2 * k_heads * k_dim + v_heads * v_dim
     found = [Weight(f.embedding, shape.vocab, h, None, "embedding", role="embedding")]
     if f.positions:
         found.append(Weight(f.positions, shape.positions, h, None, "embedding", role="positions"))
     for path, role in f.layer:
         layers = sparse if role in MOE_ROLES else dense if role in MLP_ROLES else every
-        if layers and (shape.qk_norm or role not in QK_NORM_ROLES):
+        if f.hybrid and role in ATTENTION_ROLES:
+            layers = attention
+        elif role in LINEAR_ATTENTION_ROLES:
+            layers = linear_layers
+        if f.mla and (role in MLA_ROLES) is not (shape.q_lora_rank > 0) and role in MLA_ROLES | {"q"}:
+            continue  # q_proj or q_a_proj / q_a_layernorm / q_b_proj, as q_lora_rank says
+        if role in ("experts_gate_up_bias", "experts_down_bias") and not (m and m.expert_bias):
+            continue
+        if not layers or (not shape.qk_norm and role in QK_NORM_ROLES):
+            continue
+        if role in stored:
+            fan_in, fan_out, kept = stored[role]
+            found.append(Weight(f.prefix + path, fan_in, fan_out, layers, "experts", False, e * (role not in (
+                "sinks", "dt_bias", "A_log")), role, kept))
+        elif role == "conv":  # nn.Conv1d, depthwise: (channels, 1, kernel)
+            found.append(Weight(f.prefix + path, kernel, conv_channels, layers, "conv", False, 0, role,
+                                (conv_channels, 1, kernel)))
+        else:
             fan_in, fan_out, kind, bias = dims[role]
-            found.append(Weight(f.prefix + path, fan_in, fan_out, layers, kind, bias, e * (kind == "experts"), role))
+            transposed = kind == "experts" and m is not None and m.transposed
+            found.append(Weight(f.prefix + path, fan_in, fan_out, layers, kind, bias, e * (kind == "experts"), role,
+                                (e, fan_in, fan_out) if transposed else ()))
     return tuple(found + [Weight(f.final_norm, 1, h, None, "norm", f.norm == "layer", role="final_norm"),
-                          Weight(f.head, h, shape.vocab, None, "head", f.head_bias, role="head")])
+                          Weight(f.head, h, shape.vocab, None, "head", f.head_bias is True or shape.head_bias,
+                                 role="head")])

@@ -6,8 +6,8 @@ norms (RMSNorm: a weight; LayerNorm: weight + bias), the final norm, and the out
 `tie_word_embeddings` shares it with the input embedding. Buffers (rotary tables) are not parameters.
 
 Families: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3 (llama layout), mixtral and
-qwen3_moe (experts), gpt2, gpt_neox, phi, olmo2, olmo3, olmoe, qwen2_moe, granite, smollm3, starcoder2, cohere, cohere2
-(configs/families.py). Anything else raises `UnsupportedModel` with the list.
+qwen3_moe (experts), gpt2, gpt_neox, phi, olmo2, olmo3, olmoe, qwen2_moe, granite, smollm3, starcoder2, cohere, cohere2,
+deepseek_v3, glm4_moe, gpt_oss (the dequantized layout), qwen3_next, llama4_text, phimoe (configs/families.py). Anything else raises `UnsupportedModel` with the list.
 Checked against published counts in tests/unit/test_model_config.py (Llama-3-8B 8,030,261,248;
 Mistral-7B-v0.1 7,241,732,096; GPT-2 124,439,808; ...).
 """
@@ -237,16 +237,47 @@ def _read(config: dict, family: Family, full: bool) -> ModelShape:
         experts = _int(config, moe.experts, minimum=0 if moe.stepped else 1)  # stepped, 0: every layer is dense
         width, sparse = _int(config, moe.width), layers
         shared = _int(config, moe.shared, minimum=0) if moe.shared else 0
+        if moe.shared_times:  # DeepseekV3MoE: shared_experts = MLP(moe_intermediate_size × n_shared_experts)
+            shared *= width
+        if moe.first_dense:  # DeepseekV3DecoderLayer: MoE where layer_idx >= first_k_dense_replace
+            dense_only = set(range(min(layers, _int(config, moe.first_dense, default=0, minimum=0))))
+        if moe.interleave:  # Llama4TextConfig: moe_layers, else range(step - 1, layers, step)
+            chosen = _layer_indices(config, "moe_layers") if config.get("moe_layers") is not None else set(
+                range(_int(config, "interleave_moe_layer_step", default=1) - 1, layers,
+                      _int(config, "interleave_moe_layer_step", default=1)))
+            dense_only = set(range(layers)) - chosen
+        sparse -= len(dense_only)
         if moe.stepped:
             step = _int(config, "decoder_sparse_step", default=1)
             dense_only = _layer_indices(config, "mlp_only_layers")
             # Layer i is sparse when i is not in mlp_only_layers and (i + 1) % step == 0 (Qwen3MoeDecoderLayer).
             sparse = layers // step - sum(1 for i in dense_only if i < layers and (i + 1) % step == 0) if experts else 0
     qk_norm = family.qk_norm if isinstance(family.qk_norm, bool) else bool(config.get(family.qk_norm))
+    extra: dict = {}
+    if family.mla:  # DeepseekV3Attention: qk_head_dim = qk_nope_head_dim + qk_rope_head_dim
+        rope = _int(config, "qk_rope_head_dim", minimum=0)
+        head_dim = _int(config, "qk_nope_head_dim", minimum=0) + rope
+        extra.update(q_lora_rank=_int(config, "q_lora_rank", default=0, minimum=0) if config.get("q_lora_rank")
+                     is not None else 0, kv_lora_rank=_int(config, "kv_lora_rank"), qk_rope_dim=rope,
+                     v_head_dim=_int(config, "v_head_dim"))
+    if family.hybrid:  # Qwen3NextConfig: layer_types, else every full_attention_interval-th layer is full
+        types = config.get("layer_types")
+        if types is None:
+            every = _int(config, "full_attention_interval", default=4)
+            types = ["linear_attention" if (i + 1) % every else "full_attention" for i in range(layers)]
+        if not isinstance(types, list) or len(types) > MAX_COUNT or not all(isinstance(t, str) for t in types):
+            raise UnsupportedModel(f"config.json layer_types must be a list of strings, got {_show(types)}")
+        extra.update(linear_layers=tuple(i for i, kind in enumerate(types[:layers]) if kind == "linear_attention"),
+                     linear_heads=tuple(_int(config, name) for name in (
+                         "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                         "linear_value_head_dim", "linear_conv_kernel_dim")))
+    if isinstance(family.head_bias, str):
+        extra["head_bias"] = bool(config.get(family.head_bias, False))
     shape = ModelShape(family.name, hidden, layers, heads, kv_heads, head_dim, intermediate, vocab,
                        _tied(config, family.tie), experts=experts, expert_intermediate=width, sparse_layers=sparse,
                        positions=positions, qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias, qk_norm=qk_norm,
-                       sparse_step=step, dense_only=tuple(sorted(dense_only)), shared_intermediate=shared)
+                       sparse_step=step, dense_only=tuple(sorted(dense_only)), shared_intermediate=shared,
+                       **extra)
     if not full:
         return shape
     if moe:
