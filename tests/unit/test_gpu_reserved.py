@@ -1,0 +1,61 @@
+"""The reserved peak of a step (gpu/reserved.py) and the fixed costs (gpu/fixed_costs.py)."""
+
+from zeromem_lsp.configs.model_config import ModelShape
+from zeromem_lsp.gpu.allocator import MIB, Allocator
+from zeromem_lsp.gpu.fixed_costs import (CONTEXT, NCCL_PER_COMMUNICATOR, WORKSPACES_PER_STEP, cublas_workspace,
+                                         fixed_costs, generation)
+from zeromem_lsp.gpu.reserved import allocation_stream, replay_stream, reserved_peak
+from zeromem_lsp.memory.step import estimate_step
+
+MOMENTS = [{"parameters": 30 * MIB, "activations": 24 * MIB}, {"parameters": 30 * MIB, "gradients": 30 * MIB}]
+SHARES = {"parameters": [1, 1, 1], "gradients": [1, 1, 1], "activations": [1, 1]}
+
+
+def test_stream_holds_each_moment_exactly():
+    ops = allocation_stream(MOMENTS, SHARES, steps=2)
+    live = 0
+    seen = []
+    for op in ops:
+        live += op.size if op.action == "alloc" else -op.size
+        seen.append(live)
+    # both moments' totals (54 and 60 MiB) are reached, nothing more is ever alive
+    assert 54 * MIB in seen and max(seen) == 60 * MIB
+
+
+def test_fixed_segments_fragment_where_expandable_ones_do_not():
+    # Fixed segments: the three 10 MiB parameters (>= kMinLargeAlloc) get a 10 MiB segment each (30); the two 12 MiB
+    # activations a 12 MiB segment each (54). Backward: the activations are freed; gradient 1 and 2 (10 MiB) take
+    # the 12 MiB blocks (best fit; the 2 MiB rests are > 1 MiB: split off); gradient 3 fits neither 2 MiB rest: a
+    # new 10 MiB segment (64). The second step finds every size cached: 64 MiB reserved, 60 MiB allocated at most.
+    fixed = replay_stream(allocation_stream(MOMENTS, SHARES), Allocator())
+    assert (fixed.max_reserved, fixed.max_allocated) == (64 * MIB, 60 * MIB)
+    # Expandable: one segment in 20 MiB pages. Parameters: 10 (map 20), 10 (the rest), 10 (map 20 more: 40).
+    # Activations: 12 MiB = the free 10 MiB + one more page (60), then 12 from the 18 MiB rest. Backward: the
+    # activations merge into one free 30 MiB block and the three gradients tile it exactly: 60 MiB reserved.
+    grows = replay_stream(allocation_stream(MOMENTS, SHARES), Allocator(expandable=True))
+    assert (grows.max_reserved, grows.max_allocated) == (60 * MIB, 60 * MIB)
+
+
+def test_reserved_peak_of_a_model_step():
+    shape = ModelShape("llama", 2048, 16, 16, 8, 128, 5632, 32000, False)
+    peak = estimate_step(shape, 1024, 2)
+    one = reserved_peak(peak, shape, device_name="NVIDIA H200")
+    # the allocator holds at least the live tensors plus the two 32 MiB Hopper workspaces, and reserves more
+    assert one.allocated >= one.live + WORKSPACES_PER_STEP * 32 * MIB
+    assert one.reserved > one.allocated
+    # one GPU: no NCCL communicator; the budget is reserved + the context's range
+    assert (one.budget_low, one.budget_high) == (one.reserved + CONTEXT["hopper"].low,
+                                                 one.reserved + CONTEXT["hopper"].high)
+    two = reserved_peak(peak, shape, device_name="NVIDIA H200", ranks=2, communicators=2)
+    assert two.budget_low - one.budget_low == 2 * NCCL_PER_COMMUNICATOR["nvlink"].low
+
+
+def test_generation_and_workspace():
+    assert generation("NVIDIA GH200 480GB") == "hopper"
+    assert generation("NVIDIA A100-SXM4-80GB") == "ampere"
+    assert generation("Tesla K80") is None
+    # parseChosenWorkspaceSize: ':SIZE:COUNT' pairs in KiB summed; the default differs on sm90
+    assert cublas_workspace("ampere", ":4096:2:16:8") == 2 * 4096 * 1024 + 8 * 16 * 1024
+    assert cublas_workspace("ampere", ":4096:8") == cublas_workspace("hopper") == 32 * MIB
+    assert cublas_workspace("hopper", "garbage") == 32 * MIB
+    assert fixed_costs("H100", ranks=1, communicators=3).communicators == 0
