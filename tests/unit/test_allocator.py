@@ -224,7 +224,7 @@ def test_replay_is_fast():
     start = time.perf_counter()
     replay(events, expandable=False)
     replay(events, expandable=True)
-    assert time.perf_counter() - start < 3.0
+    assert time.perf_counter() - start < 10.0  # ~0.5 s alone; generous for loaded CI machines
 
 
 def _cases():

@@ -169,6 +169,7 @@ class Allocator:
         self.active: dict[int, Block] = {}  # allocated (or pending) blocks by address
         self.segments: list[Segment] = []  # live expandable segments
         self._next_address = 1 << 40
+        self._ranges: list[tuple[int, int]] = []  # live segments' address ranges (expandable: the whole VA)
         self.allocated = 0
         self.reserved = 0
         self.max_allocated = 0
@@ -223,11 +224,13 @@ class Allocator:
         rounded = round_size(size, self.divisions)
         small = rounded <= K_SMALL_SIZE
         block = self._get_free_block(rounded, small, stream)
-        if block is None:
-            block = (self._alloc_block(rounded, small, stream)
-                     or (self._release_available_cached_blocks(rounded, small, stream)
-                         and self._alloc_block(rounded, small, stream))
-                     or (self.release_cached_blocks() or self._alloc_block(rounded, small, stream)))
+        if block is None:  # alloc_block, then release oversize cached segments, then all of them, retrying
+            block = self._alloc_block(rounded, small, stream)
+            if block is None and self._release_available_cached_blocks(rounded, small, stream):
+                block = self._alloc_block(rounded, small, stream)
+            if block is None:
+                self.release_cached_blocks()
+                block = self._alloc_block(rounded, small, stream)
             if block is None:
                 self.num_ooms += 1
                 raise OutOfMemory(f"cannot allocate {size} bytes: {self.reserved} reserved, "
@@ -291,12 +294,23 @@ class Allocator:
         self.requested += requested
         return block.ptr
 
+    def _overlaps(self, ptr: int, size: int) -> bool:
+        i = bisect_left(self._ranges, (ptr + size,))
+        return i > 0 and self._ranges[i - 1][1] > ptr
+
     def _new_address(self, size: int) -> int:
+        """The address of a new segment: the `address` hook's, unless the simulator still holds memory there."""
         ptr = self.address(size) if self.address is not None else None
-        if ptr is None or ptr in self.active or any(b.ptr == ptr for bl in self._blocks.values() for *_, b in bl):
+        if ptr is None or self._overlaps(ptr, size):
             ptr = self._next_address
         self._next_address = max(self._next_address, ptr + size + K_ROUND_LARGE - 1) // K_ROUND_LARGE * K_ROUND_LARGE
+        insort(self._ranges, (ptr, ptr + size))
         return ptr
+
+    def _drop_range(self, base: int) -> None:
+        i = bisect_left(self._ranges, (base,))
+        assert i < len(self._ranges) and self._ranges[i][0] == base
+        del self._ranges[i]
 
     def _alloc_block(self, size: int, small: bool, stream: int) -> Block | None:
         """`alloc_block`: a new segment (`cudaMalloc` of `get_allocation_size`), or with expandable segments more
@@ -466,6 +480,7 @@ class Allocator:
     def _release_block(self, block: Block) -> None:
         """`release_block`: cudaFree of a whole cached segment."""
         self._erase(block)
+        self._drop_range(block.ptr)
         self.reserved -= block.size
         self.num_segments -= 1
         self.num_device_free += 1
@@ -508,6 +523,7 @@ class Allocator:
                     assert block.segment is not None
                     self._erase_unmapped(block)
                     self.segments.remove(block.segment)
+                    self._drop_range(block.segment.base)
         return False  # malloc retries alloc_block next
 
     empty_cache = release_cached_blocks
@@ -520,7 +536,8 @@ class Allocator:
         for head in sorted(heads, key=lambda b: b.ptr):
             if head.prev is not None and head.prev.mapped:
                 continue
-            blocks, b = [], head
+            blocks: list[dict[str, Any]] = []
+            b: Block | None = head
             while b is not None and b.mapped:
                 blocks.append({"size": b.size, "requested_size": b.requested,
                                "state": "active_allocated" if b.allocated else
@@ -559,11 +576,17 @@ def seed(allocator: Allocator, segments: Iterable[dict[str, Any]]) -> dict[int, 
         small = seg.get("segment_type", "large") == "small"
         stream = int(seg.get("stream", 0))
         total = int(seg["total_size"])
-        base = int(seg["address"]) if "address" in seg else allocator._new_address(total)
         segment = None
-        if seg.get("is_expandable") or seg.get("expandable"):
-            page = allocator._page(small)
-            pages = -(-(allocator.device_memory + allocator.device_memory // 8) // page)
+        expandable = bool(seg.get("is_expandable") or seg.get("expandable"))
+        page = allocator._page(small)
+        pages = -(-(allocator.device_memory + allocator.device_memory // 8) // page)
+        span = page * pages if expandable else total
+        if "address" in seg:
+            base = int(seg["address"])
+            insort(allocator._ranges, (base, base + span))
+        else:
+            base = allocator._new_address(span)
+        if expandable:
             segment = Segment(base, page, pages, stream, small)
             segment.mapped.update(range(total // page))
             allocator.segments.append(segment)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from math import prod
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.gpu.allocator import Allocator
@@ -175,7 +175,7 @@ def replay_stream(ops: Iterable[Op], allocator: Allocator) -> Allocator:
 
 def reserved_peak(peak: StepPeak, shape: ModelShape | None = None, *, expandable: bool = False,
                   device_name: str = "H100", ranks: int = 1, interconnect: str = "nvlink", communicators: int = 1,
-                  cublas_config: str | None = None, steps: int = 2, **allocator_settings: int) -> ReservedPeak:
+                  cublas_config: str | None = None, steps: int = 2, **allocator_settings: Any) -> ReservedPeak:
     """The step's allocated and reserved peaks as the caching allocator would serve its tensors, and the fixed
     costs beside them (`ReservedPeak.budget_low` / `budget_high`: reserved + context + NCCL)."""
     costs = fixed_costs(device_name, ranks, interconnect, communicators, cublas_config)
