@@ -1,5 +1,8 @@
 """The reserved peak of a step (gpu/reserved.py) and the fixed costs (gpu/fixed_costs.py)."""
 
+import json
+from pathlib import Path
+
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.gpu.allocator import MIB, Allocator
 from zeromem_lsp.gpu.fixed_costs import (CONTEXT, NCCL_PER_COMMUNICATOR, WORKSPACES_PER_STEP, cublas_workspace,
@@ -59,3 +62,15 @@ def test_generation_and_workspace():
     assert cublas_workspace("ampere", ":4096:8") == cublas_workspace("hopper") == 32 * MIB
     assert cublas_workspace("hopper", "garbage") == 32 * MIB
     assert fixed_costs("H100", ranks=1, communicators=3).communicators == 0
+
+
+def test_hopper_rows_follow_the_h200_measurement():
+    ctx = json.loads((Path(__file__).parent.parent / "data" / "gpu" / "fixed_costs_h200.json").read_text())["context"]
+    assert ctx["device_name"] == "NVIDIA H200" and ctx["capability"] == [9, 0]
+    # the allocator holds the 32 MiB Hopper workspace after empty_cache: the sm90 default of parseChosenWorkspaceSize
+    assert ctx["allocated_after_empty_cache"] == cublas_workspace("hopper")
+    assert CONTEXT["hopper"].low == ctx["used_after_init"]
+    assert CONTEXT["hopper"].high == ctx["used_after_cublas"] - ctx["reserved_after_cublas_before_empty_cache"]
+    nccl = ctx["nccl"]
+    inside = nccl["reserved_after"] - nccl["reserved_before"]
+    assert NCCL_PER_COMMUNICATOR["one_rank"].low == nccl["used_after"] - nccl["used_before"] - inside

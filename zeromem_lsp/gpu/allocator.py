@@ -570,37 +570,24 @@ class Replay(NamedTuple):
 def seed(allocator: Allocator, segments: Iterable[dict[str, Any]]) -> dict[int, int]:
     """Rebuild the state a snapshot's `segments` show (blocks in address order, each "active_allocated",
     "active_pending_free" or "inactive"); returns the recorded address of each allocated block → its handle. Segments
-    without an "address" get fresh ones. Expandable segments are rebuilt as one mapped run each."""
+    without an "address" get fresh ones. A snapshot shows an expandable segment as one entry per mapped run: the runs
+    of one (stream, pool) become one segment whose virtual range starts at the first run, with unmapped blocks
+    between the runs and after the last."""
     handles: dict[int, int] = {}
-    for seg in sorted(segments, key=lambda s: s.get("address", 0)):
-        small = seg.get("segment_type", "large") == "small"
-        stream = int(seg.get("stream", 0))
-        total = int(seg["total_size"])
-        segment = None
-        expandable = bool(seg.get("is_expandable") or seg.get("expandable"))
-        page = allocator._page(small)
-        pages = -(-(allocator.device_memory + allocator.device_memory // 8) // page)
-        span = page * pages if expandable else total
-        if "address" in seg:
-            base = int(seg["address"])
-            insort(allocator._ranges, (base, base + span))
-        else:
-            base = allocator._new_address(span)
-        if expandable:
-            segment = Segment(base, page, pages, stream, small)
-            segment.mapped.update(range(total // page))
-            allocator.segments.append(segment)
-        else:
-            allocator.num_segments += 1
-        prev: Block | None = None
+    expandable: dict[tuple[int, bool], list[dict[str, Any]]] = {}
+
+    def chain(prev: Block | None, block: Block) -> Block:
+        block.prev = prev
+        if prev is not None:
+            prev.next = block
+        return block
+
+    def blocks_of(seg: dict[str, Any], base: int, stream: int, small: bool, segment: Segment | None,
+                  prev: Block | None) -> Block | None:
         ptr = base
         for info in seg["blocks"]:
-            block = Block(ptr, int(info["size"]), stream, small, segment)
-            block.prev = prev
-            if prev is not None:
-                prev.next = block
-            state = info.get("state", "inactive")
-            if state in ("active_allocated", "active_pending_free"):
+            block = chain(prev, Block(ptr, int(info["size"]), stream, small, segment))
+            if info.get("state", "inactive") in ("active_allocated", "active_pending_free"):
                 block.allocated = True
                 block.requested = int(info.get("requested_size", info["size"]))
                 allocator.active[ptr] = block
@@ -610,24 +597,60 @@ def seed(allocator: Allocator, segments: Iterable[dict[str, Any]]) -> dict[int, 
             else:
                 allocator._insert(block)
             prev, ptr = block, ptr + block.size
-        if segment is not None:
-            tail = Block(ptr, segment.size - total, stream, small, segment)
-            tail.mapped, tail.prev = False, prev
-            if prev is not None:
-                prev.next = tail
-            allocator._insert_unmapped(tail)
-        allocator.reserved += total
-        allocator._next_address = max(allocator._next_address, base + (segment.size if segment else total))
+        allocator.reserved += int(seg["total_size"])
+        return prev
+
+    for seg in sorted(segments, key=lambda s: int(s.get("address", 0))):
+        small = seg.get("segment_type", "large") == "small"
+        stream = int(seg.get("stream", 0))
+        if seg.get("is_expandable") or seg.get("expandable"):
+            expandable.setdefault((stream, small), []).append(seg)
+            continue
+        total = int(seg["total_size"])
+        if "address" in seg:
+            base = int(seg["address"])
+            insort(allocator._ranges, (base, base + total))
+            allocator._next_address = max(allocator._next_address, base + total)
+        else:
+            base = allocator._new_address(total)
+        allocator.num_segments += 1
+        blocks_of(seg, base, stream, small, None, None)
+    for (stream, small), runs in expandable.items():
+        page = allocator._page(small)
+        pages = -(-(allocator.device_memory + allocator.device_memory // 8) // page)
+        base = int(runs[0]["address"]) if "address" in runs[0] else allocator._new_address(page * pages)
+        segment = Segment(base, page, pages, stream, small)
+        allocator.segments.append(segment)
+        if "address" in runs[0]:
+            insort(allocator._ranges, (base, base + segment.size))
+            allocator._next_address = max(allocator._next_address, base + segment.size)
+        prev: Block | None = None
+        ptr = base
+        for run in runs:
+            start = int(run.get("address", ptr))
+            if start > ptr:  # an unmapped gap between two mapped runs
+                gap = chain(prev, Block(ptr, start - ptr, stream, small, segment))
+                gap.mapped = False
+                allocator._insert_unmapped(gap)
+                prev = gap
+            total = int(run["total_size"])
+            segment.mapped.update(range((start - base) // page, (start + total - base) // page))
+            prev = blocks_of(run, start, stream, small, segment, prev)
+            ptr = start + total
+        tail = chain(prev, Block(ptr, base + segment.size - ptr, stream, small, segment))
+        tail.mapped = False
+        allocator._insert_unmapped(tail)
     allocator.reset_peak()
     return handles
 
 
 def replay(events: Iterable[Sequence[Any]], *, expandable: bool = False,
-           initial_segments: Iterable[dict[str, Any]] = (), **settings: Any) -> Replay:
+           initial_segments: Iterable[dict[str, Any]] = (), lend_addresses: bool = True, **settings: Any) -> Replay:
     """Replay a recorded trace (`torch.cuda.memory._snapshot()["device_traces"]` entries as (action, addr, size,
     stream)) through the simulator from the state `initial_segments` shows. Allocations and frees drive it; the
     trace's own segment events only lend the GPU's addresses to new segments (so best fit breaks ties between equal
-    blocks as the GPU did) and mark `empty_cache` calls (a segment_free / segment_unmap the simulator did not cause)."""
+    blocks as the GPU did; `lend_addresses=False`: addresses of its own) and mark `empty_cache` calls (a segment_free /
+    segment_unmap the simulator did not cause)."""
     pending: list[tuple[int, int]] = []
 
     def address(size: int) -> int | None:
@@ -637,7 +660,7 @@ def replay(events: Iterable[Sequence[Any]], *, expandable: bool = False,
                 return addr
         return None
 
-    allocator = Allocator(expandable, address=address, **settings)
+    allocator = Allocator(expandable, address=address if lend_addresses else None, **settings)
     handles = seed(allocator, initial_segments)
     allocs = same = recorded = 0
     made = allocator.num_device_alloc

@@ -37,8 +37,8 @@ class Range(NamedTuple):
 
 # ----- the CUDA context
 #: Bytes one process's CUDA context holds on a device, by device generation (compute capability major). No vendor
-#: documents a figure per generation; the rows carry the measured reports there are, the same for every generation
-#: until a measurement of one's own replaces its row.
+#: documents a figure per generation; the rows carry the measured reports there are: Hopper from our own H200
+#: measurement, the others PR #86509's range until a measurement of their own replaces it.
 _CONTEXT_LAZY = Range(
     287_047_680, 666_632_192,
     Source("one PyTorch process's device memory after CUDA initialisation: 287,047,680 B with CUDA_MODULE_LOADING=LAZY "
@@ -46,11 +46,18 @@ _CONTEXT_LAZY = Range(
            "pytorch/pytorch PR #86509 ('[1.13] Sets CUDA_MODULE_LOADING to LAZY when not set by the user'), the PR's "
            "measurement; lazy loading is CUDA's default on Linux since 12.2 (NVIDIA developer forum, 'How to enable "
            "the CUDA's lazy module loading', citing the CUDA C Programming Guide's Lazy Loading section)"))
+#: Measured on one NVIDIA H200 (torch 2.11.0, CUDA 13.0, driver 580.159.04; tests/data/gpu/fixed_costs_h200.json):
+#: device memory in use (total - free, cudaMemGetInfo) after CUDA initialisation, 650,969,088 B; after cuBLAS's first
+#: use 774,701,056 B, of which 56,623,104 B were the allocator's reserved segments: 718,077,952 B outside it.
+_CONTEXT_H200 = Range(
+    650_969_088, 774_701_056 - 56_623_104,
+    Source("CUDA context of a PyTorch process on an H200: after CUDA init (low) and after cuBLAS init, the allocator's "
+           "reserved bytes taken off (high)", "zeromem issue 31 measurement, tests/data/gpu/fixed_costs_h200.json"))
 CONTEXT: dict[str, Range] = {
     "volta": _CONTEXT_LAZY,  # sm70
     "ampere": _CONTEXT_LAZY,  # sm80 / sm86
     "ada": _CONTEXT_LAZY,  # sm89
-    "hopper": _CONTEXT_LAZY,  # sm90
+    "hopper": _CONTEXT_H200,  # sm90
     "blackwell": _CONTEXT_LAZY,  # sm100 / sm120
 }
 #: Device names → generation, for the GPUs recipes name (`gpu` setting, a trace's device_name).
@@ -120,6 +127,11 @@ NCCL_PER_COMMUNICATOR: dict[str, Range] = {
         "1.6 GB for one communicator after an all-reduce; NVLS is disabled in NVIDIA's own launchers to save memory",
         "NVIDIA/nccl issue #864 (1.6 GB, one communicator); NVIDIA/NeMo-Framework-Launcher PR #127 'set "
         "NCCL_NVLS_ENABLE=0 for memory saving'; NVIDIA/JAX-Toolbox PR #383")),
+    "one_rank": Range(1_357_709_312 - 751_632_384 - (54_525_952 - 33_554_432),
+                      1_357_709_312 - 751_632_384 - (54_525_952 - 33_554_432), Source(
+        "a 1-rank process group's communicator after one all-reduce on an H200 (NCCL 2.28.3): device memory in use "
+        "grew by 606,076,928 B, of which 20,971,520 B were the caching allocator's: 585,105,408 B outside it",
+        "zeromem issue 31 measurement, tests/data/gpu/fixed_costs_h200.json")),
     "pcie": Range(2 * 2 * NCCL_BUFFSIZE, 544 * MB, Source(
         "no published per-communicator measurement on PCIe found: from the Simple protocol's two ring connections "
         "(send, receive) of NCCL_BUFFSIZE on two channels, up to the NVLink figure", "NCCL User Guide NCCL_BUFFSIZE; "
