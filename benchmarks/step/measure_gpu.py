@@ -154,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--smoke", action="store_true", help="only the tiny smoke case")
     parser.add_argument("--out", type=Path, help=f"merge results here (default for cuda: {OUT})")
+    parser.add_argument("--exclude", action="append", default=[], help="skip case ids containing this (repeatable)")
     parser.add_argument("--suite", choices=("ranks", "single"), default="ranks",
                         help="ranks: the step cases rank by rank (default); single: gpu_single.py's one-GPU suite")
     parser.add_argument("--out-dir", default="gpu_single_out", help="--suite single: where its files go")
@@ -172,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         return _child_main(args.child, args.rank, args.world, args.device, args.result)
     out = args.out or (OUT if args.device == "cuda" else None)
-    selected = [smoke_case()] if args.smoke else [case for case in measure.selected_cases(args.only) if not case["fake"]]
+    selected = [smoke_case()] if args.smoke else [case for case in measure.selected_cases(args.only) if not case["fake"]
+                                                  and not any(part in case["id"] for part in args.exclude)]
     env = {"DS_ACCELERATOR": "cpu"} if args.device == "cpu" else {"DS_ACCELERATOR": "cuda"}
     failed = 0
     for index, case in enumerate(selected, 1):

@@ -180,3 +180,26 @@ def test_under_torch_compile_the_eager_figure_is_an_upper_bound():
             assert abs(row["error"]) <= 0.001, row
         else:
             assert row["error"] > 0.2, row
+
+
+DEEPSPEED = json.loads((Path(__file__).resolve().parents[1] / "data" / "gpu" / "h200_deepspeed_r1.json").read_text())
+
+
+def test_deepspeed_steps_on_one_gpu_are_the_model_plus_the_cublas_workspaces():
+    """DeepSpeed 0.19.8 ZeRO-0/1/2/3 on one H200 (NCCL, bf16, torch AdamW as the client optimizer; the ranks suite of
+    measure_gpu.py, one process): CUDA's max_memory_allocated per phase is the step model's figure plus the two 32 MiB
+    cuBLAS workspaces the peak's reserve counts (gpu.reserved.Reserve), within 9 MiB (DeepSpeed's own small buffers)."""
+    from zeromem_lsp.gpu.fixed_costs import WORKSPACES_PER_STEP, fixed_costs
+
+    workspaces = WORKSPACES_PER_STEP * fixed_costs(DEEPSPEED["cases"][0]["per_rank"][0]["device_name"]).workspace
+    stages = set()
+    for case in DEEPSPEED["cases"]:
+        (rank,) = case["per_rank"]
+        assert rank["device_name"] == "NVIDIA H200" and "error" not in rank
+        stages.add(case["ds_config"]["zero_optimization"]["stage"])
+        estimate = estimate_step(model_shape(case["config"]), case["sequence_length"], case["micro_batch"],
+                                 **test_step.arguments(case))
+        for phase in PHASES:
+            gap = rank["phases"][phase]["max_allocated"] - (estimate.phases[phase].peak + workspaces)
+            assert 0 <= gap <= 9 * MIB, (case["id"], phase, gap)
+    assert stages == {0, 1, 2, 3}
