@@ -124,6 +124,7 @@ def _smi() -> dict | None:
 def build(case: dict, torch, device: str):
     """The case's model on the device, as HF Trainer would train it (LoRA through PEFT, QLoRA loaded quantized)."""
     import tempfile
+    from engines import dtype_keyword
     from transformers import AutoConfig, AutoModelForCausalLM
     fields = dict(case["config"])
     config = AutoConfig.for_model(fields.pop("model_type"), **fields)
@@ -132,7 +133,7 @@ def build(case: dict, torch, device: str):
     lora = dict(case.get("lora") or {})
     quantization = lora.pop("quantization", None)
     with torch.device(device):
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+        model = AutoModelForCausalLM.from_config(config, **dtype_keyword(dtype))
     if quantization:  # as transformers loads a QLoRA base: saved, loaded back through bitsandbytes
         from peft import prepare_model_for_kbit_training
         from transformers import BitsAndBytesConfig
@@ -142,7 +143,7 @@ def build(case: dict, torch, device: str):
             model.save_pretrained(folder)
             del model
             torch.cuda.empty_cache() if device == "cuda" else None
-            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16, device_map={"": device},
+            model = AutoModelForCausalLM.from_pretrained(folder, **dtype_keyword(torch.bfloat16), device_map={"": device},
                                                          attn_implementation=case["attention"],
                                                          quantization_config=BitsAndBytesConfig(**fields))
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
