@@ -335,7 +335,7 @@ def activation_lines(peak) -> list[str]:
             and source.sft_loss.value == "fused" \
             or loss == "llamafactory" and trainer != "sft" \
             or loss in ("fused", "logits") and trainer in ("orpo", "cpo", "simpo"):
-        from zeromem_lsp.memory.activations import DTYPE_BYTES
+        from zeromem_lsp.memory.precision import DTYPE_BYTES
         from zeromem_lsp.memory.peak import activation_dtype, policy_rows
         from zeromem_lsp.memory.preference import head_line
 
@@ -360,7 +360,7 @@ def activation_lines(peak) -> list[str]:
 def loss_kernel_line(peak, saved: int) -> list[str]:
     """With a fused or chunked loss: what of the saved activations it does not keep (the phases' "activations"
     are the difference; its own tensors are the phases' named parts)."""
-    from zeromem_lsp.memory.activations import DTYPE_BYTES
+    from zeromem_lsp.memory.precision import DTYPE_BYTES
     from zeromem_lsp.memory.loss_and_reference import dropped_bytes
 
     source = peak.source

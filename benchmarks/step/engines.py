@@ -90,12 +90,10 @@ class Labeller:
 
 
 def dtype_keyword(dtype) -> dict:
-    """`dtype=` as from_config / from_pretrained take it: Transformers 4.56 renamed `torch_dtype` (kept as an alias
-    since; 4.55 and earlier pass an unknown `dtype` on to the model's __init__)."""
-    import importlib.metadata
-    import re
-    found = tuple(int(part) for part in re.findall(r"\d+", importlib.metadata.version("transformers"))[:2])
-    return {"dtype" if found >= (4, 56) else "torch_dtype": dtype}
+    """`dtype=` as from_config / from_pretrained of the running Transformers take it (versions_compat)."""
+    import transformers
+    from versions_compat import dtype_keyword as keyword
+    return {keyword(transformers.__version__): dtype}
 
 
 def build_model(case, torch):

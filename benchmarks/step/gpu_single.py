@@ -99,6 +99,26 @@ def single_cases() -> list[dict]:
     return real + measured
 
 
+def extra_cases() -> list[dict]:
+    """What the CPU cannot show: torch.compile (inductor's CUDA kernels), and long context on real shapes."""
+    from cases import ALL
+    compiled = _real("gpu-llama3.2-1b-bf16-foreach-s2048b2-compile", "llama3.2-1b", regime="bf16", impl="foreach",
+                     seq=2048, batch=2)
+    compiled["compile"] = True
+    compiled_gc = _real("gpu-llama3.2-1b-bf16-foreach-gc-s4096b2-compile", "llama3.2-1b", regime="bf16",
+                        impl="foreach", seq=4096, batch=2, checkpointing=True)
+    compiled_gc["compile"] = True
+    return [
+        _real("gpu-llama3.2-1b-lora-all-r16-gc-s32768b1", "llama3.2-1b", lora=(ALL, 16), regime="bf16",
+              impl="foreach", seq=32768, batch=1, checkpointing=True),
+        _real("gpu-llama3.1-8b-lora-all-r16-gc-s16384b1", "llama3.1-8b", lora=(ALL, 16), regime="bf16",
+              impl="foreach", seq=16384, batch=1, checkpointing=True),
+        _real("gpu-qwen2.5-1.5b-bf16-foreach-gc-s16384b1", "qwen2.5-1.5b", regime="bf16", impl="foreach",
+              seq=16384, batch=1, checkpointing=True),
+        compiled, compiled_gc,
+    ]
+
+
 def _versions() -> dict:
     from importlib import metadata
     found = {}
@@ -124,7 +144,6 @@ def _smi() -> dict | None:
 def build(case: dict, torch, device: str):
     """The case's model on the device, as HF Trainer would train it (LoRA through PEFT, QLoRA loaded quantized)."""
     import tempfile
-    from engines import dtype_keyword
     from transformers import AutoConfig, AutoModelForCausalLM
     fields = dict(case["config"])
     config = AutoConfig.for_model(fields.pop("model_type"), **fields)
@@ -132,8 +151,11 @@ def build(case: dict, torch, device: str):
     dtype = torch.bfloat16 if case["regime"] == "bf16" else torch.float32
     lora = dict(case.get("lora") or {})
     quantization = lora.pop("quantization", None)
+    import transformers
+    from versions_compat import dtype_keyword
+    key = dtype_keyword(transformers.__version__)  # (Transformers < 4.56 names it torch_dtype)
     with torch.device(device):
-        model = AutoModelForCausalLM.from_config(config, **dtype_keyword(dtype))
+        model = AutoModelForCausalLM.from_config(config, **{key: dtype})
     if quantization:  # as transformers loads a QLoRA base: saved, loaded back through bitsandbytes
         from peft import prepare_model_for_kbit_training
         from transformers import BitsAndBytesConfig
@@ -143,7 +165,7 @@ def build(case: dict, torch, device: str):
             model.save_pretrained(folder)
             del model
             torch.cuda.empty_cache() if device == "cuda" else None
-            model = AutoModelForCausalLM.from_pretrained(folder, **dtype_keyword(torch.bfloat16), device_map={"": device},
+            model = AutoModelForCausalLM.from_pretrained(folder, **{key: torch.bfloat16}, device_map={"": device},
                                                          attn_implementation=case["attention"],
                                                          quantization_config=BitsAndBytesConfig(**fields))
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
@@ -153,6 +175,8 @@ def build(case: dict, torch, device: str):
     model.train()
     if case["gradient_checkpointing"]:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if case.get("compile"):  # as HF Trainer's torch_compile=True wraps the model (default backend inductor)
+        model = torch.compile(model)
     return model
 
 
@@ -317,7 +341,8 @@ def _nccl_cost(torch, total: int) -> dict:
         return {"error": f"{type(error).__name__}: {error}"}
 
 
-def child(setting: str, device: str, smoke: bool, budget: float, out_dir: Path, only: list[str] | None) -> int:
+def child(setting: str, device: str, smoke: bool, budget: float, out_dir: Path, only: list[str] | None,
+          extra: bool = False) -> int:
     import warnings
     warnings.filterwarnings("ignore")
     started = time.time()
@@ -352,10 +377,11 @@ def child(setting: str, device: str, smoke: bool, budget: float, out_dir: Path, 
             record["context"]["nccl"] = _nccl_cost(torch, total)
     else:
         torch.set_num_threads(2)
-    chosen = [smoke_case()] if smoke else single_cases()
+    chosen = [smoke_case()] if smoke else extra_cases() if extra else single_cases()
     if only:
         chosen = [case for case in chosen if any(case["id"].startswith(prefix) for prefix in only)]
     traces = []
+    out_dir.mkdir(parents=True, exist_ok=True)
     results_path = out_dir / f"results_{setting}.json"
     for index, case in enumerate(chosen, 1):
         if time.time() - started > budget:

@@ -158,12 +158,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="ranks: the step cases rank by rank (default); single: gpu_single.py's one-GPU suite")
     parser.add_argument("--out-dir", default="gpu_single_out", help="--suite single: where its files go")
     parser.add_argument("--budget", type=float, default=400.0, help="--suite single: seconds for all its cases")
-    parser.add_argument("--setting", help=argparse.SUPPRESS)
+    parser.add_argument("--setting", help="--suite single: run one child under this label with the environment as "
+                        "it is (the allocator configuration, PYTHONPATH for other library versions)")
+    parser.add_argument("--extra", action="store_true", help="--suite single: gpu_single.extra_cases (torch.compile, "
+                        "long context) instead of the main list")
     args = parser.parse_args(argv)
     if args.suite == "single":
         import gpu_single
         if args.setting:
-            return gpu_single.child(args.setting, args.device, args.smoke, args.budget, Path(args.out_dir), args.only)
+            return gpu_single.child(args.setting, args.device, args.smoke, args.budget, Path(args.out_dir), args.only,
+                                    args.extra)
         return gpu_single.main(args)
     if args.child:
         return _child_main(args.child, args.rank, args.world, args.device, args.result)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from zeromem_lsp.memory.activations import DTYPE_BYTES, ActivationInputError, estimate_activations
+from zeromem_lsp.memory.precision import DTYPE_BYTES
+from zeromem_lsp.memory.activations import ActivationInputError, estimate_activations
 from zeromem_lsp.configs.model_config import model_shape
 from zeromem_lsp.memory.adapters import LoraSettings, count_adapters
 from zeromem_lsp.memory.lora_activations import FAMILIES, activation_dtype, estimate_lora_activations

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from zeromem_lsp.configs.model_config import model_shape
-from zeromem_lsp.memory.activations import DTYPE_BYTES
+from zeromem_lsp.memory.precision import DTYPE_BYTES
 from zeromem_lsp.memory.adapters import LoraSettings, count_adapters
 from zeromem_lsp.memory.lora_activations import estimate_lora_activations
 from zeromem_lsp.memory.loss_and_reference import reference_model_bytes

@@ -1,31 +1,13 @@
 """Gradient accumulation in the step: what the later micro-batches hold (pure, exact ints).
 
-With gradient_accumulation_steps > 1 the optimizer steps once after several forward/backward passes. From the
-second micro-batch on, the gradients accumulated so far are alive through its forward and backward, held as the
-engine holds them while it does not reduce (HF Trainer runs each micro-batch inside Accelerate's
-`Accelerator.accumulate`, whose `no_sync` picks the engine's own switch: accelerate/accelerator.py). The first
-micro-batch is the plain step's; the step's peak is the larger of the two. The optimizer step is unchanged.
-
-What each engine holds (measured with two micro-batches: tests/data/step/gradient_accumulation.json):
-
-- torch / DDP under `no_sync` (with or without gradient_as_bucket_view): every `param.grad` (torch's AccumulateGrad
-  adds the new gradient into it in place, torch/csrc/autograd/functions/accumulate_grad.h); at the end of backward
-  the embedding's fresh gradient sits beside the accumulated one before that add.
-- DeepSpeed ZeRO-0 and ZeRO-1 (Accelerate enters `engine.no_sync()` below stage 2): the full 16-bit gradients
-  in `param.grad`; ZeRO-1 also keeps its IPG reduce bucket, made by `setup_buckets` in each gradient hook and
-  released only by the boundary's `ipg_epilogue` (two with overlap_comm; deepspeed/runtime/zero/stage_1_and_2.py).
-- ZeRO-2: reduced every micro-batch; the rank keeps the gradients of the parameters its partition touches
-  (`all_grad_tensors`, made in `ipg_epilogue` and added to while not at the boundary) — the same tensors the
-  step's end of backward already holds.
-- ZeRO-3: nothing more: gradients are reduced into the persistent partitions, which exist in every step.
-- FSDP2 under `set_requires_gradient_sync(False)`: every unsharded gradient, in the reduce dtype
-  (`FSDPParam.to_accumulated_grad_if_needed` upcasts it, torch/distributed/fsdp/_fully_shard/_fsdp_param.py).
-- FSDP1 under `no_sync`: the unsharded flat gradients in the compute dtype (bf16 under mixed precision); under
-  NO_SHARD the root unit's new flat gradient is made whole beside them at the end of backward.
-- A frozen base (LoRA): the adapters' gradients as the plan places them, unsharded under FSDP, whole beside the IPG
-  bucket under ZeRO-1, none more under ZeRO-3 (measured under torch, ZeRO-0/1/2/3, FSDP2 and FSDP1; derived with
-  offload).
-- FSDP2 without sharding (a replicate R × shard 1 mesh) holds as FSDP2 does.
+From the second micro-batch on, the gradients accumulated so far are alive through its forward and backward, as the
+engine holds them while it does not reduce (Accelerate's `Accelerator.accumulate` → `no_sync`,
+accelerate/accelerator.py); the first micro-batch is the plain step's, the optimizer step unchanged. What each
+engine holds (torch/csrc/autograd/functions/accumulate_grad.h; deepspeed/runtime/zero/stage_1_and_2.py
+`setup_buckets`, `ipg_epilogue`, `all_grad_tensors`; FSDP2 `set_requires_gradient_sync(False)`,
+`FSDPParam.to_accumulated_grad_if_needed` in torch/distributed/fsdp/_fully_shard/_fsdp_param.py; FSDP1 `no_sync`;
+a frozen base's adapters; measured with two micro-batches: tests/data/step/gradient_accumulation.json; derived with
+offload): docs/memory-model.md, "Gradient accumulation".
 """
 
 from __future__ import annotations

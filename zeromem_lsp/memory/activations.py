@@ -19,8 +19,8 @@ from typing import NamedTuple
 
 from zeromem_lsp.configs.families import of
 from zeromem_lsp.configs.model_config import MAX_COUNT, MAX_SIZE, ModelShape
+from zeromem_lsp.memory.precision import DTYPE_BYTES
 
-DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 ATTENTION = ("sdpa", "eager")
 F32 = 4  # float32 statistics, softmax and logits
 I64 = 8  # token ids, positions, routing indices

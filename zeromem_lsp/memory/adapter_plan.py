@@ -14,15 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from zeromem_lsp.memory.adapters import (
-    ALL_LINEAR, DTYPE_BYTES, AdapterCount, AdapterInputError, AdapterState, LoraSettings, Quantization,
-    count_adapters, model_state,
-)
+from zeromem_lsp.configs.settings_values import ALL_LINEAR
+from zeromem_lsp.memory.adapters import (AdapterCount, AdapterInputError, AdapterState, LoraSettings, Quantization,
+                                         count_adapters, model_state)
 from zeromem_lsp.configs.model_config import UnsupportedModel
 from zeromem_lsp.memory.lora_activations import activation_dtype
 from zeromem_lsp.memory.peak import LoraPeak
 from zeromem_lsp.memory.plan import AdapterTerms, Inputs
-from zeromem_lsp.memory.precision import optimizer_state_bytes
+from zeromem_lsp.memory.precision import DTYPE_BYTES, optimizer_state_bytes
 from zeromem_lsp.provenance import Origin
 
 if TYPE_CHECKING:

@@ -17,13 +17,13 @@ from typing import Any, NamedTuple
 
 from zeromem_lsp.configs.families import FAMILIES, MLP_ROLES, MOE_ROLES, Weight, weights
 from zeromem_lsp.configs.model_config import MAX_SIZE, UnsupportedModel, count_parameters, weights_shape
+from zeromem_lsp.configs.settings_values import ALL_LINEAR, QUANTIZATIONS
+from zeromem_lsp.memory.precision import DTYPE_BYTES
 from zeromem_lsp.memory.lora_targets import (
     Excluded, TargetSpec, TargetSpecError, check_spec, checked_regex, matches, pattern_key, suffix_matches,
 )
 
-ALL_LINEAR = "all-linear"  # peft.utils.constants.INCLUDE_LINEAR_LAYERS_SHORTHAND
-QUANTIZATIONS = ("none", "int8", "nf4", "fp4")
-DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+DTYPES = "fp32, bf16, fp16"  # as this module's messages list DTYPE_BYTES
 ENGINES = ("peft", "deepspeed", "fsdp1", "fsdp2")
 LINEAR_KINDS = ("linear", "conv1d")
 BLOCKSIZE = 64  # bitsandbytes.functional.quantize_4bit default blocksize
@@ -471,7 +471,7 @@ def frozen_bytes(found: Inventory, count: AdapterCount, quantization: Quantizati
         raise AdapterInputError("quantization", f"quantization must be one of {', '.join(QUANTIZATIONS)}, "
                                 f"got {quantization.kind!r}")
     if dtype not in DTYPE_BYTES:
-        raise AdapterInputError("dtype", f"dtype must be one of {', '.join(DTYPE_BYTES)}, got {dtype!r}")
+        raise AdapterInputError("dtype", f"dtype must be one of {DTYPES}, got {dtype!r}")
     stored = constants = elements = 0
     if quantization.kind != "none":
         for weight in found.weights:
@@ -527,7 +527,7 @@ def model_state(config: dict[str, Any], lora: LoraSettings, quantization: Quanti
     checked = (("adapter_dtype", adapter_dtype), ("dtype", dtype), ("gradient_dtype", gradient_dtype or dtype))
     for name, value in checked:
         if value not in DTYPE_BYTES:
-            raise AdapterInputError(name, f"{name} must be one of {', '.join(DTYPE_BYTES)}, got {value!r}")
+            raise AdapterInputError(name, f"{name} must be one of {DTYPES}, got {value!r}")
     found = inventory(config)
     count = count_adapters(config, lora)
     notes = [f"{count.trainable:,} trainable of {count.all:,} parameters (LoRA r={lora.rank})"]

@@ -1,29 +1,15 @@
 """TRL's GRPO step in the whole-step peak (pure): generation, the reference's log-probs, then the policy's loss.
 
-What TRL 1.16 runs with use_vllm false, its default (trl/trainer/grpo_trainer.py; measured on CPU by
-benchmarks/preference/grpo.py, tests/data/step/preference.json `grpo-` cases):
-- `_prepare_inputs` → `_generate_and_score_completions` → `_generate_single_turn`: the policy's HF `generate` under
-  `no_grad` over the generation batch, per_device_train_batch_size × steps_per_generation completions on a rank
-  (steps_per_generation defaults to gradient_accumulation_steps, grpo_config.py `__post_init__`; the sampler has
-  already repeated each prompt num_generations times, so num_generations changes no rank's bytes), each up to
-  max_completion_length new tokens (the worst case: no EOS). It runs at the first micro-step of an optimizer step,
-  after `zero_grad`: no gradients are alive. Its moments (transformers' DynamicCache and `_sample`):
-  the prompt's prefill (the cache of every prompt token, one decoder layer's MLP — three b·p·I tensors — beside four
-  b·p·h hidden states: the embeddings, the layer's input, its residual and normed input — and the rotary cos / sin),
-  a layer's cache update (`torch.cat` makes the grown keys while the old ones are alive) and the last token's
-  sampling (the cache of prompt + completion − 1 tokens, the last position's logits in the compute dtype, their
-  fp32 copy, the softmax and one more fp32 copy).
-- beta != 0 (GRPOConfig's default is 0.0: no reference): `_get_per_token_logps_and_entropies` of the reference — a
-  copy of the policy, or the PEFT policy with its adapters disabled (`use_adapter(model, None)`) — under `no_grad`,
-  in chunks of per_device_train_batch_size completions, through TRL's fused LM head (FusedHead's reference forward).
-- `_compute_loss`: the policy's forward over b completions of prompt + completion tokens through the fused head
-  (outputs log_probs and entropy), the clipped ratio loss on per-token tensors, its backward and the optimizer.
-TRL 1.8.0 (axolotl's pin; `trl18-grpo-` cases) runs the same generation and reference steps with the completion
-positions' logits in place of the fused head (GrpoLogitsHead).
-Under ZeRO-3 the generation holds the whole policy gathered (GrpoHead.generation_gathered) and the micro-step after
-it fetches without prefetch (GrpoHead.loss_gathered); under FSDP2 its first forward unshards the root and the first
-layer (GrpoHead.unshard). vLLM (use_vllm: server or colocate) generates outside this process's PyTorch allocations,
-and FSDP1 inside the root's summon_full_params: not modelled. A reference under sharded FSDP2: preference.reference_gathered.
+What TRL 1.16 runs with use_vllm false, its default (trl/trainer/grpo_trainer.py `_prepare_inputs` →
+`_generate_and_score_completions` → `_generate_single_turn`, `_get_per_token_logps_and_entropies`, `_compute_loss`;
+grpo_config.py `__post_init__`; transformers' DynamicCache and `_sample`; measured on CPU by
+benchmarks/preference/grpo.py, tests/data/step/preference.json `grpo-` cases), moment by moment: docs/adapters.md.
+Assumed: every completion runs to max_completion_length (no EOS); generation comes after `zero_grad` (no gradients
+alive); num_generations changes no rank's bytes; the reference (beta != 0; GRPOConfig's default 0.0: none) is a
+copy of the policy or the PEFT policy with its adapters disabled (`use_adapter(model, None)`). TRL 1.8.0 (axolotl's
+pin; `trl18-grpo-` cases): GrpoLogitsHead. ZeRO-3: GrpoHead.generation_gathered / loss_gathered; FSDP2:
+GrpoHead.unshard; a reference under sharded FSDP2: preference.reference_gathered. Not modelled: vLLM (use_vllm) and
+FSDP1 (the root's summon_full_params).
 """
 
 from __future__ import annotations
@@ -93,14 +79,11 @@ def generation_moments(shape: ModelShape, generation: Generation, sequence_lengt
 
 class GrpoLogitsHead(NamedTuple):
     """TRL 1.8's GRPO loss (what axolotl pins; trl/trainer/grpo_trainer.py 1.8.0 `_get_per_token_logps_and_entropies`,
-    trl/trainer/utils.py `selective_log_softmax`, `entropy_from_logits`): the model makes the logits of the last
-    completion + 1 positions only (`logits_to_keep`), b·(C+1)·V in the compute dtype, alive until the loss returns;
-    a log-softmax per completion row is kept for backward (16-bit; an fp32 model's `logsumexp` keeps none beyond the
-    logits: derived); a copy of the completion positions' logits (b·C·V) lives from the forward into the loss's
-    backward (measured; what makes it is not named here); the entropy metric runs under `no_grad` in 128-row chunks
-    (a log-softmax, its exp and their product). Backward at the loss: the gradient through the temperature's `div_`
-    (b·C·V) and two b·(C+1)·V gradients (the slice's zero-filled input gradient and the logits'), the log-softmaxes
-    freed; then the head's weight gradient beside the logits' gradient."""
+    trl/trainer/utils.py `selective_log_softmax`, `entropy_from_logits`): the logits of the last completion + 1
+    positions (`logits_to_keep`), a log-softmax per completion row (an fp32 model's `logsumexp` keeps none beyond the
+    logits: derived), a copy of the completion positions' logits (measured; what makes it is not named here), the
+    entropy metric's 128-row chunks, and at the loss's backward the gradients through the temperature's `div_`:
+    docs/adapters.md."""
 
     sequence_length: int
     completion_length: int

@@ -1,33 +1,19 @@
 """Saved-for-backward bytes with LoRA adapters on a frozen base: the full fine-tuning model
 (zeromem_lsp/activations.py) minus what frozen weights no longer keep, plus what the adapters keep.
 
-Read off autograd and PEFT's lora.Linear.forward (peft/tuners/lora/layer.py): `result = base_layer(x)`, then
-per adapter `x = self._cast_input_dtype(x, lora_A.weight.dtype)` and `lora_B(lora_A(dropout(x)))`.
-- A frozen linear keeps no input (its weight needs no gradient); a frozen norm weight keeps no normalized
-  copy of its input; a frozen embedding keeps no token ids; ops whose inputs need no gradient keep nothing,
-  so the first layer (fed by the frozen embedding) keeps less than the others.
-- Each adapter keeps its own input for A's gradient: a fresh copy when the adapter dtype differs from the
-  model's (PEFT's fp32 default: one copy per adapted module, even when they read the same tensor), else
-  the shared input itself, once. B keeps A's output (T·r in the adapter dtype).
-- QLoRA: see `activation_dtype`.
-Checked against PEFT on CPU (benchmarks/adapters/activations.py → tests/data/adapters/lora_activations.json).
-Families measured: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, gpt2, gpt_neox, smollm3, granite,
-starcoder2, olmo2, olmo3, cohere, cohere2; sdpa and eager, with and without (non-reentrant) gradient checkpointing.
-By traits: post-norms (no input norm: the first layer saves none), norms whose weight multiplies in fp32 (the frozen
-weight then spares an fp32 normalized copy), one norm feeding a parallel residual (the first layer's MLP reads no
-gradient-carrying input whatever attention's adapters).
-- lora_dropout > 0: each adapter's own nn.Dropout makes a new tensor, the one A keeps (so adapters that read the same
-  input no longer share it), and keeps its mask when its input carries a gradient. The mask is what torch's dropout
-  keeps (aten/src/ATen/native/Dropout.cpp): on a GPU the fused `native_dropout`'s bool mask, 1 B per element
-  (`mask_bytes`, the default); elsewhere the unfused `input * noise`, whose noise is in the input's dtype — what the
-  CPU measurement keeps (llama, qwen2, gpt2 cases with lora_dropout: exact with mask_bytes = the adapter's bytes).
+Read off autograd and PEFT's lora.Linear.forward (peft/tuners/lora/layer.py: `base_layer(x)`, then per adapter
+`_cast_input_dtype` and `lora_B(lora_A(dropout(x)))`); each rule, and the families measured against PEFT on CPU
+(benchmarks/adapters/activations.py → tests/data/adapters/lora_activations.json): docs/adapters.md. QLoRA:
+`activation_dtype`. lora_dropout's mask (aten/src/ATen/native/Dropout.cpp): 1 B per element on a GPU
+(`native_dropout`, `mask_bytes`' default), the input's dtype on CPU.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, I64, ActivationInputError, estimate_activations
+from zeromem_lsp.memory.precision import DTYPE_BYTES
+from zeromem_lsp.memory.activations import F32, I64, ActivationInputError, estimate_activations
 from zeromem_lsp.configs import families
 from zeromem_lsp.configs.families import of
 from zeromem_lsp.configs.model_config import ModelShape

@@ -14,13 +14,13 @@ from fractions import Fraction
 from collections.abc import Callable
 from typing import Any, NamedTuple, cast
 
-from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, ActivationInputError, Activations, estimate_activations
+from zeromem_lsp.memory.activations import F32, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS, Buffers, hf_auto_sizes, zero_buffers
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.memory.adapters import AdapterCount
 from zeromem_lsp.memory.model_state import ceil_div
 from zeromem_lsp.memory.lora_activations import LoraActivations, estimate_lora_activations
-from zeromem_lsp.memory.precision import normalize_precision
+from zeromem_lsp.memory.precision import DTYPE_BYTES, normalize_precision
 from zeromem_lsp.memory.stages import stage as stage_named
 from zeromem_lsp.memory.loss_and_reference import LossInputError, reference_model_bytes
 from zeromem_lsp.configs.settings_values import GRPO_KEYS

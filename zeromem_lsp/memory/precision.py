@@ -31,7 +31,8 @@ __all__ = [
 PRECISIONS = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("adam", "adamw", "sgd", "sgd_momentum", "lion", "adagrad", "lamb", "adam8bit", "adafactor")
 
-DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+#: Bytes per element of each dtype: the one table (a foundation: every layer reads it from here).
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 MASTER_WEIGHT_BYTES = 4  # fp32 master copy kept by the optimizer under mixed precision
 
 # Optimizer state per parameter, in bytes, excluding the master copy: (bytes, description).
@@ -127,21 +128,12 @@ def bytes_per_parameter(precision: str, optimizer: str, *, gradient_dtype: str |
     )
 
 
-_PRECISION_ALIASES = {
-    "fp32": "fp32",
-    "float32": "fp32",
-    "float": "fp32",
-    "f32": "fp32",
-    "32": "fp32",
-    "no": "fp32",  # accelerate mixed_precision "no" = full fp32 training
-    "fp16": "fp16",
-    "float16": "fp16",
-    "half": "fp16",
-    "f16": "fp16",
-    "16": "fp16",
-    "bf16": "bf16",
-    "bfloat16": "bf16",
-}
+#: Each precision's spellings (Accelerate's mixed_precision "no" = full fp32 training).
+_PRECISION_ALIASES = {alias: canonical for canonical, aliases in {
+    "fp32": ("fp32", "float32", "float", "f32", "32", "no"),
+    "fp16": ("fp16", "float16", "half", "f16", "16"),
+    "bf16": ("bf16", "bfloat16"),
+}.items() for alias in aliases}
 
 
 def normalize_precision(name: str) -> str | None:
@@ -159,47 +151,25 @@ def normalize_precision(name: str) -> str | None:
     return _PRECISION_ALIASES.get(key)
 
 
-# DeepSpeed optimizer.type values (DeepSpeed lower-cases its own names) and torch.optim class names.
-_DEEPSPEED_TYPES = {
-    "adam": "adam",
-    "adamw": "adamw",
-    "lamb": "lamb",
-    "lion": "lion",
-    "adagrad": "adagrad",
-    "onebitadam": "adam",  # 1-bit Adam keeps Adam's m, v (plus communication error buffers, not counted)
-    "zerooneadam": "adam",
-    "onebitlamb": "lamb",
-    "muadam": "adam",
-    "muadamw": "adamw",
-    "fusedadam": "adam",
-    "cpuadam": "adam",
-    "deepspeedcpuadam": "adam",
-    "fusedlamb": "lamb",
-    "fusedlion": "lion",
-    "cpuadagrad": "adagrad",
-    "deepspeedcpuadagrad": "adagrad",
-    "adafactor": "adafactor",
-}
+# DeepSpeed optimizer.type values (DeepSpeed lower-cases its own names) and torch.optim class names; 1-bit Adam keeps
+# Adam's m, v (plus communication error buffers, not counted).
+_DEEPSPEED_TYPES = {alias: canonical for canonical, aliases in {
+    "adam": ("adam", "onebitadam", "zerooneadam", "muadam", "fusedadam", "cpuadam", "deepspeedcpuadam"),
+    "adamw": ("adamw", "muadamw"),
+    "lamb": ("lamb", "onebitlamb", "fusedlamb"),
+    "lion": ("lion", "fusedlion"),
+    "adagrad": ("adagrad", "cpuadagrad", "deepspeedcpuadagrad"),
+    "adafactor": ("adafactor",),
+}.items() for alias in aliases}
 # HF TrainingArguments.optim values.
-_HF_OPTIM = {
-    "adamw_hf": "adamw",
-    "adamw_torch": "adamw",
-    "adamw_torch_fused": "adamw",
-    "adamw_torch_xla": "adamw",
-    "adamw_torch_npu_fused": "adamw",
-    "adamw_apex_fused": "adamw",
-    "paged_adamw_32bit": "adamw",
-    "paged_adamw": "adamw",
-    "adamw_8bit": "adam8bit",
-    "adamw_bnb_8bit": "adam8bit",
-    "paged_adamw_8bit": "adam8bit",
-    "adamw_torch_8bit": "adam8bit",
-    "adafactor": "adafactor",
-    "lion_32bit": "lion",
-    "paged_lion_32bit": "lion",
-    "paged_lion": "lion",
-    "adagrad": "adagrad",
-}
+_HF_OPTIM = {alias: canonical for canonical, aliases in {
+    "adamw": ("adamw_hf", "adamw_torch", "adamw_torch_fused", "adamw_torch_xla", "adamw_torch_npu_fused",
+              "adamw_apex_fused", "paged_adamw_32bit", "paged_adamw"),
+    "adam8bit": ("adamw_8bit", "adamw_bnb_8bit", "paged_adamw_8bit", "adamw_torch_8bit"),
+    "adafactor": ("adafactor",),
+    "lion": ("lion_32bit", "paged_lion_32bit", "paged_lion"),
+    "adagrad": ("adagrad",),
+}.items() for alias in aliases}
 # Names whose state depends on `momentum` (torch.optim.SGD, DeepSpeed MuSGD wraps it; HF "sgd").
 _SGD_NAMES = {"sgd", "musgd"}
 
@@ -214,22 +184,14 @@ def _number(value: object) -> object:
 
 
 def optimizer_from_deepspeed_type(name: str, params: Mapping[str, object] | None = None) -> str | None:
-    """Map an optimizer name to one of :data:`OPTIMIZERS`, or None when unknown.
+    """Map an optimizer name to one of :data:`OPTIMIZERS`, or None when unknown: a DeepSpeed ``optimizer.type``, a
+    torch.optim class name or an HF ``TrainingArguments.optim`` value (the tables above), case-insensitive.
 
-    Accepts DeepSpeed ``optimizer.type`` (``Adam``, ``AdamW``, ``Lamb``, ``Lion``, ``Adagrad``,
-    ``OneBitAdam``/``ZeroOneAdam``/``MuAdam`` -> adam, ``MuAdamW`` -> adamw, ``OneBitLamb`` -> lamb),
-    torch.optim class names (``SGD``, ``Adam``, ``AdamW``, ``Adagrad``, ``Adafactor``), and Hugging
-    Face ``TrainingArguments.optim`` values (``adamw_torch``, ``adamw_8bit``, ``paged_adamw_8bit``,
-    ``adafactor``, ``lion_32bit``, ``sgd``, ``adagrad`` ...). Case-insensitive.
-
-    ``params`` is the optimizer's ``params`` block: SGD (and MuSGD) is ``sgd_momentum`` only when
-    ``momentum`` is a positive number (torch's default is 0, i.e. ``sgd``); Adam/AdamW with
-    ``amsgrad: true`` keep a third buffer and are reported as unknown (None).
-
-    Deliberately None: ``Muon`` (momentum on matrices, an auxiliary Adam on the rest - no single
-    per-parameter figure), 4-bit and 8-bit Lion, ``adamw_anyprecision`` and other names whose state
-    does not match a canonical optimizer.
-    """
+    ``params`` is the optimizer's ``params`` block: SGD (and MuSGD) is ``sgd_momentum`` only when ``momentum`` is a
+    positive number (torch's default is 0, i.e. ``sgd``); Adam/AdamW with ``amsgrad: true`` keep a third buffer and
+    are unknown (None). Deliberately None: ``Muon`` (momentum on matrices, an auxiliary Adam on the rest - no single
+    per-parameter figure), 4-bit and 8-bit Lion, ``adamw_anyprecision`` and other names whose state does not match a
+    canonical optimizer."""
     if not isinstance(name, str):
         return None
     key = name.strip().lower()

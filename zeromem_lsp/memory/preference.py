@@ -1,25 +1,12 @@
 """Preference trainers in the whole-step peak (pure): TRL's DPO and KTO steps, the reference model beside them.
 
 What TRL 1.16 runs (trl/trainer/dpo_trainer.py, kto_trainer.py, trl/trainer/utils.py `add_fused_lm_head`,
-trl/kernels/chunked_logprob.py `ChunkedLogProbFunction`; measured on CPU by benchmarks/preference/measure.py):
-- DPO stacks chosen and rejected into one batch of 2·b rows (the collator), one policy forward with gradients and,
-  unless the reference log-probs are precomputed, one reference forward of the same rows under `no_grad` (the
-  reference model, or the PEFT policy with its adapters disabled). KTO runs b completions, plus b mismatched KL
-  completions through the policy and the reference under `no_grad`.
-- The loss never makes the b·s·V logits: the fused LM head saves a copy of the final hidden states (b·(s-1)·h,
-  shifted), the labels (int64) and an fp32 log-sum-exp (and entropy) per token, and projects through the head in
-  tiles of at most 4096 tokens × 32768 vocabulary entries into one buffer (`mm_buf`, always 32768 columns). With
-  Triton (CUDA / XPU) each tile is folded in place and only tokens with a label are scored; the torch fallback
-  (other devices, and what the CPU measurement runs) makes fp32 temporaries of the tile (3 at once in forward, 7 in
-  backward, plus a bool tile for `is_top1` / the target mask). Backward accumulates an fp32 gradient of the hidden
-  states and, for a trainable head, of the head weight, and casts them to the parameters' dtype at the end.
-- ORPO, CPO and SimPO (trl/experimental/orpo, trl/experimental/cpo) are reference-free and keep the full logits of
-  2·b rows, the chosen rows' NLL and a per-row log-softmax (memory/reference_free_loss.py). LLaMA-Factory's own
-  trainers: memory/llamafactory_loss.py. GRPO (its generation and reference log-probs before the loss):
-  memory/grpo.py.
-
-The reference model's own bytes (memory/loss_and_reference.py `reference_model_bytes`) are a part of every moment;
-its forward (tiles, last hidden states, at ZeRO-3 its gathered weights) is a moment of the forward phase.
+trl/kernels/chunked_logprob.py `ChunkedLogProbFunction`; measured on CPU by benchmarks/preference/measure.py), the
+rows, the fused head's tiles and its torch fallback: docs/adapters.md and docs/memory-model.md, "Preference
+trainers". Reference-free ORPO, CPO, SimPO (trl/experimental/orpo, trl/experimental/cpo):
+memory/reference_free_loss.py; LLaMA-Factory's trainers: memory/llamafactory_loss.py; GRPO: memory/grpo.py. The
+reference model's bytes (loss_and_reference.py `reference_model_bytes`) are a part of every moment; its forward is a
+moment of the forward phase.
 """
 
 from __future__ import annotations
@@ -28,7 +15,8 @@ from dataclasses import replace
 from typing import Any, Callable, NamedTuple, Union
 
 from zeromem_lsp.configs.settings_values import TRAINERS  # the `trainer` setting; sft: ForCausalLMLoss
-from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, I64, ActivationInputError, estimate_activations
+from zeromem_lsp.memory.precision import DTYPE_BYTES
+from zeromem_lsp.memory.activations import F32, I64, ActivationInputError, estimate_activations
 from zeromem_lsp.memory.fused_head import FusedHead
 from zeromem_lsp.memory.grpo import Generation, GrpoHead, GrpoLogitsHead, check as check_grpo, kv_elements
 from zeromem_lsp.memory.parts import P, M, with_gathered
@@ -47,19 +35,11 @@ LOSSES = ("fused", "logits", "llamafactory")
 
 
 class LogitsHead(NamedTuple):
-    """TRL 1.8's DPO loss (what axolotl pins; trl/trainer/dpo_trainer.py 1.8.0 `_compute_loss`): the model's own
-    forward makes the logits (b·s·V in the compute dtype, kept until the loss returns, the reference's beside them);
-    `selective_log_softmax` (trl/trainer/utils.py) runs a log-softmax per row, each kept for backward (an fp32
-    model: `logsumexp` keeps the logits themselves; derived, not measured); the entropy metric
-    (`entropy_from_logits` on the shifted logits) copies them contiguous and makes three 128-row chunks. Backward:
-    the rows' gradients stacked, then the slice's gradient (b·s·V), then the head's weight gradient beside it.
-    TRL 1.8's KTO (kto_trainer.py 1.8.0 `_compute_loss`) runs b completions the same way; its KL rows' forwards
-    (`_compute_kl_logps`, under `no_grad`) end before the moment. Beside the DPO's tensors there: the chosen and
-    rejected rows' logits `index_select`ed for the metrics (a b·s·V copy) and, as it passes no `use_cache=False`,
-    with a model config's `use_cache` (not under axolotl) the reference outputs' KV cache (`cache`). The policy's
-    cache holds the K/V its sdpa keeps for backward (grouped-query sdpa without a mask), none under checkpointing
-    (the layers drop it); with eager attention on a grouped-query model, K/V beside the repeated ones attention
-    keeps (`policy_cache`)."""
+    """TRL 1.8's DPO loss (what axolotl pins; trl/trainer/dpo_trainer.py 1.8.0 `_compute_loss`,
+    trl/trainer/utils.py `selective_log_softmax`, `entropy_from_logits`) and KTO (kto_trainer.py 1.8.0 `_compute_loss`,
+    `_compute_kl_logps`): the logits, a log-softmax per row (an fp32 model's `logsumexp` keeps the logits: derived, not
+    measured), the entropy metric's chunks and, for KTO, the logits `index_select`ed for the metrics and the KV caches
+    (`cache`, `policy_cache`): docs/adapters.md."""
 
     trainer: str
     sequence_length: int
@@ -240,9 +220,7 @@ def _gathered_width(step: Step) -> Callable[[int], int]:
     """Bytes of `elements` gathered: in the weights' dtype, or pro rata of a frozen base's whole P (a quantized base
     gathers its packed bytes), as step.py's."""
     frozen, width = step.frozen, DTYPE_BYTES[step.param_dtype]
-    if frozen is None or not frozen.all_parameters:
-        return lambda elements: width * elements
-    return lambda elements: -(-elements * frozen.all_bytes // frozen.all_parameters)
+    return (lambda elements: width * elements) if frozen is None or not frozen.all_parameters else frozen.gathered
 
 
 def _generation_gathered(step: Step, steps_per_generation: int) -> tuple[int | None, int | None]:
@@ -276,9 +254,7 @@ def _fsdp2_unshard(step: Step) -> tuple[int, int] | None:
     if not isinstance(engine, Fsdp) or not engine.sharded or step.ranks < 2 or engine.version != 2:
         return None
     tensors = parameter_tensors(step.shape)
-    if engine.mixed:
-        return DTYPE_BYTES["bf16"] * tensors.root, DTYPE_BYTES["bf16"] * tensors.layer_total
-    gathered = _gathered_width(step)
+    gathered = (lambda elements: DTYPE_BYTES["bf16"] * elements) if engine.mixed else _gathered_width(step)
     return gathered(tensors.root), gathered(tensors.layer_total)
 
 

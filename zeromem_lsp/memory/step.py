@@ -1,24 +1,12 @@
 """The peak of one whole training step, phase by phase, per rank (pure, exact ints, no torch).
 
-Beside the model-state contract (memory/model_state.py), never instead of it. A step of steady-state training
-(step 2 and later: the optimizer state exists, gradients were freed by `zero_grad(set_to_none=True)`) has
-three phases; each phase's peak is the largest live total over the moments that can hold it:
-
-- forward: persistent state + everything autograd saved + the loss's transients (the lm_head output and its
-  fp32 copy, alive while the fp32 log-softmax is made);
-- backward: at the loss (two fp32 T×V gradients beside the saved log-softmax, no parameter gradient yet), at
-  the top and bottom decoder layer (gradients appear as activations are freed), at the end (all gradients,
-  tied embeddings' accumulation);
-- optimizer: gradients + the optimizer's scratch (torch AdamW foreach ≈ a copy of every tensor it updates,
-  for-loop ≈ twice the largest, fused none; other optimizers: memory/optimizer_step.py) + what the engine adds
-  (DeepSpeed's fp32 gradient partition).
-
-`loss_kernel` (Liger's fused linear cross-entropy, cut-cross-entropy, axolotl's chunked loss) replaces the loss's
-T×V terms by what that kernel keeps and makes (`_loss_moments`, `_head_moment`).
-
-Engines: `torch` (one process or DDP), `deepspeed` (ZeRO 0-3), `fsdp` (FSDP2 / FSDP1 sharded units).
-Every term, with the torch / DeepSpeed / Transformers function it comes from: docs/memory-model.md,
-"The whole training step". Activations come from zeromem_lsp.memory.activations (exact against the model code).
+Beside the model-state contract (memory/model_state.py), never instead of it: a steady-state step (step 2 on:
+optimizer state exists, gradients freed by `zero_grad(set_to_none=True)`) in three phases, forward, backward and
+optimizer, each peaking at the largest live total over its moments. `loss_kernel` replaces the loss's T×V terms
+(`_loss_moments`, `_head_moment`); optimizers other than AdamW: memory/optimizer_step.py. Engines: `torch` (one
+process or DDP), `deepspeed` (ZeRO 0-3), `fsdp` (FSDP2 / FSDP1). Every term, with the torch / DeepSpeed /
+Transformers function it comes from: docs/memory-model.md, "The whole training step"; activations:
+zeromem_lsp.memory.activations.
 """
 
 from __future__ import annotations
@@ -30,9 +18,10 @@ from typing import Any, ClassVar, NamedTuple, Protocol, Union
 from zeromem_lsp.memory.accumulation import Engine, held, later_moments
 from zeromem_lsp.memory.parts import (P, PHASES, M, Moment, Moments, Part, Phase, StepInputError, moment_of, phases_of,
                                       with_gathered)
-from zeromem_lsp.memory.activations import DTYPE_BYTES, F32, ActivationInputError, Activations, estimate_activations
+from zeromem_lsp.memory.activations import F32, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS
-from zeromem_lsp.configs.settings_values import LOSS_KERNELS
+from zeromem_lsp.configs.settings_values import ENGINES, LOSS_KERNELS, OPTIMIZER_IMPLS
+from zeromem_lsp.memory.precision import DTYPE_BYTES
 from zeromem_lsp.memory.loss_and_reference import LossMoments, loss_moments
 from zeromem_lsp.memory.model_state import ceil_div
 from zeromem_lsp.memory.optimizer_step import (ADAGRAD_FIRST_SUMS, OptimizerNotModelled, Stepped, Tensors,
@@ -40,8 +29,6 @@ from zeromem_lsp.memory.optimizer_step import (ADAGRAD_FIRST_SUMS, OptimizerNotM
 from zeromem_lsp.memory.precision import OPTIMIZERS as ALL_OPTIMIZERS
 from zeromem_lsp.configs.model_config import ModelShape
 
-ENGINES = ("torch", "deepspeed", "fsdp")
-OPTIMIZER_IMPLS = ("foreach", "for-loop", "fused")
 #: Adam and AdamW keep the same tensors (exp_avg, exp_avg_sq); Adam's weight decay, when set, adds one more
 #: gradient-sized tensor in the foreach path (not modelled: the default is 0). The other optimizers' steps:
 #: memory/optimizer_step.py (weight decay 0, HF Trainer's default)
@@ -120,6 +107,10 @@ class FrozenBase(NamedTuple):
     head_gradient: int = 0  # a trained head's (modules_to_save) gradient on this rank: from the head's backward
     outside: int = 0  # of `activations`, what is saved outside the decoder layers (embedding, final norm, loss)
     accumulated: int | None = None  # the adapters' gradients a later micro-batch holds (None: `gradients`)
+
+    def gathered(self, elements: int) -> int:
+        """Bytes of `elements` gathered: pro rata of the whole P (a quantized base gathers its packed bytes)."""
+        return ceil_div(elements * self.all_bytes, self.all_parameters) if self.all_parameters else 0
 
 
 #: Every engine spec answers the same questions, each with its own value (a field where the engine has the
@@ -655,13 +646,7 @@ def _gathered_frozen(setup: Setup, frozen: FrozenBase, engine: EngineSpec) -> _G
     precision gathers every parameter, frozen or not, in the compute dtype (FSDP2 `MixedPrecisionPolicy.param_dtype`:
     `_fsdp_param.py` casts each shard before the all-gather; measured: lora-fsdp2-*-mixed)."""
     t, r = setup.tensors, setup.ranks
-    mixed = engine.mixed
-
-    def g(elements: int) -> int:
-        if mixed:
-            return setup.c * elements
-        return ceil_div(elements * frozen.all_bytes, frozen.all_parameters) if frozen.all_parameters else 0
-
+    g = (lambda elements: setup.c * elements) if engine.mixed else frozen.gathered
     if isinstance(engine, DeepSpeed) and engine.stage == 3 and r > 1:
         zero = engine.zero
         persistent = _persistent_numel(t, zero.threshold)
@@ -738,18 +723,11 @@ def make_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, chec
               ddp_bucket_view: bool = False, offload_optimizer: bool = False, offload_param: bool = False,
               frozen: FrozenBase | None = None, loss_kernel: str = "hf", loss: Head | None = None,
               gradient_accumulation_steps: int = 1) -> Step:
-    """The Step these inputs describe, validated (StepInputError naming a bad input).
-
-    param_dtype is the dtype the weights are stored in (DeepSpeed: its 16-bit dtype; FSDP: the shards').
-    autocast (engine torch): fp32 weights, bf16 compute, as HF Trainer's `bf16=True` on an fp32 model.
-    fsdp_mixed: bf16 gathered parameters and compute over `param_dtype` shards; fsdp_reshard: layers are
-    freed after their forward (FULL_SHARD, FSDP2's default); fsdp_sharded False: NO_SHARD. frozen: a frozen
-    base with adapters (its per-rank state replaces the full model's; `_frozen`). loss_kernel: Transformers'
-    loss (`hf`) or a fused / chunked kernel (`liger_flce`, `cut_cross_entropy`, `chunked_ce`) in its place
-    (`_loss_moments`, loss_and_reference.loss_moments). loss: a Head whose moments replace ForCausalLMLoss's
-    (memory/preference.py: TRL's fused LM head); it takes precedence over loss_kernel.
-    gradient_accumulation_steps > 1: the later micro-batches' moments hold the accumulated gradients too
-    (memory/accumulation.py)."""
+    """The Step these inputs describe, validated (StepInputError naming a bad input). param_dtype: the weights'
+    stored dtype (DeepSpeed: its 16-bit dtype; FSDP: the shards'); autocast, ddp_bucket_view and fsdp_*: as Torch and
+    Fsdp describe them; frozen: a frozen base with adapters (`_frozen`); loss_kernel: `hf` or a fused / chunked kernel
+    (`_loss_moments`, loss_and_reference.loss_moments); loss: a Head replacing ForCausalLMLoss's moments, over
+    loss_kernel; gradient_accumulation_steps > 1: memory/accumulation.py."""
     _choice("engine", engine, ENGINES)
     if frozen is None:  # with a frozen base the plan's O holds any optimizer's state (adapter_plan)
         _choice("optimizer", optimizer, ALL_OPTIMIZERS)
