@@ -10,8 +10,8 @@ The releases measured and the PEFT each ran with (the one contemporary with it):
 forward upcasts the logits itself), 4.46.3 / PEFT 0.13.2 (`loss_function`, shifted logits), 4.51.3 / PEFT 0.15.2
 (shifted labels; axolotl / LLaMA-Factory / TRL 0.1x pins of 2025), 4.57.3 / PEFT 0.17.1, 5.24.0 / PEFT 0.21.2;
 torch 2.13.0 CPU throughout. A release's record replaces the previous run of that release, case by case.
-`tests/unit/test_transformers_versions.py` compares zeromem's version-selected loss with it
-(configs/transformers_loss.py, docs/memory-model.md "Versions").
+`tests/unit/test_transformers_versions.py` compares the version-selected step (loss path, sdpa) with it
+(configs/transformers_paths.py, docs/memory-model.md "Versions").
 """
 
 from __future__ import annotations

@@ -288,6 +288,12 @@ class ZeromemSettingsModel(BaseModel):
         None, strict=True, description="TRL's precompute_ref_log_probs: the reference log-probs are computed before "
         "training, so no reference model and no reference forward in the step.",
     )
+    transformers_version: str | None = Field(
+        None, pattern=plain.VERSION_PATTERN, description="The Transformers release the training runs (default: the "
+        "one installed beside zeromem, else a recipe project's `transformers==` pin, else the newest followed, "
+        "5.24): its causal-LM loss path (4.45 and earlier, 4.46-4.48 keep more fp32 logits; docs/memory-model.md, "
+        '"Versions").', examples=["4.51.3"],
+    )
 
 
 def _plain(model: ZeromemSettingsModel) -> dict:

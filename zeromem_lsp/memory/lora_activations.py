@@ -201,7 +201,7 @@ def _eager_savings(shape: ModelShape, b: int, s: int, w: int, gq: bool, gk: bool
 def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_length: int, micro_batch: int,
                               dtype: str = "bf16", adapter_dtype: str = "fp32", attention: str = "sdpa",
                               checkpointing: bool = False, cast_each: bool = False, dropout: bool = False,
-                              mask_bytes: int = 1) -> LoraActivations:
+                              mask_bytes: int = 1, repeat_kv: bool = False) -> LoraActivations:
     """Saved bytes of one micro-batch with LoRA; raises ActivationInputError.
 
     dropout: lora_dropout > 0 (each adapter's dropout output and, where its input carries a gradient, its mask of
@@ -218,7 +218,7 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
             f"no LoRA activation model for {shape.model_type!r}; measured: {', '.join(FAMILIES)}")
     if adapter_dtype not in DTYPE_BYTES:
         raise ActivationInputError(f"adapter_dtype must be one of {', '.join(DTYPE_BYTES)}, got {adapter_dtype!r}")
-    full = estimate_activations(shape, sequence_length, micro_batch, dtype, checkpointing, attention)
+    full = estimate_activations(shape, sequence_length, micro_batch, dtype, checkpointing, attention, repeat_kv)
     tokens, w, a = sequence_length * micro_batch, DTYPE_BYTES[dtype], DTYPE_BYTES[adapter_dtype]
     if (any(t.weight.kind != "head" for t in count.saved)
             or any(t.weight.kind not in ("linear", "conv1d") or t.layers is None for t in count.targets)):

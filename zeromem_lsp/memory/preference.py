@@ -262,7 +262,7 @@ def _frozen_saved(head: PolicyHead, frozen: FrozenBase, step: Step, micro: int) 
     """A frozen base's saved activations (for `micro` rows) with the fused head's tensors for the loss's."""
     try:
         acts = estimate_activations(step.shape, step.sequence_length, micro, frozen.compute_dtype,
-                                    step.checkpointing, step.attention)
+                                    step.checkpointing, step.attention, step.transformers_path.repeat_kv)
     except ActivationInputError as error:
         raise StepInputError(str(error)) from None
     tokens = micro * step.sequence_length
