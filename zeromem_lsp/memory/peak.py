@@ -571,7 +571,7 @@ def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, offloa
             activations = estimate_activations(inputs.shape, cast(int, inputs.sequence_length.value),
                                                policy_rows(inputs), activation_dtype(inputs, family),
                                                bool(inputs.gradient_checkpointing.value), str(inputs.attention.value),
-                                               transformers_path(version_of(inputs.transformers_version)).repeat_kv)
+                                               transformers_path(version_of(inputs.transformers_version)))
         except ActivationInputError as error:
             missing.append(str(error))
     lora = _lora_activations(inputs, missing, family) if not missing and inputs.lora is not None else None
@@ -615,7 +615,7 @@ def _lora_activations(inputs: PeakInputs, missing: list[str], family: str = "") 
             shape, lora.adapters, cast(int, tokens.value), policy_rows(inputs),
             lora.activation_dtype, lora_compute_dtype(inputs, family), str(inputs.attention.value),
             bool(inputs.gradient_checkpointing.value), _fsdp1_mixed(inputs, family), dropout=lora.dropout,
-            repeat_kv=transformers_path(version_of(inputs.transformers_version)).repeat_kv)
+            transformers=transformers_path(version_of(inputs.transformers_version))._replace(output_copy=False))
     except ActivationInputError as error:
         missing.append(f"LoRA activations: {error}")
         return None

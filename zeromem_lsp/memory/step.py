@@ -316,10 +316,10 @@ def _loss_moments(setup: Setup, base: list[Part], saved: int | None = None) -> t
         return (M.LOSS, [*base, *kept, *(Part(*part) for part in found.forward)],
                 [*base, *kept, *(Part(*part) for part in found.backward)])
     rows = setup.transformers.rows(t, setup.micro_batch)
-    kept = Part(P.ACTIVATIONS, saved - F32 * (t - rows) * v)  # the activations count the log-softmax of t rows
-    forward = [*base, kept, *(Part(P(name), size) for name, size in setup.transformers.forward(setup.c, t, v,
+    held = Part(P.ACTIVATIONS, saved - F32 * (t - rows) * v)  # the activations count the log-softmax of t rows
+    forward = [*base, held, *(Part(P(name), size) for name, size in setup.transformers.forward(setup.c, t, v,
                                                                                                setup.micro_batch))]
-    return M.LOSS, forward, [*base, kept, Part(P.LOG_SOFTMAX_GRADIENTS, 2 * F32 * rows * v)]
+    return M.LOSS, forward, [*base, held, Part(P.LOG_SOFTMAX_GRADIENTS, 2 * F32 * rows * v)]
 
 
 def _head_moment(setup: Setup, base: list[Part], saved: int | None = None) -> dict[str, list[Part]]:
@@ -786,7 +786,7 @@ def step_peak(step: Step) -> StepPeak:
     shape = step.shape
     try:
         acts = estimate_activations(shape, step.sequence_length, step.micro_batch, step.compute_dtype,
-                                    step.checkpointing, step.attention, step.transformers_path.repeat_kv)
+                                    step.checkpointing, step.attention, step.transformers_path)
     except ActivationInputError as error:
         raise StepInputError(str(error)) from None
     tensors = parameter_tensors(shape)
