@@ -478,7 +478,7 @@ def versions_note(transformers: object = None) -> str:
     release whose loss path the peak follows when one is given, set, pinned or installed (PeakInputs)."""
     newest = NEWEST["transformers"]
     followed = MODELLED_FOR if transformers is None else MODELLED_FOR.replace(
-        f"Transformers {newest}", f"Transformers {transformers} (its loss path; the rest as {newest})", 1)
+        f"Transformers {newest}", f"Transformers {transformers} (its loss and sdpa layers; the rest as {newest})", 1)
     other = [f"{label} {found}" for package, label in LIBRARIES
              if (found := installed(package)) is not None and release(found)[:2] != release(NEWEST[package])[:2]
              and (package != "transformers" or transformers is None)]

@@ -245,7 +245,7 @@ def _world_hint(tool: str) -> str:
 
 
 def _transformers_pin(find) -> Given | None:
-    """The Transformers release the recipe's project pins exactly (its loss path: configs/transformers_paths.py)."""
+    """The Transformers release the recipe's project pins exactly (what it keeps: configs/transformers_paths.py)."""
     from zeromem_lsp.configs.recipes import package_pin
 
     pin = package_pin("transformers", find) if find is not None else None

@@ -1,5 +1,6 @@
-"""The step follows the Transformers release that runs: its causal-LM loss path (configs/transformers_paths.py)
-against the same whole steps measured on CPU under 4.44.2, 4.46.3, 4.51.3, 4.57.3 and 5.24.0 (no torch here).
+"""The step follows the Transformers release that runs: its causal-LM loss and sdpa layers (configs/transformers_paths.py)
+against the same whole steps measured on CPU under 4.44.2, 4.46.3, 4.51.3, 4.57.3 and 5.24.0, and on an H200 under
+4.51.3 (no torch here).
 
 tests/data/step/transformers_versions.json is written by benchmarks/step/transformers_versions.py, one venv per
 release (its PEFT the one contemporary with it): measure.py's storage tracker, live tensor bytes per phase of
@@ -129,7 +130,7 @@ def test_the_default_is_the_newest_and_the_versions_line_names_the_release(tmp_p
     assert json.loads(given.stdout)["phases"]["ddp"]["phases"]["forward"] > \
         json.loads(default.stdout)["phases"]["ddp"]["phases"]["forward"]
     text = run_zeromem(*[item for item in arguments if item not in ("--format", "json")]).stdout
-    assert "Transformers 4.46.3 (its loss path; the rest as 5.24)" in " ".join(text.split())
+    assert "Transformers 4.46.3 (its loss and sdpa layers; the rest as 5.24)" in " ".join(text.split())
     plain = " ".join(run_zeromem(*[item for item in arguments[:-2] if item not in ("--format", "json")]).stdout.split())
     assert f"for {present.MODELLED_FOR}" in plain
 

@@ -89,7 +89,7 @@ def register(commands) -> None:
                       help="the causal-LM loss: hf (Transformers', default), liger_flce, cut_cross_entropy or "
                       "chunked_ce (axolotl); with --config: the recipe's keys, which this overrides")
     step.add_argument("--transformers-version", metavar="X.Y[.Z]",
-                      help="the Transformers release the training runs: its causal-LM loss path (default: the one "
+                      help="the Transformers release the training runs: what its loss and sdpa layers keep (default: the one "
                       "installed beside zeromem, else the newest followed, 5.24; docs/memory-model.md, \"Versions\")")
     step.add_argument("--trainer", choices=TRAINERS,
                       help="what trains (default sft): dpo and kto add TRL's frozen reference model and their loss "

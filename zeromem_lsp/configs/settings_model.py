@@ -291,7 +291,8 @@ class ZeromemSettingsModel(BaseModel):
     transformers_version: str | None = Field(
         None, pattern=plain.VERSION_PATTERN, description="The Transformers release the training runs (default: the "
         "one installed beside zeromem, else a recipe project's `transformers==` pin, else the newest followed, "
-        "5.24): its causal-LM loss path (4.45 and earlier, 4.46-4.48 keep more fp32 logits; docs/memory-model.md, "
+        "5.24): what its causal-LM loss and sdpa layers keep (fp32 logit copies before 4.49, k and v repeated to "
+        "every query head before 4.54, o_proj's copy of the attention output in 4.48-4.55; docs/memory-model.md, "
         '"Versions").', examples=["4.51.3"],
     )
 

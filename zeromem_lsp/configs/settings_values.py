@@ -98,7 +98,7 @@ BYTE_SETTINGS = ("parameter_bytes", "gradient_bytes", "optimizer_bytes", "gpu_me
 #: unit ("gpu_memory": 80 is 80 bytes): an error with a hint. P, G, O bytes have no floor (exact inputs
 #: of the formula, small in its worked examples).
 MIN_MEMORY = 2**20
-#: A release as `transformers_version` takes it ("4.46.3", "4.51"): configs/transformers_paths.py picks its loss path.
+#: A release as `transformers_version` takes it ("4.46.3", "4.51"): configs/transformers_paths.py picks what it keeps.
 VERSION_PATTERN = r"^[0-9]+\.[0-9]+(\.[0-9]+)?$"
 
 

@@ -110,7 +110,7 @@ class PeakInputs:
     reference_dtype: Given | None = None  # the reference copy's dtype when not the policy's (a recipe's reading)
     generation: dict[str, Given] = field(default_factory=dict)  # GRPO's inputs (memory/grpo.generation_inputs)
     kbit_prepare: Given | None = None  # a quantized base: whether prepare_model_for_kbit_training ran (lora's dtypes)
-    transformers_version: Given | None = None  # its loss path (configs/transformers_paths.py); None: the newest
+    transformers_version: Given | None = None  # what it keeps (configs/transformers_paths.py); None: the newest
 
     def used(self) -> dict[str, Given]:
         """The inputs given, by field name (INPUT_LABELS order); GRPO's with trainer grpo."""
