@@ -402,8 +402,19 @@ def peak_sum(peak, stage: str) -> str:
     if found is None:
         return peak.unknown(stage) or "peak unknown"
     parts = " + ".join(f"{part.name} {format_count(part.bytes)}" for part in found.held.parts)
-    return (f"{found.peak_phase} ({found.held.moment}): {parts} + reserved {format_count(found.reserved)} = {format_count(found.total)} B "
-            f"({format_bytes(found.total)})")
+    return (f"{found.peak_phase} ({found.held.moment}): {parts} + reserved {format_count(found.reserved)}"
+            f"{reserve_parts(found)} = {format_count(found.total)} B ({format_bytes(found.total)})")
+
+
+def reserve_parts(found) -> str:
+    """` (cuBLAS workspaces W + CUDA context C + NCCL N)` when the reserve is modelled, else nothing (a fixed
+    reserve the user set)."""
+    if found.gpu is None:
+        return ""
+    gpu = found.gpu
+    nccl = f" + NCCL {format_count(gpu.nccl)}" if gpu.costs.communicators else ""
+    return (f" (cuBLAS workspaces {format_count(gpu.workspaces)} + CUDA context {format_count(gpu.costs.context.low)}"
+            f"{nccl})")
 
 
 def input_notes(peak) -> list[str]:

@@ -136,7 +136,7 @@ def test_peak_uses_lora_activations_measured_with_peft(tmp_path, case_id, extra)
     assert parts["parameters"] == data["inputs"]["parameter_bytes"]
     assert parts["optimizer states"] == data["inputs"]["optimizer_bytes"]
     assert data["peak"]["ddp"] == sum(parts.values()) + stage["reserved_bytes"] == \
-        stage["phases"]["backward"] + data["reserved_bytes"]
+        stage["phases"]["backward"] + stage["reserved_bytes"]
 
 
 def test_text_output_shows_trainable_and_the_terms():

@@ -93,7 +93,13 @@ def test_text_shows_the_breakdown(tmp_path):
     assert done.returncode == 0, done.stderr
     measured = f"{case['saved_bytes']['2']:,}"
     assert f"= {measured} B" in done.stdout
-    assert "reserved 1,073,741,824" in done.stdout
+    # the reserve: two cuBLAS workspaces, the CUDA context and one NCCL communicator (8 ranks), each named
+    assert "reserved: per stage: the cuBLAS workspaces + the CUDA context" in done.stdout
+    from zeromem_lsp.gpu.fixed_costs import WORKSPACES_PER_STEP, fixed_costs
+    costs = fixed_costs("H100", ranks=8)
+    workspaces, context, nccl = WORKSPACES_PER_STEP * costs.workspace, costs.context.low, costs.nccl.low
+    assert (f"reserved {workspaces + context + nccl:,} (cuBLAS workspaces {workspaces:,} + CUDA context {context:,} + "
+            f"NCCL {nccl:,})") in done.stdout
     assert "reduce bucket 1,000,000,000" in done.stdout  # the IPG buffer in the peak's sum, exact
     # the largest peak is the 1e9 B reduce bucket + the 2³⁰ B reserve + a few MB: every stage fits 3e9 B, so the
     # cheapest is DDP (the old sum counted 2e9 B of buckets at DDP-ZeRO-2 and chose ZeRO-3)

@@ -196,7 +196,8 @@ def test_axolotl_rl_dpo_runs_trl_18s_loss_and_check_reports_it(tmp_path, monkeyp
     assert data["peak_inputs"]["trainer"] == {"value": "dpo", "from": "pref_loss: sigmoid (LLaMA-Factory)"}
     checked = run_zeromem("check", "--world-size", "8", "--gpu-memory", "20GiB", "--format", "json", str(llamafactory))
     (over,) = [item for item in json.loads(checked.stdout)["findings"] if item["code"] == "ZM106"]
-    assert f"{data['phases']['ddp']['phases']['forward'] + data['reserved_bytes']:,} B" in over["message"]
+    ddp = data["phases"]["ddp"]
+    assert f"{ddp['phases']['forward'] + ddp['reserved_bytes']:,} B" in over["message"]
 
 
 def test_axolotl_rl_orpo_runs_trl_18s_orpo_trainer(tmp_path, monkeypatch):
@@ -326,7 +327,7 @@ def test_axolotl_rl_kto_runs_trl_18s_kto_trainer_and_check_reports_it(tmp_path, 
     assert found["parts"]["reference logits"] == found["parts"]["logits"]  # the adapter-disabled policy's forward
     assert not {"reference model", "reference KV cache", "policy KV cache"} & set(found["parts"])
     peak = data["peak"]["ddp"]
-    assert peak == found["phases"]["forward"] + data["reserved_bytes"] == sum(found["parts"].values()) + data[
+    assert peak == found["phases"]["forward"] + found["reserved_bytes"] == sum(found["parts"].values()) + found[
         "reserved_bytes"]
     budget = (data["ddp"] + peak) // 2
     checked = run_zeromem("check", "--world-size", "1", "--gpu-memory", str(budget), "--format", "json", str(recipe))

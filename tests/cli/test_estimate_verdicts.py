@@ -79,8 +79,11 @@ def test_text_says_the_peak_verdict_in_one_table():
     assert "39.0 GiB" in zero1 and " exceeds " in zero1 and "backward: activations" in zero1
     # the arithmetic line rebuilds the figure: the phase, its moment, every part, the reserve
     [line] = [line for line in done.stdout.splitlines() if line.strip().startswith("ZeRO-3 peak = ")]
-    parts = line.split(": ", 1)[1].split(" = ")[0].split(" + ")
+    summed, reserve = line.split(": ", 1)[1].split(" = ")[0].split(" (", 1)  # the reserve's own parts in brackets
+    parts = summed.split(" + ")
     assert sum(int(part.rsplit(" ", 1)[1].replace(",", "")) for part in parts) == zero3
+    reserved = int(parts[-1].rsplit(" ", 1)[1].replace(",", ""))
+    assert sum(int(part.rsplit(" ", 1)[1].rstrip(")").replace(",", "")) for part in reserve.split(" + ")) == reserved
     assert line.split("= ")[1].startswith("backward (the loss's backward): ")
 
 

@@ -141,3 +141,42 @@ if __name__ == "__main__":
         print(f"{row['id'][:50]:50s} {row['setting'][:6]:6s} {row['phase'][:8]:8s} measured "
               f"{row['measured'] / MIB:9.1f} MiB  predicted {row['predicted'] / MIB:9.1f}  {row['error']:+.2%}  "
               f"reserved/allocated {row['reserved'] / row['measured']:.3f}")
+
+
+SECOND = json.loads((Path(__file__).resolve().parents[1] / "data" / "gpu" / "h200_versions_compile_long.json").read_text())
+
+
+def second_rows(run: str) -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for entry in SECOND["runs"][run]["cases"]:
+            assert "error" not in entry, entry.get("error")
+            model = model_phases(entry["case"], Path(folder))
+            for phase in PHASES:
+                measured = max(step[phase]["max_allocated"] for step in entry["steps"][1:])
+                predicted = model[phase] + entry["before"]["allocated"]
+                rows.append({"id": entry["id"], "phase": phase, "measured": measured, "predicted": predicted,
+                             "error": predicted / measured - 1, "compiled": bool(entry["case"].get("compile")),
+                             "checkpointing": entry["case"]["gradient_checkpointing"]})
+    return rows
+
+
+def test_long_context_steps_on_the_gpu_are_within_one_and_a_half_percent():
+    """16k and 32k tokens, real shapes (Llama-3.2-1B and Llama-3.1-8B LoRA, Qwen2.5-1.5B full), checkpointing on:
+    the checkpointed layer inputs, the recomputed layer and the loss's T×V tensors at the lengths users train at."""
+    rows = [row for row in second_rows("extra") if not row["compiled"]]
+    assert len({row["id"] for row in rows}) == 3
+    assert max(abs(row["error"]) for row in rows) <= 0.015
+
+
+def test_under_torch_compile_the_eager_figure_is_an_upper_bound():
+    """torch.compile (inductor) saves fewer activations than eager: the step model, which follows eager, stays above
+    CUDA's figure in the forward and the backward (by 29-83% on the 1B step) and equal at the optimizer step. What
+    compile keeps instead is not derived (docs/memory-model.md): the figure says it ignores `torch_compile`."""
+    rows = [row for row in second_rows("extra") if row["compiled"]]
+    assert len({row["id"] for row in rows}) == 2
+    for row in rows:
+        if row["phase"] == "optimizer":
+            assert abs(row["error"]) <= 0.001, row
+        else:
+            assert row["error"] > 0.2, row

@@ -126,5 +126,6 @@ def test_estimate_no_kbit_prepare_lowers_p_and_the_peak():
     phases = prepared["phases"]["ddp"]["phases"], plain["phases"]["ddp"]["phases"]
     assert phases[0]["optimizer"] - phases[1]["optimizer"] == UPCAST  # no activations at the optimizer step
     # forward and backward lose the upcast and the fp32 activations: bf16 hidden states through the whole forward
-    assert (prepared["peak"]["ddp"], plain["peak"]["ddp"]) == (17_904_384_908, 14_726_667_148)
+    reserve = prepared["phases"]["ddp"]["reserved_bytes"]  # cuBLAS workspaces + CUDA context (one GPU)
+    assert (prepared["peak"]["ddp"] - reserve, plain["peak"]["ddp"] - reserve) == (16_830_643_084, 13_652_925_324)
     assert plain["activations"]["lora"]["activation_dtype"] == "bf16"

@@ -252,8 +252,9 @@ def peak_markdown(plan: MemoryPlan) -> list[str]:
     if peak.missing:
         return ["**Peak per GPU: not computable yet.** Missing:", "", *[f"- {item}" for item in peak.missing],
                 "", "Known:", "", *inputs]
-    lines = [f"**Peak per GPU** = the largest phase (forward, backward, optimizer) of one training step + "
-             f"reserved {format_count(peak.reserved)} (bytes):"]
+    lines = ["**Peak per GPU** = the largest phase (forward, backward, optimizer) of one training step + " +
+             (f"reserved {format_count(peak.reserved)} (bytes):" if peak.reserved is not None else
+              "reserved (per stage: cuBLAS workspaces, CUDA context, NCCL; bytes):")]
     engine = peak.inputs.get("engine")
     if engine is not None and engine.value != plan.family:
         lines += ["", f"**Engine {engine.value}** — {engine.note}: the step the peak follows is {engine.value}'s; "

@@ -73,7 +73,8 @@ def register(commands) -> None:
                       help="micro-batches per optimizer step (the later ones hold the accumulated gradients)")
     peak.add_argument("--gradient-checkpointing", action="store_true", help="activation checkpointing is on")
     peak.add_argument("--attention", choices=ATTENTION, help="attention implementation (default sdpa)")
-    peak.add_argument("--reserved", metavar="SIZE", help="CUDA context + allocator reserve (default 1GiB)")
+    peak.add_argument("--reserved", metavar="SIZE", help="a fixed reserve per GPU for CUDA context + allocator "
+                      "(default: per stage, cuBLAS workspaces + CUDA context + NCCL)")
     step = parser.add_argument_group("the training step the peak follows")
     step.add_argument("--engine", choices=ENGINES, help="what runs the step: torch (one process or DDP; only the DDP "
                       "stage), deepspeed (default) or fsdp; with --config: the config's own, which this overrides")
@@ -455,6 +456,12 @@ def exit_status(result: Estimate) -> int:
     return 1 if result.gpu_memory is not None and result.cheapest_fitting is None else 0
 
 
+#: What `reserved` is when the user sets none (the per-stage sum is in each stage's `peak =` line).
+RESERVE_MODELLED = ("per stage: the cuBLAS workspaces + the CUDA context + one NCCL communicator's buffers when "
+                    "ranks > 1, each measured or cited (docs/gpu.md); the caching allocator's reserve above the live "
+                    "bytes is modelled and shown, not counted (set --reserved for a fixed figure)")
+
+
 def render_peak(peak: Peak) -> list[str]:
     """The arithmetic behind the table's peak column: inputs, activations, every phase and the sum per stage."""
     lines = ["", "peak per GPU (the largest phase of one training step + reserved):"]
@@ -462,7 +469,8 @@ def render_peak(peak: Peak) -> list[str]:
     if peak.missing:
         return lines + [f"  not computable: missing {item}" for item in peak.missing]
     lines += [f"  {line}" for line in activation_lines(peak)]
-    lines.append(f"  reserved (CUDA context, workspaces, allocator) = {format_count(peak.reserved)} B")
+    lines.append(f"  reserved (CUDA context, workspaces, allocator) = {format_count(peak.reserved)} B" if peak.reserved
+                 is not None else f"  reserved: {RESERVE_MODELLED}")
     labels = {key: stage_named(key).label_in(peak.family) for key in peak.state}
     width = max(len(label) for label in labels.values())
     for key, label in labels.items():
@@ -472,6 +480,12 @@ def render_peak(peak: Peak) -> list[str]:
             continue
         lines.append(f"  {label:<{width}} phases: {phase_peaks(peak, key)}")
         lines.append(f"  {label:<{width}} peak = {peak_sum(peak, key)}")
+        found = peak.stage_peak(key)
+        if found is not None and found.gpu is not None:
+            modelled = found.gpu.modelled
+            lines.append(f"  {label:<{width}} caching allocator (modelled, not counted): allocated peak "
+                         f"{format_count(modelled.allocated)} B, reserved peak {format_count(modelled.reserved)} B "
+                         f"({format_bytes(modelled.reserved)})")
     return lines
 
 

@@ -181,8 +181,8 @@ class ZeromemSettingsModel(BaseModel):
         "attention keeps too) or `eager` (keeps the s×s probabilities).",
     )
     reserved: Reserve | None = Field(
-        None, description='Per-GPU bytes for the CUDA context, library workspaces and the allocator, added to the '
-        'peak; default "1GiB" (docs/memory-model.md).', examples=["1GiB"],
+        None, description="A fixed per-GPU reserve added to the peak instead of the default, which is per stage: the "
+        "cuBLAS workspaces + the CUDA context + NCCL's buffers (docs/gpu.md).", examples=["1GiB"],
     )
     engine: plain.Engine | None = Field(
         None, description="What runs the training step, for the peak: `torch` (one process or DDP), `deepspeed` "

@@ -1,10 +1,8 @@
 """Peak GPU bytes per stage: the largest phase of one whole training step (zeromem_lsp.memory.step) + reserved.
 
-Beside the model-state plan, never instead of it: `state` is the plan's per-stage GPU figure (the seed
-formula), untouched. The peak is the phase model fed from what the plan knows (engine, stage, ranks, dtypes,
-optimizer, the config's buckets, the offload); where it refuses an input the stage's peak is unknown, with
-why. Buffers (zeromem_lsp.memory.buffers) stay for the bucket settings' hover costs. docs/memory-model.md,
-"Peak".
+Beside the model-state plan (`state`, the seed formula, untouched). The peak is the phase model fed from what the plan
+knows (engine, stage, ranks, dtypes, optimizer, buckets, offload); where it refuses an input the stage's peak is
+unknown, with why. Buffers stay for the bucket settings' hover costs. docs/memory-model.md, "Peak".
 """
 
 from __future__ import annotations
@@ -29,14 +27,15 @@ from zeromem_lsp.memory.grpo import generation_inputs, generation_of
 from zeromem_lsp.memory.preference import LOSSES, WITH_REFERENCE, Preference, estimate_preference_step, reference_gathered, rows
 from zeromem_lsp.memory.step import (Buckets, DeepSpeed, FrozenBase, Fsdp, Phase, Step, StepInputError, Torch,
                                      make_step, parameter_tensors, step_peak)
+from zeromem_lsp.gpu.reserved import Reserve, reserve
 from zeromem_lsp.provenance import Given
 
 #: How far the peak may be off: the ±10% acceptance bound every measured case of the whole step is held to
 #: (issue 19's goal: none worse than ±10%). A peak beyond the budget by more than this is an error (ZM106);
 #: inside it, a warning. docs/memory-model.md, "Model uncertainty".
 MODEL_UNCERTAINTY = Fraction(1, 10)
-#: CUDA context, library workspaces and allocator slack per GPU when `reserved` is not set (docs/memory-model.md).
-DEFAULT_RESERVED = 2**30
+#: `reserved` left unset: each stage's reserve is modelled (zeromem_lsp.gpu.reserved.Reserve; docs/gpu.md).
+MODELLED = "modelled"
 NO_SHAPE = 'declare "parameters": {"from_config": "path/to/config.json"}'
 AUTO_FILLED = {"reduce_bucket_size": "reduce_bucket_size", "stage3_prefetch_bucket_size": "stage3_prefetch_bucket_size",
                "stage3_param_persistence_threshold": "stage3_param_persistence_threshold"}
@@ -91,7 +90,7 @@ class PeakInputs:
     gradient_checkpointing: Given = Given(False, "default: off")
     attention: Given = Given("sdpa", "default: sdpa")
     dtype: Given | None = None  # the compute dtype (activations)
-    reserved: Given = Given(DEFAULT_RESERVED, "default (CUDA context + allocator)")
+    reserved: Given = Given(MODELLED, "default: modelled per stage (cuBLAS workspaces, CUDA context, NCCL; docs/gpu.md)")
     engine: Given | None = None  # torch | deepspeed | fsdp: the step the phase model follows
     fsdp_version: Given | None = None  # 1 | 2 when the engine is fsdp (resolved/peak_inputs.fsdp_version)
     param_dtype: Given | None = None  # the dtype weights are stored in (the phase model's param_dtype)
@@ -120,12 +119,12 @@ class PeakInputs:
 
 
 class StagePeak(NamedTuple):
-    """The peak of one stage: the three phases, the phase holding the peak, and the reserve beside it.
-    `total` = that phase's peak + reserved."""
+    """One stage's peak: its phases, the phase holding the peak, the reserve beside it (`gpu`'s when modelled)."""
 
     phases: dict[str, Phase]
     peak_phase: str
     reserved: int
+    gpu: Reserve | None = None
 
     @property
     def total(self) -> int:
@@ -138,7 +137,7 @@ class StagePeak(NamedTuple):
     def to_json(self) -> dict[str, Any]:
         return {"phases": {name: phase.peak for name, phase in self.phases.items()}, "peak_phase": self.peak_phase,
                 "moment": self.held.moment, "parts": {part.name: part.bytes for part in self.held.parts},
-                "reserved_bytes": self.reserved}
+                "reserved_bytes": self.reserved, **({} if self.gpu is None else {"gpu": self.gpu.to_json()})}
 
 
 class UnknownPeak(NamedTuple):
@@ -153,7 +152,7 @@ class Peak:
     state: dict[str, int]  # model state per stage (the plan's GPU figures)
     buffers: dict[str, Buffers] | None  # the bucket settings' sizes per stage (their hover costs)
     activations: Activations | None
-    reserved: int
+    reserved: int | None  # the reserve the user set (None: modelled per stage, StagePeak.gpu)
     inputs: dict[str, Given]  # what was used by field name (INPUT_LABELS), with origins, for display
     missing: tuple[str, ...]  # each missing input, named
     source: PeakInputs  # what it was computed from: `with_micro_batch` recomputes from it
@@ -192,7 +191,8 @@ class Peak:
                 found = step_peak(step)
         except StepInputError as error:
             return UnknownPeak(str(error), error.input)
-        return StagePeak(found.phases, found.peak_phase, self.reserved)
+        reserved, gpu = reserve(found, self.source.shape, self.source.ranks, self.reserved)
+        return StagePeak(found.phases, found.peak_phase, reserved, gpu)
 
     def stage_peak(self, stage: str, offload: Offload | None = None) -> StagePeak | None:
         """The known peak at `stage` (None while missing or unknown: `unknown(stage)` says why)."""
@@ -575,9 +575,9 @@ def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, offloa
         except ActivationInputError as error:
             missing.append(str(error))
     lora = _lora_activations(inputs, missing, family) if not missing and inputs.lora is not None else None
-    return Peak(state=dict(state), buffers=buffers, activations=activations,
-                reserved=_count(inputs.reserved), inputs=inputs.used(), missing=tuple(missing),
-                family=family, source=inputs, offload=offload, lora_activations=lora)
+    reserved = None if inputs.reserved.value == MODELLED else _count(inputs.reserved)
+    return Peak(state=dict(state), buffers=buffers, activations=activations, reserved=reserved, inputs=inputs.used(),
+                missing=tuple(missing), family=family, source=inputs, offload=offload, lora_activations=lora)
 
 
 def policy_rows(inputs: PeakInputs) -> int:
@@ -621,5 +621,5 @@ def _lora_activations(inputs: PeakInputs, missing: list[str], family: str = "") 
         return None
 
 
-__all__ = ["DEFAULT_RESERVED", "DEEPSPEED_DEFAULTS", "INPUT_LABELS", "LoraPeak", "MODEL_UNCERTAINTY", "Peak", "PeakInputs",
+__all__ = ["MODELLED", "DEEPSPEED_DEFAULTS", "INPUT_LABELS", "LoraPeak", "MODEL_UNCERTAINTY", "Peak", "PeakInputs",
            "StagePeak", "UnknownPeak", "estimate_peak"]

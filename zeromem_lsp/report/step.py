@@ -122,7 +122,7 @@ def stage_view(plan, row) -> StageView:
         why = "peak not computable: missing " + "; ".join(peak.missing)
     else:
         why = NO_PEAK
-    return StageView(**common, peak=None, reserved=peak.reserved if peak is not None else 0, peak_phase=None,
+    return StageView(**common, peak=None, reserved=peak.reserved or 0 if peak is not None else 0, peak_phase=None,
                      peak_moment=None, phases={}, columns=(), why=why)
 
 
