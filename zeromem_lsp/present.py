@@ -483,12 +483,17 @@ LIBRARIES = (("torch", "torch"), ("transformers", "Transformers"), ("deepspeed",
 MODELLED_FOR = ", ".join(f"{label} {NEWEST[package]}" for package, label in LIBRARIES)
 
 
-def versions_note() -> str:
+def versions_note(transformers: object = None) -> str:
     """The versions the figures follow, and any installed beside zeromem at another release (its metadata, no import):
-    those run other code than the peak follows (docs/memory-model.md, "Versions")."""
+    those run other code than the peak follows (docs/memory-model.md, "Versions"). `transformers`: the Transformers
+    release whose loss path the peak follows when one is given, set, pinned or installed (PeakInputs)."""
+    newest = NEWEST["transformers"]
+    followed = MODELLED_FOR if transformers is None else MODELLED_FOR.replace(
+        f"Transformers {newest}", f"Transformers {transformers} (its loss and sdpa layers; the rest as {newest})", 1)
     other = [f"{label} {found}" for package, label in LIBRARIES
-             if (found := installed(package)) is not None and release(found)[:2] != release(NEWEST[package])[:2]]
-    return MODELLED_FOR + (f" (installed here: {', '.join(other)})" if other else "")
+             if (found := installed(package)) is not None and release(found)[:2] != release(NEWEST[package])[:2]
+             and (package != "transformers" or transformers is None)]
+    return followed + (f" (installed here: {', '.join(other)})" if other else "")
 
 
 def _lowest(plan) -> str:
@@ -572,7 +577,8 @@ def coverage_line(plan) -> str:
     else:
         unknown = plan.peak.unknown(plan.stage or _lowest(plan))
         head = unknown or "every key the inputs set is modelled"
-    return f"{head}; for {versions_note()}"
+    given = getattr(getattr(plan.peak, "source", None), "transformers_version", None)  # PeakInputs
+    return f"{head}; for {versions_note(given.value if given is not None else None)}"
 
 
 def suggestion_line(plan) -> str:

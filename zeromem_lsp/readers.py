@@ -244,6 +244,14 @@ def _world_hint(tool: str) -> str:
     return f"{where}for this recipe's glob){block}"
 
 
+def _transformers_pin(find) -> Given | None:
+    """The Transformers release the recipe's project pins exactly (what it keeps: configs/transformers_paths.py)."""
+    from zeromem_lsp.configs.recipes import package_pin
+
+    pin = package_pin("transformers", find) if find is not None else None
+    return Given(pin[0], f"pinned in {pin[1]}") if pin is not None else None
+
+
 def read_recipe(data: dict, loader: Loader | None, tool: Tool) -> Reading:
     """An axolotl / LLaMA-Factory / TRL recipe: its keys checked, its model, batch, sequence and
     checkpointing as the tool defaults them, the DeepSpeed file it names followed (its "auto" filled
@@ -305,6 +313,7 @@ def read_recipe(data: dict, loader: Loader | None, tool: Tool) -> Reading:
                         zero_root=workload.zero_root,
                         loss=recipe_loss(tool, data),
                         preference_loss=recipe.preference_loss, sft_loss=recipe.sft_loss,
+                        transformers_version=_transformers_pin(find),
                         reference_model=recipe.reference_model,
                         reference_dtype=recipe.reference_dtype,
                         accumulation=recipe.accumulation, generation=recipe.generation)

@@ -89,6 +89,13 @@ class Labeller:
                     self._name(tensor, "ds." + attribute.split("__")[-1])
 
 
+def dtype_keyword(dtype) -> dict:
+    """`dtype=` as from_config / from_pretrained of the running Transformers take it (versions_compat)."""
+    import transformers
+    from versions_compat import dtype_keyword as keyword
+    return {keyword(transformers.__version__): dtype}
+
+
 def build_model(case, torch):
     from transformers import AutoConfig, AutoModelForCausalLM
     fields = dict(case["config"])
@@ -96,7 +103,7 @@ def build_model(case, torch):
     config = AutoConfig.for_model(model_type, **fields)
     config._attn_implementation = case["attention"]
     dtype = torch.bfloat16 if case["regime"] == "bf16" else torch.float32
-    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    model = AutoModelForCausalLM.from_config(config, **dtype_keyword(dtype))
     if "lora" in case:
         model = _peft_model(case, model, torch)
     model.train()
@@ -121,7 +128,7 @@ def _peft_model(case, model, torch):
         with tempfile.TemporaryDirectory() as folder:
             model.save_pretrained(folder)
             del model
-            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16, device_map="cpu",
+            model = AutoModelForCausalLM.from_pretrained(folder, **dtype_keyword(torch.bfloat16), device_map="cpu",
                                                          attn_implementation=case["attention"],
                                                          quantization_config=BitsAndBytesConfig(**fields))
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)

@@ -16,7 +16,7 @@ SERVER_SETTINGS = {"gpu_memory", "parameters", "world_size", "precision", "optim
 PEAK_SETTINGS = {"sequence_length", "micro_batch", "gradient_checkpointing", "attention", "reserved",
                  "gradient_accumulation_steps"}
 #: The training step the peak follows (issue 19).
-STEP_SETTINGS = {"engine", "fsdp_version", "param_dtype", "optimizer_impl", "loss_kernel"}
+STEP_SETTINGS = {"engine", "fsdp_version", "param_dtype", "optimizer_impl", "loss_kernel", "transformers_version"}
 #: A LoRA / QLoRA run (issue 20).
 ADAPTER_SETTINGS = {"lora_rank", "lora_targets", "modules_to_save", "dora", "quantization", "double_quant",
                     "kbit_prepare", "lora_dropout"}

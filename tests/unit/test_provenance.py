@@ -115,13 +115,16 @@ def test_peak_inputs_are_keyed_by_field_name_in_estimate_json(tmp_path):
     done = run_zeromem("estimate", "--model-config", str(config), "--world-size", "2", "--sequence-length", "64",
                        "--micro-batch", "2", "--reserved", "2GiB", "--format", "json")
     inputs = json.loads(done.stdout)["peak_inputs"]
-    assert list(inputs) == [name for name in INPUT_LABELS if name != "fsdp_version"][:-7] == ["sequence_length", "micro_batch",
+    assert list(inputs) == [name for name in INPUT_LABELS if name != "fsdp_version"][:-8] == ["sequence_length", "micro_batch",
                                                        "gradient_accumulation_steps", "gradient_checkpointing",
                                                        "attention", "dtype", "reserved", "engine", "param_dtype",
                                                        "optimizer_impl", "loss_kernel", "trainer"]  # not FSDP: no version
+    # (nor a Transformers version: none is given, installed or pinned here)
     assert inputs["trainer"] == {"value": "sft", "from": "default: sft (the model's own loss)"}
-    # shown only when given (a TRL recipe's SFT loss, a stated k-bit preparation); GRPO's only with trainer grpo
-    assert list(INPUT_LABELS)[-7:] == ["precompute_ref_log_probs", "sft_loss", "kbit_prepare", *GRPO_KEYS]
+    # shown only when given (a TRL recipe's SFT loss, a stated k-bit preparation, a Transformers release given,
+    # installed or pinned); GRPO's only with trainer grpo
+    assert list(INPUT_LABELS)[-8:] == ["precompute_ref_log_probs", "sft_loss", "kbit_prepare", "transformers_version",
+                                       *GRPO_KEYS]
     assert inputs["sequence_length"] == {"value": 64, "from": "--sequence-length"}
     assert inputs["micro_batch"] == {"value": 2, "from": "--micro-batch"}
     assert inputs["reserved"] == {"value": 2 * 2**30, "from": "--reserved"}

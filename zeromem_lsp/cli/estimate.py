@@ -27,7 +27,7 @@ from zeromem_lsp.memory.plan import Unplanned
 from zeromem_lsp.provenance import Given, Origin
 from zeromem_lsp.memory.estimate import Estimate
 from zeromem_lsp.configs.settings_values import ENGINES, FSDP_VERSIONS, LOSS_KERNELS, OPTIMIZER_IMPLS, PARAM_DTYPES, QUANTIZATIONS, TRAINERS
-from zeromem_lsp.configs.settings_values import check_memory, check_parameters, check_reserve, decimal_budget_note
+from zeromem_lsp.configs.settings_values import check_memory, check_parameters, check_reserve, check_version, decimal_budget_note
 from zeromem_lsp.configs.model_source import find_model_config
 from zeromem_lsp.rules.registry import rule_named
 from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS
@@ -89,6 +89,9 @@ def register(commands) -> None:
     step.add_argument("--loss-kernel", choices=LOSS_KERNELS,
                       help="the causal-LM loss: hf (Transformers', default), liger_flce, cut_cross_entropy or "
                       "chunked_ce (axolotl); with --config: the recipe's keys, which this overrides")
+    step.add_argument("--transformers-version", metavar="X.Y[.Z]",
+                      help="the Transformers release the training runs: what its loss and sdpa layers keep (default: the one "
+                      "installed beside zeromem, else the newest followed, 5.24; docs/memory-model.md, \"Versions\")")
     step.add_argument("--trainer", choices=TRAINERS,
                       help="what trains (default sft): dpo and kto add TRL's frozen reference model and their loss "
                       "(docs/adapters.md, Preference trainers); orpo, simpo, cpo: TRL's reference-free trainers; "
@@ -325,6 +328,8 @@ def _step(args) -> dict[str, object] | None:
         for name in ("sequence_length", "micro_batch", "gradient_accumulation_steps")}
     values["reserved"] = _checked("--reserved", check_reserve, args.reserved) if args.reserved else None
     values.update({name: getattr(args, name) for name in ("attention", "optimizer_impl", "loss_kernel", "trainer")})
+    if args.transformers_version is not None:
+        values["transformers_version"] = _checked("--transformers-version", check_version, args.transformers_version)
     values.update({name: True for name in ("gradient_checkpointing", "precompute_ref_log_probs") if getattr(args, name)})
     return {name: value for name, value in values.items() if value is not None}
 

@@ -16,7 +16,7 @@ from zeromem_lsp.memory.estimate import Estimate
 #: Options that are settings of the same name (the `zeromem` block's), passed through as written.
 AS_WRITTEN = ("gpu_memory", "parameters", "precision", "optimizer", "attention", "reserved", "engine", "fsdp_version",
               "param_dtype", "optimizer_impl", "parameter_bytes", "gradient_bytes", "optimizer_bytes", "lora_targets", "modules_to_save",
-              "quantization", "loss_kernel", "trainer")
+              "quantization", "loss_kernel", "trainer", "transformers_version")
 #: Options that are whole numbers.
 COUNTS = ("world_size", "sequence_length", "micro_batch", "gradient_accumulation_steps", "lora_rank")
 #: Options that are switches (store_true): a setting only when given.

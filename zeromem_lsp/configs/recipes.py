@@ -607,9 +607,16 @@ PIN_FILES = ("setup.py", "pyproject.toml", "requirements.txt")
 def trl_pin(find: Callable[[str], tuple[str | None, str, str]]) -> tuple[str, str] | None:
     """(version, file) of an exact TRL pin in the recipe's project (`find`: the loader's `launch_file`, which looks in
     the recipe's folder and each parent up to the project root): open-r1's setup.py pins `trl[vllm]==0.18.0`."""
+    return package_pin("trl", find)
+
+
+def package_pin(package: str, find: Callable[[str], tuple[str | None, str, str]]) -> tuple[str, str] | None:
+    """(version, file) of an exact pin of `package` in the recipe's project (`trl_pin`; open-r1's setup.py also pins
+    `transformers==4.52.3`)."""
+    pattern = TRL_PIN if package == "trl" else re.compile(TRL_PIN.pattern.replace("trl", re.escape(package), 1))
     for name in PIN_FILES:
         text, path, _ = find(name)
-        found = TRL_PIN.search(text) if text is not None else None
+        found = pattern.search(text) if text is not None else None
         if found is not None:
             return found.group(1), path
     return None

@@ -12,6 +12,7 @@ importing pydantic only when it is certain the values are valid — the same che
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING, Any
 
 from zeromem_lsp.configs.model_config import MAX_COUNT, MAX_SIZE
@@ -21,7 +22,7 @@ from zeromem_lsp.configs.settings_values import (  # re-exported: the names ever
     BYTE_SETTINGS, ATTENTIONS, BYTE_SIZE_PATTERN, CHOICES, COUNT_PATTERN, DEFAULT_WARN_FRACTION, SETTING_NAMES,
     NAME_LIST_SETTINGS, REGEX_SETTINGS, ParametersFromConfig, SettingProblem, TargetRegex, check_bytes, check_count,
     check_layer_indices, check_memory, check_module_names, check_parameters, check_rank_pattern, check_reserve,
-    check_targets,
+    check_targets, VERSION_PATTERN,
 )
 
 
@@ -78,6 +79,7 @@ class ZeromemSettings:
         loss_kernel: str | None
         trainer: str | None
         precompute_ref_log_probs: bool | None
+        transformers_version: str | None
 
     def __init__(self, **values: Any):
         checked = certainly_valid(values)
@@ -193,6 +195,8 @@ def _certain(name: str, value: object) -> object:
         return value if type(value) is str and value in CHOICES[name] else _DOUBT
     if name == "accelerate_config":
         return value if type(value) is str and value.strip() else _DOUBT
+    if name == "transformers_version":
+        return value if type(value) is str and re.fullmatch(VERSION_PATTERN, value) else _DOUBT
     if name == "lora_dropout":
         if type(value) is int and value == 0:
             value = 0.0

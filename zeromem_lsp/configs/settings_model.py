@@ -288,6 +288,13 @@ class ZeromemSettingsModel(BaseModel):
         None, strict=True, description="TRL's precompute_ref_log_probs: the reference log-probs are computed before "
         "training, so no reference model and no reference forward in the step.",
     )
+    transformers_version: str | None = Field(
+        None, pattern=plain.VERSION_PATTERN, description="The Transformers release the training runs (default: the "
+        "one installed beside zeromem, else a recipe project's `transformers==` pin, else the newest followed, "
+        "5.24): what its causal-LM loss and sdpa layers keep (fp32 logit copies before 4.49, k and v repeated to "
+        "every query head before 4.54, o_proj's copy of the attention output in 4.48-4.55; docs/memory-model.md, "
+        '"Versions").', examples=["4.51.3"],
+    )
 
 
 def _plain(model: ZeromemSettingsModel) -> dict:

@@ -49,6 +49,7 @@ SETTING_NAMES = (
     "loss_kernel",
     "trainer",
     "precompute_ref_log_probs",
+    "transformers_version",
 )
 BYTE_SIZE_PATTERN = r"^\s*[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*([kKMGTPE]i?[bB]?|[bB])?\s*$"
 COUNT_PATTERN = r"^\s*[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*[kKmMbBtT]?\s*$"
@@ -97,6 +98,17 @@ BYTE_SETTINGS = ("parameter_bytes", "gradient_bytes", "optimizer_bytes", "gpu_me
 #: unit ("gpu_memory": 80 is 80 bytes): an error with a hint. P, G, O bytes have no floor (exact inputs
 #: of the formula, small in its worked examples).
 MIN_MEMORY = 2**20
+#: A release as `transformers_version` takes it ("4.46.3", "4.51"): configs/transformers_paths.py picks what it keeps.
+VERSION_PATTERN = r"^[0-9]+\.[0-9]+(\.[0-9]+)?$"
+
+
+def check_version(value: object) -> str:
+    """A release number ("4.51.3"); ValueError otherwise."""
+    if not isinstance(value, str) or re.fullmatch(VERSION_PATTERN, value.strip()) is None:
+        raise ValueError(f"expected a release number such as 4.51.3, got {value!r}")
+    return value.strip()
+
+
 MAX_RANK = 10**9  # configs/model_config.MAX_SIZE: a LoRA rank above it is absurd
 MAX_LAYER_INDEX = 10**6  # configs/model_config.MAX_COUNT
 MIN_PARAMETERS = 1000

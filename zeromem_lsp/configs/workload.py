@@ -37,6 +37,7 @@ class Workload:
     loss: object = None  # configs/loss_kernels.LossRequest: a fused or chunked loss the keys ask for
     preference_loss: Given | None = None  # a recipe tool's DPO loss when not TRL's fused head (configs/recipes.py)
     sft_loss: Given | None = None  # "fused": TRL's SFTTrainer's fused LM head (configs/recipes.trl_sft_loss)
+    transformers_version: Given | None = None  # the recipe project's exact pin (configs/recipes.package_pin)
     reference_model: Given | None = None  # a recipe's reference model named apart from the policy (configs/recipes.py)
     reference_dtype: Given | None = None  # the reference copy's dtype when not the policy's (LLaMA-Factory's upcast)
     accumulation: Given | None = None  # gradient_accumulation_steps as written (memory/accumulation.py)

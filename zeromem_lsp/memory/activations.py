@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from zeromem_lsp.configs.families import of
 from zeromem_lsp.configs.model_config import MAX_COUNT, MAX_SIZE, ModelShape
+from zeromem_lsp.configs.transformers_paths import NEWEST_PATH, TransformersPath
 from zeromem_lsp.memory.precision import DTYPE_BYTES
 
 ATTENTION = ("sdpa", "eager")
@@ -237,8 +238,10 @@ def _logits(shape: ModelShape, b: int, s: int, w: int) -> int:
 
 
 def estimate_activations(shape: ModelShape, sequence_length: int, micro_batch: int, dtype: str = "bf16",
-                         checkpointing: bool = False, attention: str = "sdpa") -> Activations:
-    """Saved-for-backward bytes of one micro-batch; raises ActivationInputError naming a bad input."""
+                         checkpointing: bool = False, attention: str = "sdpa",
+                         transformers: TransformersPath = NEWEST_PATH) -> Activations:
+    """Saved-for-backward bytes of one micro-batch; raises ActivationInputError naming a bad input. transformers:
+    what the release keeps in sdpa's layers (k and v repeated, o_proj's copy: configs/transformers_paths.py)."""
     for name, value, most in (("sequence_length", sequence_length, MAX_SIZE), ("micro_batch", micro_batch, MAX_COUNT)):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
             raise ActivationInputError(f"{name} must be an integer between 1 and {most:,}, got {value!r}")
@@ -250,9 +253,10 @@ def estimate_activations(shape: ModelShape, sequence_length: int, micro_batch: i
     if of(shape).eager_only:
         attention = "eager"
     dense = shape.layers - shape.sparse_layers
-    sizes = ([_layer(shape, b, s, w, attention, True)] if shape.sparse_layers else []) + (
-        [_layer(shape, b, s, w, attention, False)] if dense else [])
-    extra = _sliding_extra(shape, b, s, w, attention)
+    repeated, copied = transformers.sdpa_layer(shape, b * s, w) if attention == "sdpa" else (0, 0)
+    sizes = ([_layer(shape, b, s, w, attention, True) + repeated + copied] if shape.sparse_layers else []) + (
+        [_layer(shape, b, s, w, attention, False) + repeated + copied] if dense else [])
+    extra = _sliding_extra(shape, b, s, w, attention) - (repeated if _masked(shape, s, attention) else 0)  # (has them)
     layer_bytes = (shape.sparse_layers * sizes[0] if shape.sparse_layers else 0) + (dense * sizes[-1] if dense else 0)
     layer_bytes += shape.sliding_layers * extra
     per_layer = max(sizes) + (extra if shape.sliding_layers else 0)

@@ -32,12 +32,7 @@ NF4_CODE_BYTES = 16 * 4  # get_4bit_type: 16 fp32 values, a new tensor per quant
 DYNAMIC_CODE_BYTES = 256 * 4  # quantize_blockwise's dynamic map, copied into each nested QuantState
 
 
-class AdapterInputError(ValueError):
-    """Adapter settings the model cannot take; `field` names the setting (lora_r, lora_target_modules, ...)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
+AdapterInputError = TargetSpecError  # adapter settings the model cannot take, matching fields or others
 
 
 class Inventory(NamedTuple):
@@ -268,20 +263,14 @@ def _spec(lora: LoraSettings) -> TargetSpec:
         targets = tuple(targets)
         if not all(isinstance(name, str) and name for name in targets) or not (targets or lora.target_parameters):
             raise AdapterInputError("lora_target_modules", f"target_modules must name modules, got {lora.targets!r}")
-    try:
-        return check_spec(TargetSpec(targets, lora.exclude_modules, tuple(lora.modules_to_save),
-                                     lora.layers_to_transform, lora.layers_pattern))
-    except TargetSpecError as error:
-        raise AdapterInputError(error.field, str(error)) from None
+    return check_spec(TargetSpec(targets, lora.exclude_modules, tuple(lora.modules_to_save), lora.layers_to_transform,
+                                 lora.layers_pattern))
 
 
 def _rank_table(lora: LoraSettings) -> tuple[tuple[str, int], ...]:
     table = []
     for key, value in lora.rank_pattern:
-        try:
-            checked_regex(key, "rank_pattern", "rank_pattern key")
-        except TargetSpecError as error:
-            raise AdapterInputError(error.field, str(error)) from None
+        checked_regex(key, "rank_pattern", "rank_pattern key")
         table.append((key, _check_rank(value, "rank_pattern")))
     return tuple(table)
 

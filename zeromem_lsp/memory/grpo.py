@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from zeromem_lsp.configs.settings_values import GRPO_KEYS
-from zeromem_lsp.configs.settings_values import MAX_COMPLETION_LENGTH as TRL_MAX_COMPLETION_LENGTH
+from zeromem_lsp.configs.settings_values import GRPO_KEYS, MAX_COMPLETION_LENGTH as TRL_MAX_COMPLETION_LENGTH
 from zeromem_lsp.memory.activations import F32, I64
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.memory.parts import P, M, Part, StepInputError, with_gathered

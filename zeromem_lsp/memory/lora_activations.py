@@ -14,12 +14,12 @@ from typing import NamedTuple
 
 from zeromem_lsp.memory.precision import DTYPE_BYTES
 from zeromem_lsp.memory.activations import F32, I64, ActivationInputError, estimate_activations
-from zeromem_lsp.configs import families
-from zeromem_lsp.configs.families import of
+from zeromem_lsp.configs.families import FAMILIES as KNOWN, of
 from zeromem_lsp.configs.model_config import ModelShape
+from zeromem_lsp.configs.transformers_paths import NEWEST_PATH, TransformersPath
 from zeromem_lsp.memory.adapters import AdapterCount
 
-FAMILIES = tuple(name for name, family in families.FAMILIES.items() if family.activations and family.lora_measured)
+FAMILIES = tuple(name for name, family in KNOWN.items() if family.activations and family.lora_measured)
 # which tensor each adapted module reads (by its role, configs/families.Weight): the attention input, the
 # attention output, the MLP input, the product
 SOURCES = {"q": "attn_in", "k": "attn_in", "v": "attn_in", "qkv": "attn_in", "o": "attn_out", "gate": "mlp_in",
@@ -201,8 +201,8 @@ def _eager_savings(shape: ModelShape, b: int, s: int, w: int, gq: bool, gk: bool
 def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_length: int, micro_batch: int,
                               dtype: str = "bf16", adapter_dtype: str = "fp32", attention: str = "sdpa",
                               checkpointing: bool = False, cast_each: bool = False, dropout: bool = False,
-                              mask_bytes: int = 1) -> LoraActivations:
-    """Saved bytes of one micro-batch with LoRA; raises ActivationInputError.
+                              mask_bytes: int = 1, transformers: TransformersPath = NEWEST_PATH) -> LoraActivations:
+    """Saved bytes of one micro-batch with LoRA; raises ActivationInputError. transformers: without o_proj's copy.
 
     dropout: lora_dropout > 0 (each adapter's dropout output and, where its input carries a gradient, its mask of
     `mask_bytes` per element: 1 on a GPU; the module text says why).
@@ -218,7 +218,7 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
             f"no LoRA activation model for {shape.model_type!r}; measured: {', '.join(FAMILIES)}")
     if adapter_dtype not in DTYPE_BYTES:
         raise ActivationInputError(f"adapter_dtype must be one of {', '.join(DTYPE_BYTES)}, got {adapter_dtype!r}")
-    full = estimate_activations(shape, sequence_length, micro_batch, dtype, checkpointing, attention)
+    full = estimate_activations(shape, sequence_length, micro_batch, dtype, checkpointing, attention, transformers)
     tokens, w, a = sequence_length * micro_batch, DTYPE_BYTES[dtype], DTYPE_BYTES[adapter_dtype]
     if (any(t.weight.kind != "head" for t in count.saved)
             or any(t.weight.kind not in ("linear", "conv1d") or t.layers is None for t in count.targets)):

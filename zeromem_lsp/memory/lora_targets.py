@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 
 class TargetSpecError(ValueError):
-    """A LoraConfig matching field PEFT refuses; `field` names it (lora_target_modules, exclude_modules, ...)."""
+    """An adapter setting PEFT refuses; `field` names it (lora_r, lora_target_modules, exclude_modules, ...)."""
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)

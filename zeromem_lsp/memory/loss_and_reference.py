@@ -1,8 +1,7 @@
 """Two common memory terms beside model state: the loss kernel's logits and a frozen reference model (pure).
 
-Loss: Transformers' ForCausalLMLoss keeps an fp32 log-softmax of b·s·V and makes an fp32 copy of the logits
-(forward) and their fp32 gradient (backward) — the T×V terms of zeromem_lsp/activations.py (`logits_bytes`)
-and zeromem_lsp/memory/step.py (the loss's `fp32 logits copy` and `log-softmax gradients`). Fused or chunked kernels
+Loss: Transformers' own loss keeps an fp32 log-softmax (activations.py `logits_bytes`) and makes fp32 copies of
+the logits and their gradients (per release: configs/transformers_paths.py). Fused or chunked kernels
 replace them, in the step through `loss_moments` (sources in docs/adapters.md; axolotl's chunked loss measured on
 CPU by benchmarks/loss/measure.py and, in whole steps, benchmarks/step/loss_kernels.py):
 - "liger_flce" (liger_kernel/ops/fused_linear_cross_entropy.py, fused_linear_cross_entropy_forward): the head

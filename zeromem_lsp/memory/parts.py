@@ -91,6 +91,7 @@ class P(Name):
     REFERENCE_LOG_SOFTMAX = "reference log-softmax"
     REFERENCE_LOGITS = "reference logits"
     REFERENCE_MODEL = "reference model"
+    SHIFTED_LOGITS_COPY = "shifted fp32 logits copy"
     TOKEN_IDS_AND_MASK = "token ids and mask"
     UNSHARDED_GRADIENTS = "unsharded gradients"
     WORLD_SIZE = "world_size"

@@ -15,16 +15,16 @@ from typing import Any, NamedTuple, cast
 from zeromem_lsp.memory.activations import F32, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS, Buffers, hf_auto_sizes, zero_buffers
 from zeromem_lsp.configs.model_config import ModelShape
+from zeromem_lsp.configs.transformers_paths import transformers_path, version_of
 from zeromem_lsp.memory.adapters import AdapterCount
 from zeromem_lsp.memory.model_state import ceil_div
 from zeromem_lsp.memory.lora_activations import LoraActivations, estimate_lora_activations
 from zeromem_lsp.memory.precision import DTYPE_BYTES, normalize_precision
-from zeromem_lsp.memory.stages import stage as stage_named
+from zeromem_lsp.memory.stages import Offload, stage as stage_named
 from zeromem_lsp.memory.loss_and_reference import LossInputError, reference_model_bytes
 from zeromem_lsp.configs.settings_values import GRPO_KEYS
 from zeromem_lsp.memory.grpo import generation_inputs, generation_of
 from zeromem_lsp.memory.preference import LOSSES, WITH_REFERENCE, Preference, estimate_preference_step, reference_gathered, rows
-from zeromem_lsp.memory.stages import Offload
 from zeromem_lsp.memory.step import (Buckets, DeepSpeed, FrozenBase, Fsdp, Phase, Step, StepInputError, Torch,
                                      make_step, parameter_tensors, step_peak)
 from zeromem_lsp.gpu.reserved import Reserve, reserve
@@ -59,7 +59,7 @@ INPUT_LABELS = {"sequence_length": "sequence length", "micro_batch": "micro-batc
                 "param_dtype": "parameter dtype",
                 "optimizer_impl": "optimizer implementation", "loss_kernel": "loss kernel", "trainer": "trainer",
                 "precompute_ref_log_probs": "precomputed reference log-probs", "sft_loss": "SFT loss",
-                "kbit_prepare": "k-bit preparation",
+                "kbit_prepare": "k-bit preparation", "transformers_version": "Transformers version",
                 # GRPO's (memory/grpo.py KEYS), shown for trainer grpo only
                 "max_completion_length": "GRPO max completion length", "steps_per_generation": "GRPO steps per generation",
                 "beta": "GRPO beta", "use_vllm": "GRPO use_vllm"}
@@ -109,6 +109,7 @@ class PeakInputs:
     reference_dtype: Given | None = None  # the reference copy's dtype when not the policy's (a recipe's reading)
     generation: dict[str, Given] = field(default_factory=dict)  # GRPO's inputs (memory/grpo.generation_inputs)
     kbit_prepare: Given | None = None  # a quantized base: whether prepare_model_for_kbit_training ran (lora's dtypes)
+    transformers_version: Given | None = None  # what it keeps (configs/transformers_paths.py); None: the newest
 
     def used(self) -> dict[str, Given]:
         """The inputs given, by field name (INPUT_LABELS order); GRPO's with trainer grpo."""
@@ -367,8 +368,8 @@ def step_of(inputs: PeakInputs, family: str, stage: str, offload: Offload | None
     assert inputs.shape is not None and inputs.sequence_length is not None and inputs.micro_batch is not None
     common: dict[str, Any] = dict(checkpointing=bool(inputs.gradient_checkpointing.value), attention=str(inputs.attention.value),
                   engine=engine, ranks=inputs.ranks, param_dtype=param_dtype, optimizer=inputs.optimizer,
-                  optimizer_impl=str(_value(inputs.optimizer_impl) or "foreach"),
-                  loss_kernel=str(inputs.loss_kernel.value),
+                  optimizer_impl=str(_value(inputs.optimizer_impl) or "foreach"), loss_kernel=str(inputs.loss_kernel.value),
+                  transformers_path=transformers_path(version_of(inputs.transformers_version)),
                   gradient_accumulation_steps=int(cast(int, inputs.gradient_accumulation_steps.value)))
     frozen = None if lora is None else frozen_base(inputs, lora, stage, offload, engine)
     arguments: dict[str, Any] = {}
@@ -569,7 +570,8 @@ def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, offloa
         try:
             activations = estimate_activations(inputs.shape, cast(int, inputs.sequence_length.value),
                                                policy_rows(inputs), activation_dtype(inputs, family),
-                                               bool(inputs.gradient_checkpointing.value), str(inputs.attention.value))
+                                               bool(inputs.gradient_checkpointing.value), str(inputs.attention.value),
+                                               transformers_path(version_of(inputs.transformers_version)))
         except ActivationInputError as error:
             missing.append(str(error))
     lora = _lora_activations(inputs, missing, family) if not missing and inputs.lora is not None else None
@@ -612,7 +614,8 @@ def _lora_activations(inputs: PeakInputs, missing: list[str], family: str = "") 
         return estimate_lora_activations(
             shape, lora.adapters, cast(int, tokens.value), policy_rows(inputs),
             lora.activation_dtype, lora_compute_dtype(inputs, family), str(inputs.attention.value),
-            bool(inputs.gradient_checkpointing.value), _fsdp1_mixed(inputs, family), dropout=lora.dropout)
+            bool(inputs.gradient_checkpointing.value), _fsdp1_mixed(inputs, family), dropout=lora.dropout,
+            transformers=transformers_path(version_of(inputs.transformers_version))._replace(output_copy=False))
     except ActivationInputError as error:
         missing.append(f"LoRA activations: {error}")
         return None

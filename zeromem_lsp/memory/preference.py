@@ -27,11 +27,9 @@ from zeromem_lsp.memory.step import (DeepSpeed, FrozenBase, Fsdp, Head, Moment, 
 
 #: Trainers that keep a reference model (unless PEFT or precomputed log-probs); the others are reference-free.
 WITH_REFERENCE = ("dpo", "kto")
-MODELLED = ("sft", "dpo", "kto", "orpo", "simpo", "cpo", "grpo")
 #: The DPO loss's implementation: TRL's fused LM head (TRL 1.16), TRL 1.8's logits (axolotl's pin) or
 #: LLaMA-Factory's own trainers (memory/llamafactory_loss.py; its DPO with orpo / simpo, and its KTO).
 LOSSES = ("fused", "logits", "llamafactory")
-
 
 
 class LogitsHead(NamedTuple):
@@ -262,7 +260,7 @@ def _frozen_saved(head: PolicyHead, frozen: FrozenBase, step: Step, micro: int) 
     """A frozen base's saved activations (for `micro` rows) with the fused head's tensors for the loss's."""
     try:
         acts = estimate_activations(step.shape, step.sequence_length, micro, frozen.compute_dtype,
-                                    step.checkpointing, step.attention)
+                                    step.checkpointing, step.attention, step.transformers_path._replace(output_copy=False))
     except ActivationInputError as error:
         raise StepInputError(str(error)) from None
     tokens = micro * step.sequence_length
@@ -270,5 +268,5 @@ def _frozen_saved(head: PolicyHead, frozen: FrozenBase, step: Step, micro: int) 
                       DTYPE_BYTES[frozen.compute_dtype], step.shape.vocab)
 
 
-__all__ = ["FusedHead", "LOSSES", "LogitsHead", "MODELLED", "head_line", "Preference", "TRAINERS", "WITH_REFERENCE", "estimate_preference_step", "reference_gathered",
+__all__ = ["FusedHead", "LOSSES", "LogitsHead", "head_line", "Preference", "TRAINERS", "WITH_REFERENCE", "estimate_preference_step", "reference_gathered",
            "rows"]

@@ -21,13 +21,13 @@ from zeromem_lsp.memory.parts import (P, PHASES, M, Moment, Moments, Part, Phase
 from zeromem_lsp.memory.activations import F32, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS
 from zeromem_lsp.configs.settings_values import ENGINES, LOSS_KERNELS, OPTIMIZER_IMPLS
-from zeromem_lsp.memory.precision import DTYPE_BYTES
+from zeromem_lsp.memory.precision import DTYPE_BYTES, OPTIMIZERS as ALL_OPTIMIZERS
 from zeromem_lsp.memory.loss_and_reference import LossMoments, loss_moments
 from zeromem_lsp.memory.model_state import ceil_div
 from zeromem_lsp.memory.optimizer_step import (ADAGRAD_FIRST_SUMS, OptimizerNotModelled, Stepped, Tensors,
                                                optimizer_step, parameter_shapes, parameter_tensors)
-from zeromem_lsp.memory.precision import OPTIMIZERS as ALL_OPTIMIZERS
 from zeromem_lsp.configs.model_config import ModelShape
+from zeromem_lsp.configs.transformers_paths import NEWEST_PATH, TransformersPath
 
 #: Adam and AdamW keep the same tensors (exp_avg, exp_avg_sq); Adam's weight decay, when set, adds one more
 #: gradient-sized tensor in the foreach path (not modelled: the default is 0). The other optimizers' steps:
@@ -233,6 +233,7 @@ class Step:
     head: Head | None = None
     gradient_accumulation_steps: int = 1
     resident: tuple[Part, ...] = ()  # alive at every moment beside the engine's (a preference trainer's reference)
+    transformers_path: TransformersPath = NEWEST_PATH  # what the running Transformers keeps (Setup.transformers)
 
     @property
     def stage(self) -> int:
@@ -284,6 +285,7 @@ class Setup(NamedTuple):
     micro_batch: int = 1
     loss: Head | None = None  # a loss that replaces ForCausalLMLoss's moments (memory/preference.FusedHead)
     optimizer: str = "adamw"  # precision.OPTIMIZERS: its states and scratch (memory/optimizer_step.py)
+    transformers: TransformersPath = NEWEST_PATH  # what the running Transformers keeps (configs/transformers_paths)
 
 
 def _stepped(setup: Setup, width: int, tensors: list[tuple[int, ...]], engine: str,
@@ -301,11 +303,9 @@ def _kernel(setup: Setup) -> LossMoments:
 
 
 def _loss_moments(setup: Setup, base: list[Part], saved: int | None = None) -> tuple[str, list[Part], list[Part]]:
-    """(forward's peak, the loss's backward). ForCausalLMLoss (transformers/loss/loss_utils.py) makes
-    `logits.float()` and cross_entropy's log-softmax from it while the lm_head output is alive; the backward
-    of nll_loss and of log_softmax (`_log_softmax_backward_data`) make two fp32 T×V gradients while the
-    saved log-softmax is still held. Another `loss_kernel` keeps, and briefly makes, what
-    loss_and_reference.loss_moments lists instead."""
+    """(forward's peak, the loss's backward): Transformers' loss in the running release (configs/transformers_paths.py:
+    the logits, their fp32 upcast, the log-softmax kept and its two fp32 gradients in backward); another
+    `loss_kernel` keeps, and briefly makes, what loss_and_reference.loss_moments lists instead."""
     t, v = setup.tokens, setup.vocab
     saved = setup.acts.total if saved is None else saved  # `saved`: what a frozen base keeps (LoRA activations)
     if setup.loss is not None:
@@ -315,10 +315,11 @@ def _loss_moments(setup: Setup, base: list[Part], saved: int | None = None) -> t
         kept = [Part(P.ACTIVATIONS, saved - found.dropped), *(Part(*part) for part in found.kept)]
         return (M.LOSS, [*base, *kept, *(Part(*part) for part in found.forward)],
                 [*base, *kept, *(Part(*part) for part in found.backward)])
-    forward = [*base, Part(P.ACTIVATIONS, saved), Part(P.LOGITS, setup.c * t * v),
-               Part(P.FP32_LOGITS_COPY, F32 * t * v if setup.c != F32 else 0)]
-    loss = [*base, Part(P.ACTIVATIONS, saved), Part(P.LOG_SOFTMAX_GRADIENTS, 2 * F32 * t * v)]
-    return M.LOSS, forward, loss
+    rows = setup.transformers.rows(t, setup.micro_batch)
+    held = Part(P.ACTIVATIONS, saved - F32 * (t - rows) * v)  # the activations count the log-softmax of t rows
+    forward = [*base, held, *(Part(P(name), size) for name, size in setup.transformers.forward(setup.c, t, v,
+                                                                                               setup.micro_batch))]
+    return M.LOSS, forward, [*base, held, Part(P.LOG_SOFTMAX_GRADIENTS, 2 * F32 * rows * v)]
 
 
 def _head_moment(setup: Setup, base: list[Part], saved: int | None = None) -> dict[str, list[Part]]:
@@ -722,7 +723,7 @@ def make_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, chec
               fsdp_reshard: bool = True, fsdp_mixed: bool = False, fsdp_sharded: bool = True,
               ddp_bucket_view: bool = False, offload_optimizer: bool = False, offload_param: bool = False,
               frozen: FrozenBase | None = None, loss_kernel: str = "hf", loss: Head | None = None,
-              gradient_accumulation_steps: int = 1) -> Step:
+              gradient_accumulation_steps: int = 1, transformers_path: TransformersPath = NEWEST_PATH) -> Step:
     """The Step these inputs describe, validated (StepInputError naming a bad input). param_dtype: the weights'
     stored dtype (DeepSpeed: its 16-bit dtype; FSDP: the shards'); autocast, ddp_bucket_view and fsdp_*: as Torch and
     Fsdp describe them; frozen: a frozen base with adapters (`_frozen`); loss_kernel: `hf` or a fused / chunked kernel
@@ -751,7 +752,7 @@ def make_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, chec
     if frozen is not None:
         _choice("compute dtype", frozen.compute_dtype, tuple(DTYPE_BYTES))
     return Step(shape, sequence_length, micro_batch, spec, ranks, checkpointing, attention, param_dtype, optimizer,
-                optimizer_impl, frozen, loss_kernel, loss, gradient_accumulation_steps)
+                optimizer_impl, frozen, loss_kernel, loss, gradient_accumulation_steps, transformers_path=transformers_path)
 
 
 def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, **inputs: Any) -> StepPeak:
@@ -785,14 +786,14 @@ def step_peak(step: Step) -> StepPeak:
     shape = step.shape
     try:
         acts = estimate_activations(shape, step.sequence_length, step.micro_batch, step.compute_dtype,
-                                    step.checkpointing, step.attention)
+                                    step.checkpointing, step.attention, step.transformers_path)
     except ActivationInputError as error:
         raise StepInputError(str(error)) from None
     tensors = parameter_tensors(shape)
     setup = Setup(tensors, acts, step.sequence_length * step.micro_batch, shape.vocab, shape.hidden,
                   step.stored_bytes, DTYPE_BYTES[step.compute_dtype], step.ranks, step.optimizer_impl,
                   step.checkpointing, step.loss_kernel, step.frozen is None, step.micro_batch, step.head,
-                  step.optimizer)
+                  step.optimizer, step.transformers_path)
     moments = _engine_moments(setup, step)
     if step.gradient_accumulation_steps > 1:
         frozen = step.frozen

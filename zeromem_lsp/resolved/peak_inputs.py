@@ -16,6 +16,7 @@ from zeromem_lsp.configs.layers import Resolved
 from zeromem_lsp.configs.loss_kernels import LossRequest, applied
 from zeromem_lsp.configs.model_config import ModelShape, ParameterCount, UnsupportedModel, model_shape_from_text
 from zeromem_lsp.configs.training import TrainingSetup
+from zeromem_lsp.configs.versions import installed
 from zeromem_lsp.configs.workload import Workload
 from zeromem_lsp.memory.adapter_plan import AdapterBreakdown, lora_peak
 from zeromem_lsp.memory.grpo import generation_inputs
@@ -182,6 +183,7 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
                    else inputs.adapter.optimizer if inputs.adapter is not None else "adamw"),
         lora=lora_peak(inputs.adapter, str(dtype.value) if dtype is not None else None),
         kbit_prepare=_kbit_prepare(inputs),
+        transformers_version=_transformers_version(workload, resolved),
         trainer=_pick(None, "trainer", resolved, PeakInputs.trainer),
         precompute_ref_log_probs=_pick(None, "precompute_ref_log_probs", resolved),
         preference_loss=workload.preference_loss,
@@ -193,6 +195,17 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
                                      trl18=workload.preference_loss is not None
                                      and workload.preference_loss.value == "logits"),
     )
+
+
+def _transformers_version(workload: Workload, resolved: Resolved) -> Given | None:
+    """The Transformers release whose loss path the step follows (configs/transformers_paths.py): the
+    `transformers_version` setting or flag; else the one installed beside zeromem (its metadata, no import); else
+    the recipe project's exact pin (`Workload.transformers_version`); else None: the newest followed."""
+    given = _pick(None, "transformers_version", resolved)
+    found = installed("transformers")
+    if given is None and found is not None:
+        return Given(found, "installed beside zeromem (its package metadata)")
+    return given or workload.transformers_version
 
 
 def _kbit_prepare(inputs: Inputs) -> Given | None:

@@ -42,6 +42,7 @@ export interface ExtensionSettings {
   loraDropout?: string | number | null;
   trainer?: string | null;
   precomputeRefLogProbs?: string | boolean | null;
+  transformersVersion?: string | null;
   [other: string]: unknown;
 }
 
@@ -81,6 +82,7 @@ export const SERVER_SETTING_KEYS = [
   "accelerateConfig",
   "trainer",
   "precomputeRefLogProbs",
+  "transformersVersion",
 ] as const;
 
 export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];
