@@ -178,6 +178,24 @@ def test_the_gpu_script_runs_its_cpu_path_on_a_tiny_case(tmp_path):
     assert rank["step_max_allocated"] == max(phase["max_allocated"] for phase in phases.values())
 
 
+def test_the_single_gpu_suite_runs_its_cpu_path_on_a_tiny_case(tmp_path):
+    """`--suite single` on CPU: three steps with per-phase peaks (the tracker standing in for the allocator); the
+    steady steps repeat, and the record says which versions ran."""
+    python = _python_with_torch()
+    if python is None:
+        pytest.skip("no Python with torch and transformers (set ZEROMEM_MEASURE_PYTHON)")
+    run = subprocess.run([python, str(STEP / "measure_gpu.py"), "--suite", "single", "--device", "cpu", "--smoke",
+                          "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    record = json.loads((tmp_path / "results_default.json").read_text())
+    assert {"torch", "transformers"} <= set(record["versions"]) and record["device"] == "cpu"
+    (case,) = record["cases"]
+    steps = case["steps"]
+    assert len(steps) == 3 and set(steps[0]) == set(PHASES)
+    assert steps[1] == steps[2]  # the steady state: step 2 and step 3 hold the same bytes
+    assert case["step_max_allocated"] == max(step[phase]["max_allocated"] for step in steps[1:] for phase in PHASES)
+
+
 TRACKER_CHECK = """
 import sys
 sys.path.insert(0, sys.argv[1])
