@@ -387,7 +387,11 @@ def test_a_real_recipe_gets_its_diagnostic_and_memory_hover(page, workspace):
     name = RECIPE.name
     expected = json.loads(zeromem_cli(workspace, "check", "--format", "json", "-q", name).stdout)["findings"]
     assert expected and all(item["code"] != "ZM108" for item in expected)  # the model was found and counted
-    estimate = json.loads(zeromem_cli(workspace, "estimate", "--config", name, "--format", "json").stdout)
+    # the same inputs the server has: a World Size an earlier test typed into the User settings reaches it (ranks
+    # change the peak: one NCCL communicator's buffers beside the step when there is more than one)
+    ranks = user_settings(workspace).get("zeromem.worldSize")
+    flags = ["--world-size", str(ranks)] if ranks else []
+    estimate = json.loads(zeromem_cli(workspace, "estimate", "--config", name, *flags, "--format", "json").stdout)
     stage = estimate["stage"]
 
     command(page, "View: Close All Editors")  # the DeepSpeed config's problems leave with it
