@@ -48,3 +48,20 @@ def test_a_full_fine_tune_says_what_its_freeze_keys_freeze(tmp_path, monkeypatch
     assert shown.returncode == 0
     assert ("parts: LLaMA-Factory's freeze keys freeze the vision tower and projector: 7,615,616,512 parameters "
             "trained, 676,550,144 frozen") in shown.stdout
+
+
+def test_axolotls_gemma3_recipe_with_freeze_mm_modules_says_what_it_freezes(tmp_path, monkeypatch):
+    """axolotl's gemma-3-4b-qlora.yml (tests/data/recipes) with `freeze_mm_modules: true` on the published composite:
+    the SigLIP tower and projector (419,816,304) frozen, said beside the model state."""
+    gemma = DATA / "models" / "gemma-3-4b-it" / "config.json"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache(tmp_path / "hub", "google/gemma-3-4b-it", gemma)))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    source = DATA / "recipes" / "axolotl" / "examples" / "gemma3" / "gemma-3-4b-qlora.yml"
+    recipe = tmp_path / "gemma.yml"
+    recipe.write_text(source.read_text() + "freeze_mm_modules: true\n")
+    shown = run_zeromem("estimate", "-v", "--config", str(recipe))
+    assert shown.returncode == 0
+    assert ("parts: axolotl's freeze_mm_modules freezes the vision tower and projector: 3,880,263,168 parameters "
+            "trainable, 419,816,304 frozen") in shown.stdout
+    plain = run_zeromem("estimate", "-v", "--config", str(source))
+    assert "parts:" not in plain.stdout  # the key's default (off): nothing said

@@ -13,7 +13,7 @@ import pytest
 
 from zeromem_lsp.configs.model_config import (ImageTokensUnmodelled, UnknownFamily, count_parameters, model_shape,
                                               weights_shape)
-from zeromem_lsp.configs.freeze_keys import parameters_of, trained
+from zeromem_lsp.configs.freeze_keys import axolotl_frozen, parameters_of, trained
 from zeromem_lsp.configs.vision import VISION_LANGUAGE, named_parameters, vision_parts
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "model_families"
@@ -158,3 +158,13 @@ def test_the_freeze_keys_defaults_train_the_language_model_alone():
         "language_model"] + merger
     newline = trained("llava_next", {"freeze_language_model": True}, parameters_of(config("llava-v1.6-mistral-7b-hf")))
     assert newline.trained == 4096  # model.image_newline: under no key, never frozen by them
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_axolotls_freeze_mm_modules_freezes_tower_and_projector(name):
+    """utils/freeze.py freezes a parameter with a name component among _MM_MODULE_PREFIXES: over Transformers' own
+    names that is exactly zeromem's vision tower and projector parts (and never the language model)."""
+    recorded = [(key, prod(shape)) for key, shape in RECORD["models"][name]["named_parameters"]]
+    parts = dict(count_parameters(config(name)).parts)
+    assert axolotl_frozen(recorded) == axolotl_frozen(parameters_of(config(name))) == \
+        parts["vision_tower"] + parts["multi_modal_projector"]

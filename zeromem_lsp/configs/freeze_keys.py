@@ -12,8 +12,11 @@ LLaMA-Factory (hiyouga/LLaMA-Factory at ff6d4d12eeb035d6ce06805a5733dd7b29f2ac30
 
 Note the split differs from the model's modules: Qwen3-VL's deepstack mergers are vision-tower keys, not the
 projector's; a parameter under no key (llava_next's `model.image_newline`) is never frozen by these keys.
-axolotl and TRL have no per-part freeze keys (axolotl: `unfrozen_parameters` regexes; TRL: the model as given), so
-only LLaMA-Factory's are data here.
+axolotl (axolotl-ai-cloud/axolotl at 067b021c8b87a9e5e380b9173c704cf7340e30f5): `freeze_mm_modules` (schemas/config.py,
+default None: off) calls utils/freeze.py `freeze_mm_modules`, which freezes every parameter with a dotted name
+component among `_MM_MODULE_PREFIXES` (vision_tower, vision_model, vision_encoder, embed_vision,
+multi_modal_projector, visual, audio_tower, audio_model, embed_audio): the tower and projector, never the language
+model. TRL has no such key (the model as given).
 
 Not wired into the model state yet: memory/ takes one trainable count per model (see `trained`); what it would need
 is described in docs/model-families.md ("Vision-language models").
@@ -46,6 +49,11 @@ LLAMAFACTORY_PARTS: dict[str, dict[str, tuple[str, ...]]] = {
     "qwen3_vl": {**_QWEN, "vision": ("visual.pos_embed", "visual.patch_embed", "visual.blocks",
                                      "visual.deepstack_merger_list")},
 }
+
+
+#: axolotl utils/freeze.py _MM_MODULE_PREFIXES: a parameter with one of these as a name component is frozen
+AXOLOTL_MM_PREFIXES = ("vision_tower", "vision_model", "vision_encoder", "embed_vision", "multi_modal_projector",
+                       "visual", "audio_tower", "audio_model", "embed_audio")
 
 
 class Trained(NamedTuple):
@@ -105,8 +113,21 @@ def _numel(shape: tuple[int, ...]) -> int:
     return total
 
 
-def note(config: dict, recipe: dict, finetuning_type: object) -> str:
-    """What LLaMA-Factory's freeze keys do to this composite, for the parameter count's note."""
+def axolotl_frozen(parameters: list[tuple[str, int]]) -> int:
+    """Parameters axolotl's `freeze_mm_modules: true` freezes (a name component among AXOLOTL_MM_PREFIXES)."""
+    return sum(count for name, count in parameters if any(part in AXOLOTL_MM_PREFIXES for part in name.split(".")))
+
+
+def note(config: dict, recipe: dict, finetuning_type: object, tool: str = "llamafactory") -> str | None:
+    """What the recipe's freeze keys do to this composite, for the model state's assumptions (None: nothing)."""
+    if tool == "axolotl":
+        if recipe.get("freeze_mm_modules") is not True:
+            return None
+        everything = parameters_of(config)
+        held = axolotl_frozen(everything)
+        return (f"axolotl's freeze_mm_modules freezes the vision tower and projector: "
+                f"{sum(count for _, count in everything) - held:,} parameters trainable, {held:,} frozen "
+                "(not yet applied to the model state)")
     found = trained(config["model_type"], recipe, parameters_of(config))
     names = {"vision": "vision tower", "projector": "projector", "language": "language model"}
     parts = [names[part] for part in found.frozen_parts]
