@@ -293,6 +293,13 @@ def analyse(
         reading = pair_accelerate(reading, first, loader)
         first = resolve((command_line(forced), file_block(block, block_path), *reading.layers, *as_layers(settings)))
     resolved, parameter_note, parameter_problem, model = resolve_parameters(first, loader, memo)  # once
+    if model.counted is not None and model.counted.parts and model.config is not None and reading.recipe is not None \
+            and reading.recipe.tool in ("llamafactory", "axolotl") and isinstance(data, dict):  # what its keys freeze
+        from zeromem_lsp.configs.freeze_keys import LLAMAFACTORY_PARTS, note
+
+        if model.config.get("model_type") in LLAMAFACTORY_PARTS:
+            model = model._replace(freeze_note=note(model.config, data, data.get("finetuning_type", "lora"),
+                                                    reading.recipe.tool))
     effective = resolved.settings
     named = resolved.origin("parameters")
     parameters_at = named.path if named is not None and named.path else (*block_path, "parameters")

@@ -570,6 +570,8 @@ def coverage_line(plan) -> str:
     """What the figure leaves out, and the versions it is for."""
     if plan.approximate:
         head = f"{approximation_note(plan)} (-v says what each does)"
+        if plan.peak is not None and not plan.peak_known:  # why there is no peak, said here too
+            head += f"; model state only: the peak needs {'; '.join(plan.peak.missing)}"
     elif plan.peak is None:
         head = "model state only: no activations without the model's config.json and a sequence length"
     elif not plan.peak_known:

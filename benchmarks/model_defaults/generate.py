@@ -12,6 +12,13 @@ zeromem_lsp/configs/model_config.py the way the class derives them). Only JSON-l
 A composite (multimodal) config builds its `text_config` from `sub_configs_defaults["text_config"]`
 (`SubConfigSpec.create_subconfig`): a fixed configuration class ignores the dict's model_type; an AutoConfig
 spec takes the dict's model_type, else the spec's. Both are recorded, with the spec's `init_kwargs`.
+
+The vision-language composites zeromem counts whole (configs/vision.py, VISION_LANGUAGE) also get: the composite
+class's own defaults (projector keys, tie_word_embeddings ...) and attribute_map, their `text_config` class's
+defaults where it is a class of its own (qwen2_vl_text ...), and how `vision_config` is built (VISION_CONFIGS:
+the class's model_type, whether the class is fixed, the spec's init_kwargs used when vision_config is absent) with
+that class's defaults and attribute_map (a model_type a dict may name: clip_vision_model, siglip_vision_model,
+pixtral, llama4_vision_model ...).
 """
 
 from __future__ import annotations
@@ -92,12 +99,44 @@ def text_configs(supported: set[str]) -> dict:
     return found
 
 
+#: the vision-language composites counted whole (configs/vision.py) and the vision model_types their configs name
+VISION_LANGUAGE = ("gemma3", "llama4", "llava", "llava_next", "mistral3", "qwen2_5_vl", "qwen2_vl", "qwen3_vl")
+VISION_TYPES = ("clip_vision_model", "pixtral", "siglip_vision_model")
+
+
+def vision_facts() -> dict:
+    """Defaults and attribute_maps of the composites, their own text / vision config classes, and the vision spec."""
+    from transformers import AutoConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    classes, specs = {}, {}
+    for model_type in VISION_LANGUAGE:
+        config_class = CONFIG_MAPPING[model_type]
+        classes[model_type] = config_class
+        for key, spec in config_class.sub_configs_defaults.items():
+            fixed = spec.config_class is not AutoConfig
+            sub_class = spec.config_class if fixed else CONFIG_MAPPING[spec.model_type]
+            if key == "vision_config":
+                specs[model_type] = (sub_class.model_type, fixed, dict(sorted((spec.init_kwargs or {}).items())))
+            if fixed:  # a class of its own (qwen2_vl_vision, qwen2_vl_text, llama4_vision_model ...)
+                classes[sub_class.model_type] = sub_class
+    for model_type in VISION_TYPES:
+        classes[model_type] = CONFIG_MAPPING[model_type]
+    return {
+        "defaults": {name: class_defaults(cls) for name, cls in sorted(classes.items())},
+        "aliases": {name: dict(sorted(cls.attribute_map.items())) for name, cls in sorted(classes.items())
+                    if cls.attribute_map},
+        "vision_configs": dict(sorted(specs.items())),
+    }
+
+
 def collect() -> dict:
     import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     supported = set(SUPPORTED)
     return {
+        "vision": vision_facts(),
         "version": transformers.__version__,
         "defaults": {model_type: class_defaults(CONFIG_MAPPING[model_type]) for model_type in sorted(supported)},
         "aliases": {model_type: dict(sorted(CONFIG_MAPPING[model_type].attribute_map.items()))
@@ -114,6 +153,9 @@ ALIASES: model_type -> the class's attribute_map (a key written under its alias 
 the field's default does not apply).
 TEXT_CONFIGS: composite model_type -> (text model_type, fixed by the class): how its `text_config` is built
 (SubConfigSpec.create_subconfig); not fixed: the dict's own model_type wins.
+VISION_DEFAULTS / VISION_ALIASES: the same for the vision-language composites, their own text / vision config
+classes and the vision model_types their configs name; VISION_CONFIGS: composite model_type -> (vision model_type,
+fixed by the class, the spec's init_kwargs when vision_config is absent).
 """
 
 '''
@@ -124,7 +166,11 @@ def render(facts: dict) -> str:
             f"TRANSFORMERS_VERSION = {facts['version']!r}\n\n",
             "DEFAULTS: dict[str, dict[str, object]] = " + pprint.pformat(facts["defaults"], width=110, sort_dicts=True) + "\n\n",
             "ALIASES = " + pprint.pformat(facts["aliases"], width=110, sort_dicts=True) + "\n\n",
-            "TEXT_CONFIGS = " + pprint.pformat(facts["text_configs"], width=110, sort_dicts=True) + "\n"]
+            "TEXT_CONFIGS = " + pprint.pformat(facts["text_configs"], width=110, sort_dicts=True) + "\n\n",
+            "VISION_DEFAULTS: dict[str, dict[str, object]] = " + pprint.pformat(facts["vision"]["defaults"], width=110,
+                                                                               sort_dicts=True) + "\n\n",
+            "VISION_ALIASES = " + pprint.pformat(facts["vision"]["aliases"], width=110, sort_dicts=True) + "\n\n",
+            "VISION_CONFIGS = " + pprint.pformat(facts["vision"]["vision_configs"], width=110, sort_dicts=True) + "\n"]
     return "".join(body)
 
 

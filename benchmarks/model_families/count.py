@@ -5,7 +5,9 @@
 
 Each tests/data/model_families/configs/<name>.json is loaded the way a fine-tune loads it (`AutoConfig.from_pretrained`
 on a folder holding it as config.json), and `AutoModelForCausalLM.from_config` builds the model on the meta device
-(no memory, no weights). Recorded per config: the total of `model.parameters()` (a tied head counted once), every
+(no memory, no weights); a vision-language config (VISION_LANGUAGE) is built by `AutoModelForImageTextToText`, the
+class a fine-tune of it loads (…ForConditionalGeneration: vision tower, projector, language model, head), and its
+total is also recorded per part (`parts`: the parameters under each child of the inner model, and the head). Recorded per config: the total of `model.parameters()` (a tied head counted once), every
 `named_parameters()` name and shape in registration order, and every `named_modules()` name (what PEFT's
 target_modules match against). tests/unit/test_model_families.py checks zeromem's count, weights inventory and
 module tree against the record without torch.
@@ -24,21 +26,42 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "model_families"
 
 
+#: composite model_types built as image-text-to-text models (their parts counted apart)
+VISION_LANGUAGE = {"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "gemma3", "llava", "llava_next", "mistral3", "llama4"}
+
+
+def parts(model) -> dict[str, int]:
+    """Parameters per part: each child of the inner `model` (visual / vision_tower, multi_modal_projector,
+    language_model, image_newline ...) and the untied head, counted once each as model.parameters() does."""
+    found: dict[str, int] = {}
+    seen: set[int] = set()
+    for name, parameter in model.named_parameters():
+        if id(parameter) in seen:
+            continue
+        seen.add(id(parameter))
+        pieces = name.split(".")
+        key = pieces[1] if pieces[0] == "model" and len(pieces) > 2 else pieces[0] if pieces[0] != "model" else name
+        found[key] = found.get(key, 0) + parameter.numel()
+    return found
+
+
 def measure(config_path: Path) -> dict:
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "config.json").write_text(config_path.read_text(encoding="utf-8"), encoding="utf-8")
         config = AutoConfig.from_pretrained(folder)
+    composite = config.model_type in VISION_LANGUAGE
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
+        model = (AutoModelForImageTextToText if composite else AutoModelForCausalLM).from_config(config)
     head, embedding = model.get_output_embeddings(), model.get_input_embeddings()
     return {
         "model_type": config.model_type,
         "class": type(model).__name__,
         "parameters": sum(p.numel() for p in model.parameters()),
         "tied": head is not None and head.weight is embedding.weight,
+        **({"parts": parts(model)} if composite else {}),
         "named_parameters": [[name, list(p.shape)] for name, p in model.named_parameters()],
         "named_modules": [name for name, _ in model.named_modules() if name],
     }

@@ -20,7 +20,10 @@ from zeromem_lsp.project import file_loader
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 RECIPES = DATA / "recipes"
-GEMMA = DATA / "models" / "gemma-3-4b-it" / "config.json"
+#: google/gemma-3-4b-it's language model (Gemma3ForCausalLM): the step model's subject in these tests; the published
+#: composite config (vision tower too) is counted whole and gets no peak (test_the_published_composite_...)
+GEMMA = DATA / "models" / "gemma-3-4b-it-text" / "config.json"
+GEMMA_COMPOSITE = DATA / "models" / "gemma-3-4b-it" / "config.json"
 LLAMA = DATA / "models" / "Meta-Llama-3-8B" / "config.json"  # the stand-in for the models not in tests/data
 #: Every recipe in tests/data/recipes, with the model it names and whether it runs DeepSpeed.
 RECIPE_FILES = {
@@ -113,6 +116,20 @@ def test_a_budget_beside_an_unread_model_adds_no_second_finding(tmp_path, monkey
 def test_a_cached_model_is_counted_not_reported(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["google/gemma-3-4b-it"])))
     assert findings(str(RECIPES / "axolotl/examples/gemma3/gemma-3-4b-qlora.yml")) == []
+
+
+def test_the_published_composite_is_counted_whole_and_its_peak_is_unknown(tmp_path, monkeypatch):
+    """google/gemma-3-4b-it's own config.json: Gemma3ForConditionalGeneration counted whole (4,300,079,472: the
+    SigLIP tower and projector too), no finding (a model zeromem cannot give a peak for is not an error), and the
+    peak says why it is unknown: the image tokens' activations."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["google/gemma-3-4b-it"], GEMMA_COMPOSITE)))
+    recipe = RECIPES / "axolotl/examples/gemma3/gemma-3-4b-qlora.yml"
+    assert findings(str(recipe)) == []
+    plan = _plan(recipe)
+    assert plan.peak is not None and plan.peak.stage_peak(plan.stage) is None
+    (why,) = plan.peak.missing
+    assert "the peak is unknown for model_type 'gemma3'" in why and "image tokens" in why
+    assert plan.inputs.parameter_bytes > 0 and "4,300,079,472 parameters counted" in str(plan)
 
 
 def _plan(path: Path, world_size: int = 8):

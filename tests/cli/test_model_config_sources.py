@@ -13,7 +13,7 @@ import pytest
 from tests.cli.conftest import run_zeromem
 
 GEMMA3_4B = Path(__file__).resolve().parents[1] / "data" / "models" / "gemma-3-4b-it" / "config.json"
-GEMMA3_4B_PARAMETERS = 3_880_263_168  # Transformers 5.24.0's language model for this config (test_model_defaults)
+GEMMA3_4B_PARAMETERS = 4_300_079_472  # Transformers 5.24.0 builds it whole: vision tower, projector, language model
 REPO = "google/gemma-3-4b-it"
 
 

@@ -19,7 +19,7 @@ def nvim(request):
 
 
 # An axolotl recipe (a file name Neovim knows only as yaml): its model a local copy of google/gemma-3-4b-it's
-# config.json, its DeepSpeed file axolotl's zero3.json, the world size in a zeromem block (axolotl drops keys
+# language model (tests/data/models/gemma-3-4b-it-text: the composite's image tokens give no peak), its DeepSpeed file axolotl's zero3.json, the world size in a zeromem block (axolotl drops keys
 # it does not know), and a misspelt key that axolotl would silently ignore.
 def recipe_text(model: Path) -> str:
     zero3 = ROOT / "tests" / "data" / "recipes" / "axolotl" / "deepspeed_configs" / "zero3.json"
@@ -31,7 +31,7 @@ def recipe_text(model: Path) -> str:
 def recipe_session(nvim, tmp_path_factory):
     _, binary = nvim
     work = tmp_path_factory.mktemp("neovim-recipe")
-    shutil.copytree(ROOT / "tests" / "data" / "models" / "gemma-3-4b-it", work / "gemma")
+    shutil.copytree(ROOT / "tests" / "data" / "models" / "gemma-3-4b-it-text", work / "gemma")
     return run_neovim(binary, work, "lora.yml", recipe_text(work / "gemma"), hover_pattern="deepspeed:%s*")
 
 

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 RECIPE = ROOT / "tests" / "data" / "recipes" / "axolotl" / "examples" / "gemma3" / "gemma-3-4b-qlora.yml"
 ZERO3 = ROOT / "tests" / "data" / "recipes" / "axolotl" / "deepspeed_configs" / "zero3.json"
-GEMMA3_4B = ROOT / "tests" / "data" / "models" / "gemma-3-4b-it"
+GEMMA3_4B = ROOT / "tests" / "data" / "models" / "gemma-3-4b-it-text"  # its language model (the composite: no peak)
 
 
 def recipe_text(tmp_path, deepspeed: str | None, optimizer: str | None = None) -> str:

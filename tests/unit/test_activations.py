@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from zeromem_lsp.memory.activations import ActivationInputError, estimate_activations
-from zeromem_lsp.configs.model_config import UnsupportedModel, model_shape, model_shape_from_text
+from zeromem_lsp.configs.model_config import UnsupportedModel, model_shape, model_shape_from_text, weights_shape
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("accuracy", ROOT / "benchmarks" / "activations" / "accuracy.py")
@@ -156,6 +156,10 @@ def test_the_issue_example_qwen2_logits():
     assert estimate.total > estimate.logits_bytes + 24 * estimate.per_layer_bytes
 
 
-def test_text_config_is_read_for_multimodal_wrappers():
+def test_a_multimodal_wrapper_reads_its_text_config_and_gives_no_peak():
+    """The language model is read from text_config, but the image tokens' activations are not modelled: no shape
+    for the step model (the peak is unknown), never the language model's alone."""
     wrapped = {"model_type": "gemma3", "text_config": {**LLAMA, "model_type": "gemma3_text"}}
-    assert model_shape(wrapped).model_type == "gemma3_text"
+    assert weights_shape(wrapped).model_type == "gemma3_text"
+    with pytest.raises(UnsupportedModel, match="no activations for its image tokens"):
+        model_shape(wrapped)

@@ -7,7 +7,7 @@ import pytest
 
 from zeromem_lsp.configs import transformers_defaults as recorded
 from zeromem_lsp.configs.families import FAMILIES
-from zeromem_lsp.configs.model_config import SUPPORTED, count_parameters, model_shape
+from zeromem_lsp.configs.model_config import SUPPORTED, UnsupportedModel, count_parameters, model_shape, weights_shape
 
 GEMMA3_4B = Path(__file__).resolve().parents[1] / "data" / "models" / "gemma-3-4b-it" / "config.json"
 
@@ -29,17 +29,19 @@ def test_the_recorded_defaults_are_the_config_classes_own():
 
 def test_the_published_gemma3_4b_config_counts_as_transformers_builds_it():
     """google/gemma-3-4b-it's config.json leaves heads, head_dim and vocabulary to the defaults. Transformers
-    5.24.0 builds its language model (Gemma3ForConditionalGeneration on the meta device, language_model +
-    lm_head) with 3,880,263,168 parameters."""
+    5.24.0 builds Gemma3ForConditionalGeneration (meta device, tests/data/model_families/counts.json) with
+    4,300,079,472 parameters: its language model (language_model + tied lm_head) 3,880,263,168 of them."""
     config = json.loads(GEMMA3_4B.read_text())
     assert "num_attention_heads" not in config["text_config"]
     counted = count_parameters(config)
-    assert counted.total == 3_880_263_168
-    assert counted.model_type == "gemma3_text"
+    assert counted.total == 4_300_079_472 and dict(counted.parts)["language_model"] == 3_880_263_168
+    assert counted.model_type == "gemma3"
     assert "Transformers 5.24.0 defaults:" in counted.note
     for used in ("num_attention_heads=8", "num_key_value_heads=4", "head_dim=256", "vocab_size=262208"):
         assert used in counted.note
-    shape = model_shape(config)
+    with pytest.raises(UnsupportedModel, match="the peak is unknown for model_type 'gemma3'"):
+        model_shape(config)  # the image tokens' activations are not modelled
+    shape = model_shape({**config["text_config"], "model_type": "gemma3_text"})  # the language model alone
     assert (shape.heads, shape.kv_heads, shape.head_dim, shape.vocab, shape.layers) == (8, 4, 256, 262208, 34)
     assert (shape.sliding_window, shape.sliding_layers) == (1024, 34 - 34 // 6)
 
@@ -75,12 +77,13 @@ def test_a_composite_text_config_without_model_type_takes_the_specs_default(text
             "vocab_size": 100}
     if text_type:
         text["model_type"] = text_type
-    assert count_parameters({"model_type": "llava", "text_config": text}).model_type == expected
+    assert weights_shape({"model_type": "llava", "text_config": text}).model_type == expected
+    assert f"(language model {expected}: 2 layers" in count_parameters({"model_type": "llava", "text_config": text}).note
 
 
 def test_a_fixed_text_class_ignores_the_dicts_model_type():
     text = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 128}
-    assert count_parameters({"model_type": "gemma3", "text_config": text}).model_type == "gemma3_text"
+    assert weights_shape({"model_type": "gemma3", "text_config": text}).model_type == "gemma3_text"
 
 
 def test_the_generated_module_is_current_where_transformers_is_installed():

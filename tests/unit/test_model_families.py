@@ -15,11 +15,13 @@ import pytest
 
 from zeromem_lsp.configs.families import FAMILIES
 from zeromem_lsp.configs.model_config import UnsupportedModel, count_parameters, model_shape
+from zeromem_lsp.configs.vision import VISION_LANGUAGE
 from zeromem_lsp.memory.adapters import inventory, module_tree
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "model_families"
 RECORD = json.loads((DATA / "counts.json").read_text(encoding="utf-8"))
-NAMES = sorted(RECORD["models"])
+#: the language models (the vision-language composites of the record: tests/unit/test_vision_language.py)
+NAMES = sorted(name for name, found in RECORD["models"].items() if found["model_type"] not in VISION_LANGUAGE)
 NEW = {"olmo2", "olmo3", "olmoe", "qwen2_moe", "granite", "smollm3", "starcoder2", "cohere", "cohere2", "deepseek_v3",
        "gpt_oss", "glm4_moe", "qwen3_next", "llama4_text", "phimoe"}
 ALSO = {"qwen3_moe"}  # an older family read through an alias (a config saved by Transformers 5)
@@ -31,8 +33,8 @@ def config(name: str) -> dict:
 
 def test_the_record_covers_every_new_family_from_transformers_5_24():
     assert RECORD["transformers"] == "5.24.0"
-    assert {found["model_type"] for found in RECORD["models"].values()} == NEW | ALSO
-    assert sorted(path.stem for path in (DATA / "configs").glob("*.json")) == NAMES
+    assert {found["model_type"] for found in RECORD["models"].values()} == NEW | ALSO | set(VISION_LANGUAGE)
+    assert sorted(path.stem for path in (DATA / "configs").glob("*.json")) == sorted(RECORD["models"])
     real = [name for name in NAMES if not name.startswith(("tiny-", "defaults-only-"))]
     assert len(real) >= 20
 
@@ -151,15 +153,15 @@ def test_expert_counts_are_read_through_attribute_map_aliases():
         assert {w.experts for w in found.weights if w.role == "experts_gate_up"} == {experts}, name
 
 
-def test_a_llama4_composite_is_counted_by_its_text_model():
-    """Llama4Config builds its text_config as Llama4TextConfig whatever the dict says (TEXT_CONFIGS): the count is
-    the language model's (the vision tower and projector are not counted yet)."""
-    text = config("Llama-4-Scout-17B-16E.text")
-    composite = {"model_type": "llama4", "text_config": {**text, "model_type": "something_else"},
-                 "vision_config": {"hidden_size": 1408}}
+def test_a_llama4_composite_counts_its_text_model_as_llama4_text():
+    """Llama4Config builds its text_config as Llama4TextConfig whatever the dict says (TEXT_CONFIGS): the composite's
+    language_model part is the text model's count, and the whole is what Transformers builds."""
+    composite = config("Llama-4-Scout-17B-16E-Instruct")
+    composite["text_config"] = {**composite["text_config"], "model_type": "something_else"}
     counted = count_parameters(composite)
-    assert (counted.total, counted.model_type) == (RECORD["models"]["Llama-4-Scout-17B-16E.text"]["parameters"],
-                                                   "llama4_text")
+    assert counted.total == RECORD["models"]["Llama-4-Scout-17B-16E-Instruct"]["parameters"]
+    assert dict(counted.parts)["language_model"] == RECORD["models"]["Llama-4-Scout-17B-16E.text"]["parameters"]
+    assert counted.model_type == "llama4" and "llama4_text" in counted.note
 
 
 def test_deepseek_layers_follow_first_k_dense_replace_and_q_lora_rank():

@@ -16,7 +16,8 @@ from zeromem_lsp.cli.check import add_offline, hub_access
 from zeromem_lsp.cli.errors import UsageError
 from zeromem_lsp.cli.estimate_config import MATCHING_OPTIONS, matching_options
 from zeromem_lsp.cli.estimate_config import positive as _positive
-from zeromem_lsp.configs.model_config import MAX_SIZE, UnsupportedModel, count_parameters_from_text, model_shape_from_text
+from zeromem_lsp.configs.model_config import (MAX_SIZE, ImageTokensUnmodelled, UnsupportedModel,
+                                              count_parameters_from_text, model_shape_from_text)
 from zeromem_lsp.configs.settings_values import GRPO_KEYS
 from zeromem_lsp.memory.peak import Peak
 from zeromem_lsp.resolved.peak_inputs import ModelRead, PeakSource
@@ -313,6 +314,8 @@ def _read_model(args) -> ModelRead:
     config = json.loads(source.text)  # counted, so it parses
     try:
         return ModelRead(counted, model_shape_from_text(source.text), None, shown, config)
+    except ImageTokensUnmodelled as error:  # a vision-language model: counted whole, no peak; not a bad input
+        return ModelRead(counted, None, str(error), shown, config)
     except UnsupportedModel as error:
         return ModelRead(counted, None, f"{INVALID} --model-config {shown}: {error}", shown, config)
 

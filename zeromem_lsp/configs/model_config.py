@@ -7,7 +7,10 @@ norms (RMSNorm: a weight; LayerNorm: weight + bias), the final norm, and the out
 
 Families: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3 (llama layout), mixtral and
 qwen3_moe (experts), gpt2, gpt_neox, phi, olmo2, olmo3, olmoe, qwen2_moe, granite, smollm3, starcoder2, cohere, cohere2,
-deepseek_v3, glm4_moe, gpt_oss (the dequantized layout), qwen3_next, llama4_text, phimoe (configs/families.py). Anything else raises `UnsupportedModel` with the list.
+deepseek_v3, glm4_moe, gpt_oss (the dequantized layout), qwen3_next, llama4_text, phimoe (configs/families.py); and the
+vision-language composites (qwen2_vl, qwen2_5_vl, qwen3_vl, gemma3, llava, llava_next, mistral3, llama4) whole: their
+language model as one of those families, their vision tower and projector per configs/vision.py, each part named
+(`ParameterCount.parts`). Anything else raises `UnsupportedModel` with the list.
 Checked against published counts in tests/unit/test_model_config.py (Llama-3-8B 8,030,261,248;
 Mistral-7B-v0.1 7,241,732,096; GPT-2 124,439,808; ...).
 """
@@ -20,6 +23,7 @@ from typing import NamedTuple
 from zeromem_lsp.configs.families import FAMILIES, Family, weights
 from zeromem_lsp.configs.families import ModelShape as ModelShape  # re-exported: its readers import it from here
 from zeromem_lsp.configs.model_defaults import FilledConfig, text_model_type
+from zeromem_lsp.configs.vision import COMPOSITES, FLAT_TEXT, UnknownTower, UnsupportedVision, tied, vision_parts
 
 
 class UnsupportedModel(ValueError):
@@ -30,11 +34,17 @@ class UnknownFamily(UnsupportedModel):
     """The model_type is none zeromem describes (configs/meta_count.py may count it with Transformers)."""
 
 
+class ImageTokensUnmodelled(UnsupportedModel):
+    """A vision-language model: counted whole, but its image tokens' activations are not modelled (no peak)."""
+
+
 class ParameterCount(NamedTuple):
     total: int
     model_type: str
     note: str  # e.g. "llama: 32 layers, tied embeddings"
     largest_layer: int = 0  # parameters of the largest decoder layer (what FSDP gathers per wrapped unit)
+    parts: tuple[tuple[str, int], ...] = ()  # a vision-language model's named parts (vision_tower,
+    # multi_modal_projector, image_newline, language_model: its embeddings, layers, norm and head), in that order
 
 
 #: Upper bounds on what a config.json may declare: counts (layers, heads, experts) and sizes (widths,
@@ -101,10 +111,38 @@ def _language_model(config: object) -> tuple[FilledConfig, str | None]:
     model_type = config.get("model_type")
     if model_type is not None and not isinstance(model_type, str):
         raise UnsupportedModel(f"config.json model_type must be a string, got {_show(model_type)}")
+    if model_type in COMPOSITES and COMPOSITES[model_type][1]:  # Qwen-VL: a text config class of its own
+        _, own_class, family = COMPOSITES[model_type]
+        text = config.get("text_config")
+        if text is None:  # Qwen2VLConfig.__post_init__: a flat config's top-level text fields, else the defaults
+            text = {key: value for key, value in config.items() if key != "vision_config"} \
+                if model_type in FLAT_TEXT else {}
+        if not isinstance(text, dict):
+            raise UnsupportedModel(f"config.json text_config must be an object, got {_show(text)}")
+        return FilledConfig({**text, "model_type": family}, family, defaults_of=own_class), family
     text = config.get("text_config")
     if isinstance(text, dict) and model_type not in SUPPORTED:
         return _language_model({**text, "model_type": text_model_type(model_type, text)})
     return FilledConfig(config, model_type), model_type
+
+
+def _composite(config: object) -> str | None:
+    """The vision-language model_type of a config counted whole (configs/vision.py), else None."""
+    model_type = config.get("model_type") if isinstance(config, dict) else None
+    return model_type if isinstance(model_type, str) and model_type in COMPOSITES else None
+
+
+def _language_shape(config: dict, full: bool) -> tuple[ModelShape, FilledConfig]:
+    """The language model's shape (a composite's head tied as the composite's config says)."""
+    filled, model_type = _language_model(config)
+    if model_type not in FAMILIES:
+        raise UnknownFamily(
+            f"cannot count parameters for model_type {model_type!r}; supported: {', '.join(SUPPORTED)} "
+            '(declare "parameters" as a number instead)')
+    shape = _read(filled, FAMILIES[model_type], full)
+    if _composite(config):
+        shape = shape._replace(tied=tied(config, shape.tied))
+    return shape, filled
 
 
 def _with_defaults_note(counted: ParameterCount, config: FilledConfig) -> ParameterCount:
@@ -114,12 +152,9 @@ def _with_defaults_note(counted: ParameterCount, config: FilledConfig) -> Parame
 
 def count_parameters(config: dict) -> ParameterCount:
     """Exact parameter count of the model a config.json describes; raises UnsupportedModel."""
-    config, model_type = _language_model(config)
-    if model_type not in FAMILIES:
-        raise UnknownFamily(
-            f"cannot count parameters for model_type {model_type!r}; supported: {', '.join(SUPPORTED)} "
-            '(declare "parameters" as a number instead)')
-    shape = _read(config, FAMILIES[model_type], full=False)
+    composite = _composite(config)
+    shape, filled = _language_shape(config, full=False)
+    model_type = shape.model_type
     found = weights(shape)
     total = sum(w.parameters * w.instances for w in found if not (w.role == "head" and shape.tied))
     members = {id(w.layers): set(w.layers) for w in found if w.layers}  # every layer, the dense, the sparse ones
@@ -129,7 +164,17 @@ def count_parameters(config: dict) -> ParameterCount:
         raise UnsupportedModel(f"config.json describes a model of {total} parameters")
     experts = f", {shape.experts} experts" if FAMILIES[model_type].moe else ""
     note = f"{model_type}: {shape.layers} layers{experts}, {'tied' if shape.tied else 'untied'} embeddings"
-    return _with_defaults_note(ParameterCount(total, model_type, note, largest), config)
+    if composite:
+        try:
+            parts = vision_parts(config, shape.hidden)
+        except UnsupportedVision as error:  # an unknown tower: Transformers may count it (configs/meta_count.py)
+            raise (UnknownFamily if isinstance(error, UnknownTower) else UnsupportedModel)(str(error)) from None
+        named = tuple((part.name, part.parameters) for part in parts) + (("language_model", total),)
+        total = sum(count for _, count in named)
+        note = f"{composite}: " + " + ".join(f"{name} {count:,}" for name, count in named) + \
+            f" (language model {note})"
+        return _with_defaults_note(ParameterCount(total, composite, note, largest, named), filled)
+    return _with_defaults_note(ParameterCount(total, model_type, note, largest), filled)
 
 
 def _from_text(text: str, reader):
@@ -302,15 +347,22 @@ def _read(config: dict, family: Family, full: bool) -> ModelShape:
 def weights_shape(config: dict) -> ModelShape:
     """The fields of a config.json the weights inventory needs (configs/families.weights), for every family the
     count covers, an activation model or not; raises UnsupportedModel."""
-    config, model_type = _language_model(config)
-    if model_type not in FAMILIES:
-        raise UnsupportedModel(
-            f"cannot count parameters for model_type {model_type!r}; supported: {', '.join(SUPPORTED)}")
-    return _read(config, FAMILIES[model_type], full=False)
+    try:
+        return _language_shape(config, full=False)[0]
+    except UnknownFamily as error:
+        raise UnsupportedModel(str(error).split(" (declare")[0]) from None
 
 
 def model_shape(config: dict) -> ModelShape:
-    """The activation-relevant shape of a config.json; raises UnsupportedModel naming the field."""
+    """The activation-relevant shape of a config.json; raises UnsupportedModel naming the field (a vision-language
+    model: ImageTokensUnmodelled, the peak unknown)."""
+    composite = _composite(config)
+    if composite:
+        language = _language_model(config)[1]
+        raise ImageTokensUnmodelled(
+            f"the peak is unknown for model_type {composite!r}: zeromem describes no activations for its image tokens "
+            f"(vision tower and projector); its parameters are counted whole, the language model as {language} "
+            "(model state only)")
     config, model_type = _language_model(config)
     if model_type in FAMILIES and FAMILIES[model_type].activations:
         return _read(config, FAMILIES[model_type], full=True)

@@ -9,16 +9,21 @@ A composite (multimodal) config's `text_config` is built by `SubConfigSpec.creat
 
 from __future__ import annotations
 
-from zeromem_lsp.configs.transformers_defaults import ALIASES, DEFAULTS, TEXT_CONFIGS, TRANSFORMERS_VERSION
+from zeromem_lsp.configs.transformers_defaults import (ALIASES, DEFAULTS, TEXT_CONFIGS, TRANSFORMERS_VERSION,
+                                                       VISION_ALIASES, VISION_DEFAULTS)
 
 
 class FilledConfig(dict):
     """The config's own fields over the class defaults; remembers which defaults were read."""
 
-    def __init__(self, own: dict, model_type: str | None) -> None:
+    def __init__(self, own: dict, model_type: str | None, defaults_of: str | None = None) -> None:
+        """`defaults_of`: the configuration class whose defaults apply when it is not the family's own (a
+        composite's text config class: qwen2_vl_text, recorded in VISION_DEFAULTS / VISION_ALIASES)."""
         own = dict(own)
-        aliases = ALIASES.get(model_type or "", {})
-        defaults = DEFAULTS.get(model_type or "", {})
+        if defaults_of:
+            aliases, defaults = VISION_ALIASES.get(defaults_of, {}), VISION_DEFAULTS.get(defaults_of, {})
+        else:
+            aliases, defaults = ALIASES.get(model_type or "", {}), DEFAULTS.get(model_type or "", {})
         for alias, field in aliases.items():  # one value under both names: the file's (either name), else the default
             for name in (field, alias):
                 if name in own:

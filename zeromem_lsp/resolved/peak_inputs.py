@@ -33,6 +33,7 @@ class ModelRead(NamedTuple):
     shape_problem: str | None = None
     path: str | None = None
     config: dict[str, Any] | None = None  # the config.json itself: LoRA's targets are its linear layers (memory/adapters.py)
+    freeze_note: str | None = None  # a vision-language model under a recipe's freeze keys: which parts they freeze
 
 
 def read_model(text: str, counted: ParameterCount, path: str) -> ModelRead:

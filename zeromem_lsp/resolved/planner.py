@@ -151,6 +151,8 @@ def build(
             origins.update(bytes_origins)
             origins["parameters"] = _setting(resolved, "parameters")
             assumptions = [f"precision: {origins['precision'].note}", f"optimizer: {origins['optimizer'].note}", *extra]
+            if peak is not None and peak.model.freeze_note:  # configs/freeze_keys.py
+                assumptions.append(f"parts: {peak.model.freeze_note}")
             assert ranks is not None  # (per_parameter reads nothing while the ranks are missing)
             if adapter is not None:
                 version = resolve_fsdp_version(fsdp_version, resolved) if family.name == "fsdp" else None

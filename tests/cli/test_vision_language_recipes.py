@@ -1,0 +1,67 @@
+"""LLaMA-Factory's vision-language recipes (tests/data/vision_language, verbatim) with their model in a local
+Hugging Face cache: the whole model counted, the parts the freeze keys freeze said, and the peak said to be unknown
+for the image tokens — no error finding, no traceback."""
+
+import shutil
+from pathlib import Path
+
+from tests.cli.conftest import run_zeromem
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+RECIPES = DATA / "vision_language"
+QWEN25_VL = DATA / "model_families" / "configs" / "Qwen2.5-VL-7B-Instruct.json"
+
+
+def cache(root: Path, repo_id: str, config: Path) -> Path:
+    repo = root / ("models--" + repo_id.replace("/", "--"))
+    (repo / "snapshots" / "c0ffee").mkdir(parents=True)
+    shutil.copy(config, repo / "snapshots" / "c0ffee" / "config.json")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("c0ffee")
+    return root
+
+
+def test_check_on_the_qwen2_vl_lora_recipe_counts_whole_and_says_the_peak_is_unknown(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache(tmp_path / "hub", "Qwen/Qwen2.5-VL-7B-Instruct", QWEN25_VL)))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    recipe = str(RECIPES / "qwen2vl_lora_sft.yaml")
+    done = run_zeromem("check", "--world-size", "8", "--gpu-memory", "80GiB", recipe)
+    assert done.returncode == 0 and "Traceback" not in done.stderr + done.stdout
+    assert "ZM103 information" in done.stdout and "error" not in done.stdout.replace("errors", "")
+    assert "the peak is unknown for model_type 'qwen2_5_vl'" in done.stdout and "image tokens" in done.stdout
+    shown = run_zeromem("estimate", "-v", "--world-size", "8", "--config", recipe)
+    assert shown.returncode == 0 and "8,292,166,656 frozen" in shown.stdout  # the whole model, under LoRA
+    assert "its image tokens" in " ".join(shown.stdout.split())
+    assert "parts: LLaMA-Factory's freeze keys keep LoRA off the vision tower and projector" in shown.stdout
+
+
+def test_a_full_fine_tune_says_what_its_freeze_keys_freeze(tmp_path, monkeypatch):
+    """qwen3vl_full_sft.yaml's keys (vision tower and projector frozen) on Qwen2.5-VL-7B: 7,615,616,512 trained
+    (the language model), 676,550,144 frozen (the ViT and its merger) — said, not yet in the model state."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache(tmp_path / "hub", "Qwen/Qwen2.5-VL-7B-Instruct", QWEN25_VL)))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    text = (RECIPES / "qwen3vl_full_sft.yaml").read_text().replace("Qwen/Qwen3-VL-4B-Instruct",
+                                                                    "Qwen/Qwen2.5-VL-7B-Instruct")
+    recipe = tmp_path / "qwen25vl_full_sft.yaml"
+    recipe.write_text(text.replace("deepspeed: examples/deepspeed/ds_z3_config.json\n", ""))
+    shown = run_zeromem("estimate", "-v", "--world-size", "8", "--config", str(recipe))
+    assert shown.returncode == 0
+    assert ("parts: LLaMA-Factory's freeze keys freeze the vision tower and projector: 7,615,616,512 parameters "
+            "trained, 676,550,144 frozen") in shown.stdout
+
+
+def test_axolotls_gemma3_recipe_with_freeze_mm_modules_says_what_it_freezes(tmp_path, monkeypatch):
+    """axolotl's gemma-3-4b-qlora.yml (tests/data/recipes) with `freeze_mm_modules: true` on the published composite:
+    the SigLIP tower and projector (419,816,304) frozen, said beside the model state."""
+    gemma = DATA / "models" / "gemma-3-4b-it" / "config.json"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache(tmp_path / "hub", "google/gemma-3-4b-it", gemma)))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    source = DATA / "recipes" / "axolotl" / "examples" / "gemma3" / "gemma-3-4b-qlora.yml"
+    recipe = tmp_path / "gemma.yml"
+    recipe.write_text(source.read_text() + "freeze_mm_modules: true\n")
+    shown = run_zeromem("estimate", "-v", "--config", str(recipe))
+    assert shown.returncode == 0
+    assert ("parts: axolotl's freeze_mm_modules freezes the vision tower and projector: 3,880,263,168 parameters "
+            "trainable, 419,816,304 frozen") in shown.stdout
+    plain = run_zeromem("estimate", "-v", "--config", str(source))
+    assert "parts:" not in plain.stdout  # the key's default (off): nothing said
