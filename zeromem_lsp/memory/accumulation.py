@@ -1,13 +1,9 @@
 """Gradient accumulation in the step: what the later micro-batches hold (pure, exact ints).
 
 From the second micro-batch on, the gradients accumulated so far are alive through its forward and backward, as the
-engine holds them while it does not reduce (Accelerate's `Accelerator.accumulate` → `no_sync`,
-accelerate/accelerator.py); the first micro-batch is the plain step's, the optimizer step unchanged. What each
-engine holds (torch/csrc/autograd/functions/accumulate_grad.h; deepspeed/runtime/zero/stage_1_and_2.py
-`setup_buckets`, `ipg_epilogue`, `all_grad_tensors`; FSDP2 `set_requires_gradient_sync(False)`,
-`FSDPParam.to_accumulated_grad_if_needed` in torch/distributed/fsdp/_fully_shard/_fsdp_param.py; FSDP1 `no_sync`;
-a frozen base's adapters; measured with two micro-batches: tests/data/step/gradient_accumulation.json; derived with
-offload): docs/memory-model.md, "Gradient accumulation".
+engine holds them while it does not reduce (Accelerate's `Accelerator.accumulate` → `no_sync`); the first micro-batch
+is the plain step's, the optimizer step unchanged. What each engine holds, with its sources (measured:
+tests/data/step/gradient_accumulation.json): docs/memory-model.md, "Gradient accumulation".
 """
 
 from __future__ import annotations

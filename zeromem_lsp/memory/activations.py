@@ -5,9 +5,7 @@ backward is counted once, with the dtype it has there. It is checked against mea
 code (benchmarks/activations/measure.py → tests/data/activations/measured.json, compared by
 tests/unit/test_activations.py); docs/memory-model.md explains each term.
 
-Families: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, mixtral, qwen3_moe, gpt2,
-gpt_neox, olmo2, olmo3, granite, smollm3, starcoder2, cohere, cohere2 (ModelShape from
-configs/model_config.model_shape; the traits that differ are families.Family fields).
+Families: configs/families.FAMILIES with `activations` (ModelShape from configs/model_config.model_shape).
 
 Notation: b micro-batch, s sequence length, T = b·s tokens, h hidden size, d head_dim, q / kv heads,
 I intermediate size, V vocabulary, w the 16- or 32-bit width of the model's dtype (2 or 4 bytes).

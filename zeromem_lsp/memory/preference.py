@@ -1,12 +1,8 @@
 """Preference trainers in the whole-step peak (pure): TRL's DPO and KTO steps, the reference model beside them.
 
-What TRL 1.16 runs (trl/trainer/dpo_trainer.py, kto_trainer.py, trl/trainer/utils.py `add_fused_lm_head`,
-trl/kernels/chunked_logprob.py `ChunkedLogProbFunction`; measured on CPU by benchmarks/preference/measure.py), the
-rows, the fused head's tiles and its torch fallback: docs/adapters.md and docs/memory-model.md, "Preference
-trainers". Reference-free ORPO, CPO, SimPO (trl/experimental/orpo, trl/experimental/cpo):
-memory/reference_free_loss.py; LLaMA-Factory's trainers: memory/llamafactory_loss.py; GRPO: memory/grpo.py. The
-reference model's bytes (loss_and_reference.py `reference_model_bytes`) are a part of every moment; its forward is a
-moment of the forward phase.
+What TRL 1.16 runs (measured on CPU by benchmarks/preference/measure.py), with its sources: docs/adapters.md and
+docs/memory-model.md, "Preference trainers". Reference-free trainers: memory/reference_free_loss.py; LLaMA-Factory's:
+memory/llamafactory_loss.py; GRPO: memory/grpo.py. The reference model's bytes are a part of every moment.
 """
 
 from __future__ import annotations
@@ -35,11 +31,8 @@ LOSSES = ("fused", "logits", "llamafactory")
 
 
 class LogitsHead(NamedTuple):
-    """TRL 1.8's DPO loss (what axolotl pins; trl/trainer/dpo_trainer.py 1.8.0 `_compute_loss`,
-    trl/trainer/utils.py `selective_log_softmax`, `entropy_from_logits`) and KTO (kto_trainer.py 1.8.0 `_compute_loss`,
-    `_compute_kl_logps`): the logits, a log-softmax per row (an fp32 model's `logsumexp` keeps the logits: derived, not
-    measured), the entropy metric's chunks and, for KTO, the logits `index_select`ed for the metrics and the KV caches
-    (`cache`, `policy_cache`): docs/adapters.md."""
+    """TRL 1.8's DPO and KTO losses (what axolotl pins; dpo_trainer.py / kto_trainer.py 1.8.0 `_compute_loss`,
+    `selective_log_softmax`, `entropy_from_logits`; KTO's KV caches `cache`, `policy_cache`): docs/adapters.md."""
 
     trainer: str
     sequence_length: int
@@ -115,19 +108,14 @@ PolicyHead = Union[FusedHead, "LogitsHead", LlamaFactoryHead, ReferenceFreeHead,
 
 def reference_gathered(tensors: Tensors, width: int, engine: str, stage: object, ranks: int, loss: str = "fused",
                        fsdp_version: int = 1) -> int:
-    """The reference's weights gathered at its forward's peak: under ZeRO-3 (more than one rank) its LM head,
-    gathered for the fused head by `maybe_gather_lm_head_ctx` (trl/trainer/utils.py); as measured at two ranks,
-    its layers are released by then. TRL 1.8's and LLaMA-Factory's losses score the reference's logits after its forward has
-    returned, each module released by DeepSpeed's hooks (measured at two ranks: none held). Sharded FSDP (derived, not measured): the root unit (embeddings, final norm,
-    head) gathered for the whole forward and one layer, as the policy's forward (`step._fsdp`). FSDP2: `prepare_fsdp`
-    (trl/models/utils.py) calls `fully_shard` on the root alone, one unit: the whole reference unsharded and the
-    all-gather output it was copied from, both alive through its forward (measured on gloo, GRPO at two ranks)."""
+    """The reference's weights gathered at its forward's peak (docs/adapters.md): under ZeRO-3 its LM head for the
+    fused head (`maybe_gather_lm_head_ctx`), none for a loss that scores its logits after its forward; sharded FSDP1
+    the root unit and one layer (derived); FSDP2 (`prepare_fsdp`: one unit) the whole reference and its all-gather
+    output."""
     if ranks > 1 and engine == "deepspeed" and stage == 3:
         return width * (tensors.head or tensors.embedding) if loss == "fused" else 0
-    if ranks > 1 and engine == "fsdp" and stage in ("SHARD_GRAD_OP", "FULL_SHARD") and fsdp_version == 2:
-        return 2 * width * tensors.total
     if ranks > 1 and engine == "fsdp" and stage in ("SHARD_GRAD_OP", "FULL_SHARD"):
-        return width * (tensors.root + tensors.layer_total)
+        return 2 * width * tensors.total if fsdp_version == 2 else width * (tensors.root + tensors.layer_total)
     return 0
 
 
@@ -137,9 +125,8 @@ def rows(trainer: str, micro_batch: int) -> int:
 
 
 def estimate_preference_step(preference: Preference, step: Step | None = None, **inputs: Any) -> StepPeak:
-    """The step for a preference trainer (`step`, or make_step's keywords): 2·b rows for DPO, TRL's fused head in
-    place of ForCausalLMLoss, the reference model as a part of every moment. Raises StepInputError for a trainer not
-    modelled."""
+    """The step for a preference trainer (`step`, or make_step's keywords): its rows, its head in place of
+    ForCausalLMLoss, the reference model in every moment; StepInputError for a trainer not modelled."""
     trainer = preference.trainer
     if trainer not in TRAINERS:
         raise StepInputError(f"trainer must be one of {', '.join(TRAINERS)}, got {trainer!r}")
@@ -224,9 +211,8 @@ def _gathered_width(step: Step) -> Callable[[int], int]:
 
 
 def _generation_gathered(step: Step, steps_per_generation: int) -> tuple[int | None, int | None]:
-    """ZeRO-3 at more than one rank: (the policy's parameters gathered whole for GRPO's generation — all but those
-    kept whole on every rank, at most stage3_param_persistence_threshold elements, memory/step.py `_deepspeed` —, the
-    LM head alone gathered at the loss when every micro-step follows a generation); (None, None) otherwise."""
+    """ZeRO-3 at more than one rank: (the policy's non-persistent parameters gathered whole for GRPO's generation,
+    the LM head alone gathered at the loss when every micro-step follows a generation); (None, None) otherwise."""
     if step.engine.stage != 3 or step.ranks < 2:  # (ZeRO-3 is DeepSpeed's)
         return None, None
     threshold = step.engine.threshold
@@ -238,12 +224,9 @@ def _generation_gathered(step: Step, steps_per_generation: int) -> tuple[int | N
 
 
 def no_prefetch(step: Step) -> int | None:
-    """KTO under ZeRO-3 at more than one rank: the policy's weights gathered at its loss and backward — its LM head
-    alone (None otherwise). `_compute_kl_logps` runs the policy's forward before the one with gradients, so the
-    parameter coordinator's trace (deepspeed/runtime/zero/partitioned_param_coordinator.py, `record_module`,
-    `_invalidate_trace`) no longer matches the modules' order: no prefetch, each module released after its use, as
-    GRPO's micro-step after a generation. So TRL 1.16's reference forward runs with none of the policy's gathered
-    (measured at two ranks, TRL 1.16 and 1.8)."""
+    """KTO under ZeRO-3 at more than one rank: its LM head alone gathered at the policy's loss and backward (None
+    otherwise): `_compute_kl_logps` invalidates the parameter coordinator's trace (`_invalidate_trace`): no
+    prefetch, as GRPO's micro-step after a generation (docs/adapters.md; measured, TRL 1.16 and 1.8)."""
     return _generation_gathered(step, 1)[1]
 
 
