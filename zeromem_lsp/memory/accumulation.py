@@ -78,11 +78,9 @@ def held(engine: Engine, frozen_gradients: int | None = None) -> Held:
 
 
 def later_moments(moments: Moments, found: Held, source: Moments | None = None) -> Moments:
-    """The phases' moments with a later micro-batch's beside the first's: its forward holds the accumulated
-    gradients; in its backward they take the place of the parts `replaces` names (this micro-batch's gradients,
-    where the engine adds them in place); at the end of backward what is still held, and the fresh gradient.
-    `source`: a later micro-batch's own moments when they differ from the first's
-    (GRPO generates only at the first); else the first's."""
+    """The phases' moments with a later micro-batch's beside the first's: the accumulated gradients in its forward,
+    in its backward in place of the parts `replaces` names, at its end what is still held and the fresh gradient.
+    `source`: a later micro-batch's own moments when they differ from the first's (GRPO generates at the first)."""
     if not found.accumulated and not found.fresh and not found.bucket:
         return moments
     kept = Part(P.ACCUMULATED_GRADIENTS, found.accumulated)

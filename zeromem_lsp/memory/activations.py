@@ -183,12 +183,10 @@ def _shared(shape: ModelShape, b: int, s: int, w: int, attention: str) -> int:
     """Rotary cos and sin, (1, 1, s, rotary width) each, computed once and read by every layer (Gemma 3:
     one pair per attention type). (A sliding mask is each layer's own: `_sliding_extra`.)"""
     family = of(shape)
-    kept = 0
     if family.positions:  # learned positions: no rotary tables
-        return kept
+        return 0
     width = shape.rotary_dim if family.partial_rotary else shape.head_dim
-    tables = (_layer_types(shape) if family.rotary_per_type else 1) * 2 * s * width
-    return kept + (F32 if family.rotary_fp32 else w) * tables
+    return (F32 if family.rotary_fp32 else w) * (_layer_types(shape) if family.rotary_per_type else 1) * 2 * s * width
 
 
 def _embedding(shape: ModelShape, b: int, s: int, w: int) -> int:

@@ -196,11 +196,7 @@ class AdapterBreakdown:
 
 def engine_for(family: str, fsdp_version: int | None = None) -> str:
     """adapters.model_state's engine for a plan family: DeepSpeed's recast, FSDP1/2, else PEFT with torch."""
-    if family == "deepspeed":
-        return "deepspeed"
-    if family == "fsdp":
-        return "fsdp2" if fsdp_version == 2 else "fsdp1"
-    return "peft"
+    return {"deepspeed": "deepspeed", "fsdp": "fsdp2" if fsdp_version == 2 else "fsdp1"}.get(family, "peft")
 
 
 def _trainable_terms(count: AdapterCount, engine: str, dtype: str, gradient: int,
@@ -271,9 +267,8 @@ def lora_peak(breakdown: AdapterTerms | None, dtype: str | None) -> LoraPeak | N
         return None
     recast = breakdown.engine == "deepspeed"
     quantized = breakdown.adapter.quantization != "none"
-    own = tuple(sum(term.bytes for term in terms) for terms in
-                (breakdown.parameter_terms, breakdown.gradient_terms, breakdown.optimizer_terms))
-    parameters, gradients, states = own
+    parameters, gradients, states = (sum(term.bytes for term in terms) for terms in
+                                     (breakdown.parameter_terms, breakdown.gradient_terms, breakdown.optimizer_terms))
     forward = activation_dtype(dtype, quantized, not recast and breakdown.adapter.kbit_prepare)
     return LoraPeak(breakdown.count, dtype if recast else "fp32", forward, parameters, gradients, states,
                     engine=breakdown.engine, dropout=breakdown.adapter.dropout > 0)

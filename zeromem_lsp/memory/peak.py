@@ -65,9 +65,8 @@ INPUT_LABELS = {"sequence_length": "sequence length", "micro_batch": "micro-batc
 
 
 class LoraPeak(NamedTuple):
-    """What a LoRA run changes in the step: the adapters (memory/adapters.AdapterCount), their dtype, the dtype
-    the forward runs in (fp32 after prepare_model_for_kbit_training's upcast of a quantized base), and the
-    plan's P, G, O with the adapter (memory/adapter_plan.AdapterBreakdown's terms summed)."""
+    """What a LoRA run changes in the step: the adapters, their dtype, the forward's (fp32 after
+    prepare_model_for_kbit_training's upcast), and the plan's P, G, O (adapter_plan.AdapterBreakdown's terms)."""
 
     adapters: AdapterCount
     adapter_dtype: str
@@ -351,9 +350,8 @@ def step_buckets(inputs: PeakInputs) -> Buckets:
 
 def step_of(inputs: PeakInputs, family: str, stage: str, offload: Offload | None,
             lora: LoraActivations | None = None) -> Step:
-    """The Step at `stage`: the engine (a setting, else the config's family), its stage or sharding strategy, the
-    dtypes (autocast: torch with fp32 weights and a 16-bit compute dtype; FSDP mixed precision: a 16-bit compute
-    dtype over the shards), the optimizer, the buckets, the offload and, with an adapter, the frozen base."""
+    """The Step at `stage`: the engine (a setting, else the config's family) with its stage or sharding strategy,
+    dtypes (autocast, FSDP mixed precision), optimizer, buckets and offload, and with an adapter the frozen base."""
     engine, compute, param_dtype = engine_and_dtypes(inputs, family)
     moves_p, _, moves_o = offload.moves(stage) if offload is not None else (False, False, False)
     assert inputs.shape is not None and inputs.sequence_length is not None and inputs.micro_batch is not None
@@ -576,20 +574,16 @@ def _fsdp_mixed(inputs: PeakInputs, family: str) -> bool:
     return engine == "fsdp" and stored != compute
 
 
-def _fsdp1_mixed(inputs: PeakInputs, family: str) -> bool:
-    """FSDP1 under mixed precision: each adapter keeps a copy of its input (lora_activations, `cast_each`)."""
-    return _fsdp_mixed(inputs, family) and _value(inputs.fsdp_version) == 1
-
-
 def _lora_activations(inputs: PeakInputs, missing: list[str], family: str = "") -> LoraActivations | None:
     """What one micro-batch keeps with LoRA on a frozen base, or None with the reason in `missing`."""
     lora, shape, tokens = inputs.lora, inputs.shape, inputs.sequence_length
     assert lora is not None and shape is not None and tokens is not None
+    cast_each = _fsdp_mixed(inputs, family) and _value(inputs.fsdp_version) == 1  # FSDP1 mixed: a copy per adapter
     try:
         return estimate_lora_activations(
             shape, lora.adapters, cast(int, tokens.value), policy_rows(inputs),
             lora.activation_dtype, lora_compute_dtype(inputs, family), str(inputs.attention.value),
-            bool(inputs.gradient_checkpointing.value), _fsdp1_mixed(inputs, family), dropout=lora.dropout)
+            bool(inputs.gradient_checkpointing.value), cast_each, dropout=lora.dropout)
     except ActivationInputError as error:
         missing.append(f"LoRA activations: {error}")
         return None

@@ -1,15 +1,9 @@
 """Bytes per parameter for parameters (P), gradients (G) and optimizer state (O).
 
-Convention: the ZeRO paper's mixed-precision accounting (Rajbhandari et al. 2020, arXiv 1910.02054,
-section 3.1). Mixed precision (fp16 or bf16 training) keeps 2-byte parameters and 2-byte gradients on
-the device, and the optimizer holds an fp32 master copy of the parameters (4 bytes) plus its own fp32
-state; for Adam that is K = 4 + 4 + 4 = 12, so 2 + 2 + 12 = 16 bytes per parameter. Plain fp32 training
-keeps 4-byte parameters and gradients and no master copy.
-
-Frameworks that accumulate gradients in fp32 (DeepSpeed ``data_types.grad_accum_dtype: "fp32"``, and
-the 18-bytes-per-parameter figure of DeepSpeed's estimators and the Hugging Face docs) are modelled
-with ``gradient_dtype="fp32"``. The table in ``docs/memory-model.md`` is checked against this module by
-``tests/unit/test_precision.py``.
+Convention: the ZeRO paper's mixed-precision accounting (arXiv 1910.02054, section 3.1): 2 + 2 + 12 = 16 bytes
+per parameter with Adam under fp16 / bf16, no master copy in fp32; fp32 gradients (DeepSpeed's grad_accum_dtype, the
+18-byte figure) with ``gradient_dtype="fp32"``. docs/memory-model.md's table (checked against this module by
+``tests/unit/test_precision.py``) says why.
 """
 
 from __future__ import annotations
@@ -18,15 +12,8 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import NamedTuple
 
-__all__ = [
-    "PRECISIONS",
-    "OPTIMIZERS",
-    "BytesPerParameter",
-    "bytes_per_parameter",
-    "normalize_precision",
-    "optimizer_from_deepspeed_type",
-    "optimizer_state_bytes",
-]
+__all__ = ["PRECISIONS", "OPTIMIZERS", "BytesPerParameter", "bytes_per_parameter", "normalize_precision",
+           "optimizer_from_deepspeed_type", "optimizer_state_bytes"]
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("adam", "adamw", "sgd", "sgd_momentum", "lion", "adagrad", "lamb", "adam8bit", "adafactor")

@@ -142,18 +142,8 @@ def estimate_preference_step(preference: Preference, step: Step | None = None, *
     if preference.loss == "llamafactory" and trainer not in LLAMAFACTORY_TRAINERS:
         raise StepInputError(f"LLaMA-Factory has no {trainer.upper()} trainer (stage: dpo with pref_loss sigmoid, orpo "
                              "or simpo; stage: kto)", "trainer")
-    triton = preference.triton
-    head: PolicyHead
-    if preference.loss in ("fused", "logits") and trainer in REFERENCE_FREE:  # TRL's ORPOTrainer / CPOTrainer
-        # TRL 1.8: no Triton kernel
-        head = ReferenceFreeHead(trainer, sequence, preference.reference_forward, preference.reference_gathered,
-                                 head_trainable=frozen is None, triton=triton and preference.loss == "fused")
-    elif grpo and preference.loss == "logits":  # TRL 1.8's GRPOTrainer (axolotl's pin)
-        head = GrpoLogitsHead(sequence, preference.generation.completion_length, frozen is None)
-    else:  # GRPO's reference runs before the policy's forward (its own moment, memory/grpo.py), never beside it
-        kind = {"fused": FusedHead, "logits": LogitsHead, "llamafactory": LlamaFactoryHead}[preference.loss]
-        head = kind(trainer, sequence, preference.reference_forward and not grpo,
-                    preference.reference_gathered, head_trainable=frozen is None, triton=triton)
+    head = policy_head(trainer, preference.loss, sequence, preference.generation.completion_length,
+                       preference.reference_forward, preference.reference_gathered, frozen is None, preference.triton)
     if isinstance(head, LogitsHead) and kto and preference.kv_cache:
         cache = kv_elements(step.shape, micro * sequence)
         repeated = step.attention == "eager" and step.shape.kv_heads < step.shape.heads
@@ -173,6 +163,22 @@ def estimate_preference_step(preference: Preference, step: Step | None = None, *
     return step_peak(replace(step, micro_batch=micro, head=loss, loss_kernel="hf", frozen=frozen, resident=reference))
 
 
+def policy_head(trainer: str, loss: str, sequence_length: int, completion_length: int = 0,
+                reference_forward: bool = True, reference_gathered: int = 0, head_trainable: bool = True,
+                triton: bool = True) -> PolicyHead:
+    """The policy's head for `trainer` under `loss` (LOSSES), in place of ForCausalLMLoss."""
+    if loss in ("fused", "logits") and trainer in REFERENCE_FREE:  # TRL's ORPOTrainer / CPOTrainer
+        return ReferenceFreeHead(trainer, sequence_length, reference_forward, reference_gathered,
+                                 head_trainable=head_trainable, triton=triton and loss == "fused")  # TRL 1.8: no Triton
+    if trainer == "grpo" and loss == "logits":  # TRL 1.8's GRPOTrainer (axolotl's pin)
+        return GrpoLogitsHead(sequence_length, completion_length, head_trainable)
+    # GRPO's reference runs before the policy's forward (its own moment, memory/grpo.py), never beside it
+    kinds: dict[str, Callable[..., PolicyHead]] = {"fused": FusedHead, "logits": LogitsHead,
+                                                   "llamafactory": LlamaFactoryHead}
+    return kinds[loss](trainer, sequence_length, reference_forward and trainer != "grpo", reference_gathered,
+                head_trainable=head_trainable, triton=triton)
+
+
 def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_length: int, tokens: int, hidden: int,
               c: int, vocab: int, completion_length: int = 0) -> str:
     """How the phases' "activations" follow from the activations shown: the loss's tensors (and, for the fused
@@ -180,24 +186,16 @@ def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_l
     stacked = "chosen and rejected stacked, " if rows(trainer, 1) == 2 else ""
     tool = {"fused": "TRL", "logits": "TRL 1.8", "llamafactory": "LLaMA-Factory"}[loss]
     lead = f"{trainer} ({tool}): {stacked}{tokens // sequence_length} rows; "
-    if loss in ("fused", "logits") and trainer in REFERENCE_FREE:  # TRL 1.16 with Triton, or TRL 1.8
-        free = ReferenceFreeHead(trainer, sequence_length, triton=loss == "fused")
-        return lead + free.line(saved, logits_bytes, tokens, hidden, c, vocab)
-    if loss == "llamafactory":
-        return lead + LlamaFactoryHead(trainer, sequence_length, True).line(saved, logits_bytes, tokens, hidden, c,
-                                                                             vocab)
-    if loss == "logits" and trainer == "grpo":
-        return lead + GrpoLogitsHead(sequence_length, completion_length).line(saved, logits_bytes, tokens, hidden, c,
-                                                                                vocab)
-    if loss == "logits":
-        logits = LogitsHead(trainer, sequence_length, True)
-        kept = logits.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
+    head = policy_head(trainer, loss, sequence_length, completion_length)
+    if isinstance(head, (ReferenceFreeHead, LlamaFactoryHead, GrpoLogitsHead)):
+        return lead + head.line(saved, logits_bytes, tokens, hidden, c, vocab)
+    if isinstance(head, LogitsHead):
+        kept = head.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
         return (f"{lead}its log-probs keep {kept:,} B (a log-softmax per row, labels, per-token log-probs) in place "
                 f"of the loss {logits_bytes:,}: activations {saved:,} - {logits_bytes:,} + {kept:,} = "
                 f"{saved - logits_bytes + kept:,} B")
     head_input = c * tokens * hidden
-    kept = FusedHead(trainer, sequence_length, True).saved(saved, logits_bytes, tokens, hidden, c) - saved \
-        + logits_bytes + head_input
+    kept = head.saved(saved, logits_bytes, tokens, hidden, c) - saved + logits_bytes + head_input
     return (f"{lead}its fused LM head keeps {kept:,} B (a shifted copy of the last hidden states, labels, log-sum-exp "
             f"per token) in place of the loss {logits_bytes:,} and the head's input {head_input:,}: activations "
             f"{saved:,} - {logits_bytes:,} - {head_input:,} + {kept:,} = {saved - logits_bytes - head_input + kept:,} B")

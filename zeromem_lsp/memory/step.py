@@ -17,7 +17,7 @@ from zeromem_lsp.memory.accumulation import Engine, held, later_moments
 from zeromem_lsp.memory.parts import (P, PHASES, M, Moment, Moments, Part, Phase, StepInputError, moment_of, phases_of,
                                       with_gathered)
 from zeromem_lsp.memory.activations import F32, ActivationInputError, Activations, estimate_activations
-from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS
+from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS, given
 from zeromem_lsp.configs.settings_values import ENGINES, LOSS_KERNELS, OPTIMIZER_IMPLS
 from zeromem_lsp.memory.precision import DTYPE_BYTES, OPTIMIZERS as ALL_OPTIMIZERS
 from zeromem_lsp.memory.loss_and_reference import LossMoments, loss_moments
@@ -57,8 +57,6 @@ class Buckets(NamedTuple):
 
     def resolved(self, stage: int) -> Zero:
         """The sizes with DeepSpeed's defaults filled in, once (deepspeed/runtime/zero/config.py)."""
-        def given(value: int | None, key: str) -> int:
-            return DEEPSPEED_DEFAULTS[key] if value is None else value
         return Zero(given(self.reduce_bucket_size, "reduce_bucket_size"),
                     (stage == 3) if self.overlap_comm is None else self.overlap_comm, self.contiguous_gradients,
                     given(self.prefetch_bucket_size, "stage3_prefetch_bucket_size"),
@@ -475,25 +473,23 @@ def _deepspeed(setup: Setup, shape: ModelShape, engine: DeepSpeed, bf16_optimize
         ends[M.END_OF_BACKWARD] = [*kept, Part(P.BUCKET_COPY, w * min(reduce, n))]
         if t.largest > reduce:
             ends[M.LARGEST_GRADIENT] = [*kept, Part(P.LARGEST_GRADIENT, w * t.largest)]
-        if not t.head:
-            ends[M.TIED_GRADIENTS] = [*kept, Part(P.EMBEDDING_GRADIENT, held + _tied_sum(t, w))]
         grads_layers = [Part(P.REDUCE_BUCKET, ipg)]
+        tied = kept
     elif stage == 3:
         kept_layer, head = 0, held  # reduced into the persistent gradient partitions
         # the bucket's gradients flattened and split for the reduce-scatter (two copies); the embedding, used
         # last, still gathered
         last = w * t.embedding if (r > 1 and t.embedding > threshold) else 0
-        ends[M.END_OF_BACKWARD] = [*base, Part(P.GATHERED_PARAMETERS, last),
-                                       Part(P.BUCKET_COPY, 2 * w * min(reduce, n))]
-        if not t.head:
-            ends[M.TIED_GRADIENTS] = [*base, Part(P.GATHERED_PARAMETERS, last),
-                                                   Part(P.EMBEDDING_GRADIENT, held + _tied_sum(t, w))]
+        tied = [*base, Part(P.GATHERED_PARAMETERS, last)]
+        ends[M.END_OF_BACKWARD] = [*tied, Part(P.BUCKET_COPY, 2 * w * min(reduce, n))]
         grads_layers = list(gather)
     else:
         kept_layer, head = w * t.layer_total, w * ((t.head or t.embedding) + t.final_norm)
         ends[M.END_OF_BACKWARD] = [*base, Part(P.GRADIENTS, w * n), Part(
             "embedding gradient", setup.c * setup.tokens * setup.hidden + _tied_sum(t, w))]
-        grads_layers = []
+        grads_layers = tied = []
+    if tied and not t.head:  # ZeRO-1/2 beside the kept gradients, ZeRO-3 beside the still-gathered embedding
+        ends[M.TIED_GRADIENTS] = [*tied, Part(P.EMBEDDING_GRADIENT, held + _tied_sum(t, w))]
     layers = _layer_moments(setup, shape, base + grads_layers, head, kept_layer)
     fp32_grads = 0 if offload_optimizer else F32 * shard
     if stage == 3:  # step() starts with `_partition_all_parameters()`: persistent parameters are freed too
@@ -687,10 +683,7 @@ def make_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, chec
               frozen: FrozenBase | None = None, loss_kernel: str = "hf", loss: Head | None = None,
               gradient_accumulation_steps: int = 1) -> Step:
     """The Step these inputs describe, validated (StepInputError naming a bad input). param_dtype: the weights'
-    stored dtype (DeepSpeed: its 16-bit dtype; FSDP: the shards'); autocast, ddp_bucket_view and fsdp_*: as Torch and
-    Fsdp describe them; frozen: a frozen base with adapters (`_frozen`); loss_kernel: `hf` or a fused / chunked kernel
-    (`_loss_moments`, loss_and_reference.loss_moments); loss: a Head replacing ForCausalLMLoss's moments, over
-    loss_kernel; gradient_accumulation_steps > 1: memory/accumulation.py."""
+    stored dtype (DeepSpeed: its 16-bit dtype; FSDP: the shards'); the others as Step, Torch and Fsdp name them."""
     _choice("engine", engine, ENGINES)
     if frozen is None:  # with a frozen base the plan's O holds any optimizer's state (adapter_plan)
         _choice("optimizer", optimizer, ALL_OPTIMIZERS)
