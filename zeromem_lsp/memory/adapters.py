@@ -158,10 +158,8 @@ class LoraSettings(NamedTuple):
 
 
 def linear_leaf_names(modules: tuple[Module, ...]) -> tuple[str, ...]:
-    """What axolotl (lora_target_linear: loaders/adapter.py find_all_linear_names) and LLaMA-Factory (lora_target
-    all: model/model_utils/misc.py find_all_linear_modules) pass as target_modules: the last name component of
-    every module whose class is nn.Linear (or named *Linear*), the output head left out. A list, not PEFT's
-    all-linear: GPT-2's Conv1D and transformers 5's MoE routers and experts are not in it."""
+    """What axolotl (`find_all_linear_names`) and LLaMA-Factory (`find_all_linear_modules`) pass as target_modules:
+    every nn.Linear's last name component but the head's (not PEFT's all-linear: docs/adapters.md)."""
     return tuple(sorted({m.key.rsplit(".", 1)[-1] for m in modules if m.kind == "linear"}))
 
 
@@ -187,12 +185,8 @@ def _moe_mapping(model_type: str) -> dict[str, str]:
 
 def _convert_moe(found: Inventory, spec: TargetSpec, modules: tuple[Module, ...], parameters: tuple[Parameter, ...],
                  names: set[str], rank: int) -> tuple[TargetSpec, set[str], tuple[tuple[str, int], ...]]:
-    """_convert_peft_config_moe: v4 names become target_parameters on v5's fused MoE weights.
-
-    A string target is first resolved to leaf names (_resolve_string_target_modules: all-linear's linear leaves
-    and the four v4 names; a regex's matches among module and parameter names, and the expert names it would
-    match under the experts module). A mapped name leaves the module targets (whatever the layer prefix, it
-    applies to every sparse layer); the fused pair must be targeted together and gets rank 2r."""
+    """_convert_peft_config_moe: v4 names become target_parameters on v5's fused MoE weights, a string target
+    resolved to leaf names first (_resolve_string_target_modules); the fused pair together, at rank 2r."""
     mapping = _moe_mapping(found.model_type)
     targets = spec.targets
     if isinstance(targets, str):
@@ -413,12 +407,8 @@ class Quantization(NamedTuple):
 
 
 def quantized_weight_bytes(elements: int, rows: int, quantization: Quantization) -> int:
-    """What bitsandbytes keeps for one quantized weight of `elements` values and `rows` output rows.
-
-    4-bit (functional.quantize_4bit): two values per byte, (n + 1) // 2; one fp32 absmax per 64-block; the
-    16-value fp32 code. Double quantization: the absmax as uint8 (1 B per block), an fp32 offset, one fp32
-    absmax per 256 of those, and a copy of the 256-value dynamic code. 8-bit (Int8Params,
-    int8_vectorwise_quant): 1 B per value and one fp32 scale (SCB) per output row."""
+    """What bitsandbytes keeps for one quantized weight of `elements` values and `rows` output rows (4-bit:
+    functional.quantize_4bit, with compress_statistics; 8-bit: int8_vectorwise_quant): docs/adapters.md."""
     if quantization.kind == "int8":
         return elements + 4 * rows
     if quantization.kind not in ("nf4", "fp4"):

@@ -141,16 +141,12 @@ class GrpoHead(NamedTuple):
     generation: Generation
     shape: ModelShape
     reference_gathered: int = 0
-    #: ZeRO-3: the policy gathered whole for generation (`unwrap_model_for_generation` with ds3_gather_for_generation:
-    #: `GatheredParameters(model.parameters())`), in place of what the step holds gathered at the loss
+    #: (each measured and sourced in docs/adapters.md) ZeRO-3: the policy gathered whole for generation
+    #: (`unwrap_model_for_generation`), in place of what the step holds gathered at the loss
     generation_gathered: int | None = None
-    #: ZeRO-3: what is gathered at the policy's loss and its backward when a generation precedes the micro-step
-    #: (`add_hooks` invalidates the parameter coordinator's trace: no prefetch, each module released after use, the
-    #: LM head gathered for the head; measured) — with steps_per_generation 1, every micro-step
+    #: ZeRO-3: gathered at the policy's loss and backward after a generation (`add_hooks` invalidates the trace)
     loss_gathered: int | None = None
-    #: FSDP2 (sharded, more than one rank): the generation's first forward unshards the root, resharded after the
-    #: last backward, and then the first layer while the root's all-gather output is still alive (measured on
-    #: gloo, as step.py's FSDP2 keeps a layer's at the loss): (the root's bytes, a layer's)
+    #: FSDP2 (sharded, more than one rank): the generation's first unshard, (the root's bytes, a layer's)
     unshard: tuple[int, int] | None = None
 
     @property

@@ -2,12 +2,9 @@
 for the tensors it steps on one rank, and the scratch its step makes at its largest.
 
 `tensors` are the shapes the optimizer steps, in its order: the model's parameters (engine torch, FSDP's shards),
-or one flat fp32 partition (DeepSpeed ZeRO 1-3), each `width` bytes per element. Measured on CPU
-(tests/data/step/measured.json, measured_optimizers.json): torch AdamW / Adam, SGD with and without momentum,
-Adagrad (foreach, for-loop, fused), Transformers' Adafactor. Derived from their code, not measured (their GPU
-kernels do not run here): Lion (bitsandbytes' 32-bit Lion as HF Trainer's `lion_32bit`, DeepSpeed's FusedLion),
-LAMB (DeepSpeed's FusedLamb) and 8-bit Adam (bitsandbytes' blockwise AdamW8bit). docs/memory-model.md,
-"The optimizer step per optimizer".
+or one flat fp32 partition (DeepSpeed ZeRO 1-3), each `width` bytes per element. Which are measured on CPU
+(tests/data/step/measured.json, measured_optimizers.json) and which derived from their code (Lion, LAMB, 8-bit
+Adam: bitsandbytes' blockwise AdamW8bit): docs/memory-model.md, "The optimizer step per optimizer".
 """
 
 from __future__ import annotations

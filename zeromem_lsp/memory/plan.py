@@ -222,11 +222,9 @@ class MemoryPlan(NamedTuple):
         return None
 
     def cheapest_fit(self) -> Suggestion | None:
-        """Cheapest way to fit: the configured offload at increasing stages, then the family's next offloads.
-        With a known peak, each offload is tried at the micro-batch as configured, then at half of it, and half
-        again (gradient accumulation makes up the global batch), then — when it is off — with gradient
-        checkpointing at each of those micro-batches, before the next offload: offloading costs more throughput
-        than a smaller micro-batch or recomputing the layers."""
+        """Cheapest way to fit: the configured offload at increasing stages, then the family's next offloads, each
+        (with a known peak) at the micro-batch as configured, halved while even, then with gradient checkpointing
+        at each: offloading costs more throughput than a smaller micro-batch or recomputing the layers."""
         peaks: list[tuple[int | None, Peak | None, bool]] = [(None, None, False)]  # None: as configured
         peak = self.known_peak
         if peak is not None:

@@ -465,9 +465,8 @@ def _deepspeed(setup: Setup, shape: ModelShape, engine: DeepSpeed, bf16_optimize
     ends: dict[str, list[Part]] = {}
     if stage in (1, 2) and not bf16_opt:  # stage_1_and_2.py: grads leave their bucket for the rank's partition
         kept_layer, head = ceil_div(w * t.layer_total, r), held or ceil_div(w * t.head, r)
-        # the rank keeps the gradients of whole parameters its partition touches, once a first bucket was
-        # reduced; reducing a bucket flattens its gradients once more; a gradient larger than the bucket is
-        # reduced on its own, alive as it is; a tied weight's two gradients and their sum, last
+        # kept: the gradients of whole parameters the partition touches; a bucket flattened; a gradient larger than
+        # the bucket reduced alone (docs/memory-model.md, "DeepSpeed ZeRO-1/2")
         partition = w * max(touched for touched, _ in _touched(t, r)) if n > reduce else 0
         kept = [*base, Part(P.REDUCE_BUCKET, ipg), Part(P.GRADIENTS, partition)]
         ends[M.END_OF_BACKWARD] = [*kept, Part(P.BUCKET_COPY, w * min(reduce, n))]
