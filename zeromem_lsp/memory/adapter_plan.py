@@ -259,10 +259,8 @@ def adapter_inputs(config: dict[str, Any], adapter: Adapter, family: str, precis
 
 
 def lora_peak(breakdown: AdapterTerms | None, dtype: str | None) -> LoraPeak | None:
-    """LoRA's activation inputs for a plan's adapter breakdown (memory/adapter_plan.AdapterBreakdown): DeepSpeed
-    recasts the adapters and any k-bit upcast to the training dtype; elsewhere PEFT's adapters are fp32 and a
-    quantized base runs its forward in fp32 when prepare_model_for_kbit_training ran (`Adapter.kbit_prepare`),
-    else in the compute dtype."""
+    """LoRA's activation inputs for a plan's AdapterBreakdown: DeepSpeed recasts the adapters (and any k-bit
+    upcast) to the training dtype; else the adapters are fp32, the forward as `activation_dtype` says."""
     if not isinstance(breakdown, AdapterBreakdown) or dtype is None:
         return None
     recast = breakdown.engine == "deepspeed"

@@ -27,10 +27,8 @@ PARTS = {"qkv": ("q", "k", "v"), "gate_up": ("gate", "up")}
 
 
 def activation_dtype(dtype: str, quantized: bool, kbit_upcast: bool) -> str:
-    """The dtype the forward runs in. With a bitsandbytes base (4- or 8-bit), a quantized linear keeps no input
-    (bitsandbytes/autograd/_functions.py, MatMul4Bit.forward keeps only the packed weight), so QLoRA keeps what
-    LoRA keeps; but prepare_model_for_kbit_training upcasts the embeddings, norms and head to fp32 and the
-    hidden states follow them: the whole forward then keeps fp32 tensors (measured, 4-bit and 8-bit)."""
+    """The dtype the forward runs in: fp32 through a quantized base after prepare_model_for_kbit_training's upcast
+    (a quantized linear itself keeps no input: MatMul4Bit.forward; measured, 4-bit and 8-bit: docs/adapters.md)."""
     return "fp32" if quantized and kbit_upcast else dtype
 
 

@@ -110,10 +110,8 @@ def adafactor_states(tensors: list[tuple[int, ...]]) -> int:
 
 
 def adafactor_scratch(width: int, sizes: list[int]) -> int:
-    """Adafactor steps one tensor at a time: a 16-bit tensor's gradient and weight are copied to fp32
-    (`grad.float()`, `p.float()`), then `grad**2` and `+ eps` are alive together, while the previous tensor's
-    `update` is still bound (freed when `update` is rebound); fp32 weights make no copies. So the largest of
-    (4 or 2) × 4 B × n + 4 B × the previous tensor's n (measured: opt-torch-*-adafactor-*)."""
+    """Adafactor steps one tensor at a time: the largest of (4 or 2) × 4 B × n + 4 B × the previous tensor's n
+    (fp32 copies of a 16-bit tensor, `grad**2`, `+ eps`; docs/memory-model.md; measured: opt-torch-*-adafactor-*)."""
     copies = 4 if width < F32 else 2
     return max((copies * F32 * n + F32 * (sizes[i - 1] if i else 0) for i, n in enumerate(sizes)), default=0)
 

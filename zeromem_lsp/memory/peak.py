@@ -525,15 +525,13 @@ def activation_dtype(inputs: PeakInputs, family: str) -> str:
 def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, offload: Offload | None = None) -> Peak:
     """The peak per stage of `state` (the plan's model state under `offload`), or a Peak naming what is
     missing."""
-    missing: list[str] = []
-    if inputs.shape is None:
-        missing.append(f"the model shape: {inputs.shape_problem or NO_SHAPE}")
-    if inputs.sequence_length is None:
-        missing.append('the sequence length: declare "sequence_length" in the zeromem block')
-    if inputs.micro_batch is None:
-        missing.append('the micro-batch per GPU: set train_micro_batch_size_per_gpu or declare "micro_batch"')
-    if inputs.dtype is None or inputs.dtype.value not in DTYPE_BYTES:
-        missing.append('the training precision: declare "precision" in the zeromem block')
+    missing = [why for absent, why in (
+        (inputs.shape is None, f"the model shape: {inputs.shape_problem or NO_SHAPE}"),
+        (inputs.sequence_length is None, 'the sequence length: declare "sequence_length" in the zeromem block'),
+        (inputs.micro_batch is None,
+         'the micro-batch per GPU: set train_micro_batch_size_per_gpu or declare "micro_batch"'),
+        (inputs.dtype is None or inputs.dtype.value not in DTYPE_BYTES,
+         'the training precision: declare "precision" in the zeromem block')) if absent]
     element_bytes = DTYPE_BYTES.get(str(inputs.dtype.value), 2) if inputs.dtype is not None else 2
     buffers = None
     if family == "deepspeed":
