@@ -48,6 +48,10 @@ STEP_BUCKETS = {"reduce_bucket_size": "reduce_bucket_size", "stage3_prefetch_buc
 STEP_SWITCHES = ("overlap_comm", "contiguous_gradients")
 #: The stage keys → FSDP's (sharded, reshard after forward): NO_SHARD, SHARD_GRAD_OP, FULL_SHARD.
 FSDP_STAGES = {"ddp": (False, False), "zero2": (True, False), "zero3": (True, True)}
+#: What the phase model refuses of an engine: (the stages it has, why not another, why no offload, whether a frozen
+#: base's offload is taken all the same: its step places P, G, O itself); DeepSpeed: every stage and offload.
+ENGINE_LIMITS = {"torch": (("ddp",), "engine torch runs DDP only, not {}", "engine torch offloads nothing", False),
+                 "fsdp": (tuple(FSDP_STAGES), "FSDP has no {}", "the phase model has no FSDP CPU offload", True)}
 
 
 #: The peak's inputs by field name (the `zeromem` setting of the same name), with their display labels.
@@ -355,34 +359,28 @@ def step_of(inputs: PeakInputs, family: str, stage: str, offload: Offload | None
     engine, compute, param_dtype = engine_and_dtypes(inputs, family)
     moves_p, _, moves_o = offload.moves(stage) if offload is not None else (False, False, False)
     assert inputs.shape is not None and inputs.sequence_length is not None and inputs.micro_batch is not None
-    common: dict[str, Any] = dict(checkpointing=bool(inputs.gradient_checkpointing.value), attention=str(inputs.attention.value),
-                  engine=engine, ranks=inputs.ranks, param_dtype=param_dtype, optimizer=inputs.optimizer,
-                  optimizer_impl=str(_value(inputs.optimizer_impl) or "foreach"),
-                  loss_kernel=str(inputs.loss_kernel.value),
-                  gradient_accumulation_steps=int(cast(int, inputs.gradient_accumulation_steps.value)))
+    common: dict[str, Any] = dict(
+        checkpointing=bool(inputs.gradient_checkpointing.value), attention=str(inputs.attention.value), engine=engine,
+        ranks=inputs.ranks, param_dtype=param_dtype, optimizer=inputs.optimizer,
+        optimizer_impl=str(_value(inputs.optimizer_impl) or "foreach"), loss_kernel=str(inputs.loss_kernel.value),
+        gradient_accumulation_steps=int(cast(int, inputs.gradient_accumulation_steps.value)))
     frozen = None if lora is None else frozen_base(inputs, lora, stage, offload, engine)
-    arguments: dict[str, Any] = {}
-    if engine == "torch":
-        if stage != "ddp":
-            raise StepInputError(f"engine torch runs DDP only, not {stage_named(stage).label}")
-        if moves_p or moves_o:
-            raise StepInputError("engine torch offloads nothing")
-        arguments["autocast"] = param_dtype == "fp32" and compute != "fp32"
-    elif engine == "deepspeed":
-        arguments.update(stage=stage_named(stage).number, buckets=step_buckets(inputs),
-                         offload_optimizer=moves_o, offload_param=moves_p)
-    elif engine == "fsdp":
-        if stage not in FSDP_STAGES:
-            raise StepInputError(f"FSDP has no {stage_named(stage).label}")
-        if (moves_p or moves_o) and inputs.lora is None:  # a frozen base's step places P, G, O itself
-            raise StepInputError("the phase model has no FSDP CPU offload")
-        sharded, reshard = FSDP_STAGES[stage]
-        version = _value(inputs.fsdp_version)
-        arguments.update(fsdp_sharded=sharded, fsdp_reshard=reshard, fsdp_mixed=compute != param_dtype,
-                         offload_optimizer=moves_o, fsdp_version=2 if version is None else version)
+    stages, other, no_offload, frozen_offloads = ENGINE_LIMITS.get(engine, ((stage,), "", "", True))
+    if stage not in stages:
+        raise StepInputError(other.format(stage_named(stage).label))
+    if (moves_p or moves_o) and no_offload and not (frozen_offloads and inputs.lora is not None):
+        raise StepInputError(no_offload)
+    sharded, reshard = FSDP_STAGES.get(stage, (True, True))
+    version = _value(inputs.fsdp_version)
+    by_engine: dict[str, dict[str, Any]] = {  # what make_step takes of each engine
+        "torch": dict(autocast=param_dtype == "fp32" and compute != "fp32"),
+        "deepspeed": dict(stage=stage_named(stage).number, buckets=step_buckets(inputs), offload_optimizer=moves_o,
+                          offload_param=moves_p),
+        "fsdp": dict(fsdp_sharded=sharded, fsdp_reshard=reshard, fsdp_mixed=compute != param_dtype,
+                     offload_optimizer=moves_o, fsdp_version=2 if version is None else version)}
     # (as given: make_step and the activations name a value they cannot use)
     return make_step(inputs.shape, cast(int, inputs.sequence_length.value), cast(int, inputs.micro_batch.value),
-                     frozen=frozen, **common, **arguments)
+                     frozen=frozen, **common, **by_engine.get(engine, {}))
 
 
 #: How the peak with an adapter is made (JSON `activations.lora.step`; docs/adapters.md).
