@@ -1,13 +1,9 @@
 """Gradient accumulation in the step: what the later micro-batches hold (pure, exact ints).
 
 From the second micro-batch on, the gradients accumulated so far are alive through its forward and backward, as the
-engine holds them while it does not reduce (Accelerate's `Accelerator.accumulate` → `no_sync`,
-accelerate/accelerator.py); the first micro-batch is the plain step's, the optimizer step unchanged. What each
-engine holds (torch/csrc/autograd/functions/accumulate_grad.h; deepspeed/runtime/zero/stage_1_and_2.py
-`setup_buckets`, `ipg_epilogue`, `all_grad_tensors`; FSDP2 `set_requires_gradient_sync(False)`,
-`FSDPParam.to_accumulated_grad_if_needed` in torch/distributed/fsdp/_fully_shard/_fsdp_param.py; FSDP1 `no_sync`;
-a frozen base's adapters; measured with two micro-batches: tests/data/step/gradient_accumulation.json; derived with
-offload): docs/memory-model.md, "Gradient accumulation".
+engine holds them while it does not reduce (Accelerate's `Accelerator.accumulate` → `no_sync`); the first micro-batch
+is the plain step's, the optimizer step unchanged. What each engine holds, with its sources (measured:
+tests/data/step/gradient_accumulation.json): docs/memory-model.md, "Gradient accumulation".
 """
 
 from __future__ import annotations
@@ -82,11 +78,9 @@ def held(engine: Engine, frozen_gradients: int | None = None) -> Held:
 
 
 def later_moments(moments: Moments, found: Held, source: Moments | None = None) -> Moments:
-    """The phases' moments with a later micro-batch's beside the first's: its forward holds the accumulated
-    gradients; in its backward they take the place of the parts `replaces` names (this micro-batch's gradients,
-    where the engine adds them in place); at the end of backward what is still held, and the fresh gradient.
-    `source`: a later micro-batch's own moments when they differ from the first's
-    (GRPO generates only at the first); else the first's."""
+    """The phases' moments with a later micro-batch's beside the first's: the accumulated gradients in its forward,
+    in its backward in place of the parts `replaces` names, at its end what is still held and the fresh gradient.
+    `source`: a later micro-batch's own moments when they differ from the first's (GRPO generates at the first)."""
     if not found.accumulated and not found.fresh and not found.bucket:
         return moments
     kept = Part(P.ACCUMULATED_GRADIENTS, found.accumulated)

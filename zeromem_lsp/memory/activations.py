@@ -5,9 +5,7 @@ backward is counted once, with the dtype it has there. It is checked against mea
 code (benchmarks/activations/measure.py → tests/data/activations/measured.json, compared by
 tests/unit/test_activations.py); docs/memory-model.md explains each term.
 
-Families: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, mixtral, qwen3_moe, gpt2,
-gpt_neox, olmo2, olmo3, granite, smollm3, starcoder2, cohere, cohere2 (ModelShape from
-configs/model_config.model_shape; the traits that differ are families.Family fields).
+Families: configs/families.FAMILIES with `activations` (ModelShape from configs/model_config.model_shape).
 
 Notation: b micro-batch, s sequence length, T = b·s tokens, h hidden size, d head_dim, q / kv heads,
 I intermediate size, V vocabulary, w the 16- or 32-bit width of the model's dtype (2 or 4 bytes).
@@ -50,12 +48,8 @@ class Activations(NamedTuple):
 
 
 def _rms(rows: int, width: int, w: int, output_saved: bool, norm: str) -> int:
-    """RMSNorm computed in fp32: keeps the fp32 input, 1/rms per row and the normalized tensor.
-
-    Llama style `weight * x.to(dtype)` keeps x in the model dtype for the weight's gradient; Gemma style
-    `(x * rsqrt) * (1 + weight.float())` keeps it in fp32 plus the fp32 (1 + weight); OLMo-2 style
-    `(weight * (x * rsqrt)).to(dtype)` keeps it in fp32. Its output is kept by the next linear when
-    `output_saved` (not by a residual add)."""
+    """RMSNorm computed in fp32 (Llama, Gemma `1 + weight`, OLMo-2 `rms32` styles: docs/memory-model.md's table);
+    its output is kept by the next linear when `output_saved` (not by a residual add)."""
     kept = F32 * rows * width + F32 * rows
     if norm == "rms1p":
         kept += F32 * rows * width + F32 * width
@@ -79,13 +73,8 @@ def _layer_norm(tokens: int, width: int, w: int, input_kept: bool) -> int:
 
 
 def _attention(shape: ModelShape, b: int, s: int, w: int, impl: str, v_bytes: int) -> int:
-    """The attention kernel and the output projection's input, from rotated q/k on.
-
-    sdpa (CPU flash kernel, and what flash attention keeps on GPU): q, k, v, the output and the fp32
-    log-sum-exp per row; k/v keep their kv heads (grouped-query attention is not expanded).
-    eager: k/v repeated to all q heads, q·kᵀ softmax in fp32, the probabilities in the model dtype
-    (the same tensor in fp32 unless dropout follows), tanh of softcapped scores, the dropout mask,
-    and a contiguous copy of the output for o_proj."""
+    """The attention kernel (sdpa or eager) and the output projection's input, from rotated q/k on:
+    docs/memory-model.md's table."""
     tokens, q, kv, d = b * s, shape.heads, shape.kv_heads, shape.head_dim
     scores, qkv = b * q * s * s, of(shape).qkv
     query = w * tokens * q * d
@@ -112,10 +101,8 @@ def _attention(shape: ModelShape, b: int, s: int, w: int, impl: str, v_bytes: in
 
 
 def _layer(shape: ModelShape, b: int, s: int, w: int, impl: str, sparse: bool) -> int:
-    """One decoder layer. LayerNorm families: both norms (one input with a parallel residual), v from the fused
-    projection's output; RMSNorm ones: input_layernorm → q/k/v, the per-head q/k norms before rotary, then
-    post_attention_layernorm → MLP, or (four norms) post_attention → residual, pre_feedforward → MLP,
-    post_feedforward → residual. The MLP keeps `Family.mlp_kept` T × I tensors, or the MoE block's."""
+    """One decoder layer: its norms (LayerNorm, centred, RMSNorm with or without post-norms and q/k norms), the
+    attention and the MLP (`Family.mlp_kept` T × I tensors) or the MoE block; docs/memory-model.md's table."""
     family, tokens, h = of(shape), b * s, shape.hidden
     q, kv, d = shape.heads, shape.kv_heads, shape.head_dim
     norm = family.norm
@@ -145,12 +132,8 @@ def _layer(shape: ModelShape, b: int, s: int, w: int, impl: str, sparse: bool) -
 
 
 def _moe(shape: ModelShape, tokens: int, w: int) -> int:
-    """Router and grouped experts (Transformers' grouped_mm path); S = tokens × k expert visits.
-
-    Router: fp32 softmax over the experts, the top-k indices, and when the top-k weights are
-    renormalized their quotient and sum. Experts: the gathered inputs, gate_up output, activation and
-    product (4·I per visit, as a gated MLP), the down output, the routing weights it is scaled by (fp32
-    in Mixtral, the model dtype in Qwen3-MoE), three int64 permutations, int32 group offsets."""
+    """Router and grouped experts (Transformers' grouped_mm path; S = tokens × k expert visits): the router's fp32
+    softmax and top-k, the experts' tensors, three int64 permutations, int32 group offsets (docs/memory-model.md)."""
     experts, k, width, h = shape.experts, shape.experts_per_token, shape.expert_intermediate, shape.hidden
     pairs = tokens * k
     router = F32 * tokens * experts + I64 * pairs
@@ -186,12 +169,10 @@ def _shared(shape: ModelShape, b: int, s: int, w: int, attention: str) -> int:
     """Rotary cos and sin, (1, 1, s, rotary width) each, computed once and read by every layer (Gemma 3:
     one pair per attention type). (A sliding mask is each layer's own: `_sliding_extra`.)"""
     family = of(shape)
-    kept = 0
     if family.positions:  # learned positions: no rotary tables
-        return kept
+        return 0
     width = shape.rotary_dim if family.partial_rotary else shape.head_dim
-    tables = (_layer_types(shape) if family.rotary_per_type else 1) * 2 * s * width
-    return kept + (F32 if family.rotary_fp32 else w) * tables
+    return (F32 if family.rotary_fp32 else w) * (_layer_types(shape) if family.rotary_per_type else 1) * 2 * s * width
 
 
 def _embedding(shape: ModelShape, b: int, s: int, w: int) -> int:
@@ -227,9 +208,8 @@ def _checkpoint_kept(shape: ModelShape, b: int, s: int, w: int, attention: str) 
 
 
 def _logits(shape: ModelShape, b: int, s: int, w: int) -> int:
-    """ForCausalLMLoss: logits.float() → log-softmax kept in fp32, shifted labels, a 0-d weight.
-
-    The labels are padded by one and shifted: a view of the b·(s+1) padding when b = 1, a b·s copy else."""
+    """ForCausalLMLoss: the fp32 log-softmax, the shifted labels (a view of the b·(s+1) padding when b = 1, a b·s
+    copy else), a 0-d weight."""
     tokens = b * s
     kept = F32 * tokens * shape.vocab + I64 * (s + 1 if b == 1 else tokens) + F32
     if shape.final_softcap:

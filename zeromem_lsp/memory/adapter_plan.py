@@ -1,12 +1,8 @@
 """A LoRA / QLoRA run's P, G, O for the plan: the pooled formula's inputs with frozen and trainable parameters.
 
 `Adapter` is the plain input (from the resolved settings, or a recipe's adapter fields); `adapter_inputs` turns it
-and a model's config.json into the plan's `Inputs`, with every term shown (`AdapterBreakdown.terms`) so that P, G
-and O can be rebuilt by hand. The bytes are memory/adapters.py's (`model_state`), per engine: DeepSpeed recasts
-every float parameter to the training dtype and keeps an fp32 master copy of the trainable ones; PEFT alone,
-torch and FSDP keep the adapters in fp32 (PEFT's autocast) and optimizer state in each parameter's dtype. The
-stage formula then shards as the engines do: ZeRO-1/2 only G and O (trainable only), ZeRO-3 and FSDP all of P.
-Pure; no pydantic (the `zeromem estimate` path).
+and a model's config.json into the plan's `Inputs`, with every term shown (`AdapterBreakdown`) so that P, G and O
+(memory/adapters.py `model_state`) can be rebuilt by hand. Pure; no pydantic (the `zeromem estimate` path).
 """
 
 from __future__ import annotations
@@ -16,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from zeromem_lsp.configs.settings_values import ALL_LINEAR
 from zeromem_lsp.memory.adapters import (AdapterCount, AdapterInputError, AdapterState, LoraSettings, Quantization,
-                                         count_adapters, model_state)
+                                         count_adapters, model_state, state_each, trainable_groups)
 from zeromem_lsp.configs.model_config import UnsupportedModel
 from zeromem_lsp.memory.lora_activations import activation_dtype
 from zeromem_lsp.memory.peak import LoraPeak
@@ -200,33 +196,20 @@ class AdapterBreakdown:
 
 def engine_for(family: str, fsdp_version: int | None = None) -> str:
     """adapters.model_state's engine for a plan family: DeepSpeed's recast, FSDP1/2, else PEFT with torch."""
-    if family == "deepspeed":
-        return "deepspeed"
-    if family == "fsdp":
-        return "fsdp2" if fsdp_version == 2 else "fsdp1"
-    return "peft"
+    return {"deepspeed": "deepspeed", "fsdp": "fsdp2" if fsdp_version == 2 else "fsdp1"}.get(family, "peft")
 
 
 def _trainable_terms(count: AdapterCount, engine: str, dtype: str, gradient: int,
                      optimizer: str) -> tuple[tuple[Term, ...], tuple[Term, ...], tuple[Term, ...]]:
     """(P, G, O) terms of the trainable parameters, as adapters.model_state computes them."""
-    width, state = DTYPE_BYTES[dtype], optimizer_state_bytes(optimizer)
-    if engine == "deepspeed":  # _cast_module_mixed_precision: adapters in the training dtype; fp32 master + state
-        groups: tuple[tuple[str, int, int], ...] = ((f"trainable ({dtype}, DeepSpeed's recast)", count.trainable,
-                                                     width),)
-        master = 4 if width < 4 else 0
-        opt = tuple(Term(f"trainable ({optimizer} state {state} B" + (" + fp32 master 4 B)" if master else ")"),
-                         n, state + master, n * (state + master)) for _, n, _ in groups if n)
-        grads = tuple(Term(label, n, gradient or width, n * (gradient or width)) for label, n, _ in groups if n)
-    else:  # PEFT's autocast_adapter_dtype: fp32 adapters; modules_to_save copies keep the model dtype
-        groups = (("adapters (fp32, PEFT's autocast)", count.adapters, 4),
-                  (f"modules_to_save copies ({dtype})", count.saved_copies, width))
-        follows = optimizer in TENSOR_STATE_OPTIMIZERS
-        opt = tuple(Term(f"{label.split(' (')[0]} ({optimizer} state in their dtype)", n,
-                         state * w // 4 if follows else state, n * (state * w // 4 if follows else state))
-                    for label, n, w in groups if n)
-        grads = tuple(Term(label, n, gradient or w, n * (gradient or w)) for label, n, w in groups if n)
-    params = tuple(Term(label, n, w, n * w) for label, n, w in groups if n)
+    state, follows = optimizer_state_bytes(optimizer), optimizer in TENSOR_STATE_OPTIMIZERS
+    groups = tuple((label, n, w) for label, n, w in trainable_groups(count, engine, dtype) if n)
+    master = " + fp32 master 4 B)" if DTYPE_BYTES[dtype] < 4 else ")"
+    opt = tuple(Term(f"trainable ({optimizer} state {state} B{master}" if engine == "deepspeed" else
+                     f"{label.split(' (')[0]} ({optimizer} state in their dtype)", n, each, n * each)
+                for label, n, w in groups for each in (state_each(engine, w, state, follows),))
+    grads = tuple(Term(label, n, gradient or w, n * (gradient or w)) for label, n, w in groups)
+    params = tuple(Term(label, n, w, n * w) for label, n, w in groups)
     return params, grads, opt
 
 
@@ -276,17 +259,14 @@ def adapter_inputs(config: dict[str, Any], adapter: Adapter, family: str, precis
 
 
 def lora_peak(breakdown: AdapterTerms | None, dtype: str | None) -> LoraPeak | None:
-    """LoRA's activation inputs for a plan's adapter breakdown (memory/adapter_plan.AdapterBreakdown): DeepSpeed
-    recasts the adapters and any k-bit upcast to the training dtype; elsewhere PEFT's adapters are fp32 and a
-    quantized base runs its forward in fp32 when prepare_model_for_kbit_training ran (`Adapter.kbit_prepare`),
-    else in the compute dtype."""
+    """LoRA's activation inputs for a plan's AdapterBreakdown: DeepSpeed recasts the adapters (and any k-bit
+    upcast) to the training dtype; else the adapters are fp32, the forward as `activation_dtype` says."""
     if not isinstance(breakdown, AdapterBreakdown) or dtype is None:
         return None
     recast = breakdown.engine == "deepspeed"
     quantized = breakdown.adapter.quantization != "none"
-    own = tuple(sum(term.bytes for term in terms) for terms in
-                (breakdown.parameter_terms, breakdown.gradient_terms, breakdown.optimizer_terms))
-    parameters, gradients, states = own
+    parameters, gradients, states = (sum(term.bytes for term in terms) for terms in
+                                     (breakdown.parameter_terms, breakdown.gradient_terms, breakdown.optimizer_terms))
     forward = activation_dtype(dtype, quantized, not recast and breakdown.adapter.kbit_prepare)
     return LoraPeak(breakdown.count, dtype if recast else "fp32", forward, parameters, gradients, states,
                     engine=breakdown.engine, dropout=breakdown.adapter.dropout > 0)

@@ -1,14 +1,9 @@
 """LoRA / DoRA / QLoRA in the memory model: frozen and trainable parameters, their bytes, and P, G, O.
 
-Pure (no torch). Every rule mirrors the library code named beside it; docs/adapters.md lists the sources,
-tests/unit/test_adapters.py compares the counts with PEFT's own `get_nb_trainable_parameters()` and the
+Pure (no torch). Every rule mirrors the library code named beside it; docs/adapters.md lists the sources and how
+the engines shard P, G, O (the pooled formula's inputs, memory/model_state.py) once frozen and trainable parameters
+are told apart; tests/unit/test_adapters.py compares the counts with PEFT's `get_nb_trainable_parameters()` and the
 quantized bytes with what bitsandbytes stores (both recorded by benchmarks/adapters/measure.py).
-
-P, G, O stay the pooled formula's inputs (memory/model_state.py). The engines shard them as the formula
-already says once frozen and trainable parameters are told apart: ZeRO-1/2 flatten and shard only trainable
-parameters (frozen ones stay whole on every rank, inside P); ZeRO-3 and FSDP2 partition every parameter;
-FSDP1 with use_orig_params=True keeps a gradient for the whole flat parameter of a unit that mixes frozen
-and trainable parameters (`fsdp_mixed_units`).
 """
 
 from __future__ import annotations
@@ -158,10 +153,8 @@ class LoraSettings(NamedTuple):
 
 
 def linear_leaf_names(modules: tuple[Module, ...]) -> tuple[str, ...]:
-    """What axolotl (lora_target_linear: loaders/adapter.py find_all_linear_names) and LLaMA-Factory (lora_target
-    all: model/model_utils/misc.py find_all_linear_modules) pass as target_modules: the last name component of
-    every module whose class is nn.Linear (or named *Linear*), the output head left out. A list, not PEFT's
-    all-linear: GPT-2's Conv1D and transformers 5's MoE routers and experts are not in it."""
+    """What axolotl (`find_all_linear_names`) and LLaMA-Factory (`find_all_linear_modules`) pass as target_modules:
+    every nn.Linear's last name component but the head's (not PEFT's all-linear: docs/adapters.md)."""
     return tuple(sorted({m.key.rsplit(".", 1)[-1] for m in modules if m.kind == "linear"}))
 
 
@@ -187,12 +180,8 @@ def _moe_mapping(model_type: str) -> dict[str, str]:
 
 def _convert_moe(found: Inventory, spec: TargetSpec, modules: tuple[Module, ...], parameters: tuple[Parameter, ...],
                  names: set[str], rank: int) -> tuple[TargetSpec, set[str], tuple[tuple[str, int], ...]]:
-    """_convert_peft_config_moe: v4 names become target_parameters on v5's fused MoE weights.
-
-    A string target is first resolved to leaf names (_resolve_string_target_modules: all-linear's linear leaves
-    and the four v4 names; a regex's matches among module and parameter names, and the expert names it would
-    match under the experts module). A mapped name leaves the module targets (whatever the layer prefix, it
-    applies to every sparse layer); the fused pair must be targeted together and gets rank 2r."""
+    """_convert_peft_config_moe: v4 names become target_parameters on v5's fused MoE weights, a string target
+    resolved to leaf names first (_resolve_string_target_modules); the fused pair together, at rank 2r."""
     mapping = _moe_mapping(found.model_type)
     targets = spec.targets
     if isinstance(targets, str):
@@ -407,12 +396,8 @@ class Quantization(NamedTuple):
 
 
 def quantized_weight_bytes(elements: int, rows: int, quantization: Quantization) -> int:
-    """What bitsandbytes keeps for one quantized weight of `elements` values and `rows` output rows.
-
-    4-bit (functional.quantize_4bit): two values per byte, (n + 1) // 2; one fp32 absmax per 64-block; the
-    16-value fp32 code. Double quantization: the absmax as uint8 (1 B per block), an fp32 offset, one fp32
-    absmax per 256 of those, and a copy of the 256-value dynamic code. 8-bit (Int8Params,
-    int8_vectorwise_quant): 1 B per value and one fp32 scale (SCB) per output row."""
+    """What bitsandbytes keeps for one quantized weight of `elements` values and `rows` output rows (4-bit:
+    functional.quantize_4bit, with compress_statistics; 8-bit: int8_vectorwise_quant): docs/adapters.md."""
     if quantization.kind == "int8":
         return elements + 4 * rows
     if quantization.kind not in ("nf4", "fp4"):
@@ -501,16 +486,11 @@ def model_state(config: dict[str, Any], lora: LoraSettings, quantization: Quanti
                 gradient_dtype: str = "", kbit_upcast: bool = True, fsdp_mixed_units: bool = False,
                 state_follows_dtype: bool = True) -> AdapterState:
     """P, G, O (bytes) for LoRA training; the stage then applies zeromem_lsp.memory.model_state.model_state_bytes.
-
-    `optimizer_state`: the optimizer's bytes per fp32 parameter (Adam 8). engine "peft" (and "fsdp1"/"fsdp2"):
-    adapters in `adapter_dtype` (PEFT's autocast_adapter_dtype: fp32), modules_to_save copies in the model
-    dtype, gradients alike; no master copy, and a torch optimizer keeps its state in each parameter's dtype
-    (torch/optim/adam.py: `torch.zeros_like(param)`; `state_follows_dtype=False` for 8-bit optimizers).
-    "deepspeed": the engine casts every float parameter to the training dtype (_cast_module_mixed_precision),
-    adapters and any fp32-upcast frozen parameter included; the optimizer keeps fp32 state and an fp32 master
-    copy of 16-bit parameters. "fsdp1" with `fsdp_mixed_units` (use_orig_params=True, a wrapped unit holding
-    frozen and trainable parameters): the gradient covers the frozen parameters of every decoder layer that
-    holds an adapter."""
+    The frozen base (`frozen_bytes`; DeepSpeed recasts an fp32-upcast one too) and the trainable parameters
+    (`trainable_groups`), gradients alike, no master copy but DeepSpeed's, optimizer bytes by `state_each`
+    (`optimizer_state`: per fp32 parameter, Adam 8; `state_follows_dtype=False` for 8-bit optimizers). "fsdp1" with
+    `fsdp_mixed_units` (use_orig_params=True, a wrapped unit holding frozen and trainable parameters): the gradient
+    covers the frozen parameters of every decoder layer that holds an adapter."""
     if engine not in ENGINES:
         raise AdapterInputError("engine", f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     checked = (("adapter_dtype", adapter_dtype), ("dtype", dtype), ("gradient_dtype", gradient_dtype or dtype))
@@ -522,25 +502,38 @@ def model_state(config: dict[str, Any], lora: LoraSettings, quantization: Quanti
     notes = [f"{count.trainable:,} trainable of {count.all:,} parameters (LoRA r={lora.rank})"]
     if engine == "deepspeed":
         notes.append(f"DeepSpeed casts every float parameter to {dtype}, adapters and upcast ones included")
-        frozen = frozen_bytes(found, count, quantization, dtype, kbit_upcast=False)
-        width = DTYPE_BYTES[dtype]
-        parameters = count.trainable * width
-        gradients = count.trainable * (DTYPE_BYTES[gradient_dtype] if gradient_dtype else width)
-        optimizer = count.trainable * (optimizer_state + (4 if width < 4 else 0))
-    else:
-        frozen = frozen_bytes(found, count, quantization, dtype, kbit_upcast)
-        groups = ((count.adapters, DTYPE_BYTES[adapter_dtype]), (count.saved_copies, DTYPE_BYTES[dtype]))
-        parameters = sum(n * width for n, width in groups)
-        gradients = sum(n * (DTYPE_BYTES[gradient_dtype] if gradient_dtype else width) for n, width in groups)
-        optimizer = sum(n * (optimizer_state * width // 4 if state_follows_dtype else optimizer_state)
-                        for n, width in groups)
-        if engine == "fsdp1" and fsdp_mixed_units:
-            unit_width = DTYPE_BYTES[gradient_dtype] if gradient_dtype else DTYPE_BYTES[dtype]
-            gradients += _mixed_unit_frozen(found, count) * unit_width
-            notes.append("FSDP1 use_orig_params=True: units mixing frozen and trainable parameters keep a "
-                         "gradient for all of them")
+    frozen = frozen_bytes(found, count, quantization, dtype, kbit_upcast and engine != "deepspeed")
+    groups = trainable_groups(count, engine, dtype, adapter_dtype)
+    gradient = DTYPE_BYTES[gradient_dtype] if gradient_dtype else 0
+    parameters = sum(n * width for _, n, width in groups)
+    gradients = sum(n * (gradient or width) for _, n, width in groups)
+    optimizer = sum(n * state_each(engine, width, optimizer_state, state_follows_dtype) for _, n, width in groups)
+    if engine == "fsdp1" and fsdp_mixed_units:
+        gradients += _mixed_unit_frozen(found, count) * (gradient or DTYPE_BYTES[dtype])
+        notes.append("FSDP1 use_orig_params=True: units mixing frozen and trainable parameters keep a "
+                     "gradient for all of them")
     return AdapterState(parameter_bytes=frozen.total + parameters, gradient_bytes=gradients,
                         optimizer_bytes=optimizer, trainable=count.trainable, frozen=frozen, notes=tuple(notes))
+
+
+def trainable_groups(count: AdapterCount, engine: str, dtype: str,
+                     adapter_dtype: str = "fp32") -> tuple[tuple[str, int, int], ...]:
+    """(label, parameters, bytes each) of the trainable parameters: DeepSpeed casts every float parameter to `dtype`
+    (_cast_module_mixed_precision); else the adapters in `adapter_dtype` (PEFT's autocast_adapter_dtype: fp32) and
+    modules_to_save copies in `dtype`."""
+    if engine == "deepspeed":
+        return ((f"trainable ({dtype}, DeepSpeed's recast)", count.trainable, DTYPE_BYTES[dtype]),)
+    return ((f"adapters ({adapter_dtype}, PEFT's autocast)", count.adapters, DTYPE_BYTES[adapter_dtype]),
+            (f"modules_to_save copies ({dtype})", count.saved_copies, DTYPE_BYTES[dtype]))
+
+
+def state_each(engine: str, width: int, state: int, follows: bool = True) -> int:
+    """Optimizer bytes per trainable parameter of `width` bytes: DeepSpeed's fp32 state + an fp32 master of a
+    16-bit one; else `state` scaled to the parameter's dtype when it follows it (torch/optim/adam.py:
+    `torch.zeros_like(param)`)."""
+    if engine == "deepspeed":
+        return state + (4 if width < 4 else 0)
+    return state * width // 4 if follows else state
 
 
 def _mixed_unit_frozen(found: Inventory, count: AdapterCount) -> int:

@@ -1,13 +1,8 @@
 """Transient communication and gathering buffers of ZeRO and FSDP, per GPU (pure, exact ints).
 
-Rules and sources (docs/memory-model.md, "Buffers"):
-- ZeRO 1-2: one reduce bucket (`reduce_bucket_size` elements) and one all-gather bucket
-  (`allgather_bucket_size`); with `overlap_comm` both cost 4.5x (Transformers' DeepSpeed guide: 5e8 + 5e8
-  elements of 2 bytes with overlap_comm need 9 GB).
-- ZeRO-3: the reduce bucket, the prefetch bucket (`stage3_prefetch_bucket_size`) and up to
-  `stage3_max_live_parameters` gathered parameters (never more than the model has).
-- Unset sizes take DeepSpeed's defaults (deepspeed/runtime/zero/config.py); `"auto"` is filled from
-  the model's hidden size the way Transformers' DeepSpeed integration fills it.
+ZeRO 1-2: the reduce and all-gather buckets (4.5x with `overlap_comm`); ZeRO-3: the reduce bucket, the prefetch
+bucket and up to `stage3_max_live_parameters` gathered parameters. Unset sizes take DeepSpeed's defaults
+(deepspeed/runtime/zero/config.py), `"auto"` Transformers' fill. Rules and sources: docs/memory-model.md, "Buffers".
 """
 
 from __future__ import annotations
@@ -43,6 +38,11 @@ class AutoSizes(NamedTuple):
     stage3_param_persistence_threshold: int  # 10 · hidden
 
 
+def given(value: int | None, key: str) -> int:
+    """A zero_optimization size as DeepSpeed takes it: DeepSpeed's default when unset."""
+    return DEEPSPEED_DEFAULTS[key] if value is None else value
+
+
 def hf_auto_sizes(hidden_size: int) -> AutoSizes:
     # Transformers computes int(0.9 * hidden_size * hidden_size) in floating point; mirrored as written so
     # the integer DeepSpeed receives is reproduced exactly, including its truncation.
@@ -64,16 +64,14 @@ def zero_buffers(stage: int, *, reduce_bucket_size: int | None = None, allgather
     DeepSpeed) is counted like stages 1-2. Sizes are named by their zero_optimization field."""
     if stage not in (0, 1, 2, 3):
         raise ValueError(f"ZeRO stage must be 0-3, got {stage!r}")
-    reduce = DEEPSPEED_DEFAULTS["reduce_bucket_size"] if reduce_bucket_size is None else reduce_bucket_size
+    reduce = given(reduce_bucket_size, "reduce_bucket_size")
     overlap = (stage == 3) if overlap_comm is None else overlap_comm
     if stage < 3:
-        gather = DEEPSPEED_DEFAULTS["allgather_bucket_size"] if allgather_bucket_size is None else allgather_bucket_size
         return Buffers((_bucket("reduce_bucket_size", reduce, element_bytes, overlap),
-                        _bucket("allgather_bucket_size", gather, element_bytes, overlap)))
-    prefetch = (DEEPSPEED_DEFAULTS["stage3_prefetch_bucket_size"] if stage3_prefetch_bucket_size is None
-                else stage3_prefetch_bucket_size)
-    live = (DEEPSPEED_DEFAULTS["stage3_max_live_parameters"] if stage3_max_live_parameters is None
-            else stage3_max_live_parameters)
+                        _bucket("allgather_bucket_size", given(allgather_bucket_size, "allgather_bucket_size"),
+                                element_bytes, overlap)))
+    prefetch = given(stage3_prefetch_bucket_size, "stage3_prefetch_bucket_size")
+    live = given(stage3_max_live_parameters, "stage3_max_live_parameters")
     live_rule = f"{element_bytes} B × {live:,}"
     if parameters is not None and parameters < live:
         live, live_rule = parameters, f"{element_bytes} B × {parameters:,} (the whole model)"

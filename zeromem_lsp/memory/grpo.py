@@ -1,15 +1,9 @@
 """TRL's GRPO step in the whole-step peak (pure): generation, the reference's log-probs, then the policy's loss.
 
-What TRL 1.16 runs with use_vllm false, its default (trl/trainer/grpo_trainer.py `_prepare_inputs` →
-`_generate_and_score_completions` → `_generate_single_turn`, `_get_per_token_logps_and_entropies`, `_compute_loss`;
-grpo_config.py `__post_init__`; transformers' DynamicCache and `_sample`; measured on CPU by
-benchmarks/preference/grpo.py, tests/data/step/preference.json `grpo-` cases), moment by moment: docs/adapters.md.
-Assumed: every completion runs to max_completion_length (no EOS); generation comes after `zero_grad` (no gradients
-alive); num_generations changes no rank's bytes; the reference (beta != 0; GRPOConfig's default 0.0: none) is a
-copy of the policy or the PEFT policy with its adapters disabled (`use_adapter(model, None)`). TRL 1.8.0 (axolotl's
-pin; `trl18-grpo-` cases): GrpoLogitsHead. ZeRO-3: GrpoHead.generation_gathered / loss_gathered; FSDP2:
-GrpoHead.unshard; a reference under sharded FSDP2: preference.reference_gathered. Not modelled: vLLM (use_vllm) and
-FSDP1 (the root's summon_full_params).
+What TRL 1.16 runs with use_vllm false (trl/trainer/grpo_trainer.py `_generate_and_score_completions`,
+`_compute_loss`; measured on CPU by benchmarks/preference/grpo.py, tests/data/step/preference.json `grpo-` cases) and
+what is assumed (every completion runs to max_completion_length; generation after `zero_grad`; the reference a copy
+or the PEFT policy's adapters disabled), moment by moment: docs/adapters.md. Not modelled: vLLM and FSDP1.
 """
 
 from __future__ import annotations
@@ -77,12 +71,8 @@ def generation_moments(shape: ModelShape, generation: Generation, sequence_lengt
 
 
 class GrpoLogitsHead(NamedTuple):
-    """TRL 1.8's GRPO loss (what axolotl pins; trl/trainer/grpo_trainer.py 1.8.0 `_get_per_token_logps_and_entropies`,
-    trl/trainer/utils.py `selective_log_softmax`, `entropy_from_logits`): the logits of the last completion + 1
-    positions (`logits_to_keep`), a log-softmax per completion row (an fp32 model's `logsumexp` keeps none beyond the
-    logits: derived), a copy of the completion positions' logits (measured; what makes it is not named here), the
-    entropy metric's 128-row chunks, and at the loss's backward the gradients through the temperature's `div_`:
-    docs/adapters.md."""
+    """TRL 1.8's GRPO loss (what axolotl pins; grpo_trainer.py 1.8.0 `_get_per_token_logps_and_entropies`,
+    `selective_log_softmax`, `entropy_from_logits`, `logits_to_keep`): docs/adapters.md."""
 
     sequence_length: int
     completion_length: int
@@ -150,16 +140,12 @@ class GrpoHead(NamedTuple):
     generation: Generation
     shape: ModelShape
     reference_gathered: int = 0
-    #: ZeRO-3: the policy gathered whole for generation (`unwrap_model_for_generation` with ds3_gather_for_generation:
-    #: `GatheredParameters(model.parameters())`), in place of what the step holds gathered at the loss
+    #: (each measured and sourced in docs/adapters.md) ZeRO-3: the policy gathered whole for generation
+    #: (`unwrap_model_for_generation`), in place of what the step holds gathered at the loss
     generation_gathered: int | None = None
-    #: ZeRO-3: what is gathered at the policy's loss and its backward when a generation precedes the micro-step
-    #: (`add_hooks` invalidates the parameter coordinator's trace: no prefetch, each module released after use, the
-    #: LM head gathered for the head; measured) — with steps_per_generation 1, every micro-step
+    #: ZeRO-3: gathered at the policy's loss and backward after a generation (`add_hooks` invalidates the trace)
     loss_gathered: int | None = None
-    #: FSDP2 (sharded, more than one rank): the generation's first forward unshards the root, resharded after the
-    #: last backward, and then the first layer while the root's all-gather output is still alive (measured on
-    #: gloo, as step.py's FSDP2 keeps a layer's at the loss): (the root's bytes, a layer's)
+    #: FSDP2 (sharded, more than one rank): the generation's first unshard, (the root's bytes, a layer's)
     unshard: tuple[int, int] | None = None
 
     @property
@@ -204,10 +190,9 @@ class GrpoHead(NamedTuple):
         return found
 
     def later(self, accumulation: int) -> "GrpoHead | None":
-        """The loss of a later micro-batch under gradient accumulation, when no generation runs there: TRL generates
-        (and scores the reference) once per steps_per_generation micro-steps, from the first of an optimizer step
-        when steps_per_generation is a multiple of gradient_accumulation_steps (its default: equal); the later
-        micro-steps run only the policy's head, their ZeRO-3 trace intact. None when a generation can land there."""
+        """The loss of a later micro-batch under gradient accumulation: the policy's head alone, its ZeRO-3 trace
+        intact, when TRL generates once per steps_per_generation micro-steps from the first of an optimizer step (a
+        multiple of gradient_accumulation_steps); None when a generation can land there."""
         if self.generation.steps_per_generation % accumulation:
             return None
         return self._replace(generation=self.generation._replace(moment="the policy's LM head"), loss_gathered=None)

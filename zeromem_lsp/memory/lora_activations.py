@@ -1,11 +1,9 @@
 """Saved-for-backward bytes with LoRA adapters on a frozen base: the full fine-tuning model
 (zeromem_lsp/activations.py) minus what frozen weights no longer keep, plus what the adapters keep.
 
-Read off autograd and PEFT's lora.Linear.forward (peft/tuners/lora/layer.py: `base_layer(x)`, then per adapter
-`_cast_input_dtype` and `lora_B(lora_A(dropout(x)))`); each rule, and the families measured against PEFT on CPU
-(benchmarks/adapters/activations.py → tests/data/adapters/lora_activations.json): docs/adapters.md. QLoRA:
-`activation_dtype`. lora_dropout's mask (aten/src/ATen/native/Dropout.cpp): 1 B per element on a GPU
-(`native_dropout`, `mask_bytes`' default), the input's dtype on CPU.
+Read off autograd and PEFT's lora.Linear.forward (peft/tuners/lora/layer.py); each rule, and the families measured
+against PEFT on CPU (benchmarks/adapters/activations.py → tests/data/adapters/lora_activations.json), lora_dropout's
+mask (`native_dropout`: 1 B per element on a GPU, the input's dtype on CPU): docs/adapters.md.
 """
 
 from __future__ import annotations
@@ -29,10 +27,8 @@ PARTS = {"qkv": ("q", "k", "v"), "gate_up": ("gate", "up")}
 
 
 def activation_dtype(dtype: str, quantized: bool, kbit_upcast: bool) -> str:
-    """The dtype the forward runs in. With a bitsandbytes base (4- or 8-bit), a quantized linear keeps no input
-    (bitsandbytes/autograd/_functions.py, MatMul4Bit.forward keeps only the packed weight), so QLoRA keeps what
-    LoRA keeps; but prepare_model_for_kbit_training upcasts the embeddings, norms and head to fp32 and the
-    hidden states follow them: the whole forward then keeps fp32 tensors (measured, 4-bit and 8-bit)."""
+    """The dtype the forward runs in: fp32 through a quantized base after prepare_model_for_kbit_training's upcast
+    (a quantized linear itself keeps no input: MatMul4Bit.forward; measured, 4-bit and 8-bit: docs/adapters.md)."""
     return "fp32" if quantized and kbit_upcast else dtype
 
 
@@ -202,17 +198,11 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
                               dtype: str = "bf16", adapter_dtype: str = "fp32", attention: str = "sdpa",
                               checkpointing: bool = False, cast_each: bool = False, dropout: bool = False,
                               mask_bytes: int = 1, transformers: TransformersPath = NEWEST_PATH) -> LoraActivations:
-    """Saved bytes of one micro-batch with LoRA; raises ActivationInputError. transformers: without o_proj's copy.
-
-    dropout: lora_dropout > 0 (each adapter's dropout output and, where its input carries a gradient, its mask of
-    `mask_bytes` per element: 1 on a GPU; the module text says why).
-
-    cast_each: every adapter keeps its own copy of its input even when it computes in the model's dtype. Under FSDP1
-    mixed precision PEFT's `_cast_input_dtype` reads lora_A's fp32 original parameter outside its unit and casts the
-    input to fp32, and autocast (Accelerate's bf16 forward; without it the bf16 unit refuses the fp32 input) casts
-    that back to a bf16 copy, the one kept for A's gradient (measured: lora-fsdp1-*-mixed)
-    With (non-reentrant) checkpointing each layer keeps its input whether or not it needs a gradient, as in
-    full fine-tuning; only the parts outside the layers change, and the re-run layer is a LoRA layer."""
+    """Saved bytes of one micro-batch with LoRA; raises ActivationInputError. dropout: lora_dropout > 0 (a mask of
+    `mask_bytes` per element where the input carries a gradient). cast_each: every adapter keeps its own copy of its
+    input, as under FSDP1 mixed precision (docs/adapters.md; measured: lora-fsdp1-*-mixed). With (non-reentrant)
+    checkpointing each layer keeps its input as in full fine-tuning; the re-run layer is a LoRA layer. transformers:
+    the running release's sdpa terms, without o_proj's copy (configs/transformers_paths.py)."""
     if shape.model_type not in FAMILIES:
         raise ActivationInputError(
             f"no LoRA activation model for {shape.model_type!r}; measured: {', '.join(FAMILIES)}")

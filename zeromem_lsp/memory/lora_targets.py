@@ -1,12 +1,9 @@
 """PEFT's rules for which module names a LoraConfig targets, on plain names (pure; mirrors peft 0.21.2).
 
-`matches` is `check_target_module_exists` (peft/tuners/tuners_utils.py): exclude_modules first, then
-modules_to_save, then target_modules — a string is `re.fullmatch`ed against the whole module name, a list
-matches a name equal to an entry or ending with "." + entry, and for a list only, `layers_to_transform`
-keeps the modules whose layer index (`layer_index`) is listed. `pattern_key` is `get_pattern_key`
-(peft/utils/other.py), how rank_pattern / alpha_pattern keys pick a module. `check_spec` holds what
-`LoraConfig.__post_init__` (peft/tuners/lora/config.py) refuses, and every regular expression is compiled
-first so that an invalid one is a message with its position, never a traceback.
+`matches` is `check_target_module_exists` (peft/tuners/tuners_utils.py), `pattern_key` `get_pattern_key`
+(peft/utils/other.py), `check_spec` what `LoraConfig.__post_init__` (peft/tuners/lora/config.py) refuses; the order
+and the rules: docs/adapters.md. Every regular expression is compiled first: an invalid one is a message with its
+position, never a traceback.
 """
 
 from __future__ import annotations

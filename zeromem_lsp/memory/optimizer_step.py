@@ -2,12 +2,9 @@
 for the tensors it steps on one rank, and the scratch its step makes at its largest.
 
 `tensors` are the shapes the optimizer steps, in its order: the model's parameters (engine torch, FSDP's shards),
-or one flat fp32 partition (DeepSpeed ZeRO 1-3), each `width` bytes per element. Measured on CPU
-(tests/data/step/measured.json, measured_optimizers.json): torch AdamW / Adam, SGD with and without momentum,
-Adagrad (foreach, for-loop, fused), Transformers' Adafactor. Derived from their code, not measured (their GPU
-kernels do not run here): Lion (bitsandbytes' 32-bit Lion as HF Trainer's `lion_32bit`, DeepSpeed's FusedLion),
-LAMB (DeepSpeed's FusedLamb) and 8-bit Adam (bitsandbytes' blockwise AdamW8bit). docs/memory-model.md,
-"The optimizer step per optimizer".
+or one flat fp32 partition (DeepSpeed ZeRO 1-3), each `width` bytes per element. Which are measured on CPU
+(tests/data/step/measured.json, measured_optimizers.json) and which derived from their code (Lion, LAMB, 8-bit
+Adam: bitsandbytes' blockwise AdamW8bit): docs/memory-model.md, "The optimizer step per optimizer".
 """
 
 from __future__ import annotations
@@ -113,10 +110,8 @@ def adafactor_states(tensors: list[tuple[int, ...]]) -> int:
 
 
 def adafactor_scratch(width: int, sizes: list[int]) -> int:
-    """Adafactor steps one tensor at a time: a 16-bit tensor's gradient and weight are copied to fp32
-    (`grad.float()`, `p.float()`), then `grad**2` and `+ eps` are alive together, while the previous tensor's
-    `update` is still bound (freed when `update` is rebound); fp32 weights make no copies. So the largest of
-    (4 or 2) × 4 B × n + 4 B × the previous tensor's n (measured: opt-torch-*-adafactor-*)."""
+    """Adafactor steps one tensor at a time: the largest of (4 or 2) × 4 B × n + 4 B × the previous tensor's n
+    (fp32 copies of a 16-bit tensor, `grad**2`, `+ eps`; docs/memory-model.md; measured: opt-torch-*-adafactor-*)."""
     copies = 4 if width < F32 else 2
     return max((copies * F32 * n + F32 * (sizes[i - 1] if i else 0) for i, n in enumerate(sizes)), default=0)
 

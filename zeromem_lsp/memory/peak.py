@@ -37,8 +37,7 @@ MODEL_UNCERTAINTY = Fraction(1, 10)
 #: `reserved` left unset: each stage's reserve is modelled (zeromem_lsp.gpu.reserved.Reserve; docs/gpu.md).
 MODELLED = "modelled"
 NO_SHAPE = 'declare "parameters": {"from_config": "path/to/config.json"}'
-AUTO_FILLED = {"reduce_bucket_size": "reduce_bucket_size", "stage3_prefetch_bucket_size": "stage3_prefetch_bucket_size",
-               "stage3_param_persistence_threshold": "stage3_param_persistence_threshold"}
+AUTO_FILLED = ("reduce_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold")
 #: The zero_optimization sizes that make ZeRO's buffers, by field name (zero_buffers' keywords).
 BUCKET_KEYS = ("reduce_bucket_size", "allgather_bucket_size", "stage3_prefetch_bucket_size", "stage3_max_live_parameters")
 #: zero_optimization field → the phase model's Buckets field (sizes in elements, switches as bools).
@@ -49,6 +48,10 @@ STEP_BUCKETS = {"reduce_bucket_size": "reduce_bucket_size", "stage3_prefetch_buc
 STEP_SWITCHES = ("overlap_comm", "contiguous_gradients")
 #: The stage keys → FSDP's (sharded, reshard after forward): NO_SHARD, SHARD_GRAD_OP, FULL_SHARD.
 FSDP_STAGES = {"ddp": (False, False), "zero2": (True, False), "zero3": (True, True)}
+#: What the phase model refuses of an engine: (the stages it has, why not another, why no offload, whether a frozen
+#: base's offload is taken all the same: its step places P, G, O itself); DeepSpeed: every stage and offload.
+ENGINE_LIMITS = {"torch": (("ddp",), "engine torch runs DDP only, not {}", "engine torch offloads nothing", False),
+                 "fsdp": (tuple(FSDP_STAGES), "FSDP has no {}", "the phase model has no FSDP CPU offload", True)}
 
 
 #: The peak's inputs by field name (the `zeromem` setting of the same name), with their display labels.
@@ -66,9 +69,8 @@ INPUT_LABELS = {"sequence_length": "sequence length", "micro_batch": "micro-batc
 
 
 class LoraPeak(NamedTuple):
-    """What a LoRA run changes in the step: the adapters (memory/adapters.AdapterCount), their dtype, the dtype
-    the forward runs in (fp32 after prepare_model_for_kbit_training's upcast of a quantized base), and the
-    plan's P, G, O with the adapter (memory/adapter_plan.AdapterBreakdown's terms summed)."""
+    """What a LoRA run changes in the step: the adapters, their dtype, the forward's (fp32 after
+    prepare_model_for_kbit_training's upcast), and the plan's P, G, O (adapter_plan.AdapterBreakdown's terms)."""
 
     adapters: AdapterCount
     adapter_dtype: str
@@ -232,26 +234,28 @@ class Peak:
             return None
         return self._variant(("micro_batch", micro_batch), lambda: self._with_micro_batch(micro_batch))
 
+    def _with(self, **changes: Any) -> Peak:
+        """The same peak from these inputs changed (PeakInputs fields)."""
+        return estimate_peak(self.state, self.family, replace(self.source, **changes), self.offload)
+
     def _with_micro_batch(self, micro_batch: int) -> Peak:
         given = self.source.micro_batch
         assert given is not None
-        inputs = replace(self.source, micro_batch=Given(micro_batch, given.note, given.path))
+        changes = {"micro_batch": Given(micro_batch, given.note, given.path)}
         factor, rest = divmod(_count(given), micro_batch)
         if factor > 1 and not rest:  # the global batch kept, as the fix does (rules/memory.micro_batch_edits)
-            steps = self.source.gradient_accumulation_steps
-            before = _count(steps)
-            inputs = replace(inputs, gradient_accumulation_steps=Given(
-                before * factor, f"{before} × {factor}, the micro-batch divided by {factor}"))
-        return estimate_peak(self.state, self.family, inputs, self.offload)
+            before = _count(self.source.gradient_accumulation_steps)
+            changes["gradient_accumulation_steps"] = Given(
+                before * factor, f"{before} × {factor}, the micro-batch divided by {factor}")
+        return self._with(**changes)
 
     def with_sequence_length(self, tokens: int) -> Peak | None:
         """The same peak at `tokens` tokens per sequence (None when it cannot be recomputed)."""
         given = self.source.sequence_length
         if given is None:
             return None
-        return self._variant(("sequence_length", tokens), lambda: estimate_peak(
-            self.state, self.family, replace(self.source, sequence_length=Given(tokens, "searched", given.path)),
-            self.offload))
+        return self._variant(("sequence_length", tokens),
+                             lambda: self._with(sequence_length=Given(tokens, "searched", given.path)))
 
     def largest(self, name: str, stage: str, budget: int, limit: int = 1 << 24) -> int | None:
         """The largest whole value of `name` ("sequence_length" or "micro_batch") whose peak at `stage` fits `budget`,
@@ -280,30 +284,21 @@ class Peak:
         """The same peak with gradient checkpointing on (None when it is on already or cannot be recomputed)."""
         if self.missing or _value(self.source.gradient_checkpointing):
             return None
-        return self._variant(("checkpointing", 1), self._with_checkpointing)
-
-    def _with_checkpointing(self) -> Peak:
         given = self.source.gradient_checkpointing
-        inputs = replace(self.source, gradient_checkpointing=Given(True, "on (suggested)", given.path))
-        return estimate_peak(self.state, self.family, inputs, self.offload)
+        return self._variant(("checkpointing", 1),
+                             lambda: self._with(gradient_checkpointing=Given(True, "on (suggested)", given.path)))
 
     def with_zero(self, sizes: dict[str, int]) -> Peak:
         """The same peak with these zero_optimization sizes (elements) in place of the config's."""
-        zero = {**self.source.zero, **{key: Given(value, "a smaller bucket") for key, value in sizes.items()}}
-        return estimate_peak(self.state, self.family, replace(self.source, zero=zero), self.offload)
+        return self._with(zero={**self.source.zero, **{key: Given(value, "a smaller bucket") for key, value in
+                                                       sizes.items()}})
 
     def to_json(self) -> dict[str, Any]:
         """"activations", "buffers", "peak" (exact ints; null while an input is missing or unknown), the phases
         per stage and the inputs used."""
         acts = self.activations
         activations = None if acts is None else {
-            "bytes": acts.total, "per_layer_bytes": acts.per_layer_bytes, "layers": acts.layers,
-            "layer_bytes": acts.layer_bytes, "embedding_bytes": acts.embedding_bytes,
-            "shared_bytes": acts.shared_bytes, "final_norm_bytes": acts.final_norm_bytes,
-            "logits_bytes": acts.logits_bytes, "checkpointing": acts.checkpointing,
-            "checkpoint_bytes": acts.checkpoint_bytes, "recompute_bytes": acts.recompute_bytes,
-            "attention": acts.attention,
-        }
+            "bytes": acts.total, **{name: value for name, value in acts._asdict().items() if name != "total"}}
         lora, adapter = self.lora_activations, self.source.lora
         if acts is not None and activations is not None and lora is not None and adapter is not None:
             activations["full_fine_tuning_bytes"] = acts.total
@@ -360,40 +355,34 @@ def step_buckets(inputs: PeakInputs) -> Buckets:
 
 def step_of(inputs: PeakInputs, family: str, stage: str, offload: Offload | None,
             lora: LoraActivations | None = None) -> Step:
-    """The Step at `stage`: the engine (a setting, else the config's family), its stage or sharding strategy, the
-    dtypes (autocast: torch with fp32 weights and a 16-bit compute dtype; FSDP mixed precision: a 16-bit compute
-    dtype over the shards), the optimizer, the buckets, the offload and, with an adapter, the frozen base."""
+    """The Step at `stage`: the engine (a setting, else the config's family) with its stage or sharding strategy,
+    dtypes (autocast, FSDP mixed precision), optimizer, buckets and offload, and with an adapter the frozen base."""
     engine, compute, param_dtype = engine_and_dtypes(inputs, family)
     moves_p, _, moves_o = offload.moves(stage) if offload is not None else (False, False, False)
     assert inputs.shape is not None and inputs.sequence_length is not None and inputs.micro_batch is not None
-    common: dict[str, Any] = dict(checkpointing=bool(inputs.gradient_checkpointing.value), attention=str(inputs.attention.value),
-                  engine=engine, ranks=inputs.ranks, param_dtype=param_dtype, optimizer=inputs.optimizer,
-                  optimizer_impl=str(_value(inputs.optimizer_impl) or "foreach"), loss_kernel=str(inputs.loss_kernel.value),
-                  transformers_path=transformers_path(version_of(inputs.transformers_version)),
-                  gradient_accumulation_steps=int(cast(int, inputs.gradient_accumulation_steps.value)))
+    common: dict[str, Any] = dict(
+        checkpointing=bool(inputs.gradient_checkpointing.value), attention=str(inputs.attention.value), engine=engine,
+        ranks=inputs.ranks, param_dtype=param_dtype, optimizer=inputs.optimizer,
+        optimizer_impl=str(_value(inputs.optimizer_impl) or "foreach"), loss_kernel=str(inputs.loss_kernel.value),
+        transformers_path=transformers_path(version_of(inputs.transformers_version)),
+        gradient_accumulation_steps=int(cast(int, inputs.gradient_accumulation_steps.value)))
     frozen = None if lora is None else frozen_base(inputs, lora, stage, offload, engine)
-    arguments: dict[str, Any] = {}
-    if engine == "torch":
-        if stage != "ddp":
-            raise StepInputError(f"engine torch runs DDP only, not {stage_named(stage).label}")
-        if moves_p or moves_o:
-            raise StepInputError("engine torch offloads nothing")
-        arguments["autocast"] = param_dtype == "fp32" and compute != "fp32"
-    elif engine == "deepspeed":
-        arguments.update(stage=stage_named(stage).number, buckets=step_buckets(inputs),
-                         offload_optimizer=moves_o, offload_param=moves_p)
-    elif engine == "fsdp":
-        if stage not in FSDP_STAGES:
-            raise StepInputError(f"FSDP has no {stage_named(stage).label}")
-        if (moves_p or moves_o) and inputs.lora is None:  # a frozen base's step places P, G, O itself
-            raise StepInputError("the phase model has no FSDP CPU offload")
-        sharded, reshard = FSDP_STAGES[stage]
-        version = _value(inputs.fsdp_version)
-        arguments.update(fsdp_sharded=sharded, fsdp_reshard=reshard, fsdp_mixed=compute != param_dtype,
-                         offload_optimizer=moves_o, fsdp_version=2 if version is None else version)
+    stages, other, no_offload, frozen_offloads = ENGINE_LIMITS.get(engine, ((stage,), "", "", True))
+    if stage not in stages:
+        raise StepInputError(other.format(stage_named(stage).label))
+    if (moves_p or moves_o) and no_offload and not (frozen_offloads and inputs.lora is not None):
+        raise StepInputError(no_offload)
+    sharded, reshard = FSDP_STAGES.get(stage, (True, True))
+    version = _value(inputs.fsdp_version)
+    by_engine: dict[str, dict[str, Any]] = {  # what make_step takes of each engine
+        "torch": dict(autocast=param_dtype == "fp32" and compute != "fp32"),
+        "deepspeed": dict(stage=stage_named(stage).number, buckets=step_buckets(inputs), offload_optimizer=moves_o,
+                          offload_param=moves_p),
+        "fsdp": dict(fsdp_sharded=sharded, fsdp_reshard=reshard, fsdp_mixed=compute != param_dtype,
+                     offload_optimizer=moves_o, fsdp_version=2 if version is None else version)}
     # (as given: make_step and the activations name a value they cannot use)
     return make_step(inputs.shape, cast(int, inputs.sequence_length.value), cast(int, inputs.micro_batch.value),
-                     frozen=frozen, **common, **arguments)
+                     frozen=frozen, **common, **by_engine.get(engine, {}))
 
 
 #: How the peak with an adapter is made (JSON `activations.lora.step`; docs/adapters.md).
@@ -427,52 +416,37 @@ def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: 
     layers kept from forward to backward are the step's own part (step._gathered_frozen), not P."""
     lora = inputs.lora
     assert lora is not None
-    placed = "zero3" if engine == "fsdp" and stage == "zero2" else stage
-    deepspeed = lora.engine == "deepspeed"
+    deepspeed, ranks, count = lora.engine == "deepspeed", inputs.ranks, lora.adapters
+    adapter = DTYPE_BYTES[lora.adapter_dtype]
+
+    def shard(size: int, at: str = stage, part: int = 2) -> int:  # as `stage` (or `at`) shards P, G or O (`part`)
+        return ceil_div(size, ranks) if SHARDED[at][part] else size
+
     # DeepSpeed's ZeRO-1 holds the rank's gradient partition in the step as ZeRO-2 does: its epilogue flattens the
     # partition whether gradients are partitioned or not (stage_1_and_2.py `independent_gradient_partition_epilogue`
     # → `get_flat_partition`; measured: lora-ds-z1-*); under `no_sync` (accumulation) `param.grad` stays whole
     held_at = "zero2" if deepspeed and stage == "zero1" else stage
-    params, _, _ = adapter_placement(lora, placed, inputs.ranks, offload)
-    _, grads, states = adapter_placement(lora, held_at, inputs.ranks, offload)
-    _, whole, _ = adapter_placement(lora, stage, inputs.ranks, offload)
-    trainable = lora.adapters.trainable
-    if SHARDED[stage][2]:
-        trainable = ceil_div(trainable, inputs.ranks)
-    step_bytes = F32 if deepspeed else DTYPE_BYTES[lora.adapter_dtype]
-    every = lora.adapters.all
+    params = adapter_placement(lora, "zero3" if engine == "fsdp" and stage == "zero2" else stage, ranks, offload)[0]
+    _, grads, states = adapter_placement(lora, held_at, ranks, offload)
     # modules_to_save copies are in the model's dtype (DeepSpeed: its recast; PEFT: the forward's, fp32 after
     # prepare_model_for_kbit_training), the adapters in theirs; a trained head's gradient exists from its backward
-    count, adapter = lora.adapters, DTYPE_BYTES[lora.adapter_dtype]
     copy = adapter if deepspeed else DTYPE_BYTES[lora.activation_dtype]
-    head = copy * sum(t.weight.elements for t in count.saved if t.weight.kind == "head")
-    if SHARDED[held_at][1]:
-        head = ceil_div(head, inputs.ranks)
+    head = shard(copy * sum(t.weight.elements for t in count.saved if t.weight.kind == "head"), held_at, 1)
     # torch AdamW's scratch follows each stepped tensor's dtype and, for-loop, the largest one: DeepSpeed steps one
-    # flat fp32 partition (`trainable` × 4 B), torch and FSDP each adapter tensor (FSDP: its dim-0 shard)
+    # flat fp32 partition (`trainable` × 4 B), torch and FSDP each adapter tensor (FSDP: its dim-0 shard); the
+    # largest (elements): an A (r × in) or B (out × r), E times for stacked experts, or a modules_to_save copy
+    largest_adapter = max((max(t.weight.experts, 1) * t.rank * max(t.weight.in_features, t.weight.out_features)
+                           for t in count.targets), default=0)
+    largest_copy = max((t.weight.elements for t in count.saved), default=0)
     stepped = 0 if deepspeed else adapter * count.adapters + copy * count.saved_copies
-    largest = 0 if deepspeed else max(adapter * largest_adapter(count), copy * largest_copy(count))
+    largest = 0 if deepspeed else max(adapter * largest_adapter, copy * largest_copy)
     if deepspeed and stage == "ddp":  # ZeRO-0 keeps an fp32 master per parameter: for-loop steps one at a time
-        largest = F32 * max(largest_adapter(count), largest_copy(count))  # (measured: lora-ds-z0-*)
-    if SHARDED[stage][2]:
-        stepped, largest = ceil_div(stepped, inputs.ranks), ceil_div(largest, inputs.ranks)
-    return FrozenBase(params, grads, states, trainable, step_bytes, acts.total, acts.recompute_bytes,
-                      lora.activation_dtype, lora.parameter_bytes, every,
-                      fp32_gradients=deepspeed and DTYPE_BYTES[lora.adapter_dtype] < F32,
-                      stepped=stepped, largest=largest, head_gradient=0 if grads == 0 else head,
-                      outside=acts.outside_bytes, accumulated=whole)
-
-
-def largest_adapter(count: AdapterCount) -> int:
-    """The largest LoRA tensor (elements): an A (r × in) or B (out × r), E times for stacked experts
-    (memory/adapters.adapter_parameters)."""
-    return max((max(t.weight.experts, 1) * t.rank * max(t.weight.in_features, t.weight.out_features)
-                for t in count.targets), default=0)
-
-
-def largest_copy(count: AdapterCount) -> int:
-    """The largest modules_to_save copy's weight (elements)."""
-    return max((t.weight.elements for t in count.saved), default=0)
+        largest = F32 * max(largest_adapter, largest_copy)  # (measured: lora-ds-z0-*)
+    return FrozenBase(params, grads, states, shard(count.trainable), F32 if deepspeed else adapter, acts.total,
+                      acts.recompute_bytes, lora.activation_dtype, lora.parameter_bytes, count.all,
+                      fp32_gradients=deepspeed and adapter < F32, stepped=shard(stepped), largest=shard(largest),
+                      head_gradient=0 if grads == 0 else head, outside=acts.outside_bytes,
+                      accumulated=adapter_placement(lora, stage, ranks, offload)[1])
 
 
 def preference(inputs: PeakInputs, step: Step, stage: str, offload: Offload | None) -> Preference:
@@ -524,7 +498,7 @@ def _element_count(entry: Given | None, key: str, shape: ModelShape | None, miss
         if shape is None:
             missing.append(f'the model\'s hidden size, to fill "auto" {key} as HF does (parameters.from_config)')
             return None
-        return int(getattr(hf_auto_sizes(shape.hidden), AUTO_FILLED[key]))
+        return int(getattr(hf_auto_sizes(shape.hidden), key))
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -551,15 +525,13 @@ def activation_dtype(inputs: PeakInputs, family: str) -> str:
 def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, offload: Offload | None = None) -> Peak:
     """The peak per stage of `state` (the plan's model state under `offload`), or a Peak naming what is
     missing."""
-    missing: list[str] = []
-    if inputs.shape is None:
-        missing.append(f"the model shape: {inputs.shape_problem or NO_SHAPE}")
-    if inputs.sequence_length is None:
-        missing.append('the sequence length: declare "sequence_length" in the zeromem block')
-    if inputs.micro_batch is None:
-        missing.append('the micro-batch per GPU: set train_micro_batch_size_per_gpu or declare "micro_batch"')
-    if inputs.dtype is None or inputs.dtype.value not in DTYPE_BYTES:
-        missing.append('the training precision: declare "precision" in the zeromem block')
+    missing = [why for absent, why in (
+        (inputs.shape is None, f"the model shape: {inputs.shape_problem or NO_SHAPE}"),
+        (inputs.sequence_length is None, 'the sequence length: declare "sequence_length" in the zeromem block'),
+        (inputs.micro_batch is None,
+         'the micro-batch per GPU: set train_micro_batch_size_per_gpu or declare "micro_batch"'),
+        (inputs.dtype is None or inputs.dtype.value not in DTYPE_BYTES,
+         'the training precision: declare "precision" in the zeromem block')) if absent]
     element_bytes = DTYPE_BYTES.get(str(inputs.dtype.value), 2) if inputs.dtype is not None else 2
     buffers = None
     if family == "deepspeed":
@@ -601,20 +573,16 @@ def _fsdp_mixed(inputs: PeakInputs, family: str) -> bool:
     return engine == "fsdp" and stored != compute
 
 
-def _fsdp1_mixed(inputs: PeakInputs, family: str) -> bool:
-    """FSDP1 under mixed precision: each adapter keeps a copy of its input (lora_activations, `cast_each`)."""
-    return _fsdp_mixed(inputs, family) and _value(inputs.fsdp_version) == 1
-
-
 def _lora_activations(inputs: PeakInputs, missing: list[str], family: str = "") -> LoraActivations | None:
     """What one micro-batch keeps with LoRA on a frozen base, or None with the reason in `missing`."""
     lora, shape, tokens = inputs.lora, inputs.shape, inputs.sequence_length
     assert lora is not None and shape is not None and tokens is not None
+    cast_each = _fsdp_mixed(inputs, family) and _value(inputs.fsdp_version) == 1  # FSDP1 mixed: a copy per adapter
     try:
         return estimate_lora_activations(
             shape, lora.adapters, cast(int, tokens.value), policy_rows(inputs),
             lora.activation_dtype, lora_compute_dtype(inputs, family), str(inputs.attention.value),
-            bool(inputs.gradient_checkpointing.value), _fsdp1_mixed(inputs, family), dropout=lora.dropout,
+            bool(inputs.gradient_checkpointing.value), cast_each, dropout=lora.dropout,
             transformers=transformers_path(version_of(inputs.transformers_version))._replace(output_copy=False))
     except ActivationInputError as error:
         missing.append(f"LoRA activations: {error}")

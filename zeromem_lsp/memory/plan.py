@@ -53,19 +53,12 @@ class Inputs(NamedTuple):
     adapter: AdapterTerms | None = None  # memory/adapter_plan.AdapterBreakdown: LoRA's frozen and trainable terms
 
 
-def inputs_from_parameters(
-    parameters: int, per_parameter: BytesPerParameter, world_size: int, assumptions: tuple[str, ...] = ()
-) -> Inputs:
+def inputs_from_parameters(parameters: int, per_parameter: BytesPerParameter, world_size: int,
+                           assumptions: tuple[str, ...] = ()) -> Inputs:
     """Scale bytes-per-parameter by a parameter count (exact)."""
-    return Inputs(
-        parameter_bytes=parameters * per_parameter.parameter,
-        gradient_bytes=parameters * per_parameter.gradient,
-        optimizer_bytes=parameters * per_parameter.optimizer,
-        world_size=world_size,
-        parameters=parameters,
-        per_parameter=per_parameter,
-        assumptions=(per_parameter.explanation, *assumptions),
-    )
+    return Inputs(parameters * per_parameter.parameter, parameters * per_parameter.gradient,
+                  parameters * per_parameter.optimizer, world_size, parameters, per_parameter,
+                  (per_parameter.explanation, *assumptions))
 
 
 FSDP_CPU_OFFLOAD = FsdpOffload(optimizer="cpu", param="cpu", cpu=True)
@@ -77,18 +70,6 @@ def offload_matters(offload: Offload, stage: str) -> bool:
     return (offload.optimizer is None or moves_o) and (offload.param is None or moves_p)
 
 
-def _deepspeed_candidates(current: Offload) -> list[Offload]:
-    """The configured offload, then the optimizer offloaded, then parameters too."""
-    optimizer = current.optimizer or "cpu"
-    return [current, Offload(optimizer=optimizer, param=current.param),
-            Offload(optimizer=optimizer, param=current.param or "cpu")]
-
-
-def _fsdp_candidates(current: Offload) -> list[Offload]:
-    """The configured offload, then CPUOffload(offload_params=True)."""
-    return [current, FSDP_CPU_OFFLOAD]
-
-
 class Family(NamedTuple):
     """What differs between DeepSpeed and FSDP plans: the stages there are and what offload can do."""
 
@@ -97,10 +78,13 @@ class Family(NamedTuple):
     candidates: Callable[[Offload], list[Offload]]  # offloads to try for a fit, cheapest first
 
 
-DEEPSPEED = Family("deepspeed", STAGES, _deepspeed_candidates)
-FSDP = Family("fsdp", FSDP_KEYS, _fsdp_candidates)
-#: Plain torch (one process or DDP): every rank holds everything, nothing to offload.
-TORCH = Family("torch", ("ddp",), lambda current: [current])
+#: Each family's offloads, from the configured one: DeepSpeed the optimizer's, then parameters too; FSDP
+#: CPUOffload(offload_params=True); plain torch (one process or DDP) nothing (every rank holds everything).
+DEEPSPEED = Family("deepspeed", STAGES, lambda now: [
+    now, Offload(optimizer=now.optimizer or "cpu", param=now.param),
+    Offload(optimizer=now.optimizer or "cpu", param=now.param or "cpu")])
+FSDP = Family("fsdp", FSDP_KEYS, lambda now: [now, FSDP_CPU_OFFLOAD])
+TORCH = Family("torch", ("ddp",), lambda now: [now])
 FAMILIES = {family.name: family for family in (TORCH, DEEPSPEED, FSDP)}
 
 
@@ -238,11 +222,9 @@ class MemoryPlan(NamedTuple):
         return None
 
     def cheapest_fit(self) -> Suggestion | None:
-        """Cheapest way to fit: the configured offload at increasing stages, then the family's next offloads.
-        With a known peak, each offload is tried at the micro-batch as configured, then at half of it, and half
-        again (gradient accumulation makes up the global batch), then — when it is off — with gradient
-        checkpointing at each of those micro-batches, before the next offload: offloading costs more throughput
-        than a smaller micro-batch or recomputing the layers."""
+        """Cheapest way to fit: the configured offload at increasing stages, then the family's next offloads, each
+        (with a known peak) at the micro-batch as configured, halved while even, then with gradient checkpointing
+        at each: offloading costs more throughput than a smaller micro-batch or recomputing the layers."""
         peaks: list[tuple[int | None, Peak | None, bool]] = [(None, None, False)]  # None: as configured
         peak = self.known_peak
         if peak is not None:

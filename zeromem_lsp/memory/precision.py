@@ -1,15 +1,9 @@
 """Bytes per parameter for parameters (P), gradients (G) and optimizer state (O).
 
-Convention: the ZeRO paper's mixed-precision accounting (Rajbhandari et al. 2020, arXiv 1910.02054,
-section 3.1). Mixed precision (fp16 or bf16 training) keeps 2-byte parameters and 2-byte gradients on
-the device, and the optimizer holds an fp32 master copy of the parameters (4 bytes) plus its own fp32
-state; for Adam that is K = 4 + 4 + 4 = 12, so 2 + 2 + 12 = 16 bytes per parameter. Plain fp32 training
-keeps 4-byte parameters and gradients and no master copy.
-
-Frameworks that accumulate gradients in fp32 (DeepSpeed ``data_types.grad_accum_dtype: "fp32"``, and
-the 18-bytes-per-parameter figure of DeepSpeed's estimators and the Hugging Face docs) are modelled
-with ``gradient_dtype="fp32"``. The table in ``docs/memory-model.md`` is checked against this module by
-``tests/unit/test_precision.py``.
+Convention: the ZeRO paper's mixed-precision accounting (arXiv 1910.02054, section 3.1): 2 + 2 + 12 = 16 bytes
+per parameter with Adam under fp16 / bf16, no master copy in fp32; fp32 gradients (DeepSpeed's grad_accum_dtype, the
+18-byte figure) with ``gradient_dtype="fp32"``. docs/memory-model.md's table (checked against this module by
+``tests/unit/test_precision.py``) says why.
 """
 
 from __future__ import annotations
@@ -18,15 +12,8 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import NamedTuple
 
-__all__ = [
-    "PRECISIONS",
-    "OPTIMIZERS",
-    "BytesPerParameter",
-    "bytes_per_parameter",
-    "normalize_precision",
-    "optimizer_from_deepspeed_type",
-    "optimizer_state_bytes",
-]
+__all__ = ["PRECISIONS", "OPTIMIZERS", "BytesPerParameter", "bytes_per_parameter", "normalize_precision",
+           "optimizer_from_deepspeed_type", "optimizer_state_bytes"]
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("adam", "adamw", "sgd", "sgd_momentum", "lion", "adagrad", "lamb", "adam8bit", "adafactor")
@@ -90,13 +77,9 @@ def _check_dtype(value: object, what: str) -> str:
 
 
 def bytes_per_parameter(precision: str, optimizer: str, *, gradient_dtype: str | None = None) -> BytesPerParameter:
-    """Bytes per parameter for P, G and O.
-
-    ``precision`` is the training precision (fp32, fp16, bf16 or an alias understood by
-    :func:`normalize_precision`); ``optimizer`` one of :data:`OPTIMIZERS` (case-insensitive).
-    ``gradient_dtype`` overrides the gradient bytes (DeepSpeed ``data_types.grad_accum_dtype``):
-    ``"fp32"`` makes G 4 bytes. Raises ValueError naming the bad value and listing the valid ones.
-    """
+    """Bytes per parameter for P, G and O at ``precision`` (an alias :func:`normalize_precision` knows) with
+    ``optimizer`` (:data:`OPTIMIZERS`, any case); ``gradient_dtype`` (DeepSpeed ``data_types.grad_accum_dtype``)
+    overrides G. Raises ValueError naming the bad value and listing the valid ones."""
     precision_name = _check_dtype(precision, "precision")
     optimizer_name = _check_optimizer(optimizer)
     grad_name = precision_name if gradient_dtype is None else _check_dtype(gradient_dtype, "gradient_dtype")
@@ -137,12 +120,8 @@ _PRECISION_ALIASES = {alias: canonical for canonical, aliases in {
 
 
 def normalize_precision(name: str) -> str | None:
-    """Canonical precision for a spelling used by DeepSpeed, Accelerate, HF or torch, else None.
-
-    ``'bf16'``, ``'bfloat16'``, ``'BF16'`` -> ``'bf16'``; ``'fp16'``, ``'float16'``, ``'half'`` ->
-    ``'fp16'``; ``'fp32'``, ``'float32'``, ``'no'`` (Accelerate ``mixed_precision: no``) -> ``'fp32'``.
-    ``'torch.'`` prefixes are accepted. ``'fp8'``, ``'auto'`` and anything else -> None.
-    """
+    """Canonical precision for a spelling used by DeepSpeed, Accelerate, HF or torch (``'bfloat16'``, ``'half'``, a
+    ``'torch.'`` prefix; Accelerate's ``mixed_precision: no`` is fp32), else None (``'fp8'``, ``'auto'``, ...)."""
     if not isinstance(name, str):
         return None
     key = name.strip().lower()
@@ -184,14 +163,10 @@ def _number(value: object) -> object:
 
 
 def optimizer_from_deepspeed_type(name: str, params: Mapping[str, object] | None = None) -> str | None:
-    """Map an optimizer name to one of :data:`OPTIMIZERS`, or None when unknown: a DeepSpeed ``optimizer.type``, a
-    torch.optim class name or an HF ``TrainingArguments.optim`` value (the tables above), case-insensitive.
-
-    ``params`` is the optimizer's ``params`` block: SGD (and MuSGD) is ``sgd_momentum`` only when ``momentum`` is a
-    positive number (torch's default is 0, i.e. ``sgd``); Adam/AdamW with ``amsgrad: true`` keep a third buffer and
-    are unknown (None). Deliberately None: ``Muon`` (momentum on matrices, an auxiliary Adam on the rest - no single
-    per-parameter figure), 4-bit and 8-bit Lion, ``adamw_anyprecision`` and other names whose state does not match a
-    canonical optimizer."""
+    """One of :data:`OPTIMIZERS` for a DeepSpeed ``optimizer.type``, a torch.optim class name or an HF
+    ``TrainingArguments.optim`` value (the tables above, any case), or None when unknown — deliberately for Muon,
+    4/8-bit Lion, ``adamw_anyprecision``, and Adam with ``amsgrad`` in ``params`` (docs/memory-model.md). SGD (and
+    MuSGD) is ``sgd_momentum`` only with a positive ``momentum`` in ``params``."""
     if not isinstance(name, str):
         return None
     key = name.strip().lower()

@@ -1,12 +1,8 @@
 """Preference trainers in the whole-step peak (pure): TRL's DPO and KTO steps, the reference model beside them.
 
-What TRL 1.16 runs (trl/trainer/dpo_trainer.py, kto_trainer.py, trl/trainer/utils.py `add_fused_lm_head`,
-trl/kernels/chunked_logprob.py `ChunkedLogProbFunction`; measured on CPU by benchmarks/preference/measure.py), the
-rows, the fused head's tiles and its torch fallback: docs/adapters.md and docs/memory-model.md, "Preference
-trainers". Reference-free ORPO, CPO, SimPO (trl/experimental/orpo, trl/experimental/cpo):
-memory/reference_free_loss.py; LLaMA-Factory's trainers: memory/llamafactory_loss.py; GRPO: memory/grpo.py. The
-reference model's bytes (loss_and_reference.py `reference_model_bytes`) are a part of every moment; its forward is a
-moment of the forward phase.
+What TRL 1.16 runs (measured on CPU by benchmarks/preference/measure.py), with its sources: docs/adapters.md and
+docs/memory-model.md, "Preference trainers". Reference-free trainers: memory/reference_free_loss.py; LLaMA-Factory's:
+memory/llamafactory_loss.py; GRPO: memory/grpo.py. The reference model's bytes are a part of every moment.
 """
 
 from __future__ import annotations
@@ -33,11 +29,8 @@ LOSSES = ("fused", "logits", "llamafactory")
 
 
 class LogitsHead(NamedTuple):
-    """TRL 1.8's DPO loss (what axolotl pins; trl/trainer/dpo_trainer.py 1.8.0 `_compute_loss`,
-    trl/trainer/utils.py `selective_log_softmax`, `entropy_from_logits`) and KTO (kto_trainer.py 1.8.0 `_compute_loss`,
-    `_compute_kl_logps`): the logits, a log-softmax per row (an fp32 model's `logsumexp` keeps the logits: derived, not
-    measured), the entropy metric's chunks and, for KTO, the logits `index_select`ed for the metrics and the KV caches
-    (`cache`, `policy_cache`): docs/adapters.md."""
+    """TRL 1.8's DPO and KTO losses (what axolotl pins; dpo_trainer.py / kto_trainer.py 1.8.0 `_compute_loss`,
+    `selective_log_softmax`, `entropy_from_logits`; KTO's KV caches `cache`, `policy_cache`): docs/adapters.md."""
 
     trainer: str
     sequence_length: int
@@ -113,19 +106,14 @@ PolicyHead = Union[FusedHead, "LogitsHead", LlamaFactoryHead, ReferenceFreeHead,
 
 def reference_gathered(tensors: Tensors, width: int, engine: str, stage: object, ranks: int, loss: str = "fused",
                        fsdp_version: int = 1) -> int:
-    """The reference's weights gathered at its forward's peak: under ZeRO-3 (more than one rank) its LM head,
-    gathered for the fused head by `maybe_gather_lm_head_ctx` (trl/trainer/utils.py); as measured at two ranks,
-    its layers are released by then. TRL 1.8's and LLaMA-Factory's losses score the reference's logits after its forward has
-    returned, each module released by DeepSpeed's hooks (measured at two ranks: none held). Sharded FSDP (derived, not measured): the root unit (embeddings, final norm,
-    head) gathered for the whole forward and one layer, as the policy's forward (`step._fsdp`). FSDP2: `prepare_fsdp`
-    (trl/models/utils.py) calls `fully_shard` on the root alone, one unit: the whole reference unsharded and the
-    all-gather output it was copied from, both alive through its forward (measured on gloo, GRPO at two ranks)."""
+    """The reference's weights gathered at its forward's peak (docs/adapters.md): under ZeRO-3 its LM head for the
+    fused head (`maybe_gather_lm_head_ctx`), none for a loss that scores its logits after its forward; sharded FSDP1
+    the root unit and one layer (derived); FSDP2 (`prepare_fsdp`: one unit) the whole reference and its all-gather
+    output."""
     if ranks > 1 and engine == "deepspeed" and stage == 3:
         return width * (tensors.head or tensors.embedding) if loss == "fused" else 0
-    if ranks > 1 and engine == "fsdp" and stage in ("SHARD_GRAD_OP", "FULL_SHARD") and fsdp_version == 2:
-        return 2 * width * tensors.total
     if ranks > 1 and engine == "fsdp" and stage in ("SHARD_GRAD_OP", "FULL_SHARD"):
-        return width * (tensors.root + tensors.layer_total)
+        return 2 * width * tensors.total if fsdp_version == 2 else width * (tensors.root + tensors.layer_total)
     return 0
 
 
@@ -135,9 +123,8 @@ def rows(trainer: str, micro_batch: int) -> int:
 
 
 def estimate_preference_step(preference: Preference, step: Step | None = None, **inputs: Any) -> StepPeak:
-    """The step for a preference trainer (`step`, or make_step's keywords): 2·b rows for DPO, TRL's fused head in
-    place of ForCausalLMLoss, the reference model as a part of every moment. Raises StepInputError for a trainer not
-    modelled."""
+    """The step for a preference trainer (`step`, or make_step's keywords): its rows, its head in place of
+    ForCausalLMLoss, the reference model in every moment; StepInputError for a trainer not modelled."""
     trainer = preference.trainer
     if trainer not in TRAINERS:
         raise StepInputError(f"trainer must be one of {', '.join(TRAINERS)}, got {trainer!r}")
@@ -153,18 +140,8 @@ def estimate_preference_step(preference: Preference, step: Step | None = None, *
     if preference.loss == "llamafactory" and trainer not in LLAMAFACTORY_TRAINERS:
         raise StepInputError(f"LLaMA-Factory has no {trainer.upper()} trainer (stage: dpo with pref_loss sigmoid, orpo "
                              "or simpo; stage: kto)", "trainer")
-    triton = preference.triton
-    head: PolicyHead
-    if preference.loss in ("fused", "logits") and trainer in REFERENCE_FREE:  # TRL's ORPOTrainer / CPOTrainer
-        # TRL 1.8: no Triton kernel
-        head = ReferenceFreeHead(trainer, sequence, preference.reference_forward, preference.reference_gathered,
-                                 head_trainable=frozen is None, triton=triton and preference.loss == "fused")
-    elif grpo and preference.loss == "logits":  # TRL 1.8's GRPOTrainer (axolotl's pin)
-        head = GrpoLogitsHead(sequence, preference.generation.completion_length, frozen is None)
-    else:  # GRPO's reference runs before the policy's forward (its own moment, memory/grpo.py), never beside it
-        kind = {"fused": FusedHead, "logits": LogitsHead, "llamafactory": LlamaFactoryHead}[preference.loss]
-        head = kind(trainer, sequence, preference.reference_forward and not grpo,
-                    preference.reference_gathered, head_trainable=frozen is None, triton=triton)
+    head = policy_head(trainer, preference.loss, sequence, preference.generation.completion_length,
+                       preference.reference_forward, preference.reference_gathered, frozen is None, preference.triton)
     if isinstance(head, LogitsHead) and kto and preference.kv_cache:
         cache = kv_elements(step.shape, micro * sequence)
         repeated = step.attention == "eager" and step.shape.kv_heads < step.shape.heads
@@ -184,6 +161,22 @@ def estimate_preference_step(preference: Preference, step: Step | None = None, *
     return step_peak(replace(step, micro_batch=micro, head=loss, loss_kernel="hf", frozen=frozen, resident=reference))
 
 
+def policy_head(trainer: str, loss: str, sequence_length: int, completion_length: int = 0,
+                reference_forward: bool = True, reference_gathered: int = 0, head_trainable: bool = True,
+                triton: bool = True) -> PolicyHead:
+    """The policy's head for `trainer` under `loss` (LOSSES), in place of ForCausalLMLoss."""
+    if loss in ("fused", "logits") and trainer in REFERENCE_FREE:  # TRL's ORPOTrainer / CPOTrainer
+        return ReferenceFreeHead(trainer, sequence_length, reference_forward, reference_gathered,
+                                 head_trainable=head_trainable, triton=triton and loss == "fused")  # TRL 1.8: no Triton
+    if trainer == "grpo" and loss == "logits":  # TRL 1.8's GRPOTrainer (axolotl's pin)
+        return GrpoLogitsHead(sequence_length, completion_length, head_trainable)
+    # GRPO's reference runs before the policy's forward (its own moment, memory/grpo.py), never beside it
+    kinds: dict[str, Callable[..., PolicyHead]] = {"fused": FusedHead, "logits": LogitsHead,
+                                                   "llamafactory": LlamaFactoryHead}
+    return kinds[loss](trainer, sequence_length, reference_forward and trainer != "grpo", reference_gathered,
+                head_trainable=head_trainable, triton=triton)
+
+
 def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_length: int, tokens: int, hidden: int,
               c: int, vocab: int, completion_length: int = 0) -> str:
     """How the phases' "activations" follow from the activations shown: the loss's tensors (and, for the fused
@@ -191,24 +184,16 @@ def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_l
     stacked = "chosen and rejected stacked, " if rows(trainer, 1) == 2 else ""
     tool = {"fused": "TRL", "logits": "TRL 1.8", "llamafactory": "LLaMA-Factory"}[loss]
     lead = f"{trainer} ({tool}): {stacked}{tokens // sequence_length} rows; "
-    if loss in ("fused", "logits") and trainer in REFERENCE_FREE:  # TRL 1.16 with Triton, or TRL 1.8
-        free = ReferenceFreeHead(trainer, sequence_length, triton=loss == "fused")
-        return lead + free.line(saved, logits_bytes, tokens, hidden, c, vocab)
-    if loss == "llamafactory":
-        return lead + LlamaFactoryHead(trainer, sequence_length, True).line(saved, logits_bytes, tokens, hidden, c,
-                                                                             vocab)
-    if loss == "logits" and trainer == "grpo":
-        return lead + GrpoLogitsHead(sequence_length, completion_length).line(saved, logits_bytes, tokens, hidden, c,
-                                                                                vocab)
-    if loss == "logits":
-        logits = LogitsHead(trainer, sequence_length, True)
-        kept = logits.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
+    head = policy_head(trainer, loss, sequence_length, completion_length)
+    if isinstance(head, (ReferenceFreeHead, LlamaFactoryHead, GrpoLogitsHead)):
+        return lead + head.line(saved, logits_bytes, tokens, hidden, c, vocab)
+    if isinstance(head, LogitsHead):
+        kept = head.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
         return (f"{lead}its log-probs keep {kept:,} B (a log-softmax per row, labels, per-token log-probs) in place "
                 f"of the loss {logits_bytes:,}: activations {saved:,} - {logits_bytes:,} + {kept:,} = "
                 f"{saved - logits_bytes + kept:,} B")
     head_input = c * tokens * hidden
-    kept = FusedHead(trainer, sequence_length, True).saved(saved, logits_bytes, tokens, hidden, c) - saved \
-        + logits_bytes + head_input
+    kept = head.saved(saved, logits_bytes, tokens, hidden, c) - saved + logits_bytes + head_input
     return (f"{lead}its fused LM head keeps {kept:,} B (a shifted copy of the last hidden states, labels, log-sum-exp "
             f"per token) in place of the loss {logits_bytes:,} and the head's input {head_input:,}: activations "
             f"{saved:,} - {logits_bytes:,} - {head_input:,} + {kept:,} = {saved - logits_bytes - head_input + kept:,} B")
@@ -222,9 +207,8 @@ def _gathered_width(step: Step) -> Callable[[int], int]:
 
 
 def _generation_gathered(step: Step, steps_per_generation: int) -> tuple[int | None, int | None]:
-    """ZeRO-3 at more than one rank: (the policy's parameters gathered whole for GRPO's generation — all but those
-    kept whole on every rank, at most stage3_param_persistence_threshold elements, memory/step.py `_deepspeed` —, the
-    LM head alone gathered at the loss when every micro-step follows a generation); (None, None) otherwise."""
+    """ZeRO-3 at more than one rank: (the policy's non-persistent parameters gathered whole for GRPO's generation,
+    the LM head alone gathered at the loss when every micro-step follows a generation); (None, None) otherwise."""
     if step.engine.stage != 3 or step.ranks < 2:  # (ZeRO-3 is DeepSpeed's)
         return None, None
     threshold = step.engine.threshold
@@ -236,12 +220,9 @@ def _generation_gathered(step: Step, steps_per_generation: int) -> tuple[int | N
 
 
 def no_prefetch(step: Step) -> int | None:
-    """KTO under ZeRO-3 at more than one rank: the policy's weights gathered at its loss and backward — its LM head
-    alone (None otherwise). `_compute_kl_logps` runs the policy's forward before the one with gradients, so the
-    parameter coordinator's trace (deepspeed/runtime/zero/partitioned_param_coordinator.py, `record_module`,
-    `_invalidate_trace`) no longer matches the modules' order: no prefetch, each module released after its use, as
-    GRPO's micro-step after a generation. So TRL 1.16's reference forward runs with none of the policy's gathered
-    (measured at two ranks, TRL 1.16 and 1.8)."""
+    """KTO under ZeRO-3 at more than one rank: its LM head alone gathered at the policy's loss and backward (None
+    otherwise): `_compute_kl_logps` invalidates the parameter coordinator's trace (`_invalidate_trace`): no
+    prefetch, as GRPO's micro-step after a generation (docs/adapters.md; measured, TRL 1.16 and 1.8)."""
     return _generation_gathered(step, 1)[1]
 
 

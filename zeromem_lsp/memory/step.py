@@ -1,25 +1,23 @@
 """The peak of one whole training step, phase by phase, per rank (pure, exact ints, no torch).
 
-Beside the model-state contract (memory/model_state.py), never instead of it: a steady-state step (step 2 on:
-optimizer state exists, gradients freed by `zero_grad(set_to_none=True)`) in three phases, forward, backward and
-optimizer, each peaking at the largest live total over its moments. `loss_kernel` replaces the loss's T×V terms
-(`_loss_moments`, `_head_moment`); optimizers other than AdamW: memory/optimizer_step.py. Engines: `torch` (one
-process or DDP), `deepspeed` (ZeRO 0-3), `fsdp` (FSDP2 / FSDP1). Every term, with the torch / DeepSpeed /
-Transformers function it comes from: docs/memory-model.md, "The whole training step"; activations:
-zeromem_lsp.memory.activations.
+Beside the model-state contract (memory/model_state.py), never instead of it: a steady-state step in three phases,
+each peaking at the largest live total over its moments, for engines `torch` (one process or DDP), `deepspeed` (ZeRO
+0-3) and `fsdp` (FSDP2 / FSDP1). Every term, with the function it comes from: docs/memory-model.md, "The whole
+training step"; optimizers other than AdamW: memory/optimizer_step.py.
 """
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple, Protocol, Union
 
 from zeromem_lsp.memory.accumulation import Engine, held, later_moments
 from zeromem_lsp.memory.parts import (P, PHASES, M, Moment, Moments, Part, Phase, StepInputError, moment_of, phases_of,
                                       with_gathered)
 from zeromem_lsp.memory.activations import F32, ActivationInputError, Activations, estimate_activations
-from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS
+from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS, given
 from zeromem_lsp.configs.settings_values import ENGINES, LOSS_KERNELS, OPTIMIZER_IMPLS
 from zeromem_lsp.memory.precision import DTYPE_BYTES, OPTIMIZERS as ALL_OPTIMIZERS
 from zeromem_lsp.memory.loss_and_reference import LossMoments, loss_moments
@@ -60,8 +58,6 @@ class Buckets(NamedTuple):
 
     def resolved(self, stage: int) -> Zero:
         """The sizes with DeepSpeed's defaults filled in, once (deepspeed/runtime/zero/config.py)."""
-        def given(value: int | None, key: str) -> int:
-            return DEEPSPEED_DEFAULTS[key] if value is None else value
         return Zero(given(self.reduce_bucket_size, "reduce_bucket_size"),
                     (stage == 3) if self.overlap_comm is None else self.overlap_comm, self.contiguous_gradients,
                     given(self.prefetch_bucket_size, "stage3_prefetch_bucket_size"),
@@ -84,12 +80,9 @@ class Zero(NamedTuple):
 
 
 class FrozenBase(NamedTuple):
-    """A frozen base with trainable adapters (LoRA / QLoRA), per rank: persistent bytes as the plan places the
-    adapter's P, G, O at the stage (memory/adapter_plan.py), and what the step needs beside them. With it the
-    moments are the full step's (`_frozen`), over trainable tensors only. Measured whole with PEFT (torch,
-    DeepSpeed ZeRO-0/1/2/3, FSDP2 with and without resharding or sharding and under mixed precision, FSDP1
-    FULL_SHARD, SHARD_GRAD_OP, NO_SHARD and under mixed precision: tests/data/step/measured_lora.json); derived
-    under offload."""
+    """A frozen base with trainable adapters (LoRA / QLoRA), per rank: the adapter's P, G, O as the plan places them
+    (memory/adapter_plan.py) and what the step (`_frozen`) needs beside them. Measured whole with PEFT
+    (tests/data/step/measured_lora.json; docs/adapters.md); derived under offload."""
 
     parameters: int  # frozen base + adapters on this rank (P as placed)
     gradients: int  # the adapters' gradients on this rank (G as placed): only from the end of backward
@@ -303,9 +296,8 @@ def _kernel(setup: Setup) -> LossMoments:
 
 
 def _loss_moments(setup: Setup, base: list[Part], saved: int | None = None) -> tuple[str, list[Part], list[Part]]:
-    """(forward's peak, the loss's backward): Transformers' loss in the running release (configs/transformers_paths.py:
-    the logits, their fp32 upcast, the log-softmax kept and its two fp32 gradients in backward); another
-    `loss_kernel` keeps, and briefly makes, what loss_and_reference.loss_moments lists instead."""
+    """(forward's peak, the loss's backward): Transformers' loss in the running release (configs/transformers_paths.py)
+    or another `loss_kernel`'s (loss_and_reference.loss_moments); docs/memory-model.md, "The loss" and "Versions"."""
     t, v = setup.tokens, setup.vocab
     saved = setup.acts.total if saved is None else saved  # `saved`: what a frozen base keeps (LoRA activations)
     if setup.loss is not None:
@@ -323,10 +315,8 @@ def _loss_moments(setup: Setup, base: list[Part], saved: int | None = None) -> t
 
 
 def _head_moment(setup: Setup, base: list[Part], saved: int | None = None) -> dict[str, list[Part]]:
-    """The head's backward after a loss that leaves it to autograd (axolotl's chunked loss): the logits'
-    gradient, the head's weight and input gradients, the loss's kept tensors freed. Transformers' loss keeps
-    this below its loss's backward (the two fp32 T×V gradients); fused kernels make the head's gradients
-    themselves."""
+    """The head's backward after a loss that leaves it to autograd (axolotl's chunked loss): the logits' gradient,
+    the head's weight and input gradients, the loss's kept tensors freed (below Transformers' loss's backward)."""
     found = None if setup.loss_kernel == "hf" else _kernel(setup)
     if found is None or found.head is None:
         return {}
@@ -342,21 +332,16 @@ def _logits_gradient(setup: Setup) -> int:
 
 def _layer_moments(setup: Setup, shape: ModelShape, base: list[Part], head_grads: int, layer_grads: int,
                    ) -> dict[str, list[Part]]:
-    """The top and the bottom decoder layer's backward. Moving down one layer frees its saved tensors (with
-    checkpointing: its saved input) and keeps its gradient, the same amount per layer, so an end holds the
-    largest. Inside a layer: its saved tensors (recomputed with checkpointing) + `_layer_transient`."""
+    """The top and the bottom decoder layer's backward (one of the two ends holds the layers' peak:
+    docs/memory-model.md, "The whole training step"): its saved tensors + `_layer_transient`."""
     acts, t = setup.acts, setup.tensors
     transient = Part(P.LAYER_BACKWARD, _layer_transient(shape, t, setup.tokens, setup.c))
     outer = acts.embedding_bytes + acts.shared_bytes
-    if setup.checkpointing:
-        one_input = setup.c * setup.tokens * setup.hidden
-        kept_top = acts.checkpoint_bytes
-        kept_bottom = acts.checkpoint_bytes - (t.layers - 1) * one_input
-        layer = [Part(P.RECOMPUTED_LAYER, acts.per_layer_bytes)]
+    if setup.checkpointing:  # (the bottom layer: one saved input)
+        kept_top, layer = acts.checkpoint_bytes, [Part(P.RECOMPUTED_LAYER, acts.per_layer_bytes)]
+        kept_bottom = acts.checkpoint_bytes - (t.layers - 1) * setup.c * setup.tokens * setup.hidden
     else:
-        kept_top = acts.layer_bytes
-        kept_bottom = acts.per_layer_bytes
-        layer = []
+        kept_top, kept_bottom, layer = acts.layer_bytes, acts.per_layer_bytes, []
     top = [*base, Part(P.ACTIVATIONS, outer + kept_top), *layer, Part(P.GRADIENTS, head_grads), transient]
     bottom = [*base, Part(P.ACTIVATIONS, outer + kept_bottom), *layer,
               Part(P.GRADIENTS, head_grads + (t.layers - 1) * layer_grads), transient]
@@ -364,9 +349,8 @@ def _layer_moments(setup: Setup, shape: ModelShape, base: list[Part], head_grads
 
 
 def _layer_transient(shape: ModelShape, tensors: Tensors, tokens: int, c: int, weight_gradient: bool = True) -> int:
-    """A decoder layer's backward at its largest, the MLP's (autograd's MulBackward / MmBackward nodes): the
-    incoming hidden-state gradient (c·T·h), down_proj's weight gradient, and two T×I gradients (of the
-    product down_proj read and the first of the product's two input gradients)."""
+    """A decoder layer's backward at its largest, the MLP's (autograd's MulBackward / MmBackward nodes; the terms:
+    docs/memory-model.md, "A layer's backward transient")."""
     return c * tokens * shape.hidden + c * max(tensors.layer) * weight_gradient + 2 * c * tokens * mlp_width(shape)
 
 
@@ -378,9 +362,8 @@ def mlp_width(shape: ModelShape) -> int:
 
 
 def _tied_sum(tensors: Tensors, w: int) -> int:
-    """A tied weight has one AccumulateGrad node fed by two edges: the engine's InputBuffer holds the head's
-    gradient (counted with the gradients) until the embedding's arrives, then adds them out of place
-    (torch/csrc/autograd/input_buffer.cpp, `InputBuffer::add`): the embedding's gradient and the sum beside it."""
+    """A tied weight's two gradients summed out of place (torch/csrc/autograd/input_buffer.cpp,
+    `InputBuffer::add`; docs/memory-model.md, "Tied embeddings"): the embedding's gradient and the sum."""
     return 2 * w * tensors.embedding if not tensors.head else 0
 
 
@@ -392,6 +375,7 @@ def _torch(setup: Setup, shape: ModelShape, engine: Torch) -> Moments:
     base = [Part(P.PARAMETERS, w * n), Part(stepped.state_name, stepped.states)]
     if setup.ranks > 1:  # torch/csrc/distributed/c10d/reducer.cpp: one flat bucket tensor per bucket
         base.append(Part(P.DDP_BUCKETS, w * n))
+    cast = []
     if engine.autocast:  # autocast's weight cache (a bf16 copy per matmul weight) and fp32 norm outputs, held to backward
         matmul = t.layers * (t.layer_total - t.layer_norms) + shape.vocab * shape.hidden
         # + one more bf16 T×I tensor per layer in the MLP (measured: 2·T·I·L at h256 and at 8B)
@@ -399,8 +383,6 @@ def _torch(setup: Setup, shape: ModelShape, engine: Torch) -> Moments:
         cast = [Part(P.BF16_WEIGHT_COPIES, 2 * matmul),
                 Part(P.ACTIVATIONS, 2 * (2 * saving + 1) * setup.tokens * shape.hidden
                      + 2 * saving * setup.tokens * shape.intermediate)]
-    else:
-        cast = []
     grads = 0 if (setup.ranks > 1 and engine.ddp_bucket_view) else w  # gradient_as_bucket_view: grads are the buckets
     name, forward, loss = _loss_moments(setup, base + cast)
     head = w * (t.head or t.embedding) * (grads > 0) + w * t.final_norm * (grads > 0)
@@ -464,26 +446,22 @@ def _deepspeed(setup: Setup, shape: ModelShape, engine: DeepSpeed, bf16_optimize
         # a model built in fp32 and cast by deepspeed.initialize: 4 B each; 2 B for a model loaded in bf16, so 4 B
         # is the bound); under ZeRO-3 HF Trainer builds the model partitioned (zero.Init): those sums are empty
         master.append(Part(ADAGRAD_FIRST_SUMS, F32 * n))
-    gathered, ipg, threshold = 0, 0, 0
+    gathered = again = fetch = ipg = threshold = 0
     if stage == 3:
-        threshold, reuse, prefetch, live = zero.threshold, zero.reuse, zero.prefetch, zero.live
+        threshold = zero.threshold
         persistent = _persistent_numel(t, threshold)
         own = 0 if engine.offload_param else w * shard
         whole = w * persistent if r > 1 else 0
         base = [Part(P.PARAMETERS, own + whole), *master, Part(P.GRADIENT_PARTITIONS, w * shard)]
         if zero.contiguous:  # stage3.py: the IPG buffer is made with the optimizer
             base.append(Part(P.REDUCE_BUCKET, w * reduce))
-        if r > 1:  # `__params_to_release` keeps what is reused within the reuse distance, and what the
-            # prefetcher (at most max_live_parameters ahead) already fetched for a later use
-            gathered = w * min(n - persistent, max(reuse, min(prefetch, live)))
+        if r > 1:  # at the loss, at its backward (the head fetched again if it was released), the first fetch
+            gathered, again, fetch = (w * elements for elements in _zero3_gathered(t, zero))
     else:
         base = [Part(P.PARAMETERS, w * n), *master]
         ipg = 0 if bf16_opt else _ipg(w, stage, zero)
     gather = [Part(P.GATHERED_PARAMETERS, gathered)]
     name, forward, _ = _loss_moments(setup, base + gather)
-    # the loss's backward: the head is gathered again (fetched for its backward) if it was released
-    head_numel = t.head or t.embedding
-    again = max(gathered, w * head_numel) if stage == 3 and r > 1 and head_numel > threshold else gathered
     _, _, loss = _loss_moments(setup, base + [Part(P.GATHERED_PARAMETERS, again)])
     # a tied weight's gradient waits whole in autograd's InputBuffer until the embedding's arrives (no hook
     # fires before), then the two are summed out of place
@@ -491,33 +469,30 @@ def _deepspeed(setup: Setup, shape: ModelShape, engine: DeepSpeed, bf16_optimize
     ends: dict[str, list[Part]] = {}
     if stage in (1, 2) and not bf16_opt:  # stage_1_and_2.py: grads leave their bucket for the rank's partition
         kept_layer, head = ceil_div(w * t.layer_total, r), held or ceil_div(w * t.head, r)
-        # the rank keeps the gradients of whole parameters its partition touches, once a first bucket was
-        # reduced; reducing a bucket flattens its gradients once more; a gradient larger than the bucket is
-        # reduced on its own, alive as it is; a tied weight's two gradients and their sum, last
+        # kept: the gradients of whole parameters the partition touches; a bucket flattened; a gradient larger than
+        # the bucket reduced alone (docs/memory-model.md, "DeepSpeed ZeRO-1/2")
         partition = w * max(touched for touched, _ in _touched(t, r)) if n > reduce else 0
         kept = [*base, Part(P.REDUCE_BUCKET, ipg), Part(P.GRADIENTS, partition)]
         ends[M.END_OF_BACKWARD] = [*kept, Part(P.BUCKET_COPY, w * min(reduce, n))]
         if t.largest > reduce:
             ends[M.LARGEST_GRADIENT] = [*kept, Part(P.LARGEST_GRADIENT, w * t.largest)]
-        if not t.head:
-            ends[M.TIED_GRADIENTS] = [*kept, Part(P.EMBEDDING_GRADIENT, held + _tied_sum(t, w))]
         grads_layers = [Part(P.REDUCE_BUCKET, ipg)]
+        tied = kept
     elif stage == 3:
         kept_layer, head = 0, held  # reduced into the persistent gradient partitions
         # the bucket's gradients flattened and split for the reduce-scatter (two copies); the embedding, used
         # last, still gathered
         last = w * t.embedding if (r > 1 and t.embedding > threshold) else 0
-        ends[M.END_OF_BACKWARD] = [*base, Part(P.GATHERED_PARAMETERS, last),
-                                       Part(P.BUCKET_COPY, 2 * w * min(reduce, n))]
-        if not t.head:
-            ends[M.TIED_GRADIENTS] = [*base, Part(P.GATHERED_PARAMETERS, last),
-                                                   Part(P.EMBEDDING_GRADIENT, held + _tied_sum(t, w))]
+        tied = [*base, Part(P.GATHERED_PARAMETERS, last)]
+        ends[M.END_OF_BACKWARD] = [*tied, Part(P.BUCKET_COPY, 2 * w * min(reduce, n))]
         grads_layers = list(gather)
     else:
         kept_layer, head = w * t.layer_total, w * ((t.head or t.embedding) + t.final_norm)
         ends[M.END_OF_BACKWARD] = [*base, Part(P.GRADIENTS, w * n), Part(
             "embedding gradient", setup.c * setup.tokens * setup.hidden + _tied_sum(t, w))]
-        grads_layers = []
+        grads_layers = tied = []
+    if tied and not t.head:  # ZeRO-1/2 beside the kept gradients, ZeRO-3 beside the still-gathered embedding
+        ends[M.TIED_GRADIENTS] = [*tied, Part(P.EMBEDDING_GRADIENT, held + _tied_sum(t, w))]
     layers = _layer_moments(setup, shape, base + grads_layers, head, kept_layer)
     fp32_grads = 0 if offload_optimizer else F32 * shard
     if stage == 3:  # step() starts with `_partition_all_parameters()`: persistent parameters are freed too
@@ -552,53 +527,41 @@ def _deepspeed(setup: Setup, shape: ModelShape, engine: DeepSpeed, bf16_optimize
     # the first fetch: one flat all-gather output, then copied out per parameter (none without a prefetch: GRPO's
     # first micro-step after generation, memory/grpo.py)
     if stage == 3 and r > 1 and (setup.loss is None or setup.loss.prefetch):
-        fetch = min(n - persistent, max(min(prefetch, live), t.embedding))
-        forwards[M.FIRST_ALL_GATHER] = [*base, Part(P.GATHERED_PARAMETERS, 2 * w * fetch)]
+        forwards[M.FIRST_ALL_GATHER] = [*base, Part(P.GATHERED_PARAMETERS, 2 * fetch)]
     if stage == 3 and r > 1 and setup.loss is None:  # (a fused head's backward is the loss's backward)
         # the head's backward: what the prefetcher fetched for the backward order is gathered beside the
         # head's unsharded weight gradient and the logits' gradient
         ends[M.HEAD_BACKWARD] = [
-            *base, Part(P.GATHERED_PARAMETERS, max(again, w * fetch)),
+            *base, Part(P.GATHERED_PARAMETERS, max(again, fetch)),
             Part(P.ACTIVATIONS, setup.acts.total - setup.acts.logits_bytes),
-            Part(P.GRADIENTS, w * head_numel), Part(P.LOGITS_GRADIENT, _logits_gradient(setup))]
+            Part(P.GRADIENTS, w * (t.head or t.embedding)), Part(P.LOGITS_GRADIENT, _logits_gradient(setup))]
     head_moment = _head_moment(setup, base + [Part(P.GATHERED_PARAMETERS, again)])
     return {"forward": forwards, "backward": {M.LOSS_BACKWARD: loss, **head_moment, **layers, **ends},
             "optimizer": steps}
 
 
 def _fsdp(setup: Setup, shape: ModelShape, engine: Fsdp) -> Moments:
-    """FSDP2 (`fully_shard` per decoder layer and on the root) or FSDP1 (a FlatParameter per unit): shards of
-    parameters, gradients and AdamW states; the root unit (embeddings, final norm, head) is gathered for the
-    whole forward and backward; a layer is gathered for its forward (and kept when not resharding) and again
-    for its backward, with the next one prefetched; a unit's unsharded gradients are copied into one
-    reduce-scatter input in the reduce dtype (fp32 under mixed precision) beside the collective's output."""
-    t, w, n, r, c = setup.tensors, setup.w, setup.tensors.total, setup.ranks, setup.c
-    version, reshard, mixed, sharded = engine.version, engine.reshard, engine.mixed, engine.sharded
-    if version == 2 and not sharded:  # a replicate R × shard 1 mesh: FSDP2 over a group of one, still gathering
-        # copies and resharding after forward (fully_shard's default), its gradients all-reduced over the replicate
-        # dim (measured: fsdp2-r2-fp32-replicate-ga2, lora-fsdp2-*-replicate)
-        sharded, r, reshard = True, 1, True
+    """FSDP2 (`fully_shard` per decoder layer and on the root) or FSDP1 (a FlatParameter per unit): shards of P, G
+    and O, the units gathered (`_fsdp_gathered`), a unit's unsharded gradients copied into one reduce-scatter input
+    in the reduce dtype (fp32 under mixed precision) beside the collective's output."""
+    t, w, n, c = setup.tensors, setup.w, setup.tensors.total, setup.c
+    version, mixed = engine.version, engine.mixed
+    sharded, r, _ = _fsdp_group(engine, setup.ranks)
     g = c if mixed else w  # gathered parameters and unsharded gradients are in the compute dtype
     collective = sharded and r > 1  # at one rank FSDP2 still copies the root in and out, but reduces nothing
-    r = r if sharded else 1  # NO_SHARD: every rank holds everything
     shard = ceil_div(n, r)
-    if version == 1:  # one flat parameter per unit: for-loop's largest tensor is the largest unit's shard
-        largest = ceil_div(max(t.root, t.layer_total), r)
-    else:  # one DTensor shard per parameter (dim 0)
-        largest = ceil_div(t.largest, r)
+    # FSDP1: one flat parameter per unit (for-loop's largest tensor: the largest unit's shard); FSDP2: one DTensor
+    # shard per parameter (dim 0)
+    largest = ceil_div(max(t.root, t.layer_total) if version == 1 else t.largest, r)
     stepped = _stepped(setup, w, [(shard,)], "fsdp", largest)
     base = [Part(P.PARAMETERS, w * shard), Part(stepped.state_name, stepped.states)]
-    root = g * t.root if sharded else 0
-    layer = g * t.layer_total if sharded else 0
-    kept = layer * t.layers if not reshard else 0
-    ahead = layer if version == 2 and collective else 0  # FSDP2: one layer's all-gather output alive at the loss
-    name, forward, _ = _loss_moments(setup, base + [Part(P.GATHERED_PARAMETERS, root + kept + ahead)])
-    _, _, loss = _loss_moments(setup, base + [Part(P.GATHERED_PARAMETERS, root + kept + _backward_ahead(
-        version, reshard, r if collective else 1, layer))])
+    gathered = _fsdp_gathered(t, engine, setup.ranks, lambda elements: g * elements)
+    name, forward, _ = _loss_moments(setup, base + [Part(P.GATHERED_PARAMETERS, gathered.at_loss)])
+    _, _, loss = _loss_moments(setup, base + [Part(P.GATHERED_PARAMETERS, gathered.again)])
     grads_layer = ceil_div(w * t.layer_total, r)
     head = ceil_div(w * (t.head + t.final_norm), r) if t.head else 0
     scatter = 2 * w * t.layer_total if collective else 0  # reduce-scatter input + full-size output (gloo)
-    gathered_bwd = [Part(P.GATHERED_PARAMETERS, root + max(kept, 2 * layer)),
+    gathered_bwd = [Part(P.GATHERED_PARAMETERS, gathered.in_layer),
                     Part(P.REDUCE_SCATTER, scatter + (g * t.layer_total if sharded else 0))]
     layers = _layer_moments(setup, shape, base + gathered_bwd, head, grads_layer)
     # the root's reduce-scatter at the end: its input and output, and the unsharded head gradient not yet freed
@@ -611,25 +574,15 @@ def _fsdp(setup: Setup, shape: ModelShape, engine: Fsdp) -> Moments:
     end = [*base, Part(P.GRADIENTS, kept_grads), Part(P.REDUCE_SCATTER, 2 * w * t.root if collective else 0),
            Part(P.UNSHARDED_GRADIENTS, unsharded)]
     step = [*base, Part(P.GRADIENTS, w * shard), Part(P.OPTIMIZER_SCRATCH, stepped.scratch)]
-    head_moment = _head_moment(setup, base + [Part(P.GATHERED_PARAMETERS, root + kept + ahead)])
+    head_moment = _head_moment(setup, base + [Part(P.GATHERED_PARAMETERS, gathered.at_loss)])
     return {"forward": {name: forward},
             "backward": {M.LOSS_BACKWARD: loss, **head_moment, **layers, M.END_OF_BACKWARD: end},
             "optimizer": {M.OPTIMIZER_STEP: step}}
 
 
-def _backward_ahead(version: int, reshard: bool, ranks: int, layer: int) -> int:
-    """A layer gathered ahead at the loss's backward, when layers are resharded after forward (unresharded ones are
-    all gathered already: measured, lora-fsdp2-*-noreshard). FSDP2: the one its forward prefetch left alive (as at
-    the loss). FSDP1: the root's pre-backward hook, on the model's outputs (the loss among them), unshards the root
-    and, with BACKWARD_PRE (torch's default backward_prefetch), prefetches the next handle in reverse post-forward
-    order, the last decoder layer (torch/distributed/fsdp/_runtime_utils.py `_pre_backward_hook` →
-    `_prefetch_handle(..., _PrefetchMode.BACKWARD)`; measured: lora-fsdp1-*)."""
-    return layer if ranks > 1 and reshard else 0
-
-
 class _Gathered(NamedTuple):
-    """What a frozen base's engine holds beside P, G, O (bytes): gathered parameters at the loss, at the loss's
-    backward and in a layer's backward; ZeRO-3's first coalesced fetch and its reduce bucket."""
+    """What an engine holds gathered beside P, G, O (bytes): at the loss, at the loss's backward and in a layer's
+    backward; ZeRO-3's first coalesced fetch and its reduce bucket."""
 
     at_loss: int = 0
     again: int = 0
@@ -638,48 +591,56 @@ class _Gathered(NamedTuple):
     bucket: int = 0
 
 
-def _gathered_frozen(setup: Setup, frozen: FrozenBase, engine: EngineSpec) -> _Gathered:
-    """The full step's rules for gathered parameters (`_deepspeed` ZeRO-3, `_fsdp`), frozen weights at
-    `bytes_each` — frozen parameters are partitioned and gathered like trainable ones; bytes pro rata of the whole
-    P (a quantized base gathers its packed bytes). ZeRO-3 also makes its IPG reduce bucket with the optimizer
-    (stage3.py, contiguous_gradients), and its first fetch (up to the prefetch bucket) is one flat all-gather
-    output copied out per parameter (partition_parameters.py, `AllGatherCoalescedHandle.wait`). FSDP under mixed
-    precision gathers every parameter, frozen or not, in the compute dtype (FSDP2 `MixedPrecisionPolicy.param_dtype`:
-    `_fsdp_param.py` casts each shard before the all-gather; measured: lora-fsdp2-*-mixed)."""
-    t, r = setup.tensors, setup.ranks
-    g = (lambda elements: setup.c * elements) if engine.mixed else frozen.gathered
-    if isinstance(engine, DeepSpeed) and engine.stage == 3 and r > 1:
-        zero = engine.zero
-        persistent = _persistent_numel(t, zero.threshold)
-        elements = min(t.total - persistent, max(zero.reuse, min(zero.prefetch, zero.live)))
-        head = t.head or t.embedding  # fetched again for the loss's backward if it was released (as `_deepspeed`)
-        again = max(elements, head) if head > zero.threshold else elements
-        fetch = min(t.total - persistent, max(min(zero.prefetch, zero.live), t.embedding))
-        bucket = setup.w * zero.reduce if zero.contiguous else 0
-        return _Gathered(g(elements), g(again), g(elements), g(fetch), bucket)
-    if not isinstance(engine, Fsdp):
+def _zero3_gathered(tensors: Tensors, zero: Zero) -> tuple[int, int, int]:
+    """ZeRO-3's gathered elements at more than one rank (docs/memory-model.md, "DeepSpeed ZeRO-3"): at the loss
+    (`__params_to_release`), at its backward (the head fetched again if released), the first fetch."""
+    rest = tensors.total - _persistent_numel(tensors, zero.threshold)
+    at_loss = min(rest, max(zero.reuse, min(zero.prefetch, zero.live)))
+    head = tensors.head or tensors.embedding
+    return (at_loss, max(at_loss, head) if head > zero.threshold else at_loss,
+            min(rest, max(min(zero.prefetch, zero.live), tensors.embedding)))
+
+
+def _fsdp_group(engine: Fsdp, ranks: int) -> tuple[bool, int, bool]:
+    """(sharded, ranks sharing the shards, reshard after forward); FSDP2 without sharding: FSDP2 over a group of one
+    (measured: fsdp2-r2-fp32-replicate-ga2, lora-fsdp2-*-replicate; docs/adapters.md)."""
+    if engine.version == 2 and not engine.sharded:
+        return True, 1, True
+    return engine.sharded, ranks if engine.sharded else 1, engine.reshard
+
+
+def _fsdp_gathered(tensors: Tensors, engine: Fsdp, ranks: int, gathered: Callable[[int], int]) -> _Gathered:
+    """FSDP's gathered bytes (`gathered`: of so many elements): the root unit, every layer when not resharding,
+    and one layer ahead at the loss (FSDP2) and at its backward (FSDP1: `_pre_backward_hook` →
+    `_prefetch_handle`; docs/adapters.md), two in a layer's backward."""
+    sharded, r, reshard = _fsdp_group(engine, ranks)
+    if not sharded:
         return _Gathered()
-    version, reshard, sharded = engine.version, engine.reshard, engine.sharded
-    if version == 2 and not sharded:  # FSDP2 over a group of one, as `_fsdp`
-        sharded, r, reshard = True, 1, True
-    if sharded:
-        layer, kept = g(t.layer_total), 0 if reshard else g(t.layer_total * t.layers)
-        ahead = layer if version == 2 and r > 1 else 0
-        return _Gathered(g(t.root) + kept + ahead, g(t.root) + kept + _backward_ahead(version, reshard, r, layer),
-                         g(t.root) + max(kept, 2 * layer))
-    return _Gathered()
+    root, layer = gathered(tensors.root), gathered(tensors.layer_total)
+    kept = 0 if reshard else gathered(tensors.layer_total * tensors.layers)
+    ahead = layer if r > 1 else 0
+    return _Gathered(root + kept + (ahead if engine.version == 2 else 0), root + kept + (ahead if reshard else 0),
+                     root + max(kept, 2 * layer))
+
+
+def _gathered_frozen(setup: Setup, frozen: FrozenBase, engine: EngineSpec) -> _Gathered:
+    """The full step's gathered parameters over a frozen base, pro rata of the whole P (a quantized base gathers its
+    packed bytes) or in the compute dtype under FSDP mixed precision (`_fsdp_param.py`), and ZeRO-3's IPG reduce
+    bucket (stage3.py): docs/adapters.md, "Gathered frozen weights" and "ZeRO-3's buffers"."""
+    g = (lambda elements: setup.c * elements) if engine.mixed else frozen.gathered
+    if isinstance(engine, DeepSpeed) and engine.stage == 3 and setup.ranks > 1:
+        zero = engine.zero
+        at_loss, again, fetch = _zero3_gathered(setup.tensors, zero)
+        return _Gathered(g(at_loss), g(again), g(at_loss), g(fetch), setup.w * zero.reduce if zero.contiguous else 0)
+    return _fsdp_gathered(setup.tensors, engine, setup.ranks, g) if isinstance(engine, Fsdp) else _Gathered()
 
 
 def _frozen(setup: Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gathered,
             offload_optimizer: bool, in_place: bool, converted: bool = False) -> Moments:
-    """The step with a frozen base: the full step's moments (`_loss_moments`, `_layer_transient`) with no
-    gradient for a frozen weight. Forward at the loss; the loss's backward (no gradient yet); the top layer's
-    backward (input gradients only: frozen weights make none); the end of backward with the adapters'
-    gradients; the optimizer step over the trainable tensors only. `in_place`: the optimizer is not one of torch's
-    (AdamW, Adam, SGD, Adagrad) and is taken to make no scratch (bitsandbytes' optimizers update each parameter in
-    place; Adafactor's per-tensor copies are not modelled with an adapter). `converted`: the 16-bit gradient
-    partition is dropped once copied to fp32, before the inner step (ZeRO-1/2: stage_1_and_2.py `step`,
-    `averaged_gradients[i] = None`; measured: lora-ds-z1-*, lora-ds-z2-*)."""
+    """The step with a frozen base: the full step's moments, no gradient for a frozen weight (docs/adapters.md).
+    `in_place`: not one of torch's optimizers, taken to make no scratch (bitsandbytes' update in place; Adafactor's
+    per-tensor copies are not modelled with an adapter). `converted`: the 16-bit gradient partition is dropped once
+    copied to fp32 (ZeRO-1/2: stage_1_and_2.py `step`, `averaged_gradients[i] = None`; measured: lora-ds-z1-*)."""
     base = [Part(P.PARAMETERS, frozen.parameters), Part(P.OPTIMIZER_STATES, frozen.optimizer_states),
             Part(P.REDUCE_BUCKET, gathered.bucket)]
     at_loss, again, in_layer = gathered.at_loss, gathered.again, gathered.in_layer
@@ -725,10 +686,7 @@ def make_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, chec
               frozen: FrozenBase | None = None, loss_kernel: str = "hf", loss: Head | None = None,
               gradient_accumulation_steps: int = 1, transformers_path: TransformersPath = NEWEST_PATH) -> Step:
     """The Step these inputs describe, validated (StepInputError naming a bad input). param_dtype: the weights'
-    stored dtype (DeepSpeed: its 16-bit dtype; FSDP: the shards'); autocast, ddp_bucket_view and fsdp_*: as Torch and
-    Fsdp describe them; frozen: a frozen base with adapters (`_frozen`); loss_kernel: `hf` or a fused / chunked kernel
-    (`_loss_moments`, loss_and_reference.loss_moments); loss: a Head replacing ForCausalLMLoss's moments, over
-    loss_kernel; gradient_accumulation_steps > 1: memory/accumulation.py."""
+    stored dtype (DeepSpeed: its 16-bit dtype; FSDP: the shards'); the others as Step, Torch and Fsdp name them."""
     _choice("engine", engine, ENGINES)
     if frozen is None:  # with a frozen base the plan's O holds any optimizer's state (adapter_plan)
         _choice("optimizer", optimizer, ALL_OPTIMIZERS)
