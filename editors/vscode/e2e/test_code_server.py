@@ -57,20 +57,23 @@ STAGE_COLUMN = CONFIG.splitlines()[STAGE_LINE - 1].index('1}') + 1
 
 
 ROOT = Path(__file__).resolve().parents[3]
-#: A real recipe (tests/data/recipes/SOURCES.md), opened as written: its base_model resolves in a Hugging Face
-#: cache holding google/gemma-3-4b-it's published config.json (tests/data/models/gemma-3-4b-it).
-RECIPE = ROOT / "tests" / "data" / "recipes" / "axolotl" / "examples" / "gemma3" / "gemma-3-4b-qlora.yml"
-GEMMA_CONFIG = ROOT / "tests" / "data" / "models" / "gemma-3-4b-it" / "config.json"
+#: A real recipe (tests/data/recipes/SOURCES.md), opened as written: axolotl's DPO LoRA on Llama-3-8B-Instruct. Its
+#: base_model resolves in a Hugging Face cache holding Llama-3-8B's config.json (tests/data/models/Meta-Llama-3-8B;
+#: the Instruct model's config differs from the base model's in no shape). A text model, so the peak is known (a
+#: vision-language composite such as Gemma-3 gets model state only: its image tokens are not described).
+RECIPE = ROOT / "tests" / "data" / "recipes" / "axolotl" / "examples" / "llama-3" / "instruct-dpo-lora-8b.yml"
+MODEL_CONFIG = ROOT / "tests" / "data" / "models" / "Meta-Llama-3-8B" / "config.json"
+MODEL_ID = "meta-llama/Meta-Llama-3-8B-Instruct"
 #: The project's settings for recipes only (the ds_config.json tests keep the User budget): a budget below any
-#: estimate of this 3.9B-parameter run, so a finding is certain whatever the memory model counts.
+#: estimate of this 8B-parameter run, so a finding is certain whatever the memory model counts.
 PROJECT_SETTINGS = '[[tool.zeromem.overrides]]\nfiles = ["*.yml"]\ngpu-memory = "1GiB"\n'
 
 
 def hub_cache(root: Path) -> Path:
-    """A Hugging Face hub cache with google/gemma-3-4b-it's config.json at revision main (huggingface_hub's layout)."""
-    repo = root / "hub" / "models--google--gemma-3-4b-it"
+    """A Hugging Face hub cache with MODEL_ID's config.json at revision main (huggingface_hub's layout)."""
+    repo = root / "hub" / ("models--" + MODEL_ID.replace("/", "--"))
     (repo / "snapshots" / "c0ffee").mkdir(parents=True)
-    shutil.copy(GEMMA_CONFIG, repo / "snapshots" / "c0ffee" / "config.json")
+    shutil.copy(MODEL_CONFIG, repo / "snapshots" / "c0ffee" / "config.json")
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("c0ffee", encoding="utf-8")
     return root / "hub"
@@ -380,7 +383,7 @@ def zeromem_cli(workspace: Path, *args: str):
 
 
 def test_a_real_recipe_gets_its_diagnostic_and_memory_hover(page, workspace):
-    """axolotl's gemma-3-4b-qlora.yml, unmodified: VS Code sends the YAML, the server recognises the recipe by its
+    """axolotl's instruct-dpo-lora-8b.yml, unmodified: VS Code sends the YAML, the server recognises the recipe by its
     keys, resolves base_model in the local hub cache, and shows what `zeromem check` and `zeromem estimate
     --config` say about it (the project's 1 GiB budget for *.yml)."""
     ensure_interpreter(workspace)
@@ -439,7 +442,7 @@ def test_the_memory_report_command_opens_the_picture_of_the_step(page, workspace
     --html` writes) in a webview beside it — every stage's chart, the budget line, the stage table."""
     page.locator(".monaco-editor textarea").first.focus()
     command(page, "zeromem: Show memory report")
-    page.locator(".tab", has_text="Memory: gemma-3-4b-qlora.yml").first.wait_for(state="visible")
+    page.locator(".tab", has_text=f"Memory: {RECIPE.name}").first.wait_for(state="visible")
 
     def report_frame():
         for frame in page.frames:
