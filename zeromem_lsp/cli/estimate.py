@@ -461,8 +461,9 @@ def exit_status(result: Estimate) -> int:
 
 #: What `reserved` is when the user sets none (the per-stage sum is in each stage's `peak =` line).
 RESERVE_MODELLED = ("per stage: the cuBLAS workspaces + the CUDA context + one NCCL communicator's buffers when "
-                    "ranks > 1, each measured or cited (docs/gpu.md); the caching allocator's reserve above the live "
-                    "bytes is modelled and shown, not counted (set --reserved for a fixed figure)")
+                    "ranks > 1, each measured or cited for a Hopper GPU (H100 / H200: the context measured on an H200 "
+                    "under torch 2.11, CUDA 13.0; docs/gpu.md); the caching allocator's reserve above the live bytes "
+                    "is modelled and shown, not counted (set --reserved for a fixed figure)")
 
 
 def render_peak(peak: Peak) -> list[str]:
