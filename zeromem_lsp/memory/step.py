@@ -325,6 +325,22 @@ def _head_moment(setup: Setup, base: list[Part], saved: int | None = None) -> di
                                     *(Part(*part) for part in found.head)]}
 
 
+def _composed(setup: Setup, base: list[Part], gathered: _Gathered, backward: dict[str, list[Part]],
+              optimizer: dict[str, list[Part]], forwards: dict[str, list[Part]] | None = None, saved: int | None = None,
+              head: list[Part] | None = None, head_before: str = M.TOP_LAYER) -> Moments:
+    """An engine's moments around the loss every engine shares: the loss's forward over `base` with
+    `gathered.at_loss`, its backward with `gathered.again`, and the head's backward (over `head`, by default the
+    loss's backward's, placed before `head_before`) among the engine's own `forwards`, `backward`, `optimizer`."""
+    name, forward, _ = _loss_moments(setup, [*base, Part(P.GATHERED_PARAMETERS, gathered.at_loss)], saved)
+    _, _, loss = _loss_moments(setup, [*base, Part(P.GATHERED_PARAMETERS, gathered.again)], saved)
+    head_moment = _head_moment(setup, head or [*base, Part(P.GATHERED_PARAMETERS, gathered.again)], saved)
+    backwards: dict[str, list[Part]] = {M.LOSS_BACKWARD: loss}
+    for moment, parts in backward.items():
+        backwards.update(head_moment if moment == head_before else {})
+        backwards[moment] = parts
+    return {"forward": {name: forward, **(forwards or {})}, "backward": backwards, "optimizer": optimizer}
+
+
 def _logits_gradient(setup: Setup) -> int:
     """The T×V gradient the head's backward reads: none when a fused kernel made the head's gradients."""
     return 0 if setup.loss_kernel in ("liger_flce", "cut_cross_entropy") else setup.c * setup.tokens * setup.vocab
@@ -384,17 +400,13 @@ def _torch(setup: Setup, shape: ModelShape, engine: Torch) -> Moments:
                 Part(P.ACTIVATIONS, 2 * (2 * saving + 1) * setup.tokens * shape.hidden
                      + 2 * saving * setup.tokens * shape.intermediate)]
     grads = 0 if (setup.ranks > 1 and engine.ddp_bucket_view) else w  # gradient_as_bucket_view: grads are the buckets
-    name, forward, loss = _loss_moments(setup, base + cast)
     head = w * (t.head or t.embedding) * (grads > 0) + w * t.final_norm * (grads > 0)
     layers = _layer_moments(setup, shape, base + cast, head, grads * t.layer_total)
     tied = _tied_sum(t, w)
     end = [*base, Part(P.GRADIENTS, grads * n), Part(P.EMBEDDING_GRADIENT, setup.c * setup.tokens * setup.hidden
                                                       + tied)]
     step = [*base, Part(P.GRADIENTS, grads * n), Part(P.OPTIMIZER_SCRATCH, stepped.scratch)]
-    return {"forward": {name: forward},
-            "backward": {M.LOSS_BACKWARD: loss, **_head_moment(setup, base + cast), **layers,
-                         M.END_OF_BACKWARD: end},
-            "optimizer": {M.OPTIMIZER_STEP: step}}
+    return _composed(setup, base + cast, _Gathered(), {**layers, M.END_OF_BACKWARD: end}, {M.OPTIMIZER_STEP: step})
 
 
 def _persistent_numel(tensors: Tensors, threshold: int) -> int:
@@ -460,9 +472,7 @@ def _deepspeed(setup: Setup, shape: ModelShape, engine: DeepSpeed, bf16_optimize
     else:
         base = [Part(P.PARAMETERS, w * n), *master]
         ipg = 0 if bf16_opt else _ipg(w, stage, zero)
-    gather = [Part(P.GATHERED_PARAMETERS, gathered)]
-    name, forward, _ = _loss_moments(setup, base + gather)
-    _, _, loss = _loss_moments(setup, base + [Part(P.GATHERED_PARAMETERS, again)])
+    gather, loss_base = [Part(P.GATHERED_PARAMETERS, gathered)], base
     # a tied weight's gradient waits whole in autograd's InputBuffer until the embedding's arrives (no hook
     # fires before), then the two are summed out of place
     held = w * t.embedding if not t.head else 0
@@ -523,7 +533,7 @@ def _deepspeed(setup: Setup, shape: ModelShape, engine: DeepSpeed, bf16_optimize
             steps[M.FP32_CONVERSION] = [*base, Part(P.GRADIENTS, w * most),
                                             Part(P.PARTITION_COPIES_16_BIT, w * shard),
                                             Part(P.FP32_GRADIENTS, fp32_grads)]
-    forwards = {name: forward}
+    forwards: dict[str, list[Part]] = {}
     # the first fetch: one flat all-gather output, then copied out per parameter (none without a prefetch: GRPO's
     # first micro-step after generation, memory/grpo.py)
     if stage == 3 and r > 1 and (setup.loss is None or setup.loss.prefetch):
@@ -535,9 +545,8 @@ def _deepspeed(setup: Setup, shape: ModelShape, engine: DeepSpeed, bf16_optimize
             *base, Part(P.GATHERED_PARAMETERS, max(again, fetch)),
             Part(P.ACTIVATIONS, setup.acts.total - setup.acts.logits_bytes),
             Part(P.GRADIENTS, w * (t.head or t.embedding)), Part(P.LOGITS_GRADIENT, _logits_gradient(setup))]
-    head_moment = _head_moment(setup, base + [Part(P.GATHERED_PARAMETERS, again)])
-    return {"forward": forwards, "backward": {M.LOSS_BACKWARD: loss, **head_moment, **layers, **ends},
-            "optimizer": steps}
+    return _composed(setup, loss_base, _Gathered(gathered, again), {**layers, **ends}, steps, forwards,
+                     head=[*base, Part(P.GATHERED_PARAMETERS, again)])
 
 
 def _fsdp(setup: Setup, shape: ModelShape, engine: Fsdp) -> Moments:
@@ -556,8 +565,6 @@ def _fsdp(setup: Setup, shape: ModelShape, engine: Fsdp) -> Moments:
     stepped = _stepped(setup, w, [(shard,)], "fsdp", largest)
     base = [Part(P.PARAMETERS, w * shard), Part(stepped.state_name, stepped.states)]
     gathered = _fsdp_gathered(t, engine, setup.ranks, lambda elements: g * elements)
-    name, forward, _ = _loss_moments(setup, base + [Part(P.GATHERED_PARAMETERS, gathered.at_loss)])
-    _, _, loss = _loss_moments(setup, base + [Part(P.GATHERED_PARAMETERS, gathered.again)])
     grads_layer = ceil_div(w * t.layer_total, r)
     head = ceil_div(w * (t.head + t.final_norm), r) if t.head else 0
     scatter = 2 * w * t.layer_total if collective else 0  # reduce-scatter input + full-size output (gloo)
@@ -574,10 +581,8 @@ def _fsdp(setup: Setup, shape: ModelShape, engine: Fsdp) -> Moments:
     end = [*base, Part(P.GRADIENTS, kept_grads), Part(P.REDUCE_SCATTER, 2 * w * t.root if collective else 0),
            Part(P.UNSHARDED_GRADIENTS, unsharded)]
     step = [*base, Part(P.GRADIENTS, w * shard), Part(P.OPTIMIZER_SCRATCH, stepped.scratch)]
-    head_moment = _head_moment(setup, base + [Part(P.GATHERED_PARAMETERS, gathered.at_loss)])
-    return {"forward": {name: forward},
-            "backward": {M.LOSS_BACKWARD: loss, **head_moment, **layers, M.END_OF_BACKWARD: end},
-            "optimizer": {M.OPTIMIZER_STEP: step}}
+    return _composed(setup, base, gathered, {**layers, M.END_OF_BACKWARD: end}, {M.OPTIMIZER_STEP: step},
+                     head=[*base, Part(P.GATHERED_PARAMETERS, gathered.at_loss)])
 
 
 class _Gathered(NamedTuple):
@@ -643,18 +648,15 @@ def _frozen(setup: Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gath
     copied to fp32 (ZeRO-1/2: stage_1_and_2.py `step`, `averaged_gradients[i] = None`; measured: lora-ds-z1-*)."""
     base = [Part(P.PARAMETERS, frozen.parameters), Part(P.OPTIMIZER_STATES, frozen.optimizer_states),
             Part(P.REDUCE_BUCKET, gathered.bucket)]
-    at_loss, again, in_layer = gathered.at_loss, gathered.again, gathered.in_layer
-    name, forward, _ = _loss_moments(setup, base + [Part(P.GATHERED_PARAMETERS, at_loss)], frozen.activations)
-    forwards = {name: forward}
+    forwards: dict[str, list[Part]] = {}
     if gathered.fetch:  # the flat output stays alive with its copies: every parameter of the fetch is registered
         # with its handle (partitioned_param_coordinator.py, `__inflight_param_registry`) until fetched for its
         # module, the last at the end of the forward (measured: lora-ds-z3-*)
         forwards[M.FIRST_FETCH] = [
             *base, Part(P.GATHERED_PARAMETERS, 2 * gathered.fetch),
             Part(P.ACTIVATIONS, frozen.activations - frozen.outside)]
-    _, _, loss = _loss_moments(setup, base + [Part(P.GATHERED_PARAMETERS, again)], frozen.activations)
     transient = _layer_transient(shape, setup.tensors, setup.tokens, setup.c, weight_gradient=False)
-    top = [*base, Part(P.GATHERED_PARAMETERS, in_layer), Part(P.ACTIVATIONS, frozen.activations),
+    top = [*base, Part(P.GATHERED_PARAMETERS, gathered.in_layer), Part(P.ACTIVATIONS, frozen.activations),
            Part(P.GRADIENTS, frozen.head_gradient), Part(P.RECOMPUTED_LAYER, frozen.recompute),
            Part(P.LAYER_BACKWARD, transient)]
     end = [*base, Part(P.GRADIENTS, frozen.gradients)]
@@ -668,13 +670,9 @@ def _frozen(setup: Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gath
             Part(P.OPTIMIZER_SCRATCH, scratch)]
     steps: dict[str, list[Part]] = {M.OPTIMIZER_STEP: step}
     if converted:
-        steps[M.FP32_PARTITION_COPY] = [*base, Part(P.GRADIENTS, frozen.gradients),
-                                                            Part(P.FP32_GRADIENTS, fp32)]
-    return {"forward": forwards,
-            "backward": {M.LOSS_BACKWARD: loss, M.TOP_LAYER: top,
-                         **_head_moment(setup, base + [Part(P.GATHERED_PARAMETERS, again)], frozen.activations),
-                         M.END_OF_BACKWARD: end},
-            "optimizer": steps}
+        steps[M.FP32_PARTITION_COPY] = [*base, Part(P.GRADIENTS, frozen.gradients), Part(P.FP32_GRADIENTS, fp32)]
+    return _composed(setup, base, gathered, {M.TOP_LAYER: top, M.END_OF_BACKWARD: end}, steps, forwards,
+                     frozen.activations, head_before=M.END_OF_BACKWARD)
 
 
 def make_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, checkpointing: bool = False,
