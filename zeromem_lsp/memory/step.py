@@ -208,21 +208,19 @@ class DeepSpeed:
             # a model built in fp32 and cast by deepspeed.initialize: 4 B each; 2 B for a model loaded in bf16, so 4 B
             # is the bound); under ZeRO-3 HF Trainer builds the model partitioned (zero.Init): those sums are empty
             master.append(Part(ADAGRAD_FIRST_SUMS, F32 * n))
-        gathered = again = fetch = ipg = threshold = 0
+        # at the loss, at its backward (the head fetched again if it was released), the first fetch (ZeRO-3)
+        gathered = _engine_gathered(setup, self, lambda elements: w * elements)
+        ipg = 0 if bf16_opt else _ipg(w, stage, zero)
         if stage == 3:
-            threshold = zero.threshold
-            persistent = _persistent_numel(t, threshold)
+            persistent = _persistent_numel(t, zero.threshold)
             own = 0 if self.offload_param else w * shard
             whole = w * persistent if r > 1 else 0
             base = [Part(P.PARAMETERS, own + whole), *master, Part(P.GRADIENT_PARTITIONS, w * shard)]
             if zero.contiguous:  # stage3.py: the IPG buffer is made with the optimizer
                 base.append(Part(P.REDUCE_BUCKET, w * reduce))
-            if r > 1:  # at the loss, at its backward (the head fetched again if it was released), the first fetch
-                gathered, again, fetch = (w * elements for elements in _zero3_gathered(t, zero))
         else:
             base = [Part(P.PARAMETERS, w * n), *master]
-            ipg = 0 if bf16_opt else _ipg(w, stage, zero)
-        gather, loss_base = [Part(P.GATHERED_PARAMETERS, gathered)], base
+        loss_base = base
         # a tied weight's gradient waits whole in autograd's InputBuffer until the embedding's arrives (no hook
         # fires before), then the two are summed out of place
         held = w * t.embedding if not t.head else 0
@@ -242,10 +240,10 @@ class DeepSpeed:
             kept_layer, head = 0, held  # reduced into the persistent gradient partitions
             # the bucket's gradients flattened and split for the reduce-scatter (two copies); the embedding, used
             # last, still gathered
-            last = w * t.embedding if (r > 1 and t.embedding > threshold) else 0
+            last = w * t.embedding if (r > 1 and t.embedding > zero.threshold) else 0
             tied = [*base, Part(P.GATHERED_PARAMETERS, last)]
             ends[M.END_OF_BACKWARD] = [*tied, Part(P.BUCKET_COPY, 2 * w * min(reduce, n))]
-            grads_layers = list(gather)
+            grads_layers = [Part(P.GATHERED_PARAMETERS, gathered.at_loss)]
         else:
             kept_layer, head = w * t.layer_total, w * ((t.head or t.embedding) + t.final_norm)
             ends[M.END_OF_BACKWARD] = [*base, Part(P.GRADIENTS, w * n), Part(
@@ -289,16 +287,16 @@ class DeepSpeed:
         # the first fetch: one flat all-gather output, then copied out per parameter (none without a prefetch: GRPO's
         # first micro-step after generation, memory/grpo.py)
         if stage == 3 and r > 1 and (setup.loss is None or setup.loss.prefetch):
-            forwards[M.FIRST_ALL_GATHER] = [*base, Part(P.GATHERED_PARAMETERS, 2 * fetch)]
+            forwards[M.FIRST_ALL_GATHER] = [*base, Part(P.GATHERED_PARAMETERS, 2 * gathered.fetch)]
         if stage == 3 and r > 1 and setup.loss is None:  # (a fused head's backward is the loss's backward)
             # the head's backward: what the prefetcher fetched for the backward order is gathered beside the
             # head's unsharded weight gradient and the logits' gradient
             ends[M.HEAD_BACKWARD] = [
-                *base, Part(P.GATHERED_PARAMETERS, max(again, fetch)),
+                *base, Part(P.GATHERED_PARAMETERS, max(gathered.again, gathered.fetch)),
                 Part(P.ACTIVATIONS, setup.acts.total - setup.acts.logits_bytes),
                 Part(P.GRADIENTS, w * (t.head or t.embedding)), Part(P.LOGITS_GRADIENT, _logits_gradient(setup))]
-        return _composed(setup, loss_base, _Gathered(gathered, again), {**layers, **ends}, steps, forwards,
-                         head=[*base, Part(P.GATHERED_PARAMETERS, again)])
+        return _composed(setup, loss_base, gathered, {**layers, **ends}, steps, forwards,
+                         head=[*base, Part(P.GATHERED_PARAMETERS, gathered.again)])
 
 
 @dataclass(frozen=True)
@@ -623,11 +621,11 @@ def _fsdp_gathered(tensors: Tensors, engine: Fsdp, ranks: int, gathered: Callabl
                      root + max(kept, 2 * layer))
 
 
-def _gathered_frozen(setup: Setup, frozen: FrozenBase, engine: EngineSpec) -> _Gathered:
-    """The full step's gathered parameters over a frozen base, pro rata of the whole P (a quantized base gathers its
-    packed bytes) or in the compute dtype under FSDP mixed precision (`_fsdp_param.py`), and ZeRO-3's IPG reduce
-    bucket (stage3.py): docs/adapters.md, "Gathered frozen weights" and "ZeRO-3's buffers"."""
-    g = (lambda elements: setup.c * elements) if engine.mixed else frozen.gathered
+def _engine_gathered(setup: Setup, engine: EngineSpec, g: Callable[[int], int]) -> _Gathered:
+    """The gathered parameters (`g`: bytes of so many elements gathered) and ZeRO-3's IPG reduce bucket (stage3.py)
+    at more than one rank; over a frozen base pro rata of the whole P (a quantized base gathers its packed bytes) or
+    in the compute dtype under FSDP mixed precision (`_fsdp_param.py`): docs/adapters.md, "Gathered frozen weights"
+    and "ZeRO-3's buffers"."""
     if isinstance(engine, DeepSpeed) and engine.stage == 3 and setup.ranks > 1:
         zero = engine.zero
         at_loss, again, fetch = _zero3_gathered(setup.tensors, zero)
@@ -712,10 +710,11 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, **i
 
 
 def _engine_moments(setup: Setup, step: Step) -> Moments:
-    """The moments of the step's engine (a frozen base's: `_frozen` over `_gathered_frozen`)."""
+    """The moments of the step's engine (a frozen base's: `_frozen` over `_engine_gathered`)."""
     engine, frozen = step.engine, step.frozen
     if frozen is not None:
-        return _frozen(setup, step.shape, frozen, _gathered_frozen(setup, frozen, engine), step.offload_optimizer,
+        g = (lambda elements: setup.c * elements) if engine.mixed else frozen.gathered
+        return _frozen(setup, step.shape, frozen, _engine_gathered(setup, engine, g), step.offload_optimizer,
                        step.optimizer not in TORCH_OPTIMIZERS, isinstance(engine, DeepSpeed) and engine.stage in (1, 2))
     return engine.moments(setup, step)
 
