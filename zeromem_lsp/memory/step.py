@@ -481,29 +481,24 @@ def _loss_moments(setup: Setup, base: list[Part], saved: int | None = None) -> t
     return M.LOSS, forward, [*base, held, Part(P.LOG_SOFTMAX_GRADIENTS, 2 * F32 * rows * v)]
 
 
-def _head_moment(setup: Setup, base: list[Part], saved: int | None = None) -> dict[str, list[Part]]:
-    """The head's backward after a loss that leaves it to autograd (axolotl's chunked loss): the logits' gradient,
-    the head's weight and input gradients, the loss's kept tensors freed (below Transformers' loss's backward)."""
-    found = None if setup.loss_kernel == "hf" else _kernel(setup)
-    if found is None or found.head is None:
-        return {}
-    saved = setup.acts.total if saved is None else saved
-    return {M.HEAD_BACKWARD: [*base, Part(P.ACTIVATIONS, saved - found.dropped),
-                                    *(Part(*part) for part in found.head)]}
-
-
 def _composed(setup: Setup, base: list[Part], gathered: _Gathered, backward: dict[str, list[Part]],
               optimizer: dict[str, list[Part]], forwards: dict[str, list[Part]] | None = None, saved: int | None = None,
               head: list[Part] | None = None, head_before: str = M.TOP_LAYER) -> Moments:
     """An engine's moments around the loss every engine shares: the loss's forward over `base` with
     `gathered.at_loss`, its backward with `gathered.again`, and the head's backward (over `head`, by default the
-    loss's backward's, placed before `head_before`) among the engine's own `forwards`, `backward`, `optimizer`."""
+    loss's backward's, placed before `head_before`) among the engine's own `forwards`, `backward`, `optimizer`.
+    The head's backward is a moment of its own after a loss that leaves it to autograd (axolotl's chunked loss): the
+    logits' gradient, the head's weight and input gradients, the loss's kept tensors freed (below Transformers' loss's
+    backward)."""
     name, forward, _ = _loss_moments(setup, [*base, Part(P.GATHERED_PARAMETERS, gathered.at_loss)], saved)
     _, _, loss = _loss_moments(setup, [*base, Part(P.GATHERED_PARAMETERS, gathered.again)], saved)
-    head_moment = _head_moment(setup, head or [*base, Part(P.GATHERED_PARAMETERS, gathered.again)], saved)
+    found = None if setup.loss_kernel == "hf" else _kernel(setup)
     backwards: dict[str, list[Part]] = {M.LOSS_BACKWARD: loss}
     for moment, parts in backward.items():
-        backwards.update(head_moment if moment == head_before else {})
+        if moment == head_before and found is not None and found.head is not None:
+            kept = Part(P.ACTIVATIONS, (setup.acts.total if saved is None else saved) - found.dropped)
+            head = head or [*base, Part(P.GATHERED_PARAMETERS, gathered.again)]
+            backwards[M.HEAD_BACKWARD] = [*head, kept, *(Part(*part) for part in found.head)]
         backwards[moment] = parts
     return {"forward": {name: forward, **(forwards or {})}, "backward": backwards, "optimizer": optimizer}
 
@@ -589,16 +584,6 @@ class _Gathered(NamedTuple):
     bucket: int = 0
 
 
-def _zero3_gathered(tensors: Tensors, zero: Zero) -> tuple[int, int, int]:
-    """ZeRO-3's gathered elements at more than one rank (docs/memory-model.md, "DeepSpeed ZeRO-3"): at the loss
-    (`__params_to_release`), at its backward (the head fetched again if released), the first fetch."""
-    rest = tensors.total - _persistent_numel(tensors, zero.threshold)
-    at_loss = min(rest, max(zero.reuse, min(zero.prefetch, zero.live)))
-    head = tensors.head or tensors.embedding
-    return (at_loss, max(at_loss, head) if head > zero.threshold else at_loss,
-            min(rest, max(min(zero.prefetch, zero.live), tensors.embedding)))
-
-
 def _fsdp_group(engine: Fsdp, ranks: int) -> tuple[bool, int, bool]:
     """(sharded, ranks sharing the shards, reshard after forward); FSDP2 without sharding: FSDP2 over a group of one
     (measured: fsdp2-r2-fp32-replicate-ga2, lora-fsdp2-*-replicate; docs/adapters.md)."""
@@ -625,10 +610,15 @@ def _engine_gathered(setup: Setup, engine: EngineSpec, g: Callable[[int], int]) 
     """The gathered parameters (`g`: bytes of so many elements gathered) and ZeRO-3's IPG reduce bucket (stage3.py)
     at more than one rank; over a frozen base pro rata of the whole P (a quantized base gathers its packed bytes) or
     in the compute dtype under FSDP mixed precision (`_fsdp_param.py`): docs/adapters.md, "Gathered frozen weights"
-    and "ZeRO-3's buffers"."""
+    and "ZeRO-3's buffers". ZeRO-3's (docs/memory-model.md, "DeepSpeed ZeRO-3"): at the loss (`__params_to_release`),
+    at its backward (the head fetched again if released), in a layer's backward as at the loss, the first fetch."""
     if isinstance(engine, DeepSpeed) and engine.stage == 3 and setup.ranks > 1:
-        zero = engine.zero
-        at_loss, again, fetch = _zero3_gathered(setup.tensors, zero)
+        zero, t = engine.zero, setup.tensors
+        rest = t.total - _persistent_numel(t, zero.threshold)
+        at_loss = min(rest, max(zero.reuse, min(zero.prefetch, zero.live)))
+        head = t.head or t.embedding
+        again = max(at_loss, head) if head > zero.threshold else at_loss
+        fetch = min(rest, max(min(zero.prefetch, zero.live), t.embedding))
         return _Gathered(g(at_loss), g(again), g(at_loss), g(fetch), setup.w * zero.reduce if zero.contiguous else 0)
     return _fsdp_gathered(setup.tensors, engine, setup.ranks, g) if isinstance(engine, Fsdp) else _Gathered()
 
