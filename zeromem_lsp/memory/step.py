@@ -149,9 +149,8 @@ class Torch:
         grads = 0 if (setup.ranks > 1 and self.ddp_bucket_view) else w  # gradient_as_bucket_view: grads are the buckets
         head = w * (t.head or t.embedding) * (grads > 0) + w * t.final_norm * (grads > 0)
         layers = _layer_moments(setup, shape, base + cast, head, grads * t.layer_total)
-        tied = _tied_sum(t, w)
-        end = [*base, Part(P.GRADIENTS, grads * n), Part(P.EMBEDDING_GRADIENT, setup.c * setup.tokens * setup.hidden
-                                                          + tied)]
+        embedding = setup.c * setup.tokens * setup.hidden + _tied_sum(t, w)
+        end = [*base, Part(P.GRADIENTS, grads * n), Part(P.EMBEDDING_GRADIENT, embedding)]
         update = [*base, Part(P.GRADIENTS, grads * n), Part(P.OPTIMIZER_SCRATCH, stepped.scratch)]
         return _composed(setup, base + cast, _Gathered(), {**layers, M.END_OF_BACKWARD: end},
                          {M.OPTIMIZER_STEP: update})
@@ -290,11 +289,14 @@ class DeepSpeed:
             forwards[M.FIRST_ALL_GATHER] = [*base, Part(P.GATHERED_PARAMETERS, 2 * gathered.fetch)]
         if stage == 3 and r > 1 and setup.loss is None:  # (a fused head's backward is the loss's backward)
             # the head's backward: what the prefetcher fetched for the backward order is gathered beside the
-            # head's unsharded weight gradient and the logits' gradient
+            # head's unsharded weight gradient and the logits' T×V gradient (none when a fused kernel made the
+            # head's gradients)
+            fused = setup.loss_kernel in ("liger_flce", "cut_cross_entropy")
             ends[M.HEAD_BACKWARD] = [
                 *base, Part(P.GATHERED_PARAMETERS, max(gathered.again, gathered.fetch)),
                 Part(P.ACTIVATIONS, setup.acts.total - setup.acts.logits_bytes),
-                Part(P.GRADIENTS, w * (t.head or t.embedding)), Part(P.LOGITS_GRADIENT, _logits_gradient(setup))]
+                Part(P.GRADIENTS, w * (t.head or t.embedding)),
+                Part(P.LOGITS_GRADIENT, 0 if fused else setup.c * setup.tokens * setup.vocab)]
         return _composed(setup, loss_base, gathered, {**layers, **ends}, steps, forwards,
                          head=[*base, Part(P.GATHERED_PARAMETERS, gathered.again)])
 
@@ -501,11 +503,6 @@ def _composed(setup: Setup, base: list[Part], gathered: _Gathered, backward: dic
             backwards[M.HEAD_BACKWARD] = [*head, kept, *(Part(*part) for part in found.head)]
         backwards[moment] = parts
     return {"forward": {name: forward, **(forwards or {})}, "backward": backwards, "optimizer": optimizer}
-
-
-def _logits_gradient(setup: Setup) -> int:
-    """The T×V gradient the head's backward reads: none when a fused kernel made the head's gradients."""
-    return 0 if setup.loss_kernel in ("liger_flce", "cut_cross_entropy") else setup.c * setup.tokens * setup.vocab
 
 
 def _layer_moments(setup: Setup, shape: ModelShape, base: list[Part], head_grads: int, layer_grads: int,
