@@ -267,8 +267,7 @@ class DeepSpeed:
             steps = {M.OPTIMIZER_STEP: [*base, Part(P.GRADIENTS, w * n), Part(P.OPTIMIZER_SCRATCH, stepped.scratch)]}
         else:  # one flat fp32 partition per group: for-loop's "largest tensor" is the partition itself
             scratch = 0 if offload_optimizer else stepped.scratch
-            steps = {M.OPTIMIZER_STEP: [*base, Part(P.FP32_GRADIENTS, fp32_grads),
-                                            Part(P.OPTIMIZER_SCRATCH, scratch)],
+            steps = {M.OPTIMIZER_STEP: [*base, Part(P.FP32_GRADIENTS, fp32_grads), Part(P.OPTIMIZER_SCRATCH, scratch)],
                      M.PARTITION_COPY: [*base, Part(P.FP32_GRADIENTS, fp32_grads), Part(
                          "16-bit partition copies", (1 if stage == 3 else 2) * w * shard)]}  # ZeRO-3: one flat copy
                          # of the gradient partition beside its fp32 conversion (measured: opt-ds-z3-r2-sgdm)
@@ -280,8 +279,8 @@ class DeepSpeed:
                 touched, piece = max(ranks_touched, key=lambda found: w * found[0] + 8 * found[1])
                 steps[M.GRADIENT_NORM] = [*base, Part(P.GRADIENTS, w * touched), Part(P.FP64_GRADIENT_COPY, 8 * piece)]
                 steps[M.FP32_CONVERSION] = [*base, Part(P.GRADIENTS, w * most),
-                                                Part(P.PARTITION_COPIES_16_BIT, w * shard),
-                                                Part(P.FP32_GRADIENTS, fp32_grads)]
+                                            Part(P.PARTITION_COPIES_16_BIT, w * shard),
+                                            Part(P.FP32_GRADIENTS, fp32_grads)]
         forwards: dict[str, list[Part]] = {}
         # the first fetch: one flat all-gather output, then copied out per parameter (none without a prefetch: GRPO's
         # first micro-step after generation, memory/grpo.py)
@@ -632,9 +631,8 @@ def _frozen(setup: Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gath
     if gathered.fetch:  # the flat output stays alive with its copies: every parameter of the fetch is registered
         # with its handle (partitioned_param_coordinator.py, `__inflight_param_registry`) until fetched for its
         # module, the last at the end of the forward (measured: lora-ds-z3-*)
-        forwards[M.FIRST_FETCH] = [
-            *base, Part(P.GATHERED_PARAMETERS, 2 * gathered.fetch),
-            Part(P.ACTIVATIONS, frozen.activations - frozen.outside)]
+        forwards[M.FIRST_FETCH] = [*base, Part(P.GATHERED_PARAMETERS, 2 * gathered.fetch),
+                                   Part(P.ACTIVATIONS, frozen.activations - frozen.outside)]
     transient = _layer_transient(shape, setup.tensors, setup.tokens, setup.c, weight_gradient=False)
     top = [*base, Part(P.GATHERED_PARAMETERS, gathered.in_layer), Part(P.ACTIVATIONS, frozen.activations),
            Part(P.GRADIENTS, frozen.head_gradient), Part(P.RECOMPUTED_LAYER, frozen.recompute),
