@@ -1,6 +1,6 @@
 """The FSDP version in the editor: hovering an Accelerate YAML's FSDP strategy shows the version the peak follows,
 credited to the key that writes it (or to accelerate launch's default, FSDP1), and a LoRA run's plan names the
-matching engine. FSDP2 holds one more gathered layer at the loss than FSDP1 (memory/step.py `_fsdp`)."""
+matching engine. FSDP2 holds one more gathered layer at the loss than FSDP1 (memory/step.py `Fsdp.moments`)."""
 
 from __future__ import annotations
 

@@ -130,7 +130,30 @@ class Torch:
     ddp_bucket_view: bool = False
 
     def moments(self, setup: Setup, step: Step) -> Moments:
-        return _torch(setup, step.shape, self)
+        """Plain torch or DDP: parameters, AdamW's exp_avg and exp_avg_sq in the parameters' dtype
+        (`torch.zeros_like(p)` in `Adam._init_group`), gradients from backward until `zero_grad`."""
+        shape = step.shape
+        t, w, n = setup.tensors, setup.w, setup.tensors.total
+        stepped = _stepped(setup, w, parameter_shapes(shape), "torch")
+        base = [Part(P.PARAMETERS, w * n), Part(stepped.state_name, stepped.states)]
+        if setup.ranks > 1:  # torch/csrc/distributed/c10d/reducer.cpp: one flat bucket tensor per bucket
+            base.append(Part(P.DDP_BUCKETS, w * n))
+        cast = []
+        if self.autocast:  # autocast's weight cache (a bf16 copy per matmul weight), fp32 norm outputs: to backward
+            matmul = t.layers * (t.layer_total - t.layer_norms) + shape.vocab * shape.hidden
+            # + one more bf16 T×I tensor per layer in the MLP (measured: 2·T·I·L at h256 and at 8B)
+            saving = 1 if setup.checkpointing else t.layers  # layers whose activations are kept
+            cast = [Part(P.BF16_WEIGHT_COPIES, 2 * matmul),
+                    Part(P.ACTIVATIONS, 2 * (2 * saving + 1) * setup.tokens * shape.hidden
+                         + 2 * saving * setup.tokens * shape.intermediate)]
+        grads = 0 if (setup.ranks > 1 and self.ddp_bucket_view) else w  # gradient_as_bucket_view: grads are the buckets
+        head = w * (t.head or t.embedding) * (grads > 0) + w * t.final_norm * (grads > 0)
+        layers = _layer_moments(setup, shape, base + cast, head, grads * t.layer_total)
+        embedding = setup.c * setup.tokens * setup.hidden + _tied_sum(t, w)
+        end = [*base, Part(P.GRADIENTS, grads * n), Part(P.EMBEDDING_GRADIENT, embedding)]
+        update = [*base, Part(P.GRADIENTS, grads * n), Part(P.OPTIMIZER_SCRATCH, stepped.scratch)]
+        return _composed(setup, base + cast, _Gathered(), {**layers, M.END_OF_BACKWARD: end},
+                         {M.OPTIMIZER_STEP: update})
 
 
 @dataclass(frozen=True)
@@ -162,7 +185,119 @@ class DeepSpeed:
         return self.stage
 
     def moments(self, setup: Setup, step: Step) -> Moments:
-        return _deepspeed(setup, step.shape, self, step.param_dtype == "bf16" and self.buckets.grad_accum_dtype == "fp32")
+        """DeepSpeed ZeRO 0-3 (16-bit or fp32 model) with a torch AdamW client optimizer (foreach, for-loop) or
+        DeepSpeed's FusedAdam from the config's optimizer section (`fused`)."""
+        shape, bf16_optimizer = step.shape, step.param_dtype == "bf16" and self.buckets.grad_accum_dtype == "fp32"
+        t, w, n, r = setup.tensors, setup.w, setup.tensors.total, setup.ranks
+        stage, zero, offload_optimizer = self.stage, self.zero, self.offload_optimizer
+        bf16_opt = bf16_optimizer and stage == 1 and not offload_optimizer
+        reduce = zero.reduce
+        shard = ceil_div(n, r) if stage else n
+        plain = stage == 0 and w == F32  # engine.py `_do_optimizer_sanity_check`: fp32 without ZeRO wraps nothing
+        # the inner optimizer steps fp32 copies of each parameter (stage 0) or one flat fp32 partition
+        stepped = _stepped(setup, F32, parameter_shapes(shape) if stage == 0 else [(shard,)], "deepspeed")
+        master = [] if offload_optimizer else [Part(P.FP32_MASTER, 0 if plain else F32 * shard),
+                                               Part(stepped.state_name, stepped.states)]
+        if bf16_opt:  # BF16_Optimizer (bf16_optimizer.py): one fp32 gradient buffer as large as the whole flat
+            # model (padded to the ranks), never partitioned
+            master.append(Part(P.FP32_GRADIENT_BUFFER_BF16_OPTIMIZER, F32 * shard * r))
+        if setup.optimizer == "adagrad" and not (plain or offload_optimizer) and stage < 3:
+            # torch Adagrad makes its sums in __init__ (`full_like(p)`) for the model it is built on; DeepSpeed then
+            # swaps its param groups for its fp32 ones and those sums stay in `state` (measured: opt-ds-z*-adagrad*,
+            # a model built in fp32 and cast by deepspeed.initialize: 4 B each; 2 B for a model loaded in bf16, so 4 B
+            # is the bound); under ZeRO-3 HF Trainer builds the model partitioned (zero.Init): those sums are empty
+            master.append(Part(ADAGRAD_FIRST_SUMS, F32 * n))
+        # at the loss, at its backward (the head fetched again if it was released), the first fetch (ZeRO-3)
+        gathered = _engine_gathered(setup, self, lambda elements: w * elements)
+        ipg = 0 if bf16_opt else _ipg(w, stage, zero)
+        if stage == 3:
+            persistent = _persistent_numel(t, zero.threshold)
+            own = 0 if self.offload_param else w * shard
+            whole = w * persistent if r > 1 else 0
+            base = [Part(P.PARAMETERS, own + whole), *master, Part(P.GRADIENT_PARTITIONS, w * shard)]
+            if zero.contiguous:  # stage3.py: the IPG buffer is made with the optimizer
+                base.append(Part(P.REDUCE_BUCKET, w * reduce))
+        else:
+            base = [Part(P.PARAMETERS, w * n), *master]
+        loss_base = base
+        # a tied weight's gradient waits whole in autograd's InputBuffer until the embedding's arrives (no hook
+        # fires before), then the two are summed out of place
+        held = w * t.embedding if not t.head else 0
+        ends: dict[str, list[Part]] = {}
+        if stage in (1, 2) and not bf16_opt:  # stage_1_and_2.py: grads leave their bucket for the rank's partition
+            kept_layer, head = ceil_div(w * t.layer_total, r), held or ceil_div(w * t.head, r)
+            # kept: the gradients of whole parameters the partition touches; a bucket flattened; a gradient larger than
+            # the bucket reduced alone (docs/memory-model.md, "DeepSpeed ZeRO-1/2")
+            partition = w * max(touched for touched, _ in _touched(t, r)) if n > reduce else 0
+            kept = [*base, Part(P.REDUCE_BUCKET, ipg), Part(P.GRADIENTS, partition)]
+            ends[M.END_OF_BACKWARD] = [*kept, Part(P.BUCKET_COPY, w * min(reduce, n))]
+            if t.largest > reduce:
+                ends[M.LARGEST_GRADIENT] = [*kept, Part(P.LARGEST_GRADIENT, w * t.largest)]
+            grads_layers = [Part(P.REDUCE_BUCKET, ipg)]
+            tied = kept
+        elif stage == 3:
+            kept_layer, head = 0, held  # reduced into the persistent gradient partitions
+            # the bucket's gradients flattened and split for the reduce-scatter (two copies); the embedding, used
+            # last, still gathered
+            last = w * t.embedding if (r > 1 and t.embedding > zero.threshold) else 0
+            tied = [*base, Part(P.GATHERED_PARAMETERS, last)]
+            ends[M.END_OF_BACKWARD] = [*tied, Part(P.BUCKET_COPY, 2 * w * min(reduce, n))]
+            grads_layers = [Part(P.GATHERED_PARAMETERS, gathered.at_loss)]
+        else:
+            kept_layer, head = w * t.layer_total, w * ((t.head or t.embedding) + t.final_norm)
+            ends[M.END_OF_BACKWARD] = [*base, Part(P.GRADIENTS, w * n), Part(
+                "embedding gradient", setup.c * setup.tokens * setup.hidden + _tied_sum(t, w))]
+            grads_layers = tied = []
+        if tied and not t.head:  # ZeRO-1/2 beside the kept gradients, ZeRO-3 beside the still-gathered embedding
+            ends[M.TIED_GRADIENTS] = [*tied, Part(P.EMBEDDING_GRADIENT, held + _tied_sum(t, w))]
+        layers = _layer_moments(setup, shape, base + grads_layers, head, kept_layer)
+        fp32_grads = 0 if offload_optimizer else F32 * shard
+        if stage == 3:  # step() starts with `_partition_all_parameters()`: persistent parameters are freed too
+            base = [Part(P.PARAMETERS, own), *base[1:]]
+        if stage == 0:  # FP16_UnfusedOptimizer: per-parameter fp32 masters; the 16-bit gradients are still alive
+            scratch = stepped.scratch
+            # DeepSpeed's FusedAdam → FP16_Optimizer (fp16/fused_optimizer.py): every gradient cast to fp32, then
+            # flattened into one fp32 tensor beside them
+            if setup.impl == "fused" and not plain:
+                fp32_grads *= 2
+            update = [*base, Part(P.GRADIENTS, w * n), Part(P.FP32_GRADIENTS, 0 if plain else fp32_grads),
+                      Part(P.OPTIMIZER_SCRATCH, scratch)]
+            steps: dict[str, list[Part]] = {M.OPTIMIZER_STEP: update}
+        elif bf16_opt:  # the partition's fp32 gradient is a view of the buffer; the bf16 gradients live until zero_grad
+            steps = {M.OPTIMIZER_STEP: [*base, Part(P.GRADIENTS, w * n), Part(P.OPTIMIZER_SCRATCH, stepped.scratch)]}
+        else:  # one flat fp32 partition per group: for-loop's "largest tensor" is the partition itself
+            scratch = 0 if offload_optimizer else stepped.scratch
+            steps = {M.OPTIMIZER_STEP: [*base, Part(P.FP32_GRADIENTS, fp32_grads), Part(P.OPTIMIZER_SCRATCH, scratch)],
+                     M.PARTITION_COPY: [*base, Part(P.FP32_GRADIENTS, fp32_grads), Part(
+                         "16-bit partition copies", (1 if stage == 3 else 2) * w * shard)]}  # ZeRO-3: one flat copy
+                         # of the gradient partition beside its fp32 conversion (measured: opt-ds-z3-r2-sgdm)
+            if stage in (1, 2):  # the 16-bit gradients of the touched parameters live until the fp32 copy is made
+                ranks_touched = _touched(t, r)
+                most = max(touched for touched, _ in ranks_touched)
+                # `get_grad_norm_direct`: each gradient piece `.to(get_norm_dtype())`, fp64 (the rank where the
+                # kept gradients and the largest piece in fp64 weigh most)
+                touched, piece = max(ranks_touched, key=lambda found: w * found[0] + 8 * found[1])
+                steps[M.GRADIENT_NORM] = [*base, Part(P.GRADIENTS, w * touched), Part(P.FP64_GRADIENT_COPY, 8 * piece)]
+                steps[M.FP32_CONVERSION] = [*base, Part(P.GRADIENTS, w * most),
+                                            Part(P.PARTITION_COPIES_16_BIT, w * shard),
+                                            Part(P.FP32_GRADIENTS, fp32_grads)]
+        forwards: dict[str, list[Part]] = {}
+        # the first fetch: one flat all-gather output, then copied out per parameter (none without a prefetch: GRPO's
+        # first micro-step after generation, memory/grpo.py)
+        if stage == 3 and r > 1 and (setup.loss is None or setup.loss.prefetch):
+            forwards[M.FIRST_ALL_GATHER] = [*base, Part(P.GATHERED_PARAMETERS, 2 * gathered.fetch)]
+        if stage == 3 and r > 1 and setup.loss is None:  # (a fused head's backward is the loss's backward)
+            # the head's backward: what the prefetcher fetched for the backward order is gathered beside the
+            # head's unsharded weight gradient and the logits' T×V gradient (none when a fused kernel made the
+            # head's gradients)
+            fused = setup.loss_kernel in ("liger_flce", "cut_cross_entropy")
+            ends[M.HEAD_BACKWARD] = [
+                *base, Part(P.GATHERED_PARAMETERS, max(gathered.again, gathered.fetch)),
+                Part(P.ACTIVATIONS, setup.acts.total - setup.acts.logits_bytes),
+                Part(P.GRADIENTS, w * (t.head or t.embedding)),
+                Part(P.LOGITS_GRADIENT, 0 if fused else setup.c * setup.tokens * setup.vocab)]
+        return _composed(setup, loss_base, gathered, {**layers, **ends}, steps, forwards,
+                         head=[*base, Part(P.GATHERED_PARAMETERS, gathered.again)])
 
 
 @dataclass(frozen=True)
@@ -188,7 +323,40 @@ class Fsdp:
         return "FULL_SHARD" if self.reshard and self.sharded else "SHARD_GRAD_OP" if self.sharded else "NO_SHARD"
 
     def moments(self, setup: Setup, step: Step) -> Moments:
-        return _fsdp(setup, step.shape, self)
+        """FSDP2 (`fully_shard` per decoder layer and on the root) or FSDP1 (a FlatParameter per unit): shards of P, G
+        and O, the units gathered (`_fsdp_gathered`), a unit's unsharded gradients copied into one reduce-scatter input
+        in the reduce dtype (fp32 under mixed precision) beside the collective's output."""
+        shape = step.shape
+        t, w, n, c = setup.tensors, setup.w, setup.tensors.total, setup.c
+        version, mixed = self.version, self.mixed
+        sharded, r, _ = _fsdp_group(self, setup.ranks)
+        g = c if mixed else w  # gathered parameters and unsharded gradients are in the compute dtype
+        collective = sharded and r > 1  # at one rank FSDP2 still copies the root in and out, but reduces nothing
+        shard = ceil_div(n, r)
+        # FSDP1: one flat parameter per unit (for-loop's largest tensor: the largest unit's shard); FSDP2: one DTensor
+        # shard per parameter (dim 0)
+        largest = ceil_div(max(t.root, t.layer_total) if version == 1 else t.largest, r)
+        stepped = _stepped(setup, w, [(shard,)], "fsdp", largest)
+        base = [Part(P.PARAMETERS, w * shard), Part(stepped.state_name, stepped.states)]
+        gathered = _fsdp_gathered(t, self, setup.ranks, lambda elements: g * elements)
+        grads_layer = ceil_div(w * t.layer_total, r)
+        head = ceil_div(w * (t.head + t.final_norm), r) if t.head else 0
+        scatter = 2 * w * t.layer_total if collective else 0  # reduce-scatter input + full-size output (gloo)
+        gathered_bwd = [Part(P.GATHERED_PARAMETERS, gathered.in_layer),
+                        Part(P.REDUCE_SCATTER, scatter + (g * t.layer_total if sharded else 0))]
+        layers = _layer_moments(setup, shape, base + gathered_bwd, head, grads_layer)
+        # the root's reduce-scatter at the end: its input and output, and the unsharded head gradient not yet freed
+        # (FSDP1: the embedding's too, cast to the fp32 reduce dtype under mixed precision); layers' shards are kept
+        if version == 1:
+            unsharded = (F32 if mixed else w) * ((t.head or t.embedding) + (t.embedding if t.head else 0))
+        else:
+            unsharded = g * (t.head or t.embedding)
+        kept_grads = w * shard if (version == 2 or not sharded) else t.layers * grads_layer
+        end = [*base, Part(P.GRADIENTS, kept_grads), Part(P.REDUCE_SCATTER, 2 * w * t.root if collective else 0),
+               Part(P.UNSHARDED_GRADIENTS, unsharded)]
+        update = [*base, Part(P.GRADIENTS, w * shard), Part(P.OPTIMIZER_SCRATCH, stepped.scratch)]
+        return _composed(setup, base, gathered, {**layers, M.END_OF_BACKWARD: end}, {M.OPTIMIZER_STEP: update},
+                         head=[*base, Part(P.GATHERED_PARAMETERS, gathered.at_loss)])
 
 
 EngineSpec = Union[Torch, DeepSpeed, Fsdp]
@@ -314,20 +482,26 @@ def _loss_moments(setup: Setup, base: list[Part], saved: int | None = None) -> t
     return M.LOSS, forward, [*base, held, Part(P.LOG_SOFTMAX_GRADIENTS, 2 * F32 * rows * v)]
 
 
-def _head_moment(setup: Setup, base: list[Part], saved: int | None = None) -> dict[str, list[Part]]:
-    """The head's backward after a loss that leaves it to autograd (axolotl's chunked loss): the logits' gradient,
-    the head's weight and input gradients, the loss's kept tensors freed (below Transformers' loss's backward)."""
+def _composed(setup: Setup, base: list[Part], gathered: _Gathered, backward: dict[str, list[Part]],
+              optimizer: dict[str, list[Part]], forwards: dict[str, list[Part]] | None = None, saved: int | None = None,
+              head: list[Part] | None = None, head_before: str = M.TOP_LAYER) -> Moments:
+    """An engine's moments around the loss every engine shares: the loss's forward over `base` with
+    `gathered.at_loss`, its backward with `gathered.again`, and the head's backward (over `head`, by default the
+    loss's backward's, placed before `head_before`) among the engine's own `forwards`, `backward`, `optimizer`.
+    The head's backward is a moment of its own after a loss that leaves it to autograd (axolotl's chunked loss): the
+    logits' gradient, the head's weight and input gradients, the loss's kept tensors freed (below Transformers' loss's
+    backward)."""
+    name, forward, _ = _loss_moments(setup, [*base, Part(P.GATHERED_PARAMETERS, gathered.at_loss)], saved)
+    _, _, loss = _loss_moments(setup, [*base, Part(P.GATHERED_PARAMETERS, gathered.again)], saved)
     found = None if setup.loss_kernel == "hf" else _kernel(setup)
-    if found is None or found.head is None:
-        return {}
-    saved = setup.acts.total if saved is None else saved
-    return {M.HEAD_BACKWARD: [*base, Part(P.ACTIVATIONS, saved - found.dropped),
-                                    *(Part(*part) for part in found.head)]}
-
-
-def _logits_gradient(setup: Setup) -> int:
-    """The T×V gradient the head's backward reads: none when a fused kernel made the head's gradients."""
-    return 0 if setup.loss_kernel in ("liger_flce", "cut_cross_entropy") else setup.c * setup.tokens * setup.vocab
+    backwards: dict[str, list[Part]] = {M.LOSS_BACKWARD: loss}
+    for moment, parts in backward.items():
+        if moment == head_before and found is not None and found.head is not None:
+            kept = Part(P.ACTIVATIONS, (setup.acts.total if saved is None else saved) - found.dropped)
+            head = head or [*base, Part(P.GATHERED_PARAMETERS, gathered.again)]
+            backwards[M.HEAD_BACKWARD] = [*head, kept, *(Part(*part) for part in found.head)]
+        backwards[moment] = parts
+    return {"forward": {name: forward, **(forwards or {})}, "backward": backwards, "optimizer": optimizer}
 
 
 def _layer_moments(setup: Setup, shape: ModelShape, base: list[Part], head_grads: int, layer_grads: int,
@@ -367,36 +541,6 @@ def _tied_sum(tensors: Tensors, w: int) -> int:
     return 2 * w * tensors.embedding if not tensors.head else 0
 
 
-def _torch(setup: Setup, shape: ModelShape, engine: Torch) -> Moments:
-    """Plain torch or DDP: parameters, AdamW's exp_avg and exp_avg_sq in the parameters' dtype
-    (`torch.zeros_like(p)` in `Adam._init_group`), gradients from backward until `zero_grad`."""
-    t, w, n = setup.tensors, setup.w, setup.tensors.total
-    stepped = _stepped(setup, w, parameter_shapes(shape), "torch")
-    base = [Part(P.PARAMETERS, w * n), Part(stepped.state_name, stepped.states)]
-    if setup.ranks > 1:  # torch/csrc/distributed/c10d/reducer.cpp: one flat bucket tensor per bucket
-        base.append(Part(P.DDP_BUCKETS, w * n))
-    cast = []
-    if engine.autocast:  # autocast's weight cache (a bf16 copy per matmul weight) and fp32 norm outputs, held to backward
-        matmul = t.layers * (t.layer_total - t.layer_norms) + shape.vocab * shape.hidden
-        # + one more bf16 T×I tensor per layer in the MLP (measured: 2·T·I·L at h256 and at 8B)
-        saving = 1 if setup.checkpointing else t.layers  # layers whose activations are kept
-        cast = [Part(P.BF16_WEIGHT_COPIES, 2 * matmul),
-                Part(P.ACTIVATIONS, 2 * (2 * saving + 1) * setup.tokens * shape.hidden
-                     + 2 * saving * setup.tokens * shape.intermediate)]
-    grads = 0 if (setup.ranks > 1 and engine.ddp_bucket_view) else w  # gradient_as_bucket_view: grads are the buckets
-    name, forward, loss = _loss_moments(setup, base + cast)
-    head = w * (t.head or t.embedding) * (grads > 0) + w * t.final_norm * (grads > 0)
-    layers = _layer_moments(setup, shape, base + cast, head, grads * t.layer_total)
-    tied = _tied_sum(t, w)
-    end = [*base, Part(P.GRADIENTS, grads * n), Part(P.EMBEDDING_GRADIENT, setup.c * setup.tokens * setup.hidden
-                                                      + tied)]
-    step = [*base, Part(P.GRADIENTS, grads * n), Part(P.OPTIMIZER_SCRATCH, stepped.scratch)]
-    return {"forward": {name: forward},
-            "backward": {M.LOSS_BACKWARD: loss, **_head_moment(setup, base + cast), **layers,
-                         M.END_OF_BACKWARD: end},
-            "optimizer": {M.OPTIMIZER_STEP: step}}
-
-
 def _persistent_numel(tensors: Tensors, threshold: int) -> int:
     """ZeRO-3 keeps parameters of at most `threshold` elements whole on every rank
     (`DeepSpeedZeRoOffload.mark_persistent_parameters`, deepspeed/runtime/zero/parameter_offload.py)."""
@@ -425,161 +569,6 @@ def _ipg(w: int, stage: int, zero: Zero) -> int:
     return w * zero.reduce * (2 if zero.overlap else 1) if stage in (1, 2) and zero.contiguous else 0
 
 
-def _deepspeed(setup: Setup, shape: ModelShape, engine: DeepSpeed, bf16_optimizer: bool = False) -> Moments:
-    """DeepSpeed ZeRO 0-3 (16-bit or fp32 model) with a torch AdamW client optimizer (foreach, for-loop) or
-    DeepSpeed's FusedAdam from the config's optimizer section (`fused`)."""
-    t, w, n, r = setup.tensors, setup.w, setup.tensors.total, setup.ranks
-    stage, zero, offload_optimizer = engine.stage, engine.zero, engine.offload_optimizer
-    bf16_opt = bf16_optimizer and stage == 1 and not offload_optimizer
-    reduce = zero.reduce
-    shard = ceil_div(n, r) if stage else n
-    plain = stage == 0 and w == F32  # engine.py `_do_optimizer_sanity_check`: fp32 without ZeRO wraps nothing
-    # the inner optimizer steps fp32 copies of each parameter (stage 0) or one flat fp32 partition
-    stepped = _stepped(setup, F32, parameter_shapes(shape) if stage == 0 else [(shard,)], "deepspeed")
-    master = [] if offload_optimizer else [Part(P.FP32_MASTER, 0 if plain else F32 * shard),
-                                           Part(stepped.state_name, stepped.states)]
-    if bf16_opt:  # BF16_Optimizer (bf16_optimizer.py): one fp32 gradient buffer as large as the whole flat model
-        master.append(Part(P.FP32_GRADIENT_BUFFER_BF16_OPTIMIZER, F32 * shard * r))  # (padded to the ranks), never partitioned
-    if setup.optimizer == "adagrad" and not (plain or offload_optimizer) and stage < 3:
-        # torch Adagrad makes its sums in __init__ (`full_like(p)`) for the model it is built on; DeepSpeed then
-        # swaps its param groups for its fp32 ones and those sums stay in `state` (measured: opt-ds-z*-adagrad*,
-        # a model built in fp32 and cast by deepspeed.initialize: 4 B each; 2 B for a model loaded in bf16, so 4 B
-        # is the bound); under ZeRO-3 HF Trainer builds the model partitioned (zero.Init): those sums are empty
-        master.append(Part(ADAGRAD_FIRST_SUMS, F32 * n))
-    gathered = again = fetch = ipg = threshold = 0
-    if stage == 3:
-        threshold = zero.threshold
-        persistent = _persistent_numel(t, threshold)
-        own = 0 if engine.offload_param else w * shard
-        whole = w * persistent if r > 1 else 0
-        base = [Part(P.PARAMETERS, own + whole), *master, Part(P.GRADIENT_PARTITIONS, w * shard)]
-        if zero.contiguous:  # stage3.py: the IPG buffer is made with the optimizer
-            base.append(Part(P.REDUCE_BUCKET, w * reduce))
-        if r > 1:  # at the loss, at its backward (the head fetched again if it was released), the first fetch
-            gathered, again, fetch = (w * elements for elements in _zero3_gathered(t, zero))
-    else:
-        base = [Part(P.PARAMETERS, w * n), *master]
-        ipg = 0 if bf16_opt else _ipg(w, stage, zero)
-    gather = [Part(P.GATHERED_PARAMETERS, gathered)]
-    name, forward, _ = _loss_moments(setup, base + gather)
-    _, _, loss = _loss_moments(setup, base + [Part(P.GATHERED_PARAMETERS, again)])
-    # a tied weight's gradient waits whole in autograd's InputBuffer until the embedding's arrives (no hook
-    # fires before), then the two are summed out of place
-    held = w * t.embedding if not t.head else 0
-    ends: dict[str, list[Part]] = {}
-    if stage in (1, 2) and not bf16_opt:  # stage_1_and_2.py: grads leave their bucket for the rank's partition
-        kept_layer, head = ceil_div(w * t.layer_total, r), held or ceil_div(w * t.head, r)
-        # kept: the gradients of whole parameters the partition touches; a bucket flattened; a gradient larger than
-        # the bucket reduced alone (docs/memory-model.md, "DeepSpeed ZeRO-1/2")
-        partition = w * max(touched for touched, _ in _touched(t, r)) if n > reduce else 0
-        kept = [*base, Part(P.REDUCE_BUCKET, ipg), Part(P.GRADIENTS, partition)]
-        ends[M.END_OF_BACKWARD] = [*kept, Part(P.BUCKET_COPY, w * min(reduce, n))]
-        if t.largest > reduce:
-            ends[M.LARGEST_GRADIENT] = [*kept, Part(P.LARGEST_GRADIENT, w * t.largest)]
-        grads_layers = [Part(P.REDUCE_BUCKET, ipg)]
-        tied = kept
-    elif stage == 3:
-        kept_layer, head = 0, held  # reduced into the persistent gradient partitions
-        # the bucket's gradients flattened and split for the reduce-scatter (two copies); the embedding, used
-        # last, still gathered
-        last = w * t.embedding if (r > 1 and t.embedding > threshold) else 0
-        tied = [*base, Part(P.GATHERED_PARAMETERS, last)]
-        ends[M.END_OF_BACKWARD] = [*tied, Part(P.BUCKET_COPY, 2 * w * min(reduce, n))]
-        grads_layers = list(gather)
-    else:
-        kept_layer, head = w * t.layer_total, w * ((t.head or t.embedding) + t.final_norm)
-        ends[M.END_OF_BACKWARD] = [*base, Part(P.GRADIENTS, w * n), Part(
-            "embedding gradient", setup.c * setup.tokens * setup.hidden + _tied_sum(t, w))]
-        grads_layers = tied = []
-    if tied and not t.head:  # ZeRO-1/2 beside the kept gradients, ZeRO-3 beside the still-gathered embedding
-        ends[M.TIED_GRADIENTS] = [*tied, Part(P.EMBEDDING_GRADIENT, held + _tied_sum(t, w))]
-    layers = _layer_moments(setup, shape, base + grads_layers, head, kept_layer)
-    fp32_grads = 0 if offload_optimizer else F32 * shard
-    if stage == 3:  # step() starts with `_partition_all_parameters()`: persistent parameters are freed too
-        base = [Part(P.PARAMETERS, own), *base[1:]]
-    if stage == 0:  # FP16_UnfusedOptimizer: per-parameter fp32 masters; the 16-bit gradients are still alive
-        scratch = stepped.scratch
-        if setup.impl == "fused" and not plain:  # DeepSpeed's FusedAdam → FP16_Optimizer (fp16/fused_optimizer.py):
-            fp32_grads *= 2  # every gradient cast to fp32, then flattened into one fp32 tensor beside them
-        step = [*base, Part(P.GRADIENTS, w * n), Part(P.FP32_GRADIENTS, 0 if plain else fp32_grads),
-                Part(P.OPTIMIZER_SCRATCH, scratch)]
-        steps: dict[str, list[Part]] = {M.OPTIMIZER_STEP: step}
-    elif bf16_opt:  # the partition's fp32 gradient is a view of the buffer; the bf16 gradients live until zero_grad
-        steps = {M.OPTIMIZER_STEP: [*base, Part(P.GRADIENTS, w * n), Part(P.OPTIMIZER_SCRATCH, stepped.scratch)]}
-    else:  # one flat fp32 partition per group: for-loop's "largest tensor" is the partition itself
-        scratch = 0 if offload_optimizer else stepped.scratch
-        steps = {M.OPTIMIZER_STEP: [*base, Part(P.FP32_GRADIENTS, fp32_grads),
-                                        Part(P.OPTIMIZER_SCRATCH, scratch)],
-                 M.PARTITION_COPY: [*base, Part(P.FP32_GRADIENTS, fp32_grads), Part(
-                     "16-bit partition copies", (1 if stage == 3 else 2) * w * shard)]}  # ZeRO-3: one flat copy
-                     # of the gradient partition beside its fp32 conversion (measured: opt-ds-z3-r2-sgdm)
-        if stage in (1, 2):  # the 16-bit gradients of the touched parameters live until the fp32 copy is made
-            ranks_touched = _touched(t, r)
-            most = max(touched for touched, _ in ranks_touched)
-            # `get_grad_norm_direct`: each gradient piece `.to(get_norm_dtype())`, fp64 (the rank where the
-            # kept gradients and the largest piece in fp64 weigh most)
-            touched, piece = max(ranks_touched, key=lambda found: w * found[0] + 8 * found[1])
-            steps[M.GRADIENT_NORM] = [*base, Part(P.GRADIENTS, w * touched), Part(P.FP64_GRADIENT_COPY, 8 * piece)]
-            steps[M.FP32_CONVERSION] = [*base, Part(P.GRADIENTS, w * most),
-                                            Part(P.PARTITION_COPIES_16_BIT, w * shard),
-                                            Part(P.FP32_GRADIENTS, fp32_grads)]
-    forwards = {name: forward}
-    # the first fetch: one flat all-gather output, then copied out per parameter (none without a prefetch: GRPO's
-    # first micro-step after generation, memory/grpo.py)
-    if stage == 3 and r > 1 and (setup.loss is None or setup.loss.prefetch):
-        forwards[M.FIRST_ALL_GATHER] = [*base, Part(P.GATHERED_PARAMETERS, 2 * fetch)]
-    if stage == 3 and r > 1 and setup.loss is None:  # (a fused head's backward is the loss's backward)
-        # the head's backward: what the prefetcher fetched for the backward order is gathered beside the
-        # head's unsharded weight gradient and the logits' gradient
-        ends[M.HEAD_BACKWARD] = [
-            *base, Part(P.GATHERED_PARAMETERS, max(again, fetch)),
-            Part(P.ACTIVATIONS, setup.acts.total - setup.acts.logits_bytes),
-            Part(P.GRADIENTS, w * (t.head or t.embedding)), Part(P.LOGITS_GRADIENT, _logits_gradient(setup))]
-    head_moment = _head_moment(setup, base + [Part(P.GATHERED_PARAMETERS, again)])
-    return {"forward": forwards, "backward": {M.LOSS_BACKWARD: loss, **head_moment, **layers, **ends},
-            "optimizer": steps}
-
-
-def _fsdp(setup: Setup, shape: ModelShape, engine: Fsdp) -> Moments:
-    """FSDP2 (`fully_shard` per decoder layer and on the root) or FSDP1 (a FlatParameter per unit): shards of P, G
-    and O, the units gathered (`_fsdp_gathered`), a unit's unsharded gradients copied into one reduce-scatter input
-    in the reduce dtype (fp32 under mixed precision) beside the collective's output."""
-    t, w, n, c = setup.tensors, setup.w, setup.tensors.total, setup.c
-    version, mixed = engine.version, engine.mixed
-    sharded, r, _ = _fsdp_group(engine, setup.ranks)
-    g = c if mixed else w  # gathered parameters and unsharded gradients are in the compute dtype
-    collective = sharded and r > 1  # at one rank FSDP2 still copies the root in and out, but reduces nothing
-    shard = ceil_div(n, r)
-    # FSDP1: one flat parameter per unit (for-loop's largest tensor: the largest unit's shard); FSDP2: one DTensor
-    # shard per parameter (dim 0)
-    largest = ceil_div(max(t.root, t.layer_total) if version == 1 else t.largest, r)
-    stepped = _stepped(setup, w, [(shard,)], "fsdp", largest)
-    base = [Part(P.PARAMETERS, w * shard), Part(stepped.state_name, stepped.states)]
-    gathered = _fsdp_gathered(t, engine, setup.ranks, lambda elements: g * elements)
-    name, forward, _ = _loss_moments(setup, base + [Part(P.GATHERED_PARAMETERS, gathered.at_loss)])
-    _, _, loss = _loss_moments(setup, base + [Part(P.GATHERED_PARAMETERS, gathered.again)])
-    grads_layer = ceil_div(w * t.layer_total, r)
-    head = ceil_div(w * (t.head + t.final_norm), r) if t.head else 0
-    scatter = 2 * w * t.layer_total if collective else 0  # reduce-scatter input + full-size output (gloo)
-    gathered_bwd = [Part(P.GATHERED_PARAMETERS, gathered.in_layer),
-                    Part(P.REDUCE_SCATTER, scatter + (g * t.layer_total if sharded else 0))]
-    layers = _layer_moments(setup, shape, base + gathered_bwd, head, grads_layer)
-    # the root's reduce-scatter at the end: its input and output, and the unsharded head gradient not yet freed
-    # (FSDP1: the embedding's too, cast to the fp32 reduce dtype under mixed precision); layers' shards are kept
-    if version == 1:
-        unsharded = (F32 if mixed else w) * ((t.head or t.embedding) + (t.embedding if t.head else 0))
-    else:
-        unsharded = g * (t.head or t.embedding)
-    kept_grads = w * shard if (version == 2 or not sharded) else t.layers * grads_layer
-    end = [*base, Part(P.GRADIENTS, kept_grads), Part(P.REDUCE_SCATTER, 2 * w * t.root if collective else 0),
-           Part(P.UNSHARDED_GRADIENTS, unsharded)]
-    step = [*base, Part(P.GRADIENTS, w * shard), Part(P.OPTIMIZER_SCRATCH, stepped.scratch)]
-    head_moment = _head_moment(setup, base + [Part(P.GATHERED_PARAMETERS, gathered.at_loss)])
-    return {"forward": {name: forward},
-            "backward": {M.LOSS_BACKWARD: loss, **head_moment, **layers, M.END_OF_BACKWARD: end},
-            "optimizer": {M.OPTIMIZER_STEP: step}}
-
-
 class _Gathered(NamedTuple):
     """What an engine holds gathered beside P, G, O (bytes): at the loss, at the loss's backward and in a layer's
     backward; ZeRO-3's first coalesced fetch and its reduce bucket."""
@@ -589,16 +578,6 @@ class _Gathered(NamedTuple):
     in_layer: int = 0
     fetch: int = 0
     bucket: int = 0
-
-
-def _zero3_gathered(tensors: Tensors, zero: Zero) -> tuple[int, int, int]:
-    """ZeRO-3's gathered elements at more than one rank (docs/memory-model.md, "DeepSpeed ZeRO-3"): at the loss
-    (`__params_to_release`), at its backward (the head fetched again if released), the first fetch."""
-    rest = tensors.total - _persistent_numel(tensors, zero.threshold)
-    at_loss = min(rest, max(zero.reuse, min(zero.prefetch, zero.live)))
-    head = tensors.head or tensors.embedding
-    return (at_loss, max(at_loss, head) if head > zero.threshold else at_loss,
-            min(rest, max(min(zero.prefetch, zero.live), tensors.embedding)))
 
 
 def _fsdp_group(engine: Fsdp, ranks: int) -> tuple[bool, int, bool]:
@@ -623,14 +602,19 @@ def _fsdp_gathered(tensors: Tensors, engine: Fsdp, ranks: int, gathered: Callabl
                      root + max(kept, 2 * layer))
 
 
-def _gathered_frozen(setup: Setup, frozen: FrozenBase, engine: EngineSpec) -> _Gathered:
-    """The full step's gathered parameters over a frozen base, pro rata of the whole P (a quantized base gathers its
-    packed bytes) or in the compute dtype under FSDP mixed precision (`_fsdp_param.py`), and ZeRO-3's IPG reduce
-    bucket (stage3.py): docs/adapters.md, "Gathered frozen weights" and "ZeRO-3's buffers"."""
-    g = (lambda elements: setup.c * elements) if engine.mixed else frozen.gathered
+def _engine_gathered(setup: Setup, engine: EngineSpec, g: Callable[[int], int]) -> _Gathered:
+    """The gathered parameters (`g`: bytes of so many elements gathered) and ZeRO-3's IPG reduce bucket (stage3.py)
+    at more than one rank; over a frozen base pro rata of the whole P (a quantized base gathers its packed bytes) or
+    in the compute dtype under FSDP mixed precision (`_fsdp_param.py`): docs/adapters.md, "Gathered frozen weights"
+    and "ZeRO-3's buffers". ZeRO-3's (docs/memory-model.md, "DeepSpeed ZeRO-3"): at the loss (`__params_to_release`),
+    at its backward (the head fetched again if released), in a layer's backward as at the loss, the first fetch."""
     if isinstance(engine, DeepSpeed) and engine.stage == 3 and setup.ranks > 1:
-        zero = engine.zero
-        at_loss, again, fetch = _zero3_gathered(setup.tensors, zero)
+        zero, t = engine.zero, setup.tensors
+        rest = t.total - _persistent_numel(t, zero.threshold)
+        at_loss = min(rest, max(zero.reuse, min(zero.prefetch, zero.live)))
+        head = t.head or t.embedding
+        again = max(at_loss, head) if head > zero.threshold else at_loss
+        fetch = min(rest, max(min(zero.prefetch, zero.live), t.embedding))
         return _Gathered(g(at_loss), g(again), g(at_loss), g(fetch), setup.w * zero.reduce if zero.contiguous else 0)
     return _fsdp_gathered(setup.tensors, engine, setup.ranks, g) if isinstance(engine, Fsdp) else _Gathered()
 
@@ -643,18 +627,14 @@ def _frozen(setup: Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gath
     copied to fp32 (ZeRO-1/2: stage_1_and_2.py `step`, `averaged_gradients[i] = None`; measured: lora-ds-z1-*)."""
     base = [Part(P.PARAMETERS, frozen.parameters), Part(P.OPTIMIZER_STATES, frozen.optimizer_states),
             Part(P.REDUCE_BUCKET, gathered.bucket)]
-    at_loss, again, in_layer = gathered.at_loss, gathered.again, gathered.in_layer
-    name, forward, _ = _loss_moments(setup, base + [Part(P.GATHERED_PARAMETERS, at_loss)], frozen.activations)
-    forwards = {name: forward}
+    forwards: dict[str, list[Part]] = {}
     if gathered.fetch:  # the flat output stays alive with its copies: every parameter of the fetch is registered
         # with its handle (partitioned_param_coordinator.py, `__inflight_param_registry`) until fetched for its
         # module, the last at the end of the forward (measured: lora-ds-z3-*)
-        forwards[M.FIRST_FETCH] = [
-            *base, Part(P.GATHERED_PARAMETERS, 2 * gathered.fetch),
-            Part(P.ACTIVATIONS, frozen.activations - frozen.outside)]
-    _, _, loss = _loss_moments(setup, base + [Part(P.GATHERED_PARAMETERS, again)], frozen.activations)
+        forwards[M.FIRST_FETCH] = [*base, Part(P.GATHERED_PARAMETERS, 2 * gathered.fetch),
+                                   Part(P.ACTIVATIONS, frozen.activations - frozen.outside)]
     transient = _layer_transient(shape, setup.tensors, setup.tokens, setup.c, weight_gradient=False)
-    top = [*base, Part(P.GATHERED_PARAMETERS, in_layer), Part(P.ACTIVATIONS, frozen.activations),
+    top = [*base, Part(P.GATHERED_PARAMETERS, gathered.in_layer), Part(P.ACTIVATIONS, frozen.activations),
            Part(P.GRADIENTS, frozen.head_gradient), Part(P.RECOMPUTED_LAYER, frozen.recompute),
            Part(P.LAYER_BACKWARD, transient)]
     end = [*base, Part(P.GRADIENTS, frozen.gradients)]
@@ -668,13 +648,9 @@ def _frozen(setup: Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gath
             Part(P.OPTIMIZER_SCRATCH, scratch)]
     steps: dict[str, list[Part]] = {M.OPTIMIZER_STEP: step}
     if converted:
-        steps[M.FP32_PARTITION_COPY] = [*base, Part(P.GRADIENTS, frozen.gradients),
-                                                            Part(P.FP32_GRADIENTS, fp32)]
-    return {"forward": forwards,
-            "backward": {M.LOSS_BACKWARD: loss, M.TOP_LAYER: top,
-                         **_head_moment(setup, base + [Part(P.GATHERED_PARAMETERS, again)], frozen.activations),
-                         M.END_OF_BACKWARD: end},
-            "optimizer": steps}
+        steps[M.FP32_PARTITION_COPY] = [*base, Part(P.GRADIENTS, frozen.gradients), Part(P.FP32_GRADIENTS, fp32)]
+    return _composed(setup, base, gathered, {M.TOP_LAYER: top, M.END_OF_BACKWARD: end}, steps, forwards,
+                     frozen.activations, head_before=M.END_OF_BACKWARD)
 
 
 def make_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, checkpointing: bool = False,
@@ -719,10 +695,11 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, **i
 
 
 def _engine_moments(setup: Setup, step: Step) -> Moments:
-    """The moments of the step's engine (a frozen base's: `_frozen` over `_gathered_frozen`)."""
+    """The moments of the step's engine (a frozen base's: `_frozen` over `_engine_gathered`)."""
     engine, frozen = step.engine, step.frozen
     if frozen is not None:
-        return _frozen(setup, step.shape, frozen, _gathered_frozen(setup, frozen, engine), step.offload_optimizer,
+        g = (lambda elements: setup.c * elements) if engine.mixed else frozen.gathered
+        return _frozen(setup, step.shape, frozen, _engine_gathered(setup, engine, g), step.offload_optimizer,
                        step.optimizer not in TORCH_OPTIMIZERS, isinstance(engine, DeepSpeed) and engine.stage in (1, 2))
     return engine.moments(setup, step)
 
