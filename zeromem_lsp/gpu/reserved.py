@@ -108,7 +108,7 @@ def allocation_stream(moments: Iterable[dict[str, int]], shares: dict[str, list[
             live.setdefault(part, []).append(size)
 
     def shrink(part: str, by: int) -> None:
-        stack = live.get(part, [])
+        stack = live[part]
         while by > 0 and stack:
             top = stack.pop()
             ops.append(Op("free", part, top))
@@ -128,7 +128,7 @@ def allocation_stream(moments: Iterable[dict[str, int]], shares: dict[str, list[
         for index, moment in enumerate(moments):
             for part in dict.fromkeys([*live, *moment]):  # (a fixed order: a set's would follow the hash seed)
                 now = sum(live.get(part, []))
-                want = max(moment.get(part, 0), 0)
+                want = moment.get(part, 0)
                 if want < now:
                     shrink(part, now - want)
             for part, want in moment.items():

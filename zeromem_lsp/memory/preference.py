@@ -150,7 +150,8 @@ def estimate_preference_step(preference: Preference, step: Step | None = None, *
         head = head._replace(loss_gathered=no_prefetch(step))
     if frozen is not None:  # its activations are read after the loss too: the fused head's, not the log-softmax
         head = head._replace(adjusted=True)
-        frozen = frozen._replace(activations=_frozen_saved(head, frozen, step, micro))
+        saved = _frozen_saved(head, frozen, step, micro)  # the head's tensors change what is saved outside the layers
+        frozen = frozen._replace(activations=saved, outside=frozen.outside + saved - frozen.activations)
     loss: Head = head
     if grpo:
         assert isinstance(head, (FusedHead, GrpoLogitsHead))  # (the llamafactory loss has no GRPO: refused above)
