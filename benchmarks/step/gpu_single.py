@@ -180,35 +180,11 @@ def build(case: dict, torch, device: str):
     return model
 
 
-class Meter:
-    """Per-phase peaks: CUDA's allocator statistics, or on CPU the storage tracker's live bytes."""
-
-    def __init__(self, torch, tracker=None):
-        self.torch, self.tracker = torch, tracker
-        if tracker is not None:
-            self.peak = tracker.current
-            original = tracker._touch
-
-            def touch():
-                original()
-                self.peak = max(self.peak, tracker.current)
-            tracker._touch = touch
-
-    def reset(self):
-        if self.tracker is None:
-            self.torch.cuda.synchronize()
-            self.torch.cuda.reset_peak_memory_stats()
-        else:
-            self.peak = self.tracker.current
-
-    def read(self) -> dict:
-        if self.tracker is None:
-            cuda = self.torch.cuda
-            cuda.synchronize()
-            return {"allocated": cuda.memory_allocated(), "max_allocated": cuda.max_memory_allocated(),
-                    "reserved": cuda.memory_reserved(), "max_reserved": cuda.max_memory_reserved()}
-        return {"allocated": self.tracker.current, "max_allocated": max(self.peak, self.tracker.current),
-                "reserved": None, "max_reserved": None}
+def read(meter) -> dict:
+    """A PhaseMeter's statistics now (measure_gpu.cuda_meter, or tracker_meter on CPU: reserved unknown)."""
+    meter.sync()
+    allocated, max_allocated, reserved, max_reserved = meter.stats()
+    return {"allocated": allocated, "max_allocated": max_allocated, "reserved": reserved, "max_reserved": max_reserved}
 
 
 def _compact_segments(segments) -> list:
@@ -243,11 +219,12 @@ def run_case(case: dict, torch, device: str, trace: bool) -> tuple[dict, dict | 
         tracker = StorageTracker()
         tracker.__enter__()
         before = {"allocated": 0, "reserved": None}
-    meter = Meter(torch, tracker)
+    from measure_gpu import cuda_meter, tracker_meter
+    meter = cuda_meter(torch) if tracker is None else tracker_meter(tracker)
     try:
         model = build(case, torch, device)
         optimizer = torch_optimizer(case, trainable(model), torch)
-        built = meter.read()
+        built = read(meter)
         generator = torch.Generator().manual_seed(1)
         ids = torch.randint(0, case["config"]["vocab_size"], (case["micro_batch"], case["sequence_length"]),
                             generator=generator).to(device)
@@ -255,8 +232,9 @@ def run_case(case: dict, torch, device: str, trace: bool) -> tuple[dict, dict | 
         for _ in range(STEPS):
             phases = {}
             for phase in PHASES:
+                meter.sync()
                 meter.reset()
-                start_allocated = meter.read()["allocated"]
+                start_allocated = read(meter)["allocated"]
                 if phase == "forward":
                     if case["regime"] == "autocast":
                         with torch.autocast(torch.device(device).type, dtype=torch.bfloat16):
@@ -269,7 +247,7 @@ def run_case(case: dict, torch, device: str, trace: bool) -> tuple[dict, dict | 
                 else:
                     optimizer.step()
                     optimizer.zero_grad(set_to_none=True)
-                phases[phase] = {"start_allocated": start_allocated, **meter.read()}
+                phases[phase] = {"start_allocated": start_allocated, **read(meter)}
             steps.append(phases)
         result = {"id": case["id"], "steps": steps, "built": built, "before": before,
                   "params": sum(p.numel() for p in model.parameters()),
