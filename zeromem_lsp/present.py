@@ -406,6 +406,16 @@ def peak_sum(peak, stage: str) -> str:
             f"{reserve_parts(found)} = {format_count(found.total)} B ({format_bytes(found.total)})")
 
 
+def allocator_line(found) -> str | None:
+    """`caching allocator (modelled, not counted): allocated peak A B, reserved peak R B (≈ X GiB)` beside a modelled
+    reserve (computed on demand: it replays the step through gpu.allocator), else None."""
+    if found is None or found.gpu is None:
+        return None
+    modelled = found.gpu.modelled
+    return (f"caching allocator (modelled, not counted): allocated peak {format_count(modelled.allocated)} B, "
+            f"reserved peak {format_count(modelled.reserved)} B ({format_bytes(modelled.reserved)})")
+
+
 def reserve_parts(found) -> str:
     """` (cuBLAS workspaces W + CUDA context C + NCCL N)` when the reserve is modelled, else nothing (a fixed
     reserve the user set)."""

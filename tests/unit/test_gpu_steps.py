@@ -46,6 +46,20 @@ def model_phases(case: dict, folder: Path) -> dict[str, int]:
     return {phase: estimate.phases[phase].peak for phase in PHASES}
 
 
+def phase_rows(case: dict, run: dict, model: dict[str, int], **labels) -> list[dict]:
+    """One row per phase of a recorded run: CUDA's allocated peak over steps 2 and 3 against the model's phase plus
+    what was allocated when the case began."""
+    rows = []
+    for phase in PHASES:
+        measured = max(step[phase]["max_allocated"] for step in run["steps"][1:])
+        predicted = model[phase] + run["before"]["allocated"]
+        rows.append({"id": case["id"], "phase": phase, "measured": measured, "predicted": predicted,
+                     "error": predicted / measured - 1, "gap": predicted - measured,
+                     "reserved": max(step[phase]["max_reserved"] for step in run["steps"][1:]),
+                     "real_shape": bool(case.get("real_shape")), "compiled": bool(case.get("compile")), **labels})
+    return rows
+
+
 def comparisons() -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as folder:
@@ -55,14 +69,7 @@ def comparisons() -> list[dict]:
                 continue
             model = model_phases(entry["case"], Path(folder))
             for setting, run in runs.items():
-                for phase in PHASES:
-                    measured = max(step[phase]["max_allocated"] for step in run["steps"][1:])
-                    predicted = model[phase] + run["before"]["allocated"]
-                    reserved = max(step[phase]["max_reserved"] for step in run["steps"][1:])
-                    rows.append({"id": entry["id"], "setting": setting, "phase": phase, "measured": measured,
-                                 "predicted": predicted, "error": predicted / measured - 1,
-                                 "gap": predicted - measured, "reserved": reserved,
-                                 "real_shape": bool(entry["case"].get("real_shape"))})
+                rows += phase_rows(entry["case"], run, model, setting=setting)
     return rows
 
 
@@ -151,13 +158,7 @@ def second_rows(run: str) -> list[dict]:
     with tempfile.TemporaryDirectory() as folder:
         for entry in SECOND["runs"][run]["cases"]:
             assert "error" not in entry, entry.get("error")
-            model = model_phases(entry["case"], Path(folder))
-            for phase in PHASES:
-                measured = max(step[phase]["max_allocated"] for step in entry["steps"][1:])
-                predicted = model[phase] + entry["before"]["allocated"]
-                rows.append({"id": entry["id"], "phase": phase, "measured": measured, "predicted": predicted,
-                             "error": predicted / measured - 1, "compiled": bool(entry["case"].get("compile")),
-                             "checkpointing": entry["case"]["gradient_checkpointing"]})
+            rows += phase_rows(entry["case"], entry, model_phases(entry["case"], Path(folder)))
     return rows
 
 

@@ -17,6 +17,7 @@ from zeromem_lsp.assist.key_docs import key_doc
 from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.configs.training import TrainingSetup, implied_world_size
 from zeromem_lsp.configs.workload import ZERO_ALIASES
+from zeromem_lsp.gpu.reserved import RESERVE_PARTS
 from zeromem_lsp.memory.plan import FSDP_CPU_OFFLOAD, MemoryPlan, Unplanned
 from zeromem_lsp.memory.stages import Offload
 from zeromem_lsp.present import (
@@ -254,7 +255,7 @@ def peak_markdown(plan: MemoryPlan) -> list[str]:
                 "", "Known:", "", *inputs]
     lines = ["**Peak per GPU** = the largest phase (forward, backward, optimizer) of one training step + " +
              (f"reserved {format_count(peak.reserved)} (bytes):" if peak.reserved is not None else
-              "reserved (per stage: cuBLAS workspaces, CUDA context, NCCL; bytes):")]
+              f"reserved (per stage: {RESERVE_PARTS}; bytes):")]
     engine = peak.inputs.get("engine")
     if engine is not None and engine.value != plan.family:
         lines += ["", f"**Engine {engine.value}** — {engine.note}: the step the peak follows is {engine.value}'s; "

@@ -33,7 +33,7 @@ from zeromem_lsp.configs.model_source import find_model_config
 from zeromem_lsp.rules.registry import rule_named
 from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS
 from zeromem_lsp.present import (
-    activation_lines, adapter_lines, human_and_exact, input_notes, peak_sum, phase_peaks, peak_table, stage_table,
+    activation_lines, adapter_lines, allocator_line, human_and_exact, input_notes, peak_sum, phase_peaks, peak_table, stage_table,
 )
 from zeromem_lsp.present import (
     approximation_lines, approximation_note, below_state_line, coverage_line, largest_line, no_fit, suggestion_line,
@@ -484,12 +484,9 @@ def render_peak(peak: Peak) -> list[str]:
             continue
         lines.append(f"  {label:<{width}} phases: {phase_peaks(peak, key)}")
         lines.append(f"  {label:<{width}} peak = {peak_sum(peak, key)}")
-        found = peak.stage_peak(key)
-        if found is not None and found.gpu is not None:
-            modelled = found.gpu.modelled
-            lines.append(f"  {label:<{width}} caching allocator (modelled, not counted): allocated peak "
-                         f"{format_count(modelled.allocated)} B, reserved peak {format_count(modelled.reserved)} B "
-                         f"({format_bytes(modelled.reserved)})")
+        allocator = allocator_line(peak.stage_peak(key))
+        if allocator is not None:
+            lines.append(f"  {label:<{width}} {allocator}")
     return lines
 
 

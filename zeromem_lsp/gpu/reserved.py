@@ -186,6 +186,8 @@ def reserved_peak(peak: StepPeak, shape: ModelShape | None = None, *, expandable
     return ReservedPeak(peak.peak, allocator.max_allocated, allocator.max_reserved, costs, expandable)
 
 
+#: What the reserve counts per stage, as every figure names it (Reserve.bytes).
+RESERVE_PARTS = "cuBLAS workspaces, CUDA context, NCCL"
 #: The device whose fixed costs count when the config names none (fixed_costs.CONTEXT: Hopper's row, measured).
 DEFAULT_DEVICE = "H100"
 

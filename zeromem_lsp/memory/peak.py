@@ -27,7 +27,7 @@ from zeromem_lsp.memory.grpo import generation_inputs, generation_of
 from zeromem_lsp.memory.preference import LOSSES, WITH_REFERENCE, Preference, estimate_preference_step, reference_gathered, rows
 from zeromem_lsp.memory.step import (Buckets, DeepSpeed, FrozenBase, Fsdp, Phase, Step, StepInputError, Torch,
                                      make_step, parameter_tensors, step_peak)
-from zeromem_lsp.gpu.reserved import Reserve, reserve
+from zeromem_lsp.gpu.reserved import RESERVE_PARTS, Reserve, reserve
 from zeromem_lsp.provenance import Given
 
 #: How far the peak may be off: the ±10% acceptance bound every measured case of the whole step is held to
@@ -92,7 +92,7 @@ class PeakInputs:
     gradient_checkpointing: Given = Given(False, "default: off")
     attention: Given = Given("sdpa", "default: sdpa")
     dtype: Given | None = None  # the compute dtype (activations)
-    reserved: Given = Given(MODELLED, "default: modelled per stage (cuBLAS workspaces, CUDA context, NCCL; docs/gpu.md)")
+    reserved: Given = Given(MODELLED, f"default: modelled per stage ({RESERVE_PARTS}; docs/gpu.md)")
     engine: Given | None = None  # torch | deepspeed | fsdp: the step the phase model follows
     fsdp_version: Given | None = None  # 1 | 2 when the engine is fsdp (resolved/peak_inputs.fsdp_version)
     param_dtype: Given | None = None  # the dtype weights are stored in (the phase model's param_dtype)
