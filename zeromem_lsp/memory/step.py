@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple, Protocol, Union
 
-from zeromem_lsp.memory.accumulation import Engine, held, later_moments
+from zeromem_lsp.memory.accumulation import Held, later_moments
 from zeromem_lsp.memory.parts import (P, PHASES, M, Moment, Moments, Part, Phase, StepInputError, moment_of, phases_of,
                                       with_gathered)
 from zeromem_lsp.memory.activations import F32, ActivationInputError, Activations, estimate_activations
@@ -154,6 +154,12 @@ class Torch:
         update = [*base, Part(P.GRADIENTS, grads * n), Part(P.OPTIMIZER_SCRATCH, stepped.scratch)]
         return _composed(setup, base + cast, _Gathered(), {**layers, M.END_OF_BACKWARD: end},
                          {M.OPTIMIZER_STEP: update})
+
+    def held(self, setup: Setup, frozen: int | None) -> Held:
+        """A later micro-batch (memory/accumulation.py): every gradient whole under `no_sync`, a new embedding gradient
+        beside them at the end of backward; a frozen base's adapter gradients (`frozen`) whole."""
+        t = setup.tensors
+        return Held(frozen) if frozen is not None else Held(setup.w * t.total, setup.w * t.embedding)
 
 
 @dataclass(frozen=True)
@@ -299,6 +305,23 @@ class DeepSpeed:
         return _composed(setup, loss_base, gathered, {**layers, **ends}, steps, forwards,
                          head=[*base, Part(P.GATHERED_PARAMETERS, gathered.again)])
 
+    def held(self, setup: Setup, frozen: int | None) -> Held:
+        """A later micro-batch (memory/accumulation.py): ZeRO-3 reduces into the partitions; ZeRO-2 keeps the touched
+        parameters' gradients; ZeRO-0/1 every gradient whole (ZeRO-1 beside its IPG bucket, the step's own "reduce
+        bucket"), as do a frozen base's adapters (`frozen`) below ZeRO-3."""
+        t, w, stage, offload = setup.tensors, setup.w, self.stage, self.offload_optimizer
+        bucket = _ipg(w, stage, self.zero) if stage == 1 else 0
+        if frozen is not None:
+            how = "offload not measured" if offload else ""
+            return Held(0, 0, how) if stage == 3 else Held(frozen, 0, how, bucket=bucket)
+        if stage == 3:
+            return Held(0, 0, "offload accumulates into the partitions" if offload else "")
+        if stage == 2 and offload:  # stage_1_and_2.py `async_accumulate_grad_in_cpu_via_gpu`
+            return Held(0, 0, "ZeRO-Offload accumulates in host memory")
+        if stage == 2:
+            return Held(w * max(touched for touched, _ in _touched(t, setup.ranks)), 0, "", replaces=())
+        return Held(w * t.total, w * t.embedding, "offload not measured" if offload else "", bucket=bucket)
+
 
 @dataclass(frozen=True)
 class Fsdp:
@@ -357,6 +380,21 @@ class Fsdp:
         update = [*base, Part(P.GRADIENTS, w * shard), Part(P.OPTIMIZER_SCRATCH, stepped.scratch)]
         return _composed(setup, base, gathered, {**layers, M.END_OF_BACKWARD: end}, {M.OPTIMIZER_STEP: update},
                          head=[*base, Part(P.GATHERED_PARAMETERS, gathered.at_loss)])
+
+    def held(self, setup: Setup, frozen: int | None) -> Held:
+        """A later micro-batch (memory/accumulation.py); a frozen base's adapter gradients (`frozen`, fp32 under PEFT,
+        so their reduce dtype is theirs) unsharded when sharded, as the full step's."""
+        n, w = setup.tensors.total, setup.w
+        if frozen is not None:
+            how = "offload not measured" if self.offload_optimizer else ""
+            return Held(frozen * setup.ranks, 0, how, (), 0) if self.sharded else Held(frozen, 0, how)
+        if not self.sharded and self.version == 1:  # NO_SHARD: the root unit's new flat gradient is made whole
+            return Held(w * n, w * setup.tensors.root)  # beside the accumulated one
+        if self.version == 2:  # the last micro-batch reduce-scatters each unit's as it goes, the root's at the end
+            # (`FSDPParamGroup.post_backward` hands the accumulated gradient to the reduce-scatter and drops it): the
+            # end of backward is the plain step's (never the peak in what was measured)
+            return Held((F32 if self.mixed else w) * n, 0, "", (), 0)
+        return Held(setup.c * n, 0)  # FSDP1 keeps unsharded gradients in the compute dtype
 
 
 EngineSpec = Union[Torch, DeepSpeed, Fsdp]
@@ -704,36 +742,15 @@ def _engine_moments(setup: Setup, step: Step) -> Moments:
     return engine.moments(setup, step)
 
 
-def _accumulating(step: Step, setup: Setup) -> Engine:
-    """The engine as the held gradients of a later micro-batch depend on it (memory/accumulation.py)."""
-    engine, tensors = step.engine, setup.tensors
-    zero = engine.zero if isinstance(engine, DeepSpeed) else None  # ZeRO-1/2: the kept gradients and the bucket
-    return Engine(engine.name, step.stage, setup.w, tensors.total, tensors.embedding,
-                  0 if zero is None else max(touched for touched, _ in _touched(tensors, step.ranks)),
-                  0 if zero is None else _ipg(setup.w, step.stage, zero),
-                  step.offload_optimizer, engine.version, engine.sharded,
-                  F32 if engine.mixed else setup.w, step.ranks, setup.c, tensors.root)
-
-
 def step_peak(step: Step) -> StepPeak:
     """Per-phase peak bytes of one rank in a steady-state step (AdamW, or any precision.OPTIMIZERS one whose step
     memory/optimizer_step.py models); raises StepInputError naming what is not modelled."""
-    shape = step.shape
-    try:
-        acts = estimate_activations(shape, step.sequence_length, step.micro_batch, step.compute_dtype,
-                                    step.checkpointing, step.attention, step.transformers_path)
-    except ActivationInputError as error:
-        raise StepInputError(str(error)) from None
-    tensors = parameter_tensors(shape)
-    setup = Setup(tensors, acts, step.sequence_length * step.micro_batch, shape.vocab, shape.hidden,
-                  step.stored_bytes, DTYPE_BYTES[step.compute_dtype], step.ranks, step.optimizer_impl,
-                  step.checkpointing, step.loss_kernel, step.frozen is None, step.micro_batch, step.head,
-                  step.optimizer, step.transformers_path)
+    setup = setup_of(step)
     moments = _engine_moments(setup, step)
     if step.gradient_accumulation_steps > 1:
         frozen = step.frozen
-        found = held(_accumulating(step, setup),
-                     None if frozen is None else frozen.gradients if frozen.accumulated is None else frozen.accumulated)
+        found = step.engine.held(
+            setup, None if frozen is None else frozen.gradients if frozen.accumulated is None else frozen.accumulated)
         later_head = step.head.later(step.gradient_accumulation_steps) if step.head is not None else None
         source = _engine_moments(setup._replace(loss=later_head), step) if later_head is not None else None
         moments = later_moments(moments, found, source)
@@ -742,7 +759,21 @@ def step_peak(step: Step) -> StepPeak:
                    for phase, found_moments in moments.items()}
     phases = phases_of(moments)
     peak_phase = max(PHASES, key=lambda name: phases[name].peak)
-    return StepPeak(phases, peak_phase, phases[peak_phase].peak, acts, tensors.total)
+    return StepPeak(phases, peak_phase, phases[peak_phase].peak, setup.acts, setup.tensors.total)
+
+
+def setup_of(step: Step) -> Setup:
+    """What the engines' moments read of `step`, derived once."""
+    shape = step.shape
+    try:
+        acts = estimate_activations(shape, step.sequence_length, step.micro_batch, step.compute_dtype,
+                                    step.checkpointing, step.attention, step.transformers_path)
+    except ActivationInputError as error:
+        raise StepInputError(str(error)) from None
+    return Setup(parameter_tensors(shape), acts, step.sequence_length * step.micro_batch, shape.vocab, shape.hidden,
+                 step.stored_bytes, DTYPE_BYTES[step.compute_dtype], step.ranks, step.optimizer_impl,
+                 step.checkpointing, step.loss_kernel, step.frozen is None, step.micro_batch, step.head,
+                 step.optimizer, step.transformers_path)
 
 
 __all__ = ["Buckets", "DeepSpeed", "ENGINES", "Fsdp", "Head", "Setup", "Step", "Torch", "Zero", "make_step", "step_peak", "FrozenBase", "Moment", "OPTIMIZERS", "OPTIMIZER_IMPLS", "PHASES", "Part", "Phase", "StepInputError", "StepPeak",
