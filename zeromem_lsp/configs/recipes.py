@@ -315,7 +315,7 @@ def _precompute(data: dict) -> Given | None:
 
 def _grpo(data: dict, block: tuple[str, ...] = ()) -> dict[str, Given]:
     """GRPO's keys at `block` (axolotl's `trl:` mapping, or the top of a TRL recipe), each at its key path (TRL's
-    defaults, steps_per_generation's from the accumulation, are memory/grpo.generation_inputs')."""
+    defaults, steps_per_generation's from the accumulation, are resolved/peak_inputs.generation_inputs')."""
     inner: object = data
     for key in block:
         inner = inner.get(key) if isinstance(inner, dict) else None

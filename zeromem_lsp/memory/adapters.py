@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from zeromem_lsp.configs.families import FAMILIES, MLP_ROLES, MOE_ROLES, Weight, weights
-from zeromem_lsp.configs.model_config import MAX_SIZE, UnsupportedModel, count_parameters, weights_shape
+from zeromem_lsp.configs.model_config import MAX_SIZE, count_parameters, weights_shape
 from zeromem_lsp.configs.settings_values import ALL_LINEAR, QUANTIZATIONS
 from zeromem_lsp.memory.precision import DTYPE_BYTES
 from zeromem_lsp.memory.lora_targets import (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from zeromem_lsp.configs.settings_values import GRPO_KEYS, MAX_COMPLETION_LENGTH as TRL_MAX_COMPLETION_LENGTH
+from zeromem_lsp.configs.settings_values import MAX_COMPLETION_LENGTH as TRL_MAX_COMPLETION_LENGTH
 from zeromem_lsp.memory.activations import F32, I64
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.memory.parts import P, M, Part, StepInputError, with_gathered
@@ -20,11 +20,6 @@ from zeromem_lsp.provenance import Given
 
 #: GRPOConfig's defaults (trl/trainer/grpo_config.py, TRL 1.16 and 1.8)
 MAX_COMPLETION_LENGTH = TRL_MAX_COMPLETION_LENGTH
-MAX_COMPLETION_LENGTH_TRL18 = 256  # TRL 1.8.0's GRPOConfig (axolotl's pin)
-#: axolotl passes trl.max_completion_length even when unset (core/trainers/grpo/__init__.py): None
-TRL18_UNSET = (" (axolotl passes None when trl.max_completion_length is unset: the model's generation_config then "
-               "bounds the completions; set it)")
-BETA = 0.0
 VLLM = ("GRPO with use_vllm: vLLM generates in its own engine (colocate: a share of the GPU set by "
         "vllm_gpu_memory_utilization; server: other GPUs), outside the step model")
 SHARDED = ("GRPO under sharded FSDP1: generation runs inside the root's summon_full_params "
@@ -224,30 +219,6 @@ def check(generation: Generation, sequence_length: int, engine: str, stage: obje
                              f"max_completion_length {generation.completion_length}", "max_completion_length")
 
 
-def generation_inputs(written: dict[str, Given], sequence_length: int | None,
-                      accumulation: Given | None = None, trl18: bool = False) -> dict[str, Given]:
-    """Every GRPO input: as written, else TRL's default. The sequence length is prompt + completion; when it is
-    not above TRL's max_completion_length (512), half of it is taken for the completion. steps_per_generation
-    defaults to gradient_accumulation_steps (TRL's `__post_init__`), 1 when that is not known."""
-    found = dict(written)
-    default, version = (MAX_COMPLETION_LENGTH_TRL18, "TRL 1.8") if trl18 else (MAX_COMPLETION_LENGTH, "TRL")
-    if "max_completion_length" not in found:
-        if sequence_length is None or sequence_length > default:
-            found["max_completion_length"] = Given(default, f"default: {version} GRPOConfig's "
-                                                   f"max_completion_length {default}" + TRL18_UNSET * trl18)
-        else:
-            found["max_completion_length"] = Given(sequence_length // 2, "default: half the sequence length (prompt "
-                                                   f"+ completion; {version}'s {default} leaves no prompt)")
-    if "steps_per_generation" not in found:
-        found["steps_per_generation"] = (
-            Given(accumulation.value, f"{accumulation.note}: TRL's default steps_per_generation", accumulation.path)
-            if accumulation is not None else Given(1, "default: 1 (TRL: gradient_accumulation_steps; the generation "
-                                                  "batch is micro-batch × this)"))
-    found.setdefault("beta", Given(BETA, "default: TRL GRPOConfig's beta 0.0 (no reference model)"))
-    found.setdefault("use_vllm", Given(False, "default: TRL's use_vllm false (transformers' generate)"))
-    return {key: found[key] for key in GRPO_KEYS}
-
-
 def generation_of(inputs: dict[str, Given]) -> Generation:
     """The Generation the inputs name (generation_inputs' keys); StepInputError naming a value it cannot use."""
     counts = []
@@ -289,5 +260,5 @@ SHOWN = {"the first layer's unshard": M.GRPO_UNSHARD, "the prompt's prefill": M.
          "a layer's cache update": M.GRPO_CACHE_UPDATE, "the last token's sampling": M.GRPO_SAMPLING,
          "the reference's log-probs": M.REFERENCE_FORWARD, "the policy's LM head": M.POLICY_HEAD}
 
-__all__ = ["BETA", "Generation", "GrpoHead", "GrpoLogitsHead", "MAX_COMPLETION_LENGTH_TRL18", "MAX_COMPLETION_LENGTH", "SHOWN", "check", "generation_inputs", "generation_line",
+__all__ = ["Generation", "GrpoHead", "GrpoLogitsHead", "MAX_COMPLETION_LENGTH", "SHOWN", "check", "generation_line",
            "generation_moments", "generation_of", "kv_elements"]

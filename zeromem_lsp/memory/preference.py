@@ -16,10 +16,11 @@ from zeromem_lsp.memory.activations import F32, I64, ActivationInputError, estim
 from zeromem_lsp.memory.fused_head import FusedHead
 from zeromem_lsp.memory.grpo import Generation, GrpoHead, GrpoLogitsHead, check as check_grpo, kv_elements
 from zeromem_lsp.memory.parts import P, M, with_gathered
+from zeromem_lsp.memory.loss_and_reference import LossInputError, reference_model_bytes
 from zeromem_lsp.memory.llamafactory_loss import TRAINERS as LLAMAFACTORY_TRAINERS, LlamaFactoryHead
 from zeromem_lsp.memory.reference_free_loss import TRAINERS as REFERENCE_FREE, ReferenceFreeHead
-from zeromem_lsp.memory.step import (DeepSpeed, FrozenBase, Fsdp, Head, Moment, Part, Phase, Setup, Step,
-                                     StepInputError, StepPeak, Tensors, make_step, parameter_tensors, step_peak)
+from zeromem_lsp.memory.step import (FrozenBase, Fsdp, Head, Part, Setup, Step, StepInputError, StepPeak, Tensors,
+                                     make_step, parameter_tensors, step_peak)
 
 #: Trainers that keep a reference model (unless PEFT or precomputed log-probs); the others are reference-free.
 WITH_REFERENCE = ("dpo", "kto")
@@ -115,6 +116,24 @@ def reference_gathered(tensors: Tensors, width: int, engine: str, stage: object,
     if ranks > 1 and engine == "fsdp" and stage in ("SHARD_GRAD_OP", "FULL_SHARD"):
         return 2 * width * tensors.total if fsdp_version == 2 else width * (tensors.root + tensors.layer_total)
     return 0
+
+
+def reference_of(step: Step, width: int, peft_policy: bool, precomputed: bool, loss: str) -> tuple[int, int]:
+    """(the frozen reference model on this rank, its weights gathered at its forward's peak): stored in `width` bytes
+    each, placed as the step's engine places it (its placement: the stage under DeepSpeed, the sharding strategy
+    under FSDP; loss_and_reference.reference_model_bytes)."""
+    tensors, engine = parameter_tensors(step.shape), step.engine
+    persistent = width * sum(numel for numel in tensors.all() if numel <= engine.threshold)
+    try:
+        reference = reference_model_bytes(width * tensors.total, step.ranks, engine.reference, engine.placement,
+                                          peft_policy=peft_policy, precompute_ref_log_probs=precomputed,
+                                          persistent_bytes=persistent, offload_param=engine.offload_param)
+    except LossInputError as error:
+        raise StepInputError(str(error)) from None
+    gathered_width = DTYPE_BYTES["bf16"] if engine.mixed else width
+    gathered = reference_gathered(tensors, gathered_width, engine.name, engine.placement, step.ranks, loss,
+                                  engine.version) if reference.bytes_per_rank else 0
+    return reference.bytes_per_rank, gathered
 
 
 def rows(trainer: str, micro_batch: int) -> int:

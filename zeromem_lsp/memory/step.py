@@ -14,8 +14,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple, Protocol, Union
 
 from zeromem_lsp.memory.accumulation import Held, later_moments
-from zeromem_lsp.memory.parts import (P, PHASES, M, Moment, Moments, Part, Phase, StepInputError, moment_of, phases_of,
-                                      with_gathered)
+from zeromem_lsp.memory.parts import P, PHASES, M, Moment, Moments, Part, Phase, StepInputError, moment_of, phases_of
 from zeromem_lsp.memory.activations import F32, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS, given
 from zeromem_lsp.configs.settings_values import ENGINES, LOSS_KERNELS, OPTIMIZER_IMPLS

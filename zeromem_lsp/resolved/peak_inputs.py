@@ -19,7 +19,8 @@ from zeromem_lsp.configs.training import TrainingSetup
 from zeromem_lsp.configs.versions import installed
 from zeromem_lsp.configs.workload import Workload
 from zeromem_lsp.memory.adapter_plan import AdapterBreakdown, lora_peak
-from zeromem_lsp.memory.grpo import generation_inputs
+from zeromem_lsp.configs.settings_values import GRPO_KEYS
+from zeromem_lsp.memory.grpo import MAX_COMPLETION_LENGTH
 from zeromem_lsp.memory.peak import PeakInputs
 from zeromem_lsp.memory.plan import Inputs
 from zeromem_lsp.provenance import Given, Origin
@@ -223,4 +224,33 @@ def _value_of(given: Given | None) -> int | None:
     return given.value if given is not None and isinstance(given.value, int) else None
 
 
+#: GRPOConfig's defaults beyond memory/grpo.MAX_COMPLETION_LENGTH (trl/trainer/grpo_config.py, TRL 1.16 and 1.8)
+MAX_COMPLETION_LENGTH_TRL18 = 256  # TRL 1.8.0's GRPOConfig (axolotl's pin)
+#: axolotl passes trl.max_completion_length even when unset (core/trainers/grpo/__init__.py): None
+TRL18_UNSET = (" (axolotl passes None when trl.max_completion_length is unset: the model's generation_config then "
+               "bounds the completions; set it)")
+BETA = 0.0
 
+
+def generation_inputs(written: dict[str, Given], sequence_length: int | None,
+                      accumulation: Given | None = None, trl18: bool = False) -> dict[str, Given]:
+    """Every GRPO input: as written, else TRL's default. The sequence length is prompt + completion; when it is
+    not above TRL's max_completion_length (512), half of it is taken for the completion. steps_per_generation
+    defaults to gradient_accumulation_steps (TRL's `__post_init__`), 1 when that is not known."""
+    found = dict(written)
+    default, version = (MAX_COMPLETION_LENGTH_TRL18, "TRL 1.8") if trl18 else (MAX_COMPLETION_LENGTH, "TRL")
+    if "max_completion_length" not in found:
+        if sequence_length is None or sequence_length > default:
+            found["max_completion_length"] = Given(default, f"default: {version} GRPOConfig's "
+                                                   f"max_completion_length {default}" + TRL18_UNSET * trl18)
+        else:
+            found["max_completion_length"] = Given(sequence_length // 2, "default: half the sequence length (prompt "
+                                                   f"+ completion; {version}'s {default} leaves no prompt)")
+    if "steps_per_generation" not in found:
+        found["steps_per_generation"] = (
+            Given(accumulation.value, f"{accumulation.note}: TRL's default steps_per_generation", accumulation.path)
+            if accumulation is not None else Given(1, "default: 1 (TRL: gradient_accumulation_steps; the generation "
+                                                  "batch is micro-batch × this)"))
+    found.setdefault("beta", Given(BETA, "default: TRL GRPOConfig's beta 0.0 (no reference model)"))
+    found.setdefault("use_vllm", Given(False, "default: TRL's use_vllm false (transformers' generate)"))
+    return {key: found[key] for key in GRPO_KEYS}
