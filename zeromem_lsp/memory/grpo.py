@@ -113,13 +113,6 @@ class GrpoLogitsHead(NamedTuple):
                 Part(P.HIDDEN_STATE_GRADIENT, c * tokens * h)]
         return M.POLICY_HEAD, forward, max(at_loss, head, key=lambda parts: sum(part.bytes for part in parts))
 
-    def line(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int) -> str:
-        kept = self.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
-        return (f"its log-probs keep {kept:,} B (a log-softmax per completion row, per-token log-probs) in place of "
-                f"the loss {logits_bytes:,}: activations {saved:,} - {logits_bytes:,} + {kept:,} = "
-                f"{saved - logits_bytes + kept:,} B; its logits: the last completion + 1 = "
-                f"{self.completion_length + 1:,} positions of each row")
-
     def reference(self, setup: Setup) -> list[Part]:
         """The reference's log-probs under `no_grad`: its logits and two rows' log-softmaxes."""
         c, v = setup.c, setup.vocab
@@ -235,30 +228,10 @@ def generation_of(inputs: dict[str, Given]) -> Generation:
     return Generation(counts[0], counts[1], beta != 0, vllm)
 
 
-def generation_line(shape: ModelShape, inputs: dict[str, Given], sequence_length: int, micro_batch: int,
-                    c: int) -> list[str]:
-    """How the generation's parts follow from the inputs shown (empty when they are not usable)."""
-    try:
-        generation = generation_of(inputs)
-    except StepInputError:
-        return []
-    rows = micro_batch * generation.steps_per_generation
-    per_token = c * kv_elements(shape, 1)
-    last = sequence_length - 1
-    prompt = sequence_length - generation.completion_length
-    logits = c * rows * shape.vocab + 3 * F32 * rows * shape.vocab
-    return [f"GRPO generation: {rows} completions at once (micro-batch {micro_batch} × steps per generation "
-            f"{generation.steps_per_generation}); \"KV cache (generation)\" = {per_token:,} B per token (2 × "
-            f"{shape.layers} layers × {shape.kv_heads} KV heads × {shape.head_dim} × {c} B) × {rows} × "
-            f"(the prompt {prompt:,} at its prefill, or prompt + completion − 1 = {last:,}: "
-            f"{per_token * rows * last:,} B); \"next-token logits and probabilities\" = {rows} × {shape.vocab:,} × "
-            f"({c} + 3 × 4) = {logits:,} B"]
-
-
 #: how the forward phase's moment is shown when one of GrpoHead.all_moments holds it
 SHOWN = {"the first layer's unshard": M.GRPO_UNSHARD, "the prompt's prefill": M.GRPO_PREFILL,
          "a layer's cache update": M.GRPO_CACHE_UPDATE, "the last token's sampling": M.GRPO_SAMPLING,
          "the reference's log-probs": M.REFERENCE_FORWARD, "the policy's LM head": M.POLICY_HEAD}
 
-__all__ = ["Generation", "GrpoHead", "GrpoLogitsHead", "MAX_COMPLETION_LENGTH", "SHOWN", "check", "generation_line",
+__all__ = ["Generation", "GrpoHead", "GrpoLogitsHead", "MAX_COMPLETION_LENGTH", "SHOWN", "check",
            "generation_moments", "generation_of", "kv_elements"]

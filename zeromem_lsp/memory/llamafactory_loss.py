@@ -88,12 +88,5 @@ class LlamaFactoryHead(NamedTuple):
              Part(P.GRADIENTS, w * v * h if self.head_trainable else 0), Part(P.HIDDEN_STATE_GRADIENT, c * tokens * h)]]
         return name, forward, max(gradients, key=lambda parts: sum(part.bytes for part in parts))
 
-    def line(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int) -> str:
-        """How the phases' "activations" follow from the activations shown."""
-        kept = self.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
-        return (f"its fp32 log-softmax of the shifted positions and labels keep {kept:,} B in place of the loss "
-                f"{logits_bytes:,}: activations {saved:,} - {logits_bytes:,} + {kept:,} = "
-                f"{saved - logits_bytes + kept:,} B")
-
 
 __all__ = ["LlamaFactoryHead", "TRAINERS"]

@@ -197,28 +197,6 @@ def policy_head(trainer: str, loss: str, sequence_length: int, completion_length
                 head_trainable=head_trainable, triton=triton)
 
 
-def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_length: int, tokens: int, hidden: int,
-              c: int, vocab: int, completion_length: int = 0) -> str:
-    """How the phases' "activations" follow from the activations shown: the loss's tensors (and, for the fused
-    head, the LM head's input) swapped for what the preference loss keeps."""
-    stacked = "chosen and rejected stacked, " if rows(trainer, 1) == 2 else ""
-    tool = {"fused": "TRL", "logits": "TRL 1.8", "llamafactory": "LLaMA-Factory"}[loss]
-    lead = f"{trainer} ({tool}): {stacked}{tokens // sequence_length} rows; "
-    head = policy_head(trainer, loss, sequence_length, completion_length)
-    if isinstance(head, (ReferenceFreeHead, LlamaFactoryHead, GrpoLogitsHead)):
-        return lead + head.line(saved, logits_bytes, tokens, hidden, c, vocab)
-    if isinstance(head, LogitsHead):
-        kept = head.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
-        return (f"{lead}its log-probs keep {kept:,} B (a log-softmax per row, labels, per-token log-probs) in place "
-                f"of the loss {logits_bytes:,}: activations {saved:,} - {logits_bytes:,} + {kept:,} = "
-                f"{saved - logits_bytes + kept:,} B")
-    head_input = c * tokens * hidden
-    kept = head.saved(saved, logits_bytes, tokens, hidden, c) - saved + logits_bytes + head_input
-    return (f"{lead}its fused LM head keeps {kept:,} B (a shifted copy of the last hidden states, labels, log-sum-exp "
-            f"per token) in place of the loss {logits_bytes:,} and the head's input {head_input:,}: activations "
-            f"{saved:,} - {logits_bytes:,} - {head_input:,} + {kept:,} = {saved - logits_bytes - head_input + kept:,} B")
-
-
 def _gathered_width(step: Step) -> Callable[[int], int]:
     """Bytes of `elements` gathered: in the weights' dtype, or pro rata of a frozen base's whole P (a quantized base
     gathers its packed bytes), as step.py's."""
@@ -269,5 +247,5 @@ def _frozen_saved(head: PolicyHead, frozen: FrozenBase, step: Step, micro: int) 
                       DTYPE_BYTES[frozen.compute_dtype], step.shape.vocab)
 
 
-__all__ = ["FusedHead", "LOSSES", "LogitsHead", "head_line", "Preference", "TRAINERS", "WITH_REFERENCE", "estimate_preference_step", "reference_gathered",
+__all__ = ["FusedHead", "LOSSES", "LogitsHead", "Preference", "TRAINERS", "WITH_REFERENCE", "estimate_preference_step", "reference_gathered",
            "rows"]

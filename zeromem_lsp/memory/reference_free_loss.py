@@ -79,13 +79,5 @@ class ReferenceFreeHead(NamedTuple):
                             Part(P.LOG_PROB_KERNEL_GRADIENTS, c * self.scored(tokens) * v + logits)])
         return M.POLICY_HEAD, forward, max(moments, key=lambda parts: sum(part.bytes for part in parts))
 
-    def line(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int) -> str:
-        """How the phases' "activations" follow from the activations shown."""
-        kept = self.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
-        what = "the log-prob kernel's 2 fp32 values per token" if self.triton else "a log-softmax per row"
-        return (f"its chosen rows' NLL and {what} keep {kept:,} B in place of the loss "
-                f"{logits_bytes:,}: activations {saved:,} - {logits_bytes:,} + {kept:,} = "
-                f"{saved - logits_bytes + kept:,} B")
-
 
 __all__ = ["ReferenceFreeHead", "TRAINERS"]
