@@ -21,7 +21,7 @@ from zeromem_lsp.configs.training import TrainingSetup
 from zeromem_lsp.findings import Finding
 from zeromem_lsp.document import Document, LineIndex, parse_document
 from zeromem_lsp.document.decoding import decode_config
-from zeromem_lsp.memory.adapter_plan import adapter_from_settings, adapter_problem
+from zeromem_lsp.resolved.adapter_settings import adapter_from_settings, adapter_problem
 from zeromem_lsp.resolved.peak_inputs import ModelRead, PeakSource, read_model
 from zeromem_lsp.memory.plan import MemoryPlan, Unplanned
 from zeromem_lsp.resolved import planner

@@ -185,7 +185,7 @@ def _world_size(text: str | None) -> int:
     return value
 
 
-#: The LoRA settings (adapter_plan.SETTING_OF_FIELD's) → the option that sets each; any other: --lora-rank.
+#: The LoRA settings (resolved/adapter_settings.SETTING_OF_FIELD's) → the option that sets each; any other: --lora-rank.
 OPTION_OF_SETTING = {"lora_rank": "--lora-rank", "lora_targets": "--lora-targets",
                      "modules_to_save": "--modules-to-save", "dora": "--dora", "quantization": "--quantization",
                      "lora_rank_pattern": "--lora-rank-pattern", "layers_to_transform": "--layers-to-transform"}
@@ -241,7 +241,7 @@ def adapter_from_args(args):
 
 def _adapter(args, model: ModelRead):
     """The LoRA run the options describe, checked against the model --model-config names (usage errors)."""
-    from zeromem_lsp.memory.adapter_plan import adapter_problem
+    from zeromem_lsp.resolved.adapter_settings import adapter_problem
 
     adapter = adapter_from_args(args)
     if adapter is None:

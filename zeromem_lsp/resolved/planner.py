@@ -438,7 +438,7 @@ def plan(source: PlanSource, resolved: Resolved, peak: PeakSource | None = None,
          adapter: Adapter | None = None, ignored: tuple[Ignored, ...] = (),
          engine_named: bool = True) -> MemoryPlan | Unplanned:
     """The plan of whatever a reader found: FSDP when it shards with FSDP, DeepSpeed, or plain torch (DDP).
-    `adapter`: a LoRA run (from the settings, `adapter_plan.adapter_from_settings`, or a recipe's adapter fields).
+    `adapter`: a LoRA run (from the settings, `adapter_settings.adapter_from_settings`, or a recipe's adapter fields).
     `ignored`: the keys the config sets that change memory but are not modelled; `engine_named`: False for a
     recipe whose engine nothing names (DDP is then an assumption). Either makes the plan approximate."""
     if isinstance(source, FsdpSource):
