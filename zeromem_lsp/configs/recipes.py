@@ -25,7 +25,8 @@ from zeromem_lsp.configs import settings_values as checks
 from zeromem_lsp.configs.parallel_checks import axolotl_context_parallel
 from zeromem_lsp.configs.training import positive_int
 from zeromem_lsp.configs.versions import release, running
-from zeromem_lsp.memory.precision import normalize_precision, optimizer_from_deepspeed_type
+from zeromem_lsp.configs.precision_names import optimizer_from_deepspeed_type
+from zeromem_lsp.memory.precision import normalize_precision
 from zeromem_lsp.provenance import Given, Path
 from zeromem_lsp.configs.workload import read_flag
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from zeromem_lsp.memory.stages import by_number
-from zeromem_lsp.memory.precision import normalize_precision, optimizer_from_deepspeed_type
+from zeromem_lsp.configs.precision_names import optimizer_from_deepspeed_type
+from zeromem_lsp.memory.precision import normalize_precision
 from zeromem_lsp.provenance import Path
 
 OFFLOAD_DEVICES = ("cpu", "nvme")
