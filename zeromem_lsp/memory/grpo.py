@@ -8,6 +8,7 @@ or the PEFT policy's adapters disabled), moment by moment: docs/adapters.md. Not
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from zeromem_lsp.configs.settings_values import MAX_COMPLETION_LENGTH as TRL_MAX_COMPLETION_LENGTH
@@ -15,7 +16,7 @@ from zeromem_lsp.memory.activations import F32, I64
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.memory.parts import P, M, Part, StepInputError, with_gathered
 from zeromem_lsp.memory.fused_head import FusedHead
-from zeromem_lsp.memory.step import Setup, mlp_width
+from zeromem_lsp.memory.step import PolicyLoss, Setup, mlp_width
 from zeromem_lsp.provenance import Given
 
 #: GRPOConfig's defaults (trl/trainer/grpo_config.py, TRL 1.16 and 1.8)
@@ -65,21 +66,12 @@ def generation_moments(shape: ModelShape, generation: Generation, sequence_lengt
     return {"the prompt's prefill": prefill, "a layer's cache update": update, "the last token's sampling": sampling}
 
 
-class GrpoLogitsHead(NamedTuple):
+@dataclass(frozen=True)
+class GrpoLogitsHead(PolicyLoss):
     """TRL 1.8's GRPO loss (what axolotl pins; grpo_trainer.py 1.8.0 `_get_per_token_logps_and_entropies`,
     `selective_log_softmax`, `entropy_from_logits`, `logits_to_keep`): docs/adapters.md."""
 
-    sequence_length: int
-    completion_length: int
-    head_trainable: bool = True
-    adjusted: bool = False
-
-    @property
-    def prefetch(self) -> bool:
-        return True
-
-    def later(self, accumulation: int) -> None:
-        return None
+    completion_length: int = 0
 
     def scored(self, tokens: int) -> int:
         """Completion positions scored: C per row."""
@@ -171,7 +163,7 @@ class GrpoHead(NamedTuple):
             scored = self.head.scored(tokens)
             rows_tile, columns, buffer = self.head._tile(scored, setup.vocab, c)
             weight_copy = c * columns * setup.hidden if c != setup.w else 0
-            reference = self.head._replace(reference_gathered=self.reference_gathered)._reference(
+            reference = replace(self.head, reference_gathered=self.reference_gathered)._reference(
                 setup, scored, tokens, rows_tile, columns, buffer + weight_copy)
             found["the reference's log-probs"] = [*released, *reference, ids]
         found["the policy's LM head"] = forward

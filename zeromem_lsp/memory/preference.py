@@ -7,7 +7,7 @@ memory/llamafactory_loss.py; GRPO: memory/grpo.py. The reference model's bytes a
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, NamedTuple, Union
 
 from zeromem_lsp.configs.settings_values import TRAINERS  # the `trainer` setting; sft: ForCausalLMLoss
@@ -19,8 +19,8 @@ from zeromem_lsp.memory.parts import P, M, with_gathered
 from zeromem_lsp.memory.loss_and_reference import LossInputError, reference_model_bytes
 from zeromem_lsp.memory.llamafactory_loss import TRAINERS as LLAMAFACTORY_TRAINERS, LlamaFactoryHead
 from zeromem_lsp.memory.reference_free_loss import TRAINERS as REFERENCE_FREE, ReferenceFreeHead
-from zeromem_lsp.memory.step import (FrozenBase, Fsdp, Head, Part, Setup, Step, StepInputError, StepPeak, Tensors,
-                                     make_step, parameter_tensors, step_peak)
+from zeromem_lsp.memory.step import (FrozenBase, Fsdp, Head, Part, PolicyLoss, Setup, Step, StepInputError, StepPeak,
+                                     Tensors, make_step, parameter_tensors, step_peak)
 
 #: Trainers that keep a reference model (unless PEFT or precomputed log-probs); the others are reference-free.
 WITH_REFERENCE = ("dpo", "kto")
@@ -29,27 +29,14 @@ WITH_REFERENCE = ("dpo", "kto")
 LOSSES = ("fused", "logits", "llamafactory")
 
 
-class LogitsHead(NamedTuple):
+@dataclass(frozen=True)
+class LogitsHead(PolicyLoss):
     """TRL 1.8's DPO and KTO losses (what axolotl pins; dpo_trainer.py / kto_trainer.py 1.8.0 `_compute_loss`,
-    `selective_log_softmax`, `entropy_from_logits`; KTO's KV caches `cache`, `policy_cache`): docs/adapters.md."""
+    `selective_log_softmax`, `entropy_from_logits`; KTO's KV caches `cache`, `policy_cache`): docs/adapters.md
+    (`triton` has no effect)."""
 
-    trainer: str
-    sequence_length: int
-    reference_forward: bool
-    reference_gathered: int = 0
-    head_trainable: bool = True
-    triton: bool = True  # (no effect: both heads take the same fields)
-    adjusted: bool = False
     cache: int = 0  # KTO: elements of the reference outputs' KV cache (per element, the compute dtype's bytes)
     policy_cache: int = 0  # KTO: elements of the policy outputs' KV cache beyond what its attention keeps
-    loss_gathered: int | None = None  # KTO at ZeRO-3: the policy's weights gathered at its loss (`no_prefetch`)
-
-    @property
-    def prefetch(self) -> bool:
-        return self.loss_gathered is None
-
-    def scored(self, tokens: int) -> int:
-        return tokens - tokens // self.sequence_length
 
     def _kept(self, tokens: int, vocab: int, c: int) -> int:
         """What the log-probs keep: each row's log-softmax (16-bit), or the logits for logsumexp (fp32)."""
@@ -59,9 +46,6 @@ class LogitsHead(NamedTuple):
         """The activations with the log-probs' kept tensors, labels and per-token log-probs for the loss's."""
         scored = self.scored(tokens)
         return saved - logits_bytes + self._kept(tokens, vocab, c) + I64 * scored + F32 * scored
-
-    def later(self, accumulation: int) -> None:
-        return None
 
     def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[str, list[Part], list[Part]]:
         """(the entropy metric at the end of the loss's forward, the loss's backward at its largest)."""
@@ -164,11 +148,11 @@ def estimate_preference_step(preference: Preference, step: Step | None = None, *
     if isinstance(head, LogitsHead) and kto and preference.kv_cache:
         cache = kv_elements(step.shape, micro * sequence)
         repeated = step.attention == "eager" and step.shape.kv_heads < step.shape.heads
-        head = head._replace(cache=cache, policy_cache=cache if repeated and not step.checkpointing else 0)
+        head = replace(head, cache=cache, policy_cache=cache if repeated and not step.checkpointing else 0)
     if kto and isinstance(head, (FusedHead, LogitsHead)):
-        head = head._replace(loss_gathered=no_prefetch(step))
+        head = replace(head, loss_gathered=no_prefetch(step))
     if frozen is not None:  # its activations are read after the loss too: the fused head's, not the log-softmax
-        head = head._replace(adjusted=True)
+        head = replace(head, adjusted=True)
         saved = _frozen_saved(head, frozen, step, micro)  # the head's tensors change what is saved outside the layers
         frozen = frozen._replace(activations=saved, outside=frozen.outside + saved - frozen.activations)
     loss: Head = head
@@ -189,7 +173,8 @@ def policy_head(trainer: str, loss: str, sequence_length: int, completion_length
         return ReferenceFreeHead(trainer, sequence_length, reference_forward, reference_gathered,
                                  head_trainable=head_trainable, triton=triton and loss == "fused")  # TRL 1.8: no Triton
     if trainer == "grpo" and loss == "logits":  # TRL 1.8's GRPOTrainer (axolotl's pin)
-        return GrpoLogitsHead(sequence_length, completion_length, head_trainable)
+        return GrpoLogitsHead(trainer, sequence_length, head_trainable=head_trainable,
+                              completion_length=completion_length)
     # GRPO's reference runs before the policy's forward (its own moment, memory/grpo.py), never beside it
     kinds: dict[str, Callable[..., PolicyHead]] = {"fused": FusedHead, "logits": LogitsHead,
                                                    "llamafactory": LlamaFactoryHead}

@@ -413,6 +413,32 @@ class Head(Protocol):
 
 
 @dataclass(frozen=True)
+class PolicyLoss:
+    """What every preference policy's loss takes (memory/preference.policy_head): a Head scoring each row's shifted
+    positions, the same at every micro-batch; subclasses give its `saved` and `moments`."""
+
+    trainer: str
+    sequence_length: int
+    reference_forward: bool = False  # a reference forward runs in the step (not with precomputed log-probs)
+    reference_gathered: int = 0  # ZeRO-3: the reference's weights gathered during its forward
+    head_trainable: bool = True
+    triton: bool = True  # False: the torch path (CPU; TRL 1.8 for the reference-free losses)
+    adjusted: bool = False  # the `saved` it is given already holds the loss's tensors (a frozen base's)
+    loss_gathered: int | None = None  # KTO at ZeRO-3: the policy's weights gathered at its loss (`no_prefetch`)
+
+    @property
+    def prefetch(self) -> bool:
+        return self.loss_gathered is None
+
+    def later(self, accumulation: int) -> None:
+        return None
+
+    def scored(self, tokens: int) -> int:
+        """Positions scored: every shifted position of every row."""
+        return tokens - tokens // self.sequence_length
+
+
+@dataclass(frozen=True)
 class Step:
     """One training step as the phase model takes it, validated and with its defaults resolved (`make_step`)."""
 
@@ -775,5 +801,5 @@ def setup_of(step: Step) -> Setup:
                  step.optimizer, step.transformers_path)
 
 
-__all__ = ["Buckets", "DeepSpeed", "ENGINES", "Fsdp", "Head", "Setup", "Step", "Torch", "Zero", "make_step", "step_peak", "FrozenBase", "Moment", "OPTIMIZERS", "OPTIMIZER_IMPLS", "PHASES", "Part", "Phase", "StepInputError", "StepPeak",
+__all__ = ["Buckets", "DeepSpeed", "ENGINES", "Fsdp", "Head", "PolicyLoss", "Setup", "Step", "Torch", "Zero", "make_step", "step_peak", "FrozenBase", "Moment", "OPTIMIZERS", "OPTIMIZER_IMPLS", "PHASES", "Part", "Phase", "StepInputError", "StepPeak",
            "Tensors", "estimate_step", "moment_of", "parameter_tensors"]
