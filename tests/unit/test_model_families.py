@@ -16,7 +16,7 @@ import pytest
 from zeromem_lsp.configs.families import FAMILIES
 from zeromem_lsp.configs.model_config import UnsupportedModel, count_parameters, model_shape
 from zeromem_lsp.configs.vision import VISION_LANGUAGE
-from zeromem_lsp.memory.adapters import inventory, module_tree
+from zeromem_lsp.configs.lora_modules import inventory, module_tree
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "model_families"
 RECORD = json.loads((DATA / "counts.json").read_text(encoding="utf-8"))

@@ -13,7 +13,8 @@ import pytest
 
 from zeromem_lsp.configs.model_config import model_shape
 from zeromem_lsp.memory.precision import DTYPE_BYTES
-from zeromem_lsp.memory.adapters import LoraSettings, count_adapters
+from zeromem_lsp.configs.lora_modules import LoraSettings
+from zeromem_lsp.memory.adapters import count_adapters
 from zeromem_lsp.memory.lora_activations import estimate_lora_activations
 from zeromem_lsp.memory.loss_and_reference import reference_model_bytes
 from zeromem_lsp.memory.preference import Preference, estimate_preference_step, reference_gathered, rows

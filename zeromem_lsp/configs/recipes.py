@@ -93,7 +93,7 @@ class AdapterSpec:
     quantization: Given | None = None  # "nf4" | "fp4" | "int8"
     double_quantization: Given | None = None
     dora: Given | None = None
-    # PEFT's matching fields (memory/lora_targets.py), where the tool passes them to LoraConfig
+    # PEFT's matching fields (configs/lora_targets.py), where the tool passes them to LoraConfig
     layers_to_transform: Given | None = None
     layers_pattern: Given | None = None
     rank_pattern: Given | None = None

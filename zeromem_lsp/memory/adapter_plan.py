@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from zeromem_lsp.configs.settings_values import ALL_LINEAR
-from zeromem_lsp.memory.adapters import (AdapterCount, AdapterInputError, AdapterState, LoraSettings, Quantization,
-                                         count_adapters, model_state, state_each, trainable_groups)
+from zeromem_lsp.configs.lora_modules import AdapterInputError, LoraSettings
+from zeromem_lsp.memory.adapters import (AdapterCount, AdapterState, Quantization, count_adapters, model_state,
+                                         state_each, trainable_groups)
 from zeromem_lsp.memory.lora_activations import activation_dtype
 from zeromem_lsp.memory.peak import LoraPeak
 from zeromem_lsp.memory.plan import AdapterTerms, Inputs
@@ -33,7 +34,7 @@ class Adapter(NamedTuple):
     quantization: str = "none"  # none, int8, nf4, fp4
     double_quant: bool = False
     origins: tuple[tuple[str, Origin], ...] = ()  # (field, origin): a tuple keeps the value hashable
-    # PEFT's matching fields (memory/lora_targets.py): a string is a regular expression
+    # PEFT's matching fields (configs/lora_targets.py): a string is a regular expression
     exclude_modules: tuple[str, ...] | str = ()
     layers_to_transform: tuple[int, ...] | None = None
     layers_pattern: tuple[str, ...] = ()

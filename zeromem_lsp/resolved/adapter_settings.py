@@ -10,7 +10,8 @@ from typing import Any
 from zeromem_lsp.configs.model_config import UnsupportedModel
 from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.memory.adapter_plan import Adapter
-from zeromem_lsp.memory.adapters import AdapterInputError, count_adapters
+from zeromem_lsp.configs.lora_modules import AdapterInputError
+from zeromem_lsp.memory.adapters import count_adapters
 from zeromem_lsp.provenance import Origin
 
 #: adapters.py's field names → the zeromem setting each comes from (for a positioned ZM104).
