@@ -16,11 +16,10 @@ from zeromem_lsp.memory.activations import F32, I64, ActivationInputError, estim
 from zeromem_lsp.memory.fused_head import FusedHead
 from zeromem_lsp.memory.grpo import Generation, GrpoHead, GrpoLogitsHead, check as check_grpo, kv_elements
 from zeromem_lsp.memory.parts import P, M, with_gathered
-from zeromem_lsp.memory.loss_and_reference import LossInputError, reference_model_bytes
 from zeromem_lsp.memory.llamafactory_loss import TRAINERS as LLAMAFACTORY_TRAINERS, LlamaFactoryHead
 from zeromem_lsp.memory.reference_free_loss import TRAINERS as REFERENCE_FREE, ReferenceFreeHead
 from zeromem_lsp.memory.step import (FrozenBase, Fsdp, Head, Part, PolicyLoss, Setup, Step, StepInputError, StepPeak,
-                                     Tensors, make_step, parameter_tensors, step_peak)
+                                     make_step, parameter_tensors, step_peak)
 
 #: Trainers that keep a reference model (unless PEFT or precomputed log-probs); the others are reference-free.
 WITH_REFERENCE = ("dpo", "kto")
@@ -74,7 +73,7 @@ class Preference(NamedTuple):
     """A preference trainer's step: the trainer, the reference on this rank, and how its forward runs."""
 
     trainer: str
-    reference_bytes: int = 0  # the frozen reference model on this rank (loss_and_reference.reference_model_bytes)
+    reference_bytes: int = 0  # the frozen reference model on this rank (`reference_of`)
     reference_forward: bool = True  # False with precomputed reference log-probs
     reference_gathered: int = 0
     triton: bool = True
@@ -89,35 +88,17 @@ class Preference(NamedTuple):
 PolicyHead = Union[FusedHead, "LogitsHead", LlamaFactoryHead, ReferenceFreeHead, GrpoLogitsHead]
 
 
-def reference_gathered(tensors: Tensors, width: int, engine: str, stage: object, ranks: int, loss: str = "fused",
-                       fsdp_version: int = 1) -> int:
-    """The reference's weights gathered at its forward's peak (docs/adapters.md): under ZeRO-3 its LM head for the
-    fused head (`maybe_gather_lm_head_ctx`), none for a loss that scores its logits after its forward; sharded FSDP1
-    the root unit and one layer (derived); FSDP2 (`prepare_fsdp`: one unit) the whole reference and its all-gather
-    output."""
-    if ranks > 1 and engine == "deepspeed" and stage == 3:
-        return width * (tensors.head or tensors.embedding) if loss == "fused" else 0
-    if ranks > 1 and engine == "fsdp" and stage in ("SHARD_GRAD_OP", "FULL_SHARD"):
-        return 2 * width * tensors.total if fsdp_version == 2 else width * (tensors.root + tensors.layer_total)
-    return 0
-
-
 def reference_of(step: Step, width: int, peft_policy: bool, precomputed: bool, loss: str) -> tuple[int, int]:
-    """(the frozen reference model on this rank, its weights gathered at its forward's peak): stored in `width` bytes
-    each, placed as the step's engine places it (its placement: the stage under DeepSpeed, the sharding strategy
-    under FSDP; loss_and_reference.reference_model_bytes)."""
+    """(the frozen reference model on this rank, its weights gathered at its forward's peak), stored in `width` bytes
+    each and placed as the step's engine places it; none for a PEFT policy (its adapters disabled instead) or with
+    precomputed log-probs (under FSDP the reference is loaded only for the precompute)."""
+    if peft_policy or precomputed:
+        return 0, 0
     tensors, engine = parameter_tensors(step.shape), step.engine
     persistent = width * sum(numel for numel in tensors.all() if numel <= engine.threshold)
-    try:
-        reference = reference_model_bytes(width * tensors.total, step.ranks, engine.reference, engine.placement,
-                                          peft_policy=peft_policy, precompute_ref_log_probs=precomputed,
-                                          persistent_bytes=persistent, offload_param=engine.offload_param)
-    except LossInputError as error:
-        raise StepInputError(str(error)) from None
+    reference = engine.reference(width * tensors.total, persistent, step.ranks)
     gathered_width = DTYPE_BYTES["bf16"] if engine.mixed else width
-    gathered = reference_gathered(tensors, gathered_width, engine.name, engine.placement, step.ranks, loss,
-                                  engine.version) if reference.bytes_per_rank else 0
-    return reference.bytes_per_rank, gathered
+    return reference, engine.reference_gathered(tensors, gathered_width, step.ranks, loss == "fused") if reference else 0
 
 
 def rows(trainer: str, micro_batch: int) -> int:
@@ -232,5 +213,5 @@ def _frozen_saved(head: PolicyHead, frozen: FrozenBase, step: Step, micro: int) 
                       DTYPE_BYTES[frozen.compute_dtype], step.shape.vocab)
 
 
-__all__ = ["FusedHead", "LOSSES", "LogitsHead", "Preference", "TRAINERS", "WITH_REFERENCE", "estimate_preference_step", "reference_gathered",
+__all__ = ["FusedHead", "LOSSES", "LogitsHead", "Preference", "TRAINERS", "WITH_REFERENCE", "estimate_preference_step",
            "rows"]

@@ -116,7 +116,6 @@ class Torch:
     `ddp_bucket_view`: DDP's gradient_as_bucket_view (gradients are views of its buckets)."""
 
     name: ClassVar[str] = "torch"
-    reference: ClassVar[str] = "ddp"  # how loss_and_reference.reference_model_bytes names it
     stage: ClassVar[int] = 0
     offload_optimizer: ClassVar[bool] = False
     offload_param: ClassVar[bool] = False
@@ -124,7 +123,6 @@ class Torch:
     sharded: ClassVar[bool] = False
     version: ClassVar[int] = 2
     threshold: ClassVar[int] = THRESHOLD
-    placement: ClassVar[int | str] = 0
     autocast: bool = False
     ddp_bucket_view: bool = False
 
@@ -160,13 +158,21 @@ class Torch:
         t = setup.tensors
         return Held(frozen) if frozen is not None else Held(setup.w * t.total, setup.w * t.embedding)
 
+    def reference(self, whole: int, persistent: int, ranks: int) -> int:
+        """A preference trainer's frozen reference model on this rank (`whole`: all of it as loaded; memory/preference
+        .reference_of): whole on every rank."""
+        return whole
+
+    def reference_gathered(self, tensors: Tensors, width: int, ranks: int, fused: bool) -> int:
+        """The reference's weights gathered at its forward's peak (`fused`: TRL's fused LM head scores it): none."""
+        return 0
+
 
 @dataclass(frozen=True)
 class DeepSpeed:
     """DeepSpeed ZeRO `stage` (0-3) with its zero_optimization sizes resolved and its offload."""
 
     name: ClassVar[str] = "deepspeed"
-    reference: ClassVar[str] = "deepspeed"
     autocast: ClassVar[bool] = False
     mixed: ClassVar[bool] = False
     sharded: ClassVar[bool] = False
@@ -183,11 +189,6 @@ class DeepSpeed:
     @property
     def threshold(self) -> int:
         return self.zero.threshold
-
-    @property
-    def placement(self) -> int | str:
-        """The reference model's placement (loss_and_reference.reference_model_bytes): the stage."""
-        return self.stage
 
     def moments(self, setup: Setup, step: Step) -> Moments:
         """DeepSpeed ZeRO 0-3 (16-bit or fp32 model) with a torch AdamW client optimizer (foreach, for-loop) or
@@ -321,6 +322,20 @@ class DeepSpeed:
             return Held(w * max(touched for touched, _ in _touched(t, setup.ranks)), 0, "", replaces=())
         return Held(w * t.total, w * t.embedding, "offload not measured" if offload else "", bucket=bucket)
 
+    def reference(self, whole: int, persistent: int, ranks: int) -> int:
+        """The reference: whole below ZeRO-3 (prepare_deepspeed runs it at stage 0); partitioned by ZeRO-3 like the
+        policy, its `persistent` bytes (parameters under stage3_param_persistence_threshold) whole on every rank,
+        the rest on the host under offload_param."""
+        if self.stage != 3:
+            return whole
+        kept = persistent if ranks > 1 else 0
+        return kept if self.offload_param else ceil_div(whole, ranks) + kept
+
+    def reference_gathered(self, tensors: Tensors, width: int, ranks: int, fused: bool) -> int:
+        """ZeRO-3: the reference's LM head gathered for the fused head (`maybe_gather_lm_head_ctx`), none for a loss
+        that scores its logits after its forward (docs/adapters.md)."""
+        return width * (tensors.head or tensors.embedding) if fused and self.stage == 3 and ranks > 1 else 0
+
 
 @dataclass(frozen=True)
 class Fsdp:
@@ -328,7 +343,6 @@ class Fsdp:
     over the shards' dtype, `sharded` False: NO_SHARD."""
 
     name: ClassVar[str] = "fsdp"
-    reference: ClassVar[str] = "fsdp"
     autocast: ClassVar[bool] = False
     stage: ClassVar[int] = 0
     offload_param: ClassVar[bool] = False
@@ -338,11 +352,6 @@ class Fsdp:
     mixed: bool = False
     sharded: bool = True
     offload_optimizer: bool = False
-
-    @property
-    def placement(self) -> int | str:
-        """The sharding strategy with this sharding and resharding."""
-        return "FULL_SHARD" if self.reshard and self.sharded else "SHARD_GRAD_OP" if self.sharded else "NO_SHARD"
 
     def moments(self, setup: Setup, step: Step) -> Moments:
         """FSDP2 (`fully_shard` per decoder layer and on the root) or FSDP1 (a FlatParameter per unit): shards of P, G
@@ -394,6 +403,17 @@ class Fsdp:
             # end of backward is the plain step's (never the peak in what was measured)
             return Held((F32 if self.mixed else w) * n, 0, "", (), 0)
         return Held(setup.c * n, 0)  # FSDP1 keeps unsharded gradients in the compute dtype
+
+    def reference(self, whole: int, persistent: int, ranks: int) -> int:
+        """The reference: sharded as the policy is, whole under NO_SHARD."""
+        return ceil_div(whole, ranks) if self.sharded else whole
+
+    def reference_gathered(self, tensors: Tensors, width: int, ranks: int, fused: bool) -> int:
+        """Sharded FSDP1: the root unit and one layer (derived); FSDP2 (`prepare_fsdp`: one unit) the whole reference
+        and its all-gather output (docs/adapters.md)."""
+        if ranks < 2 or not self.sharded:
+            return 0
+        return 2 * width * tensors.total if self.version == 2 else width * (tensors.root + tensors.layer_total)
 
 
 EngineSpec = Union[Torch, DeepSpeed, Fsdp]
