@@ -19,7 +19,7 @@ from zeromem_lsp.memory.adapters import ENGINES as ADAPTER_ENGINES
 from zeromem_lsp.memory.model_state import STAGES
 
 MEMORY = Path(__file__).resolve().parents[2] / "zeromem_lsp" / "memory"
-LIMIT = 41
+LIMIT = 39
 STRATEGIES = {"NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"}
 NAMES = {*ENGINES, *ADAPTER_ENGINES, *STAGES, *STRATEGIES, *TRAINERS, *FAMILIES, "ddp"}
 ENGINE_SPECS = {"Torch", "DeepSpeed", "Fsdp"}

@@ -354,7 +354,7 @@ def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: 
     """The step model's frozen base for a LoRA run at `stage`: the adapter's P, G, O as placed, the trainable
     tensors this rank steps on (DeepSpeed: an fp32 partition beside its fp32 gradients), LoRA's activations.
     Under FSDP without resharding (the zero2 key) the persistent parameters are still shards: the gathered
-    layers kept from forward to backward are the step's own part (step._engine_gathered), not P."""
+    layers kept from forward to backward are the step's own part (the engine spec's `gathered`), not P."""
     lora = inputs.lora
     assert lora is not None
     deepspeed, ranks, count = lora.engine == "deepspeed", inputs.ranks, lora.adapters

@@ -192,7 +192,7 @@ def no_prefetch(step: Step) -> int | None:
 
 def _fsdp2_unshard(step: Step) -> tuple[int, int] | None:
     """FSDP2 sharded at more than one rank: (the root's, a decoder layer's) bytes as gathered (the compute dtype
-    under mixed precision; a frozen base's pro rata of its P), as step.py `Fsdp.moments` / `_engine_gathered`."""
+    under mixed precision; a frozen base's pro rata of its P), as step.py `Fsdp.moments` / `Fsdp.gathered`."""
     engine = step.engine
     if not isinstance(engine, Fsdp) or not engine.sharded or step.ranks < 2 or engine.version != 2:
         return None

@@ -158,9 +158,12 @@ class Torch:
         t = setup.tensors
         return Held(frozen) if frozen is not None else Held(setup.w * t.total, setup.w * t.embedding)
 
+    def gathered(self, setup: Setup, g: Callable[[int], int]) -> _Gathered:
+        """Nothing gathered: every parameter is whole on every rank."""
+        return _Gathered()
+
     def reference(self, whole: int, persistent: int, ranks: int) -> int:
-        """A preference trainer's frozen reference model on this rank (`whole`: all of it as loaded; memory/preference
-        .reference_of): whole on every rank."""
+        """A preference trainer's frozen reference model on this rank (`whole`: all of it as loaded): all of it."""
         return whole
 
     def reference_gathered(self, tensors: Tensors, width: int, ranks: int, fused: bool) -> int:
@@ -214,7 +217,7 @@ class DeepSpeed:
             # is the bound); under ZeRO-3 HF Trainer builds the model partitioned (zero.Init): those sums are empty
             master.append(Part(ADAGRAD_FIRST_SUMS, F32 * n))
         # at the loss, at its backward (the head fetched again if it was released), the first fetch (ZeRO-3)
-        gathered = _engine_gathered(setup, self, lambda elements: w * elements)
+        gathered = self.gathered(setup, lambda elements: w * elements)
         ipg = 0 if bf16_opt else _ipg(w, stage, zero)
         if stage == 3:
             persistent = _persistent_numel(t, zero.threshold)
@@ -322,10 +325,23 @@ class DeepSpeed:
             return Held(w * max(touched for touched, _ in _touched(t, setup.ranks)), 0, "", replaces=())
         return Held(w * t.total, w * t.embedding, "offload not measured" if offload else "", bucket=bucket)
 
+    def gathered(self, setup: Setup, g: Callable[[int], int]) -> _Gathered:
+        """ZeRO-3 at more than one rank (`g`: bytes of so many elements; docs/memory-model.md, "DeepSpeed ZeRO-3"): at
+        the loss (`__params_to_release`), at its backward (the head again if released), in a layer's backward, the first
+        fetch; its IPG reduce bucket (stage3.py); docs/adapters.md, "Gathered frozen weights", "ZeRO-3's buffers"."""
+        if self.stage != 3 or setup.ranks < 2:
+            return _Gathered()
+        zero, t = self.zero, setup.tensors
+        rest = t.total - _persistent_numel(t, zero.threshold)
+        at_loss = min(rest, max(zero.reuse, min(zero.prefetch, zero.live)))
+        head = t.head or t.embedding
+        again = max(at_loss, head) if head > zero.threshold else at_loss
+        fetch = min(rest, max(min(zero.prefetch, zero.live), t.embedding))
+        return _Gathered(g(at_loss), g(again), g(at_loss), g(fetch), setup.w * zero.reduce if zero.contiguous else 0)
+
     def reference(self, whole: int, persistent: int, ranks: int) -> int:
-        """The reference: whole below ZeRO-3 (prepare_deepspeed runs it at stage 0); partitioned by ZeRO-3 like the
-        policy, its `persistent` bytes (parameters under stage3_param_persistence_threshold) whole on every rank,
-        the rest on the host under offload_param."""
+        """The reference: whole below ZeRO-3 (prepare_deepspeed runs it at stage 0); ZeRO-3 partitions it as the policy,
+        its `persistent` bytes whole on every rank, the rest on the host under offload_param."""
         if self.stage != 3:
             return whole
         kept = persistent if ranks > 1 else 0
@@ -355,7 +371,7 @@ class Fsdp:
 
     def moments(self, setup: Setup, step: Step) -> Moments:
         """FSDP2 (`fully_shard` per decoder layer and on the root) or FSDP1 (a FlatParameter per unit): shards of P, G
-        and O, the units gathered (`_fsdp_gathered`), a unit's unsharded gradients copied into one reduce-scatter input
+        and O, the units gathered (`gathered`), a unit's unsharded gradients copied into one reduce-scatter input
         in the reduce dtype (fp32 under mixed precision) beside the collective's output."""
         shape = step.shape
         t, w, n, c = setup.tensors, setup.w, setup.tensors.total, setup.c
@@ -369,7 +385,7 @@ class Fsdp:
         largest = ceil_div(max(t.root, t.layer_total) if version == 1 else t.largest, r)
         stepped = _stepped(setup, w, [(shard,)], "fsdp", largest)
         base = [Part(P.PARAMETERS, w * shard), Part(stepped.state_name, stepped.states)]
-        gathered = _fsdp_gathered(t, self, setup.ranks, lambda elements: g * elements)
+        gathered = self.gathered(setup, lambda elements: g * elements)
         grads_layer = ceil_div(w * t.layer_total, r)
         head = ceil_div(w * (t.head + t.final_norm), r) if t.head else 0
         scatter = 2 * w * t.layer_total if collective else 0  # reduce-scatter input + full-size output (gloo)
@@ -403,6 +419,20 @@ class Fsdp:
             # end of backward is the plain step's (never the peak in what was measured)
             return Held((F32 if self.mixed else w) * n, 0, "", (), 0)
         return Held(setup.c * n, 0)  # FSDP1 keeps unsharded gradients in the compute dtype
+
+    def gathered(self, setup: Setup, g: Callable[[int], int]) -> _Gathered:
+        """FSDP's gathered bytes (`g`: of so many elements; the compute dtype's under mixed precision, `_fsdp_param`):
+        the root unit, every layer when not resharding, one layer ahead at the loss (FSDP2) and at its backward (FSDP1:
+        `_pre_backward_hook` → `_prefetch_handle`; docs/adapters.md), two in a layer's backward."""
+        sharded, r, reshard = _fsdp_group(self, setup.ranks)
+        if not sharded:
+            return _Gathered()
+        t = setup.tensors
+        root, layer = g(t.root), g(t.layer_total)
+        kept = 0 if reshard else g(t.layer_total * t.layers)
+        ahead = layer if r > 1 else 0
+        return _Gathered(root + kept + (ahead if self.version == 2 else 0), root + kept + (ahead if reshard else 0),
+                         root + max(kept, 2 * layer))
 
     def reference(self, whole: int, persistent: int, ranks: int) -> int:
         """The reference: sharded as the policy is, whole under NO_SHARD."""
@@ -671,37 +701,6 @@ def _fsdp_group(engine: Fsdp, ranks: int) -> tuple[bool, int, bool]:
     return engine.sharded, ranks if engine.sharded else 1, engine.reshard
 
 
-def _fsdp_gathered(tensors: Tensors, engine: Fsdp, ranks: int, gathered: Callable[[int], int]) -> _Gathered:
-    """FSDP's gathered bytes (`gathered`: of so many elements): the root unit, every layer when not resharding,
-    and one layer ahead at the loss (FSDP2) and at its backward (FSDP1: `_pre_backward_hook` →
-    `_prefetch_handle`; docs/adapters.md), two in a layer's backward."""
-    sharded, r, reshard = _fsdp_group(engine, ranks)
-    if not sharded:
-        return _Gathered()
-    root, layer = gathered(tensors.root), gathered(tensors.layer_total)
-    kept = 0 if reshard else gathered(tensors.layer_total * tensors.layers)
-    ahead = layer if r > 1 else 0
-    return _Gathered(root + kept + (ahead if engine.version == 2 else 0), root + kept + (ahead if reshard else 0),
-                     root + max(kept, 2 * layer))
-
-
-def _engine_gathered(setup: Setup, engine: EngineSpec, g: Callable[[int], int]) -> _Gathered:
-    """The gathered parameters (`g`: bytes of so many elements gathered) and ZeRO-3's IPG reduce bucket (stage3.py)
-    at more than one rank; over a frozen base pro rata of the whole P (a quantized base gathers its packed bytes) or
-    in the compute dtype under FSDP mixed precision (`_fsdp_param.py`): docs/adapters.md, "Gathered frozen weights"
-    and "ZeRO-3's buffers". ZeRO-3's (docs/memory-model.md, "DeepSpeed ZeRO-3"): at the loss (`__params_to_release`),
-    at its backward (the head fetched again if released), in a layer's backward as at the loss, the first fetch."""
-    if isinstance(engine, DeepSpeed) and engine.stage == 3 and setup.ranks > 1:
-        zero, t = engine.zero, setup.tensors
-        rest = t.total - _persistent_numel(t, zero.threshold)
-        at_loss = min(rest, max(zero.reuse, min(zero.prefetch, zero.live)))
-        head = t.head or t.embedding
-        again = max(at_loss, head) if head > zero.threshold else at_loss
-        fetch = min(rest, max(min(zero.prefetch, zero.live), t.embedding))
-        return _Gathered(g(at_loss), g(again), g(at_loss), g(fetch), setup.w * zero.reduce if zero.contiguous else 0)
-    return _fsdp_gathered(setup.tensors, engine, setup.ranks, g) if isinstance(engine, Fsdp) else _Gathered()
-
-
 def _frozen(setup: Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gathered,
             offload_optimizer: bool, in_place: bool, converted: bool = False) -> Moments:
     """The step with a frozen base: the full step's moments, no gradient for a frozen weight (docs/adapters.md).
@@ -778,11 +777,11 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, **i
 
 
 def _engine_moments(setup: Setup, step: Step) -> Moments:
-    """The moments of the step's engine (a frozen base's: `_frozen` over `_engine_gathered`)."""
+    """The moments of the step's engine (a frozen base's: `_frozen` over the engine's `gathered`)."""
     engine, frozen = step.engine, step.frozen
     if frozen is not None:
         g = (lambda elements: setup.c * elements) if engine.mixed else frozen.gathered
-        return _frozen(setup, step.shape, frozen, _engine_gathered(setup, engine, g), step.offload_optimizer,
+        return _frozen(setup, step.shape, frozen, engine.gathered(setup, g), step.offload_optimizer,
                        step.optimizer not in TORCH_OPTIMIZERS, isinstance(engine, DeepSpeed) and engine.stage in (1, 2))
     return engine.moments(setup, step)
 
