@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, cast
 from zeromem_lsp.memory.activations import F32, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS, Buffers, hf_auto_sizes, zero_buffers
 from zeromem_lsp.configs.model_config import ModelShape
+from zeromem_lsp.configs.parallelism import Parallelism, parallelism_of
 from zeromem_lsp.configs.transformers_paths import transformers_path, version_of
 from zeromem_lsp.memory.adapters import AdapterCount
 from zeromem_lsp.memory.model_state import ceil_div
@@ -42,8 +43,7 @@ AUTO_FILLED = ("reduce_bucket_size", "stage3_prefetch_bucket_size", "stage3_para
 BUCKET_KEYS = ("reduce_bucket_size", "allgather_bucket_size", "stage3_prefetch_bucket_size", "stage3_max_live_parameters")
 #: zero_optimization field → the phase model's Buckets field (sizes in elements, switches as bools).
 STEP_BUCKETS = {"reduce_bucket_size": "reduce_bucket_size", "stage3_prefetch_bucket_size": "prefetch_bucket_size",
-                "stage3_max_live_parameters": "max_live_parameters",
-                "stage3_max_reuse_distance": "max_reuse_distance",
+                "stage3_max_live_parameters": "max_live_parameters", "stage3_max_reuse_distance": "max_reuse_distance",
                 "stage3_param_persistence_threshold": "persistence_threshold"}
 STEP_SWITCHES = ("overlap_comm", "contiguous_gradients")
 #: The stage keys → FSDP's (sharded, reshard after forward): NO_SHARD, SHARD_GRAD_OP, FULL_SHARD.
@@ -56,11 +56,10 @@ ENGINE_LIMITS = {"torch": (("ddp",), "engine torch runs DDP only, not {}", "engi
 
 #: The peak's inputs by field name (the `zeromem` setting of the same name), with their display labels.
 INPUT_LABELS = {"sequence_length": "sequence length", "micro_batch": "micro-batch",
-                "gradient_accumulation_steps": "gradient accumulation steps",
-                "gradient_checkpointing": "gradient checkpointing", "attention": "attention", "dtype": "dtype",
-                "reserved": "reserved", "engine": "engine", "fsdp_version": "FSDP version",
-                "param_dtype": "parameter dtype",
-                "optimizer_impl": "optimizer implementation", "loss_kernel": "loss kernel", "trainer": "trainer",
+                "gradient_accumulation_steps": "gradient accumulation steps", "gradient_checkpointing":
+                "gradient checkpointing", "attention": "attention", "dtype": "dtype", "reserved": "reserved",
+                "engine": "engine", "fsdp_version": "FSDP version", "param_dtype": "parameter dtype", "optimizer_impl":
+                "optimizer implementation", "loss_kernel": "loss kernel", "trainer": "trainer",
                 "precompute_ref_log_probs": "precomputed reference log-probs", "sft_loss": "SFT loss",
                 "kbit_prepare": "k-bit preparation", "transformers_version": "Transformers version",
                 # GRPO's (memory/grpo.py KEYS), shown for trainer grpo only
@@ -112,6 +111,10 @@ class PeakInputs:
     generation: dict[str, Given] = field(default_factory=dict)  # GRPO's inputs (memory/grpo.generation_inputs)
     kbit_prepare: Given | None = None  # a quantized base: whether prepare_model_for_kbit_training ran (lora's dtypes)
     transformers_version: Given | None = None  # what it keeps (configs/transformers_paths.py); None: the newest
+    parallel: dict[str, Given] = field(default_factory=dict)  # N-D degrees by Parallelism field, with their sources
+
+    def parallelism(self) -> Parallelism:
+        return parallelism_of(self.parallel)  # configs/parallelism.py: defaults for absent keys
 
     def used(self) -> dict[str, Given]:
         """The inputs given, by field name (INPUT_LABELS order); GRPO's with trainer grpo."""
