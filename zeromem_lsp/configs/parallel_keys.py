@@ -26,8 +26,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from zeromem_lsp.configs.parallelism import AXOLOTL_TILE_TOKENS, axolotl_shards
-from zeromem_lsp.configs.training import positive_int
-from zeromem_lsp.configs.workload import read_flag
+from zeromem_lsp.configs.training import positive_int, read_flag
 from zeromem_lsp.provenance import Given, Path
 
 #: axolotl's `activation_offloading` values -> Parallelism.activation_offload (config.py:623-634).

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from zeromem_lsp.configs.training import positive_int
+from zeromem_lsp.configs.training import positive_int, read_flag  # read_flag: re-exported, where readers take it
 from zeromem_lsp.provenance import Given, Path
 
 #: zero_optimization keys that size ZeRO's buffers (zeromem_lsp.memory.buffers).
@@ -49,14 +49,6 @@ class Workload:
 
 def _at(root: Path | None, *keys: str) -> Path | None:
     return None if root is None else (*root, *keys)
-
-
-def read_flag(value: object) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    return None
 
 
 def deepspeed_workload(config: object, root: Path | None, where: str = "") -> Workload:

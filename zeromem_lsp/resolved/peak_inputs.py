@@ -10,7 +10,7 @@ is built once with its peak.
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple, cast, overload
+from typing import Any, NamedTuple, overload
 
 from zeromem_lsp.configs.layers import Resolved
 from zeromem_lsp.configs.loss_kernels import LossRequest, applied
@@ -223,8 +223,8 @@ def resolve_parallel(written: dict[str, Given], resolved: Resolved, sequence: in
 
 def _tiles(setting: Given, degrees: Parallelism, sequence: int | None) -> Given:
     """The `tiled_mlp` setting as a shard count: false 0, a count itself, true axolotl's default."""
-    if setting.value is False or type(setting.value) is int:
-        return Given(int(cast(int, setting.value)), setting.note, setting.path)
+    if setting.value is False or isinstance(setting.value, int) and setting.value is not True:
+        return Given(int(setting.value), setting.note, setting.path)
     local = (sequence or AXOLOTL_TILE_TOKENS) // degrees.sequence_divisor
     return Given(axolotl_shards(local), f"{setting.note}: true, axolotl's default ceil({local:,} tokens per rank / "
                  f"{AXOLOTL_TILE_TOKENS})", setting.path)
