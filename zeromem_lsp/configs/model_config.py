@@ -217,11 +217,12 @@ def _softcap(config: dict, name: str, default: float | None) -> bool:
     return True
 
 
-def _rotary_fraction(config: dict) -> float:
+def _rotary_fraction(config: dict, fallback: float) -> float:
     rope = config.get("rope_parameters")
     rope = rope if isinstance(rope, dict) else {}
-    name = "rotary_pct" if "rotary_pct" in config else "rope_parameters.partial_rotary_factor"
-    value = config.get("rotary_pct", rope.get("partial_rotary_factor", 0.25))
+    name = next((key for key in ("rotary_pct", "partial_rotary_factor") if key in config),
+                "rope_parameters.partial_rotary_factor")
+    value = config.get(name, rope.get("partial_rotary_factor", fallback))
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
         raise UnsupportedModel(f"config.json {name} must be a fraction in (0, 1], got {_show(value)}")
     return float(value)
@@ -339,9 +340,12 @@ def _read(config: dict, family: Family, full: bool) -> ModelShape:
         hidden_dropout=_dropout(config, family.hidden_dropout),
         embedding_dropout=_dropout(config, family.embedding_dropout),
         experts_per_token=per_token, sliding_window=window, sliding_layers=sliding,
-        normalize_top_k=moe is not None and (moe.normalize is None or config.get(moe.normalize, False) is True),
+        normalize_top_k=moe is not None and (moe.normalize if isinstance(moe.normalize, bool) else config.get(
+            moe.normalize, moe.normalized) is True),
         attention_softcap=caps[0], final_softcap=caps[1], parallel_residual=parallel,
-        rotary_dim=int(head_dim * _rotary_fraction(config)) if family.partial_rotary else 0)
+        rotary_dim=int(head_dim * _rotary_fraction(config, family.partial_rotary)) if family.partial_rotary else 0,
+        routing_groups=(_int(config, moe.groups[0][0], default=moe.groups[0][1]), _int(
+            config, moe.groups[1][0], default=moe.groups[1][1])) if moe and moe.groups else (0, 0))
 
 
 def weights_shape(config: dict) -> ModelShape:

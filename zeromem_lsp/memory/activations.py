@@ -80,7 +80,8 @@ def _attention(shape: ModelShape, b: int, s: int, w: int, impl: str, v_bytes: in
     query = w * tokens * q * d
     if impl == "sdpa":  # v sliced from a fused qkv is copied by the kernel, whose output then comes back
         # head-major: the output projection keeps a copy of it too
-        return query + w * tokens * kv * d + v_bytes + query + F32 * b * q * s + (query if qkv == "sliced" else 0)
+        return query + w * tokens * kv * d + v_bytes + query + F32 * b * q * s + (
+            query if qkv == "sliced" or of(shape).partial_rotary else 0)
     if qkv == "views":  # q, k, v (views of c_attn's output) copied for the batched matmuls
         kept = 3 * query
     else:
@@ -89,6 +90,8 @@ def _attention(shape: ModelShape, b: int, s: int, w: int, impl: str, v_bytes: in
     dropout = shape.attention_dropout > 0
     if qkv == "views":  # GPT-2's softmax in the model dtype (no fp32 upcast), dropout's output
         kept += w * scores * (2 if dropout else 1)
+    elif of(shape).sinks:  # gpt-oss: max's index, the softmax over s + 1 columns in the model dtype, dropout's output
+        kept += I64 * b * q * s + w * (scores + b * q * s) + (w * scores if dropout else 0)
     else:
         kept += F32 * scores
         if w != F32 or dropout:
@@ -132,17 +135,20 @@ def _layer(shape: ModelShape, b: int, s: int, w: int, impl: str, sparse: bool) -
 
 
 def _moe(shape: ModelShape, tokens: int, w: int) -> int:
-    """Router and grouped experts (Transformers' grouped_mm path; S = tokens × k expert visits): the router's fp32
-    softmax and top-k, the experts' tensors, three int64 permutations, int32 group offsets (docs/memory-model.md)."""
-    experts, k, width, h = shape.experts, shape.experts_per_token, shape.expert_intermediate, shape.hidden
-    pairs = tokens * k
-    router = F32 * tokens * experts + I64 * pairs
-    if shape.normalize_top_k:
-        router += F32 * pairs + F32 * tokens
-    moe = of(shape).moe
-    weights = F32 if moe and moe.fp32_weights else w
-    expert = w * pairs * h + 4 * w * pairs * width + w * pairs * h + weights * pairs + 3 * I64 * pairs
-    return router + expert + I32 * experts
+    """Router (`Moe.router`'s terms), experts and shared experts (docs/memory-model.md). Transformers' grouped_mm
+    path (S = tokens × k expert visits): the experts' tensors, three int64 permutations, int32 group offsets; with
+    `every_expert` (llama4_text's bmm) each expert visits every token, unsorted."""
+    moe, experts, k, h = of(shape).moe, shape.experts, shape.experts_per_token, shape.hidden
+    assert moe is not None
+    rows = {"T": tokens, "TE": tokens * experts, "S": tokens * k, "Th": tokens * h,
+            "TG": tokens * shape.routing_groups[0], "Tg": tokens * shape.routing_groups[1]}
+    widths = {"f32": F32, "i64": I64, "bool": 1, "w": w, "up": F32 if w != F32 else 0}
+    kept = sum(count * rows[row] * widths[width] for count, row, width in moe.router)
+    kept += F32 * (tokens * k + tokens) if shape.normalize_top_k else 0
+    visits = tokens * experts if moe.every_expert else tokens * k
+    kept += 2 * w * visits * h + moe.expert_kept * w * visits * shape.expert_intermediate + (F32 if moe.fp32_weights else w) * visits
+    return kept + (0 if moe.every_expert else (3 + moe.expert_bias) * I64 * visits + I32 * experts) + 4 * w * tokens * (
+        shape.shared_intermediate)
 
 
 def _layer_types(shape: ModelShape) -> int:
@@ -171,7 +177,7 @@ def _shared(shape: ModelShape, b: int, s: int, w: int, attention: str) -> int:
     family = of(shape)
     if family.positions:  # learned positions: no rotary tables
         return 0
-    width = shape.rotary_dim if family.partial_rotary else shape.head_dim
+    width = shape.rotary_dim if family.partial_rotary else shape.head_dim // (2 if family.rotary_halves else 1)
     return (F32 if family.rotary_fp32 else w) * (_layer_types(shape) if family.rotary_per_type else 1) * 2 * s * width
 
 
