@@ -169,6 +169,9 @@ EXTRA = [
     ("glm4_moe", {"use_qk_norm": True, "n_group": 2, "topk_group": 1, "first_k_dense_replace": 0,
                   "norm_topk_prob": False}, (64, 2, "bfloat16", False, "sdpa", False)),
     ("glm4_moe", {"n_shared_experts": 2, "num_experts_per_tok": 3}, (32, 1, "float32", False, "sdpa", False)),
+    ("deepseek_v3", {"q_lora_rank": None, "first_k_dense_replace": 0, "norm_topk_prob": False, "n_group": 2,
+                     "topk_group": 1, "n_shared_experts": 2}, (64, 2, "bfloat16", False, "sdpa", False)),
+    ("deepseek_v3", {"v_head_dim": 48}, (64, 2, "bfloat16", False, "sdpa", False)),
     ("gpt_oss", {"sliding_window": 32, "num_experts_per_tok": 1}, (96, 1, "bfloat16", False, "eager", False)),
     ("gpt_oss", {"sliding_window": 32}, (96, 2, "bfloat16", True, "eager", False)),
 ]

@@ -316,7 +316,7 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
                    first_dense="first_k_dense_replace", shared_times="n_shared_experts", router=GROUPED_SIGMOID,
                    groups=(("n_group", 1), ("topk_group", 1)), normalized=True)),
     Family("gpt_oss", GPT_OSS_LAYER, attention_bias=True, lora_measured=False, liger=False, norm="rms32",
-           eager_only=True, rotary_halves=True, layer_modules=(), sliding=Sliding(window=128),
+           eager_only=True, rotary_halves=True, layer_modules=(), sliding=Sliding(window=128, global_every=(None, 2)),
            moe=Moe("num_local_experts", "intermediate_size", 4, False, False, False,
                    ("router", ("gate_up_proj", "gate_up_proj"), "down_proj"), modules=("mlp.experts",),
                    transposed=True, expert_bias=True, router_bias=True, router=TOP_K_SOFTMAX, expert_kept=7)),

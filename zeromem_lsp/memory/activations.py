@@ -109,7 +109,8 @@ def _layer(shape: ModelShape, b: int, s: int, w: int, impl: str, sparse: bool) -
     family, tokens, h = of(shape), b * s, shape.hidden
     q, kv, d = shape.heads, shape.kv_heads, shape.head_dim
     norm = family.norm
-    width = 3 * h if family.qkv == "views" else kv * d if family.gqa else h  # gpt2's v is a view of c_attn's output
+    # gpt2's v is a view of c_attn's output; MLA's values are v_head_dim wide
+    width = 3 * h if family.qkv == "views" else kv * (shape.v_head_dim or d) if family.gqa else h
     if norm == "layer":
         kept = _layer_norm(tokens, h, w, True) + _layer_norm(tokens, h, w, not shape.parallel_residual)
     elif norm == "centered":  # one norm feeding attention and the MLP in parallel; q/k norms per (head, channel)
@@ -124,6 +125,8 @@ def _layer(shape: ModelShape, b: int, s: int, w: int, impl: str, sparse: bool) -
             kept += _rms(tokens, q * d, w, False, norm) + _rms(tokens, kv * d, w, False, norm)
         elif shape.qk_norm:
             kept += _rms(tokens * q, d, w, False, norm) + _rms(tokens * kv, d, w, False, norm)
+        # MLA: the q_a and kv_a latents' norms, whose outputs q_b_proj and kv_b_proj keep
+        kept += sum(_rms(tokens, rank, w, True, norm) for rank in (shape.q_lora_rank, shape.kv_lora_rank) if rank)
         if family.norms_per_layer == 4:
             kept += 2 * _rms(tokens, h, w, False, norm)
         if not family.post_norms:
