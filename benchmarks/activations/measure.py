@@ -172,6 +172,8 @@ EXTRA = [
     ("deepseek_v3", {"q_lora_rank": None, "first_k_dense_replace": 0, "norm_topk_prob": False, "n_group": 2,
                      "topk_group": 1, "n_shared_experts": 2}, (64, 2, "bfloat16", False, "sdpa", False)),
     ("deepseek_v3", {"v_head_dim": 48}, (64, 2, "bfloat16", False, "sdpa", False)),
+    ("llama4_text", {"interleave_moe_layer_step": 1, "num_experts_per_tok": 2, "use_qk_norm": False},
+     (64, 2, "bfloat16", False, "sdpa", False)),
     ("gpt_oss", {"sliding_window": 32, "num_experts_per_tok": 1}, (96, 1, "bfloat16", False, "eager", False)),
     ("gpt_oss", {"sliding_window": 32}, (96, 2, "bfloat16", True, "eager", False)),
 ]
@@ -205,6 +207,8 @@ def cases() -> list[dict]:
             case = {"id": f"{family}-{index}", "config": dict(sorted(config.items())), "sequence_length": seq,
                     "micro_batch": batch, "dtype": dtype, "gradient_checkpointing": checkpointing,
                     "attention": attention}
+            if family == "llama4_text":  # layer 3 is unrotated (no_rope_layer_interval 4) and sparse
+                counts = counts or [(1, 2, 4)]
             if counts:  # measured at other layer counts than 1 and 2
                 case["layers"] = list(counts[0])
             if family in ("gemma2", "gemma3_text"):  # one sliding and one full layer at 2 layers (2 sliding at 3)

@@ -210,6 +210,9 @@ class Family:
     # so under sdpa o_proj keeps a copy of the attention's output
     parallel_residual: bool = False  # reads use_parallel_residual (gpt_neox)
     rotary_per_type: bool = False  # one cos/sin pair per attention type (gemma3_text)
+    qk_norm_weightless: bool = False  # the q/k norm is an fp32 L2 norm without weight on rotated layers (llama4_text)
+    no_rope: bool = False  # no_rope_layers / no_rope_layer_interval leave layers unrotated (llama4_text: no q/k
+    # norm there; an fp32 temperature scale per position)
     rotary_halves: bool = False  # cos / sin hold head_dim / 2 channels (gpt_oss; llama4_text's complex64 table)
     rotary_fp32: bool = False  # the rotary cos/sin stay fp32 (q, k rotated in fp32, then cast back: olmo2)
     post_norms: bool = False  # no input norm; RMSNorms on the attention and MLP outputs before the residual adds
@@ -302,7 +305,7 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
     # qwen2_moe's, transformers conversion_mapping._MODEL_TO_CONVERSION_PATTERN); gpt_oss, llama4_text and phimoe have
     # no conversion in PEFT, and their degenerate pair makes memory/adapters refuse all-linear / expert targets on them
     # instead of adapting experts PEFT would not (memory/adapters must skip the conversion for them: see docs).
-    Family("deepseek_v3", DEEPSEEK_V3_LAYER, mla=True, activations=False, lora_measured=False, liger=False,
+    Family("deepseek_v3", DEEPSEEK_V3_LAYER, mla=True, lora_measured=False, liger=False,
            moe=Moe("n_routed_experts", "moe_intermediate_size", 8, False, "norm_topk_prob", True,
                    ("gate", ("gate_proj", "up_proj"), "down_proj"), shared="n_shared_experts",
                    modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_experts.act_fn"),
@@ -326,12 +329,13 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
                    ("gate", ("gate_proj", "up_proj"), "down_proj"), shared="shared_expert_intermediate_size",
                    modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_expert.act_fn"))),
     Family("llama4_text", LLAMA4_LAYER, keys=(("intermediate", ("intermediate_size_mlp",)),),
-           layer_modules=(), activations=False, lora_measured=False, liger=False,
+           layer_modules=(), lora_measured=False, liger=False, qk_norm="use_qk_norm", qk_norm_weightless=True,
+           rotary_fp32=True, rotary_halves=True, no_rope=True,
            moe=Moe("num_local_experts", "intermediate_size", 1, False, False, False,
                    ("router", ("gate_up_proj", "gate_up_proj"), "down_proj"), shared="intermediate_size",
                    modules=("feed_forward.experts", "feed_forward.experts.act_fn",
                             "feed_forward.shared_expert.activation_fn"),
-                   interleave=True, transposed=True, router_linear=True)),
+                   interleave=True, transposed=True, router_linear=True, every_expert=True)),
     Family("phimoe", PHIMOE_LAYER, norm="layer", head_bias="lm_head_bias", lora_measured=False,
            liger=False, sliding=Sliding(),
            moe=Moe("num_local_experts", "intermediate_size", 2, False, False, False,
@@ -379,6 +383,7 @@ class ModelShape(NamedTuple):
     qk_rope_dim: int = 0  # MLA: the rotary channels of a key, shared by the heads
     v_head_dim: int = 0  # MLA: a value head's width
     head_bias: bool = False  # the LM head has a bias (phi; phimoe's lm_head_bias)
+    nope_layers: int = 0  # layers without rotary (llama4_text's no_rope_layers)
     routing_groups: tuple[int, int] = (0, 0)  # MoE: n_group, topk_group of group-limited routing (deepseek_v3)
     linear_layers: tuple[int, ...] = ()  # qwen3_next: the gated delta-net layers (the rest: full attention)
     linear_heads: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)  # key heads, value heads, key / value head

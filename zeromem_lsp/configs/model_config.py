@@ -335,6 +335,10 @@ def _read(config: dict, family: Family, full: bool) -> ModelShape:
     for index, name in enumerate(("attn_logit_softcapping", "final_logit_softcapping")):
         caps[index] = family.softcaps is not None and _softcap(config, name, family.softcaps[index])
     parallel = family.parallel_residual and config.get("use_parallel_residual", True) is not False
+    rotated = config.get("no_rope_layers") or [  # Llama4TextConfig: 1 where the layer uses rope
+        (i + 1) % _int(config, "no_rope_layer_interval", default=4) != 0 for i in range(layers)]
+    if not isinstance(rotated, list) or len(rotated) > MAX_COUNT:
+        raise UnsupportedModel(f"config.json no_rope_layers must be a list of 0 / 1 per layer, got {_show(rotated)}")
     return shape._replace(
         attention_dropout=_dropout(config, family.attention_dropout),
         hidden_dropout=_dropout(config, family.hidden_dropout),
@@ -344,7 +348,7 @@ def _read(config: dict, family: Family, full: bool) -> ModelShape:
             moe.normalize, moe.normalized) is True),
         attention_softcap=caps[0], final_softcap=caps[1], parallel_residual=parallel,
         rotary_dim=int(head_dim * _rotary_fraction(config, family.partial_rotary)) if family.partial_rotary else 0,
-        routing_groups=(_int(config, moe.groups[0][0], default=moe.groups[0][1]), _int(
+        nope_layers=sum(not flag for flag in rotated[:layers]) if family.no_rope else 0, routing_groups=(_int(config, moe.groups[0][0], default=moe.groups[0][1]), _int(
             config, moe.groups[1][0], default=moe.groups[1][1])) if moe and moe.groups else (0, 0))
 
 

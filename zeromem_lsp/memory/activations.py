@@ -77,11 +77,15 @@ def _attention(shape: ModelShape, b: int, s: int, w: int, impl: str, v_bytes: in
     docs/memory-model.md's table."""
     tokens, q, kv, d = b * s, shape.heads, shape.kv_heads, shape.head_dim
     scores, qkv = b * q * s * s, of(shape).qkv
-    query = w * tokens * q * d
+    query, dv, family = w * tokens * q * d, shape.v_head_dim or d, of(shape)
+    out = w * tokens * q * dv  # MLA: values and output v_head_dim wide; its v a view of kv_b_proj's output
+    stored_v = w * tokens * kv * (d - shape.qk_rope_dim + dv) if family.mla else v_bytes
+    if impl == "sdpa" and dv != d:  # torch's math kernel (CPU flash needs one width): fp32 q·scale, k, probabilities
+        return F32 * (2 * tokens * q * d + scores) + (F32 * tokens * kv * dv if w != F32 else stored_v) + out
     if impl == "sdpa":  # v sliced from a fused qkv is copied by the kernel, whose output then comes back
-        # head-major: the output projection keeps a copy of it too
-        return query + w * tokens * kv * d + v_bytes + query + F32 * b * q * s + (
-            query if qkv == "sliced" or of(shape).partial_rotary else 0)
+        # head-major (so after partial rotary's and MLA's concatenated q): the output projection keeps a copy of it
+        return query + w * tokens * kv * d + stored_v + out + F32 * b * q * s + (
+            out if qkv == "sliced" or family.partial_rotary or family.mla else 0)
     if qkv == "views":  # q, k, v (views of c_attn's output) copied for the batched matmuls
         kept = 3 * query
     else:
@@ -100,7 +104,7 @@ def _attention(shape: ModelShape, b: int, s: int, w: int, impl: str, v_bytes: in
         kept += w * scores  # the dropout mask, in the model dtype on CPU (see docs: CUDA keeps 1 byte)
     if shape.attention_softcap:
         kept += w * scores
-    return kept + query
+    return kept + out
 
 
 def _layer(shape: ModelShape, b: int, s: int, w: int, impl: str, sparse: bool) -> int:
@@ -121,12 +125,16 @@ def _layer(shape: ModelShape, b: int, s: int, w: int, impl: str, sparse: bool) -
         # post-norms: q/k/v keep the layer input, gate/up the MLP input; the norms' outputs go to residual adds
         kept = 2 * w * tokens * h + 2 * _rms(tokens, h, w, False, norm) if family.post_norms else _rms(
             tokens, h, w, True, norm)
-        if shape.qk_norm and family.qk_norm_whole:  # one row per token over the whole projection
+        if shape.qk_norm and family.qk_norm_weightless:  # fp32 x and 1/rms per head row (unrotated layers: none)
+            kept += F32 * tokens * (q + kv) * (d + 1)
+        elif shape.qk_norm and family.qk_norm_whole:  # one row per token over the whole projection
             kept += _rms(tokens, q * d, w, False, norm) + _rms(tokens, kv * d, w, False, norm)
         elif shape.qk_norm:
             kept += _rms(tokens * q, d, w, False, norm) + _rms(tokens * kv, d, w, False, norm)
-        # MLA: the q_a and kv_a latents' norms, whose outputs q_b_proj and kv_b_proj keep
+        # MLA: the q_a and kv_a latents' norms, whose outputs q_b_proj and kv_b_proj keep (in fp32 the kv_a norm's
+        # input is a view of kv_a_proj_with_mqa's output, rotary channels and all)
         kept += sum(_rms(tokens, rank, w, True, norm) for rank in (shape.q_lora_rank, shape.kv_lora_rank) if rank)
+        kept += F32 * tokens * shape.qk_rope_dim if w == F32 else 0
         if family.norms_per_layer == 4:
             kept += 2 * _rms(tokens, h, w, False, norm)
         if not family.post_norms:
@@ -180,7 +188,8 @@ def _shared(shape: ModelShape, b: int, s: int, w: int, attention: str) -> int:
     family = of(shape)
     if family.positions:  # learned positions: no rotary tables
         return 0
-    width = shape.rotary_dim if family.partial_rotary else shape.head_dim // (2 if family.rotary_halves else 1)
+    width = shape.rotary_dim if family.partial_rotary else shape.qk_rope_dim or shape.head_dim // (
+        2 if family.rotary_halves else 1)
     return (F32 if family.rotary_fp32 else w) * (_layer_types(shape) if family.rotary_per_type else 1) * 2 * s * width
 
 
@@ -248,6 +257,9 @@ def estimate_activations(shape: ModelShape, sequence_length: int, micro_batch: i
     extra = _sliding_extra(shape, b, s, w, attention) - (repeated if _masked(shape, s, attention) else 0)  # (has them)
     layer_bytes = (shape.sparse_layers * sizes[0] if shape.sparse_layers else 0) + (dense * sizes[-1] if dense else 0)
     layer_bytes += shape.sliding_layers * extra
+    # unrotated layers (llama4_text): no q/k norm, an fp32 temperature scale per position
+    layer_bytes += shape.nope_layers * (F32 * s - (F32 * b * s * (shape.heads + shape.kv_heads) * (
+        shape.head_dim + 1) if shape.qk_norm else 0))
     per_layer = max(sizes) + (extra if shape.sliding_layers else 0)
     embedding, shared = _embedding(shape, b, s, w), _shared(shape, b, s, w, attention)
     final_norm, logits = _final_norm(shape, b, s, w), _logits(shape, b, s, w)
