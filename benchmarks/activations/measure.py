@@ -174,6 +174,8 @@ EXTRA = [
     ("deepseek_v3", {"v_head_dim": 48}, (64, 2, "bfloat16", False, "sdpa", False)),
     ("llama4_text", {"interleave_moe_layer_step": 1, "num_experts_per_tok": 2, "use_qk_norm": False},
      (64, 2, "bfloat16", False, "sdpa", False)),
+    ("llama4_text", {"attention_chunk_size": 32}, (96, 1, "bfloat16", False, "sdpa", False)),
+    ("llama4_text", {"attention_chunk_size": 32}, (96, 2, "bfloat16", True, "sdpa", False)),
     ("gpt_oss", {"sliding_window": 32, "num_experts_per_tok": 1}, (96, 1, "bfloat16", False, "eager", False)),
     ("gpt_oss", {"sliding_window": 32}, (96, 2, "bfloat16", True, "eager", False)),
 ]

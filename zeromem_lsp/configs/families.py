@@ -69,6 +69,9 @@ class Sliding:
     flag: str | None = None  # a flag that must be true for any layer to slide (qwen: use_sliding_window)
     global_every: tuple[str | None, int] | None = None  # every n-th layer is global (key, fallback)
     full_below: tuple[str, int] | None = None  # the first n layers are global (key, fallback)
+    window_key: str = "sliding_window"  # llama4_text: attention_chunk_size (its chunked layers count as sliding)
+    kind: str = "sliding_attention"  # the layer type that slides (layer_types)
+    batched_mask: bool = False  # checkpointing keeps a (b, 1, s, s) boolean mask (llama4 chunked), not (1, 1, s, s)
 
 
 #: one decoder layer's weights in registration order (named_parameters'): (module path, role)
@@ -210,6 +213,7 @@ class Family:
     # so under sdpa o_proj keeps a copy of the attention's output
     parallel_residual: bool = False  # reads use_parallel_residual (gpt_neox)
     rotary_per_type: bool = False  # one cos/sin pair per attention type (gemma3_text)
+    softmax_fp32: bool = True  # eager's softmax runs in fp32, then casts back (gpt2, llama4_text: the model dtype)
     qk_norm_weightless: bool = False  # the q/k norm is an fp32 L2 norm without weight on rotated layers (llama4_text)
     no_rope: bool = False  # no_rope_layers / no_rope_layer_interval leave layers unrotated (llama4_text: no q/k
     # norm there; an fp32 temperature scale per position)
@@ -267,7 +271,7 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
                                                                   "mlp.dropout"),
            keys=tuple(GPT2_KEYS.items()), gqa=False, head_dim_key=False, qkv_bias=True, o_bias=True, mlp_bias=True,
            norm="layer", tie=True, qkv="views", conv1d=True, inner=4, mlp_kept=5, attention_dropout=("attn_pdrop", 0.1),
-           hidden_dropout=("resid_pdrop", 0.1), embedding_dropout=("embd_pdrop", 0.1), liger=False),
+           hidden_dropout=("resid_pdrop", 0.1), embedding_dropout=("embd_pdrop", 0.1), liger=False, softmax_fp32=False),
     Family("gpt_neox", NEOX_LAYER, "gpt_neox.layers.{i}.", "gpt_neox.embed_in", "gpt_neox.final_layer_norm",
            outside_modules=("gpt_neox.emb_dropout", "gpt_neox.rotary_emb"),
            layer_modules=("post_attention_dropout", "post_mlp_dropout", "mlp.act"), gqa=False, head_dim_key=False,
@@ -278,8 +282,9 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
            mlp_bias=True, head_bias=True, qk_norm="qk_layernorm", norm="layer", activations=False,
            lora_measured=False, liger=False),
     # Issue 29: counted exactly (parameters against Transformers on the meta device, tests/data/model_families); the
-    # activation model measured exact on olmo2, olmo3, granite, smollm3, starcoder2, cohere, cohere2 (tests/data);
-    # activations=False where not measured yet (the peak is unknown for them, never guessed).
+    # activation model measured exact on olmo2, olmo3, granite, smollm3, starcoder2, cohere, cohere2 and the MoE
+    # families but qwen2_moe / qwen3_next (tests/data/activations); activations=False where not measured yet (the peak
+    # is unknown for them, never guessed).
     Family("olmo2", OLMO2_LAYER, qk_norm=True, norm="rms32", post_norms=True, rotary_fp32=True),
     Family("olmo3", OLMO2_LAYER, qk_norm=True, norm="rms32", post_norms=True, rotary_fp32=True, rotary_per_type=True, sliding=Sliding(window=4096, global_every=(None, 4))),
     Family("olmoe", OLMOE_LAYER, head_dim_key=False, qk_norm=True, lora_measured=False,  # llama's RMSNorm
@@ -300,11 +305,12 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
     Family("cohere2", COHERE_LAYER, norm="centered", tie=True, parallel_residual=True,
            sliding=Sliding(window=4096, global_every=("sliding_window_pattern", 4)),
            liger=False),
-    # Issue 29, the MoE families: counted exactly (every parameter's name and shape, tests/data/model_families); no
-    # activation model yet. Moe.aliases: PEFT's _MOE_TARGET_MODULE_MAPPING (deepseek_v3, glm4_moe, qwen3_next map to
-    # qwen2_moe's, transformers conversion_mapping._MODEL_TO_CONVERSION_PATTERN); gpt_oss, llama4_text and phimoe have
-    # no conversion in PEFT, and their degenerate pair makes memory/adapters refuse all-linear / expert targets on them
-    # instead of adapting experts PEFT would not (memory/adapters must skip the conversion for them: see docs).
+    # Issue 29, the MoE families: counted exactly (every parameter's name and shape, tests/data/model_families);
+    # activations measured (docs/model-families.md; qwen3_next: its gated delta-net not yet). Moe.aliases: PEFT's
+    # _MOE_TARGET_MODULE_MAPPING (deepseek_v3, glm4_moe, qwen3_next map to qwen2_moe's, transformers
+    # conversion_mapping._MODEL_TO_CONVERSION_PATTERN); gpt_oss, llama4_text and phimoe have no conversion in PEFT, and
+    # their degenerate pair makes memory/adapters refuse all-linear / expert targets on them instead of adapting experts
+    # PEFT would not (memory/adapters must skip the conversion for them: see docs).
     Family("deepseek_v3", DEEPSEEK_V3_LAYER, mla=True, lora_measured=False, liger=False,
            moe=Moe("n_routed_experts", "moe_intermediate_size", 8, False, "norm_topk_prob", True,
                    ("gate", ("gate_proj", "up_proj"), "down_proj"), shared="n_shared_experts",
@@ -330,7 +336,9 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
                    modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_expert.act_fn"))),
     Family("llama4_text", LLAMA4_LAYER, keys=(("intermediate", ("intermediate_size_mlp",)),),
            layer_modules=(), lora_measured=False, liger=False, qk_norm="use_qk_norm", qk_norm_weightless=True,
-           rotary_fp32=True, rotary_halves=True, no_rope=True,
+           rotary_fp32=True, rotary_halves=True, no_rope=True, softmax_fp32=False,
+           sliding=Sliding(global_every=("no_rope_layer_interval", 4), window_key="attention_chunk_size",
+                           kind="chunked_attention", batched_mask=True),
            moe=Moe("num_local_experts", "intermediate_size", 1, False, False, False,
                    ("router", ("gate_up_proj", "gate_up_proj"), "down_proj"), shared="intermediate_size",
                    modules=("feed_forward.experts", "feed_forward.experts.act_fn",

@@ -233,15 +233,15 @@ def _sliding(config: dict, family: Family, layers: int) -> tuple[int, int]:
     rule = family.sliding
     if rule is None or (rule.flag and not config.get(rule.flag, False)):
         return 0, 0
-    window = config.get("sliding_window", rule.window)
+    window = config.get(rule.window_key, rule.window)
     if window is None:
         return 0, 0
-    window = _checked("sliding_window", window)
+    window = _checked(rule.window_key, window)
     types = config.get("layer_types")
     if types is not None:
         if not isinstance(types, list) or len(types) > MAX_COUNT or not all(isinstance(t, str) for t in types):
             raise UnsupportedModel(f"config.json layer_types must be a list of strings, got {_show(types)}")
-        return window, sum(1 for kind in types[:layers] if kind == "sliding_attention")
+        return window, sum(1 for kind in types[:layers] if kind == rule.kind)
     if rule.global_every:  # every n-th layer is global
         key, every = rule.global_every
         pattern = _int(config, key, default=every) if key else every
@@ -348,7 +348,8 @@ def _read(config: dict, family: Family, full: bool) -> ModelShape:
             moe.normalize, moe.normalized) is True),
         attention_softcap=caps[0], final_softcap=caps[1], parallel_residual=parallel,
         rotary_dim=int(head_dim * _rotary_fraction(config, family.partial_rotary)) if family.partial_rotary else 0,
-        nope_layers=sum(not flag for flag in rotated[:layers]) if family.no_rope else 0, routing_groups=(_int(config, moe.groups[0][0], default=moe.groups[0][1]), _int(
+        nope_layers=sum(not flag for flag in rotated[:layers]) if family.no_rope else 0,
+        routing_groups=(_int(config, moe.groups[0][0], default=moe.groups[0][1]), _int(
             config, moe.groups[1][0], default=moe.groups[1][1])) if moe and moe.groups else (0, 0))
 
 
