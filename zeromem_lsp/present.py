@@ -492,6 +492,30 @@ def input_notes(peak) -> list[str]:
     return [f"{INPUT_LABELS[name]} {_shown(item.value)} — {item.note}" for name, item in peak.inputs.items()]
 
 
+#: How each Parallelism field is named in the output (configs/parallelism.py).
+PARALLEL_LABELS = {"tensor": "tensor parallel", "context": "context parallel", "ulysses": "Ulysses",
+                   "expert": "expert parallel", "activation_offload": "activation offload",
+                   "tiled_mlp_shards": "TiledMLP shards", "hpz_partition": "ZeRO++ hpZ partition",
+                   "mics_shard": "MiCS shard"}
+
+
+def parallelism_lines(inputs) -> list[str]:
+    """`tensor parallel 2 — tensor_parallel_size` per degree or mechanism the config or a setting gives (PeakInputs
+    .parallel); none given: nothing (plain data parallelism)."""
+    given = inputs.parallel
+    return [f"{PARALLEL_LABELS[name]} {_shown(item.value)} — {item.note}" for name, item in given.items()]
+
+
+def parallelism_json(inputs) -> dict:
+    """The `parallelism` object: every Parallelism field resolved (defaults for what nothing gives) and, for those
+    given, `sources`: the key or setting each came from and its path in the document."""
+    from dataclasses import asdict
+
+    sources = {name: {"source": item.note, **({"path": list(item.path)} if item.path else {})}
+               for name, item in inputs.parallel.items()}
+    return {**asdict(inputs.parallelism()), "sources": sources}
+
+
 def _shown(value: object) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"

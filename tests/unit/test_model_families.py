@@ -87,7 +87,8 @@ def test_the_module_tree_is_named_modules(name):
         assert all(not key.endswith(".weight") for key in set(recorded) - set(expected))
 
 
-MEASURED = {"olmo2", "olmo3", "granite", "smollm3", "starcoder2", "cohere", "cohere2"}  # tests/data/activations
+MEASURED = {"olmo2", "olmo3", "granite", "smollm3", "starcoder2", "cohere", "cohere2", "olmoe", "deepseek_v3",
+            "glm4_moe", "gpt_oss", "llama4_text", "phimoe"}  # tests/data/activations
 
 
 @pytest.mark.parametrize("model_type", sorted(MEASURED))

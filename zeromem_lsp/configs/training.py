@@ -54,6 +54,15 @@ def as_integer(value: object) -> int | None:
     return value if isinstance(value, int) else None
 
 
+def read_flag(value: object) -> bool | None:
+    """A YAML / JSON switch: a bool, or the text true / false in any case; None for anything else."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return None
+
+
 def positive_int(value: object) -> int | None:
     """`as_integer(value)` when it is > 0, else None."""
     value = as_integer(value)

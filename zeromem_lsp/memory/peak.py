@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, cast
 from zeromem_lsp.memory.activations import F32, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS, Buffers, hf_auto_sizes, zero_buffers
 from zeromem_lsp.configs.model_config import ModelShape
+from zeromem_lsp.configs.parallelism import Parallelism, parallelism_of
 from zeromem_lsp.configs.transformers_paths import transformers_path, version_of
 from zeromem_lsp.memory.adapters import AdapterCount
 from zeromem_lsp.memory.model_state import ceil_div
@@ -97,6 +98,10 @@ class PeakInputs:
     generation: dict[str, Given] = field(default_factory=dict)  # GRPO's inputs (resolved/peak_inputs.generation_inputs)
     kbit_prepare: Given | None = None  # a quantized base: whether prepare_model_for_kbit_training ran (lora's dtypes)
     transformers_version: Given | None = None  # what it keeps (configs/transformers_paths.py); None: the newest
+    parallel: dict[str, Given] = field(default_factory=dict)  # N-D degrees by Parallelism field, with their sources
+
+    def parallelism(self) -> Parallelism:
+        return parallelism_of(self.parallel)  # configs/parallelism.py: defaults for absent keys
 
     def used(self) -> dict[str, Given]:
         """The inputs given, by field name (INPUT_LABELS order); GRPO's with trainer grpo."""

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, overload
 from zeromem_lsp.configs.layers import Resolved
 from zeromem_lsp.configs.loss_kernels import LossRequest, applied
 from zeromem_lsp.configs.model_config import ModelShape, ParameterCount, UnsupportedModel, model_shape_from_text
+from zeromem_lsp.configs.parallelism import AXOLOTL_TILE_TOKENS, SETTINGS, Parallelism, axolotl_shards, parallelism_of
 from zeromem_lsp.configs.training import TrainingSetup
 from zeromem_lsp.configs.versions import installed
 from zeromem_lsp.configs.workload import Workload
@@ -186,6 +187,8 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
         lora=lora_peak(inputs.adapter, str(dtype.value) if dtype is not None else None),
         kbit_prepare=_kbit_prepare(inputs),
         transformers_version=_transformers_version(workload, resolved),
+        parallel=resolve_parallel(workload.parallel, resolved, _value_of(_pick(workload.sequence_length,
+                                                                               "sequence_length", resolved))),
         trainer=_pick(None, "trainer", resolved, PeakInputs.trainer),
         precompute_ref_log_probs=_pick(None, "precompute_ref_log_probs", resolved),
         preference_loss=workload.preference_loss,
@@ -197,6 +200,35 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
                                      trl18=workload.preference_loss is not None
                                      and workload.preference_loss.value == "logits"),
     )
+
+
+def resolve_parallel(written: dict[str, Given], resolved: Resolved, sequence: int | None) -> dict[str, Given]:
+    """The N-D degrees and long-context mechanisms by Parallelism field, each with its source: what the config
+    writes (configs/parallel_keys.py) unless a flag says otherwise; else the setting of the same name
+    (parallelism.SETTINGS); absent: the field's default (`Parallelism()`), not listed. `tiled_mlp: true` takes
+    axolotl's default shard count for the tokens each rank holds (`sequence` / (c·u))."""
+    out = dict(written)
+    for name, setting in SETTINGS.items():
+        if setting is None or getattr(resolved.settings, setting) is None:
+            continue
+        found = _pick(written.get(name), setting, resolved)
+        if found is not None and found is not written.get(name) and name == "tiled_mlp_shards":
+            found = _tiles(found, parallelism_of(out), sequence)
+        before = written.get(name)
+        if found is not None and before is not None and found is not before and found.value != before.value:
+            found = Given(found.value, f"{found.note} (overrides {before.note}: {before.value})", found.path)
+        if found is not None:
+            out[name] = found
+    return out
+
+
+def _tiles(setting: Given, degrees: Parallelism, sequence: int | None) -> Given:
+    """The `tiled_mlp` setting as a shard count: false 0, a count itself, true axolotl's default."""
+    if setting.value is False or isinstance(setting.value, int) and setting.value is not True:
+        return Given(int(setting.value), setting.note, setting.path)
+    local = (sequence or AXOLOTL_TILE_TOKENS) // degrees.sequence_divisor
+    return Given(axolotl_shards(local), f"{setting.note}: true, axolotl's default ceil({local:,} tokens per rank / "
+                 f"{AXOLOTL_TILE_TOKENS})", setting.path)
 
 
 def _transformers_version(workload: Workload, resolved: Resolved) -> Given | None:
