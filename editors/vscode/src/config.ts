@@ -40,6 +40,7 @@ export interface ExtensionSettings {
   doubleQuant?: string | boolean | null;
   kbitPrepare?: string | boolean | null;
   loraDropout?: string | number | null;
+  autocastAdapterDtype?: string | boolean | null;
   trainer?: string | null;
   precomputeRefLogProbs?: string | boolean | null;
   transformersVersion?: string | null;
@@ -79,6 +80,7 @@ export const SERVER_SETTING_KEYS = [
   "doubleQuant",
   "kbitPrepare",
   "loraDropout",
+  "autocastAdapterDtype",
   "accelerateConfig",
   "trainer",
   "precomputeRefLogProbs",
@@ -187,7 +189,7 @@ export function serverSettings(settings: ExtensionSettings): ServerSettings {
 export const UNSET_CHOICE = "default";
 const CHOICE_SETTINGS: ReadonlySet<string> = new Set([
   "precision", "optimizer", "gradientCheckpointing", "attention", "engine", "fsdpVersion", "paramDtype", "optimizerImpl", "dora",
-  "quantization", "doubleQuant", "kbitPrepare", "lossKernel", "trainer", "precomputeRefLogProbs", "loraTargetLinear",
+  "quantization", "doubleQuant", "kbitPrepare", "autocastAdapterDtype", "lossKernel", "trainer", "precomputeRefLogProbs", "loraTargetLinear",
 ]);
 /** Numbers typed into the Settings UI's text boxes (it has no box for an optional number). */
 const NUMBER_SETTINGS: ReadonlySet<string> = new Set([
@@ -196,7 +198,7 @@ const NUMBER_SETTINGS: ReadonlySet<string> = new Set([
 ]);
 /** Dropdowns for an optional boolean: "true" / "false" (or "default"). */
 const BOOLEAN_SETTINGS: ReadonlySet<string> = new Set([
-  "gradientCheckpointing", "dora", "doubleQuant", "kbitPrepare", "precomputeRefLogProbs", "loraTargetLinear",
+  "gradientCheckpointing", "dora", "doubleQuant", "kbitPrepare", "autocastAdapterDtype", "precomputeRefLogProbs", "loraTargetLinear",
 ]);
 /** Settings whose value may be a list or an object (package.json: "array" / "object" types). */
 const STRUCTURED_SETTINGS: ReadonlySet<string> = new Set([
