@@ -86,3 +86,24 @@ def test_estimate_no_autocast_lowers_the_state_and_every_phase():
 def test_the_flag_needs_a_lora_rank():
     result = run_zeromem("estimate", "--parameters", "7B", "-R", "1", "--no-autocast-adapter-dtype")
     assert result.returncode == 2 and "--lora-rank" in result.stderr
+
+
+AXOLOTL = ("base_model: org/model\nadapter: lora\nlora_r: 16\nlora_alpha: 32\nlora_target_linear: true\n"
+           "sequence_len: 2048\nmicro_batch_size: 1\nbf16: true\n")
+
+
+def test_axolotl_s_peft_autocast_adapter_dtype_reaches_the_plan(tmp_path):
+    """axolotl passes the key to get_peft_model (src/axolotl/loaders/adapter.py: model_kwargs
+    ["autocast_adapter_dtype"]); absent, PEFT's default (fp32 adapters)."""
+    runs = {}
+    for name, extra in (("absent", ""), ("off", "peft_autocast_adapter_dtype: false\n"),
+                        ("on", "peft_autocast_adapter_dtype: true\n")):
+        recipe = tmp_path / f"{name}.yml"
+        recipe.write_text(AXOLOTL + extra)
+        result = run_zeromem("estimate", "--config", str(recipe), "--model-config", str(LLAMA3_PATH), "-R", "1",
+                             "--format", "json")
+        assert result.returncode == 0, result.stderr
+        runs[name] = json.loads(result.stdout)["inputs"]
+    assert runs["absent"] == runs["on"]
+    assert runs["absent"]["gradient_bytes"] - runs["off"]["gradient_bytes"] == ADAPTERS * (4 - 2)
+    assert runs["absent"]["optimizer_bytes"] - runs["off"]["optimizer_bytes"] == ADAPTERS * (8 - 4)
