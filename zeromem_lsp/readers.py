@@ -336,7 +336,7 @@ _ADAPTER_SETTINGS = (("rank", "lora_rank"), ("targets", "lora_targets"), ("modul
                      ("layers_to_transform", "layers_to_transform"), ("layers_pattern", "layers_pattern"),
                      ("rank_pattern", "lora_rank_pattern"), ("target_parameters", "target_parameters"),
                      ("target_linear", "lora_target_linear"), ("kbit_prepare", "kbit_prepare"),
-                     ("dropout", "lora_dropout"))
+                     ("dropout", "lora_dropout"), ("autocast", "autocast_adapter_dtype"))
 
 
 def _adapter_values(adapter, values: dict, origins: dict) -> None:

@@ -120,3 +120,8 @@ def table(rows_: list[Row]) -> str:
     lines.append(f"within ±10%: {within(rows_, 0.10)}/{n}   within ±20%: {within(rows_, 0.20)}/{n}")
     return "\n".join(lines)
 
+
+def misses(rows_: list[Row], tolerance: float = 0.10) -> str:
+    """Each case outside ±tolerance with its written why (mechanism and evidence), one paragraph per miss."""
+    return "\n".join(f"{row.id} ({row.ratio:.3f}x): {row.why}" for row in rows_ if abs(row.ratio - 1) > tolerance)
+

@@ -223,15 +223,17 @@ QV, ALL = ["q_proj", "v_proj"], "all-linear"
 NF4 = {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4", "bnb_4bit_compute_dtype": "bfloat16"}
 
 
-def _lora(cid, model, targets, rank, quantization=None, modules_to_save=None, **kwargs):
+def _lora(cid, model, targets, rank, quantization=None, modules_to_save=None, autocast_adapter_dtype=True, **kwargs):
     """A PEFT LoRA case: get_peft_model(LoraConfig(r, lora_alpha 2r, targets, lora_dropout 0)) on the model built
     from config (fp32 adapters, PEFT's autocast_adapter_dtype default); the optimizer over the trainable
     parameters only (HF Trainer's param groups); with checkpointing, enabled after get_peft_model as HF Trainer
     does (transformers' activation_checkpointing_enable calls enable_input_require_grads). quantization: a
     BitsAndBytesConfig's fields (the base saved and loaded back quantized on the CPU, then
-    prepare_model_for_kbit_training)."""
+    prepare_model_for_kbit_training). autocast_adapter_dtype=False: get_peft_model keeps the adapters in the base's
+    dtype (as every PEFT before 0.12 did)."""
     lora = {"r": rank, "lora_alpha": 2 * rank, "target_modules": targets, "lora_dropout": 0.0,
-            "modules_to_save": modules_to_save, "quantization": quantization}
+            "modules_to_save": modules_to_save, "quantization": quantization,
+            **({} if autocast_adapter_dtype else {"autocast_adapter_dtype": False})}
     if kwargs.get("engine") == "deepspeed":
         stage, ranks = kwargs.pop("stage"), kwargs["ranks"]
         kwargs["ds_config"] = ds_config(stage, kwargs.get("batch", 2))
@@ -281,6 +283,13 @@ def lora_cases() -> list[dict]:
     # FSDP1 (use_orig_params=True, FULL_SHARD) with PEFT's fsdp_auto_wrap_policy: adapters in units of their own
     out.append(_lora("lora-fsdp1-r2-llama-h512-v8k-all-r8", "llama-h512-v8k", ALL, 8, engine="fsdp1", ranks=2,
                      impl="foreach", fsdp={"sharding_strategy": "FULL_SHARD"}))
+    # adapters in the base's bf16 (autocast_adapter_dtype=False, every PEFT before 0.12): one rank, and FSDP1 as
+    # Answer.AI's fsdp_qlora train.py ran it (bf16 weights, no mixed precision, checkpointing; tests/data/gpu_published)
+    out.append(_lora("lora-llama-h512-v8k-all-r64-foreach-bf16-adapters", "llama-h512-v8k", ALL, 64, impl="foreach",
+                     autocast_adapter_dtype=False))
+    out.append(_lora("lora-fsdp1-r2-llama-h512-v8k-all-r8-gc-bf16-adapters", "llama-h512-v8k", ALL, 8, engine="fsdp1",
+                     ranks=2, impl="foreach", checkpointing=True, autocast_adapter_dtype=False,
+                     fsdp={"sharding_strategy": "FULL_SHARD"}))
     out.append(_lora("lora-fsdp2-r2-qwen2-h256-tied-qv-r64-for-loop", "qwen2-h256-tied", QV, 64, engine="fsdp2",
                      ranks=2, impl="for-loop", fsdp={}))
     # FSDP1 under bf16 mixed precision (fp32 base and adapters), without resharding, and without sharding. Under

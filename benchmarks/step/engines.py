@@ -119,7 +119,7 @@ def _peft_model(case, model, torch):
     import tempfile
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
     lora = dict(case["lora"])
-    quantization = lora.pop("quantization")
+    quantization, autocast = lora.pop("quantization"), lora.pop("autocast_adapter_dtype", True)
     if quantization:
         from transformers import AutoModelForCausalLM, BitsAndBytesConfig
         fields = dict(quantization)
@@ -132,7 +132,8 @@ def _peft_model(case, model, torch):
                                                          attn_implementation=case["attention"],
                                                          quantization_config=BitsAndBytesConfig(**fields))
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
-    model = get_peft_model(model, LoraConfig(**{key: value for key, value in lora.items() if value is not None}))
+    model = get_peft_model(model, LoraConfig(**{key: value for key, value in lora.items() if value is not None}),
+                           autocast_adapter_dtype=autocast)
     case.setdefault("_trainable_numel", sum(p.numel() for p in model.parameters() if p.requires_grad))
     return model
 

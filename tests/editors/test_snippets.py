@@ -19,7 +19,7 @@ PEAK_SETTINGS = {"sequence_length", "micro_batch", "gradient_checkpointing", "at
 STEP_SETTINGS = {"engine", "fsdp_version", "param_dtype", "optimizer_impl", "loss_kernel", "transformers_version"}
 #: A LoRA / QLoRA run (issue 20).
 ADAPTER_SETTINGS = {"lora_rank", "lora_targets", "modules_to_save", "dora", "quantization", "double_quant",
-                    "kbit_prepare", "lora_dropout"}
+                    "kbit_prepare", "lora_dropout", "autocast_adapter_dtype"}
 #: Which modules LoRA adapts, as PEFT matches them (issue 20): lists, a {regex: rank} object, a boolean.
 MATCHING_SETTINGS = {"exclude_modules", "layers_to_transform", "layers_pattern", "lora_rank_pattern",
                      "lora_target_linear", "target_parameters"}

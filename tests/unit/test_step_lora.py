@@ -57,6 +57,8 @@ def estimate_arguments(case: dict, config_path: Path) -> list[str]:
         arguments += ["--quantization", bnb["bnb_4bit_quant_type"] if bnb.get("load_in_4bit") else "int8"]
         if bnb.get("bnb_4bit_use_double_quant"):
             arguments.append("--double-quant")
+    if lora.get("autocast_adapter_dtype") is False:  # adapters in the base's bf16 (cases._lora)
+        arguments.append("--no-autocast-adapter-dtype")
     return arguments
 
 

@@ -149,6 +149,10 @@ def register(commands) -> None:
     lora.add_argument("--lora-dropout", metavar="P", type=_dropout, default=None,
                       help="LoRA's dropout probability (default 0): above 0 each adapter keeps its dropped-out input "
                       "and a mask for backward")
+    lora.add_argument("--autocast-adapter-dtype", action=argparse.BooleanOptionalAction, default=None,
+                      help="PEFT's autocast_adapter_dtype (default: yes, PEFT 0.12 on: fp32 adapters); "
+                      "--no-autocast-adapter-dtype keeps the adapters in the base weights' dtype, as PEFT before "
+                      "0.12 always did")
     parser.add_argument("--config", metavar="FILE",
                         help="a training config read as `zeromem check` reads it (its zeromem block, project "
                         "settings, buckets, stage, offload); the options here override it")
@@ -221,7 +225,7 @@ def adapter_from_args(args):
     from zeromem_lsp.configs.settings_values import check_module_names
 
     given = [name for name in ("lora_targets", "modules_to_save", "dora", "quantization", "double_quant", "kbit_prepare",
-                               "lora_dropout", *MATCHING_OPTIONS) if getattr(args, name) is not None]
+                               "lora_dropout", "autocast_adapter_dtype", *MATCHING_OPTIONS) if getattr(args, name) is not None]
     if args.lora_rank is None:
         if given:
             raise UsageError(f"--{given[0].replace('_', '-')} describes a LoRA run: give --lora-rank R too")
@@ -237,12 +241,13 @@ def adapter_from_args(args):
             value = _checked(option, lambda text: check_module_names(text, name == "lora_targets"), getattr(args, name))
             values["targets" if name == "lora_targets" else name] = value
     flags = {"dora": args.dora, "quantization": args.quantization, "double_quant": args.double_quant,
-             "kbit_prepare": args.kbit_prepare, "dropout": args.lora_dropout}
+             "kbit_prepare": args.kbit_prepare, "dropout": args.lora_dropout, "autocast": args.autocast_adapter_dtype}
     values.update({name: value for name, value in flags.items() if value is not None})
     origins = [(field, Origin("--" + option)) for field, option in (
         ("rank", "lora-rank"), ("targets", "lora-targets"), ("modules_to_save", "modules-to-save"), ("dora", "dora"),
         ("quantization", "quantization"), ("double_quant", "double-quant"),
-        ("kbit_prepare", "kbit-prepare" if args.kbit_prepare else "no-kbit-prepare"), ("dropout", "lora-dropout"))
+        ("kbit_prepare", "kbit-prepare" if args.kbit_prepare else "no-kbit-prepare"), ("dropout", "lora-dropout"),
+        ("autocast", "autocast-adapter-dtype" if args.autocast_adapter_dtype else "no-autocast-adapter-dtype"))
         if field in values]
     matched = matching_options(args)
     for option, (field, setting) in MATCHING_OPTIONS.items():

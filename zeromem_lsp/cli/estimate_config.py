@@ -104,8 +104,9 @@ def forced_settings(args):
         if value is not None:
             values[name] = value
     values.update({name: True for name in SWITCHES if getattr(args, name)})
-    if getattr(args, "kbit_prepare", None) is not None:  # --kbit-prepare / --no-kbit-prepare
-        values["kbit_prepare"] = args.kbit_prepare
+    for name in ("kbit_prepare", "autocast_adapter_dtype"):  # --kbit-prepare / --no-kbit-prepare, ...
+        if getattr(args, name, None) is not None:
+            values[name] = getattr(args, name)
     if getattr(args, "lora_dropout", None) is not None:
         values["lora_dropout"] = args.lora_dropout
     values.update(matching_options(args))

@@ -9,7 +9,7 @@ transformers: transformers 5.24.0 (training_args.py TrainingArguments)
 accelerate: accelerate 1.16.0 (commands/config/config_args.py, commands/launch.py)
 deepspeed: DeepSpeed 0.19.8 as zeromem mirrors it (zeromem_lsp/configs/deepspeed/facts.py, catalog.py) + benchmarks/recipe_keys/generate.py DEEPSPEED_LOOSE
 
-Counts (modelled / inert / not_modelled): axolotl 39 / 237 / 234; llamafactory 27 / 210 / 115; trl 46 / 235 / 77; transformers 10 / 88 / 16; accelerate 20 / 49 / 17; deepspeed 34 / 96 / 120
+Counts (modelled / inert / not_modelled): axolotl 40 / 237 / 233; llamafactory 27 / 210 / 115; trl 46 / 235 / 77; transformers 10 / 88 / 16; accelerate 20 / 49 / 17; deepspeed 34 / 96 / 120
 """
 
 from __future__ import annotations
@@ -964,10 +964,10 @@ INVENTORY: dict[str, dict[str, _api.Entry]] = {'accelerate': {'additional_args':
                                      None,
                                      "pads every row to sequence_len (else rows are as long as the batch's longest)"),
              'peft': ('not_modelled', None, "a PEFT config block (its rank, targets): the adapters' bytes"),
-             'peft_autocast_adapter_dtype': ('not_modelled',
+             'peft_autocast_adapter_dtype': ('modelled',
                                              None,
-                                             "LoRA adapters kept in fp32 (True) or the base dtype: the adapters' "
-                                             'bytes'),
+                                             "configs/recipes.py _axolotl: the adapters' dtype "
+                                             '(autocast_adapter_dtype)'),
              'peft_ensure_weight_tying': ('not_modelled', None, "tied embedding adapters: the adapters' count"),
              'peft_init_lora_weights': ('not_modelled',
                                         None,

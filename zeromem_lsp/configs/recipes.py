@@ -102,6 +102,7 @@ class AdapterSpec:
     target_parameters: Given | None = None
     target_linear: Given | None = None  # the tool adds every linear layer's name (a list, not all-linear)
     kbit_prepare: Given | None = None  # a quantized base as PEFT's prepare_model_for_kbit_training leaves it (`_kbit`)
+    autocast: Given | None = None  # PEFT's autocast_adapter_dtype as the tool passes it (false: the base's dtype)
 
 
 @dataclass(frozen=True)
@@ -372,7 +373,8 @@ def _axolotl(data: dict, out: list[ConfigIssue], folders: tuple[str, ...] = ()) 
         _matching(_given(data, "peft_layers_pattern"), "layers_pattern", out),
         _matching(_given(data, "lora_rank_pattern"), "lora_rank_pattern", out),
         _matching(_given(data, "lora_target_parameters"), "target_parameters", out), linear,
-        _axolotl_kbit(data, method) if quantization else None)
+        _axolotl_kbit(data, method) if quantization else None,
+        _given(data, "peft_autocast_adapter_dtype"))  # src/axolotl/loaders/adapter.py: get_peft_model's kwarg
     checkpointing = _given(data, "gradient_checkpointing")
     checkpointing = (Given(read_flag(checkpointing.value) is not False, checkpointing.note, checkpointing.path)
                      if checkpointing else Given(False, "gradient_checkpointing absent: axolotl's default"))

@@ -69,6 +69,7 @@ class ZeromemSettings:
         double_quant: bool | None
         kbit_prepare: bool | None
         lora_dropout: float | None
+        autocast_adapter_dtype: bool | None
         exclude_modules: tuple[str, ...] | str | TargetRegex | None
         layers_to_transform: tuple[int, ...] | None
         layers_pattern: tuple[str, ...] | None
@@ -182,7 +183,7 @@ def _certain(name: str, value: object) -> object:
         return value if type(value) is int and 1 <= value <= MAX_SIZE else _DOUBT
     if name in ("micro_batch", "gradient_accumulation_steps"):
         return value if type(value) is int and 1 <= value <= MAX_COUNT else _DOUBT
-    if name in ("gradient_checkpointing", "dora", "double_quant", "kbit_prepare", "lora_target_linear",
+    if name in ("gradient_checkpointing", "dora", "double_quant", "kbit_prepare", "autocast_adapter_dtype", "lora_target_linear",
                 "precompute_ref_log_probs"):
         return value if type(value) is bool else _DOUBT
     if name == "fsdp_version":

@@ -250,6 +250,12 @@ class ZeromemSettingsModel(BaseModel):
         None, ge=0, lt=1, description="LoRA's dropout probability (PEFT's lora_dropout; default 0): above 0, each "
         "adapter keeps its own dropped-out input and a mask (1 B per element on a GPU) for backward.",
     )
+    autocast_adapter_dtype: bool | None = Field(
+        None, strict=True, description="PEFT's autocast_adapter_dtype: `true` (default; PEFT 0.12 on) keeps the LoRA "
+        "adapters in fp32 over a bf16 / fp16 base; `false` (and every PEFT before 0.12: LoraLayer.update_layer moves "
+        "them to the base weight's dtype) keeps them in the base's dtype: their bytes, gradients, optimizer state and "
+        "activations (docs/adapters.md).",
+    )
     exclude_modules: ExcludedModules | None = Field(
         None, description="Modules LoRA leaves out (PEFT's exclude_modules): names (a module whose full name is "
         'or ends with ".name"), or {"regex": "..."} matched against the full name.',

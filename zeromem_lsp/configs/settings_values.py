@@ -39,6 +39,7 @@ SETTING_NAMES = (
     "double_quant",
     "kbit_prepare",
     "lora_dropout",
+    "autocast_adapter_dtype",
     "exclude_modules",
     "layers_to_transform",
     "layers_pattern",

@@ -45,6 +45,7 @@ class Adapter(NamedTuple):
     #: forward in fp32 through them; False: they and the activations stay in the compute dtype (docs/adapters.md)
     kbit_prepare: bool = True
     dropout: float = 0.0  # lora_dropout: above 0, each adapter keeps its dropped-out input and a mask
+    autocast: bool = True  # PEFT's autocast_adapter_dtype (0.12 on): fp32 adapters; False (PEFT < 0.12): the base's
 
     def origin(self, field: str) -> Origin | None:
         return dict(self.origins).get(field)
@@ -82,6 +83,8 @@ class Adapter(NamedTuple):
                          + ("" if self.kbit_prepare else " (no prepare_model_for_kbit_training)"))
         if self.dropout:
             parts.append(f"dropout {self.dropout:g}")
+        if not self.autocast:
+            parts.append("adapters in the base's dtype (no autocast_adapter_dtype)")
         return ", ".join(parts)
 
 
@@ -152,11 +155,11 @@ def engine_for(family: str, fsdp_version: int | None = None) -> str:
     return {"deepspeed": "deepspeed", "fsdp": "fsdp2" if fsdp_version == 2 else "fsdp1"}.get(family, "peft")
 
 
-def _trainable_terms(count: AdapterCount, engine: str, dtype: str, gradient: int,
-                     optimizer: str) -> tuple[tuple[Term, ...], tuple[Term, ...], tuple[Term, ...]]:
+def _trainable_terms(count: AdapterCount, engine: str, dtype: str, gradient: int, optimizer: str,
+                     adapter_dtype: str) -> tuple[tuple[Term, ...], tuple[Term, ...], tuple[Term, ...]]:
     """(P, G, O) terms of the trainable parameters, as adapters.model_state computes them."""
     state, follows = optimizer_state_bytes(optimizer), optimizer in TENSOR_STATE_OPTIMIZERS
-    groups = tuple((label, n, w) for label, n, w in trainable_groups(count, engine, dtype) if n)
+    groups = tuple((label, n, w) for label, n, w in trainable_groups(count, engine, dtype, adapter_dtype) if n)
     master = " + fp32 master 4 B)" if DTYPE_BYTES[dtype] < 4 else ")"
     opt = tuple(Term(f"trainable ({optimizer} state {state} B{master}" if engine == "deepspeed" else
                      f"{label.split(' (')[0]} ({optimizer} state in their dtype)", n, each, n * each)
@@ -173,10 +176,11 @@ def adapter_inputs(config: dict[str, Any], adapter: Adapter, family: str, precis
     `.field` an adapters.py name: SETTING_OF_FIELD maps it to the setting) or UnsupportedModel."""
     engine = engine_for(family, fsdp_version)
     gradient_dtype = "fp32" if fp32_gradients and precision != "fp32" else ""
+    adapter_dtype = "fp32" if adapter.autocast else precision  # PEFT < 0.12: update_layer's self.to(weight.dtype)
     state: AdapterState = model_state(
         config, adapter.lora, adapter.quantized, engine=engine, dtype=precision, gradient_dtype=gradient_dtype,
         optimizer_state=optimizer_state_bytes(optimizer), state_follows_dtype=optimizer in TENSOR_STATE_OPTIMIZERS,
-        kbit_upcast=adapter.kbit_prepare)
+        kbit_upcast=adapter.kbit_prepare, adapter_dtype=adapter_dtype)
     count = count_adapters(config, adapter.lora)
     frozen = state.frozen
     upcast = adapter.quantization != "none" and engine != "deepspeed" and adapter.kbit_prepare
@@ -192,7 +196,7 @@ def adapter_inputs(config: dict[str, Any], adapter: Adapter, family: str, precis
              + (", no prepare_model_for_kbit_training)" if frozen.quantized_weights and not adapter.kbit_prepare
                 and engine != "deepspeed" else ")"))
     frozen_terms.append(Term(label, frozen.other_parameters, float_width, frozen.float_bytes))
-    params, grads, opt = _trainable_terms(count, engine, precision, 4 if gradient_dtype else 0, optimizer)
+    params, grads, opt = _trainable_terms(count, engine, precision, 4 * bool(gradient_dtype), optimizer, adapter_dtype)
     notes = list(state.notes[1:])
     if engine == "fsdp1":
         notes.append("FSDP1: every unit all frozen or all trainable (PEFT's fsdp_auto_wrap_policy); "
@@ -213,15 +217,15 @@ def adapter_inputs(config: dict[str, Any], adapter: Adapter, family: str, precis
 
 def lora_peak(breakdown: AdapterTerms | None, dtype: str | None) -> LoraPeak | None:
     """LoRA's activation inputs for a plan's AdapterBreakdown: DeepSpeed recasts the adapters (and any k-bit
-    upcast) to the training dtype; else the adapters are fp32, the forward as `activation_dtype` says."""
+    upcast) to the training dtype; else the adapters in their own dtype, the forward as `activation_dtype` says."""
     if not isinstance(breakdown, AdapterBreakdown) or dtype is None:
         return None
-    recast = breakdown.engine == "deepspeed"
-    quantized = breakdown.adapter.quantization != "none"
+    recast, quantized = breakdown.engine == "deepspeed", breakdown.adapter.quantization != "none"
     parameters, gradients, states = (sum(term.bytes for term in terms) for terms in
                                      (breakdown.parameter_terms, breakdown.gradient_terms, breakdown.optimizer_terms))
     forward = activation_dtype(dtype, quantized, not recast and breakdown.adapter.kbit_prepare)
-    return LoraPeak(breakdown.count, dtype if recast else "fp32", forward, parameters, gradients, states,
+    own = "fp32" if breakdown.adapter.autocast else breakdown.precision
+    return LoraPeak(breakdown.count, dtype if recast else own, forward, parameters, gradients, states,
                     engine=breakdown.engine, dropout=breakdown.adapter.dropout > 0)
 
 

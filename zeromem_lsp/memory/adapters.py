@@ -196,7 +196,8 @@ def trainable_groups(count: AdapterCount, engine: str, dtype: str,
     modules_to_save copies in `dtype`."""
     if engine == "deepspeed":
         return ((f"trainable ({dtype}, DeepSpeed's recast)", count.trainable, DTYPE_BYTES[dtype]),)
-    return ((f"adapters ({adapter_dtype}, PEFT's autocast)", count.adapters, DTYPE_BYTES[adapter_dtype]),
+    return ((f"adapters ({adapter_dtype}, PEFT's {'autocast' if adapter_dtype == 'fp32' else 'base dtype'})",
+             count.adapters, DTYPE_BYTES[adapter_dtype]),
             (f"modules_to_save copies ({dtype})", count.saved_copies, DTYPE_BYTES[dtype]))
 
 

@@ -25,7 +25,8 @@ SETTING_OF_ADAPTER = {"rank": "lora_rank", "targets": "lora_targets", "modules_t
                       "exclude_modules": "exclude_modules", "layers_to_transform": "layers_to_transform",
                       "layers_pattern": "layers_pattern", "rank_pattern": "lora_rank_pattern",
                       "target_parameters": "target_parameters", "target_linear": "lora_target_linear",
-                      "kbit_prepare": "kbit_prepare", "dropout": "lora_dropout"}
+                      "kbit_prepare": "kbit_prepare", "dropout": "lora_dropout",
+                      "autocast": "autocast_adapter_dtype"}
 
 def adapter_from_settings(settings: ZeromemSettings, origins: dict[str, Origin]) -> Adapter | None:
     """The adapter the resolved settings describe (None without `lora_rank`); each field keeps its origin. A

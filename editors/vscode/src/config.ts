@@ -40,6 +40,7 @@ export interface ExtensionSettings {
   doubleQuant?: string | boolean | null;
   kbitPrepare?: string | boolean | null;
   loraDropout?: string | number | null;
+  autocastAdapterDtype?: string | boolean | null;
   trainer?: string | null;
   precomputeRefLogProbs?: string | boolean | null;
   transformersVersion?: string | null;
@@ -85,6 +86,7 @@ export const SERVER_SETTING_KEYS = [
   "doubleQuant",
   "kbitPrepare",
   "loraDropout",
+  "autocastAdapterDtype",
   "accelerateConfig",
   "trainer",
   "precomputeRefLogProbs",
@@ -199,8 +201,8 @@ export function serverSettings(settings: ExtensionSettings): ServerSettings {
 export const UNSET_CHOICE = "default";
 const CHOICE_SETTINGS: ReadonlySet<string> = new Set([
   "precision", "optimizer", "gradientCheckpointing", "attention", "engine", "fsdpVersion", "paramDtype", "optimizerImpl", "dora",
-  "quantization", "doubleQuant", "kbitPrepare", "lossKernel", "trainer", "precomputeRefLogProbs", "loraTargetLinear",
-  "activationOffload",
+  "quantization", "doubleQuant", "kbitPrepare", "autocastAdapterDtype", "lossKernel", "trainer", "precomputeRefLogProbs",
+  "loraTargetLinear", "activationOffload",
 ]);
 /** Numbers typed into the Settings UI's text boxes (it has no box for an optional number). */
 const NUMBER_SETTINGS: ReadonlySet<string> = new Set([
@@ -209,8 +211,8 @@ const NUMBER_SETTINGS: ReadonlySet<string> = new Set([
 ]);
 /** Dropdowns for an optional boolean: "true" / "false" (or "default"); tiledMlp's text box takes them too. */
 const BOOLEAN_SETTINGS: ReadonlySet<string> = new Set([
-  "gradientCheckpointing", "dora", "doubleQuant", "kbitPrepare", "precomputeRefLogProbs", "loraTargetLinear",
-  "tiledMlp",
+  "gradientCheckpointing", "dora", "doubleQuant", "kbitPrepare", "autocastAdapterDtype", "precomputeRefLogProbs",
+  "loraTargetLinear", "tiledMlp",
 ]);
 /** Settings whose value may be a list or an object (package.json: "array" / "object" types). */
 const STRUCTURED_SETTINGS: ReadonlySet<string> = new Set([
