@@ -1,0 +1,103 @@
+"""The step model under `Parallelism` against N-D parallel, activation-offload and tiled steps measured on CPU (issue 30).
+
+tests/data/step/nd.json is written by benchmarks/step/nd.py (DTensor tensor parallelism over gloo, TRL's
+OffloadActivations with its host copies left out, DeepSpeed's TiledMLP; real HF Llama code, random weights, the
+storage tracker per phase of step 2). Acceptance as tests/unit/test_step.py: every phase within ±5%, each case's
+largest rank. `Parallelism()` is plain data parallelism: the same figures as before, to the byte.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from zeromem_lsp.configs.model_config import model_shape
+from zeromem_lsp.configs.parallel_shape import rank_shape, rank_tokens, shard_group
+from zeromem_lsp.configs.parallelism import NONE, Parallelism
+from zeromem_lsp.memory.optimizer_step import parameter_tensors
+from zeromem_lsp.memory.step import PHASES, estimate_step
+
+RECORD = json.loads((Path(__file__).resolve().parents[1] / "data" / "step" / "nd.json").read_text())
+CASES = [case for case in RECORD["cases"] if "error" not in case]
+GOAL = 0.05
+
+
+def estimate(case: dict, parallelism: Parallelism | None = None, **changed):
+    inputs = dict(checkpointing=case["gradient_checkpointing"], attention=case["attention"], engine="torch",
+                  ranks=case["ranks"], param_dtype="bf16", optimizer_impl=case["optimizer"]["impl"],
+                  parallelism=Parallelism(**case["nd"]) if parallelism is None else parallelism)
+    return estimate_step(model_shape(case["config"]), case["sequence_length"], case["micro_batch"],
+                         **{**inputs, **changed})
+
+
+ROWS = [(case, phase) for case in CASES for phase in PHASES]
+
+
+def test_the_record_names_its_versions_and_covers_each_measured_mechanism():
+    assert RECORD["torch"] and RECORD["transformers"] and RECORD["deepspeed"] and RECORD["trl"]
+    assert len(CASES) >= 20
+    kinds = {key for case in CASES for key in case["nd"]}
+    assert {"tensor", "activation_offload", "tiled_mlp_shards"} <= kinds
+
+
+@pytest.mark.parametrize("case, phase", ROWS, ids=[f"{case['id']}-{phase}" for case, phase in ROWS])
+def test_each_phase_is_within_five_percent(case, phase):
+    measured = max(rank["phases"][phase]["peak"] for rank in case["per_rank"])
+    model = estimate(case).phases[phase].peak
+    assert abs(model / measured - 1) <= GOAL, f"{case['id']} {phase}: model {model:,} measured {measured:,}"
+
+
+def test_the_measured_mechanisms_move_the_estimate_as_the_measurements_do():
+    """Each mechanism's case against its twin without it: the model's saving has the measured sign and size."""
+    by_id = {case["id"]: case for case in CASES}
+    checked = 0
+    for case in CASES:
+        if case["id"].startswith("nd-base"):
+            continue
+        twin = by_id.get("nd-base-" + ("ckpt-" if case["gradient_checkpointing"] else "") + case["id"].split("-", 2)[2])
+        if twin is None:
+            continue
+        for phase in ("forward", "backward"):
+            measured = (max(rank["phases"][phase]["peak"] for rank in case["per_rank"])
+                        - twin["per_rank"][0]["phases"][phase]["peak"])
+            model = estimate(case).phases[phase].peak - estimate(twin).phases[phase].peak
+            assert model <= 0 and measured <= 0
+            assert abs(model - measured) <= GOAL * abs(measured) + 4 * 2**20, (case["id"], phase, model, measured)
+        checked += 1
+    assert checked >= 10
+
+
+def test_no_parallelism_is_the_plain_step_to_the_byte():
+    for case in CASES[:6]:
+        plain = estimate({**case, "ranks": 1}, NONE)
+        again = estimate_step(model_shape(case["config"]), case["sequence_length"], case["micro_batch"],
+                              checkpointing=case["gradient_checkpointing"], attention="sdpa", engine="torch",
+                              param_dtype="bf16", optimizer_impl=case["optimizer"]["impl"])
+        assert plain == again and plain.derived == ()
+
+
+def test_one_tensor_parallel_rank_computes_a_divided_model():
+    shape = model_shape(next(case for case in CASES if case["model"] == "llama-h1024")["config"])
+    ranked = rank_shape(shape, Parallelism(tensor=4))
+    assert (ranked.heads, ranked.kv_heads, ranked.intermediate) == (4, 1, 704)
+    whole, one = parameter_tensors(shape), parameter_tensors(ranked)
+    assert one.embedding == whole.embedding and one.final_norm == whole.final_norm  # replicated
+    assert one.head * 4 == whole.head and one.layer_total * 4 == whole.layer_total - 2 * 1024  # the two norms whole
+
+
+def test_tokens_and_the_shard_group_follow_the_degrees():
+    assert rank_tokens(4096, Parallelism(context=2, ulysses=2)) == 1024
+    assert shard_group(16, Parallelism(tensor=2, context=4)) == 8  # FSDP2 + CP: dp_shard × cp
+    assert shard_group(16, Parallelism(ulysses=4)) == 16  # ZeRO + Ulysses: dp × u
+    assert shard_group(16, Parallelism(mics_shard=4)) == 4
+
+
+def test_context_parallel_is_derived_and_says_so():
+    case = next(case for case in CASES if case["id"] == "nd-base-h512-v8k-s2048")
+    whole = estimate(case, NONE)
+    split = estimate(case, Parallelism(context=2))
+    assert split.derived == ("context",)
+    assert split.phases["forward"].peak < whole.phases["forward"].peak
+    # the activations of one rank are those of half the sequence
+    half = estimate({**case, "sequence_length": 1024}, NONE)
+    assert split.activations == half.activations
