@@ -82,7 +82,7 @@ def test_one_tensor_parallel_rank_computes_a_divided_model():
     assert (ranked.heads, ranked.kv_heads, ranked.intermediate) == (4, 1, 704)
     whole, one = parameter_tensors(shape), parameter_tensors(ranked)
     assert one.embedding == whole.embedding and one.final_norm == whole.final_norm  # replicated
-    assert one.head * 4 == whole.head and one.layer_total * 4 == whole.layer_total - 2 * 1024  # the two norms whole
+    assert one.head * 4 == whole.head and (one.layer_total - 2048) * 4 == whole.layer_total - 2048  # norms whole
 
 
 def test_tokens_and_the_shard_group_follow_the_degrees():
