@@ -13,6 +13,11 @@ the model is built, step 2 of 2 split into forward / backward / optimizer), appl
   device="cpu")`) is tagged host and left out of the per-phase peaks, and the unpack hook returns a fresh copy of a
   host tensor (what `.to(device)` makes on a GPU; on a CPU it would return the host tensor itself). Pinning needs an
   accelerator: `use_pin_memory=False`.
+- `ulysses` u: DeepSpeed's `UlyssesSPAttentionHF.register_with_transformers(model, "sdpa", u, b, seq_length=s,
+  seq_length_is_variable=False)` (deepspeed/runtime/sequence_parallel/ulysses_sp.py: sdpa wrapped in the all-to-alls),
+  each rank fed its s/u slice of the tokens, positions and pre-shifted labels (`shift_labels`, as
+  `UlyssesSPDataLoaderAdapter` writes them), the local loss; DDP over the u ranks averages the gradients (DeepSpeed's
+  engine reduces over the sequence-data-parallel group).
 - `tiled_mlp_shards` n: every decoder layer's MLP forward through DeepSpeed's `TiledMLP.apply`
   (deepspeed/runtime/sequence_parallel/ulysses_sp.py), as DeepSpeed's docstring monkey-patches LlamaMLP.
 
@@ -34,14 +39,20 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from cases import _case  # noqa: E402
-from measure import PHASES, METHOD, parser_with_common_arguments, run_case, versions  # noqa: E402
+from cases import _case, _ds  # noqa: E402
+from measure import PHASES, METHOD, parser_with_common_arguments, quiet_torch, run_case, versions  # noqa: E402
 
 OUT = HERE.parents[1] / "tests" / "data" / "step" / "nd.json"
 
 
-def _nd(cid, model, seq, batch=1, ranks=1, checkpointing=False, **nd):
-    case = _case(cid, model, seq=seq, batch=batch, ranks=ranks, checkpointing=checkpointing)
+def _nd(cid, model, seq, batch=1, ranks=1, checkpointing=False, stage=None, **nd):
+    if stage is not None:  # DeepSpeed ZeRO at this stage (bf16, its fp32 master), as measure.py's ds-* cases
+        case = _ds(cid, model, stage=stage, ranks=ranks, batch=batch, seq=seq, checkpointing=checkpointing)
+    elif ranks > nd.get("tensor", 1):  # the ranks beyond t average their gradients: DDP
+        case = _case(cid, model, engine="ddp", seq=seq, batch=batch, ranks=ranks, checkpointing=checkpointing,
+                     ddp={"gradient_as_bucket_view": False})
+    else:
+        case = _case(cid, model, seq=seq, batch=batch, ranks=ranks, checkpointing=checkpointing)
     case["nd"] = dict(sorted(nd.items()))
     return case
 
@@ -58,6 +69,14 @@ def nd_cases() -> list[dict]:
         found.append(_nd(f"nd-offload-{tag}", model, seq, activation_offload="cpu_all"))
         found.append(_nd(f"nd-base-ckpt-{tag}", model, seq, checkpointing=True))
         found.append(_nd(f"nd-offload-ckpt-{tag}", model, seq, checkpointing=True, activation_offload="cpu_all"))
+    for model, seq in (("llama-h256", 1024), ("llama-h256", 2048), ("llama-h512-v8k", 1024),
+                       ("llama-h512-v8k", 2048)):
+        tag = f"{model.split('-')[1]}{'-v8k' if 'v8k' in model else ''}-s{seq}"
+        found.append(_nd(f"nd-sp2-{tag}", model, seq, ranks=2, ulysses=2))
+    found.append(_nd("nd-sp4-h256-s1024", "llama-h256", 1024, ranks=4, ulysses=4))  # kv heads 2 < u: replicated
+    for stage in (2, 3):  # ZeRO over the sequence-data-parallel group (dp·u), DeepSpeed given the Ulysses mpu
+        found.append(_nd(f"nd-sp2-z{stage}-h512-v8k-s1024", "llama-h512-v8k", 1024, ranks=2, stage=stage, ulysses=2))
+        found.append(_nd(f"nd-z{stage}-r2-h512-v8k-s1024", "llama-h512-v8k", 1024, ranks=2, stage=stage))
     found.append(_nd("nd-tp2-h1024-s1024", "llama-h1024", 1024, ranks=2, tensor=2))
     found.append(_nd("nd-base-h1024-s1024", "llama-h1024", 1024))
     found.append(_nd("nd-tp4-h1024-s512", "llama-h1024", 512, ranks=4, tensor=4))
@@ -166,32 +185,62 @@ def _host_aware(tracker_class):
 
 def run_rank(case: dict, rank: int, world: int) -> dict:
     import contextlib
-    import warnings
-    warnings.filterwarnings("ignore")
-    import torch
-    import transformers
     from engines import Labeller, build_model, torch_optimizer, trainable
     from tracker import StorageTracker
-    transformers.logging.set_verbosity_error()
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
+    torch = quiet_torch()
     started = time.time()
     nd = case["nd"]
     tracker = _host_aware(StorageTracker)()
     with tracker:
-        if world > 1:
+        if world > 1 and case["engine"] != "deepspeed":
             torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
+        elif world > 1:
+            import deepspeed
+            deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False)
         model = build_model(case, torch)
         if nd.get("tensor", 1) > 1:
             model = _tensor_parallel(model, world, torch)
+        ulysses = nd.get("ulysses", 1)
+        calls: list[int] = []
+        mpu = None
+        if ulysses > 1:
+            import deepspeed
+            from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
+            deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False)  # (its comm wraps torch's group)
+            import deepspeed.comm as ds_comm
+            original_all_to_all = ds_comm.all_to_all_single
+
+            def counted(*args, **kwargs):  # proof that attention went through the all-to-alls
+                calls.append(1)
+                return original_all_to_all(*args, **kwargs)
+            ds_comm.all_to_all_single = counted
+            mpu = UlyssesSPAttentionHF.register_with_transformers(model, "sdpa", ulysses, case["micro_batch"],
+                                                            seq_length=case["sequence_length"],
+                                                            seq_length_is_variable=False)
         if nd.get("tiled_mlp_shards"):
             _tile_mlps(model, nd["tiled_mlp_shards"])
-        optimizer = torch_optimizer(case, trainable(model), torch)
-        labeller = Labeller(tracker, model, optimizer)
+        module, engine, wrapper = model, None, None
+        if case["engine"] == "ddp":
+            from torch.nn.parallel import DistributedDataParallel
+            module = DistributedDataParallel(model, **case["ddp"])
+        optimizer = torch_optimizer(case, trainable(module), torch)
+        if case["engine"] == "deepspeed":  # HF Trainer's client optimizer; the mpu makes ZeRO's group dp·u
+            import deepspeed
+            engine, wrapper, _, _ = deepspeed.initialize(model=model, optimizer=optimizer,
+                                                         model_parameters=trainable(model),
+                                                         config=dict(case["ds_config"]), mpu=mpu)
+            module, optimizer = engine, getattr(wrapper, "optimizer", wrapper)
+        labeller = Labeller(tracker, model, optimizer, wrapper=wrapper)
         offload = nd.get("activation_offload", "none") == "cpu_all"
         generator = torch.Generator().manual_seed(1)  # the same tokens on every rank (one data-parallel group)
         ids = torch.randint(0, case["config"]["vocab_size"], (case["micro_batch"], case["sequence_length"]),
                             generator=generator)
+        seq, inputs = case["sequence_length"], {"input_ids": ids, "labels": ids}
+        if ulysses > 1:  # this rank's slice, the labels shifted before slicing
+            shifted = torch.cat([ids[:, 1:], torch.full((ids.shape[0], 1), -100)], 1)
+            part = slice(rank * seq // ulysses, (rank + 1) * seq // ulysses)
+            inputs = {"input_ids": ids[:, part].contiguous(), "position_ids": torch.arange(seq)[None, part],
+                      "labels": shifted[:, part].contiguous(), "shift_labels": shifted[:, part].contiguous()}
         losses = []
         for step in (1, 2):
             phase = (lambda name: tracker.begin("step1." + name)) if step == 1 else tracker.begin
@@ -199,19 +248,23 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
             hooks = _offloader(tracker, torch) if offload else contextlib.nullcontext()
             with hooks:
                 phase("forward")
-                loss = model(input_ids=ids, labels=ids).loss
+                loss = module(**inputs).loss
                 phase("backward")
-                loss.backward()
+                engine.backward(loss) if engine is not None else loss.backward()
             losses.append(float(loss.detach().float().item()))
             del loss, hooks
             labeller.collect()
             phase("optimizer")
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            if engine is not None:
+                engine.step()
+            else:
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
             tracker.end()
             labeller.collect()
     result = {"rank": rank, "persistent_before_step2": tracker.phases["forward"]["start"], "losses": losses,
-              "phases": {}, "seconds": round(time.time() - started, 1), "host_bytes_end": tracker.host_current}
+              "phases": {}, "seconds": round(time.time() - started, 1), "host_bytes_end": tracker.host_current,
+              "all_to_all_calls": len(calls)}
     for name in PHASES:
         phase = tracker.phases[name]
         result["phases"][name] = {"peak": phase["peak"], "start": phase["start"], "end": phase["end"],

@@ -1,4 +1,4 @@
-"""The step model under `Parallelism` against N-D parallel, activation-offload and tiled steps measured on CPU (issue 30).
+"""The step model under `Parallelism` against N-D parallel, offload and tiled steps measured on CPU (issue 30).
 
 tests/data/step/nd.json is written by benchmarks/step/nd.py (DTensor tensor parallelism over gloo, TRL's
 OffloadActivations with its host copies left out, DeepSpeed's TiledMLP; real HF Llama code, random weights, the
@@ -16,18 +16,26 @@ from zeromem_lsp.configs.parallel_shape import rank_shape, rank_tokens, shard_gr
 from zeromem_lsp.configs.parallelism import NONE, Parallelism
 from zeromem_lsp.memory.optimizer_step import parameter_tensors
 from zeromem_lsp.memory.step import PHASES, estimate_step
+from tests.unit.test_step import arguments
 
 RECORD = json.loads((Path(__file__).resolve().parents[1] / "data" / "step" / "nd.json").read_text())
 CASES = [case for case in RECORD["cases"] if "error" not in case]
 GOAL = 0.05
 
 
-def estimate(case: dict, parallelism: Parallelism | None = None, **changed):
-    inputs = dict(checkpointing=case["gradient_checkpointing"], attention=case["attention"], engine="torch",
-                  ranks=case["ranks"], param_dtype="bf16", optimizer_impl=case["optimizer"]["impl"],
-                  parallelism=Parallelism(**case["nd"]) if parallelism is None else parallelism)
-    return estimate_step(model_shape(case["config"]), case["sequence_length"], case["micro_batch"],
-                         **{**inputs, **changed})
+def estimate(case: dict, parallelism: Parallelism | None = None):
+    """What a user would tell zeromem about the run (test_step.arguments: engine, ranks, dtypes) and its degrees."""
+    return estimate_step(model_shape(case["config"]), case["sequence_length"], case["micro_batch"], **arguments(case),
+                         parallelism=Parallelism(**case["nd"]) if parallelism is None else parallelism)
+
+
+def twin_of(case: dict) -> str:
+    """The measured case without the mechanism: the single-rank base, or ZeRO over the same two ranks."""
+    _, _, rest = case["id"].split("-", 2)
+    if rest.startswith("z"):
+        stage, rest = rest.split("-", 1)
+        return f"nd-{stage}-r2-{rest}"
+    return "nd-base-" + ("ckpt-" if case["gradient_checkpointing"] else "") + rest
 
 
 ROWS = [(case, phase) for case in CASES for phase in PHASES]
@@ -37,7 +45,10 @@ def test_the_record_names_its_versions_and_covers_each_measured_mechanism():
     assert RECORD["torch"] and RECORD["transformers"] and RECORD["deepspeed"] and RECORD["trl"]
     assert len(CASES) >= 20
     kinds = {key for case in CASES for key in case["nd"]}
-    assert {"tensor", "activation_offload", "tiled_mlp_shards"} <= kinds
+    assert {"tensor", "ulysses", "activation_offload", "tiled_mlp_shards"} <= kinds
+    ulysses = [case for case in CASES if case["nd"].get("ulysses", 1) > 1]
+    # attention went through DeepSpeed's all-to-alls on every rank
+    assert ulysses and all(rank["all_to_all_calls"] > 0 for case in ulysses for rank in case["per_rank"])
 
 
 @pytest.mark.parametrize("case, phase", ROWS, ids=[f"{case['id']}-{phase}" for case, phase in ROWS])
@@ -52,14 +63,12 @@ def test_the_measured_mechanisms_move_the_estimate_as_the_measurements_do():
     by_id = {case["id"]: case for case in CASES}
     checked = 0
     for case in CASES:
-        if case["id"].startswith("nd-base"):
-            continue
-        twin = by_id.get("nd-base-" + ("ckpt-" if case["gradient_checkpointing"] else "") + case["id"].split("-", 2)[2])
-        if twin is None:
+        twin = by_id.get(twin_of(case))
+        if not case["nd"] or twin is None:
             continue
         for phase in ("forward", "backward"):
             measured = (max(rank["phases"][phase]["peak"] for rank in case["per_rank"])
-                        - twin["per_rank"][0]["phases"][phase]["peak"])
+                        - max(rank["phases"][phase]["peak"] for rank in twin["per_rank"]))
             model = estimate(case).phases[phase].peak - estimate(twin).phases[phase].peak
             assert model <= 0 and measured <= 0
             assert abs(model - measured) <= GOAL * abs(measured) + 4 * 2**20, (case["id"], phase, model, measured)
@@ -68,11 +77,10 @@ def test_the_measured_mechanisms_move_the_estimate_as_the_measurements_do():
 
 
 def test_no_parallelism_is_the_plain_step_to_the_byte():
-    for case in CASES[:6]:
-        plain = estimate({**case, "ranks": 1}, NONE)
+    for case in CASES:
+        plain = estimate(case, NONE)
         again = estimate_step(model_shape(case["config"]), case["sequence_length"], case["micro_batch"],
-                              checkpointing=case["gradient_checkpointing"], attention="sdpa", engine="torch",
-                              param_dtype="bf16", optimizer_impl=case["optimizer"]["impl"])
+                              **arguments(case))
         assert plain == again and plain.derived == ()
 
 
@@ -96,7 +104,7 @@ def test_context_parallel_is_derived_and_says_so():
     case = next(case for case in CASES if case["id"] == "nd-base-h512-v8k-s2048")
     whole = estimate(case, NONE)
     split = estimate(case, Parallelism(context=2))
-    assert split.derived == ("context",)
+    assert split.derived == ("context",) and estimate(case, Parallelism(ulysses=2)).derived == ()
     assert split.phases["forward"].peak < whole.phases["forward"].peak
     # the activations of one rank are those of half the sequence
     half = estimate({**case, "sequence_length": 1024}, NONE)

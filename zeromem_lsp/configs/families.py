@@ -350,7 +350,7 @@ class ModelShape(NamedTuple):
     linear_heads: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)  # key heads, value heads, key / value head
     # widths, the causal conv's kernel (linear_num_key_heads, linear_num_value_heads, linear_key_head_dim,
     # linear_value_head_dim, linear_conv_kernel_dim)
-    head_shards: int = 1  # an untied LM head's rows split over this many ranks (tensor parallel: configs/parallel_shape)
+    head_shards: int = 1  # an untied LM head's rows over this many ranks (tensor parallel: configs/parallel_shape)
 
 
 class Weight(NamedTuple):

@@ -4,9 +4,10 @@ The step model (memory/step.py `step_peak`) runs unchanged over the rank's share
 tensor-parallel rank computes (Transformers' Llama `base_model_tp_plan`: q/k/v/gate/up column-parallel, o/down
 row-parallel, so heads, kv heads and the intermediate width are divided by t while norms, residuals, the embedding and
 the hidden width stay whole; routed experts divided by e); `rank_tokens` the sequence each rank holds outside
-attention (T / (c·u): torch context parallel and Ulysses shard the batch on the sequence before the model); `shard_group`
-the ranks that shard model state (FSDP2 + CP: dp_shard·c; ZeRO + Ulysses: dp·u; under TP: world / t — all three are
-world / t). Sources and measurements: docs/memory-model.md, "N-D parallelism and long context"; tests/data/step/nd.json.
+attention (T / (c·u): torch context parallel and Ulysses shard the batch on the sequence before the model);
+`shard_group` the ranks that shard model state (FSDP2 + CP: dp_shard·c; ZeRO + Ulysses: dp·u; under TP: world / t;
+all three are world / t). Sources and measurements: docs/memory-model.md, "N-D parallelism and long context";
+tests/data/step/nd.json.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from zeromem_lsp.configs.families import ModelShape
 from zeromem_lsp.configs.parallelism import Parallelism
 
 #: what is measured whole on CPU (tests/data/step/nd.json) and what is derived from the code only
-MEASURED = ("tensor", "activation_offload", "tiled_mlp_shards")
-DERIVED = ("context", "ulysses", "expert", "hpz_partition", "mics_shard")
+MEASURED = ("tensor", "ulysses", "activation_offload", "tiled_mlp_shards")
+DERIVED = ("context", "expert", "hpz_partition", "mics_shard")
 
 
 def rank_shape(shape: ModelShape, parallelism: Parallelism) -> ModelShape:
@@ -46,7 +47,7 @@ def shard_group(world: int, parallelism: Parallelism) -> int:
 
 def derived(parallelism: Parallelism) -> tuple[str, ...]:
     """The mechanisms of `parallelism` the estimate derives from code without a measured twin (off ones excluded)."""
-    off = {"context": 1, "ulysses": 1, "expert": 1, "hpz_partition": 1, "mics_shard": 0}
+    off = {"context": 1, "expert": 1, "hpz_partition": 1, "mics_shard": 0}
     return tuple(name for name in DERIVED if getattr(parallelism, name) != off[name])
 
 

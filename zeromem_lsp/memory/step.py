@@ -219,8 +219,9 @@ class DeepSpeed:
             own = 0 if self.offload_param else w * shard
             whole = w * persistent if r > 1 else 0
             base = [Part(P.PARAMETERS, own + whole), *master, Part(P.GRADIENT_PARTITIONS, w * shard)]
-            if zero.contiguous:  # stage3.py: the IPG buffer is made with the optimizer
-                base.append(Part(P.REDUCE_BUCKET, w * reduce))
+            if zero.contiguous:  # stage3.py: the IPG buffer is made with the optimizer, in the communication dtype:
+                # under Ulysses `seq_parallel_communication_data_type`, fp32 by default (engine.py, stage3.py)
+                base.append(Part(P.REDUCE_BUCKET, (F32 if step.parallelism.ulysses > 1 else w) * reduce))
         else:
             base = [Part(P.PARAMETERS, w * n), *master]
         loss_base = base
