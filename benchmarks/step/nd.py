@@ -77,6 +77,10 @@ def nd_cases() -> list[dict]:
     for stage in (2, 3):  # ZeRO over the sequence-data-parallel group (dp·u), DeepSpeed given the Ulysses mpu
         found.append(_nd(f"nd-sp2-z{stage}-h512-v8k-s1024", "llama-h512-v8k", 1024, ranks=2, stage=stage, ulysses=2))
         found.append(_nd(f"nd-z{stage}-r2-h512-v8k-s1024", "llama-h512-v8k", 1024, ranks=2, stage=stage))
+    for model, seq in (("llama-h256", 1024), ("llama-h512-v8k", 2048)):  # TP keeps each checkpointed input whole
+        tag = f"{model.split('-')[1]}{'-v8k' if 'v8k' in model else ''}-s{seq}"
+        found.append(_nd(f"nd-tp2-ckpt-{tag}", model, seq, ranks=2, checkpointing=True, tensor=2))
+        found.append(_nd(f"nd-tiled2-ckpt-{tag}", model, seq, checkpointing=True, tiled_mlp_shards=2))
     found.append(_nd("nd-tp2-h1024-s1024", "llama-h1024", 1024, ranks=2, tensor=2))
     found.append(_nd("nd-base-h1024-s1024", "llama-h1024", 1024))
     found.append(_nd("nd-tp4-h1024-s512", "llama-h1024", 512, ranks=4, tensor=4))

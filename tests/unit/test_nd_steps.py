@@ -35,7 +35,7 @@ def twin_of(case: dict) -> str:
     if rest.startswith("z"):
         stage, rest = rest.split("-", 1)
         return f"nd-{stage}-r2-{rest}"
-    return "nd-base-" + ("ckpt-" if case["gradient_checkpointing"] else "") + rest
+    return "nd-base-" + ("ckpt-" if case["gradient_checkpointing"] else "") + rest.removeprefix("ckpt-")
 
 
 ROWS = [(case, phase) for case in CASES for phase in PHASES]
@@ -67,13 +67,14 @@ def test_the_measured_mechanisms_move_the_estimate_as_the_measurements_do():
         if not case["nd"] or twin is None:
             continue
         for phase in ("forward", "backward"):
-            measured = (max(rank["phases"][phase]["peak"] for rank in case["per_rank"])
-                        - max(rank["phases"][phase]["peak"] for rank in twin["per_rank"]))
+            base = max(rank["phases"][phase]["peak"] for rank in twin["per_rank"])
+            measured = max(rank["phases"][phase]["peak"] for rank in case["per_rank"]) - base
             model = estimate(case).phases[phase].peak - estimate(twin).phases[phase].peak
             assert model <= 0 and measured <= 0
-            assert abs(model - measured) <= GOAL * abs(measured) + 4 * 2**20, (case["id"], phase, model, measured)
+            # the saving within 5% of itself, give or take half the phase bar of the twin's peak
+            assert abs(model - measured) <= GOAL * (abs(measured) + base / 2), (case["id"], phase, model, measured)
         checked += 1
-    assert checked >= 10
+    assert checked >= 25
 
 
 def test_no_parallelism_is_the_plain_step_to_the_byte():
@@ -105,6 +106,7 @@ def test_context_parallel_is_derived_and_says_so():
     whole = estimate(case, NONE)
     split = estimate(case, Parallelism(context=2))
     assert split.derived == ("context",) and estimate(case, Parallelism(ulysses=2)).derived == ()
+    assert estimate(case, Parallelism(activation_offload="cpu")).derived == ("activation_offload",)
     assert split.phases["forward"].peak < whole.phases["forward"].peak
     # the activations of one rank are those of half the sequence
     half = estimate({**case, "sequence_length": 1024}, NONE)

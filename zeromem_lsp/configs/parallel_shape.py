@@ -48,7 +48,10 @@ def shard_group(world: int, parallelism: Parallelism) -> int:
 def derived(parallelism: Parallelism) -> tuple[str, ...]:
     """The mechanisms of `parallelism` the estimate derives from code without a measured twin (off ones excluded)."""
     off = {"context": 1, "expert": 1, "hpz_partition": 1, "mics_shard": 0}
-    return tuple(name for name in DERIVED if getattr(parallelism, name) != off[name])
+    found = tuple(name for name in DERIVED if getattr(parallelism, name) != off[name])
+    # checkpoint-input offload (axolotl legacy / hidden_states, DeepSpeed's ctx manager) is not measured: its T × h per
+    # layer stays counted, an upper bound
+    return found + (("activation_offload",) if parallelism.activation_offload == "cpu" else ())
 
 
 __all__ = ["DERIVED", "MEASURED", "derived", "rank_shape", "rank_tokens", "shard_group"]
