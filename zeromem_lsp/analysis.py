@@ -21,7 +21,7 @@ from zeromem_lsp.configs.training import TrainingSetup
 from zeromem_lsp.findings import Finding
 from zeromem_lsp.document import Document, LineIndex, parse_document
 from zeromem_lsp.document.decoding import decode_config
-from zeromem_lsp.memory.adapter_plan import adapter_from_settings, adapter_problem
+from zeromem_lsp.resolved.adapter_settings import adapter_from_settings, adapter_problem
 from zeromem_lsp.resolved.peak_inputs import ModelRead, PeakSource, read_model
 from zeromem_lsp.memory.plan import MemoryPlan, Unplanned
 from zeromem_lsp.resolved import planner
@@ -30,6 +30,7 @@ from zeromem_lsp.readers import READERS, Loader, issues_with, read_deepspeed
 from zeromem_lsp.rules import issues as issue_rules
 from zeromem_lsp.rules import memory as memory_rules
 from zeromem_lsp.rules import peak as peak_rules
+from zeromem_lsp.rules import parallel as parallel_rules
 from zeromem_lsp.rules import settings as settings_rules
 from zeromem_lsp.rules import syntax as syntax_rules
 from zeromem_lsp.rules.context import Context
@@ -332,6 +333,7 @@ def analyse(
         findings += issue_rules.check(context, issues_with(reading, effective.world_size))  # else the syntax error says why
     findings += memory_rules.check(context)
     findings += peak_rules.check(context)
+    findings += parallel_rules.check(context)
     if kind == "deepspeed" and document.flavour != "yaml":
         findings = syntax_rules.with_placeholders(context, findings)
     findings.sort(key=lambda f: (f.start, f.end, f.code))

@@ -337,7 +337,6 @@ def activation_lines(peak) -> list[str]:
             or loss in ("fused", "logits") and trainer in ("orpo", "cpo", "simpo"):
         from zeromem_lsp.memory.precision import DTYPE_BYTES
         from zeromem_lsp.memory.peak import activation_dtype, policy_rows
-        from zeromem_lsp.memory.preference import head_line
 
         c = DTYPE_BYTES[source.lora.activation_dtype if source.lora is not None else activation_dtype(source, peak.family)]
         tokens = source.sequence_length.value * policy_rows(source)
@@ -346,7 +345,6 @@ def activation_lines(peak) -> list[str]:
                                tokens, source.shape.hidden, c, source.shape.vocab,
                                completion.value if completion is not None and isinstance(completion.value, int) else 0))
         if trainer == "grpo":
-            from zeromem_lsp.memory.grpo import generation_line
             lines.extend(generation_line(source.shape, source.generation, source.sequence_length.value,
                                          source.micro_batch.value, c))
     else:
@@ -355,6 +353,66 @@ def activation_lines(peak) -> list[str]:
         lines.append(f"one layer recomputed in backward (checkpointing, \"recomputed layer\") = "
                      f"{format_count(acts.per_layer_bytes)} B")
     return lines
+
+
+def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_length: int, tokens: int, hidden: int,
+              c: int, vocab: int, completion_length: int = 0) -> str:
+    """How the phases' "activations" follow from the activations shown: the loss's tensors (and, for the fused
+    head, the LM head's input) swapped for what the preference loss keeps (memory/preference.policy_head's head)."""
+    from zeromem_lsp.memory.fused_head import FusedHead
+    from zeromem_lsp.memory.grpo import GrpoLogitsHead
+    from zeromem_lsp.memory.llamafactory_loss import LlamaFactoryHead
+    from zeromem_lsp.memory.preference import policy_head, rows
+    from zeromem_lsp.memory.reference_free_loss import ReferenceFreeHead
+
+    stacked = "chosen and rejected stacked, " if rows(trainer, 1) == 2 else ""
+    tool = {"fused": "TRL", "logits": "TRL 1.8", "llamafactory": "LLaMA-Factory"}[loss]
+    lead = f"{trainer} ({tool}): {stacked}{tokens // sequence_length} rows; "
+    head = policy_head(trainer, loss, sequence_length, completion_length)
+    kept = head.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
+    if isinstance(head, FusedHead):
+        head_input = c * tokens * hidden
+        kept += head_input
+        return (f"{lead}its fused LM head keeps {kept:,} B (a shifted copy of the last hidden states, labels, "
+                f"log-sum-exp per token) in place of the loss {logits_bytes:,} and the head's input {head_input:,}: "
+                f"activations {saved:,} - {logits_bytes:,} - {head_input:,} + {kept:,} = "
+                f"{saved - logits_bytes - head_input + kept:,} B")
+    detail = tail = ""
+    if isinstance(head, ReferenceFreeHead):
+        what = "the log-prob kernel's 2 fp32 values per token" if head.triton else "a log-softmax per row"
+        keeps = f"its chosen rows' NLL and {what} keep"
+    elif isinstance(head, LlamaFactoryHead):
+        keeps = "its fp32 log-softmax of the shifted positions and labels keep"
+    elif isinstance(head, GrpoLogitsHead):
+        keeps, detail = "its log-probs keep", " (a log-softmax per completion row, per-token log-probs)"
+        tail = f"; its logits: the last completion + 1 = {head.completion_length + 1:,} positions of each row"
+    else:  # TRL 1.8's DPO / KTO
+        keeps, detail = "its log-probs keep", " (a log-softmax per row, labels, per-token log-probs)"
+    return (f"{lead}{keeps} {kept:,} B{detail} in place of the loss {logits_bytes:,}: activations {saved:,} - "
+            f"{logits_bytes:,} + {kept:,} = {saved - logits_bytes + kept:,} B{tail}")
+
+
+def generation_line(shape, inputs: dict, sequence_length: int, micro_batch: int, c: int) -> list[str]:
+    """How GRPO's generation parts follow from the inputs shown (empty when they are not usable; memory/grpo.py)."""
+    from zeromem_lsp.memory.activations import F32
+    from zeromem_lsp.memory.grpo import generation_of, kv_elements
+    from zeromem_lsp.memory.parts import StepInputError
+
+    try:
+        generation = generation_of(inputs)
+    except StepInputError:
+        return []
+    rows = micro_batch * generation.steps_per_generation
+    per_token = c * kv_elements(shape, 1)
+    last = sequence_length - 1
+    prompt = sequence_length - generation.completion_length
+    logits = c * rows * shape.vocab + 3 * F32 * rows * shape.vocab
+    return [f"GRPO generation: {rows} completions at once (micro-batch {micro_batch} × steps per generation "
+            f"{generation.steps_per_generation}); \"KV cache (generation)\" = {per_token:,} B per token (2 × "
+            f"{shape.layers} layers × {shape.kv_heads} KV heads × {shape.head_dim} × {c} B) × {rows} × "
+            f"(the prompt {prompt:,} at its prefill, or prompt + completion − 1 = {last:,}: "
+            f"{per_token * rows * last:,} B); \"next-token logits and probabilities\" = {rows} × {shape.vocab:,} × "
+            f"({c} + 3 × 4) = {logits:,} B"]
 
 
 def loss_kernel_line(peak, saved: int) -> list[str]:
@@ -432,6 +490,30 @@ def input_notes(peak) -> list[str]:
     from zeromem_lsp.memory.peak import INPUT_LABELS
 
     return [f"{INPUT_LABELS[name]} {_shown(item.value)} — {item.note}" for name, item in peak.inputs.items()]
+
+
+#: How each Parallelism field is named in the output (configs/parallelism.py).
+PARALLEL_LABELS = {"tensor": "tensor parallel", "context": "context parallel", "ulysses": "Ulysses",
+                   "expert": "expert parallel", "activation_offload": "activation offload",
+                   "tiled_mlp_shards": "TiledMLP shards", "hpz_partition": "ZeRO++ hpZ partition",
+                   "mics_shard": "MiCS shard"}
+
+
+def parallelism_lines(inputs) -> list[str]:
+    """`tensor parallel 2 — tensor_parallel_size` per degree or mechanism the config or a setting gives (PeakInputs
+    .parallel); none given: nothing (plain data parallelism)."""
+    given = inputs.parallel
+    return [f"{PARALLEL_LABELS[name]} {_shown(item.value)} — {item.note}" for name, item in given.items()]
+
+
+def parallelism_json(inputs) -> dict:
+    """The `parallelism` object: every Parallelism field resolved (defaults for what nothing gives) and, for those
+    given, `sources`: the key or setting each came from and its path in the document."""
+    from dataclasses import asdict
+
+    sources = {name: {"source": item.note, **({"path": list(item.path)} if item.path else {})}
+               for name, item in inputs.parallel.items()}
+    return {**asdict(inputs.parallelism()), "sources": sources}
 
 
 def _shown(value: object) -> str:

@@ -131,7 +131,9 @@ def read_accelerate(data: dict, loader: Loader | None) -> Reading:
             config = parse_document(loaded).to_python()  # Accelerate fills "stage": "auto" (HF_AUTO_STAGE)
             setup = _rerooted(read_training_setup(config, HF_AUTO_STAGE), None)._replace(
                 written_in=accelerate.deepspeed_file)
+            launched = workload.parallel  # parallelism_config's, over the DeepSpeed file's
             workload = deepspeed_workload(config, None, accelerate.deepspeed_file)
+            workload = replace(workload, parallel={**workload.parallel, **launched})
             ignored += ignored_keys("deepspeed", config, accelerate.deepspeed_file)
     blocks = (("fsdp_config", "zeromem"), ("deepspeed_config", "zeromem"), ("zeromem",))
     return _family_reading(data, issues, blocks, accelerate.fsdp, accelerate, setup, missing,
@@ -316,7 +318,8 @@ def read_recipe(data: dict, loader: Loader | None, tool: Tool) -> Reading:
                         transformers_version=_transformers_pin(find),
                         reference_model=recipe.reference_model,
                         reference_dtype=recipe.reference_dtype,
-                        accumulation=recipe.accumulation, generation=recipe.generation)
+                        accumulation=recipe.accumulation, generation=recipe.generation,
+                        parallel={**workload.parallel, **recipe.parallel}, data_parallel=recipe.data_parallel)
     _adapter_values(recipe.adapter, values, origins)
     for name in ("trainer", "precompute_ref_log_probs"):  # credited to the key that names them
         found = getattr(recipe, name)

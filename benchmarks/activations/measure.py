@@ -86,6 +86,44 @@ BASE = {
     "cohere2": {"model_type": "cohere2", "pad_token_id": 0, "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
                 "intermediate_size": 256, "vocab_size": 1000, "logit_scale": 0.0625, "sliding_window": 4096,
                 "attention_dropout": 0.0},
+    # issue 29's MoE families (real-shaped traits at small widths: MLA ranks, shared experts, grouped routing,
+    # first_k_dense_replace, hybrid linear attention, interleaved MoE layers)
+    "olmoe": {"model_type": "olmoe", "pad_token_id": 0, "hidden_size": 128, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "intermediate_size": 96, "num_experts": 8, "num_experts_per_tok": 2,
+              "norm_topk_prob": False, "vocab_size": 1000, "tie_word_embeddings": False, "attention_dropout": 0.0},
+    "deepseek_v3": {"model_type": "deepseek_v3", "pad_token_id": 0, "hidden_size": 128, "num_attention_heads": 4,
+                    "num_key_value_heads": 4, "intermediate_size": 256, "moe_intermediate_size": 64,
+                    "n_routed_experts": 8, "n_shared_experts": 1, "num_experts_per_tok": 2, "n_group": 4,
+                    "topk_group": 2, "first_k_dense_replace": 1, "q_lora_rank": 64, "kv_lora_rank": 32,
+                    "qk_rope_head_dim": 16, "qk_nope_head_dim": 32, "v_head_dim": 24, "norm_topk_prob": True,
+                    "routed_scaling_factor": 2.5, "vocab_size": 1000, "tie_word_embeddings": False,
+                    "attention_dropout": 0.0},
+    "glm4_moe": {"model_type": "glm4_moe", "pad_token_id": 0, "hidden_size": 128, "num_attention_heads": 4,
+                 "num_key_value_heads": 2, "head_dim": 48, "partial_rotary_factor": 0.5, "intermediate_size": 256,
+                 "moe_intermediate_size": 64, "n_routed_experts": 8, "n_shared_experts": 1,
+                 "num_experts_per_tok": 2, "n_group": 1, "topk_group": 1, "first_k_dense_replace": 1,
+                 "use_qk_norm": False, "attention_bias": True, "norm_topk_prob": True, "vocab_size": 1000,
+                 "tie_word_embeddings": False, "attention_dropout": 0.0},
+    "gpt_oss": {"model_type": "gpt_oss", "pad_token_id": 0, "hidden_size": 128, "num_attention_heads": 4,
+                "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 96, "num_local_experts": 4,
+                "num_experts_per_tok": 2, "sliding_window": 4096, "vocab_size": 1000, "tie_word_embeddings": False,
+                "attention_dropout": 0.0},
+    "qwen3_next": {"model_type": "qwen3_next", "pad_token_id": 0, "hidden_size": 128, "num_attention_heads": 4,
+                   "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 256, "moe_intermediate_size": 64,
+                   "shared_expert_intermediate_size": 128, "num_experts": 8, "num_experts_per_tok": 2,
+                   "norm_topk_prob": True, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+                   "linear_key_head_dim": 32, "linear_value_head_dim": 32, "linear_conv_kernel_dim": 4,
+                   "full_attention_interval": 2, "vocab_size": 1000, "tie_word_embeddings": False,
+                   "attention_dropout": 0.0},
+    "llama4_text": {"model_type": "llama4_text", "pad_token_id": 0, "hidden_size": 128, "num_attention_heads": 4,
+                    "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 64, "intermediate_size_mlp": 256,
+                    "num_local_experts": 4, "num_experts_per_tok": 1, "interleave_moe_layer_step": 2,
+                    "attention_chunk_size": 8192, "use_qk_norm": True, "vocab_size": 1000,
+                    "tie_word_embeddings": False, "attention_dropout": 0.0},
+    "phimoe": {"model_type": "phimoe", "pad_token_id": 0, "hidden_size": 128, "num_attention_heads": 4,
+               "num_key_value_heads": 2, "intermediate_size": 96, "num_local_experts": 4, "num_experts_per_tok": 2,
+               "vocab_size": 1000, "tie_word_embeddings": False, "attention_bias": True, "sliding_window": None,
+               "input_jitter_noise": 0.0, "attention_dropout": 0.0},
 }
 LAYER_FIELD = {"gpt2": "n_layer"}
 DROPOUT = {  # the family's dropout fields, set to 0.1 in the dropout cases
@@ -127,6 +165,19 @@ EXTRA = [
     ("cohere", {"use_qk_norm": True}, (64, 2, "bfloat16", False, "sdpa", False)),
     ("cohere", {"use_qk_norm": True}, (32, 1, "float32", False, "eager", False)),
     ("cohere2", {"sliding_window": 32}, (96, 1, "bfloat16", False, "sdpa", False)),
+    ("olmoe", {"norm_topk_prob": True, "num_experts_per_tok": 3}, (64, 2, "bfloat16", False, "sdpa", False)),
+    ("glm4_moe", {"use_qk_norm": True, "n_group": 2, "topk_group": 1, "first_k_dense_replace": 0,
+                  "norm_topk_prob": False}, (64, 2, "bfloat16", False, "sdpa", False)),
+    ("glm4_moe", {"n_shared_experts": 2, "num_experts_per_tok": 3}, (32, 1, "float32", False, "sdpa", False)),
+    ("deepseek_v3", {"q_lora_rank": None, "first_k_dense_replace": 0, "norm_topk_prob": False, "n_group": 2,
+                     "topk_group": 1, "n_shared_experts": 2}, (64, 2, "bfloat16", False, "sdpa", False)),
+    ("deepseek_v3", {"v_head_dim": 48}, (64, 2, "bfloat16", False, "sdpa", False)),
+    ("llama4_text", {"interleave_moe_layer_step": 1, "num_experts_per_tok": 2, "use_qk_norm": False},
+     (64, 2, "bfloat16", False, "sdpa", False)),
+    ("llama4_text", {"attention_chunk_size": 32}, (96, 1, "bfloat16", False, "sdpa", False)),
+    ("llama4_text", {"attention_chunk_size": 32}, (96, 2, "bfloat16", True, "sdpa", False)),
+    ("gpt_oss", {"sliding_window": 32, "num_experts_per_tok": 1}, (96, 1, "bfloat16", False, "eager", False)),
+    ("gpt_oss", {"sliding_window": 32}, (96, 2, "bfloat16", True, "eager", False)),
 ]
 # Sliding windows shorter than the sequence under sdpa (issue 29 follow-up: does each masked layer keep its own
 # mask?), at 1, 2 and 3 layers so that at least two layers slide; b = 1 and 2, with and without checkpointing.
@@ -153,11 +204,13 @@ def cases() -> list[dict]:
             if dropout:
                 for field in DROPOUT.get(family, ("attention_dropout",)):
                     config[field] = 0.1
-            if family == "gemma2":
-                attention = "eager"  # Transformers 5.x has no sdpa path for Gemma 2 (it loads eager by default)
+            if family in ("gemma2", "gpt_oss"):
+                attention = "eager"  # Transformers 5.x has no sdpa path for Gemma 2 and gpt-oss (they load eager)
             case = {"id": f"{family}-{index}", "config": dict(sorted(config.items())), "sequence_length": seq,
                     "micro_batch": batch, "dtype": dtype, "gradient_checkpointing": checkpointing,
                     "attention": attention}
+            if family == "llama4_text":  # layer 3 is unrotated (no_rope_layer_interval 4) and sparse
+                counts = counts or [(1, 2, 4)]
             if counts:  # measured at other layer counts than 1 and 2
                 case["layers"] = list(counts[0])
             if family in ("gemma2", "gemma3_text"):  # one sliding and one full layer at 2 layers (2 sliding at 3)

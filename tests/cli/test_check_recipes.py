@@ -15,7 +15,7 @@ from tests.cli.conftest import run_zeromem
 from zeromem_lsp.analysis import analyse
 from zeromem_lsp.configs.layers import command_line
 from zeromem_lsp.configs.settings import ZeromemSettings
-from zeromem_lsp.memory.peak import estimate_peak, step_buckets
+from zeromem_lsp.resolved.step_inputs import step_buckets
 from zeromem_lsp.project import file_loader
 
 DATA = Path(__file__).resolve().parents[1] / "data"

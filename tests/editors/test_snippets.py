@@ -29,6 +29,9 @@ UNSET = ("", "default", [], {})
 LAUNCH_SETTINGS = {"accelerate_config"}
 #: A preference trainer (issue 20): TRL's reference model and loss.
 TRAINER_SETTINGS = {"trainer", "precompute_ref_log_probs"}
+#: N-D parallelism and long context (issue 30).
+PARALLEL_SETTINGS = {"tensor_parallel", "context_parallel", "ulysses", "expert_parallel", "activation_offload",
+                     "tiled_mlp"}
 
 
 def test_the_six_editor_settings_are_server_settings():
@@ -53,7 +56,7 @@ def test_vscode_settings_mirror_the_server():
     properties = manifest["contributes"]["configuration"]["properties"]
     server_keys = {snake_case(key.removeprefix("zeromem.")) for key in properties} & set(SETTING_NAMES)
     assert server_keys == (SERVER_SETTINGS | PEAK_SETTINGS | STEP_SETTINGS | ADAPTER_SETTINGS | MATCHING_SETTINGS
-                           | LAUNCH_SETTINGS | TRAINER_SETTINGS)
+                           | LAUNCH_SETTINGS | TRAINER_SETTINGS | PARALLEL_SETTINGS)
     sample = {"gpuMemory": "24GiB", "parameters": "7B", "worldSize": 8, "precision": "bf16", "optimizer": "adamw",
               "warnFraction": 0.8, "sequenceLength": 4096, "microBatch": 2, "gradientAccumulationSteps": 4,
               "gradientCheckpointing": True,
@@ -64,7 +67,8 @@ def test_vscode_settings_mirror_the_server():
               "lossKernel": "chunked_ce", "trainer": "dpo",
               "precomputeRefLogProbs": True, "excludeModules": {"regex": ".*mlp.*"}, "layersToTransform": [0, 2],
               "layersPattern": ["layers"], "loraRankPattern": {"v_proj": 32}, "loraTargetLinear": True,
-              "targetParameters": ["mlp.experts.down_proj"]}
+              "targetParameters": ["mlp.experts.down_proj"], "tensorParallel": 2, "contextParallel": 4, "ulysses": 2,
+              "expertParallel": 8, "activationOffload": "cpu", "tiledMlp": True}
     settings, problems = resolve_settings(sample)
     assert problems == [] and settings.world_size == 8
     assert (settings.lora_rank, settings.lora_targets, settings.modules_to_save) == (16, ("q_proj", "v_proj"), ("lm_head",))
@@ -80,7 +84,9 @@ def test_vscode_settings_mirror_the_server():
         ".*mlp.*", (0, 2), ("layers",))
     assert (settings.lora_rank_pattern, settings.lora_target_linear, settings.target_parameters) == (
         (("v_proj", 32),), True, ("mlp.experts.down_proj",))
-    booleans = ("gradientCheckpointing", "dora", "doubleQuant", "precomputeRefLogProbs", "loraTargetLinear")
+    assert (settings.tensor_parallel, settings.context_parallel, settings.ulysses, settings.expert_parallel,
+            settings.activation_offload, settings.tiled_mlp) == (2, 4, 2, 8, "cpu", True)
+    booleans = ("gradientCheckpointing", "dora", "doubleQuant", "precomputeRefLogProbs", "loraTargetLinear", "tiledMlp")
     for key, value in sample.items():  # the examples and defaults in package.json are accepted too
         prop = properties[f"zeromem.{key}"]
         # the unset values (a dropdown's "default", "", [] and {}): the extension sends nothing (src/config.ts)

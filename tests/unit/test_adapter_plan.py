@@ -9,7 +9,8 @@ import pytest
 
 from zeromem_lsp.configs.layers import Resolved
 from zeromem_lsp.configs.settings import ZeromemSettings
-from zeromem_lsp.memory.adapter_plan import Adapter, adapter_from_settings, adapter_inputs, engine_for, lora_peak
+from zeromem_lsp.memory.adapter_plan import Adapter, adapter_inputs, engine_for, lora_peak
+from zeromem_lsp.resolved.adapter_settings import adapter_from_settings
 from zeromem_lsp.provenance import Origin
 
 LLAMA3 = json.loads((Path(__file__).resolve().parents[2] / "tests/data/models/Meta-Llama-3-8B/config.json").read_text())

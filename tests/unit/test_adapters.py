@@ -9,17 +9,13 @@ from pathlib import Path
 import pytest
 
 from zeromem_lsp.memory.model_state import model_state_bytes
+from zeromem_lsp.configs.lora_modules import AdapterInputError, LoraSettings, inventory, linear_leaf_names, module_tree
 from zeromem_lsp.memory.adapters import (
-    AdapterInputError,
-    LoraSettings,
     Quantization,
     count_adapters,
     dequantized_transient_bytes,
     frozen_bytes,
-    inventory,
     model_state,
-    module_tree,
-    linear_leaf_names,
     peft_reported_all,
     quantized_weight_bytes,
 )

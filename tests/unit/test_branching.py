@@ -1,5 +1,6 @@
-"""The memory model branches on data, not on names (issue 27): at most 70 tests of which engine, stage, trainer or model
-family runs in zeromem_lsp/memory/, counted on the AST beside the import-graph test.
+"""The memory model branches on data, not on names (issue 27): at most LIMIT tests of which engine, stage, trainer or
+model family runs in zeromem_lsp/memory/, counted on the AST beside the import-graph test (the issue's goal: 70; LIMIT
+only goes down, as name tests leave for the tables).
 
 A test counted: a comparison (`==`, `!=`, `in`, `not in`, anywhere: in a condition or a value) with a string naming an
 engine, a stage or FSDP sharding strategy, a trainer or a model family; and an `isinstance` against an engine spec
@@ -18,7 +19,7 @@ from zeromem_lsp.memory.adapters import ENGINES as ADAPTER_ENGINES
 from zeromem_lsp.memory.model_state import STAGES
 
 MEMORY = Path(__file__).resolve().parents[2] / "zeromem_lsp" / "memory"
-LIMIT = 70
+LIMIT = 39
 STRATEGIES = {"NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"}
 NAMES = {*ENGINES, *ADAPTER_ENGINES, *STAGES, *STRATEGIES, *TRAINERS, *FAMILIES, "ddp"}
 ENGINE_SPECS = {"Torch", "DeepSpeed", "Fsdp"}
@@ -50,7 +51,7 @@ def test_the_counter_sees_a_name_test_in_every_form():
     assert len(name_tests(ast.parse(source))) == 5
 
 
-def test_the_memory_model_tests_names_at_most_seventy_times():
+def test_the_memory_model_tests_names_at_most_limit_times():
     found = counts()
     total = sum(found.values())
     assert total <= LIMIT, f"{total} name tests in memory/ (at most {LIMIT}): " + ", ".join(

@@ -11,9 +11,8 @@ import pytest
 
 from tests.unit.test_preference import GOAL, RECORD, arguments
 from zeromem_lsp.memory.grpo import Generation, kv_elements
-from zeromem_lsp.memory.loss_and_reference import reference_model_bytes
-from zeromem_lsp.memory.preference import Preference, estimate_preference_step, reference_gathered
-from zeromem_lsp.memory.step import parameter_tensors
+from zeromem_lsp.memory.preference import Preference, estimate_preference_step
+from zeromem_lsp.memory.step import Fsdp, parameter_tensors
 from zeromem_lsp.memory.step import StepInputError
 
 CASES = [case for case in RECORD["cases"] if case["trainer"] == "grpo" and "error" not in case]
@@ -31,8 +30,8 @@ def grpo(case: dict, moment: str | None = None) -> tuple[Preference, dict]:
         if case["reference"] == "model":  # prepare_fsdp: the reference sharded, one unit (its root)
             tensors = parameter_tensors(kwargs["shape"])
             preference = preference._replace(
-                reference_bytes=reference_model_bytes(4 * tensors.total, case["ranks"], "fsdp", "FULL_SHARD").bytes_per_rank,
-                reference_gathered=reference_gathered(tensors, 4, "fsdp", "FULL_SHARD", case["ranks"], fsdp_version=2))
+                reference_bytes=Fsdp(2).reference(4 * tensors.total, 0, case["ranks"]),
+                reference_gathered=Fsdp(2).reference_gathered(tensors, 4, case["ranks"], fused=True))
     generation = Generation(case["completion_length"], case["steps_per_generation"], case["beta"] != 0, moment=moment)
     return preference._replace(generation=generation, reference_forward=case["beta"] != 0,
                                reference_bytes=preference.reference_bytes if case["beta"] else 0), kwargs

@@ -12,7 +12,8 @@ from tests.cli.conftest import run_zeromem
 from zeromem_lsp.configs.layers import Resolved
 from zeromem_lsp.configs.recipes import read_recipe
 from zeromem_lsp.configs.settings import ZeromemSettings
-from zeromem_lsp.memory.adapter_plan import Adapter, adapter_from_settings, adapter_inputs, lora_peak
+from zeromem_lsp.memory.adapter_plan import Adapter, adapter_inputs, lora_peak
+from zeromem_lsp.resolved.adapter_settings import adapter_from_settings
 from zeromem_lsp.provenance import Origin
 
 ROOT = Path(__file__).resolve().parents[2]

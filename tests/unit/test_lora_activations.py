@@ -9,7 +9,8 @@ import pytest
 from zeromem_lsp.memory.precision import DTYPE_BYTES
 from zeromem_lsp.memory.activations import ActivationInputError, estimate_activations
 from zeromem_lsp.configs.model_config import model_shape
-from zeromem_lsp.memory.adapters import LoraSettings, count_adapters
+from zeromem_lsp.configs.lora_modules import LoraSettings
+from zeromem_lsp.memory.adapters import count_adapters
 from zeromem_lsp.memory.lora_activations import FAMILIES, activation_dtype, estimate_lora_activations
 
 RECORD = json.loads((Path(__file__).resolve().parents[1] / "data" / "adapters" / "lora_activations.json").read_text())

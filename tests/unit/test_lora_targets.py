@@ -1,9 +1,9 @@
-"""The string rules of memory/lora_targets.py on the examples docs/adapters.md gives (PEFT's own counts for whole
+"""The string rules of configs/lora_targets.py on the examples docs/adapters.md gives (PEFT's own counts for whole
 configs are compared in test_adapters.py)."""
 
 import pytest
 
-from zeromem_lsp.memory.lora_targets import (
+from zeromem_lsp.configs.lora_targets import (
     EXCLUDED, TargetSpec, TargetSpecError, check_spec, layer_index, matches, pattern_key,
 )
 

@@ -8,7 +8,9 @@ import pytest
 
 from zeromem_lsp.memory.activations import estimate_activations
 from zeromem_lsp.configs.model_config import model_shape
-from zeromem_lsp.memory.loss_and_reference import LossInputError, loss_bytes, reference_model_bytes
+from zeromem_lsp.memory.loss_and_reference import LossInputError, loss_bytes
+from zeromem_lsp.memory.preference import reference_of
+from zeromem_lsp.memory.step import DeepSpeed, Fsdp, Torch, make_step
 
 RECORD = json.loads((Path(__file__).resolve().parents[1] / "data" / "loss" / "measured.json").read_text())
 
@@ -40,31 +42,33 @@ def test_fused_kernels_drop_every_vocabulary_sized_fp32_tensor():
 
 def test_reference_model_follows_the_trainer_and_the_engine():
     p = 16_060_522_496
-    assert reference_model_bytes(p, 8, "deepspeed", 3).bytes_per_rank == -(-p // 8)
+    assert DeepSpeed(3).reference(p, 0, 8) == -(-p // 8)
     for stage in (0, 1, 2):
-        assert reference_model_bytes(p, 8, "deepspeed", stage).bytes_per_rank == p
-    assert reference_model_bytes(p, 8, "fsdp", "FULL_SHARD").bytes_per_rank == -(-p // 8)
-    assert reference_model_bytes(p, 8, "fsdp", "NO_SHARD").bytes_per_rank == p
-    assert reference_model_bytes(p, 8, "ddp", 0).bytes_per_rank == p
-    assert reference_model_bytes(p, 8, "deepspeed", 3, peft_policy=True).bytes_per_rank == 0
-    assert reference_model_bytes(p, 8, "deepspeed", 2, precompute_ref_log_probs=True).bytes_per_rank == 0
-    # under FSDP the reference is loaded only for the precompute; DPOTrainer sets it to None before training
-    assert reference_model_bytes(p, 8, "fsdp", "FULL_SHARD", precompute_ref_log_probs=True).bytes_per_rank == 0
+        assert DeepSpeed(stage).reference(p, 0, 8) == p
+    assert Fsdp().reference(p, 0, 8) == -(-p // 8)  # FULL_SHARD
+    assert Fsdp(sharded=False).reference(p, 0, 8) == p  # NO_SHARD
+    assert Torch().reference(p, 0, 8) == p
     # ZeRO-3 keeps parameters under the persistence threshold whole; offload_param moves the rest to the host
-    assert reference_model_bytes(p, 8, "deepspeed", 3, persistent_bytes=1000).bytes_per_rank == -(-p // 8) + 1000
-    assert reference_model_bytes(p, 8, "deepspeed", 3, persistent_bytes=1000, offload_param=True).bytes_per_rank == 1000
-    assert reference_model_bytes(p, 1, "deepspeed", 3, persistent_bytes=1000).bytes_per_rank == p
+    assert DeepSpeed(3).reference(p, 1000, 8) == -(-p // 8) + 1000
+    assert DeepSpeed(3, offload_param=True).reference(p, 1000, 8) == 1000
+    assert DeepSpeed(3).reference(p, 1000, 1) == p
+
+
+def test_no_reference_beside_a_peft_policy_or_precomputed_log_probs():
+    shape = model_shape({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+                         "intermediate_size": 128, "vocab_size": 100})
+    for engine in ({"engine": "deepspeed", "stage": 3}, {"engine": "fsdp"}, {}):
+        step = make_step(shape, 8, 1, ranks=8, **engine)
+        assert reference_of(step, 2, peft_policy=False, precomputed=False, loss="fused")[0] > 0
+        assert reference_of(step, 2, peft_policy=True, precomputed=False, loss="fused") == (0, 0)
+        # under FSDP the reference is loaded only for the precompute; DPOTrainer sets it to None before training
+        assert reference_of(step, 2, peft_policy=False, precomputed=True, loss="fused") == (0, 0)
 
 
 @pytest.mark.parametrize("call, message", [
     (lambda: loss_bytes("flash", 1, 8, 64, 100), "loss kernel must be one of"),
     (lambda: loss_bytes("hf", 0, 8, 64, 100), "micro_batch must be a positive integer"),
     (lambda: loss_bytes("chunked_ce", 1, 8, 64, 100, chunks=0), "chunks must be"),
-    (lambda: reference_model_bytes(10, 0, "ddp", 0), "world_size"),
-    (lambda: reference_model_bytes(10, 2, "deepspeed", 4), "stage must be 0-3"),
-    (lambda: reference_model_bytes(10, 2, "fsdp", "HALF_SHARD"), "HALF_SHARD"),
-    (lambda: reference_model_bytes(-1, 2, "ddp", 0), "non-negative"),
-    (lambda: reference_model_bytes(10, 2, "megatron", 0), "engine must be"),
 ])
 def test_bad_input_is_named(call, message):
     with pytest.raises(LossInputError, match=message):

@@ -16,7 +16,7 @@ import pytest
 from zeromem_lsp.configs.families import FAMILIES
 from zeromem_lsp.configs.model_config import UnsupportedModel, count_parameters, model_shape
 from zeromem_lsp.configs.vision import VISION_LANGUAGE
-from zeromem_lsp.memory.adapters import inventory, module_tree
+from zeromem_lsp.configs.lora_modules import inventory, module_tree
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "model_families"
 RECORD = json.loads((DATA / "counts.json").read_text(encoding="utf-8"))
@@ -87,7 +87,8 @@ def test_the_module_tree_is_named_modules(name):
         assert all(not key.endswith(".weight") for key in set(recorded) - set(expected))
 
 
-MEASURED = {"olmo2", "olmo3", "granite", "smollm3", "starcoder2", "cohere", "cohere2"}  # tests/data/activations
+MEASURED = {"olmo2", "olmo3", "granite", "smollm3", "starcoder2", "cohere", "cohere2", "olmoe", "deepseek_v3",
+            "glm4_moe", "gpt_oss", "llama4_text", "phimoe"}  # tests/data/activations
 
 
 @pytest.mark.parametrize("model_type", sorted(MEASURED))

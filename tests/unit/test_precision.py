@@ -1,4 +1,5 @@
-"""zeromem_lsp.memory.precision: bytes per parameter, name normalisation, and the docs table kept in sync."""
+"""zeromem_lsp.memory.precision: bytes per parameter, name normalisation, and the docs table kept in sync;
+configs/precision_names: the optimizer names configs give."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from zeromem_lsp.memory.precision import (
     BytesPerParameter,
     bytes_per_parameter,
     normalize_precision,
-    optimizer_from_deepspeed_type,
 )
+from zeromem_lsp.configs.precision_names import optimizer_from_deepspeed_type
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "memory-model.md"
 TABLE_MARKER = "<!-- bytes-per-parameter-table"

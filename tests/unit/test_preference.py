@@ -13,11 +13,12 @@ import pytest
 
 from zeromem_lsp.configs.model_config import model_shape
 from zeromem_lsp.memory.precision import DTYPE_BYTES
-from zeromem_lsp.memory.adapters import LoraSettings, count_adapters
+from zeromem_lsp.configs.lora_modules import LoraSettings
+from zeromem_lsp.memory.adapters import count_adapters
 from zeromem_lsp.memory.lora_activations import estimate_lora_activations
-from zeromem_lsp.memory.loss_and_reference import reference_model_bytes
-from zeromem_lsp.memory.preference import Preference, estimate_preference_step, reference_gathered, rows
-from zeromem_lsp.memory.step import PHASES, Buckets, FrozenBase, StepInputError, estimate_step, parameter_tensors
+from zeromem_lsp.memory.preference import Preference, estimate_preference_step, rows
+from zeromem_lsp.memory.step import (PHASES, Buckets, DeepSpeed, FrozenBase, StepInputError, Torch, estimate_step,
+                                    parameter_tensors)
 
 RECORD_PATH = Path(__file__).resolve().parents[1] / "data" / "step" / "preference.json"
 RECORD = json.loads(RECORD_PATH.read_text(encoding="utf-8"))
@@ -57,19 +58,19 @@ def arguments(case: dict) -> tuple[Preference, dict]:
     if case["lora"]:
         kwargs["frozen"] = _frozen(case, shape)
     persistent = 2 * sum(numel for numel in tensors.all() if numel <= 100_000)  # DeepSpeed's default threshold
-    reference = reference_model_bytes(whole, case["ranks"], "deepspeed" if case["engine"] == "deepspeed" else "ddp",
-                                      stage, peft_policy=bool(case["lora"]),
-                                      precompute_ref_log_probs=case["reference"] == "precomputed",
-                                      persistent_bytes=persistent)
+    engine = DeepSpeed(stage) if case["engine"] == "deepspeed" else Torch()
+    # none beside a PEFT policy (its adapters disabled) or with precomputed log-probs
+    absent = bool(case["lora"]) or case["reference"] == "precomputed"
+    reference = 0 if absent else engine.reference(whole, persistent, case["ranks"])
     loss = "llamafactory" if case.get("llamafactory") else "logits" if case["trl_version"] == "1.8.0" else "fused"
-    gathered = reference_gathered(tensors, 2, case["engine"], stage, case["ranks"], loss)
+    gathered = engine.reference_gathered(tensors, 2, case["ranks"], loss == "fused")
     if case.get("reference_free"):  # TRL's ORPO / CPO / SimPO
         return Preference(case["trainer"], 0, False, 0, triton=False), kwargs
     if case.get("llamafactory"):  # LLaMA-Factory's own trainer (orpo / simpo: no reference)
         with_reference = case["reference"] != "none"
-        return Preference(case["trainer"], reference.bytes_per_rank if with_reference else 0, with_reference,
+        return Preference(case["trainer"], reference if with_reference else 0, with_reference,
                           gathered if with_reference else 0, triton=False, loss="llamafactory"), kwargs
-    return Preference(case["trainer"], reference.bytes_per_rank, case["reference"] != "precomputed", gathered,
+    return Preference(case["trainer"], reference, case["reference"] != "precomputed", gathered,
                       triton=False, loss=loss,
                       kv_cache=case["config"].get("use_cache", True)), kwargs
 

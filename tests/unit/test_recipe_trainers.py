@@ -69,7 +69,7 @@ def test_a_trl_grpo_recipe_names_grpo_and_its_generation_keys_at_their_paths():
     assert (found["beta"].value, found["beta"].path) == (0.04, ("beta",))
     assert (found["max_completion_length"].value, found["max_completion_length"].path) == (256, ("max_completion_length",))
     assert "use_vllm" not in found and "steps_per_generation" not in found  # TRL's defaults: the peak's inputs
-    from zeromem_lsp.memory.grpo import generation_inputs
+    from zeromem_lsp.resolved.peak_inputs import generation_inputs
     found = generation_inputs(setup.generation, None, setup.accumulation)  # as peak_inputs makes them
     assert (found["steps_per_generation"].value, found["steps_per_generation"].path) == (4, ("gradient_accumulation_steps",))
 

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_step import arguments
+from tests.unit.test_step import SMALL, arguments
 from tests.unit.test_step_lora import ENGINES, deepspeed_arguments, estimate_arguments
 from tests.cli.conftest import run_zeromem
-from zeromem_lsp.configs.model_config import model_shape_from_text
-from zeromem_lsp.memory.accumulation import LATER, Engine, held
-from zeromem_lsp.memory.step import estimate_step, parameter_tensors
+from zeromem_lsp.configs.model_config import model_shape, model_shape_from_text
+from zeromem_lsp.memory.accumulation import LATER
+from zeromem_lsp.memory.step import Buckets, DeepSpeed, Fsdp, estimate_step, make_step, setup_of
 
 RECORD_PATH = Path(__file__).resolve().parents[1] / "data" / "step" / "gradient_accumulation.json"
 RECORD = json.loads(RECORD_PATH.read_text(encoding="utf-8"))
@@ -120,23 +120,9 @@ def test_the_held_gradients_are_what_the_later_forward_starts_with(case_id):
     """Byte-exact: the accumulated gradients (and ZeRO-1's reduce bucket) are all that the later micro-batch's
     forward starts with beyond the first's (the largest rank)."""
     case = next(case for case in FULL if case["id"] == case_id)
-    kwargs = arguments(case)
-    tensors = parameter_tensors(model_shape_from_text(json.dumps(case["config"])))
-    shard = -(-tensors.total // case["ranks"])
-    touched = 0
-    if kwargs["engine"] == "deepspeed" and kwargs["stage"] == 2:  # the whole parameters a rank's slice touches
-        starts, start = [], 0
-        for numel in tensors.all():
-            starts.append((start, numel))
-            start += numel
-        touched = max(sum(numel for first, numel in starts if first < (rank + 1) * shard and first + numel > rank * shard)
-                      for rank in range(case["ranks"]))
-    w = {"bf16": 2, "fp32": 4}[kwargs["param_dtype"]]
-    zero = case.get("ds_config", {}).get("zero_optimization", {})
-    bucket = w * zero["reduce_bucket_size"] * (2 if zero["overlap_comm"] else 1) if kwargs.get("stage") == 1 else 0
-    engine = Engine(kwargs["engine"], kwargs.get("stage", 0), w, tensors.total, tensors.embedding, touched, bucket,
-                    ranks=case["ranks"], reduce_bytes=4 if kwargs.get("fsdp_mixed") else w)
-    found = held(engine)
+    step = make_step(model_shape_from_text(json.dumps(case["config"])), case["sequence_length"], case["micro_batch"],
+                     gradient_accumulation_steps=2, **arguments(case))
+    found = step.engine.held(setup_of(step), None)
     starts = [rank["phases"]["forward"]["start"] - rank["phases"]["forward_1"]["start"] for rank in case["per_rank"]]
     assert max(starts) == found.accumulated + found.bucket > 0 and found.derived == ""
 
@@ -144,11 +130,12 @@ def test_the_held_gradients_are_what_the_later_forward_starts_with(case_id):
 def test_a_frozen_base_holds_measured_rules_except_with_offload():
     """LoRA: measured under ZeRO-0 and ZeRO-1 (ZeRO-1: whole adapters' gradients beside the IPG bucket,
     lora-ds-z1-*-ga2), FSDP1 and FSDP2 without sharding; with offload labelled derived in the moment's name."""
-    for engine in (Engine("deepspeed", 1, bucket=10), Engine("fsdp", fsdp_version=1, ranks=2), Engine("deepspeed", 0),
-                   Engine("fsdp", fsdp_version=2, fsdp_sharded=False, ranks=2), Engine("deepspeed", 2)):
-        assert held(engine, 100).derived == ""
-    assert held(Engine("deepspeed", 1, bucket=10), 100) == (100, 0, "", ("gradients",), None, 10)
-    assert held(Engine("deepspeed", 2, offload_optimizer=True), 0).derived
+    setup = setup_of(make_step(model_shape(SMALL), 8, 1, ranks=2))
+    for engine in (DeepSpeed(1), Fsdp(1), DeepSpeed(0), Fsdp(2, sharded=False), DeepSpeed(2)):
+        assert engine.held(setup, 100).derived == ""
+    bucket = 2 * 2 * 10  # bf16, two buckets (overlap_comm)
+    assert DeepSpeed(1, Buckets(10, True)).held(setup, 100) == (100, 0, "", ("gradients",), None, bucket)
+    assert DeepSpeed(2, offload_optimizer=True).held(setup, 0).derived
     case = next(case for case in LORA if case["id"] == "lora-ds-z1-r2-llama-h512-v8k-all-r64-ga2")
     starts = [rank["phases"]["forward"]["start"] - rank["phases"]["forward_1"]["start"] for rank in case["per_rank"]]
     assert starts == [2 * case["per_rank"][0]["trainable_numel"] + 2 * 5_000_000] * 2  # bf16 G whole + the bucket

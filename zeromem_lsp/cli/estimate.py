@@ -14,7 +14,7 @@ from pathlib import Path
 from zeromem_lsp.memory.activations import ATTENTION
 from zeromem_lsp.cli.check import add_offline, hub_access
 from zeromem_lsp.cli.errors import UsageError
-from zeromem_lsp.cli.estimate_config import MATCHING_OPTIONS, matching_options
+from zeromem_lsp.cli.estimate_config import MATCHING_OPTIONS, matching_options, parallel_options
 from zeromem_lsp.cli.estimate_config import positive as _positive
 from zeromem_lsp.configs.model_config import (MAX_SIZE, ImageTokensUnmodelled, UnsupportedModel,
                                               count_parameters_from_text, model_shape_from_text)
@@ -27,13 +27,14 @@ if TYPE_CHECKING:
 from zeromem_lsp.memory.plan import Unplanned
 from zeromem_lsp.provenance import Given, Origin
 from zeromem_lsp.memory.estimate import Estimate
-from zeromem_lsp.configs.settings_values import ENGINES, FSDP_VERSIONS, LOSS_KERNELS, OPTIMIZER_IMPLS, PARAM_DTYPES, QUANTIZATIONS, TRAINERS
+from zeromem_lsp.configs.settings_values import ACTIVATION_OFFLOAD_CHOICES, ENGINES, FSDP_VERSIONS, LOSS_KERNELS, OPTIMIZER_IMPLS, PARAM_DTYPES, QUANTIZATIONS, TRAINERS
 from zeromem_lsp.configs.settings_values import check_memory, check_parameters, check_reserve, check_version, decimal_budget_note
 from zeromem_lsp.configs.model_source import find_model_config
 from zeromem_lsp.rules.registry import rule_named
 from zeromem_lsp.memory.precision import OPTIMIZERS, PRECISIONS
 from zeromem_lsp.present import (
-    activation_lines, adapter_lines, allocator_line, human_and_exact, input_notes, peak_sum, phase_peaks, peak_table, stage_table,
+    activation_lines, adapter_lines, allocator_line, human_and_exact, input_notes, parallelism_json, parallelism_lines,
+    peak_sum, phase_peaks, peak_table, stage_table,
 )
 from zeromem_lsp.present import (
     approximation_lines, approximation_note, below_state_line, coverage_line, largest_line, no_fit, suggestion_line,
@@ -93,6 +94,18 @@ def register(commands) -> None:
     step.add_argument("--transformers-version", metavar="X.Y[.Z]",
                       help="the Transformers release the training runs: what its loss and sdpa layers keep (default: the one "
                       "installed beside zeromem, else the newest followed, 5.24; docs/memory-model.md, \"Versions\")")
+    parallel = parser.add_argument_group("N-D parallelism and long context (docs/cli.md; the settings of the same name)")
+    parallel.add_argument("--tensor-parallel", metavar="N", help="tensor-parallel degree t (tp_plan, DeepSpeed AutoTP)")
+    parallel.add_argument("--context-parallel", metavar="N", help="ring-attention context-parallel degree c (torch CP, "
+                          "axolotl's ring-flash-attn)")
+    parallel.add_argument("--ulysses", metavar="N", help="Ulysses sequence-parallel degree u (DeepSpeed ALST)")
+    parallel.add_argument("--expert-parallel", metavar="N", help="expert-parallel degree e (routed experts ÷ e)")
+    parallel.add_argument("--activation-offload", choices=ACTIVATION_OFFLOAD_CHOICES,
+                          help="after a checkpointed forward: none, cpu (the checkpointed layer inputs) or cpu_all "
+                          "(every saved tensor) in host memory")
+    parallel.add_argument("--tiled-mlp", metavar="N", nargs="?", const=True, default=None,
+                          help="TiledMLP: alone, axolotl's default shard count (ceil(tokens per rank / 32768)); "
+                          "with N, N shards")
     step.add_argument("--trainer", choices=TRAINERS,
                       help="what trains (default sft): dpo and kto add TRL's frozen reference model and their loss "
                       "(docs/adapters.md, Preference trainers); orpo, simpo, cpo: TRL's reference-free trainers; "
@@ -185,7 +198,7 @@ def _world_size(text: str | None) -> int:
     return value
 
 
-#: The LoRA settings (adapter_plan.SETTING_OF_FIELD's) → the option that sets each; any other: --lora-rank.
+#: The LoRA settings (resolved/adapter_settings.SETTING_OF_FIELD's) → the option that sets each; any other: --lora-rank.
 OPTION_OF_SETTING = {"lora_rank": "--lora-rank", "lora_targets": "--lora-targets",
                      "modules_to_save": "--modules-to-save", "dora": "--dora", "quantization": "--quantization",
                      "lora_rank_pattern": "--lora-rank-pattern", "layers_to_transform": "--layers-to-transform"}
@@ -241,7 +254,7 @@ def adapter_from_args(args):
 
 def _adapter(args, model: ModelRead):
     """The LoRA run the options describe, checked against the model --model-config names (usage errors)."""
-    from zeromem_lsp.memory.adapter_plan import adapter_problem
+    from zeromem_lsp.resolved.adapter_settings import adapter_problem
 
     adapter = adapter_from_args(args)
     if adapter is None:
@@ -359,6 +372,7 @@ def calculator(args) -> tuple[Estimate, str | None]:
     values, notes, adapter = _model_state(args, model)
     step = _step(args)
     values.update(step or {})
+    values.update(parallel_options(args))
     if args.gpu_memory:
         values["gpu_memory"] = _checked("--gpu-memory", check_memory, args.gpu_memory)
     resolved = resolve((command_line(ZeromemSettings.from_checked(values)),))
@@ -391,6 +405,8 @@ def run(args) -> int:
         data = result.to_json()
         if peak is not None:
             data.update(peak.to_json())
+            if peak.source.parallel:  # absent: plain data parallelism (every Parallelism default)
+                data["parallelism"] = parallelism_json(peak.source)
         data.update(searched)
         data["notes"] = notes
         print(json.dumps(data, indent=2))
@@ -470,6 +486,7 @@ def render_peak(peak: Peak) -> list[str]:
     """The arithmetic behind the table's peak column: inputs, activations, every phase and the sum per stage."""
     lines = ["", "peak per GPU (the largest phase of one training step + reserved):"]
     lines += [f"  {note}" for note in input_notes(peak)]
+    lines += [f"  {note}" for note in parallelism_lines(peak.source)]
     if peak.missing:
         return lines + [f"  not computable: missing {item}" for item in peak.missing]
     lines += [f"  {line}" for line in activation_lines(peak)]

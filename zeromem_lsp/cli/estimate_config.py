@@ -63,6 +63,29 @@ def matching_options(args) -> dict:
     return values
 
 
+#: The N-D parallel options: whole numbers, the settings of the same name (configs/parallelism.SETTINGS).
+DEGREES = ("tensor_parallel", "context_parallel", "ulysses", "expert_parallel")
+
+
+def parallel_options(args) -> dict:
+    """--tensor-parallel, --context-parallel, --ulysses, --expert-parallel, --activation-offload, --tiled-mlp [N] as
+    the settings write them (a usage error naming the option)."""
+    from zeromem_lsp.configs.settings_values import check_tiled_mlp
+
+    values: dict = {}
+    for name in DEGREES:
+        value = positive("--" + name.replace("_", "-"), getattr(args, name, None))
+        if value is not None:
+            values[name] = value
+    if getattr(args, "activation_offload", None) is not None:
+        values["activation_offload"] = args.activation_offload
+    tiled = getattr(args, "tiled_mlp", None)
+    if tiled is not None:  # --tiled-mlp alone: True (the default shard count); --tiled-mlp N: N shards
+        values["tiled_mlp"] = tiled if tiled is True else _through("--tiled-mlp", check_tiled_mlp,
+                                                                   positive("--tiled-mlp", tiled))
+    return values
+
+
 def _through(option: str, check, value):
     """A value through the check the zeromem block uses for it; a usage error naming the option."""
     try:
@@ -86,6 +109,7 @@ def forced_settings(args):
     if getattr(args, "lora_dropout", None) is not None:
         values["lora_dropout"] = args.lora_dropout
     values.update(matching_options(args))
+    values.update(parallel_options(args))
     if args.model_config is not None and "parameters" not in values:
         model = Path(args.model_config)
         values["parameters"] = {"from_config": str(model.resolve()) if model.exists() else args.model_config}

@@ -73,8 +73,8 @@ def _parallel_divisor(config: object) -> int | None:
     if not isinstance(config, dict):
         return None
     sizes = {}
-    for key, value in config.items():
-        name = str(key).removeprefix("parallelism_config_")
+    for key, value in config.items():  # the launcher reads the prefixed keys only (`_parallelism_issues`)
+        name = str(key).removeprefix(PREFIX) if str(key).startswith(PREFIX) else None
         if name in ("dp_shard_size", "cp_size", "tp_size"):
             size = positive_int(value)
             if size is not None:
@@ -88,6 +88,7 @@ def _parallel_divisor(config: object) -> int | None:
 #: each backend to its one allowed value.
 PARALLEL_SIZES = ("dp_replicate_size", "dp_shard_size", "tp_size", "cp_size", "sp_size")
 PARALLEL_BACKENDS = {"cp_backend": "torch", "sp_backend": "deepspeed"}
+PREFIX = "parallelism_config_"  # what `accelerate launch` reads of the block (commands/launch.py:894-975)
 
 
 def _parallelism_issues(config: object, distributed: object, world: int | None,
@@ -98,9 +99,13 @@ def _parallelism_issues(config: object, distributed: object, world: int | None,
     num_processes (DeepSpeed's sequence parallelism excepted), FSDP2 with nothing to shard over."""
     if not isinstance(config, dict):
         return []
-    keys = {str(key).removeprefix("parallelism_config_"): key for key in config}
+    out: list[ConfigIssue] = [_issue("ignored_setting", ("parallelism_config", key), "key",
+                                     f"`accelerate launch` ignores {key!r} in parallelism_config: it passes the "
+                                     f"block's keys on verbatim and reads only {PREFIX}{key} (commands/launch.py "
+                                     "1259-1271)", replacement=PREFIX + str(key))
+                              for key in config if str(key) in (*PARALLEL_SIZES, *PARALLEL_BACKENDS)]
+    keys = {str(key).removeprefix(PREFIX): key for key in config if str(key).startswith(PREFIX)}
     at = {name: ("parallelism_config", keys[name]) for name in keys}
-    out: list[ConfigIssue] = []
     sizes: dict[str, int] = {}
     for name in PARALLEL_SIZES:
         if name not in keys or config[keys[name]] is None:
@@ -121,10 +126,18 @@ def _parallelism_issues(config: object, distributed: object, world: int | None,
         out.append(_issue("accelerate_value", at["sp_size"], "value",
                           f"context parallelism (cp_size {sizes['cp_size']}) and sequence parallelism (sp_size "
                           f"{sizes['sp_size']}) exclude each other: set one of them to 1"))
-    if sizes["cp_size"] > 1 and sizes["dp_replicate_size"] > 1 and sizes["dp_shard_size"] == 1:
-        out.append(_issue("accelerate_value", at["cp_size"], "value",
-                          "context parallelism needs sharded data parallelism beside it (dp_shard_size > 1), not "
-                          f"replication alone (dp_replicate_size {sizes['dp_replicate_size']}, dp_shard_size 1)"))
+    for name, what in (("cp_size", "context"), ("tp_size", "tensor")):  # parallelism_config.py:336-341
+        if sizes[name] > 1 and sizes["dp_replicate_size"] > 1 and sizes["dp_shard_size"] == 1:
+            out.append(_issue("accelerate_value", at[name], "value",
+                              f"{what} parallelism needs sharded data parallelism beside it (dp_shard_size > 1), not "
+                              f"replication alone (dp_replicate_size {sizes['dp_replicate_size']}, dp_shard_size 1)"))
+            break
+    if sizes["sp_size"] > 1 and distributed is not None and distributed != "DEEPSPEED":
+        out.append(_issue("accelerate_value", at["sp_size"], "value",
+                          f"sequence parallelism (sp_size {sizes['sp_size']}, sp_backend deepspeed) runs only under "
+                          f"distributed_type: DEEPSPEED, not {distributed}: Accelerate sets Ulysses up in its DeepSpeed "
+                          "preparation (accelerator.py 2351-2415) and builds no device mesh for it "
+                          "(parallelism_config.py 218-221)"))
     total = 1
     for size in sizes.values():
         total *= size

@@ -14,6 +14,21 @@ from math import prod
 from typing import NamedTuple
 
 Key = tuple[str, float]  # a config key and its fallback value
+# What a router keeps for backward besides the experts' dispatch: (count, rows, width) terms, rows in T (tokens),
+# TE (tokens × experts), S (tokens × k visits), Th (tokens × hidden), TG / Tg (tokens × n_group / topk_group);
+# width f32, i64, bool, w (the model dtype) or up (an fp32 copy of a 16-bit input; none in fp32)
+Router = tuple[tuple[int, str, str], ...]
+#: softmax (fp32) then top-k: the probabilities and the indices (mixtral, qwen3_moe, olmoe; llama4's sigmoid)
+SOFTMAX_TOP_K: Router = ((1, "TE", "f32"), (1, "S", "i64"))
+#: DeepseekV3TopkRouter: fp32 logits from an fp32 copy of the input, sigmoid, top-2 per group, the chosen groups'
+#: indices, the masked_fill mask, top-k indices (gather's too)
+GROUPED_SIGMOID: Router = ((1, "Th", "up"), (1, "TE", "f32"), (2, "TG", "i64"), (1, "Tg", "i64"), (1, "TE", "bool"),
+                           (1, "S", "i64"))
+#: phimoe's sparsemixer, twice (top-2 whatever k says): masked_fill's mask, the Gumbel max index, softmax, the chosen
+#: index, PhimoeMultiplier's mask_for_one
+#: GptOssTopKRouter: top-k of the logits (indices), then a softmax over the k values in the model dtype
+TOP_K_SOFTMAX: Router = ((1, "S", "i64"), (1, "S", "w"))
+SPARSEMIXER: Router = ((2, "TE", "bool"), (4, "T", "i64"), (2, "TE", "w"), (2, "T", "w"))
 
 
 @dataclass(frozen=True)
@@ -24,7 +39,7 @@ class Moe:
     width: str  # the key of one expert's intermediate width
     per_token: int  # num_experts_per_tok's fallback
     stepped: bool  # decoder_sparse_step / mlp_only_layers choose the sparse layers (0 experts: all dense)
-    normalize: str | None  # the key saying whether top-k weights are renormalized (None: always)
+    normalize: str | bool  # the key saying whether top-k weights are renormalized (True: always, mixtral; False: never)
     fp32_weights: bool  # the routing weights the experts' output is scaled by are fp32 (else the model dtype)
     aliases: tuple[str, tuple[str, str], str]  # v4 names PEFT maps onto v5's parameters: router, fused pair, down
     shared: str | None = None  # the key of a shared expert's width (qwen2_moe: a gated MLP beside the experts)
@@ -36,6 +51,14 @@ class Moe:
     expert_bias: bool = False  # the experts carry (E, out) biases beside their weights (gpt_oss)
     router_bias: bool = False  # the router has a bias (gpt_oss)
     router_linear: bool = False  # the router is an nn.Linear subclass (phimoe, llama4_text: PEFT can adapt it)
+    router: Router = SOFTMAX_TOP_K  # what routing keeps for backward (memory/activations)
+    groups: tuple[tuple[str, int], tuple[str, int]] | None = None  # group-limited routing: n_group, topk_group
+    # (key, fallback)
+    normalized: bool = False  # `normalize`'s fallback (deepseek_v3, glm4_moe, qwen3_next: norm_topk_prob = True)
+    expert_kept: int = 4  # S × width tensors an expert keeps: gate_up (2), act(gate), the product (gpt_oss's
+    # clamped SwiGLU: + the clamped gate, sigmoid, glu, up + 1)
+    every_expert: bool = False  # every expert runs on every token, weighted by its score (llama4_text: bmm), not
+    # grouped_mm over the tokens sorted by expert
 
 
 @dataclass(frozen=True)
@@ -46,6 +69,9 @@ class Sliding:
     flag: str | None = None  # a flag that must be true for any layer to slide (qwen: use_sliding_window)
     global_every: tuple[str | None, int] | None = None  # every n-th layer is global (key, fallback)
     full_below: tuple[str, int] | None = None  # the first n layers are global (key, fallback)
+    window_key: str = "sliding_window"  # llama4_text: attention_chunk_size (its chunked layers count as sliding)
+    kind: str = "sliding_attention"  # the layer type that slides (layer_types)
+    batched_mask: bool = False  # checkpointing keeps a (b, 1, s, s) boolean mask (llama4 chunked), not (1, 1, s, s)
 
 
 #: one decoder layer's weights in registration order (named_parameters'): (module path, role)
@@ -182,9 +208,16 @@ class Family:
     attention_dropout: Key = ("attention_dropout", 0.0)
     hidden_dropout: Key | None = None
     embedding_dropout: Key | None = None
-    partial_rotary: bool = False  # rotary_pct / partial_rotary_factor of each head's channels (gpt_neox)
+    partial_rotary: float = 0.0  # the fallback of rotary_pct / partial_rotary_factor, the rotated fraction of each
+    # head's channels (gpt_neox 0.25, glm4_moe 0.5); 0: all of them. The rotated q, k are concatenated head-major,
+    # so under sdpa o_proj keeps a copy of the attention's output
     parallel_residual: bool = False  # reads use_parallel_residual (gpt_neox)
     rotary_per_type: bool = False  # one cos/sin pair per attention type (gemma3_text)
+    softmax_fp32: bool = True  # eager's softmax runs in fp32, then casts back (gpt2, llama4_text: the model dtype)
+    qk_norm_weightless: bool = False  # the q/k norm is an fp32 L2 norm without weight on rotated layers (llama4_text)
+    no_rope: bool = False  # no_rope_layers / no_rope_layer_interval leave layers unrotated (llama4_text: no q/k
+    # norm there; an fp32 temperature scale per position)
+    rotary_halves: bool = False  # cos / sin hold head_dim / 2 channels (gpt_oss; llama4_text's complex64 table)
     rotary_fp32: bool = False  # the rotary cos/sin stay fp32 (q, k rotated in fp32, then cast back: olmo2)
     post_norms: bool = False  # no input norm; RMSNorms on the attention and MLP outputs before the residual adds
     # (olmo2)
@@ -202,6 +235,11 @@ class Family:
     def qk_norm_whole(self) -> bool:
         """The q/k norms normalize the whole projection (one row per token), not each head (OLMo-2)."""
         return any(role == "q_norm_full" for _, role in self.layer)
+
+    @property
+    def sinks(self) -> bool:
+        """Attention sinks: a per-head logit joins the scores before the softmax (gpt_oss)."""
+        return any(role == "sinks" for _, role in self.layer)
 
     @property
     def norms_per_layer(self) -> int:
@@ -224,7 +262,7 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
            hidden_dropout=("resid_pdrop", 0.0),
            layer_modules=("mlp.activation_fn", "resid_attn_dropout", "resid_mlp_dropout")),
     Family("mixtral", qkv_bias=False, o_bias=False, sliding=Sliding(), lora_measured=False,
-           moe=Moe("num_local_experts", "intermediate_size", 2, False, None, True, ("gate", ("w1", "w3"), "w2"))),
+           moe=Moe("num_local_experts", "intermediate_size", 2, False, True, True, ("gate", ("w1", "w3"), "w2"))),
     Family("qwen3_moe", QWEN3_MOE_LAYER, qk_norm=True, sliding=QWEN_SLIDING, lora_measured=False,
            moe=Moe("num_experts", "moe_intermediate_size", 8, True, "norm_topk_prob", False,
                    ("gate", ("gate_proj", "up_proj"), "down_proj"))),
@@ -233,22 +271,23 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
                                                                   "mlp.dropout"),
            keys=tuple(GPT2_KEYS.items()), gqa=False, head_dim_key=False, qkv_bias=True, o_bias=True, mlp_bias=True,
            norm="layer", tie=True, qkv="views", conv1d=True, inner=4, mlp_kept=5, attention_dropout=("attn_pdrop", 0.1),
-           hidden_dropout=("resid_pdrop", 0.1), embedding_dropout=("embd_pdrop", 0.1), liger=False),
+           hidden_dropout=("resid_pdrop", 0.1), embedding_dropout=("embd_pdrop", 0.1), liger=False, softmax_fp32=False),
     Family("gpt_neox", NEOX_LAYER, "gpt_neox.layers.{i}.", "gpt_neox.embed_in", "gpt_neox.final_layer_norm",
            outside_modules=("gpt_neox.emb_dropout", "gpt_neox.rotary_emb"),
            layer_modules=("post_attention_dropout", "post_mlp_dropout", "mlp.act"), gqa=False, head_dim_key=False,
            attention_bias=True, mlp_bias=True, norm="layer", qkv="sliced", mlp_kept=2,
-           hidden_dropout=("hidden_dropout", 0.0), embedding_dropout=("hidden_dropout", 0.0), partial_rotary=True,
+           hidden_dropout=("hidden_dropout", 0.0), embedding_dropout=("hidden_dropout", 0.0), partial_rotary=0.25,
            parallel_residual=True, liger=False),
     Family("phi", PHI_LAYER, final_norm="model.final_layernorm", head_dim_key=False, qkv_bias=True, o_bias=True,
            mlp_bias=True, head_bias=True, qk_norm="qk_layernorm", norm="layer", activations=False,
            lora_measured=False, liger=False),
     # Issue 29: counted exactly (parameters against Transformers on the meta device, tests/data/model_families); the
-    # activation model measured exact on olmo2, olmo3, granite, smollm3, starcoder2, cohere, cohere2 (tests/data);
-    # activations=False where not measured yet (the peak is unknown for them, never guessed).
+    # activation model measured exact on olmo2, olmo3, granite, smollm3, starcoder2, cohere, cohere2 and the MoE
+    # families but qwen2_moe / qwen3_next (tests/data/activations); activations=False where not measured yet (the peak
+    # is unknown for them, never guessed).
     Family("olmo2", OLMO2_LAYER, qk_norm=True, norm="rms32", post_norms=True, rotary_fp32=True),
     Family("olmo3", OLMO2_LAYER, qk_norm=True, norm="rms32", post_norms=True, rotary_fp32=True, rotary_per_type=True, sliding=Sliding(window=4096, global_every=(None, 4))),
-    Family("olmoe", OLMOE_LAYER, head_dim_key=False, qk_norm=True, norm="rms32", activations=False, lora_measured=False,
+    Family("olmoe", OLMOE_LAYER, head_dim_key=False, qk_norm=True, lora_measured=False,  # llama's RMSNorm
            moe=Moe("num_experts", "intermediate_size", 8, False, "norm_topk_prob", False,
                    ("gate", ("gate_proj", "up_proj"), "down_proj")), liger=False),
     Family("qwen2_moe", QWEN2_MOE_LAYER, bias_keys=("qkv_bias", "mlp_bias"), attention_bias=True, o_bias=False,
@@ -266,44 +305,50 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
     Family("cohere2", COHERE_LAYER, norm="centered", tie=True, parallel_residual=True,
            sliding=Sliding(window=4096, global_every=("sliding_window_pattern", 4)),
            liger=False),
-    # Issue 29, the MoE families: counted exactly (every parameter's name and shape, tests/data/model_families); no
-    # activation model yet. Moe.aliases: PEFT's _MOE_TARGET_MODULE_MAPPING (deepseek_v3, glm4_moe, qwen3_next map to
-    # qwen2_moe's, transformers conversion_mapping._MODEL_TO_CONVERSION_PATTERN); gpt_oss, llama4_text and phimoe have
-    # no conversion in PEFT, and their degenerate pair makes memory/adapters refuse all-linear / expert targets on them
-    # instead of adapting experts PEFT would not (memory/adapters must skip the conversion for them: see docs).
-    Family("deepseek_v3", DEEPSEEK_V3_LAYER, mla=True, activations=False, lora_measured=False, liger=False,
+    # Issue 29, the MoE families: counted exactly (every parameter's name and shape, tests/data/model_families);
+    # activations measured (docs/model-families.md; qwen3_next: its gated delta-net not yet). Moe.aliases: PEFT's
+    # _MOE_TARGET_MODULE_MAPPING (deepseek_v3, glm4_moe, qwen3_next map to qwen2_moe's, transformers
+    # conversion_mapping._MODEL_TO_CONVERSION_PATTERN); gpt_oss, llama4_text and phimoe have no conversion in PEFT, and
+    # their degenerate pair makes memory/adapters refuse all-linear / expert targets on them instead of adapting experts
+    # PEFT would not (memory/adapters must skip the conversion for them: see docs).
+    Family("deepseek_v3", DEEPSEEK_V3_LAYER, mla=True, lora_measured=False, liger=False,
            moe=Moe("n_routed_experts", "moe_intermediate_size", 8, False, "norm_topk_prob", True,
                    ("gate", ("gate_proj", "up_proj"), "down_proj"), shared="n_shared_experts",
                    modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_experts.act_fn"),
-                   first_dense="first_k_dense_replace", shared_times="n_shared_experts")),
-    Family("glm4_moe", GLM4_MOE_LAYER, qk_norm="use_qk_norm", o_bias=False, activations=False, lora_measured=False,
+                   first_dense="first_k_dense_replace", shared_times="n_shared_experts", router=GROUPED_SIGMOID,
+                   groups=(("n_group", 8), ("topk_group", 4)), normalized=True)),
+    Family("glm4_moe", GLM4_MOE_LAYER, qk_norm="use_qk_norm", o_bias=False, partial_rotary=0.5, lora_measured=False,
            liger=False,
            moe=Moe("n_routed_experts", "moe_intermediate_size", 8, False, "norm_topk_prob", True,
                    ("gate", ("gate_proj", "up_proj"), "down_proj"), shared="n_shared_experts",
                    modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_experts.act_fn"),
-                   first_dense="first_k_dense_replace", shared_times="n_shared_experts")),
-    Family("gpt_oss", GPT_OSS_LAYER, attention_bias=True, activations=False, lora_measured=False, liger=False,
-           layer_modules=(), sliding=Sliding(window=128),
-           moe=Moe("num_local_experts", "intermediate_size", 4, False, None, False,
+                   first_dense="first_k_dense_replace", shared_times="n_shared_experts", router=GROUPED_SIGMOID,
+                   groups=(("n_group", 1), ("topk_group", 1)), normalized=True)),
+    Family("gpt_oss", GPT_OSS_LAYER, attention_bias=True, lora_measured=False, liger=False, norm="rms32",
+           eager_only=True, rotary_halves=True, layer_modules=(), sliding=Sliding(window=128, global_every=(None, 2)),
+           moe=Moe("num_local_experts", "intermediate_size", 4, False, False, False,
                    ("router", ("gate_up_proj", "gate_up_proj"), "down_proj"), modules=("mlp.experts",),
-                   transposed=True, expert_bias=True, router_bias=True)),
+                   transposed=True, expert_bias=True, router_bias=True, router=TOP_K_SOFTMAX, expert_kept=7)),
     Family("qwen3_next", QWEN3_NEXT_LAYER, qk_norm=True, gated_q=True, hybrid=True, activations=False,
            lora_measured=False, liger=False,
            moe=Moe("num_experts", "moe_intermediate_size", 10, True, "norm_topk_prob", False,
                    ("gate", ("gate_proj", "up_proj"), "down_proj"), shared="shared_expert_intermediate_size",
                    modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_expert.act_fn"))),
     Family("llama4_text", LLAMA4_LAYER, keys=(("intermediate", ("intermediate_size_mlp",)),),
-           layer_modules=(), activations=False, lora_measured=False, liger=False,
-           moe=Moe("num_local_experts", "intermediate_size", 1, False, None, False,
+           layer_modules=(), lora_measured=False, liger=False, qk_norm="use_qk_norm", qk_norm_weightless=True,
+           rotary_fp32=True, rotary_halves=True, no_rope=True, softmax_fp32=False,
+           sliding=Sliding(global_every=("no_rope_layer_interval", 4), window_key="attention_chunk_size",
+                           kind="chunked_attention", batched_mask=True),
+           moe=Moe("num_local_experts", "intermediate_size", 1, False, False, False,
                    ("router", ("gate_up_proj", "gate_up_proj"), "down_proj"), shared="intermediate_size",
                    modules=("feed_forward.experts", "feed_forward.experts.act_fn",
                             "feed_forward.shared_expert.activation_fn"),
-                   interleave=True, transposed=True, router_linear=True)),
-    Family("phimoe", PHIMOE_LAYER, norm="layer", head_bias="lm_head_bias", activations=False, lora_measured=False,
+                   interleave=True, transposed=True, router_linear=True, every_expert=True)),
+    Family("phimoe", PHIMOE_LAYER, norm="layer", head_bias="lm_head_bias", lora_measured=False,
            liger=False, sliding=Sliding(),
-           moe=Moe("num_local_experts", "intermediate_size", 2, False, None, True,
+           moe=Moe("num_local_experts", "intermediate_size", 2, False, False, False,
                    ("router", ("gate_up_proj", "gate_up_proj"), "down_proj"), modules=("mlp.experts", "mlp.experts.act_fn"),
-                   router_linear=True)),
+                   router_linear=True, router=SPARSEMIXER)),
 )}
 
 
@@ -346,6 +391,8 @@ class ModelShape(NamedTuple):
     qk_rope_dim: int = 0  # MLA: the rotary channels of a key, shared by the heads
     v_head_dim: int = 0  # MLA: a value head's width
     head_bias: bool = False  # the LM head has a bias (phi; phimoe's lm_head_bias)
+    nope_layers: int = 0  # layers without rotary (llama4_text's no_rope_layers)
+    routing_groups: tuple[int, int] = (0, 0)  # MoE: n_group, topk_group of group-limited routing (deepseek_v3)
     linear_layers: tuple[int, ...] = ()  # qwen3_next: the gated delta-net layers (the rest: full attention)
     linear_heads: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)  # key heads, value heads, key / value head
     # widths, the causal conv's kernel (linear_num_key_heads, linear_num_value_heads, linear_key_head_dim,

@@ -217,11 +217,12 @@ def _softcap(config: dict, name: str, default: float | None) -> bool:
     return True
 
 
-def _rotary_fraction(config: dict) -> float:
+def _rotary_fraction(config: dict, fallback: float) -> float:
     rope = config.get("rope_parameters")
     rope = rope if isinstance(rope, dict) else {}
-    name = "rotary_pct" if "rotary_pct" in config else "rope_parameters.partial_rotary_factor"
-    value = config.get("rotary_pct", rope.get("partial_rotary_factor", 0.25))
+    name = next((key for key in ("rotary_pct", "partial_rotary_factor") if key in config),
+                "rope_parameters.partial_rotary_factor")
+    value = config.get(name, rope.get("partial_rotary_factor", fallback))
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
         raise UnsupportedModel(f"config.json {name} must be a fraction in (0, 1], got {_show(value)}")
     return float(value)
@@ -232,15 +233,15 @@ def _sliding(config: dict, family: Family, layers: int) -> tuple[int, int]:
     rule = family.sliding
     if rule is None or (rule.flag and not config.get(rule.flag, False)):
         return 0, 0
-    window = config.get("sliding_window", rule.window)
+    window = config.get(rule.window_key, rule.window)
     if window is None:
         return 0, 0
-    window = _checked("sliding_window", window)
+    window = _checked(rule.window_key, window)
     types = config.get("layer_types")
     if types is not None:
         if not isinstance(types, list) or len(types) > MAX_COUNT or not all(isinstance(t, str) for t in types):
             raise UnsupportedModel(f"config.json layer_types must be a list of strings, got {_show(types)}")
-        return window, sum(1 for kind in types[:layers] if kind == "sliding_attention")
+        return window, sum(1 for kind in types[:layers] if kind == rule.kind)
     if rule.global_every:  # every n-th layer is global
         key, every = rule.global_every
         pattern = _int(config, key, default=every) if key else every
@@ -334,14 +335,22 @@ def _read(config: dict, family: Family, full: bool) -> ModelShape:
     for index, name in enumerate(("attn_logit_softcapping", "final_logit_softcapping")):
         caps[index] = family.softcaps is not None and _softcap(config, name, family.softcaps[index])
     parallel = family.parallel_residual and config.get("use_parallel_residual", True) is not False
+    rotated = config.get("no_rope_layers") or [  # Llama4TextConfig: 1 where the layer uses rope
+        (i + 1) % _int(config, "no_rope_layer_interval", default=4) != 0 for i in range(layers)]
+    if not isinstance(rotated, list) or len(rotated) > MAX_COUNT:
+        raise UnsupportedModel(f"config.json no_rope_layers must be a list of 0 / 1 per layer, got {_show(rotated)}")
     return shape._replace(
         attention_dropout=_dropout(config, family.attention_dropout),
         hidden_dropout=_dropout(config, family.hidden_dropout),
         embedding_dropout=_dropout(config, family.embedding_dropout),
         experts_per_token=per_token, sliding_window=window, sliding_layers=sliding,
-        normalize_top_k=moe is not None and (moe.normalize is None or config.get(moe.normalize, False) is True),
+        normalize_top_k=moe is not None and (moe.normalize if isinstance(moe.normalize, bool) else config.get(
+            moe.normalize, moe.normalized) is True),
         attention_softcap=caps[0], final_softcap=caps[1], parallel_residual=parallel,
-        rotary_dim=int(head_dim * _rotary_fraction(config)) if family.partial_rotary else 0)
+        rotary_dim=int(head_dim * _rotary_fraction(config, family.partial_rotary)) if family.partial_rotary else 0,
+        nope_layers=sum(not flag for flag in rotated[:layers]) if family.no_rope else 0,
+        routing_groups=(_int(config, moe.groups[0][0], default=moe.groups[0][1]), _int(
+            config, moe.groups[1][0], default=moe.groups[1][1])) if moe and moe.groups else (0, 0))
 
 
 def weights_shape(config: dict) -> ModelShape:

@@ -9,7 +9,11 @@ Facts and sources: ../shared/notes/long-context.md and docs/memory-model.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, cast
+
+from zeromem_lsp.provenance import Given
 
 #: what `activation_offload` may be: nothing moved; the checkpointed layer inputs moved to host memory (axolotl
 #: `legacy` / `hidden_states`, DeepSpeed's checkpoint offload, unsloth's checkpointer, LLaMA-Factory
@@ -48,4 +52,32 @@ class Parallelism:
 
 NONE = Parallelism()
 
-__all__ = ["ACTIVATION_OFFLOADS", "NONE", "Parallelism"]
+#: Each field of Parallelism -> the zeromem setting (and `zeromem estimate` flag) that gives it; None: a config key only.
+SETTINGS: dict[str, str | None] = {"tensor": "tensor_parallel", "context": "context_parallel", "ulysses": "ulysses",
+                                   "expert": "expert_parallel", "activation_offload": "activation_offload",
+                                   "tiled_mlp_shards": "tiled_mlp", "hpz_partition": None, "mics_shard": None}
+#: axolotl's TiledMLP shard count when `tiled_mlp_num_shards` is not set: ceil(sequence / 32768)
+#: (axolotl@067b021c8b87:src/axolotl/monkeypatch/tiled_mlp/patch.py:56-68; the schema's "seqlen/hidden_size" is stale).
+AXOLOTL_TILE_TOKENS = 32768
+
+
+def axolotl_shards(sequence_length: int) -> int:
+    """axolotl's default TiledMLP shard count for a sequence of this many tokens (at least 1)."""
+    return max(1, -(-sequence_length // AXOLOTL_TILE_TOKENS))
+
+
+def parallelism_of(given: Mapping[str, Given]) -> Parallelism:
+    """The typed value of resolved inputs keyed by field name (each a `Given`); an absent field keeps its default,
+    and so does a value of the wrong type (the reader that made it reported it)."""
+    values: dict[str, object] = {}
+    for name, default in ((item.name, item.default) for item in fields(Parallelism)):
+        found = given.get(name)
+        value = found.value if found is not None else None
+        if value is not None and type(value) is type(default) and (name != "activation_offload"
+                                                                   or value in ACTIVATION_OFFLOADS):
+            values[name] = value
+    return Parallelism(**cast(dict[str, Any], values))
+
+
+__all__ = ["ACTIVATION_OFFLOADS", "AXOLOTL_TILE_TOKENS", "NONE", "Parallelism", "SETTINGS", "axolotl_shards",
+           "parallelism_of"]

@@ -23,9 +23,12 @@ from zeromem_lsp.configs import recipe_keys
 from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.configs import settings_values as checks
 from zeromem_lsp.configs.parallel_checks import axolotl_context_parallel
+from zeromem_lsp.configs.parallel_keys import (axolotl_data_parallel, axolotl_parallel, llamafactory_parallel,
+                                               trl_parallel)
 from zeromem_lsp.configs.training import positive_int
 from zeromem_lsp.configs.versions import release, running
-from zeromem_lsp.memory.precision import normalize_precision, optimizer_from_deepspeed_type
+from zeromem_lsp.configs.precision_names import optimizer_from_deepspeed_type
+from zeromem_lsp.memory.precision import normalize_precision
 from zeromem_lsp.provenance import Given, Path
 from zeromem_lsp.configs.workload import read_flag
 
@@ -92,7 +95,7 @@ class AdapterSpec:
     quantization: Given | None = None  # "nf4" | "fp4" | "int8"
     double_quantization: Given | None = None
     dora: Given | None = None
-    # PEFT's matching fields (memory/lora_targets.py), where the tool passes them to LoraConfig
+    # PEFT's matching fields (configs/lora_targets.py), where the tool passes them to LoraConfig
     layers_to_transform: Given | None = None
     layers_pattern: Given | None = None
     rank_pattern: Given | None = None
@@ -124,6 +127,9 @@ class RecipeSetup:
     reference_dtype: Given | None = None  # the reference copy's dtype when the policy's is not it (LLaMA-Factory upcast)
     generation: dict[str, Given] = field(default_factory=dict)  # GRPO's keys as written (`_grpo`)
     revision: Given | None = None  # the model's hub revision (branch, tag or commit hash) as written
+    #: N-D parallel degrees and long-context mechanisms, by Parallelism field (configs/parallel_keys.py)
+    parallel: dict[str, Given] = field(default_factory=dict)
+    data_parallel: dict[str, Given] = field(default_factory=dict)  # axolotl's dp_shard_size / dp_replicate_size
     #: what the recipe says that the reading could not turn into a figure: (key path, value, why), named as not modelled
     unread: tuple[tuple[tuple[str, ...], object, str], ...] = ()
 
@@ -315,7 +321,7 @@ def _precompute(data: dict) -> Given | None:
 
 def _grpo(data: dict, block: tuple[str, ...] = ()) -> dict[str, Given]:
     """GRPO's keys at `block` (axolotl's `trl:` mapping, or the top of a TRL recipe), each at its key path (TRL's
-    defaults, steps_per_generation's from the accumulation, are memory/grpo.generation_inputs')."""
+    defaults, steps_per_generation's from the accumulation, are resolved/peak_inputs.generation_inputs')."""
     inner: object = data
     for key in block:
         inner = inner.get(key) if isinstance(inner, dict) else None
@@ -681,6 +687,7 @@ TYPED_KEYS = (
 )
 
 READ = {"axolotl": _axolotl, "llamafactory": _llamafactory, "trl": _trl}
+PARALLEL = {"axolotl": axolotl_parallel, "llamafactory": llamafactory_parallel, "trl": trl_parallel}
 
 
 #: What a paged optimizer does that the figures do not follow (bitsandbytes paged optimizers: their states are
@@ -741,7 +748,8 @@ def read_recipe(tool: Tool, data: dict, folders: tuple[str, ...] = ()) -> tuple[
             out.append(_issue("invalid_value", (key,), "value", f"{key} must be {what}, got {data[key]!r}"))
     data = {key: value for key, value in data.items()
             if not any(key == typed and not isinstance(value, kinds) for typed, kinds, _ in TYPED_KEYS)}
-    setup = replace(READ[tool](data, out, folders), revision=_revision(data, tool))
+    setup = replace(READ[tool](data, out, folders), revision=_revision(data, tool), parallel=PARALLEL[tool](data),
+                    data_parallel=axolotl_data_parallel(data) if tool == "axolotl" else {})
     if tool == "axolotl":
         out += axolotl_context_parallel(data)
     refused = {issue.path for issue in out if issue.kind == "invalid_value"}  # said once: the refusal says it

@@ -22,7 +22,7 @@ from zeromem_lsp.configs.settings_values import (  # re-exported: the names ever
     BYTE_SETTINGS, ATTENTIONS, BYTE_SIZE_PATTERN, CHOICES, COUNT_PATTERN, DEFAULT_WARN_FRACTION, SETTING_NAMES,
     NAME_LIST_SETTINGS, REGEX_SETTINGS, ParametersFromConfig, SettingProblem, TargetRegex, check_bytes, check_count,
     check_layer_indices, check_memory, check_module_names, check_parameters, check_rank_pattern, check_reserve,
-    check_targets, VERSION_PATTERN,
+    check_targets, VERSION_PATTERN, DEGREE_SETTINGS, MAX_SHARDS,
 )
 
 
@@ -80,6 +80,12 @@ class ZeromemSettings:
         trainer: str | None
         precompute_ref_log_probs: bool | None
         transformers_version: str | None
+        tensor_parallel: int | None
+        context_parallel: int | None
+        ulysses: int | None
+        expert_parallel: int | None
+        activation_offload: str | None
+        tiled_mlp: bool | int | None
 
     def __init__(self, **values: Any):
         checked = certainly_valid(values)
@@ -181,6 +187,10 @@ def _certain(name: str, value: object) -> object:
         return value if type(value) is bool else _DOUBT
     if name == "fsdp_version":
         return value if type(value) is int and value in (1, 2) else _DOUBT
+    if name in DEGREE_SETTINGS:
+        return value if type(value) is int and 1 <= value <= MAX_COUNT else _DOUBT
+    if name == "tiled_mlp":
+        return value if type(value) is bool or (type(value) is int and 1 <= value <= MAX_SHARDS) else _DOUBT
     if name == "lora_rank":
         return value if type(value) is int and 1 <= value <= MAX_SIZE else _DOUBT
     if name in REGEX_SETTINGS:

@@ -73,6 +73,11 @@ ModuleNames = Annotated[
     WithJsonSchema({"anyOf": [{"type": "string", "minLength": 1, "description": "names separated by commas"},
                               _NAMES_SCHEMA]}),
 ]
+TiledMlp = Annotated[
+    object,
+    BeforeValidator(plain.check_tiled_mlp),
+    WithJsonSchema({"anyOf": [{"type": "boolean"}, {"type": "integer", "minimum": 1, "maximum": plain.MAX_SHARDS}]}),
+]
 # memory/precision.py's PRECISIONS and OPTIMIZERS, spelled as types (tests/unit/test_types.py checks they agree)
 Precision = Literal["fp32", "fp16", "bf16"]
 Optimizer = Literal["adam", "adamw", "sgd", "sgd_momentum", "lion", "adagrad", "lamb", "adam8bit", "adafactor"]
@@ -294,6 +299,39 @@ class ZeromemSettingsModel(BaseModel):
         "5.24): what its causal-LM loss and sdpa layers keep (fp32 logit copies before 4.49, k and v repeated to "
         "every query head before 4.54, o_proj's copy of the attention output in 4.48-4.55; docs/memory-model.md, "
         '"Versions").', examples=["4.51.3"],
+    )
+    tensor_parallel: int | None = Field(
+        None, ge=1, le=MAX_COUNT, strict=True,
+        description="Tensor-parallel degree t (Transformers' tp_plan, DeepSpeed AutoTP); default: the config's "
+        "`tensor_parallel_size` (axolotl), `parallelism_config_tp_size` (Accelerate) or `tensor_parallel.autotp_size` "
+        "(DeepSpeed), else 1.",
+    )
+    context_parallel: int | None = Field(
+        None, ge=1, le=MAX_COUNT, strict=True,
+        description="Ring-attention context-parallel degree c (torch CP, axolotl's ring-flash-attn); default: the "
+        "config's `context_parallel_size` / `sequence_parallel_degree` (axolotl), `parallelism_config_cp_size` "
+        "(Accelerate) or `cp_size` (LLaMA-Factory v1, other than Ulysses), else 1.",
+    )
+    ulysses: int | None = Field(
+        None, ge=1, le=MAX_COUNT, strict=True,
+        description="Ulysses sequence-parallel degree u (DeepSpeed ALST); default: the config's "
+        "`parallelism_config_sp_size` (Accelerate, sp_backend deepspeed), `sequence_parallel_size` (DeepSpeed) or "
+        "`cp_size` with `cp_mode: ulysses` (LLaMA-Factory v1), else 1.",
+    )
+    expert_parallel: int | None = Field(
+        None, ge=1, le=MAX_COUNT, strict=True,
+        description="Expert-parallel degree e (routed experts divided by e); default: the config's "
+        "`expert_parallel_size` (axolotl), else 1.",
+    )
+    activation_offload: plain.ActivationOffload | None = Field(
+        None, description="What leaves the GPU after a checkpointed forward: `none`, `cpu` (the checkpointed layer "
+        "inputs: axolotl `activation_offloading: legacy` / `hidden_states`, LLaMA-Factory `use_unsloth_gc`) or "
+        "`cpu_all` (every saved tensor: TRL's OffloadActivations, axolotl `activation_offloading: true` / `disk`); "
+        "default: from the config, else none.",
+    )
+    tiled_mlp: TiledMlp | None = Field(
+        None, description="TiledMLP: true (axolotl's default shard count, ceil(sequence / 32768)), false, or the "
+        "shard count; default: the config's `tiled_mlp` / `tiled_mlp_num_shards` (axolotl), else off.",
     )
 
 

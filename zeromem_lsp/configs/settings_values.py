@@ -50,7 +50,15 @@ SETTING_NAMES = (
     "trainer",
     "precompute_ref_log_probs",
     "transformers_version",
+    "tensor_parallel",
+    "context_parallel",
+    "ulysses",
+    "expert_parallel",
+    "activation_offload",
+    "tiled_mlp",
 )
+#: The settings that are parallel degrees (a whole number, 1 = off): configs/parallelism.Parallelism's fields.
+DEGREE_SETTINGS = ("tensor_parallel", "context_parallel", "ulysses", "expert_parallel")
 BYTE_SIZE_PATTERN = r"^\s*[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*([kKMGTPE]i?[bB]?|[bB])?\s*$"
 COUNT_PATTERN = r"^\s*[0-9][0-9_,]*(\.[0-9]+)?([eE][+-]?[0-9]+)?\s*[kKmMbBtT]?\s*$"
 DEFAULT_WARN_FRACTION = 0.9
@@ -79,6 +87,10 @@ QUANTIZATIONS: tuple[Quantization, ...] = get_args(Quantization)
 #: What trains (the step's loss and a frozen reference model): sft, or a preference trainer (memory/preference.py).
 Trainer = Literal["sft", "dpo", "kto", "orpo", "simpo", "cpo", "grpo"]
 TRAINERS: tuple[Trainer, ...] = get_args(Trainer)
+#: What leaves the GPU after a checkpointed forward: nothing, the checkpointed layer inputs, every saved tensor
+#: (configs/parallelism.ACTIVATION_OFFLOADS, which the typed value checks against).
+ActivationOffload = Literal["none", "cpu", "cpu_all"]
+ACTIVATION_OFFLOAD_CHOICES: tuple[ActivationOffload, ...] = get_args(ActivationOffload)
 #: GRPOConfig's keys the GRPO step reads (memory/grpo.py), written in a recipe or given as estimate's options
 GRPO_KEYS = ("max_completion_length", "steps_per_generation", "beta", "use_vllm")
 #: TRL GRPOConfig's max_completion_length default (trl/trainer/grpo_config.py, TRL 1.16).
@@ -87,7 +99,8 @@ MAX_COMPLETION_LENGTH = 512
 ALL_LINEAR = "all-linear"
 #: Every setting with a fixed set of values -> those values (checked alike by both validators).
 CHOICES = {"attention": ATTENTIONS, "engine": ENGINES, "param_dtype": PARAM_DTYPES, "optimizer_impl": OPTIMIZER_IMPLS,
-           "quantization": QUANTIZATIONS, "loss_kernel": LOSS_KERNELS, "trainer": TRAINERS}
+           "quantization": QUANTIZATIONS, "loss_kernel": LOSS_KERNELS, "trainer": TRAINERS,
+           "activation_offload": ACTIVATION_OFFLOAD_CHOICES}
 #: The settings that are module names: a list, or one string of comma-separated names.
 NAME_LIST_SETTINGS = ("lora_targets", "modules_to_save", "exclude_modules", "layers_pattern", "target_parameters")
 #: Of those, the ones PEFT also takes as one regular expression ({"regex": "..."}).
@@ -100,6 +113,17 @@ BYTE_SETTINGS = ("parameter_bytes", "gradient_bytes", "optimizer_bytes", "gpu_me
 MIN_MEMORY = 2**20
 #: A release as `transformers_version` takes it ("4.46.3", "4.51"): configs/transformers_paths.py picks what it keeps.
 VERSION_PATTERN = r"^[0-9]+\.[0-9]+(\.[0-9]+)?$"
+
+
+def check_tiled_mlp(value: object) -> bool | int:
+    """`tiled_mlp`: true / false, or TiledMLP's shard count (a whole number of at least 1); ValueError otherwise."""
+    if isinstance(value, bool) or (type(value) is int and 1 <= value <= MAX_SHARDS):
+        return value
+    raise ValueError(f"expected true, false or a shard count of at least 1, got {value!r}")
+
+
+#: More shards than tokens in any sequence zeromem takes (model_config.MAX_SIZE) is a typo.
+MAX_SHARDS = 10**9
 
 
 def check_version(value: object) -> str:

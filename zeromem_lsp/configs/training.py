@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from zeromem_lsp.memory.stages import by_number
-from zeromem_lsp.memory.precision import normalize_precision, optimizer_from_deepspeed_type
+from zeromem_lsp.configs.precision_names import optimizer_from_deepspeed_type
+from zeromem_lsp.memory.precision import normalize_precision
 from zeromem_lsp.provenance import Path
 
 OFFLOAD_DEVICES = ("cpu", "nvme")
@@ -51,6 +52,15 @@ def as_integer(value: object) -> int | None:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value if isinstance(value, int) else None
+
+
+def read_flag(value: object) -> bool | None:
+    """A YAML / JSON switch: a bool, or the text true / false in any case; None for anything else."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return None
 
 
 def positive_int(value: object) -> int | None:

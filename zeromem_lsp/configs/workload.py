@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from zeromem_lsp.configs.training import positive_int
+from zeromem_lsp.configs.training import positive_int, read_flag  # read_flag: re-exported, where readers take it
 from zeromem_lsp.provenance import Given, Path
 
 #: zero_optimization keys that size ZeRO's buffers (zeromem_lsp.memory.buffers).
@@ -42,18 +42,13 @@ class Workload:
     reference_dtype: Given | None = None  # the reference copy's dtype when not the policy's (LLaMA-Factory's upcast)
     accumulation: Given | None = None  # gradient_accumulation_steps as written (memory/accumulation.py)
     generation: dict[str, Given] = field(default_factory=dict)  # GRPO's keys as a recipe writes them (recipes.py)
+    #: N-D parallel degrees and long-context mechanisms as written, by Parallelism field (configs/parallel_keys.py)
+    parallel: dict[str, Given] = field(default_factory=dict)
+    data_parallel: dict[str, Given] = field(default_factory=dict)  # axolotl's dp_shard_size / dp_replicate_size
 
 
 def _at(root: Path | None, *keys: str) -> Path | None:
     return None if root is None else (*root, *keys)
-
-
-def read_flag(value: object) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    return None
 
 
 def deepspeed_workload(config: object, root: Path | None, where: str = "") -> Workload:
@@ -78,7 +73,10 @@ def deepspeed_workload(config: object, root: Path | None, where: str = "") -> Wo
     if isinstance(types, dict) and isinstance(types.get("grad_accum_dtype"), str):  # BF16_Optimizer (step.py)
         buffers["grad_accum_dtype"] = Given(types["grad_accum_dtype"], f"data_types.grad_accum_dtype{suffix}",
                                             _at(root, "data_types", "grad_accum_dtype"))
-    return Workload(micro_batch=given, zero=buffers, zero_root=root if not where else None, accumulation=accumulation)
+    from zeromem_lsp.configs.parallel_keys import deepspeed_parallel
+
+    return Workload(micro_batch=given, zero=buffers, zero_root=root if not where else None, accumulation=accumulation,
+                    parallel=deepspeed_parallel(config, root if not where else None, where))
 
 
 def _fsdp_workload(section: object, root: Path) -> Workload:
@@ -115,7 +113,10 @@ def _compute_dtype(value: object, note: str, path: Path) -> Given | None:
 
 
 def accelerate_workload(data: dict) -> Workload:
-    found = _fsdp_workload(data.get("fsdp_config"), ("fsdp_config",))
+    from zeromem_lsp.configs.parallel_keys import accelerate_parallel
+
+    found = replace(_fsdp_workload(data.get("fsdp_config"), ("fsdp_config",)),
+                    parallel=accelerate_parallel(data.get("parallelism_config")))
     found = replace(found, compute_dtype=_compute_dtype(data.get("mixed_precision"), "mixed_precision",
                                                         ("mixed_precision",)))
     block = data.get("deepspeed_config")
@@ -156,7 +157,9 @@ def hf_arguments_workload(data: dict, deepspeed: Workload) -> Workload:
     accumulation = (Given(steps, "gradient_accumulation_steps", ("gradient_accumulation_steps",)) if steps
                     else deepspeed.accumulation or Given(1, "gradient_accumulation_steps absent: TrainingArguments' "
                                                             "default"))
+    from zeromem_lsp.configs.parallel_keys import trl_parallel
+
     return Workload(micro_batch=batch, accumulation=accumulation, sequence_length=sequence, checkpointing=checkpointing, zero=deepspeed.zero,
-                    checkpointing_path=("gradient_checkpointing",),
+                    checkpointing_path=("gradient_checkpointing",), parallel={**deepspeed.parallel, **trl_parallel(data)},
                     zero_root=deepspeed.zero_root,
                     compute_dtype=_compute_dtype(mixed, f"{mixed}: true", (mixed,)) if mixed else None)

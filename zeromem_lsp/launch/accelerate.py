@@ -31,6 +31,7 @@ from zeromem_lsp.configs.detect import yaml_kind
 from zeromem_lsp.configs.fsdp import FsdpSetup
 from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.configs.layers import Resolved, config_values
+from zeromem_lsp.configs.parallel_keys import accelerate_parallel
 from zeromem_lsp.configs.settings import ZeromemSettings
 from zeromem_lsp.configs.training import positive_int
 from zeromem_lsp.configs.workload import Workload
@@ -161,6 +162,9 @@ def _paired(reading: Reading, recipe: RecipeSetup, data: dict, setup: Accelerate
         source = FsdpSource(fsdp, world_hint=why or None)
         if ranks is not None and fsdp.strategy in ("HYBRID_SHARD", "HYBRID_SHARD_ZERO2"):
             ranks = _shard_group(data, shown) or ranks
+    launched = {name: Given(given.value, f"{given.note} (in {shown})") for name, given in
+                accelerate_parallel(data.get("parallelism_config")).items()}
+    workload = dataclasses.replace(workload, parallel={**launched, **workload.parallel})  # the recipe's own win
     refuser = getattr(reading.source, "refuser", None)  # the recipe's tool still refuses a zeromem block
     if refuser is not None and isinstance(source, (DeepSpeedSource, FsdpSource, TorchSource)):
         source = source._replace(refuser=refuser)
@@ -269,4 +273,5 @@ def _accelerate_deepspeed(reading: Reading, recipe: RecipeSetup, setup: Accelera
 
 def _with_recipe(recipe_workload: Workload, deepspeed: Workload) -> Workload:
     """The recipe's batch, sequence and checkpointing; the DeepSpeed file's buckets."""
-    return dataclasses.replace(recipe_workload, zero=deepspeed.zero, zero_root=None)
+    return dataclasses.replace(recipe_workload, zero=deepspeed.zero, zero_root=None,
+                               parallel={**deepspeed.parallel, **recipe_workload.parallel})

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from zeromem_lsp.configs.families import of
+from zeromem_lsp.configs.families import Moe, of
 from zeromem_lsp.configs.model_config import MAX_COUNT, MAX_SIZE, ModelShape
 from zeromem_lsp.configs.transformers_paths import NEWEST_PATH, TransformersPath
 from zeromem_lsp.memory.precision import DTYPE_BYTES
@@ -50,12 +50,8 @@ class Activations(NamedTuple):
 def _rms(rows: int, width: int, w: int, output_saved: bool, norm: str) -> int:
     """RMSNorm computed in fp32 (Llama, Gemma `1 + weight`, OLMo-2 `rms32` styles: docs/memory-model.md's table);
     its output is kept by the next linear when `output_saved` (not by a residual add)."""
-    kept = F32 * rows * width + F32 * rows
-    if norm == "rms1p":
-        kept += F32 * rows * width + F32 * width
-    else:
-        kept += (F32 if norm == "rms32" else w) * rows * width
-    return kept + (w * rows * width if output_saved else 0)
+    kept = F32 * rows * width + F32 * rows + (F32 if norm in ("rms1p", "rms32") else w) * rows * width
+    return kept + (F32 * width if norm == "rms1p" else 0) + (w * rows * width if output_saved else 0)
 
 
 def _centered(rows: int, width: int, w: int, output_saved: bool, weight: int) -> int:
@@ -77,27 +73,30 @@ def _attention(shape: ModelShape, b: int, s: int, w: int, impl: str, v_bytes: in
     docs/memory-model.md's table."""
     tokens, q, kv, d = b * s, shape.heads, shape.kv_heads, shape.head_dim
     scores, qkv = b * q * s * s, of(shape).qkv
-    query = w * tokens * q * d
+    query, dv, family = w * tokens * q * d, shape.v_head_dim or d, of(shape)
+    out = w * tokens * q * dv  # MLA: values and output v_head_dim wide; its v a view of kv_b_proj's output
+    stored_v = w * tokens * kv * (d - shape.qk_rope_dim + dv) if family.mla else v_bytes
+    if impl == "sdpa" and dv != d:  # torch's math kernel (CPU flash needs one width): fp32 q·scale, k, probabilities
+        return F32 * (2 * tokens * q * d + scores) + (F32 * tokens * kv * dv if w != F32 else stored_v) + out
     if impl == "sdpa":  # v sliced from a fused qkv is copied by the kernel, whose output then comes back
-        # head-major: the output projection keeps a copy of it too
-        return query + w * tokens * kv * d + v_bytes + query + F32 * b * q * s + (query if qkv == "sliced" else 0)
-    if qkv == "views":  # q, k, v (views of c_attn's output) copied for the batched matmuls
-        kept = 3 * query
-    else:
-        kept = query + query  # q, k repeated (k itself when kv == q)
-        kept += query if kv < q else v_bytes
+        # head-major (so after partial rotary's and MLA's concatenated q): the output projection keeps a copy of it
+        return query + w * tokens * kv * d + stored_v + out + F32 * b * q * s + (
+            out if qkv == "sliced" or family.partial_rotary or family.mla else 0)
+    # gpt2's q, k, v (views of c_attn's output) copied for the batched matmuls; else q, k repeated (k itself when
+    # kv == q), v repeated
+    kept = 3 * query if qkv == "views" else 2 * query + (query if kv < q else v_bytes)
     dropout = shape.attention_dropout > 0
-    if qkv == "views":  # GPT-2's softmax in the model dtype (no fp32 upcast), dropout's output
+    if not family.softmax_fp32:  # GPT-2's, Llama 4's softmax in the model dtype (no fp32 upcast), dropout's output
         kept += w * scores * (2 if dropout else 1)
-    else:
-        kept += F32 * scores
-        if w != F32 or dropout:
-            kept += w * scores
+    elif family.sinks:  # gpt-oss: max's index, the softmax over s + 1 columns in the model dtype, dropout's output
+        kept += I64 * b * q * s + w * (scores + b * q * s) + (w * scores if dropout else 0)
+    else:  # the fp32 softmax, cast back
+        kept += F32 * scores + (w * scores if w != F32 or dropout else 0)
     if dropout:
         kept += w * scores  # the dropout mask, in the model dtype on CPU (see docs: CUDA keeps 1 byte)
     if shape.attention_softcap:
         kept += w * scores
-    return kept + query
+    return kept + out
 
 
 def _layer(shape: ModelShape, b: int, s: int, w: int, impl: str, sparse: bool) -> int:
@@ -106,7 +105,8 @@ def _layer(shape: ModelShape, b: int, s: int, w: int, impl: str, sparse: bool) -
     family, tokens, h = of(shape), b * s, shape.hidden
     q, kv, d = shape.heads, shape.kv_heads, shape.head_dim
     norm = family.norm
-    width = 3 * h if family.qkv == "views" else kv * d if family.gqa else h  # gpt2's v is a view of c_attn's output
+    # gpt2's v is a view of c_attn's output; MLA's values are v_head_dim wide
+    width = 3 * h if family.qkv == "views" else kv * (shape.v_head_dim or d) if family.gqa else h
     if norm == "layer":
         kept = _layer_norm(tokens, h, w, True) + _layer_norm(tokens, h, w, not shape.parallel_residual)
     elif norm == "centered":  # one norm feeding attention and the MLP in parallel; q/k norms per (head, channel)
@@ -117,10 +117,15 @@ def _layer(shape: ModelShape, b: int, s: int, w: int, impl: str, sparse: bool) -
         # post-norms: q/k/v keep the layer input, gate/up the MLP input; the norms' outputs go to residual adds
         kept = 2 * w * tokens * h + 2 * _rms(tokens, h, w, False, norm) if family.post_norms else _rms(
             tokens, h, w, True, norm)
-        if shape.qk_norm and family.qk_norm_whole:  # one row per token over the whole projection
+        if shape.qk_norm and family.qk_norm_weightless:  # fp32 x and 1/rms per head row (unrotated layers: none)
+            kept += F32 * tokens * (q + kv) * (d + 1)
+        elif shape.qk_norm and family.qk_norm_whole:  # one row per token over the whole projection
             kept += _rms(tokens, q * d, w, False, norm) + _rms(tokens, kv * d, w, False, norm)
         elif shape.qk_norm:
             kept += _rms(tokens * q, d, w, False, norm) + _rms(tokens * kv, d, w, False, norm)
+        # MLA: the latents' norms, whose outputs q_b_proj and kv_b_proj keep (fp32: kv_a's input a view, rope and all)
+        kept += sum(_rms(tokens, rank, w, True, norm) for rank in (shape.q_lora_rank, shape.kv_lora_rank) if rank) + (
+            F32 * tokens * shape.qk_rope_dim if w == F32 else 0)
         if family.norms_per_layer == 4:
             kept += 2 * _rms(tokens, h, w, False, norm)
         if not family.post_norms:
@@ -128,21 +133,23 @@ def _layer(shape: ModelShape, b: int, s: int, w: int, impl: str, sparse: bool) -
     kept += _attention(shape, b, s, w, impl, w * tokens * width)
     if shape.hidden_dropout > 0:  # resid dropouts after attention and MLP
         kept += 2 * w * tokens * h
-    return kept + (_moe(shape, tokens, w) if sparse else family.mlp_kept * w * tokens * shape.intermediate)
+    return kept + (_moe(shape, family.moe, tokens, w) if sparse and family.moe else family.mlp_kept * w * tokens * (
+        shape.intermediate))
 
 
-def _moe(shape: ModelShape, tokens: int, w: int) -> int:
-    """Router and grouped experts (Transformers' grouped_mm path; S = tokens × k expert visits): the router's fp32
-    softmax and top-k, the experts' tensors, three int64 permutations, int32 group offsets (docs/memory-model.md)."""
-    experts, k, width, h = shape.experts, shape.experts_per_token, shape.expert_intermediate, shape.hidden
-    pairs = tokens * k
-    router = F32 * tokens * experts + I64 * pairs
-    if shape.normalize_top_k:
-        router += F32 * pairs + F32 * tokens
-    moe = of(shape).moe
-    weights = F32 if moe and moe.fp32_weights else w
-    expert = w * pairs * h + 4 * w * pairs * width + w * pairs * h + weights * pairs + 3 * I64 * pairs
-    return router + expert + I32 * experts
+def _moe(shape: ModelShape, moe: Moe, tokens: int, w: int) -> int:
+    """Router (`Moe.router`'s terms), experts (grouped_mm: S = tokens × k visits, their tensors, three int64
+    permutations, int32 group offsets; `every_expert`: bmm over every token, unsorted), shared experts (docs)."""
+    experts, k, h = shape.experts, shape.experts_per_token, shape.hidden
+    rows = {"T": tokens, "TE": tokens * experts, "S": tokens * k, "Th": tokens * h,
+            "TG": tokens * shape.routing_groups[0], "Tg": tokens * shape.routing_groups[1]}
+    widths = {"f32": F32, "i64": I64, "bool": 1, "w": w, "up": F32 if w != F32 else 0}
+    kept = sum(count * rows[row] * widths[width] for count, row, width in moe.router)
+    kept += F32 * (tokens * k + tokens) if shape.normalize_top_k else 0
+    visits = tokens * experts if moe.every_expert else tokens * k
+    kept += ((2 * h + moe.expert_kept * shape.expert_intermediate) * w + (F32 if moe.fp32_weights else w)) * visits
+    return kept + (0 if moe.every_expert else (3 + moe.expert_bias) * I64 * visits + I32 * experts) + 4 * w * (
+        tokens * shape.shared_intermediate)
 
 
 def _layer_types(shape: ModelShape) -> int:
@@ -157,12 +164,11 @@ def _masked(shape: ModelShape, s: int, attention: str) -> bool:
 
 def _sliding_extra(shape: ModelShape, b: int, s: int, w: int, attention: str) -> int:
     """With an explicit mask sdpa cannot use grouped-query kernels: k and v are repeated to all heads."""
-    if not _masked(shape, s, attention):
-        return 0
     # and each masked layer keeps its own copy of the (b, 1, s, s) mask (measured with a window shorter than the
     # sequence on every family with an sdpa sliding path: mistral, qwen2, qwen3, gemma3_text, phi3, mixtral, qwen3_moe,
     # olmo3, starcoder2, cohere2; gemma2 runs eager)
-    return 2 * w * b * s * (shape.heads - shape.kv_heads) * shape.head_dim + w * b * s * s
+    return 2 * w * b * s * (shape.heads - shape.kv_heads) * shape.head_dim + w * b * s * s if _masked(
+        shape, s, attention) else 0
 
 
 def _shared(shape: ModelShape, b: int, s: int, w: int, attention: str) -> int:
@@ -171,18 +177,15 @@ def _shared(shape: ModelShape, b: int, s: int, w: int, attention: str) -> int:
     family = of(shape)
     if family.positions:  # learned positions: no rotary tables
         return 0
-    width = shape.rotary_dim if family.partial_rotary else shape.head_dim
+    width = shape.rotary_dim if family.partial_rotary else shape.qk_rope_dim or shape.head_dim // (
+        2 if family.rotary_halves else 1)
     return (F32 if family.rotary_fp32 else w) * (_layer_types(shape) if family.rotary_per_type else 1) * 2 * s * width
 
 
 def _embedding(shape: ModelShape, b: int, s: int, w: int) -> int:
-    family = of(shape)
-    kept = I64 * b * s  # the embedding keeps the token ids
-    kept += I64 * s if family.positions else 0  # wpe keeps the position ids
-    kept += w if family.embedding_scale else 0  # the sqrt(hidden) scale, a 0-d tensor
-    if shape.embedding_dropout > 0:
-        kept += w * b * s * shape.hidden
-    return kept
+    family = of(shape)  # the token ids; gpt2's wpe keeps the position ids; gemma's sqrt(hidden) scale, a 0-d tensor
+    return I64 * b * s + (I64 * s if family.positions else 0) + (w if family.embedding_scale else 0) + (
+        w * b * s * shape.hidden if shape.embedding_dropout > 0 else 0)
 
 
 def _final_norm(shape: ModelShape, b: int, s: int, w: int) -> int:
@@ -197,24 +200,21 @@ def _final_norm(shape: ModelShape, b: int, s: int, w: int) -> int:
 def _checkpoint_kept(shape: ModelShape, b: int, s: int, w: int, attention: str) -> int:
     """What non-reentrant checkpointing keeps: each layer's input, plus the keyword inputs the layers
     share (position ids; for eager the (b, 1, s, s) additive mask, one per attention type)."""
-    kept = shape.layers * w * b * s * shape.hidden
-    if not of(shape).positions:  # gpt2's blocks take no position ids (wpe already keeps them)
-        kept += I64 * s
+    rule = of(shape).sliding  # gpt2's blocks take no position ids (wpe already keeps them)
+    kept = shape.layers * w * b * s * shape.hidden + (0 if of(shape).positions else I64 * s)
     if attention == "eager":
         kept += _layer_types(shape) * w * b * s * s
-    if _masked(shape, s, attention):
-        kept += s * s  # the layers' boolean (1, 1, s, s) sliding mask (measured at b = 1 and 2)
+    if _masked(shape, s, attention):  # the layers' boolean (1, 1, s, s) sliding mask (measured at b = 1 and 2)
+        kept += s * s * (b if rule and rule.batched_mask else 1)  # (llama4's chunked mask: b rows)
     return kept
 
 
 def _logits(shape: ModelShape, b: int, s: int, w: int) -> int:
     """ForCausalLMLoss: the fp32 log-softmax, the shifted labels (a view of the b·(s+1) padding when b = 1, a b·s
     copy else), a 0-d weight."""
-    tokens = b * s
-    kept = F32 * tokens * shape.vocab + I64 * (s + 1 if b == 1 else tokens) + F32
-    if shape.final_softcap:
-        kept += w * tokens * shape.vocab  # tanh(logits / cap) keeps its output
-    return kept
+    tokens = b * s  # (gemma2's final softcapping: tanh(logits / cap) keeps its output)
+    return F32 * tokens * shape.vocab + I64 * (s + 1 if b == 1 else tokens) + F32 + (
+        w * tokens * shape.vocab if shape.final_softcap else 0)
 
 
 def estimate_activations(shape: ModelShape, sequence_length: int, micro_batch: int, dtype: str = "bf16",
@@ -225,13 +225,11 @@ def estimate_activations(shape: ModelShape, sequence_length: int, micro_batch: i
     for name, value, most in (("sequence_length", sequence_length, MAX_SIZE), ("micro_batch", micro_batch, MAX_COUNT)):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
             raise ActivationInputError(f"{name} must be an integer between 1 and {most:,}, got {value!r}")
-    if dtype not in DTYPE_BYTES:
-        raise ActivationInputError(f"dtype must be one of {', '.join(DTYPE_BYTES)}, got {dtype!r}")
-    if attention not in ATTENTION:
-        raise ActivationInputError(f"attention must be one of {', '.join(ATTENTION)}, got {attention!r}")
+    for name, choice, allowed in (("dtype", dtype, tuple(DTYPE_BYTES)), ("attention", attention, ATTENTION)):
+        if choice not in allowed:
+            raise ActivationInputError(f"{name} must be one of {', '.join(allowed)}, got {choice!r}")
     w, b, s = DTYPE_BYTES[dtype], micro_batch, sequence_length
-    if of(shape).eager_only:
-        attention = "eager"
+    attention = "eager" if of(shape).eager_only else attention
     dense = shape.layers - shape.sparse_layers
     repeated, copied = transformers.sdpa_layer(shape, b * s, w) if attention == "sdpa" else (0, 0)
     sizes = ([_layer(shape, b, s, w, attention, True) + repeated + copied] if shape.sparse_layers else []) + (
@@ -239,6 +237,8 @@ def estimate_activations(shape: ModelShape, sequence_length: int, micro_batch: i
     extra = _sliding_extra(shape, b, s, w, attention) - (repeated if _masked(shape, s, attention) else 0)  # (has them)
     layer_bytes = (shape.sparse_layers * sizes[0] if shape.sparse_layers else 0) + (dense * sizes[-1] if dense else 0)
     layer_bytes += shape.sliding_layers * extra
+    layer_bytes += shape.nope_layers * (F32 * s - (F32 * b * s * (shape.heads + shape.kv_heads) * (  # unrotated
+        shape.head_dim + 1) if shape.qk_norm else 0))  # layers (llama4_text): no q/k norm, a temperature scale
     per_layer = max(sizes) + (extra if shape.sliding_layers else 0)
     embedding, shared = _embedding(shape, b, s, w), _shared(shape, b, s, w, attention)
     final_norm, logits = _final_norm(shape, b, s, w), _logits(shape, b, s, w)

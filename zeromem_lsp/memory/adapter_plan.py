@@ -8,33 +8,18 @@ and a model's config.json into the plan's `Inputs`, with every term shown (`Adap
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from zeromem_lsp.configs.settings_values import ALL_LINEAR
-from zeromem_lsp.memory.adapters import (AdapterCount, AdapterInputError, AdapterState, LoraSettings, Quantization,
-                                         count_adapters, model_state, state_each, trainable_groups)
-from zeromem_lsp.configs.model_config import UnsupportedModel
+from zeromem_lsp.configs.lora_modules import AdapterInputError, LoraSettings
+from zeromem_lsp.memory.adapters import (AdapterCount, AdapterState, Quantization, count_adapters, model_state,
+                                         state_each, trainable_groups)
 from zeromem_lsp.memory.lora_activations import activation_dtype
 from zeromem_lsp.memory.peak import LoraPeak
 from zeromem_lsp.memory.plan import AdapterTerms, Inputs
 from zeromem_lsp.memory.precision import DTYPE_BYTES, optimizer_state_bytes
 from zeromem_lsp.provenance import Origin
 
-if TYPE_CHECKING:
-    from zeromem_lsp.configs.settings import ZeromemSettings
-
-#: adapters.py's field names → the zeromem setting each comes from (for a positioned ZM104).
-SETTING_OF_FIELD = {"lora_r": "lora_rank", "lora_target_modules": "lora_targets", "modules_to_save": "modules_to_save",
-                    "use_dora": "dora", "quantization": "quantization", "exclude_modules": "exclude_modules",
-                    "layers_to_transform": "layers_to_transform", "layers_pattern": "layers_pattern",
-                    "rank_pattern": "lora_rank_pattern", "target_parameters": "target_parameters"}
-#: The settings an Adapter field comes from (the PEFT matching fields after the original six).
-SETTING_OF_ADAPTER = {"rank": "lora_rank", "targets": "lora_targets", "modules_to_save": "modules_to_save",
-                      "dora": "dora", "quantization": "quantization", "double_quant": "double_quant",
-                      "exclude_modules": "exclude_modules", "layers_to_transform": "layers_to_transform",
-                      "layers_pattern": "layers_pattern", "rank_pattern": "lora_rank_pattern",
-                      "target_parameters": "target_parameters", "target_linear": "lora_target_linear",
-                      "kbit_prepare": "kbit_prepare", "dropout": "lora_dropout"}
 #: Optimizers whose state torch allocates like the parameter (`zeros_like(param)`): it follows its dtype.
 TENSOR_STATE_OPTIMIZERS = ("adam", "adamw", "lamb", "sgd_momentum", "adagrad", "lion")
 
@@ -49,7 +34,7 @@ class Adapter(NamedTuple):
     quantization: str = "none"  # none, int8, nf4, fp4
     double_quant: bool = False
     origins: tuple[tuple[str, Origin], ...] = ()  # (field, origin): a tuple keeps the value hashable
-    # PEFT's matching fields (memory/lora_targets.py): a string is a regular expression
+    # PEFT's matching fields (configs/lora_targets.py): a string is a regular expression
     exclude_modules: tuple[str, ...] | str = ()
     layers_to_transform: tuple[int, ...] | None = None
     layers_pattern: tuple[str, ...] = ()
@@ -105,38 +90,6 @@ def _names(value: tuple[str, ...] | str) -> str:
     if isinstance(value, str):
         return value if value == ALL_LINEAR else f"regex {value!r}"
     return ", ".join(value)
-
-
-def adapter_from_settings(settings: ZeromemSettings, origins: dict[str, Origin]) -> Adapter | None:
-    """The adapter the resolved settings describe (None without `lora_rank`); each field keeps its origin. A
-    {"regex": ...} setting (settings_values.TargetRegex) becomes the string PEFT takes."""
-    if settings.lora_rank is None:
-        return None
-    fields = SETTING_OF_ADAPTER
-    values = {field: getattr(settings, name) for field, name in fields.items() if getattr(settings, name) is not None}
-    for field in ("targets", "exclude_modules"):
-        values[field] = getattr(values.get(field), "regex", values.get(field))
-        if values[field] is None:
-            del values[field]
-    if values.get("target_linear") and "targets" not in values:
-        values["targets"] = ()  # the linear names alone, not PEFT's all-linear
-    kept = tuple((field, origins[fields[field]]) for field in values if fields[field] in origins)
-    return Adapter(**values, origins=kept)
-
-
-def adapter_problem(adapter: Adapter, config: dict[str, Any] | None) -> tuple[str, str] | None:
-    """(the setting at fault, why) when the model cannot take this adapter, or there is no model to take it."""
-    if config is None:
-        return "lora_rank", ("a LoRA adapter needs the model's shape, its config.json (its linear layers are what "
-                             "lora_targets name): give --model-config PATH, or parameters = {from_config = \"PATH\"} "
-                             "in [tool.zeromem] or the file's zeromem block where its tool accepts one")
-    try:
-        count_adapters(config, adapter.lora)
-    except AdapterInputError as error:
-        return SETTING_OF_FIELD.get(error.field, "lora_rank"), str(error)
-    except UnsupportedModel:
-        return None  # the count of from_config reports it
-    return None
 
 
 @dataclass(frozen=True)

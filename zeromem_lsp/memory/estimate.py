@@ -83,11 +83,8 @@ class Estimate(NamedTuple):
             bpp = inputs.per_parameter
             result["inputs"]["precision"] = bpp.precision
             result["inputs"]["optimizer"] = bpp.optimizer_name
-            result["inputs"]["bytes_per_parameter"] = {
-                "parameter": bpp.parameter,
-                "gradient": bpp.gradient,
-                "optimizer": bpp.optimizer,
-            }
+            result["inputs"]["bytes_per_parameter"] = {"parameter": bpp.parameter, "gradient": bpp.gradient,
+                                                       "optimizer": bpp.optimizer}
         result["formulas"] = {stage.key: stage.formula for stage in ALL}
         result["assumptions"] = list(inputs.assumptions)
         result["gpu_memory"] = self.gpu_memory

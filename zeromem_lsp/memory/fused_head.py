@@ -5,11 +5,11 @@ What it keeps and makes: memory/preference.py's module text; measured on CPU by 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from zeromem_lsp.memory.activations import F32, I64
 from zeromem_lsp.memory.parts import P, M, Part, with_gathered
-from zeromem_lsp.memory.step import Setup
+from zeromem_lsp.memory.step import PolicyLoss, Setup
 
 TOKEN_TILE, VOCABULARY_TILE = 4096, 32768  # chunked_logprob.TOKEN_CHUNK_SIZE, utils._CHUNKED_LOGPROB_CHUNK_SIZE
 #: per-token fields each trainer's fused head computes (DPOTrainer / KTOTrainer `__init__`, no WPO weighting)
@@ -18,21 +18,10 @@ OUTPUTS = {"dpo": ("log_probs", "entropy", "mean_logits", "is_top1"), "kto": ("l
            "sft": ("log_probs", "entropy", "is_top1")}  # SFTTrainer `__init__` (TRL 1.15 and later)
 
 
-class FusedHead(NamedTuple):
-    """TRL's fused LM head in the step (the `loss` of estimate_step): its saved tensors and transients."""
-
-    trainer: str  # dpo | kto
-    sequence_length: int
-    reference_forward: bool  # a reference forward runs in the step (not with precomputed log-probs)
-    reference_gathered: int = 0  # ZeRO-3: the reference's weights gathered during its forward
-    head_trainable: bool = True
-    triton: bool = True  # False: the torch fallback's fp32 tile temporaries (CPU)
-    adjusted: bool = False  # the `saved` it is given already holds the fused head's tensors (a frozen base's)
-    loss_gathered: int | None = None  # KTO at ZeRO-3: the policy's weights gathered at its loss (`no_prefetch`)
-
-    @property
-    def prefetch(self) -> bool:
-        return self.loss_gathered is None
+@dataclass(frozen=True)
+class FusedHead(PolicyLoss):
+    """TRL's fused LM head in the step (the `loss` of estimate_step): its saved tensors and transients (`triton`
+    False: the torch fallback's fp32 tile temporaries, CPU)."""
 
     def _tile(self, tokens: int, vocab: int, c: int) -> tuple[int, int, int]:
         """(rows, columns of the widest tile, bytes of `mm_buf`) for `tokens` scored positions."""
@@ -49,14 +38,6 @@ class FusedHead(NamedTuple):
         kept = c * scored * hidden + I64 * scored + F32 * scored * (1 + ("entropy" in outputs))
         kept += F32 * scored * floats + scored * (1 + ("is_top1" in outputs))
         return saved - logits_bytes - c * tokens * hidden + kept
-
-    def scored(self, tokens: int) -> int:
-        """Positions the head scores: every shifted position of every row (Triton scores only those with a
-        label, at most this)."""
-        return tokens - tokens // self.sequence_length
-
-    def later(self, accumulation: int) -> None:
-        return None
 
     def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[str, list[Part], list[Part]]:
         """(forward's peak, the loss's backward): the larger of the policy's head and the reference's forward;

@@ -8,23 +8,19 @@ or the PEFT policy's adapters disabled), moment by moment: docs/adapters.md. Not
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from zeromem_lsp.configs.settings_values import GRPO_KEYS, MAX_COMPLETION_LENGTH as TRL_MAX_COMPLETION_LENGTH
+from zeromem_lsp.configs.settings_values import MAX_COMPLETION_LENGTH as TRL_MAX_COMPLETION_LENGTH
 from zeromem_lsp.memory.activations import F32, I64
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.memory.parts import P, M, Part, StepInputError, with_gathered
 from zeromem_lsp.memory.fused_head import FusedHead
-from zeromem_lsp.memory.step import Setup, mlp_width
+from zeromem_lsp.memory.step import PolicyLoss, Setup, mlp_width
 from zeromem_lsp.provenance import Given
 
 #: GRPOConfig's defaults (trl/trainer/grpo_config.py, TRL 1.16 and 1.8)
 MAX_COMPLETION_LENGTH = TRL_MAX_COMPLETION_LENGTH
-MAX_COMPLETION_LENGTH_TRL18 = 256  # TRL 1.8.0's GRPOConfig (axolotl's pin)
-#: axolotl passes trl.max_completion_length even when unset (core/trainers/grpo/__init__.py): None
-TRL18_UNSET = (" (axolotl passes None when trl.max_completion_length is unset: the model's generation_config then "
-               "bounds the completions; set it)")
-BETA = 0.0
 VLLM = ("GRPO with use_vllm: vLLM generates in its own engine (colocate: a share of the GPU set by "
         "vllm_gpu_memory_utilization; server: other GPUs), outside the step model")
 SHARDED = ("GRPO under sharded FSDP1: generation runs inside the root's summon_full_params "
@@ -70,21 +66,12 @@ def generation_moments(shape: ModelShape, generation: Generation, sequence_lengt
     return {"the prompt's prefill": prefill, "a layer's cache update": update, "the last token's sampling": sampling}
 
 
-class GrpoLogitsHead(NamedTuple):
+@dataclass(frozen=True)
+class GrpoLogitsHead(PolicyLoss):
     """TRL 1.8's GRPO loss (what axolotl pins; grpo_trainer.py 1.8.0 `_get_per_token_logps_and_entropies`,
     `selective_log_softmax`, `entropy_from_logits`, `logits_to_keep`): docs/adapters.md."""
 
-    sequence_length: int
-    completion_length: int
-    head_trainable: bool = True
-    adjusted: bool = False
-
-    @property
-    def prefetch(self) -> bool:
-        return True
-
-    def later(self, accumulation: int) -> None:
-        return None
+    completion_length: int = 0
 
     def scored(self, tokens: int) -> int:
         """Completion positions scored: C per row."""
@@ -117,13 +104,6 @@ class GrpoLogitsHead(NamedTuple):
                 Part(P.GRADIENTS, w * v * h if self.head_trainable else 0),
                 Part(P.HIDDEN_STATE_GRADIENT, c * tokens * h)]
         return M.POLICY_HEAD, forward, max(at_loss, head, key=lambda parts: sum(part.bytes for part in parts))
-
-    def line(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int) -> str:
-        kept = self.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
-        return (f"its log-probs keep {kept:,} B (a log-softmax per completion row, per-token log-probs) in place of "
-                f"the loss {logits_bytes:,}: activations {saved:,} - {logits_bytes:,} + {kept:,} = "
-                f"{saved - logits_bytes + kept:,} B; its logits: the last completion + 1 = "
-                f"{self.completion_length + 1:,} positions of each row")
 
     def reference(self, setup: Setup) -> list[Part]:
         """The reference's log-probs under `no_grad`: its logits and two rows' log-softmaxes."""
@@ -183,7 +163,7 @@ class GrpoHead(NamedTuple):
             scored = self.head.scored(tokens)
             rows_tile, columns, buffer = self.head._tile(scored, setup.vocab, c)
             weight_copy = c * columns * setup.hidden if c != setup.w else 0
-            reference = self.head._replace(reference_gathered=self.reference_gathered)._reference(
+            reference = replace(self.head, reference_gathered=self.reference_gathered)._reference(
                 setup, scored, tokens, rows_tile, columns, buffer + weight_copy)
             found["the reference's log-probs"] = [*released, *reference, ids]
         found["the policy's LM head"] = forward
@@ -224,30 +204,6 @@ def check(generation: Generation, sequence_length: int, engine: str, stage: obje
                              f"max_completion_length {generation.completion_length}", "max_completion_length")
 
 
-def generation_inputs(written: dict[str, Given], sequence_length: int | None,
-                      accumulation: Given | None = None, trl18: bool = False) -> dict[str, Given]:
-    """Every GRPO input: as written, else TRL's default. The sequence length is prompt + completion; when it is
-    not above TRL's max_completion_length (512), half of it is taken for the completion. steps_per_generation
-    defaults to gradient_accumulation_steps (TRL's `__post_init__`), 1 when that is not known."""
-    found = dict(written)
-    default, version = (MAX_COMPLETION_LENGTH_TRL18, "TRL 1.8") if trl18 else (MAX_COMPLETION_LENGTH, "TRL")
-    if "max_completion_length" not in found:
-        if sequence_length is None or sequence_length > default:
-            found["max_completion_length"] = Given(default, f"default: {version} GRPOConfig's "
-                                                   f"max_completion_length {default}" + TRL18_UNSET * trl18)
-        else:
-            found["max_completion_length"] = Given(sequence_length // 2, "default: half the sequence length (prompt "
-                                                   f"+ completion; {version}'s {default} leaves no prompt)")
-    if "steps_per_generation" not in found:
-        found["steps_per_generation"] = (
-            Given(accumulation.value, f"{accumulation.note}: TRL's default steps_per_generation", accumulation.path)
-            if accumulation is not None else Given(1, "default: 1 (TRL: gradient_accumulation_steps; the generation "
-                                                  "batch is micro-batch × this)"))
-    found.setdefault("beta", Given(BETA, "default: TRL GRPOConfig's beta 0.0 (no reference model)"))
-    found.setdefault("use_vllm", Given(False, "default: TRL's use_vllm false (transformers' generate)"))
-    return {key: found[key] for key in GRPO_KEYS}
-
-
 def generation_of(inputs: dict[str, Given]) -> Generation:
     """The Generation the inputs name (generation_inputs' keys); StepInputError naming a value it cannot use."""
     counts = []
@@ -264,30 +220,10 @@ def generation_of(inputs: dict[str, Given]) -> Generation:
     return Generation(counts[0], counts[1], beta != 0, vllm)
 
 
-def generation_line(shape: ModelShape, inputs: dict[str, Given], sequence_length: int, micro_batch: int,
-                    c: int) -> list[str]:
-    """How the generation's parts follow from the inputs shown (empty when they are not usable)."""
-    try:
-        generation = generation_of(inputs)
-    except StepInputError:
-        return []
-    rows = micro_batch * generation.steps_per_generation
-    per_token = c * kv_elements(shape, 1)
-    last = sequence_length - 1
-    prompt = sequence_length - generation.completion_length
-    logits = c * rows * shape.vocab + 3 * F32 * rows * shape.vocab
-    return [f"GRPO generation: {rows} completions at once (micro-batch {micro_batch} × steps per generation "
-            f"{generation.steps_per_generation}); \"KV cache (generation)\" = {per_token:,} B per token (2 × "
-            f"{shape.layers} layers × {shape.kv_heads} KV heads × {shape.head_dim} × {c} B) × {rows} × "
-            f"(the prompt {prompt:,} at its prefill, or prompt + completion − 1 = {last:,}: "
-            f"{per_token * rows * last:,} B); \"next-token logits and probabilities\" = {rows} × {shape.vocab:,} × "
-            f"({c} + 3 × 4) = {logits:,} B"]
-
-
 #: how the forward phase's moment is shown when one of GrpoHead.all_moments holds it
 SHOWN = {"the first layer's unshard": M.GRPO_UNSHARD, "the prompt's prefill": M.GRPO_PREFILL,
          "a layer's cache update": M.GRPO_CACHE_UPDATE, "the last token's sampling": M.GRPO_SAMPLING,
          "the reference's log-probs": M.REFERENCE_FORWARD, "the policy's LM head": M.POLICY_HEAD}
 
-__all__ = ["BETA", "Generation", "GrpoHead", "GrpoLogitsHead", "MAX_COMPLETION_LENGTH_TRL18", "MAX_COMPLETION_LENGTH", "SHOWN", "check", "generation_inputs", "generation_line",
+__all__ = ["Generation", "GrpoHead", "GrpoLogitsHead", "MAX_COMPLETION_LENGTH", "SHOWN", "check",
            "generation_moments", "generation_of", "kv_elements"]

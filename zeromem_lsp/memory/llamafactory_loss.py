@@ -21,43 +21,27 @@ CPU by benchmarks/preference/llamafactory.py) runs `stage: dpo` through its own 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from zeromem_lsp.memory.activations import F32, I64
 from zeromem_lsp.memory.parts import P, M, Part
-from zeromem_lsp.memory.step import Setup
+from zeromem_lsp.memory.step import PolicyLoss, Setup
 
 #: the `trainer` setting's values this loss runs: `stage: dpo` with its `pref_loss` (reference-free: orpo, simpo)
 #: and `stage: kto`
 TRAINERS = ("dpo", "orpo", "simpo", "kto")
 
 
-class LlamaFactoryHead(NamedTuple):
-    """LLaMA-Factory's DPO / ORPO / SimPO loss (the `loss` of estimate_step): fp32 logits and a log-softmax."""
-
-    trainer: str
-    sequence_length: int
-    reference_forward: bool
-    reference_gathered: int = 0
-    head_trainable: bool = True
-    triton: bool = True  # (no effect: the heads take the same fields)
-    adjusted: bool = False  # the `saved` it is given already holds this loss's tensors (a frozen base's)
-
-    def scored(self, tokens: int) -> int:
-        return tokens - tokens // self.sequence_length
+@dataclass(frozen=True)
+class LlamaFactoryHead(PolicyLoss):
+    """LLaMA-Factory's DPO / ORPO / SimPO loss (the `loss` of estimate_step): fp32 logits and a log-softmax (`triton`
+    has no effect)."""
 
     def saved(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int = 0) -> int:
         """The activations with the loss's fp32 log-softmax of the shifted positions and the gathered labels
         (int64) in place of ForCausalLMLoss's."""
         scored = self.scored(tokens)
         return saved - logits_bytes + F32 * scored * vocab + I64 * scored
-
-    @property
-    def prefetch(self) -> bool:
-        return True
-
-    def later(self, accumulation: int) -> None:
-        return None
 
     def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[str, list[Part], list[Part]]:
         """(the forward's peak: the policy's fp32 logits beside the reference's logits and log-softmax, or the
@@ -87,13 +71,6 @@ class LlamaFactoryHead(NamedTuple):
             [*base, Part(P.ACTIVATIONS, rest), Part(P.LOGITS_GRADIENT, c * tokens * v),
              Part(P.GRADIENTS, w * v * h if self.head_trainable else 0), Part(P.HIDDEN_STATE_GRADIENT, c * tokens * h)]]
         return name, forward, max(gradients, key=lambda parts: sum(part.bytes for part in parts))
-
-    def line(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int) -> str:
-        """How the phases' "activations" follow from the activations shown."""
-        kept = self.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
-        return (f"its fp32 log-softmax of the shifted positions and labels keep {kept:,} B in place of the loss "
-                f"{logits_bytes:,}: activations {saved:,} - {logits_bytes:,} + {kept:,} = "
-                f"{saved - logits_bytes + kept:,} B")
 
 
 __all__ = ["LlamaFactoryHead", "TRAINERS"]

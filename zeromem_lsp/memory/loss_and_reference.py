@@ -24,7 +24,8 @@ reference is loaded only for the precompute and set to None before training star
 partitioned like the policy (parameters up to the persistence threshold whole on every rank, and with
 `offload_param` on the host: prepare_deepspeed keeps the config's offload_param); at stages 0-2 prepare_deepspeed
 runs it at stage 0, whole on every rank. FSDP shards it with the policy's strategy. A `ref_model` passed explicitly
-is kept even with PEFT (not modelled: the trainers build none then).
+is kept even with PEFT (not modelled: the trainers build none then). In the step: each engine spec's `reference` and
+`reference_gathered` (memory/step.py), through memory/preference.reference_of.
 """
 
 from __future__ import annotations
@@ -138,44 +139,3 @@ def loss_moments(kernel: str, micro_batch: int, sequence_length: int, hidden: in
                        ((P.LOGITS, logits if micro_batch > 1 else 0),), ((P.LOGITS_GRADIENT, logits),),
                        ((P.LOGITS_GRADIENT, logits), (P.HEAD_GRADIENT, head_gradient),
                         (P.HIDDEN_STATE_GRADIENT, compute * tokens * hidden)))
-
-
-class Reference(NamedTuple):
-    bytes_per_rank: int
-    explanation: str
-
-
-def reference_model_bytes(parameter_bytes: int, world_size: int, engine: str, stage: int | str,
-                          peft_policy: bool = False, precompute_ref_log_probs: bool = False,
-                          persistent_bytes: int = 0, offload_param: bool = False) -> Reference:
-    """Bytes per rank of the frozen reference copy (`parameter_bytes` as loaded, e.g. 2 × parameters in bf16).
-
-    engine "deepspeed" with stage 0-3, "fsdp" with a sharding strategy name, or "ddp". `persistent_bytes`: at
-    ZeRO-3, the parameters small enough to stay whole on every rank (stage3_param_persistence_threshold)."""
-    for name, value in ((P.PARAMETER_BYTES, parameter_bytes), (P.PERSISTENT_BYTES, persistent_bytes)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise LossInputError(f"{name} must be a non-negative integer, got {value!r}")
-    ranks = _positive(P.WORLD_SIZE, world_size)
-    if peft_policy:
-        return Reference(0, "no reference model: the PEFT policy disables its adapters instead")
-    if precompute_ref_log_probs:
-        return Reference(0, "no reference model during training: reference log-probs are precomputed")
-    if engine == "deepspeed":
-        if stage not in (0, 1, 2, 3):
-            raise LossInputError(f"DeepSpeed stage must be 0-3, got {stage!r}")
-        if stage == 3:
-            if offload_param:
-                return Reference(persistent_bytes if ranks > 1 else 0,
-                                 "reference partitioned by ZeRO-3 with its parameters offloaded to the host")
-            whole = persistent_bytes if ranks > 1 else 0
-            return Reference(-(-parameter_bytes // ranks) + whole, "reference partitioned by ZeRO-3 like the policy")
-        return Reference(parameter_bytes, "reference whole on every rank (prepare_deepspeed runs it at stage 0)")
-    if engine == "fsdp":
-        if stage in ("FULL_SHARD", "HYBRID_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD_ZERO2"):
-            return Reference(-(-parameter_bytes // ranks), f"reference sharded by FSDP {stage}")
-        if stage == "NO_SHARD":
-            return Reference(parameter_bytes, "reference whole on every rank (FSDP NO_SHARD)")
-        raise LossInputError(f"FSDP sharding strategy {stage!r} is not one FSDP knows")
-    if engine in ("ddp", "torch"):
-        return Reference(parameter_bytes, "reference whole on every rank")
-    raise LossInputError(f"engine must be deepspeed, fsdp or ddp, got {engine!r}")

@@ -74,9 +74,7 @@ class P(Name):
     NEXT_TOKEN_LOGITS_AND_PROBABILITIES = "next-token logits and probabilities"
     OPTIMIZER_SCRATCH = "optimizer scratch"
     OPTIMIZER_STATES = "optimizer states"
-    PARAMETER_BYTES = "parameter_bytes"
     PARAMETERS = "parameters"
-    PERSISTENT_BYTES = "persistent_bytes"
     POLICY_KV_CACHE = "policy KV cache"
     PREFILL_LAYER_TRANSIENTS = "prefill layer transients"
     RECOMPUTED_LAYER = "recomputed layer"
@@ -94,7 +92,6 @@ class P(Name):
     SHIFTED_LOGITS_COPY = "shifted fp32 logits copy"
     TOKEN_IDS_AND_MASK = "token ids and mask"
     UNSHARDED_GRADIENTS = "unsharded gradients"
-    WORLD_SIZE = "world_size"
 
 
 class M(Name):

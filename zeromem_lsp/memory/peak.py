@@ -15,18 +15,16 @@ from typing import Any, NamedTuple, cast
 from zeromem_lsp.memory.activations import F32, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS, Buffers, hf_auto_sizes, zero_buffers
 from zeromem_lsp.configs.model_config import ModelShape
+from zeromem_lsp.configs.parallelism import Parallelism, parallelism_of
 from zeromem_lsp.configs.transformers_paths import transformers_path, version_of
 from zeromem_lsp.memory.adapters import AdapterCount
 from zeromem_lsp.memory.model_state import ceil_div
 from zeromem_lsp.memory.lora_activations import LoraActivations, estimate_lora_activations
-from zeromem_lsp.memory.precision import DTYPE_BYTES, normalize_precision
+from zeromem_lsp.memory.precision import DTYPE_BYTES
 from zeromem_lsp.memory.stages import Offload, stage as stage_named
-from zeromem_lsp.memory.loss_and_reference import LossInputError, reference_model_bytes
 from zeromem_lsp.configs.settings_values import GRPO_KEYS
-from zeromem_lsp.memory.grpo import generation_inputs, generation_of
-from zeromem_lsp.memory.preference import LOSSES, WITH_REFERENCE, Preference, estimate_preference_step, reference_gathered, rows
-from zeromem_lsp.memory.step import (Buckets, DeepSpeed, FrozenBase, Fsdp, Phase, Step, StepInputError, Torch,
-                                     make_step, parameter_tensors, step_peak)
+from zeromem_lsp.memory.preference import Preference, estimate_preference_step, rows
+from zeromem_lsp.memory.step import FrozenBase, Phase, Step, StepInputError, step_peak
 from zeromem_lsp.gpu.reserved import RESERVE_PARTS, Reserve, reserve
 from zeromem_lsp.provenance import Given
 
@@ -40,18 +38,6 @@ NO_SHAPE = 'declare "parameters": {"from_config": "path/to/config.json"}'
 AUTO_FILLED = ("reduce_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold")
 #: The zero_optimization sizes that make ZeRO's buffers, by field name (zero_buffers' keywords).
 BUCKET_KEYS = ("reduce_bucket_size", "allgather_bucket_size", "stage3_prefetch_bucket_size", "stage3_max_live_parameters")
-#: zero_optimization field → the phase model's Buckets field (sizes in elements, switches as bools).
-STEP_BUCKETS = {"reduce_bucket_size": "reduce_bucket_size", "stage3_prefetch_bucket_size": "prefetch_bucket_size",
-                "stage3_max_live_parameters": "max_live_parameters",
-                "stage3_max_reuse_distance": "max_reuse_distance",
-                "stage3_param_persistence_threshold": "persistence_threshold"}
-STEP_SWITCHES = ("overlap_comm", "contiguous_gradients")
-#: The stage keys → FSDP's (sharded, reshard after forward): NO_SHARD, SHARD_GRAD_OP, FULL_SHARD.
-FSDP_STAGES = {"ddp": (False, False), "zero2": (True, False), "zero3": (True, True)}
-#: What the phase model refuses of an engine: (the stages it has, why not another, why no offload, whether a frozen
-#: base's offload is taken all the same: its step places P, G, O itself); DeepSpeed: every stage and offload.
-ENGINE_LIMITS = {"torch": (("ddp",), "engine torch runs DDP only, not {}", "engine torch offloads nothing", False),
-                 "fsdp": (tuple(FSDP_STAGES), "FSDP has no {}", "the phase model has no FSDP CPU offload", True)}
 
 
 #: The peak's inputs by field name (the `zeromem` setting of the same name), with their display labels.
@@ -109,15 +95,25 @@ class PeakInputs:
     sft_loss: Given | None = None  # "fused": supervised fine-tuning through TRL's SFTTrainer (its fused LM head)
     reference_model: Given | None = None  # a recipe's reference named apart from the policy: "copy", else why not
     reference_dtype: Given | None = None  # the reference copy's dtype when not the policy's (a recipe's reading)
-    generation: dict[str, Given] = field(default_factory=dict)  # GRPO's inputs (memory/grpo.generation_inputs)
+    generation: dict[str, Given] = field(default_factory=dict)  # GRPO's inputs (resolved/peak_inputs.generation_inputs)
     kbit_prepare: Given | None = None  # a quantized base: whether prepare_model_for_kbit_training ran (lora's dtypes)
     transformers_version: Given | None = None  # what it keeps (configs/transformers_paths.py); None: the newest
+    parallel: dict[str, Given] = field(default_factory=dict)  # N-D degrees by Parallelism field, with their sources
+
+    def parallelism(self) -> Parallelism:
+        return parallelism_of(self.parallel)  # configs/parallelism.py: defaults for absent keys
 
     def used(self) -> dict[str, Given]:
         """The inputs given, by field name (INPUT_LABELS order); GRPO's with trainer grpo."""
-        grpo = self.generation if str(_value(self.trainer)) == "grpo" else {}
+        grpo = self.generation if str(value_of(self.trainer)) == "grpo" else {}
         found = {name: grpo.get(name) if name in GRPO_KEYS else getattr(self, name) for name in INPUT_LABELS}
         return {name: given for name, given in found.items() if given is not None}
+
+
+#: The Step of the inputs at a stage under an offload (with an adapter: over its frozen base) and a trainer's
+#: Preference (None: the model's own loss): the settings read into the step model outside memory/
+#: (resolved/step_inputs.stage_step).
+StepOf = Callable[[PeakInputs, str, str, Offload | None, LoraActivations | None], tuple[Step, Preference | None]]
 
 
 class StagePeak(NamedTuple):
@@ -158,6 +154,7 @@ class Peak:
     inputs: dict[str, Given]  # what was used by field name (INPUT_LABELS), with origins, for display
     missing: tuple[str, ...]  # each missing input, named
     source: PeakInputs  # what it was computed from: `with_micro_batch` recomputes from it
+    step_of: StepOf  # the typed Step of `source` at a stage (resolved/step_inputs.stage_step)
     family: str = "deepspeed"
     offload: Offload | None = None  # the plan's (its `moves(stage)`: which of P, G, O leave the GPU)
     lora_activations: LoraActivations | None = None  # with an adapter: what is saved instead of `activations`
@@ -185,12 +182,8 @@ class Peak:
     def _stage_step(self, stage: str, offload: Offload | None = None) -> StagePeak | UnknownPeak:
         placed = offload or self.offload
         try:
-            step = step_of(self.source, self.family, stage, placed, self.lora_activations)
-            fused_sft = self.source.sft_loss is not None and self.source.sft_loss.value == "fused"
-            if str(_value(self.source.trainer) or "sft") != "sft" or fused_sft:
-                found = estimate_preference_step(preference(self.source, step, stage, placed), step)
-            else:
-                found = step_peak(step)
+            step, trainer = self.step_of(self.source, self.family, stage, placed, self.lora_activations)
+            found = step_peak(step) if trainer is None else estimate_preference_step(trainer, step)
         except StepInputError as error:
             return UnknownPeak(str(error), error.input)
         reserved, gpu = reserve(found, self.source.shape, self.source.ranks, self.reserved)
@@ -236,7 +229,7 @@ class Peak:
 
     def _with(self, **changes: Any) -> Peak:
         """The same peak from these inputs changed (PeakInputs fields)."""
-        return estimate_peak(self.state, self.family, replace(self.source, **changes), self.offload)
+        return estimate_peak(self.state, self.family, replace(self.source, **changes), self.step_of, self.offload)
 
     def _with_micro_batch(self, micro_batch: int) -> Peak:
         given = self.source.micro_batch
@@ -282,7 +275,7 @@ class Peak:
 
     def with_checkpointing(self) -> Peak | None:
         """The same peak with gradient checkpointing on (None when it is on already or cannot be recomputed)."""
-        if self.missing or _value(self.source.gradient_checkpointing):
+        if self.missing or value_of(self.source.gradient_checkpointing):
             return None
         given = self.source.gradient_checkpointing
         return self._variant(("checkpointing", 1),
@@ -320,15 +313,15 @@ class Peak:
                 "peak_missing": list(self.missing)}
 
 
-def _value(entry: Given | None) -> object:
+def value_of(entry: Given | None) -> object:
     return entry.value if entry is not None else None
 
 
 def engine_and_dtypes(inputs: PeakInputs, family: str) -> tuple[str, str, str]:
     """(the engine: a setting, else the config's family; the compute dtype; the dtype weights are stored in: the
     param_dtype setting, else the compute dtype), read once for every reader of the inputs."""
-    compute = str(_value(inputs.dtype))
-    return str(_value(inputs.engine) or family), compute, str(_value(inputs.param_dtype) or compute)
+    compute = str(value_of(inputs.dtype))
+    return str(value_of(inputs.engine) or family), compute, str(value_of(inputs.param_dtype) or compute)
 
 
 def _count(entry: Given) -> int:
@@ -336,53 +329,6 @@ def _count(entry: Given) -> int:
     value = entry.value
     assert isinstance(value, (int, float)), value
     return int(value)
-
-
-def step_buckets(inputs: PeakInputs) -> Buckets:
-    """The config's zero_optimization sizes as the phase model takes them (None: DeepSpeed's default)."""
-    found: dict[str, Any] = {}
-    for key, name in STEP_BUCKETS.items():
-        found[name] = _element_count(inputs.zero.get(key), key, inputs.shape, [])
-    for key in STEP_SWITCHES:
-        value = _value(inputs.zero.get(key))
-        if isinstance(value, bool):
-            found[key] = value
-    dtype = _value(inputs.zero.get("grad_accum_dtype"))
-    if isinstance(dtype, str):
-        found["grad_accum_dtype"] = normalize_precision(dtype) or None
-    return Buckets(**found)
-
-
-def step_of(inputs: PeakInputs, family: str, stage: str, offload: Offload | None,
-            lora: LoraActivations | None = None) -> Step:
-    """The Step at `stage`: the engine (a setting, else the config's family) with its stage or sharding strategy,
-    dtypes (autocast, FSDP mixed precision), optimizer, buckets and offload, and with an adapter the frozen base."""
-    engine, compute, param_dtype = engine_and_dtypes(inputs, family)
-    moves_p, _, moves_o = offload.moves(stage) if offload is not None else (False, False, False)
-    assert inputs.shape is not None and inputs.sequence_length is not None and inputs.micro_batch is not None
-    common: dict[str, Any] = dict(
-        checkpointing=bool(inputs.gradient_checkpointing.value), attention=str(inputs.attention.value), engine=engine,
-        ranks=inputs.ranks, param_dtype=param_dtype, optimizer=inputs.optimizer,
-        optimizer_impl=str(_value(inputs.optimizer_impl) or "foreach"), loss_kernel=str(inputs.loss_kernel.value),
-        transformers_path=transformers_path(version_of(inputs.transformers_version)),
-        gradient_accumulation_steps=int(cast(int, inputs.gradient_accumulation_steps.value)))
-    frozen = None if lora is None else frozen_base(inputs, lora, stage, offload, engine)
-    stages, other, no_offload, frozen_offloads = ENGINE_LIMITS.get(engine, ((stage,), "", "", True))
-    if stage not in stages:
-        raise StepInputError(other.format(stage_named(stage).label))
-    if (moves_p or moves_o) and no_offload and not (frozen_offloads and inputs.lora is not None):
-        raise StepInputError(no_offload)
-    sharded, reshard = FSDP_STAGES.get(stage, (True, True))
-    version = _value(inputs.fsdp_version)
-    by_engine: dict[str, dict[str, Any]] = {  # what make_step takes of each engine
-        "torch": dict(autocast=param_dtype == "fp32" and compute != "fp32"),
-        "deepspeed": dict(stage=stage_named(stage).number, buckets=step_buckets(inputs), offload_optimizer=moves_o,
-                          offload_param=moves_p),
-        "fsdp": dict(fsdp_sharded=sharded, fsdp_reshard=reshard, fsdp_mixed=compute != param_dtype,
-                     offload_optimizer=moves_o, fsdp_version=2 if version is None else version)}
-    # (as given: make_step and the activations name a value they cannot use)
-    return make_step(inputs.shape, cast(int, inputs.sequence_length.value), cast(int, inputs.micro_batch.value),
-                     frozen=frozen, **common, **by_engine.get(engine, {}))
 
 
 #: How the peak with an adapter is made (JSON `activations.lora.step`; docs/adapters.md).
@@ -413,7 +359,7 @@ def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: 
     """The step model's frozen base for a LoRA run at `stage`: the adapter's P, G, O as placed, the trainable
     tensors this rank steps on (DeepSpeed: an fp32 partition beside its fp32 gradients), LoRA's activations.
     Under FSDP without resharding (the zero2 key) the persistent parameters are still shards: the gathered
-    layers kept from forward to backward are the step's own part (step._engine_gathered), not P."""
+    layers kept from forward to backward are the step's own part (the engine spec's `gathered`), not P."""
     lora = inputs.lora
     assert lora is not None
     deepspeed, ranks, count = lora.engine == "deepspeed", inputs.ranks, lora.adapters
@@ -449,45 +395,7 @@ def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: 
                       accumulated=adapter_placement(lora, stage, ranks, offload)[1])
 
 
-def preference(inputs: PeakInputs, step: Step, stage: str, offload: Offload | None) -> Preference:
-    """The preference trainer's step inputs at `stage`: its frozen reference model on this rank (none for a PEFT
-    policy or with precomputed log-probs), stored like the policy's weights, placed as the engine places it."""
-    trainer = str(_value(inputs.trainer))
-    loss = inputs.preference_loss
-    kind = "fused" if loss is None else str(loss.value)
-    if trainer in ("dpo", "kto") and kind not in LOSSES:
-        raise StepInputError(loss.note if loss is not None else kind, "preference_loss")
-    generation = None
-    if trainer == "grpo":  # beta != 0: a reference (a copy, or the PEFT policy's adapters disabled)
-        generation = generation_of(inputs.generation or generation_inputs({}, cast(int, _value(inputs.sequence_length))))
-        if not generation.reference:
-            return Preference(trainer, 0, False, 0, loss=kind if kind in LOSSES else "fused", generation=generation)
-    elif trainer not in WITH_REFERENCE:  # reference-free (LLaMA-Factory's orpo / simpo; the others are refused)
-        return Preference(trainer, 0, False, 0, loss=kind if kind in LOSSES else "fused")
-    precomputed = trainer != "grpo" and bool(_value(inputs.precompute_ref_log_probs))
-    named = inputs.reference_model  # LLaMA-Factory's ref_model: a copy even beside a PEFT policy
-    if named is not None and named.value != "copy" and not precomputed:
-        raise StepInputError(named.note, "reference_model")
-    tensors = parameter_tensors(step.shape)
-    loaded = inputs.reference_dtype  # LLaMA-Factory: the policy upcast to fp32, the reference loaded as it is
-    width = DTYPE_BYTES[str(loaded.value) if loaded is not None else step.param_dtype]
-    engine = step.engine  # (its placement: the stage under DeepSpeed, the sharding strategy under FSDP)
-    persistent = width * sum(numel for numel in tensors.all() if numel <= engine.threshold)
-    try:
-        reference = reference_model_bytes(width * tensors.total, inputs.ranks, engine.reference, engine.placement,
-                                          peft_policy=inputs.lora is not None and named is None,
-                                          precompute_ref_log_probs=precomputed, persistent_bytes=persistent,
-                                          offload_param=engine.offload_param)
-    except LossInputError as error:
-        raise StepInputError(str(error)) from None
-    gathered_width = DTYPE_BYTES["bf16"] if engine.mixed else width
-    gathered = reference_gathered(tensors, gathered_width, engine.name, engine.placement, inputs.ranks, kind,
-                                  engine.version) if reference.bytes_per_rank else 0
-    found = Preference(trainer, reference.bytes_per_rank, not precomputed, gathered, loss=kind)
-    return found if generation is None else found._replace(generation=generation, reference_forward=True)
-
-
-def _element_count(entry: Given | None, key: str, shape: ModelShape | None, missing: list[str]) -> int | None:
+def element_count(entry: Given | None, key: str, shape: ModelShape | None, missing: list[str]) -> int | None:
     """A bucket size as DeepSpeed receives it: DeepSpeed's default when unset, HF's fill for "auto"."""
     if entry is None:
         return None
@@ -509,7 +417,7 @@ def _element_count(entry: Given | None, key: str, shape: ModelShape | None, miss
 def zero_sizes(inputs: PeakInputs, element_bytes: int, missing: list[str]) -> dict[str, Any]:
     """zero_buffers' keyword arguments for this config, keyed by zero_optimization field: sizes as
     DeepSpeed receives them."""
-    sizes: dict[str, Any] = {key: _element_count(inputs.zero.get(key), key, inputs.shape, missing) for key in BUCKET_KEYS}
+    sizes: dict[str, Any] = {key: element_count(inputs.zero.get(key), key, inputs.shape, missing) for key in BUCKET_KEYS}
     overlap = inputs.zero.get("overlap_comm")
     sizes["overlap_comm"] = overlap.value if overlap is not None and isinstance(overlap.value, bool) else None
     return {**sizes, "parameters": inputs.parameters, "element_bytes": element_bytes}
@@ -522,9 +430,10 @@ def activation_dtype(inputs: PeakInputs, family: str) -> str:
     return param_dtype if engine == "deepspeed" or compute == "fp32" else compute
 
 
-def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, offload: Offload | None = None) -> Peak:
-    """The peak per stage of `state` (the plan's model state under `offload`), or a Peak naming what is
-    missing."""
+def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, step_of: StepOf,
+                  offload: Offload | None = None) -> Peak:
+    """The peak per stage of `state` (the plan's model state under `offload`), each stage's Step made by `step_of`,
+    or a Peak naming what is missing."""
     missing = [why for absent, why in (
         (inputs.shape is None, f"the model shape: {inputs.shape_problem or NO_SHAPE}"),
         (inputs.sequence_length is None, 'the sequence length: declare "sequence_length" in the zeromem block'),
@@ -549,13 +458,14 @@ def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, offloa
     lora = _lora_activations(inputs, missing, family) if not missing and inputs.lora is not None else None
     reserved = None if inputs.reserved.value == MODELLED else _count(inputs.reserved)
     return Peak(state=dict(state), buffers=buffers, activations=activations, reserved=reserved, inputs=inputs.used(),
-                missing=tuple(missing), family=family, source=inputs, offload=offload, lora_activations=lora)
+                missing=tuple(missing), family=family, source=inputs, step_of=step_of, offload=offload,
+                lora_activations=lora)
 
 
 def policy_rows(inputs: PeakInputs) -> int:
     """Sequences through the policy per micro-batch: DPO-style trainers stack chosen and rejected."""
     assert inputs.micro_batch is not None
-    return rows(str(_value(inputs.trainer) or "sft"), cast(int, inputs.micro_batch.value))
+    return rows(str(value_of(inputs.trainer) or "sft"), cast(int, inputs.micro_batch.value))
 
 
 def lora_compute_dtype(inputs: PeakInputs, family: str) -> str:
@@ -564,7 +474,7 @@ def lora_compute_dtype(inputs: PeakInputs, family: str) -> str:
     the compute dtype like every parameter (MixedPrecisionPolicy.param_dtype), so no fp32 input copy is kept."""
     lora = inputs.lora
     assert lora is not None
-    return str(_value(inputs.dtype)) if _fsdp_mixed(inputs, family) else lora.adapter_dtype
+    return str(value_of(inputs.dtype)) if _fsdp_mixed(inputs, family) else lora.adapter_dtype
 
 
 def _fsdp_mixed(inputs: PeakInputs, family: str) -> bool:
@@ -577,7 +487,7 @@ def _lora_activations(inputs: PeakInputs, missing: list[str], family: str = "") 
     """What one micro-batch keeps with LoRA on a frozen base, or None with the reason in `missing`."""
     lora, shape, tokens = inputs.lora, inputs.shape, inputs.sequence_length
     assert lora is not None and shape is not None and tokens is not None
-    cast_each = _fsdp_mixed(inputs, family) and _value(inputs.fsdp_version) == 1  # FSDP1 mixed: a copy per adapter
+    cast_each = _fsdp_mixed(inputs, family) and value_of(inputs.fsdp_version) == 1  # FSDP1 mixed: a copy per adapter
     try:
         return estimate_lora_activations(
             shape, lora.adapters, cast(int, tokens.value), policy_rows(inputs),

@@ -9,7 +9,6 @@ module loads neither pydantic nor the config models (the `zeromem estimate` path
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from fractions import Fraction
 
 from typing import NamedTuple, Protocol, TYPE_CHECKING

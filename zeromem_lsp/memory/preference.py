@@ -7,7 +7,7 @@ memory/llamafactory_loss.py; GRPO: memory/grpo.py. The reference model's bytes a
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, NamedTuple, Union
 
 from zeromem_lsp.configs.settings_values import TRAINERS  # the `trainer` setting; sft: ForCausalLMLoss
@@ -18,8 +18,8 @@ from zeromem_lsp.memory.grpo import Generation, GrpoHead, GrpoLogitsHead, check 
 from zeromem_lsp.memory.parts import P, M, with_gathered
 from zeromem_lsp.memory.llamafactory_loss import TRAINERS as LLAMAFACTORY_TRAINERS, LlamaFactoryHead
 from zeromem_lsp.memory.reference_free_loss import TRAINERS as REFERENCE_FREE, ReferenceFreeHead
-from zeromem_lsp.memory.step import (DeepSpeed, FrozenBase, Fsdp, Head, Moment, Part, Phase, Setup, Step,
-                                     StepInputError, StepPeak, Tensors, make_step, parameter_tensors, step_peak)
+from zeromem_lsp.memory.step import (FrozenBase, Fsdp, Head, Part, PolicyLoss, Setup, Step, StepInputError, StepPeak,
+                                     make_step, parameter_tensors, step_peak)
 
 #: Trainers that keep a reference model (unless PEFT or precomputed log-probs); the others are reference-free.
 WITH_REFERENCE = ("dpo", "kto")
@@ -28,27 +28,14 @@ WITH_REFERENCE = ("dpo", "kto")
 LOSSES = ("fused", "logits", "llamafactory")
 
 
-class LogitsHead(NamedTuple):
+@dataclass(frozen=True)
+class LogitsHead(PolicyLoss):
     """TRL 1.8's DPO and KTO losses (what axolotl pins; dpo_trainer.py / kto_trainer.py 1.8.0 `_compute_loss`,
-    `selective_log_softmax`, `entropy_from_logits`; KTO's KV caches `cache`, `policy_cache`): docs/adapters.md."""
+    `selective_log_softmax`, `entropy_from_logits`; KTO's KV caches `cache`, `policy_cache`): docs/adapters.md
+    (`triton` has no effect)."""
 
-    trainer: str
-    sequence_length: int
-    reference_forward: bool
-    reference_gathered: int = 0
-    head_trainable: bool = True
-    triton: bool = True  # (no effect: both heads take the same fields)
-    adjusted: bool = False
     cache: int = 0  # KTO: elements of the reference outputs' KV cache (per element, the compute dtype's bytes)
     policy_cache: int = 0  # KTO: elements of the policy outputs' KV cache beyond what its attention keeps
-    loss_gathered: int | None = None  # KTO at ZeRO-3: the policy's weights gathered at its loss (`no_prefetch`)
-
-    @property
-    def prefetch(self) -> bool:
-        return self.loss_gathered is None
-
-    def scored(self, tokens: int) -> int:
-        return tokens - tokens // self.sequence_length
 
     def _kept(self, tokens: int, vocab: int, c: int) -> int:
         """What the log-probs keep: each row's log-softmax (16-bit), or the logits for logsumexp (fp32)."""
@@ -58,9 +45,6 @@ class LogitsHead(NamedTuple):
         """The activations with the log-probs' kept tensors, labels and per-token log-probs for the loss's."""
         scored = self.scored(tokens)
         return saved - logits_bytes + self._kept(tokens, vocab, c) + I64 * scored + F32 * scored
-
-    def later(self, accumulation: int) -> None:
-        return None
 
     def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[str, list[Part], list[Part]]:
         """(the entropy metric at the end of the loss's forward, the loss's backward at its largest)."""
@@ -89,7 +73,7 @@ class Preference(NamedTuple):
     """A preference trainer's step: the trainer, the reference on this rank, and how its forward runs."""
 
     trainer: str
-    reference_bytes: int = 0  # the frozen reference model on this rank (loss_and_reference.reference_model_bytes)
+    reference_bytes: int = 0  # the frozen reference model on this rank (`reference_of`)
     reference_forward: bool = True  # False with precomputed reference log-probs
     reference_gathered: int = 0
     triton: bool = True
@@ -104,17 +88,17 @@ class Preference(NamedTuple):
 PolicyHead = Union[FusedHead, "LogitsHead", LlamaFactoryHead, ReferenceFreeHead, GrpoLogitsHead]
 
 
-def reference_gathered(tensors: Tensors, width: int, engine: str, stage: object, ranks: int, loss: str = "fused",
-                       fsdp_version: int = 1) -> int:
-    """The reference's weights gathered at its forward's peak (docs/adapters.md): under ZeRO-3 its LM head for the
-    fused head (`maybe_gather_lm_head_ctx`), none for a loss that scores its logits after its forward; sharded FSDP1
-    the root unit and one layer (derived); FSDP2 (`prepare_fsdp`: one unit) the whole reference and its all-gather
-    output."""
-    if ranks > 1 and engine == "deepspeed" and stage == 3:
-        return width * (tensors.head or tensors.embedding) if loss == "fused" else 0
-    if ranks > 1 and engine == "fsdp" and stage in ("SHARD_GRAD_OP", "FULL_SHARD"):
-        return 2 * width * tensors.total if fsdp_version == 2 else width * (tensors.root + tensors.layer_total)
-    return 0
+def reference_of(step: Step, width: int, peft_policy: bool, precomputed: bool, loss: str) -> tuple[int, int]:
+    """(the frozen reference model on this rank, its weights gathered at its forward's peak), stored in `width` bytes
+    each and placed as the step's engine places it; none for a PEFT policy (its adapters disabled instead) or with
+    precomputed log-probs (under FSDP the reference is loaded only for the precompute)."""
+    if peft_policy or precomputed:
+        return 0, 0
+    tensors, engine = parameter_tensors(step.shape), step.engine
+    persistent = width * sum(numel for numel in tensors.all() if numel <= engine.threshold)
+    reference = engine.reference(width * tensors.total, persistent, step.ranks)
+    gathered_width = DTYPE_BYTES["bf16"] if engine.mixed else width
+    return reference, engine.reference_gathered(tensors, gathered_width, step.ranks, loss == "fused") if reference else 0
 
 
 def rows(trainer: str, micro_batch: int) -> int:
@@ -145,11 +129,11 @@ def estimate_preference_step(preference: Preference, step: Step | None = None, *
     if isinstance(head, LogitsHead) and kto and preference.kv_cache:
         cache = kv_elements(step.shape, micro * sequence)
         repeated = step.attention == "eager" and step.shape.kv_heads < step.shape.heads
-        head = head._replace(cache=cache, policy_cache=cache if repeated and not step.checkpointing else 0)
+        head = replace(head, cache=cache, policy_cache=cache if repeated and not step.checkpointing else 0)
     if kto and isinstance(head, (FusedHead, LogitsHead)):
-        head = head._replace(loss_gathered=no_prefetch(step))
+        head = replace(head, loss_gathered=no_prefetch(step))
     if frozen is not None:  # its activations are read after the loss too: the fused head's, not the log-softmax
-        head = head._replace(adjusted=True)
+        head = replace(head, adjusted=True)
         saved = _frozen_saved(head, frozen, step, micro)  # the head's tensors change what is saved outside the layers
         frozen = frozen._replace(activations=saved, outside=frozen.outside + saved - frozen.activations)
     loss: Head = head
@@ -170,34 +154,13 @@ def policy_head(trainer: str, loss: str, sequence_length: int, completion_length
         return ReferenceFreeHead(trainer, sequence_length, reference_forward, reference_gathered,
                                  head_trainable=head_trainable, triton=triton and loss == "fused")  # TRL 1.8: no Triton
     if trainer == "grpo" and loss == "logits":  # TRL 1.8's GRPOTrainer (axolotl's pin)
-        return GrpoLogitsHead(sequence_length, completion_length, head_trainable)
+        return GrpoLogitsHead(trainer, sequence_length, head_trainable=head_trainable,
+                              completion_length=completion_length)
     # GRPO's reference runs before the policy's forward (its own moment, memory/grpo.py), never beside it
     kinds: dict[str, Callable[..., PolicyHead]] = {"fused": FusedHead, "logits": LogitsHead,
                                                    "llamafactory": LlamaFactoryHead}
     return kinds[loss](trainer, sequence_length, reference_forward and trainer != "grpo", reference_gathered,
                 head_trainable=head_trainable, triton=triton)
-
-
-def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_length: int, tokens: int, hidden: int,
-              c: int, vocab: int, completion_length: int = 0) -> str:
-    """How the phases' "activations" follow from the activations shown: the loss's tensors (and, for the fused
-    head, the LM head's input) swapped for what the preference loss keeps."""
-    stacked = "chosen and rejected stacked, " if rows(trainer, 1) == 2 else ""
-    tool = {"fused": "TRL", "logits": "TRL 1.8", "llamafactory": "LLaMA-Factory"}[loss]
-    lead = f"{trainer} ({tool}): {stacked}{tokens // sequence_length} rows; "
-    head = policy_head(trainer, loss, sequence_length, completion_length)
-    if isinstance(head, (ReferenceFreeHead, LlamaFactoryHead, GrpoLogitsHead)):
-        return lead + head.line(saved, logits_bytes, tokens, hidden, c, vocab)
-    if isinstance(head, LogitsHead):
-        kept = head.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
-        return (f"{lead}its log-probs keep {kept:,} B (a log-softmax per row, labels, per-token log-probs) in place "
-                f"of the loss {logits_bytes:,}: activations {saved:,} - {logits_bytes:,} + {kept:,} = "
-                f"{saved - logits_bytes + kept:,} B")
-    head_input = c * tokens * hidden
-    kept = head.saved(saved, logits_bytes, tokens, hidden, c) - saved + logits_bytes + head_input
-    return (f"{lead}its fused LM head keeps {kept:,} B (a shifted copy of the last hidden states, labels, log-sum-exp "
-            f"per token) in place of the loss {logits_bytes:,} and the head's input {head_input:,}: activations "
-            f"{saved:,} - {logits_bytes:,} - {head_input:,} + {kept:,} = {saved - logits_bytes - head_input + kept:,} B")
 
 
 def _gathered_width(step: Step) -> Callable[[int], int]:
@@ -229,7 +192,7 @@ def no_prefetch(step: Step) -> int | None:
 
 def _fsdp2_unshard(step: Step) -> tuple[int, int] | None:
     """FSDP2 sharded at more than one rank: (the root's, a decoder layer's) bytes as gathered (the compute dtype
-    under mixed precision; a frozen base's pro rata of its P), as step.py `Fsdp.moments` / `_engine_gathered`."""
+    under mixed precision; a frozen base's pro rata of its P), as step.py `Fsdp.moments` / `Fsdp.gathered`."""
     engine = step.engine
     if not isinstance(engine, Fsdp) or not engine.sharded or step.ranks < 2 or engine.version != 2:
         return None
@@ -250,5 +213,5 @@ def _frozen_saved(head: PolicyHead, frozen: FrozenBase, step: Step, micro: int) 
                       DTYPE_BYTES[frozen.compute_dtype], step.shape.vocab)
 
 
-__all__ = ["FusedHead", "LOSSES", "LogitsHead", "head_line", "Preference", "TRAINERS", "WITH_REFERENCE", "estimate_preference_step", "reference_gathered",
+__all__ = ["FusedHead", "LOSSES", "LogitsHead", "Preference", "TRAINERS", "WITH_REFERENCE", "estimate_preference_step",
            "rows"]

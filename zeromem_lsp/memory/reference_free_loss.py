@@ -17,29 +17,20 @@ shape) and their sum, then the LM head's gradients.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from zeromem_lsp.memory.activations import F32, I64
 from zeromem_lsp.memory.parts import P, M, Part
-from zeromem_lsp.memory.step import Setup
+from zeromem_lsp.memory.step import PolicyLoss, Setup
 
 TRAINERS = ("orpo", "cpo", "simpo")
 
 
-class ReferenceFreeHead(NamedTuple):
+@dataclass(frozen=True)
+class ReferenceFreeHead(PolicyLoss):
     """TRL's ORPO / CPO / SimPO loss (the `loss` of estimate_step): the logits, the chosen rows' NLL, a
-    log-softmax per row."""
-
-    trainer: str
-    sequence_length: int
-    reference_forward: bool = False  # (none runs: the fields every head takes)
-    reference_gathered: int = 0
-    head_trainable: bool = True
-    triton: bool = True  # TRL 1.16 on CUDA / XPU: the Triton log-prob kernel; False: the torch path (CPU, TRL 1.8)
-    adjusted: bool = False  # the `saved` it is given already holds this loss's tensors (a frozen base's)
-
-    def scored(self, tokens: int) -> int:
-        return tokens - tokens // self.sequence_length
+    log-softmax per row; no reference runs. `triton`: TRL 1.16's Triton log-prob kernel on CUDA / XPU (False: the
+    torch path, CPU and TRL 1.8)."""
 
     def _kept(self, tokens: int, vocab: int, c: int) -> int:
         """The NLL's log-softmax of the chosen rows' shifted positions and the rows' log-softmaxes (an fp32 model's
@@ -54,13 +45,6 @@ class ReferenceFreeHead(NamedTuple):
     def saved(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int = 0) -> int:
         """The activations with the loss's log-softmaxes and labels in place of ForCausalLMLoss's."""
         return saved - logits_bytes + self._kept(tokens, vocab, c) + I64 * tokens
-
-    @property
-    def prefetch(self) -> bool:
-        return True
-
-    def later(self, accumulation: int) -> None:
-        return None
 
     def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[str, list[Part], list[Part]]:
         """(the end of the loss's forward: the logits beside what it keeps; the loss's backward at its largest)."""
@@ -78,14 +62,6 @@ class ReferenceFreeHead(NamedTuple):
             moments.append([*base, Part(P.ACTIVATIONS, total), Part(P.LOGITS, logits),
                             Part(P.LOG_PROB_KERNEL_GRADIENTS, c * self.scored(tokens) * v + logits)])
         return M.POLICY_HEAD, forward, max(moments, key=lambda parts: sum(part.bytes for part in parts))
-
-    def line(self, saved: int, logits_bytes: int, tokens: int, hidden: int, c: int, vocab: int) -> str:
-        """How the phases' "activations" follow from the activations shown."""
-        kept = self.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
-        what = "the log-prob kernel's 2 fp32 values per token" if self.triton else "a log-softmax per row"
-        return (f"its chosen rows' NLL and {what} keep {kept:,} B in place of the loss "
-                f"{logits_bytes:,}: activations {saved:,} - {logits_bytes:,} + {kept:,} = "
-                f"{saved - logits_bytes + kept:,} B")
 
 
 __all__ = ["ReferenceFreeHead", "TRAINERS"]

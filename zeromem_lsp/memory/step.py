@@ -13,9 +13,8 @@ from dataclasses import dataclass, field, replace
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple, Protocol, Union
 
-from zeromem_lsp.memory.accumulation import Engine, held, later_moments
-from zeromem_lsp.memory.parts import (P, PHASES, M, Moment, Moments, Part, Phase, StepInputError, moment_of, phases_of,
-                                      with_gathered)
+from zeromem_lsp.memory.accumulation import Held, later_moments
+from zeromem_lsp.memory.parts import P, PHASES, M, Moment, Moments, Part, Phase, StepInputError, moment_of, phases_of
 from zeromem_lsp.memory.activations import F32, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS, given
 from zeromem_lsp.configs.settings_values import ENGINES, LOSS_KERNELS, OPTIMIZER_IMPLS
@@ -121,7 +120,6 @@ class Torch:
     `ddp_bucket_view`: DDP's gradient_as_bucket_view (gradients are views of its buckets)."""
 
     name: ClassVar[str] = "torch"
-    reference: ClassVar[str] = "ddp"  # how loss_and_reference.reference_model_bytes names it
     stage: ClassVar[int] = 0
     offload_optimizer: ClassVar[bool] = False
     offload_param: ClassVar[bool] = False
@@ -129,7 +127,6 @@ class Torch:
     sharded: ClassVar[bool] = False
     version: ClassVar[int] = 2
     threshold: ClassVar[int] = THRESHOLD
-    placement: ClassVar[int | str] = 0
     autocast: bool = False
     ddp_bucket_view: bool = False
 
@@ -159,13 +156,30 @@ class Torch:
         return _composed(setup, base + cast, _Gathered(), {**layers, M.END_OF_BACKWARD: end},
                          {M.OPTIMIZER_STEP: update})
 
+    def held(self, setup: Setup, frozen: int | None) -> Held:
+        """A later micro-batch (memory/accumulation.py): every gradient whole under `no_sync`, a new embedding gradient
+        beside them at the end of backward; a frozen base's adapter gradients (`frozen`) whole."""
+        t = setup.tensors
+        return Held(frozen) if frozen is not None else Held(setup.w * t.total, setup.w * t.embedding)
+
+    def gathered(self, setup: Setup, g: Callable[[int], int]) -> _Gathered:
+        """Nothing gathered: every parameter is whole on every rank."""
+        return _Gathered()
+
+    def reference(self, whole: int, persistent: int, ranks: int) -> int:
+        """A preference trainer's frozen reference model on this rank (`whole`: all of it as loaded): all of it."""
+        return whole
+
+    def reference_gathered(self, tensors: Tensors, width: int, ranks: int, fused: bool) -> int:
+        """The reference's weights gathered at its forward's peak (`fused`: TRL's fused LM head scores it): none."""
+        return 0
+
 
 @dataclass(frozen=True)
 class DeepSpeed:
     """DeepSpeed ZeRO `stage` (0-3) with its zero_optimization sizes resolved and its offload."""
 
     name: ClassVar[str] = "deepspeed"
-    reference: ClassVar[str] = "deepspeed"
     autocast: ClassVar[bool] = False
     mixed: ClassVar[bool] = False
     sharded: ClassVar[bool] = False
@@ -182,11 +196,6 @@ class DeepSpeed:
     @property
     def threshold(self) -> int:
         return self.zero.threshold
-
-    @property
-    def placement(self) -> int | str:
-        """The reference model's placement (loss_and_reference.reference_model_bytes): the stage."""
-        return self.stage
 
     def moments(self, setup: Setup, step: Step) -> Moments:
         """DeepSpeed ZeRO 0-3 (16-bit or fp32 model) with a torch AdamW client optimizer (foreach, for-loop) or
@@ -212,7 +221,7 @@ class DeepSpeed:
             # is the bound); under ZeRO-3 HF Trainer builds the model partitioned (zero.Init): those sums are empty
             master.append(Part(ADAGRAD_FIRST_SUMS, F32 * n))
         # at the loss, at its backward (the head fetched again if it was released), the first fetch (ZeRO-3)
-        gathered = _engine_gathered(setup, self, lambda elements: w * elements)
+        gathered = self.gathered(setup, lambda elements: w * elements)
         ipg = 0 if bf16_opt else _ipg(w, stage, zero)
         if stage == 3:
             persistent = _persistent_numel(t, zero.threshold)
@@ -304,6 +313,50 @@ class DeepSpeed:
         return _composed(setup, loss_base, gathered, {**layers, **ends}, steps, forwards,
                          head=[*base, Part(P.GATHERED_PARAMETERS, gathered.again)])
 
+    def held(self, setup: Setup, frozen: int | None) -> Held:
+        """A later micro-batch (memory/accumulation.py): ZeRO-3 reduces into the partitions; ZeRO-2 keeps the touched
+        parameters' gradients; ZeRO-0/1 every gradient whole (ZeRO-1 beside its IPG bucket, the step's own "reduce
+        bucket"), as do a frozen base's adapters (`frozen`) below ZeRO-3."""
+        t, w, stage, offload = setup.tensors, setup.w, self.stage, self.offload_optimizer
+        bucket = _ipg(w, stage, self.zero) if stage == 1 else 0
+        if frozen is not None:
+            how = "offload not measured" if offload else ""
+            return Held(0, 0, how) if stage == 3 else Held(frozen, 0, how, bucket=bucket)
+        if stage == 3:
+            return Held(0, 0, "offload accumulates into the partitions" if offload else "")
+        if stage == 2 and offload:  # stage_1_and_2.py `async_accumulate_grad_in_cpu_via_gpu`
+            return Held(0, 0, "ZeRO-Offload accumulates in host memory")
+        if stage == 2:
+            return Held(w * max(touched for touched, _ in _touched(t, setup.ranks)), 0, "", replaces=())
+        return Held(w * t.total, w * t.embedding, "offload not measured" if offload else "", bucket=bucket)
+
+    def gathered(self, setup: Setup, g: Callable[[int], int]) -> _Gathered:
+        """ZeRO-3 at more than one rank (`g`: bytes of so many elements; docs/memory-model.md, "DeepSpeed ZeRO-3"): at
+        the loss (`__params_to_release`), at its backward (the head again if released), in a layer's backward, the first
+        fetch; its IPG reduce bucket (stage3.py); docs/adapters.md, "Gathered frozen weights", "ZeRO-3's buffers"."""
+        if self.stage != 3 or setup.ranks < 2:
+            return _Gathered()
+        zero, t = self.zero, setup.tensors
+        rest = t.total - _persistent_numel(t, zero.threshold)
+        at_loss = min(rest, max(zero.reuse, min(zero.prefetch, zero.live)))
+        head = t.head or t.embedding
+        again = max(at_loss, head) if head > zero.threshold else at_loss
+        fetch = min(rest, max(min(zero.prefetch, zero.live), t.embedding))
+        return _Gathered(g(at_loss), g(again), g(at_loss), g(fetch), setup.w * zero.reduce if zero.contiguous else 0)
+
+    def reference(self, whole: int, persistent: int, ranks: int) -> int:
+        """The reference: whole below ZeRO-3 (prepare_deepspeed runs it at stage 0); ZeRO-3 partitions it as the policy,
+        its `persistent` bytes whole on every rank, the rest on the host under offload_param."""
+        if self.stage != 3:
+            return whole
+        kept = persistent if ranks > 1 else 0
+        return kept if self.offload_param else ceil_div(whole, ranks) + kept
+
+    def reference_gathered(self, tensors: Tensors, width: int, ranks: int, fused: bool) -> int:
+        """ZeRO-3: the reference's LM head gathered for the fused head (`maybe_gather_lm_head_ctx`), none for a loss
+        that scores its logits after its forward (docs/adapters.md)."""
+        return width * (tensors.head or tensors.embedding) if fused and self.stage == 3 and ranks > 1 else 0
+
 
 @dataclass(frozen=True)
 class Fsdp:
@@ -311,7 +364,6 @@ class Fsdp:
     over the shards' dtype, `sharded` False: NO_SHARD."""
 
     name: ClassVar[str] = "fsdp"
-    reference: ClassVar[str] = "fsdp"
     autocast: ClassVar[bool] = False
     stage: ClassVar[int] = 0
     offload_param: ClassVar[bool] = False
@@ -322,14 +374,9 @@ class Fsdp:
     sharded: bool = True
     offload_optimizer: bool = False
 
-    @property
-    def placement(self) -> int | str:
-        """The sharding strategy with this sharding and resharding."""
-        return "FULL_SHARD" if self.reshard and self.sharded else "SHARD_GRAD_OP" if self.sharded else "NO_SHARD"
-
     def moments(self, setup: Setup, step: Step) -> Moments:
         """FSDP2 (`fully_shard` per decoder layer and on the root) or FSDP1 (a FlatParameter per unit): shards of P, G
-        and O, the units gathered (`_fsdp_gathered`), a unit's unsharded gradients copied into one reduce-scatter input
+        and O, the units gathered (`gathered`), a unit's unsharded gradients copied into one reduce-scatter input
         in the reduce dtype (fp32 under mixed precision) beside the collective's output."""
         shape = step.shape
         t, w, n, c = setup.tensors, setup.w, setup.tensors.total, setup.c
@@ -343,7 +390,7 @@ class Fsdp:
         largest = ceil_div(max(t.root, t.layer_total) if version == 1 else t.largest, r)
         stepped = _stepped(setup, w, [(shard,)], "fsdp", largest)
         base = [Part(P.PARAMETERS, w * shard), Part(stepped.state_name, stepped.states)]
-        gathered = _fsdp_gathered(t, self, setup.ranks, lambda elements: g * elements)
+        gathered = self.gathered(setup, lambda elements: g * elements)
         grads_layer = ceil_div(w * t.layer_total, r)
         head = ceil_div(w * (t.head + t.final_norm), r) if t.head else 0
         scatter = 2 * w * t.layer_total if collective else 0  # reduce-scatter input + full-size output (gloo)
@@ -363,6 +410,46 @@ class Fsdp:
         return _composed(setup, base, gathered, {**layers, M.END_OF_BACKWARD: end}, {M.OPTIMIZER_STEP: update},
                          head=[*base, Part(P.GATHERED_PARAMETERS, gathered.at_loss)])
 
+    def held(self, setup: Setup, frozen: int | None) -> Held:
+        """A later micro-batch (memory/accumulation.py); a frozen base's adapter gradients (`frozen`, fp32 under PEFT,
+        so their reduce dtype is theirs) unsharded when sharded, as the full step's."""
+        n, w = setup.tensors.total, setup.w
+        if frozen is not None:
+            how = "offload not measured" if self.offload_optimizer else ""
+            return Held(frozen * setup.ranks, 0, how, (), 0) if self.sharded else Held(frozen, 0, how)
+        if not self.sharded and self.version == 1:  # NO_SHARD: the root unit's new flat gradient is made whole
+            return Held(w * n, w * setup.tensors.root)  # beside the accumulated one
+        if self.version == 2:  # the last micro-batch reduce-scatters each unit's as it goes, the root's at the end
+            # (`FSDPParamGroup.post_backward` hands the accumulated gradient to the reduce-scatter and drops it): the
+            # end of backward is the plain step's (never the peak in what was measured)
+            return Held((F32 if self.mixed else w) * n, 0, "", (), 0)
+        return Held(setup.c * n, 0)  # FSDP1 keeps unsharded gradients in the compute dtype
+
+    def gathered(self, setup: Setup, g: Callable[[int], int]) -> _Gathered:
+        """FSDP's gathered bytes (`g`: of so many elements; the compute dtype's under mixed precision, `_fsdp_param`):
+        the root unit, every layer when not resharding, one layer ahead at the loss (FSDP2) and at its backward (FSDP1:
+        `_pre_backward_hook` → `_prefetch_handle`; docs/adapters.md), two in a layer's backward."""
+        sharded, r, reshard = _fsdp_group(self, setup.ranks)
+        if not sharded:
+            return _Gathered()
+        t = setup.tensors
+        root, layer = g(t.root), g(t.layer_total)
+        kept = 0 if reshard else g(t.layer_total * t.layers)
+        ahead = layer if r > 1 else 0
+        return _Gathered(root + kept + (ahead if self.version == 2 else 0), root + kept + (ahead if reshard else 0),
+                         root + max(kept, 2 * layer))
+
+    def reference(self, whole: int, persistent: int, ranks: int) -> int:
+        """The reference: sharded as the policy is, whole under NO_SHARD."""
+        return ceil_div(whole, ranks) if self.sharded else whole
+
+    def reference_gathered(self, tensors: Tensors, width: int, ranks: int, fused: bool) -> int:
+        """Sharded FSDP1: the root unit and one layer (derived); FSDP2 (`prepare_fsdp`: one unit) the whole reference
+        and its all-gather output (docs/adapters.md)."""
+        if ranks < 2 or not self.sharded:
+            return 0
+        return 2 * width * tensors.total if self.version == 2 else width * (tensors.root + tensors.layer_total)
+
 
 EngineSpec = Union[Torch, DeepSpeed, Fsdp]
 
@@ -378,6 +465,32 @@ class Head(Protocol):
     def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[str, list[Part], list[Part]]: ...
 
     def later(self, accumulation: int) -> Head | None: ...
+
+
+@dataclass(frozen=True)
+class PolicyLoss:
+    """What every preference policy's loss takes (memory/preference.policy_head): a Head scoring each row's shifted
+    positions, the same at every micro-batch; subclasses give its `saved` and `moments`."""
+
+    trainer: str
+    sequence_length: int
+    reference_forward: bool = False  # a reference forward runs in the step (not with precomputed log-probs)
+    reference_gathered: int = 0  # ZeRO-3: the reference's weights gathered during its forward
+    head_trainable: bool = True
+    triton: bool = True  # False: the torch path (CPU; TRL 1.8 for the reference-free losses)
+    adjusted: bool = False  # the `saved` it is given already holds the loss's tensors (a frozen base's)
+    loss_gathered: int | None = None  # KTO at ZeRO-3: the policy's weights gathered at its loss (`no_prefetch`)
+
+    @property
+    def prefetch(self) -> bool:
+        return self.loss_gathered is None
+
+    def later(self, accumulation: int) -> None:
+        return None
+
+    def scored(self, tokens: int) -> int:
+        """Positions scored: every shifted position of every row."""
+        return tokens - tokens // self.sequence_length
 
 
 @dataclass(frozen=True)
@@ -594,37 +707,6 @@ def _fsdp_group(engine: Fsdp, ranks: int) -> tuple[bool, int, bool]:
     return engine.sharded, ranks if engine.sharded else 1, engine.reshard
 
 
-def _fsdp_gathered(tensors: Tensors, engine: Fsdp, ranks: int, gathered: Callable[[int], int]) -> _Gathered:
-    """FSDP's gathered bytes (`gathered`: of so many elements): the root unit, every layer when not resharding,
-    and one layer ahead at the loss (FSDP2) and at its backward (FSDP1: `_pre_backward_hook` →
-    `_prefetch_handle`; docs/adapters.md), two in a layer's backward."""
-    sharded, r, reshard = _fsdp_group(engine, ranks)
-    if not sharded:
-        return _Gathered()
-    root, layer = gathered(tensors.root), gathered(tensors.layer_total)
-    kept = 0 if reshard else gathered(tensors.layer_total * tensors.layers)
-    ahead = layer if r > 1 else 0
-    return _Gathered(root + kept + (ahead if engine.version == 2 else 0), root + kept + (ahead if reshard else 0),
-                     root + max(kept, 2 * layer))
-
-
-def _engine_gathered(setup: Setup, engine: EngineSpec, g: Callable[[int], int]) -> _Gathered:
-    """The gathered parameters (`g`: bytes of so many elements gathered) and ZeRO-3's IPG reduce bucket (stage3.py)
-    at more than one rank; over a frozen base pro rata of the whole P (a quantized base gathers its packed bytes) or
-    in the compute dtype under FSDP mixed precision (`_fsdp_param.py`): docs/adapters.md, "Gathered frozen weights"
-    and "ZeRO-3's buffers". ZeRO-3's (docs/memory-model.md, "DeepSpeed ZeRO-3"): at the loss (`__params_to_release`),
-    at its backward (the head fetched again if released), in a layer's backward as at the loss, the first fetch."""
-    if isinstance(engine, DeepSpeed) and engine.stage == 3 and setup.ranks > 1:
-        zero, t = engine.zero, setup.tensors
-        rest = t.total - _persistent_numel(t, zero.threshold)
-        at_loss = min(rest, max(zero.reuse, min(zero.prefetch, zero.live)))
-        head = t.head or t.embedding
-        again = max(at_loss, head) if head > zero.threshold else at_loss
-        fetch = min(rest, max(min(zero.prefetch, zero.live), t.embedding))
-        return _Gathered(g(at_loss), g(again), g(at_loss), g(fetch), setup.w * zero.reduce if zero.contiguous else 0)
-    return _fsdp_gathered(setup.tensors, engine, setup.ranks, g) if isinstance(engine, Fsdp) else _Gathered()
-
-
 def _frozen(setup: Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gathered,
             offload_optimizer: bool, in_place: bool, converted: bool = False) -> Moments:
     """The step with a frozen base: the full step's moments, no gradient for a frozen weight (docs/adapters.md).
@@ -703,24 +785,13 @@ def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, **i
 
 
 def _engine_moments(setup: Setup, step: Step) -> Moments:
-    """The moments of the step's engine (a frozen base's: `_frozen` over `_engine_gathered`)."""
+    """The moments of the step's engine (a frozen base's: `_frozen` over the engine's `gathered`)."""
     engine, frozen = step.engine, step.frozen
     if frozen is not None:
         g = (lambda elements: setup.c * elements) if engine.mixed else frozen.gathered
-        return _frozen(setup, step.shape, frozen, _engine_gathered(setup, engine, g), step.offload_optimizer,
+        return _frozen(setup, step.shape, frozen, engine.gathered(setup, g), step.offload_optimizer,
                        step.optimizer not in TORCH_OPTIMIZERS, isinstance(engine, DeepSpeed) and engine.stage in (1, 2))
     return engine.moments(setup, step)
-
-
-def _accumulating(step: Step, setup: Setup) -> Engine:
-    """The engine as the held gradients of a later micro-batch depend on it (memory/accumulation.py)."""
-    engine, tensors = step.engine, setup.tensors
-    zero = engine.zero if isinstance(engine, DeepSpeed) else None  # ZeRO-1/2: the kept gradients and the bucket
-    return Engine(engine.name, step.stage, setup.w, tensors.total, tensors.embedding,
-                  0 if zero is None else max(touched for touched, _ in _touched(tensors, step.ranks)),
-                  0 if zero is None else _ipg(setup.w, step.stage, zero),
-                  step.offload_optimizer, engine.version, engine.sharded,
-                  F32 if engine.mixed else setup.w, step.ranks, setup.c, tensors.root)
 
 
 def _kept(acts: Activations, nd: Parallelism, shape: ModelShape, w: int, tokens: int) -> Activations:
@@ -744,23 +815,12 @@ def step_peak(step: Step) -> StepPeak:
     if nd != NONE:
         step = replace(step, shape=rank_shape(step.shape, nd), sequence_length=rank_tokens(step.sequence_length, nd),
                        ranks=shard_group(step.ranks, nd))
-    shape = step.shape
-    try:
-        acts = _kept(estimate_activations(shape, step.sequence_length, step.micro_batch, step.compute_dtype,
-                                          step.checkpointing, step.attention, step.transformers_path), nd, shape,
-                     DTYPE_BYTES[step.compute_dtype], step.sequence_length * step.micro_batch)
-    except ActivationInputError as error:
-        raise StepInputError(str(error)) from None
-    tensors = parameter_tensors(shape)
-    setup = Setup(tensors, acts, step.sequence_length * step.micro_batch, shape.vocab, shape.hidden,
-                  step.stored_bytes, DTYPE_BYTES[step.compute_dtype], step.ranks, step.optimizer_impl,
-                  step.checkpointing, step.loss_kernel, step.frozen is None, step.micro_batch, step.head,
-                  step.optimizer, step.transformers_path)
+    setup = setup_of(step)
     moments = _engine_moments(setup, step)
     if step.gradient_accumulation_steps > 1:
         frozen = step.frozen
-        found = held(_accumulating(step, setup),
-                     None if frozen is None else frozen.gradients if frozen.accumulated is None else frozen.accumulated)
+        found = step.engine.held(
+            setup, None if frozen is None else frozen.gradients if frozen.accumulated is None else frozen.accumulated)
         later_head = step.head.later(step.gradient_accumulation_steps) if step.head is not None else None
         source = _engine_moments(setup._replace(loss=later_head), step) if later_head is not None else None
         moments = later_moments(moments, found, source)
@@ -769,8 +829,23 @@ def step_peak(step: Step) -> StepPeak:
                    for phase, found_moments in moments.items()}
     phases = phases_of(moments)
     peak_phase = max(PHASES, key=lambda name: phases[name].peak)
-    return StepPeak(phases, peak_phase, phases[peak_phase].peak, acts, parameters, derived(nd))
+    return StepPeak(phases, peak_phase, phases[peak_phase].peak, setup.acts, parameters, derived(nd))
 
 
-__all__ = ["Buckets", "DeepSpeed", "ENGINES", "Fsdp", "Head", "Setup", "Step", "Torch", "Zero", "make_step", "step_peak", "FrozenBase", "Moment", "OPTIMIZERS", "OPTIMIZER_IMPLS", "PHASES", "Part", "Phase", "StepInputError", "StepPeak",
+def setup_of(step: Step) -> Setup:
+    """What the engines' moments read of `step`, derived once."""
+    shape = step.shape
+    try:
+        acts = _kept(estimate_activations(shape, step.sequence_length, step.micro_batch, step.compute_dtype,
+                                          step.checkpointing, step.attention, step.transformers_path),
+                     step.parallelism, shape, DTYPE_BYTES[step.compute_dtype], step.sequence_length * step.micro_batch)
+    except ActivationInputError as error:
+        raise StepInputError(str(error)) from None
+    return Setup(parameter_tensors(shape), acts, step.sequence_length * step.micro_batch, shape.vocab, shape.hidden,
+                 step.stored_bytes, DTYPE_BYTES[step.compute_dtype], step.ranks, step.optimizer_impl,
+                 step.checkpointing, step.loss_kernel, step.frozen is None, step.micro_batch, step.head,
+                 step.optimizer, step.transformers_path)
+
+
+__all__ = ["Buckets", "DeepSpeed", "ENGINES", "Fsdp", "Head", "PolicyLoss", "Setup", "Step", "Torch", "Zero", "make_step", "step_peak", "FrozenBase", "Moment", "OPTIMIZERS", "OPTIMIZER_IMPLS", "PHASES", "Part", "Phase", "StepInputError", "StepPeak",
            "Tensors", "estimate_step", "moment_of", "parameter_tensors"]

@@ -15,11 +15,13 @@ from typing import Any, NamedTuple, overload
 from zeromem_lsp.configs.layers import Resolved
 from zeromem_lsp.configs.loss_kernels import LossRequest, applied
 from zeromem_lsp.configs.model_config import ModelShape, ParameterCount, UnsupportedModel, model_shape_from_text
+from zeromem_lsp.configs.parallelism import AXOLOTL_TILE_TOKENS, SETTINGS, Parallelism, axolotl_shards, parallelism_of
 from zeromem_lsp.configs.training import TrainingSetup
 from zeromem_lsp.configs.versions import installed
 from zeromem_lsp.configs.workload import Workload
 from zeromem_lsp.memory.adapter_plan import AdapterBreakdown, lora_peak
-from zeromem_lsp.memory.grpo import generation_inputs
+from zeromem_lsp.configs.settings_values import GRPO_KEYS
+from zeromem_lsp.memory.grpo import MAX_COMPLETION_LENGTH
 from zeromem_lsp.memory.peak import PeakInputs
 from zeromem_lsp.memory.plan import Inputs
 from zeromem_lsp.provenance import Given, Origin
@@ -185,6 +187,8 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
         lora=lora_peak(inputs.adapter, str(dtype.value) if dtype is not None else None),
         kbit_prepare=_kbit_prepare(inputs),
         transformers_version=_transformers_version(workload, resolved),
+        parallel=resolve_parallel(workload.parallel, resolved, _value_of(_pick(workload.sequence_length,
+                                                                               "sequence_length", resolved))),
         trainer=_pick(None, "trainer", resolved, PeakInputs.trainer),
         precompute_ref_log_probs=_pick(None, "precompute_ref_log_probs", resolved),
         preference_loss=workload.preference_loss,
@@ -196,6 +200,35 @@ def peak_inputs(source: PeakSource, resolved: Resolved, inputs: Inputs, precisio
                                      trl18=workload.preference_loss is not None
                                      and workload.preference_loss.value == "logits"),
     )
+
+
+def resolve_parallel(written: dict[str, Given], resolved: Resolved, sequence: int | None) -> dict[str, Given]:
+    """The N-D degrees and long-context mechanisms by Parallelism field, each with its source: what the config
+    writes (configs/parallel_keys.py) unless a flag says otherwise; else the setting of the same name
+    (parallelism.SETTINGS); absent: the field's default (`Parallelism()`), not listed. `tiled_mlp: true` takes
+    axolotl's default shard count for the tokens each rank holds (`sequence` / (c·u))."""
+    out = dict(written)
+    for name, setting in SETTINGS.items():
+        if setting is None or getattr(resolved.settings, setting) is None:
+            continue
+        found = _pick(written.get(name), setting, resolved)
+        if found is not None and found is not written.get(name) and name == "tiled_mlp_shards":
+            found = _tiles(found, parallelism_of(out), sequence)
+        before = written.get(name)
+        if found is not None and before is not None and found is not before and found.value != before.value:
+            found = Given(found.value, f"{found.note} (overrides {before.note}: {before.value})", found.path)
+        if found is not None:
+            out[name] = found
+    return out
+
+
+def _tiles(setting: Given, degrees: Parallelism, sequence: int | None) -> Given:
+    """The `tiled_mlp` setting as a shard count: false 0, a count itself, true axolotl's default."""
+    if setting.value is False or isinstance(setting.value, int) and setting.value is not True:
+        return Given(int(setting.value), setting.note, setting.path)
+    local = (sequence or AXOLOTL_TILE_TOKENS) // degrees.sequence_divisor
+    return Given(axolotl_shards(local), f"{setting.note}: true, axolotl's default ceil({local:,} tokens per rank / "
+                 f"{AXOLOTL_TILE_TOKENS})", setting.path)
 
 
 def _transformers_version(workload: Workload, resolved: Resolved) -> Given | None:
@@ -223,4 +256,33 @@ def _value_of(given: Given | None) -> int | None:
     return given.value if given is not None and isinstance(given.value, int) else None
 
 
+#: GRPOConfig's defaults beyond memory/grpo.MAX_COMPLETION_LENGTH (trl/trainer/grpo_config.py, TRL 1.16 and 1.8)
+MAX_COMPLETION_LENGTH_TRL18 = 256  # TRL 1.8.0's GRPOConfig (axolotl's pin)
+#: axolotl passes trl.max_completion_length even when unset (core/trainers/grpo/__init__.py): None
+TRL18_UNSET = (" (axolotl passes None when trl.max_completion_length is unset: the model's generation_config then "
+               "bounds the completions; set it)")
+BETA = 0.0
 
+
+def generation_inputs(written: dict[str, Given], sequence_length: int | None,
+                      accumulation: Given | None = None, trl18: bool = False) -> dict[str, Given]:
+    """Every GRPO input: as written, else TRL's default. The sequence length is prompt + completion; when it is
+    not above TRL's max_completion_length (512), half of it is taken for the completion. steps_per_generation
+    defaults to gradient_accumulation_steps (TRL's `__post_init__`), 1 when that is not known."""
+    found = dict(written)
+    default, version = (MAX_COMPLETION_LENGTH_TRL18, "TRL 1.8") if trl18 else (MAX_COMPLETION_LENGTH, "TRL")
+    if "max_completion_length" not in found:
+        if sequence_length is None or sequence_length > default:
+            found["max_completion_length"] = Given(default, f"default: {version} GRPOConfig's "
+                                                   f"max_completion_length {default}" + TRL18_UNSET * trl18)
+        else:
+            found["max_completion_length"] = Given(sequence_length // 2, "default: half the sequence length (prompt "
+                                                   f"+ completion; {version}'s {default} leaves no prompt)")
+    if "steps_per_generation" not in found:
+        found["steps_per_generation"] = (
+            Given(accumulation.value, f"{accumulation.note}: TRL's default steps_per_generation", accumulation.path)
+            if accumulation is not None else Given(1, "default: 1 (TRL: gradient_accumulation_steps; the generation "
+                                                  "batch is micro-batch × this)"))
+    found.setdefault("beta", Given(BETA, "default: TRL GRPOConfig's beta 0.0 (no reference model)"))
+    found.setdefault("use_vllm", Given(False, "default: TRL's use_vllm false (transformers' generate)"))
+    return {key: found[key] for key in GRPO_KEYS}

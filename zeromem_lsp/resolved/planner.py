@@ -18,6 +18,7 @@ from zeromem_lsp.configs.model_config import UnsupportedModel
 from zeromem_lsp.memory.adapter_plan import Adapter, AdapterInputError, adapter_inputs, lora_peak
 from zeromem_lsp.configs.training import TrainingSetup, implied_world_size
 from zeromem_lsp.memory.peak import estimate_peak
+from zeromem_lsp.resolved.step_inputs import stage_step
 from zeromem_lsp.resolved.peak_inputs import ModelRead, PeakSource, peak_inputs
 from zeromem_lsp.resolved.peak_inputs import fsdp_version as resolve_fsdp_version
 from zeromem_lsp.memory.plan import (
@@ -170,7 +171,7 @@ def build(
     if peak is not None:
         state = {key: placement.gpu[key] for key in family.stages}
         estimated = estimate_peak(state, family.name, peak_inputs(peak, resolved, inputs, origins.get("precision"),
-                                                                       family.name, fsdp_version), offload)
+                                                                       family.name, fsdp_version), stage_step, offload)
     warn = settings.warn_fraction if settings.warn_fraction is not None else DEFAULT_WARN_FRACTION
     return MemoryPlan(stage=stage, stage_path=stage_path, inputs=inputs, origins=origins, offload=offload,
                       placement=placement, gpu_memory=settings.gpu_memory, warn_fraction=warn, policy=family,
@@ -387,7 +388,7 @@ def settings_plan(source: SettingsSource, resolved: Resolved, peak: PeakSource |
         step = replace(step, engine=engine_given, dtype=dtype, lora=lora_peak(breakdown, precision),
                        optimizer_impl=step.optimizer_impl if settings.optimizer_impl else DEFAULT_OPTIMIZER_IMPL,
                        optimizer=breakdown.optimizer if breakdown is not None else optimizer)
-        estimated = estimate_peak({key: placement.gpu[key] for key in family.stages}, engine, step, offload)
+        estimated = estimate_peak({key: placement.gpu[key] for key in family.stages}, engine, step, stage_step, offload)
     return MemoryPlan(stage=None, stage_path=None, inputs=inputs, origins={}, offload=offload, placement=placement,
                       gpu_memory=settings.gpu_memory, policy=family, peak=estimated)
 
@@ -437,7 +438,7 @@ def plan(source: PlanSource, resolved: Resolved, peak: PeakSource | None = None,
          adapter: Adapter | None = None, ignored: tuple[Ignored, ...] = (),
          engine_named: bool = True) -> MemoryPlan | Unplanned:
     """The plan of whatever a reader found: FSDP when it shards with FSDP, DeepSpeed, or plain torch (DDP).
-    `adapter`: a LoRA run (from the settings, `adapter_plan.adapter_from_settings`, or a recipe's adapter fields).
+    `adapter`: a LoRA run (from the settings, `adapter_settings.adapter_from_settings`, or a recipe's adapter fields).
     `ignored`: the keys the config sets that change memory but are not modelled; `engine_named`: False for a
     recipe whose engine nothing names (DDP is then an assumption). Either makes the plan approximate."""
     if isinstance(source, FsdpSource):

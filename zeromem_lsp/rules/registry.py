@@ -139,6 +139,18 @@ RULES: dict[str, Rule] = _rules(
         'Write `"gpu_memory": "80GiB"` for an 80 GB card (`nvidia-smi` shows 81920MiB).',
     ),
     Rule(
+        "ZM109", "parallel-degree-does-not-fit", "error",
+        "A tensor, context, Ulysses or expert parallel degree the run cannot take, once the world size, the sequence "
+        "length and the model are known: degrees whose product does not divide the world size (or, with axolotl's "
+        "dp_shard_size and dp_replicate_size, does not fill it), a sequence length torch context parallelism cannot "
+        "split into 2 × cp chunks, or attention heads Ulysses cannot split.",
+        "axolotl (utils/distributed.py) and Accelerate (ParallelismConfig._validate_accelerator) refuse degrees that "
+        "do not fill the world; torch's ring attention needs 2 × cp equal chunks; DeepSpeed's Ulysses all-to-all "
+        "moves whole heads (ulysses_sp.py). The launch fails after the model is loaded.",
+        "base_model: Qwen/Qwen3-8B\ncontext_parallel_size: 3\nzeromem:\n  world_size: 8",
+        "Pick degrees whose product divides the world size (here context_parallel_size: 2, 4 or 8).",
+    ),
+    Rule(
         "ZM108", "recipe-model-not-counted", "information",
         "A recipe's model (`base_model`, `model_name_or_path`) cannot be counted: no config.json here (not a file, "
         "not a model directory, not in the local Hugging Face cache, not fetched from the Hub: gated, missing, offline "
@@ -435,7 +447,8 @@ RULES: dict[str, Rule] = _rules(
         "ZM352", "ignored-fsdp-setting", "warning",
         "An FSDP setting the loader silently ignores here: FSDP1-only settings under `fsdp_version: 2`, "
         "`reshard_after_forward` under FSDP1, an unknown `fsdp_config` key, `fsdp_config` when "
-        "`distributed_type` is not FSDP, or `sharding_strategy` / `offload_params` in a Transformers "
+        "`distributed_type` is not FSDP, a `parallelism_config` size without its `parallelism_config_` prefix "
+        "(`accelerate launch` reads only the prefixed keys), or `sharding_strategy` / `offload_params` in a Transformers "
         "`--fsdp_config` (those come from the `--fsdp` option string).",
         "The run does something other than the file says, without any error.",
         "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n  fsdp_sharding_strategy: SHARD_GRAD_OP",

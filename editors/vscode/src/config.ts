@@ -43,6 +43,12 @@ export interface ExtensionSettings {
   trainer?: string | null;
   precomputeRefLogProbs?: string | boolean | null;
   transformersVersion?: string | null;
+  tensorParallel?: string | number | null;
+  contextParallel?: string | number | null;
+  ulysses?: string | number | null;
+  expertParallel?: string | number | null;
+  activationOffload?: string | null;
+  tiledMlp?: string | number | boolean | null;
   [other: string]: unknown;
 }
 
@@ -83,6 +89,12 @@ export const SERVER_SETTING_KEYS = [
   "trainer",
   "precomputeRefLogProbs",
   "transformersVersion",
+  "tensorParallel",
+  "contextParallel",
+  "ulysses",
+  "expertParallel",
+  "activationOffload",
+  "tiledMlp",
 ] as const;
 
 export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];
@@ -188,15 +200,17 @@ export const UNSET_CHOICE = "default";
 const CHOICE_SETTINGS: ReadonlySet<string> = new Set([
   "precision", "optimizer", "gradientCheckpointing", "attention", "engine", "fsdpVersion", "paramDtype", "optimizerImpl", "dora",
   "quantization", "doubleQuant", "kbitPrepare", "lossKernel", "trainer", "precomputeRefLogProbs", "loraTargetLinear",
+  "activationOffload",
 ]);
 /** Numbers typed into the Settings UI's text boxes (it has no box for an optional number). */
 const NUMBER_SETTINGS: ReadonlySet<string> = new Set([
   "worldSize", "warnFraction", "sequenceLength", "microBatch", "gradientAccumulationSteps", "loraRank",
-  "fsdpVersion", "loraDropout",
+  "fsdpVersion", "loraDropout", "tensorParallel", "contextParallel", "ulysses", "expertParallel", "tiledMlp",
 ]);
-/** Dropdowns for an optional boolean: "true" / "false" (or "default"). */
+/** Dropdowns for an optional boolean: "true" / "false" (or "default"); tiledMlp's text box takes them too. */
 const BOOLEAN_SETTINGS: ReadonlySet<string> = new Set([
   "gradientCheckpointing", "dora", "doubleQuant", "kbitPrepare", "precomputeRefLogProbs", "loraTargetLinear",
+  "tiledMlp",
 ]);
 /** Settings whose value may be a list or an object (package.json: "array" / "object" types). */
 const STRUCTURED_SETTINGS: ReadonlySet<string> = new Set([

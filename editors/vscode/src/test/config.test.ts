@@ -93,6 +93,10 @@ describe("serverSettings", () => {
     assert.deepEqual(serverSettings({ gradientCheckpointing: "default", reserved: "" }), {});
     assert.deepEqual(serverSettings({ fsdpVersion: "2" }), { fsdpVersion: 2 }); // the dropdown's "2", sent as 2
     assert.deepEqual(serverSettings({ fsdpVersion: "default" }), {});
+    // the N-D degrees as numbers; tiledMlp's box takes true / false or a shard count (issue 30)
+    assert.deepEqual(serverSettings({ tensorParallel: "2", ulysses: " 8 ", activationOffload: "default", tiledMlp: "true" }),
+      { tensorParallel: 2, ulysses: 8, tiledMlp: true });
+    assert.deepEqual(serverSettings({ tiledMlp: "4", activationOffload: "cpu_all" }), { tiledMlp: 4, activationOffload: "cpu_all" });
     // not a number: passed on as typed, so the server names the problem
     assert.deepEqual(serverSettings({ worldSize: "eight" }), { worldSize: "eight" });
   });

@@ -1,0 +1,94 @@
+"""Issue 30 through the real entry points: `zeromem estimate --config` shows the degrees axolotl's ALST, TP × CP and
+expert-parallel examples set (with the key each came from) in `-v` and in JSON's `parallelism`; the flags of the same
+names override them; `zeromem check` reports degrees that do not fit the world (ZM109) at their key."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import run_zeromem
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+RECIPES = DATA / "recipes"
+ALST = "axolotl/examples/alst/llama3-8b-deepspeed-alst.yaml"
+TP_CP = "axolotl/examples/distributed-parallel/qwen3-8b-fsdp-tp-cp.yaml"
+EXPERT = "axolotl/examples/expert_parallel/qwen3_30ba3b_ep_lora_4gpu.yaml"
+
+
+@pytest.fixture(autouse=True)
+def hub_cache(monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(DATA / "hf_cache"))
+
+
+def estimate(recipe: str, *extra: str) -> dict:
+    done = run_zeromem("estimate", "--config", str(RECIPES / recipe), "--offline", "--format", "json", *extra)
+    assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_alst_example_resolves_its_degrees_with_their_keys():
+    found = estimate(ALST, "--world-size", "8")["parallelism"]
+    assert (found["context"], found["activation_offload"], found["tiled_mlp_shards"]) == (8, "cpu", 2)
+    assert found["tensor"] == found["ulysses"] == found["expert"] == 1
+    assert found["sources"]["context"] == {"source": "context_parallel_size", "path": ["context_parallel_size"]}
+    assert found["sources"]["activation_offload"]["path"] == ["activation_offloading"]
+
+
+def test_tp_cp_example_and_the_flags_over_it():
+    found = estimate(TP_CP, "--world-size", "8")["parallelism"]
+    assert (found["tensor"], found["context"]) == (2, 2)
+    flagged = estimate(TP_CP, "--world-size", "8", "--tensor-parallel", "4", "--context-parallel", "1",
+                       "--activation-offload", "cpu_all", "--tiled-mlp", "3")["parallelism"]
+    assert (flagged["tensor"], flagged["context"], flagged["activation_offload"], flagged["tiled_mlp_shards"]) == (
+        4, 1, "cpu_all", 3)
+    assert flagged["sources"]["tensor"]["source"].startswith("--tensor-parallel (overrides tensor_parallel_size")
+
+
+def test_expert_example_in_the_verbose_text():
+    done = run_zeromem("estimate", "--config", str(RECIPES / EXPERT), "--offline", "--world-size", "4", "-v")
+    assert "expert parallel 4 — expert_parallel_size" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_recipe_without_degrees_has_no_parallelism_object():
+    assert "parallelism" not in estimate("axolotl/examples/llama-3/lora-1b.yml", "--world-size", "2")
+
+
+def test_the_flags_without_a_config():
+    model = next((DATA / "hf_cache/models--meta-llama--Llama-3.1-8B").glob("snapshots/*/config.json"))
+    done = run_zeromem("estimate", "--world-size", "8", "--sequence-length", "4096", "--model-config", str(model),
+                       "--ulysses", "8", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)["parallelism"]
+    assert found["ulysses"] == 8 and found["sources"]["ulysses"] == {"source": "--ulysses"}
+
+
+@pytest.mark.parametrize("flag, value", [("--tensor-parallel", "0"), ("--tiled-mlp", "none"),
+                                         ("--activation-offload", "gpu")])
+def test_a_bad_flag_is_a_usage_error(flag, value):
+    done = run_zeromem("estimate", "--parameters", "1B", "--world-size", "8", flag, value)
+    assert done.returncode == 2 and flag in done.stderr and "Traceback" not in done.stderr
+
+
+def test_check_reports_degrees_that_do_not_divide_the_world(tmp_path):
+    folder = tmp_path / "axolotl"
+    shutil.copytree(RECIPES / "axolotl", folder)
+    recipe = folder / TP_CP.removeprefix("axolotl/")
+    text = recipe.read_text(encoding="utf-8").replace("context_parallel_size: 2", "context_parallel_size: 3")
+    recipe.write_text(text + "\nzeromem:\n  world_size: 8\n", encoding="utf-8")
+    done = run_zeromem("check", "--format", "json", "--offline", str(recipe))
+    found = [item for item in json.loads(done.stdout)["findings"] if item["code"] == "ZM109"]
+    assert done.returncode == 1 and len(found) == 1, done.stdout
+    assert "does not divide the world size 8" in found[0]["message"]
+    line = text.splitlines()[found[0]["range"]["start"]["line"]]
+    assert line.startswith("tensor_parallel_size") or line.startswith("context_parallel_size")
+
+
+def test_check_accepts_the_examples_as_published():
+    for recipe, world in ((TP_CP, 8), (EXPERT, 4), (ALST, 8)):
+        done = run_zeromem("check", "--format", "json", "--offline", "--world-size", str(world),
+                           str(RECIPES / recipe))
+        assert "ZM109" not in {item["code"] for item in json.loads(done.stdout)["findings"]}, done.stdout
