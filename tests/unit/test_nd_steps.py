@@ -111,3 +111,25 @@ def test_context_parallel_is_derived_and_says_so():
     # the activations of one rank are those of half the sequence
     half = estimate({**case, "sequence_length": 1024}, NONE)
     assert split.activations == half.activations
+
+
+LLAMA_8B = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+            "intermediate_size": 14336, "num_hidden_layers": 32, "vocab_size": 128256, "tie_word_embeddings": False}
+MIXTRAL = {"model_type": "mixtral", "hidden_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 4,
+           "intermediate_size": 2048, "num_hidden_layers": 4, "num_local_experts": 8, "num_experts_per_tok": 2,
+           "vocab_size": 32000, "tie_word_embeddings": False}
+
+
+@pytest.mark.parametrize("config, degrees", [
+    (LLAMA_8B, {"tensor": 2}), (LLAMA_8B, {"context": 2}), (LLAMA_8B, {"ulysses": 4}),
+    (LLAMA_8B, {"activation_offload": "cpu_all"}), (LLAMA_8B, {"tiled_mlp_shards": 4}),
+    (MIXTRAL, {"expert": 4})], ids=["tp", "cp", "ulysses", "offload", "tiled", "ep"])
+def test_each_degree_moves_an_8_gpu_zero3_estimate_down(config, degrees):
+    """Llama-3-8B at 32k tokens (a small Mixtral for EP) under ZeRO-3 on 8 ranks with checkpointing off: each degree
+    alone lowers the peak, and the larger degree lowers it further."""
+    def peak(parallelism):
+        return estimate_step(model_shape(config), 32768 if config is LLAMA_8B else 4096, 1, engine="deepspeed",
+                             stage=3, ranks=8, parallelism=parallelism).peak
+    name, value = next(iter(degrees.items()))
+    doubled = {name: value * 2} if isinstance(value, int) else {"tiled_mlp_shards": 8, "activation_offload": value}
+    assert peak(Parallelism(**doubled)) <= peak(Parallelism(**degrees)) < peak(NONE)
