@@ -67,18 +67,24 @@ class _MemTrackerPhases:
         self.phase = None
 
 
-def run_rank(case: dict, rank: int, world: int) -> dict:
-    import contextlib
-    import copy
+def quiet_torch():
+    """torch for one rank's child: warnings and Transformers' logging off, seed 0, one thread."""
     import warnings
     warnings.filterwarnings("ignore")
     import torch
     import transformers
-    from engines import Run, _local
-    from tracker import StorageTracker
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
     torch.set_num_threads(1)
+    return torch
+
+
+def run_rank(case: dict, rank: int, world: int) -> dict:
+    import contextlib
+    import copy
+    from engines import Run, _local
+    from tracker import StorageTracker
+    torch = quiet_torch()
     started = time.time()
     tracker = StorageTracker()
     cross = _MemTrackerPhases() if case.get("crosscheck_memtracker") else None

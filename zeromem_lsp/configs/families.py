@@ -397,6 +397,7 @@ class ModelShape(NamedTuple):
     linear_heads: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)  # key heads, value heads, key / value head
     # widths, the causal conv's kernel (linear_num_key_heads, linear_num_value_heads, linear_key_head_dim,
     # linear_value_head_dim, linear_conv_kernel_dim)
+    head_shards: int = 1  # an untied LM head's rows over this many ranks (tensor parallel: configs/parallel_shape)
 
 
 class Weight(NamedTuple):
@@ -541,5 +542,5 @@ def weights(shape: ModelShape) -> tuple[Weight, ...]:
             found.append(Weight(f.prefix + path, fan_in, fan_out, layers, kind, bias, e * (kind == "experts"), role,
                                 (e, fan_in, fan_out) if transposed else ()))
     return tuple(found + [Weight(f.final_norm, 1, h, None, "norm", f.norm == "layer", role="final_norm"),
-                          Weight(f.head, h, shape.vocab, None, "head", f.head_bias is True or shape.head_bias,
-                                 role="head")])
+                          Weight(f.head, h, shape.vocab // shape.head_shards, None, "head",
+                                 f.head_bias is True or shape.head_bias, role="head")])

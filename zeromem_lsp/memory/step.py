@@ -9,7 +9,7 @@ training step"; optimizers other than AdamW: memory/optimizer_step.py.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple, Protocol, Union
 
@@ -23,7 +23,10 @@ from zeromem_lsp.memory.loss_and_reference import LossMoments, loss_moments
 from zeromem_lsp.memory.model_state import ceil_div
 from zeromem_lsp.memory.optimizer_step import (ADAGRAD_FIRST_SUMS, OptimizerNotModelled, Stepped, Tensors,
                                                optimizer_step, parameter_shapes, parameter_tensors)
+from zeromem_lsp.configs.families import of
 from zeromem_lsp.configs.model_config import ModelShape
+from zeromem_lsp.configs.parallel_shape import derived, rank_shape, rank_tokens, shard_group
+from zeromem_lsp.configs.parallelism import NONE, Parallelism
 from zeromem_lsp.configs.transformers_paths import NEWEST_PATH, TransformersPath
 
 #: Adam and AdamW keep the same tensors (exp_avg, exp_avg_sq); Adam's weight decay, when set, adds one more
@@ -41,6 +44,7 @@ class StepPeak(NamedTuple):
     peak: int
     activations: Activations
     parameters: int  # model parameters (all ranks together)
+    derived: tuple[str, ...] = ()  # Parallelism's mechanisms in this figure that no measured step supports
 
 
 class Buckets(NamedTuple):
@@ -224,8 +228,9 @@ class DeepSpeed:
             own = 0 if self.offload_param else w * shard
             whole = w * persistent if r > 1 else 0
             base = [Part(P.PARAMETERS, own + whole), *master, Part(P.GRADIENT_PARTITIONS, w * shard)]
-            if zero.contiguous:  # stage3.py: the IPG buffer is made with the optimizer
-                base.append(Part(P.REDUCE_BUCKET, w * reduce))
+            if zero.contiguous:  # stage3.py: the IPG buffer is made with the optimizer, in the communication dtype:
+                # under Ulysses `seq_parallel_communication_data_type`, fp32 by default (engine.py, stage3.py)
+                base.append(Part(P.REDUCE_BUCKET, (F32 if step.parallelism.ulysses > 1 else w) * reduce))
         else:
             base = [Part(P.PARAMETERS, w * n), *master]
         loss_base = base
@@ -508,6 +513,7 @@ class Step:
     gradient_accumulation_steps: int = 1
     resident: tuple[Part, ...] = ()  # alive at every moment beside the engine's (a preference trainer's reference)
     transformers_path: TransformersPath = NEWEST_PATH  # what the running Transformers keeps (Setup.transformers)
+    parallelism: Parallelism = NONE  # degrees beyond data parallelism, long-context mechanisms (step_peak: one rank's)
 
     @property
     def stage(self) -> int:
@@ -742,7 +748,8 @@ def make_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, chec
               fsdp_reshard: bool = True, fsdp_mixed: bool = False, fsdp_sharded: bool = True,
               ddp_bucket_view: bool = False, offload_optimizer: bool = False, offload_param: bool = False,
               frozen: FrozenBase | None = None, loss_kernel: str = "hf", loss: Head | None = None,
-              gradient_accumulation_steps: int = 1, transformers_path: TransformersPath = NEWEST_PATH) -> Step:
+              gradient_accumulation_steps: int = 1, transformers_path: TransformersPath = NEWEST_PATH,
+              parallelism: Parallelism = NONE) -> Step:
     """The Step these inputs describe, validated (StepInputError naming a bad input). param_dtype: the weights'
     stored dtype (DeepSpeed: its 16-bit dtype; FSDP: the shards'); the others as Step, Torch and Fsdp name them."""
     _choice("engine", engine, ENGINES)
@@ -768,7 +775,8 @@ def make_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, chec
     if frozen is not None:
         _choice("compute dtype", frozen.compute_dtype, tuple(DTYPE_BYTES))
     return Step(shape, sequence_length, micro_batch, spec, ranks, checkpointing, attention, param_dtype, optimizer,
-                optimizer_impl, frozen, loss_kernel, loss, gradient_accumulation_steps, transformers_path=transformers_path)
+                optimizer_impl, frozen, loss_kernel, loss, gradient_accumulation_steps, transformers_path=transformers_path,
+                parallelism=parallelism)
 
 
 def estimate_step(shape: ModelShape, sequence_length: int, micro_batch: int, **inputs: Any) -> StepPeak:
@@ -786,9 +794,27 @@ def _engine_moments(setup: Setup, step: Step) -> Moments:
     return engine.moments(setup, step)
 
 
+def _kept(acts: Activations, nd: Parallelism, shape: ModelShape, w: int, tokens: int) -> Activations:
+    """What stays on the device: a tiled MLP saves its input (already the norm's output) instead of its T × I tensors
+    (DeepSpeed `TiledMLP`); offloading every saved tensor (TRL `OffloadActivations`) leaves the loss's, the token ids
+    and the final norm's in flight at the loss, one layer's brought back in its backward (measured: nd.json)."""
+    mlp = of(shape).mlp_kept * w * tokens * shape.intermediate if nd.tiled_mlp_shards else 0
+    acts = acts._replace(per_layer_bytes=acts.per_layer_bytes - mlp, layer_bytes=acts.layer_bytes - mlp * acts.layers,
+                         total=acts.total - (0 if acts.checkpointing else mlp * acts.layers))
+    if nd.activation_offload != "cpu_all":
+        return acts
+    return acts._replace(layer_bytes=acts.per_layer_bytes, shared_bytes=0, total=acts.logits_bytes
+                         + acts.embedding_bytes + acts.final_norm_bytes)
+
+
 def step_peak(step: Step) -> StepPeak:
     """Per-phase peak bytes of one rank in a steady-state step (AdamW, or any precision.OPTIMIZERS one whose step
-    memory/optimizer_step.py models); raises StepInputError naming what is not modelled."""
+    memory/optimizer_step.py models); raises StepInputError naming what is not modelled. Under `step.parallelism`
+    the step of one rank's share: its shape, tokens and shard group (configs/parallel_shape.py), what it keeps."""
+    nd, parameters = step.parallelism, parameter_tensors(step.shape).total
+    if nd != NONE:
+        step = replace(step, shape=rank_shape(step.shape, nd), sequence_length=rank_tokens(step.sequence_length, nd),
+                       ranks=shard_group(step.ranks, nd))
     setup = setup_of(step)
     moments = _engine_moments(setup, step)
     if step.gradient_accumulation_steps > 1:
@@ -803,15 +829,16 @@ def step_peak(step: Step) -> StepPeak:
                    for phase, found_moments in moments.items()}
     phases = phases_of(moments)
     peak_phase = max(PHASES, key=lambda name: phases[name].peak)
-    return StepPeak(phases, peak_phase, phases[peak_phase].peak, setup.acts, setup.tensors.total)
+    return StepPeak(phases, peak_phase, phases[peak_phase].peak, setup.acts, parameters, derived(nd))
 
 
 def setup_of(step: Step) -> Setup:
     """What the engines' moments read of `step`, derived once."""
     shape = step.shape
     try:
-        acts = estimate_activations(shape, step.sequence_length, step.micro_batch, step.compute_dtype,
-                                    step.checkpointing, step.attention, step.transformers_path)
+        acts = _kept(estimate_activations(shape, step.sequence_length, step.micro_batch, step.compute_dtype,
+                                          step.checkpointing, step.attention, step.transformers_path),
+                     step.parallelism, shape, DTYPE_BYTES[step.compute_dtype], step.sequence_length * step.micro_batch)
     except ActivationInputError as error:
         raise StepInputError(str(error)) from None
     return Setup(parameter_tensors(shape), acts, step.sequence_length * step.micro_batch, shape.vocab, shape.hidden,
