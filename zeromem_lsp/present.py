@@ -533,7 +533,7 @@ def _written(value: object) -> str:
 
 def ignored_key(item, code: bool = False) -> str:
     """`tiled_mlp: true`: a key the figures do not model, with its value as written (in backticks for Markdown)."""
-    text = f"{item.key}: {_written(item.value)}"
+    text = item.key if item.value is None else f"{item.key}: {_written(item.value)}"  # None: the key says its value
     return f"`{text}`" if code else text
 
 
@@ -550,8 +550,15 @@ def approximation_note(plan) -> str:
     """Why a plan's figures are approximate, in one clause ("" when they are not): the keys set that are not
     modelled, and whether the engine is only assumed."""
     parts = []
-    if plan.ignored:
-        parts.append(f"it does not model {ignored_keys_text(plan)}")
+    left_out = [item for item in plan.ignored if not item.derived]
+    derived = [ignored_key(item) for item in plan.ignored if item.derived and item.step]
+    column = [ignored_key(item) for item in plan.ignored if item.derived and not item.step]
+    if left_out:
+        parts.append(f"it does not model {', '.join(ignored_key(item) for item in left_out)}")
+    if derived:
+        parts.append(f"it derives {', '.join(derived)} from the code, without a measured step")
+    if column:
+        parts.append(f"the model-state column leaves out {', '.join(column)} (the peak models it)")
     if plan.engine_assumed is not None:
         parts.append(DDP_ASSUMED)
     return f"approximate: {'; '.join(parts)}" if parts else ""
@@ -559,7 +566,8 @@ def approximation_note(plan) -> str:
 
 def approximation_lines(plan) -> list[str]:
     """Each key the figures do not model, its value and what it does to memory; the engine assumption."""
-    lines = [f"not modelled: {ignored_key(item)} — {item.why}" for item in plan.ignored]
+    lines = [f"{'derived' if item.derived else 'not modelled'}: {ignored_key(item)} — {item.why}"
+             for item in plan.ignored]
     if plan.engine_assumed is not None:
         lines.append(f"assumed: {plan.engine_assumed}")
     return lines

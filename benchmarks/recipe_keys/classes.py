@@ -39,6 +39,9 @@ TOKENIZER = "the tokenizer and chat template (host side)"
 
 
 # ---------------------------------------------------------------------------------------------------------- modelled
+#: N-D parallelism and long-context keys (issue 30): read into one Parallelism; the step runs over one rank's share
+PARALLEL = "configs/parallel_keys.py -> Parallelism -> the step of one rank's share (configs/parallel_shape.py)"
+
 MODELLED: dict[tuple[str, ...], dict[str, str]] = {
     AX: {
         "base_model": f"{RECIPES_PY} _axolotl: the model (parameters.from_config)",
@@ -80,6 +83,13 @@ MODELLED: dict[tuple[str, ...], dict[str, str]] = {
         "plugins": "configs/loss_kernels.py _plugin: which kernel plugins are listed",
         "revision_of_model": f"{RECIPES_PY} _revision: the hub revision the model is read at",
         "model_revision": ISSUE_26 + " (the alias of revision_of_model, schemas/deprecated.py)",
+        "context_parallel_size": PARALLEL + " (derived: tokens / c)",
+        "tensor_parallel_size": PARALLEL + " (measured: heads, MLP and an untied head / t)",
+        "expert_parallel_size": PARALLEL + " (derived: routed experts / e)",
+        "sequence_parallel_degree": PARALLEL + " (derived: tokens / c)",
+        "activation_offloading": PARALLEL + " (measured for true / disk; derived for legacy / hidden_states)",
+        "tiled_mlp": PARALLEL + " (measured: TiledMLP keeps its input, not the MLP tensors)",
+        "tiled_mlp_num_shards": PARALLEL + " (the TiledMLP shard count)",
     },
     LF: {
         "model_name_or_path": f"{RECIPES_PY} _llamafactory: the model",
@@ -109,6 +119,7 @@ MODELLED: dict[tuple[str, ...], dict[str, str]] = {
         "ref_model_adapters": f"{RECIPES_PY} _llamafactory_reference",
         "ref_model_quantization_bit": f"{RECIPES_PY} _llamafactory_reference",
         "enable_liger_kernel": "configs/loss_kernels.py _llamafactory",
+        "use_unsloth_gc": PARALLEL + " (derived: the checkpointed layer inputs offloaded, still counted on the GPU: a bound)",
     },
     TRL: {
         "model_name_or_path": f"{RECIPES_PY} _trl: the model",
@@ -157,6 +168,7 @@ MODELLED: dict[tuple[str, ...], dict[str, str]] = {
         "cpo_alpha": f"{RECIPES_PY} _trl_trainer: CPO / SimPO trainer",
         "simpo_gamma": f"{RECIPES_PY} _trl_trainer: SimPO trainer",
         "loss_type": f"{RECIPES_PY} _trl_trainer: simpo / alphapo name the CPO trainer",
+        "activation_offloading": PARALLEL + " (measured: TRL's OffloadActivations keeps what is in flight)",
     },
     TF: {
         "per_device_train_batch_size": "configs/workload.py hf_arguments_workload: the micro-batch",
@@ -191,6 +203,9 @@ MODELLED: dict[tuple[str, ...], dict[str, str]] = {
         "deepspeed_config.deepspeed_config_file": "configs/accelerate.py: the DeepSpeed file",
         "parallelism_config.parallelism_config_dp_shard_size": (
             "configs/accelerate.py _parallel_divisor -> planner.accelerate_ranks: the ranks sharing one copy"),
+        "parallelism_config.parallelism_config_tp_size": PARALLEL + " (measured: heads, MLP and an untied head / t)",
+        "parallelism_config.parallelism_config_cp_size": PARALLEL + " (derived: tokens / c)",
+        "parallelism_config.parallelism_config_sp_size": PARALLEL + " (measured: Ulysses, tokens / u)",
     },
     DS: {
         "train_batch_size": "configs/training.py: the batch",
@@ -228,6 +243,10 @@ MODELLED: dict[tuple[str, ...], dict[str, str]] = {
         "bfloat16.enabled": "configs/training.py: precision (old spelling)",
         "data_types": "configs/training.py / workload.py: grad_accum_dtype",
         "data_types.grad_accum_dtype": "configs/training.py gradient_dtype -> memory/step.py (BF16_Optimizer)",
+        "tensor_parallel.autotp_size": PARALLEL + " (AutoTP; measured as Transformers' tp_plan: heads, MLP / t)",
+        "sequence_parallel_size": PARALLEL + " (measured: Ulysses, tokens / u)",
+        "zero_optimization.zero_hpz_partition_size": PARALLEL + " (derived: hpZ's secondary partition)",
+        "zero_optimization.mics_shard_size": PARALLEL + " (derived: model state over the MiCS shard group)",
     },
 }
 
@@ -325,18 +344,11 @@ NOT_MODELLED: dict[tuple[str, ...], dict[str, str]] = {
         "streaming_multipack_buffer_size": PACKING + " (streamed: the packing buffer)",
         "pretrain_multipack_buffer_size": PACKING + " (pretraining: the packing buffer)",
         "group_by_length": "sample order by length: a batch's padded length varies",
-        "context_parallel_size": CP,
-        "tensor_parallel_size": TP,
-        "expert_parallel_size": EP,
         "dp_shard_size": "FSDP shards model state over dp_shard_size ranks (not the whole world)",
         "dp_replicate_size": HSDP,
-        "sequence_parallel_degree": SP + " (axolotl's older name of context parallelism: ring attention)",
         "heads_k_stride": "ring-flash-attention's K/V heads gathered per step: the size of the gathered K/V buffers",
         "ring_attn_func": "the ring attention variant: what each rank's K/V buffers hold",
-        "activation_offloading": OFFLOAD_ACT,
         "layer_offloading": "decoder layers' parameters moved to CPU between uses",
-        "tiled_mlp": "the MLP runs over sequence tiles: its intermediate activations are 1/shards of b x T x ffn",
-        "tiled_mlp_num_shards": "the number of MLP tiles: intermediate activations divided by it",
         "tiled_mlp_use_original_mlp": "tiled MLP implementation choice: what each tile keeps",
         "torch_compile": COMPILE,
         "torch_compile_backend": COMPILE,
@@ -558,7 +570,6 @@ NOT_MODELLED: dict[tuple[str, ...], dict[str, str]] = {
         "freeze_language_model": "multimodal: the language model trains or not",
         "mixture_of_depths": "Mixture-of-Depths: tokens skip layers (fewer activations)",
         "use_unsloth": "Unsloth's patched model: its kernels and gradient checkpointing keep fewer activations",
-        "use_unsloth_gc": "Unsloth's gradient checkpointing: checkpointed inputs offloaded to CPU",
         "use_reentrant_gc": "reentrant vs non-reentrant checkpointing: what the recomputation keeps alive",
         "upcast_layernorm": "norm layers upcast to fp32: their weights' and activations' bytes",
         "upcast_lmhead_output": "the LM head's output (the logits) upcast to fp32: another b x T x V fp32 tensor",
@@ -642,7 +653,6 @@ NOT_MODELLED: dict[tuple[str, ...], dict[str, str]] = {
         "token_budget": "a per-step token budget: the rows' total tokens",
         "num_generations_eval": EVAL,
         "callbacks": "trainer callbacks named in the config",
-        "activation_offloading": OFFLOAD_ACT,
         "padding_free": PADDING_FREE,
         "packing": PACKING,
         "packing_strategy": PACKING + " (bfd padding-free / wrapped)",
@@ -695,12 +705,7 @@ NOT_MODELLED: dict[tuple[str, ...], dict[str, str]] = {
         "fsdp_config.fsdp_backward_prefetch": "BACKWARD_PRE gathers the next unit during backward: two units alive",
         "fsdp_config.fsdp_forward_prefetch": "gathers the next unit during forward: two units alive",
         "deepspeed_config.deepspeed_moe_layer_cls_names": "MoE blocks as ZeRO-3 leaf modules: gathered whole",
-        "parallelism_config.parallelism_config_tp_size": TP + " (zeromem only multiplies it into the ranks "
-                                                              "sharing one copy)",
-        "parallelism_config.parallelism_config_cp_size": CP + " (zeromem only multiplies it into the ranks "
-                                                              "sharing one copy)",
         "parallelism_config.parallelism_config_dp_replicate_size": HSDP,
-        "parallelism_config.parallelism_config_sp_size": SP,
         "parallelism_config.parallelism_config_cp_comm_strategy": "allgather gathers the whole sequence's K/V on "
                                                                  "every CP rank; alltoall does not",
     },
@@ -727,7 +732,6 @@ NOT_MODELLED: dict[tuple[str, ...], dict[str, str]] = {
         "aio": "NVMe offload I/O: pinned buffers (block size x queue depth)",
         "autotuning": "the autotuner runs trial configs (each with its own memory)",
         "tensor_parallel": TP + " (AutoTP)",
-        "tensor_parallel.autotp_size": TP + " (AutoTP)",
         "tensor_parallel.tp": TP,
         "tensor_parallel.tp.tp_size": TP,
         "tensor_parallel.tensor_parallel": TP,
@@ -737,7 +741,6 @@ NOT_MODELLED: dict[tuple[str, ...], dict[str, str]] = {
         "tensor_parallel.keep_module_on_host": "TP shards kept on the host until used",
         "tensor_parallel.partition_config": TP + " (which layers)",
         "tensor_parallel.preset_model": TP + " (the model's partition plan)",
-        "sequence_parallel_size": SP,
         "seq_parallel_communication_data_type": SP + " (the all-to-all buffers' dtype)",
         "expert_parallel": EP,
         "expert_parallel.enabled": EP,
@@ -754,9 +757,6 @@ NOT_MODELLED: dict[tuple[str, ...], dict[str, str]] = {
         "activation_checkpointing.cpu_checkpointing": "checkpointed activations moved to CPU memory",
         "activation_checkpointing.contiguous_memory_optimization": "checkpoints copied into one contiguous buffer",
         "activation_checkpointing.number_checkpoints": "the contiguous buffer's size: this many checkpoints",
-        "zero_optimization.zero_hpz_partition_size": "ZeRO++ hpZ: a secondary copy of the parameters sharded "
-                                                     "within a node (P / hpz per GPU beside P / R)",
-        "zero_optimization.mics_shard_size": "MiCS: model state sharded over this many ranks, not the world",
         "zero_optimization.mics_hierarchical_params_gather": "MiCS hierarchical gather: its gathered buffers",
         "zero_optimization.zero_quantized_weights": "ZeRO++ qwZ: parameters all-gathered in int8 (quantized "
                                                     "gather buffers)",
@@ -1352,7 +1352,7 @@ AS_MODELLED: dict[tuple[str, ...], dict[str, tuple[tuple, str]]] = {
 #: approximate but leave the model-state figure exact. By the `why` they share, and by name.
 STEP_ONLY_WHYS = (ATTN, COMPILE, OFFLOAD_ACT, PADDING_FREE, PACKING, LABEL_SMOOTHING)
 STEP_ONLY: dict[tuple[str, ...], tuple[str, ...]] = {
-    AX: ("tiled_mlp", "tiled_mlp_num_shards", "tiled_mlp_use_original_mlp", "activation_offloading",
+    AX: ("tiled_mlp_use_original_mlp",
          "selective_checkpointing", "dynamic_checkpoint", "liger_cross_entropy", "liger_glu_activation",
          "liger_layer_norm", "liger_rms_norm", "liger_rms_norm_gated", "liger_rope", "liger_swiglu",
          "liger_use_token_scaling", "lora_mlp_kernel", "lora_qkv_kernel", "lora_o_kernel", "lora_embedding_kernel",
@@ -1370,5 +1370,5 @@ STEP_ONLY: dict[tuple[str, ...], tuple[str, ...]] = {
     HF: ("activation_checkpointing", "activation_checkpointing_kwargs", "neftune_noise_alpha"),
     LF: ("flash_attn", "shift_attn", "use_liger_kernel", "liger_kernel_config", "upcast_layernorm",
          "kt_cpu_activation"),
-    TRL: ("activation_offloading", "padding_free"),
+    TRL: ("padding_free",),
 }

@@ -205,9 +205,9 @@ def test_a_config_file_and_its_approximation(tmp_path, monkeypatch):
     assert data["approximate"] is True
     (box,) = page.find("div", "approximate")
     words = " ".join(page.text)
-    assert "approximate: it does not model context_parallel_size: 8, tiled_mlp: true" in words
+    assert "approximate: it derives context_parallel_size: 8 from the code, without a measured step" in words
     for item in data["ignored"]:
-        assert f"not modelled: {item['key']}: " in words and item["why"] in words
+        assert f"derived: {item['key']}: " in words and item["why"] in words
     recipe.write_text(RECIPE)
     data, _, page = estimate(tmp_path, "--config", str(recipe), "--world-size", "8", "--gpu-memory", "80GiB",
                              cwd=tmp_path)

@@ -140,15 +140,16 @@ async def test_completion_at_top_level_includes_zeromem(client):
 async def test_hover_says_first_when_the_figures_are_approximate(client):
     """A key the model does not cover (issue 26): the hover's first paragraph names it with its value and why."""
     config = json.loads(OVERFLOW)
-    config["tensor_parallel"] = {"autotp_size": 2}
+    config["zero_optimization"]["zero_quantized_weights"] = True
     doc = open_doc(client, "ds_config.json", json.dumps(config, indent=2))
     text = (await hover(doc, '"stage"')).contents.value
     head = text.split("\n\n")[:2]
-    assert head[1].startswith("**Approximate:** `tensor_parallel.autotp_size: 2` is not modelled")
+    assert " ".join(head[1].split()).startswith(
+        "**Approximate:** `zero_optimization.zero_quantized_weights: true` is not modelled")
     assert len(text.splitlines()) <= 15
     breakdown = await doc.breakdown()
-    why = key_inventory.classify("deepspeed", "tensor_parallel.autotp_size")[2]
-    assert f"`tensor_parallel.autotp_size: 2` is not modelled ({why})" in breakdown
+    why = key_inventory.classify("deepspeed", "zero_optimization.zero_quantized_weights")[2]
+    assert f"`zero_optimization.zero_quantized_weights: true` is not modelled ({why})" in breakdown
     plain = open_doc(client, "ds_config.json", OVERFLOW)
     assert "Approximate" not in (await hover(plain, '"stage"')).contents.value
 

@@ -15,7 +15,7 @@ from zeromem_lsp.configs.model_config import model_shape
 from zeromem_lsp.configs.parallel_shape import rank_shape, rank_tokens, shard_group
 from zeromem_lsp.configs.parallelism import NONE, Parallelism
 from zeromem_lsp.memory.optimizer_step import parameter_tensors
-from zeromem_lsp.memory.step import PHASES, estimate_step
+from zeromem_lsp.memory.step import PHASES, StepInputError, estimate_step
 from tests.unit.test_step import arguments
 
 RECORD = json.loads((Path(__file__).resolve().parents[1] / "data" / "step" / "nd.json").read_text())
@@ -102,7 +102,7 @@ def test_tokens_and_the_shard_group_follow_the_degrees():
 
 
 def test_context_parallel_is_derived_and_says_so():
-    case = next(case for case in CASES if case["id"] == "nd-base-h512-v8k-s2048")
+    case = {**next(case for case in CASES if case["id"] == "nd-base-h512-v8k-s2048"), "ranks": 2}  # DDP: 2 ranks
     whole = estimate(case, NONE)
     split = estimate(case, Parallelism(context=2))
     assert split.derived == ("context",) and estimate(case, Parallelism(ulysses=2)).derived == ()
@@ -111,6 +111,8 @@ def test_context_parallel_is_derived_and_says_so():
     # the activations of one rank are those of half the sequence
     half = estimate({**case, "sequence_length": 1024}, NONE)
     assert split.activations == half.activations
+    with pytest.raises(StepInputError, match="beyond the world size"):  # two context ranks need two ranks
+        estimate({**case, "ranks": 1}, Parallelism(context=2))
 
 
 LLAMA_8B = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,

@@ -125,6 +125,12 @@ def longest_section(plan: MemoryPlan) -> str:
     return f"**Longest sequence whose peak fits {budget} at {label}: {format_count(longest)} tokens.**"
 
 
+#: How the hover's first lines group the keys that make figures approximate (memory/plan.Ignored).
+HOVER_GROUPS = (("not modelled", lambda item: not item.derived),
+                ("derived from the code, without a measured step", lambda item: item.derived and item.step),
+                ("left out of the model-state column (the peak models it)", lambda item: item.derived and not item.step))
+
+
 def _missing(plan: Unplanned) -> str:
     items = [line for item in plan.missing for line in textwrap.wrap(
         f"- {item}", HOVER_COLUMNS, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False)]
@@ -145,10 +151,13 @@ def memory_section(plan: MemoryPlan | Unplanned | None, setup: TrainingSetup | N
     verdict = _wrapped(f"**{verdict_line(plan)}**")
     approximate = []
     if plan.approximate:
-        keys = ", ".join(ignored_key(item, code=True) for item in plan.ignored)
+        groups = [(verb, [ignored_key(item, code=True) for item in plan.ignored if state(item)])
+                  for verb, state in HOVER_GROUPS]
+        said = "; ".join(f"{', '.join(keys)} {'is' if len(keys) == 1 else 'are'} {verb}" for verb, keys in groups
+                         if keys)
         approximate = ["", *_wrapped("**Approximate:** " + "; ".join(
-            ([f"{keys} {'is' if len(plan.ignored) == 1 else 'are'} not modelled (the breakdown says what each does)"]
-             if plan.ignored else []) + ([DDP_ASSUMED] if plan.engine_assumed else [])) + ".")]
+            ([f"{said} (the breakdown says what each does)"] if said else [])
+            + ([DDP_ASSUMED] if plan.engine_assumed else [])) + ".")]
     table = ["```text", *summary_table(plan), "```"]
     below = below_state_line(plan)
     below_lines = _wrapped(below[0].upper() + below[1:] + ".") if below else []
@@ -203,7 +212,8 @@ def breakdown_markdown(plan: MemoryPlan | Unplanned | None, setup: TrainingSetup
                 "(parameters, gradients, optimizer state); the peak below is the largest phase of the training step + the reserve.")
     if plan.approximate:  # said first: the figures leave out what the config sets
         head += "\n\n**Approximate:** " + "; ".join(
-            [f"{ignored_key(item, code=True)} is not modelled ({item.why})" for item in plan.ignored]
+            [f"{ignored_key(item, code=True)} is {'derived' if item.derived else 'not modelled'} ({item.why})"
+             for item in plan.ignored]
             + ([plan.engine_assumed] if plan.engine_assumed else [])) + "."
     lines = [
         head,

@@ -9,7 +9,7 @@ transformers: transformers 5.24.0 (training_args.py TrainingArguments)
 accelerate: accelerate 1.16.0 (commands/config/config_args.py, commands/launch.py)
 deepspeed: DeepSpeed 0.19.8 as zeromem mirrors it (zeromem_lsp/configs/deepspeed/facts.py, catalog.py) + benchmarks/recipe_keys/generate.py DEEPSPEED_LOOSE
 
-Counts (modelled / inert / not_modelled): axolotl 40 / 237 / 233; llamafactory 27 / 210 / 115; trl 46 / 235 / 77; transformers 10 / 88 / 16; accelerate 20 / 49 / 17; deepspeed 34 / 96 / 120
+Counts (modelled / inert / not_modelled): axolotl 47 / 237 / 226; llamafactory 28 / 210 / 114; trl 47 / 235 / 76; transformers 10 / 88 / 16; accelerate 23 / 49 / 14; deepspeed 38 / 96 / 116
 """
 
 from __future__ import annotations
@@ -174,12 +174,11 @@ INVENTORY: dict[str, dict[str, _api.Entry]] = {'accelerate': {'additional_args':
                                                                            'allgather',
                                                                            "allgather gathers the whole sequence's K/V "
                                                                            'on every CP rank; alltoall does not'),
-                'parallelism_config.parallelism_config_cp_size': ('not_modelled',
+                'parallelism_config.parallelism_config_cp_size': ('modelled',
                                                                   1,
-                                                                  'ring attention: activations and logits split over '
-                                                                  'the CP ranks; FSDP shards over dp_shard x cp '
-                                                                  '(zeromem only multiplies it into the ranks sharing '
-                                                                  'one copy)'),
+                                                                  'configs/parallel_keys.py -> Parallelism -> the step '
+                                                                  "of one rank's share (configs/parallel_shape.py) "
+                                                                  '(derived: tokens / c)'),
                 'parallelism_config.parallelism_config_dp_replicate_size': ('not_modelled',
                                                                             1,
                                                                             'replica groups: model state is sharded '
@@ -206,16 +205,16 @@ INVENTORY: dict[str, dict[str, _api.Entry]] = {'accelerate': {'additional_args':
                                                                                     True,
                                                                                     "whether SP's sequence length "
                                                                                     'varies'),
-                'parallelism_config.parallelism_config_sp_size': ('not_modelled',
+                'parallelism_config.parallelism_config_sp_size': ('modelled',
                                                                   1,
-                                                                  'sequence parallelism (Ulysses): activations split '
-                                                                  'over the sequence ranks, all-to-all buffers added'),
-                'parallelism_config.parallelism_config_tp_size': ('not_modelled',
+                                                                  'configs/parallel_keys.py -> Parallelism -> the step '
+                                                                  "of one rank's share (configs/parallel_shape.py) "
+                                                                  '(measured: Ulysses, tokens / u)'),
+                'parallelism_config.parallelism_config_tp_size': ('modelled',
                                                                   1,
-                                                                  'tensor parallelism: each linear weight, its '
-                                                                  'gradient, optimizer state and activations split '
-                                                                  'over tp ranks (zeromem only multiplies it into the '
-                                                                  'ranks sharing one copy)'),
+                                                                  'configs/parallel_keys.py -> Parallelism -> the step '
+                                                                  "of one rank's share (configs/parallel_shape.py) "
+                                                                  '(measured: heads, MLP and an untied head / t)'),
                 'profile': ('inert', None, 'SageMaker: the AWS profile'),
                 'py_version': ('inert', None, 'SageMaker'),
                 'pytorch_version': ('inert', None, 'SageMaker'),
@@ -235,9 +234,11 @@ INVENTORY: dict[str, dict[str, _api.Entry]] = {'accelerate': {'additional_args':
  'axolotl': {'accelerator_config': ('not_modelled',
                                     None,
                                     'split_batches divides the given batch over the processes: per-GPU rows differ'),
-             'activation_offloading': ('not_modelled',
+             'activation_offloading': ('modelled',
                                        False,
-                                       'saved activations moved to CPU memory between forward and backward'),
+                                       "configs/parallel_keys.py -> Parallelism -> the step of one rank's share "
+                                       '(configs/parallel_shape.py) (measured for true / disk; derived for legacy / '
+                                       'hidden_states)'),
              'adam_beta1': ('inert', None, 'the learning-rate schedule / optimizer scalars: numbers, no tensors'),
              'adam_beta2': ('inert', None, 'the learning-rate schedule / optimizer scalars: numbers, no tensors'),
              'adam_beta3': ('inert', None, 'the learning-rate schedule / optimizer scalars: numbers, no tensors'),
@@ -304,10 +305,10 @@ INVENTORY: dict[str, dict[str, _api.Entry]] = {'accelerate': {'additional_args':
              'comet_online': ('inert', None, 'logging / experiment tracking: host-side records'),
              'comet_project_name': ('inert', None, 'logging / experiment tracking: host-side records'),
              'comet_workspace': ('inert', None, 'logging / experiment tracking: host-side records'),
-             'context_parallel_size': ('not_modelled',
+             'context_parallel_size': ('modelled',
                                        None,
-                                       'ring attention: activations and logits split over the CP ranks; FSDP shards '
-                                       'over dp_shard x cp'),
+                                       "configs/parallel_keys.py -> Parallelism -> the step of one rank's share "
+                                       '(configs/parallel_shape.py) (derived: tokens / c)'),
              'cosine_constant_lr_ratio': ('inert',
                                           None,
                                           'the learning-rate schedule / optimizer scalars: numbers, no tensors'),
@@ -512,10 +513,10 @@ INVENTORY: dict[str, dict[str, _api.Entry]] = {'accelerate': {'additional_args':
              'expert_parallel_num_rdma_bytes': ('not_modelled',
                                                 0,
                                                 "DeepEP's RDMA dispatch buffer, allocated on every GPU"),
-             'expert_parallel_size': ('not_modelled',
+             'expert_parallel_size': ('modelled',
                                       1,
-                                      'expert parallelism: each rank holds 1/ep of the MoE experts (parameters, '
-                                      'gradients, optimizer state)'),
+                                      "configs/parallel_keys.py -> Parallelism -> the step of one rank's share "
+                                      '(configs/parallel_shape.py) (derived: routed experts / e)'),
              'expert_parallel_token_capacity': ('not_modelled',
                                                 None,
                                                 'expert parallelism: each rank holds 1/ep of the MoE experts '
@@ -1185,11 +1186,10 @@ INVENTORY: dict[str, dict[str, _api.Entry]] = {'accelerate': {'additional_args':
                                          None,
                                          'checkpoints only some layers / ops: the others keep their activations'),
              'sequence_len': ('modelled', 512, 'configs/recipes.py _axolotl: the sequence length'),
-             'sequence_parallel_degree': ('not_modelled',
+             'sequence_parallel_degree': ('modelled',
                                           None,
-                                          'sequence parallelism (Ulysses): activations split over the sequence ranks, '
-                                          "all-to-all buffers added (axolotl's older name of context parallelism: ring "
-                                          'attention)'),
+                                          "configs/parallel_keys.py -> Parallelism -> the step of one rank's share "
+                                          '(configs/parallel_shape.py) (derived: tokens / c)'),
              'shrink_embeddings': ('not_modelled',
                                    None,
                                    "embeddings shrunk to the tokenizer's size: fewer vocabulary rows"),
@@ -1238,22 +1238,23 @@ INVENTORY: dict[str, dict[str, _api.Entry]] = {'accelerate': {'additional_args':
              'swanlab_project': ('inert', None, 'logging / experiment tracking: host-side records'),
              'swanlab_web_host': ('inert', None, 'logging / experiment tracking: host-side records'),
              'swanlab_workspace': ('inert', None, 'logging / experiment tracking: host-side records'),
-             'tensor_parallel_size': ('not_modelled',
+             'tensor_parallel_size': ('modelled',
                                       None,
-                                      'tensor parallelism: each linear weight, its gradient, optimizer state and '
-                                      'activations split over tp ranks'),
+                                      "configs/parallel_keys.py -> Parallelism -> the step of one rank's share "
+                                      '(configs/parallel_shape.py) (measured: heads, MLP and an untied head / t)'),
              'test_datasets': ('inert',
                                None,
                                'dataset loading and preprocessing (host side); the rows reach the GPU as the '
                                'micro-batch'),
              'tf32': ('inert', 'auto', 'matmul precision mode: the same tensors'),
-             'tiled_mlp': ('not_modelled',
+             'tiled_mlp': ('modelled',
                            None,
-                           'the MLP runs over sequence tiles: its intermediate activations are 1/shards of b x T x '
-                           'ffn'),
-             'tiled_mlp_num_shards': ('not_modelled',
+                           "configs/parallel_keys.py -> Parallelism -> the step of one rank's share "
+                           '(configs/parallel_shape.py) (measured: TiledMLP keeps its input, not the MLP tensors)'),
+             'tiled_mlp_num_shards': ('modelled',
                                       None,
-                                      'the number of MLP tiles: intermediate activations divided by it'),
+                                      "configs/parallel_keys.py -> Parallelism -> the step of one rank's share "
+                                      '(configs/parallel_shape.py) (the TiledMLP shard count)'),
              'tiled_mlp_use_original_mlp': ('not_modelled',
                                             True,
                                             'tiled MLP implementation choice: what each tile keeps'),
@@ -1569,19 +1570,20 @@ INVENTORY: dict[str, dict[str, _api.Entry]] = {'accelerate': {'additional_args':
                                                         'sequence parallelism (Ulysses): activations split over the '
                                                         'sequence ranks, all-to-all buffers added (the all-to-all '
                                                         "buffers' dtype)"),
-               'sequence_parallel_size': ('not_modelled',
+               'sequence_parallel_size': ('modelled',
                                           None,
-                                          'sequence parallelism (Ulysses): activations split over the sequence ranks, '
-                                          'all-to-all buffers added'),
+                                          "configs/parallel_keys.py -> Parallelism -> the step of one rank's share "
+                                          '(configs/parallel_shape.py) (measured: Ulysses, tokens / u)'),
                'steps_per_print': ('inert', None, 'logging / experiment tracking: host-side records'),
                'tensor_parallel': ('not_modelled',
                                    None,
                                    'tensor parallelism: each linear weight, its gradient, optimizer state and '
                                    'activations split over tp ranks (AutoTP)'),
-               'tensor_parallel.autotp_size': ('not_modelled',
+               'tensor_parallel.autotp_size': ('modelled',
                                                0,
-                                               'tensor parallelism: each linear weight, its gradient, optimizer state '
-                                               'and activations split over tp ranks (AutoTP)'),
+                                               "configs/parallel_keys.py -> Parallelism -> the step of one rank's "
+                                               "share (configs/parallel_shape.py) (AutoTP; measured as Transformers' "
+                                               'tp_plan: heads, MLP / t)'),
                'tensor_parallel.dtype': ('not_modelled',
                                          None,
                                          'tensor parallelism: each linear weight, its gradient, optimizer state and '
@@ -1751,9 +1753,11 @@ INVENTORY: dict[str, dict[str, _api.Entry]] = {'accelerate': {'additional_args':
                'zero_optimization.mics_hierarchical_params_gather': ('not_modelled',
                                                                      False,
                                                                      'MiCS hierarchical gather: its gathered buffers'),
-               'zero_optimization.mics_shard_size': ('not_modelled',
+               'zero_optimization.mics_shard_size': ('modelled',
                                                      -1,
-                                                     'MiCS: model state sharded over this many ranks, not the world'),
+                                                     'configs/parallel_keys.py -> Parallelism -> the step of one '
+                                                     "rank's share (configs/parallel_shape.py) (derived: model state "
+                                                     'over the MiCS shard group)'),
                'zero_optimization.model_persistence_threshold': ('not_modelled',
                                                                  9223372036854775807,
                                                                  'ZeRO-3: parameters below it are never partitioned'),
@@ -1912,10 +1916,11 @@ INVENTORY: dict[str, dict[str, _api.Entry]] = {'accelerate': {'additional_args':
                                                         0.1,
                                                         'ZenFlow: the fraction of gradients stepped on the GPU'),
                'zero_optimization.zenflow.update_interval': ('inert', 'auto', 'ZenFlow: schedule'),
-               'zero_optimization.zero_hpz_partition_size': ('not_modelled',
+               'zero_optimization.zero_hpz_partition_size': ('modelled',
                                                              1,
-                                                             'ZeRO++ hpZ: a secondary copy of the parameters sharded '
-                                                             'within a node (P / hpz per GPU beside P / R)'),
+                                                             'configs/parallel_keys.py -> Parallelism -> the step of '
+                                                             "one rank's share (configs/parallel_shape.py) (derived: "
+                                                             "hpZ's secondary partition)"),
                'zero_optimization.zero_quantized_gradients': ('not_modelled',
                                                               False,
                                                               'ZeRO++ qgZ: gradients reduced in int4 (quantized '
@@ -2612,9 +2617,11 @@ INVENTORY: dict[str, dict[str, _api.Entry]] = {'accelerate': {'additional_args':
                                   False,
                                   "Unsloth's patched model: its kernels and gradient checkpointing keep fewer "
                                   'activations'),
-                  'use_unsloth_gc': ('not_modelled',
+                  'use_unsloth_gc': ('modelled',
                                      False,
-                                     "Unsloth's gradient checkpointing: checkpointed inputs offloaded to CPU"),
+                                     "configs/parallel_keys.py -> Parallelism -> the step of one rank's share "
+                                     '(configs/parallel_shape.py) (derived: the checkpointed layer inputs offloaded, '
+                                     'still counted on the GPU: a bound)'),
                   'use_v1_kernels': ('not_modelled',
                                      False,
                                      'LLaMA-Factory v1 kernels: what the patched modules save for backward'),
@@ -2877,9 +2884,11 @@ INVENTORY: dict[str, dict[str, _api.Entry]] = {'accelerate': {'additional_args':
                                       "Accelerate's activation checkpointing of the wrapped layers (the checkpointing "
                                       'zeromem reads is gradient_checkpointing)'),
          'activation_checkpointing_kwargs': ('not_modelled', None, 'what the activation checkpointing wraps and keeps'),
-         'activation_offloading': ('not_modelled',
+         'activation_offloading': ('modelled',
                                    False,
-                                   'saved activations moved to CPU memory between forward and backward'),
+                                   "configs/parallel_keys.py -> Parallelism -> the step of one rank's share "
+                                   "(configs/parallel_shape.py) (measured: TRL's OffloadActivations keeps what is in "
+                                   'flight)'),
          'adam_beta1': ('inert', 0.9, 'the learning-rate schedule / optimizer scalars: numbers, no tensors'),
          'adam_beta2': ('inert', 0.999, 'the learning-rate schedule / optimizer scalars: numbers, no tensors'),
          'adam_epsilon': ('inert', 1e-08, 'the learning-rate schedule / optimizer scalars: numbers, no tensors'),
@@ -4385,8 +4394,7 @@ STEP_ONLY = {'accelerate': ['dynamo_backend',
                 'fsdp_config.fsdp_backward_prefetch',
                 'fsdp_config.fsdp_forward_prefetch',
                 'parallelism_config.parallelism_config_cp_comm_strategy'],
- 'axolotl': ['activation_offloading',
-             'attn_implementation',
+ 'axolotl': ['attn_implementation',
              'batch_flattening',
              'dpo_padding_free',
              'dynamic_checkpoint',
@@ -4445,8 +4453,6 @@ STEP_ONLY = {'accelerate': ['dynamo_backend',
              'sdpa_varlen',
              'selective_checkpointing',
              'streaming_multipack_buffer_size',
-             'tiled_mlp',
-             'tiled_mlp_num_shards',
              'tiled_mlp_use_original_mlp',
              'torch_compile',
              'torch_compile_backend',
@@ -4489,7 +4495,6 @@ STEP_ONLY = {'accelerate': ['dynamo_backend',
                   'torch_compile_mode'],
  'trl': ['activation_checkpointing',
          'activation_checkpointing_kwargs',
-         'activation_offloading',
          'attn_implementation',
          'label_smoothing_factor',
          'neftune_noise_alpha',

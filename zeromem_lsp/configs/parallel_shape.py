@@ -54,4 +54,38 @@ def derived(parallelism: Parallelism) -> tuple[str, ...]:
     return found + (("activation_offload",) if parallelism.activation_offload == "cpu" else ())
 
 
-__all__ = ["DERIVED", "MEASURED", "derived", "rank_shape", "rank_tokens", "shard_group"]
+#: What the figures do with each mechanism `derived` names or that the model-state column leaves out: (why, it may
+#: change the model state P, G, O beside the pooled-byte contract, it leaves the peak short of a measurement). Tensor
+#: parallelism is measured in the peak; the contract's model-state column does not divide weights by t.
+EFFECTS: dict[str, tuple[str, bool, bool]] = {
+    "tensor": ("measured in the peak (heads, MLP and an untied head / t); the model-state column is the pooled-byte "
+               "contract over all ranks and does not divide by t", True, False),
+    "context": ("derived, not measured (torch's context_parallel does not run on a CPU): the peak divides the tokens "
+                "by c; ring attention's K/V exchange buffers and fp32 merger are not counted", False, True),
+    "expert": ("derived, not measured: the peak divides the routed experts by e; the dispatch buffers are not "
+               "counted and the model-state column does not divide by e", True, True),
+    "hpz_partition": ("derived, not measured: ZeRO++ hpZ's secondary partition of the parameters", True, True),
+    "mics_shard": ("derived, not measured: model state sharded over the MiCS group, not the world", True, True),
+    "activation_offload": ("derived, not measured: the checkpointed layer inputs offloaded to the CPU stay counted on "
+                           "the GPU, an upper bound", False, True),
+}
+
+
+#: Under LoRA the step keeps every activation (memory/step.py `step_peak`): offload and tiling are not applied.
+LORA_UNAPPLIED = ("not applied to a LoRA step: its figure keeps every activation on the GPU, an upper bound", False,
+                  True)
+
+
+def effects(parallelism: Parallelism, lora: bool = False) -> tuple[tuple[str, str, bool, bool], ...]:
+    """(field, why, changes model state, leaves the peak approximate) for each mechanism set whose figure is derived
+    or that the model-state column leaves out; with `lora`, the offload and tiling the LoRA step does not apply."""
+    named = (*(("tensor",) if parallelism.tensor > 1 else ()), *derived(parallelism))
+    found = [(name, *EFFECTS[name]) for name in named]
+    if lora:
+        unapplied = [name for name, off in (("activation_offload", "none"), ("tiled_mlp_shards", 0))
+                     if getattr(parallelism, name) != off]
+        found = [item for item in found if item[0] not in unapplied] + [(name, *LORA_UNAPPLIED) for name in unapplied]
+    return tuple(found)
+
+
+__all__ = ["DERIVED", "EFFECTS", "LORA_UNAPPLIED", "MEASURED", "derived", "effects", "rank_shape", "rank_tokens", "shard_group"]

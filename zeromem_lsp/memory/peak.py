@@ -16,6 +16,7 @@ from zeromem_lsp.memory.activations import F32, ActivationInputError, Activation
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS, Buffers, hf_auto_sizes, zero_buffers
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.configs.parallelism import Parallelism, parallelism_of
+from zeromem_lsp.configs.parallel_shape import rank_shape, rank_tokens
 from zeromem_lsp.configs.transformers_paths import transformers_path, version_of
 from zeromem_lsp.memory.adapters import AdapterCount
 from zeromem_lsp.memory.model_state import ceil_div
@@ -449,7 +450,9 @@ def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, step_o
     activations = None
     if not missing and inputs.shape is not None and inputs.sequence_length is not None:
         try:
-            activations = estimate_activations(inputs.shape, cast(int, inputs.sequence_length.value),
+            nd = inputs.parallelism()  # one rank's share (configs/parallel_shape.py), as step_peak runs it
+            activations = estimate_activations(rank_shape(inputs.shape, nd),
+                                               rank_tokens(cast(int, inputs.sequence_length.value), nd),
                                                policy_rows(inputs), activation_dtype(inputs, family),
                                                bool(inputs.gradient_checkpointing.value), str(inputs.attention.value),
                                                transformers_path(version_of(inputs.transformers_version)))

@@ -112,6 +112,8 @@ class Ignored(NamedTuple):
     why: str  # what it does to memory (configs/key_inventory.py)
     path: Path | None = None
     state: bool = True  # it may change the model state P, G, O (False: only the step's transient memory)
+    step: bool = True  # it leaves the peak approximate (False: the peak models it; only the model state leaves it out)
+    derived: bool = False  # modelled from the code without a measured step, or left out of the model-state column only
 
     def to_json(self) -> dict[str, object]:
         return {"key": self.key, "value": self.value, "why": self.why}
@@ -136,7 +138,7 @@ class MemoryPlan(NamedTuple):
     @property
     def approximate(self) -> bool:
         """The figures leave out something the config sets, or assume the engine: no memory finding is an error."""
-        return bool(self.ignored) or self.engine_assumed is not None
+        return any(item.step for item in self.ignored) or self.engine_assumed is not None
 
     @property
     def state_approximate(self) -> bool:

@@ -18,8 +18,10 @@ from zeromem_lsp.configs.model_config import UnsupportedModel
 from zeromem_lsp.memory.adapter_plan import Adapter, AdapterInputError, adapter_inputs, lora_peak
 from zeromem_lsp.configs.training import TrainingSetup, implied_world_size
 from zeromem_lsp.memory.peak import estimate_peak
+from zeromem_lsp.configs.parallelism import parallelism_of
+from zeromem_lsp.configs.parallel_shape import LORA_UNAPPLIED, effects
 from zeromem_lsp.resolved.step_inputs import stage_step
-from zeromem_lsp.resolved.peak_inputs import ModelRead, PeakSource, peak_inputs
+from zeromem_lsp.resolved.peak_inputs import ModelRead, PeakSource, peak_inputs, resolve_parallel
 from zeromem_lsp.resolved.peak_inputs import fsdp_version as resolve_fsdp_version
 from zeromem_lsp.memory.plan import (
     DEEPSPEED, DEFAULT_WARN_FRACTION, FAMILIES, FSDP, FSDP_CPU_OFFLOAD, TORCH, Family, Ignored, Inputs, MemoryPlan,
@@ -434,6 +436,20 @@ def _quantized_experts(resolved: Resolved, peak: PeakSource | None) -> tuple[Ign
     return (Ignored(str(path[-1]) if path else "quantization", quantization, QUANTIZED_EXPERTS, path),)
 
 
+def _parallel_effects(parallel: dict[str, Given], lora: bool) -> tuple[Ignored, ...]:
+    """The N-D mechanisms set whose figures are derived, not measured, or that the model-state column leaves out
+    (configs/parallel_shape.EFFECTS), each at the key it came from."""
+    out = []
+    for name, why, state, step in effects(parallelism_of(parallel), lora):
+        given = parallel.get(name)
+        if given is None:
+            continue
+        written = ": " in given.note  # "activation_offloading: legacy (...)": the note says the value as written
+        out.append(Ignored(given.note, None if written else given.value, why, given.path, state, step,
+                           derived=why != LORA_UNAPPLIED[0]))  # not applied to a LoRA step: not modelled there
+    return tuple(out)
+
+
 def plan(source: PlanSource, resolved: Resolved, peak: PeakSource | None = None,
          adapter: Adapter | None = None, ignored: tuple[Ignored, ...] = (),
          engine_named: bool = True) -> MemoryPlan | Unplanned:
@@ -454,6 +470,10 @@ def plan(source: PlanSource, resolved: Resolved, peak: PeakSource | None = None,
     one_process = resolved.settings.world_size == 1  # one GPU and no engine named: plain torch, nothing to assume
     assumed = None if engine_named or one_process or resolved.settings.engine is not None else ENGINE_ASSUMED
     ignored = (*ignored, *_quantized_experts(resolved, peak))
+    if isinstance(built, MemoryPlan):  # with or without a peak: the model-state column leaves out t and e either way
+        parallel = built.peak.source.parallel if built.peak is not None else resolve_parallel(
+            peak.workload.parallel if peak is not None else {}, resolved, None)
+        ignored = (*ignored, *_parallel_effects(parallel, adapter is not None))
     if isinstance(built, MemoryPlan) and (ignored or assumed):
         return built._replace(ignored=tuple(ignored), engine_assumed=assumed)
     return built

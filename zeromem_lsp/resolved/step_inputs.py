@@ -71,6 +71,7 @@ def step_of(inputs: PeakInputs, family: str, stage: str, offload: Offload | None
         ranks=inputs.ranks, param_dtype=param_dtype, optimizer=inputs.optimizer,
         optimizer_impl=str(value_of(inputs.optimizer_impl) or "foreach"), loss_kernel=str(inputs.loss_kernel.value),
         transformers_path=transformers_path(version_of(inputs.transformers_version)),
+        parallelism=inputs.parallelism(),
         gradient_accumulation_steps=int(cast(int, inputs.gradient_accumulation_steps.value)))
     frozen = None if lora is None else frozen_base(inputs, lora, stage, offload, engine)
     stages, other, no_offload, frozen_offloads = ENGINE_LIMITS.get(engine, ((stage,), "", "", True))
