@@ -25,7 +25,8 @@ from zeromem_lsp.memory.optimizer_step import (ADAGRAD_FIRST_SUMS, OptimizerNotM
                                                optimizer_step, parameter_shapes, parameter_tensors)
 from zeromem_lsp.configs.families import of
 from zeromem_lsp.configs.model_config import ModelShape
-from zeromem_lsp.configs.parallel_shape import derived, rank_shape, rank_tokens, shard_group
+from zeromem_lsp.configs.parallel_shape import (attention_transients, derived, kv_replicated, rank_shape, rank_tokens,
+                                                resident, shard_group)
 from zeromem_lsp.configs.parallelism import NONE, Parallelism
 from zeromem_lsp.configs.transformers_paths import NEWEST_PATH, TransformersPath
 
@@ -227,7 +228,9 @@ class DeepSpeed:
             persistent = _persistent_numel(t, zero.threshold)
             own = 0 if self.offload_param else w * shard
             whole = w * persistent if r > 1 else 0
-            base = [Part(P.PARAMETERS, own + whole), *master, Part(P.GRADIENT_PARTITIONS, w * shard)]
+            hpz = step.parallelism.hpz_partition  # ZeRO++ hpZ's secondary copy (partition_parameters.py:1909-1916)
+            base = [Part(P.PARAMETERS, own + whole), *master, Part(P.GRADIENT_PARTITIONS, w * shard),
+                    Part(P.HPZ_SECONDARY_PARTITION, 0 if hpz == 1 or self.offload_param else w * ceil_div(n, hpz))]
             if zero.contiguous:  # stage3.py: the IPG buffer is made with the optimizer, in the communication dtype:
                 # under Ulysses `seq_parallel_communication_data_type`, fp32 by default (engine.py, stage3.py)
                 base.append(Part(P.REDUCE_BUCKET, (F32 if step.parallelism.ulysses > 1 else w) * reduce))
@@ -566,6 +569,8 @@ class Setup(NamedTuple):
     loss: Head | None = None  # a loss that replaces ForCausalLMLoss's moments (memory/preference.FusedHead)
     optimizer: str = "adamw"  # precision.OPTIMIZERS: its states and scratch (memory/optimizer_step.py)
     transformers: TransformersPath = NEWEST_PATH  # what the running Transformers keeps (configs/transformers_paths)
+    attention: tuple[tuple[Part, ...], tuple[Part, ...]] = ((), ())  # an attention call's exchange buffers (forward,
+    # backward) under context parallelism (configs/parallel_shape.attention_transients)
 
 
 def _stepped(setup: Setup, width: int, tensors: list[tuple[int, ...]], engine: str,
@@ -620,7 +625,10 @@ def _composed(setup: Setup, base: list[Part], gathered: _Gathered, backward: dic
             head = head or [*base, Part(P.GATHERED_PARAMETERS, gathered.again)]
             backwards[M.HEAD_BACKWARD] = [*head, kept, *(Part(*part) for part in found.head)]
         backwards[moment] = parts
-    return {"forward": {name: forward, **(forwards or {})}, "backward": backwards, "optimizer": optimizer}
+    before = (setup.acts.total if saved is None else saved) - setup.acts.logits_bytes  # the top layer's attention
+    attention: dict[str, list[Part]] = {M.ATTENTION_FORWARD: [*base, Part(P.GATHERED_PARAMETERS, gathered.at_loss),
+        Part(P.ACTIVATIONS, before), *setup.attention[0]]} if setup.attention[0] else {}
+    return {"forward": {name: forward, **(forwards or {}), **attention}, "backward": backwards, "optimizer": optimizer}
 
 
 def _layer_moments(setup: Setup, shape: ModelShape, base: list[Part], head_grads: int, layer_grads: int,
@@ -635,10 +643,15 @@ def _layer_moments(setup: Setup, shape: ModelShape, base: list[Part], head_grads
         kept_bottom = acts.checkpoint_bytes - (t.layers - 1) * setup.c * setup.tokens * setup.hidden
     else:
         kept_top, kept_bottom, layer = acts.layer_bytes, acts.per_layer_bytes, []
-    top = [*base, Part(P.ACTIVATIONS, outer + kept_top), *layer, Part(P.GRADIENTS, head_grads), transient]
+    top = [*base, Part(P.ACTIVATIONS, outer + kept_top), *layer, Part(P.GRADIENTS, head_grads)]
     bottom = [*base, Part(P.ACTIVATIONS, outer + kept_bottom), *layer,
-              Part(P.GRADIENTS, head_grads + (t.layers - 1) * layer_grads), transient]
-    return {M.TOP_LAYER: top, M.BOTTOM_LAYER: bottom}
+              Part(P.GRADIENTS, head_grads + (t.layers - 1) * layer_grads)]
+    # an attention's exchange buffers (its recompute's, its backward's) in place of the MLP's, at the larger end
+    end = max(top, bottom, key=lambda parts: sum(part.bytes for part in parts))
+    forward, backward = setup.attention[0] * setup.checkpointing, setup.attention[1]
+    attention: dict[str, list[Part]] = {name: [*end, *parts] for name, parts in (
+        (M.ATTENTION_RECOMPUTE, forward), (M.ATTENTION_BACKWARD, backward)) if parts}
+    return {M.TOP_LAYER: [*top, transient], M.BOTTOM_LAYER: [*bottom, transient], **attention}
 
 
 def _layer_transient(shape: ModelShape, tensors: Tensors, tokens: int, c: int, weight_gradient: bool = True) -> int:
@@ -796,9 +809,11 @@ def _engine_moments(setup: Setup, step: Step) -> Moments:
 
 def _kept(acts: Activations, nd: Parallelism, shape: ModelShape, w: int, tokens: int) -> Activations:
     """What stays on the device: a tiled MLP saves its input (already the norm's output) instead of its T × I tensors
-    (DeepSpeed `TiledMLP`); offloading every saved tensor (TRL `OffloadActivations`) leaves the loss's, the token ids
-    and the final norm's in flight at the loss, one layer's brought back in its backward (measured: nd.json)."""
-    mlp = of(shape).mlp_kept * w * tokens * shape.intermediate if nd.tiled_mlp_shards else 0
+    (DeepSpeed `TiledMLP`), Ulysses' replicated kv heads beside them; offloading every saved tensor (TRL
+    `OffloadActivations`) leaves the loss's, the token ids and the final norm's in flight at the loss, one layer's
+    brought back in its backward (measured: nd.json)."""
+    mlp = (of(shape).mlp_kept * w * tokens * shape.intermediate if nd.tiled_mlp_shards else 0) - kv_replicated(
+        shape, tokens, w, nd)  # beside it, the kv heads Ulysses replicates
     acts = acts._replace(per_layer_bytes=acts.per_layer_bytes - mlp, layer_bytes=acts.layer_bytes - mlp * acts.layers,
                          total=acts.total - (0 if acts.checkpointing else mlp * acts.layers))
     if nd.activation_offload != "cpu_all":
@@ -821,7 +836,7 @@ def step_peak(step: Step) -> StepPeak:
                              f"context {nd.context} × Ulysses {nd.ulysses}, expert {nd.expert}")
     if nd != NONE:
         step = replace(step, shape=rank_shape(step.shape, nd), sequence_length=rank_tokens(step.sequence_length, nd),
-                       ranks=shard_group(step.ranks, nd))
+                       ranks=shard_group(step.ranks, nd), resident=(*step.resident, *resident(nd)))
     setup = setup_of(step)
     moments = _engine_moments(setup, step)
     if step.gradient_accumulation_steps > 1:
@@ -851,7 +866,8 @@ def setup_of(step: Step) -> Setup:
     return Setup(parameter_tensors(shape), acts, step.sequence_length * step.micro_batch, shape.vocab, shape.hidden,
                  step.stored_bytes, DTYPE_BYTES[step.compute_dtype], step.ranks, step.optimizer_impl,
                  step.checkpointing, step.loss_kernel, step.frozen is None, step.micro_batch, step.head,
-                 step.optimizer, step.transformers_path)
+                 step.optimizer, step.transformers_path, attention_transients(
+                     shape, step.sequence_length * step.micro_batch, DTYPE_BYTES[step.compute_dtype], step.parallelism))
 
 
 __all__ = ["Buckets", "DeepSpeed", "ENGINES", "Fsdp", "Head", "PolicyLoss", "Setup", "Step", "Torch", "Zero", "make_step", "step_peak", "FrozenBase", "Moment", "OPTIMIZERS", "OPTIMIZER_IMPLS", "PHASES", "Part", "Phase", "StepInputError", "StepPeak",
