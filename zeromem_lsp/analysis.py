@@ -300,6 +300,11 @@ def analyse(
         if model.config.get("model_type") in LLAMAFACTORY_PARTS:
             model = model._replace(freeze_note=note(model.config, data, data.get("finetuning_type", "lora"),
                                                     reading.recipe.tool))
+        if model.shape is not None and model.shape.vision is not None and model.config is not None:  # images, freezes
+            from zeromem_lsp.configs.freeze_keys import recipe_vision
+
+            shape, why = recipe_vision(model.config, model.shape, data, reading.recipe.tool)
+            model = model._replace(shape=shape, shape_problem=why)
     effective = resolved.settings
     named = resolved.origin("parameters")
     parameters_at = named.path if named is not None and named.path else (*block_path, "parameters")

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from math import prod
 from typing import NamedTuple
 
+from zeromem_lsp.configs.image_tokens import VisionKept
+
 Key = tuple[str, float]  # a config key and its fallback value
 
 
@@ -350,6 +352,7 @@ class ModelShape(NamedTuple):
     linear_heads: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)  # key heads, value heads, key / value head
     # widths, the causal conv's kernel (linear_num_key_heads, linear_num_value_heads, linear_key_head_dim,
     # linear_value_head_dim, linear_conv_kernel_dim)
+    vision: VisionKept | None = None  # a vision-language model: its image tokens' mask, M-RoPE and tower (trained)
 
 
 class Weight(NamedTuple):

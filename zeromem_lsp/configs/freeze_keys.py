@@ -26,6 +26,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from zeromem_lsp.configs.families import ModelShape
+from zeromem_lsp.configs.image_tokens import LLAMAFACTORY_PIXELS
+
 #: recipe key -> (default, the part of COMPOSITE_MODELS it freezes)
 LLAMAFACTORY_FREEZE_KEYS: dict[str, tuple[bool, str]] = {
     "freeze_vision_tower": (True, "vision"),
@@ -136,3 +139,29 @@ def note(config: dict, recipe: dict, finetuning_type: object, tool: str = "llama
         return (f"LLaMA-Factory's freeze keys freeze the {frozen}: {found.trained:,} parameters trained, "
                 f"{found.frozen:,} frozen (not yet applied to the model state, which trains them all)")
     return (f"LLaMA-Factory's freeze keys keep LoRA off the {frozen} (the base model is frozen under LoRA either way)")
+
+
+def recipe_vision(config: dict, shape: ModelShape, recipe: dict, tool: str) -> tuple[ModelShape | None, str | None]:
+    """The shape's image-token model (configs/image_tokens.py) under a recipe: LLaMA-Factory's image_max_pixels
+    (default 768·768) bounds an image, its freeze keys (or LoRA, axolotl's freeze_mm_modules) freeze the tower and
+    projector; (None, why) where the recipe trains one of them but not the other (not measured)."""
+    from zeromem_lsp.configs.vision import vision_kept
+
+    vision = shape.vision
+    assert vision is not None
+    adapter = recipe.get("finetuning_type", "lora") == "lora" if tool == "llamafactory" else bool(recipe.get("adapter"))
+    pixels = None
+    if tool == "llamafactory":
+        given = recipe.get("image_max_pixels")
+        pixels = (given, "LLaMA-Factory image_max_pixels") if isinstance(given, int) and given > 0 else (
+            LLAMAFACTORY_PIXELS[0], "LLaMA-Factory's default image_max_pixels 768·768")
+        kept = [recipe.get(key, default) is not False for key, (default, part) in LLAMAFACTORY_FREEZE_KEYS.items()
+                if part in ("vision", "projector")]
+        if kept[0] != kept[1] and not adapter:
+            return None, ("the peak is unknown: the recipe freezes one of the vision tower and the projector but not "
+                          "the other, which is not measured")
+        frozen = adapter or kept[0]
+    else:
+        frozen = adapter or recipe.get("freeze_mm_modules") is True
+    return shape._replace(vision=vision_kept(config, vision.rotary_width, not frozen, pixels,
+                                             tool != "llamafactory")), None

@@ -23,7 +23,8 @@ from typing import NamedTuple
 from zeromem_lsp.configs.families import FAMILIES, Family, weights
 from zeromem_lsp.configs.families import ModelShape as ModelShape  # re-exported: its readers import it from here
 from zeromem_lsp.configs.model_defaults import FilledConfig, text_model_type
-from zeromem_lsp.configs.vision import COMPOSITES, FLAT_TEXT, UnknownTower, UnsupportedVision, tied, vision_parts
+from zeromem_lsp.configs.vision import (COMPOSITES, FLAT_TEXT, UnknownTower, UnsupportedVision, tied, vision_kept,
+                                        vision_parts)
 
 
 class UnsupportedModel(ValueError):
@@ -357,14 +358,22 @@ def model_shape(config: dict) -> ModelShape:
     """The activation-relevant shape of a config.json; raises UnsupportedModel naming the field (a vision-language
     model: ImageTokensUnmodelled, the peak unknown)."""
     composite = _composite(config)
+    vision = None
     if composite:
         language = _language_model(config)[1]
-        raise ImageTokensUnmodelled(
-            f"the peak is unknown for model_type {composite!r}: zeromem describes no activations for its image tokens "
-            f"(vision tower and projector); its parameters are counted whole, the language model as {language} "
-            "(model state only)")
-    config, model_type = _language_model(config)
+        try:
+            vision = vision_kept(config, _language_shape(config, full=False)[0].head_dim)
+        except UnsupportedVision as error:
+            raise UnsupportedModel(str(error)) from None
+        if vision is None:
+            raise ImageTokensUnmodelled(
+                f"the peak is unknown for model_type {composite!r}: its image tokens' activations (vision tower and "
+                f"projector) are measured for qwen2_vl and qwen2_5_vl only; its parameters are counted whole, the "
+                f"language model as {language} (model state only)")
+    whole, (config, model_type) = config, _language_model(config)
     if model_type in FAMILIES and FAMILIES[model_type].activations:
+        if vision:
+            return _language_shape(whole, full=True)[0]._replace(vision=vision)
         return _read(config, FAMILIES[model_type], full=True)
     supported = ", ".join(name for name, family in FAMILIES.items() if family.activations)
     raise UnsupportedModel(f"no activation model for model_type {model_type!r}; supported: {supported}")

@@ -42,6 +42,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from zeromem_lsp.configs.families import Weight
+from zeromem_lsp.configs.image_tokens import QWEN_PIXELS, Tower, VisionKept, qwen_image_tokens
+from zeromem_lsp.configs.image_tokens import TOWERS as TOWERS_KEPT
 from zeromem_lsp.configs.transformers_defaults import VISION_ALIASES, VISION_CONFIGS, VISION_DEFAULTS
 
 #: composite model_type -> (the inner module holding the vision tower, the text config's own class (None: the
@@ -343,3 +345,25 @@ def _names(weight: Weight, path: str) -> list[tuple[str, tuple[int, ...]]]:
     if weight.kind == "parameter":
         return [(path, shapes[0])]
     return [(path + ".weight", shapes[0])] + ([(path + ".bias", shapes[1])] if weight.bias else [])
+
+
+def vision_kept(config: dict, rotary_width: int, trained: bool = True, recipe_pixels: tuple[int, str] | None = None,
+                input_grads: bool = True) -> VisionKept | None:
+    """What a composite keeps for backward beside its language model (configs/image_tokens.py), None where that is
+    not measured; `recipe_pixels`: a recipe's image_max_pixels and where it comes from (else the processor's
+    class default bounds an image); `input_grads`: checkpointing enabled through Transformers (not LLaMA-Factory)."""
+    kind, v = vision_config(config)
+    if config["model_type"] not in ("qwen2_vl", "qwen2_5_vl") or kind not in TOWERS_KEPT:
+        return None
+    merge, patch = _int(v, "spatial_merge_size"), _int(v, "patch_size")
+    qwen2 = kind == "qwen2_vl_vision"
+    low, high = QWEN_PIXELS[kind]
+    tokens = qwen_image_tokens(patch * merge, (low, high), recipe_pixels[0] if recipe_pixels else None)
+    settings = (f"{recipe_pixels[1]} = {recipe_pixels[0]:,} pixels" if recipe_pixels else
+                f"the image processor's default max_pixels {high:,}") + f": at most {tokens:,} image tokens per image" \
+        ", 1 image per sample" + ("" if trained else "; vision tower and projector frozen")
+    hidden = _int(v, "embed_dim" if qwen2 else "hidden_size")
+    tower = Tower(kind, tokens * merge * merge, merge, hidden, hidden * _int(v, "mlp_ratio") if qwen2 else _int(
+        v, "intermediate_size"), _int(v, "num_heads"), _int(v, "depth"),
+                  _int(v, "in_channels") * _int(v, "temporal_patch_size") * patch * patch)
+    return VisionKept(tower, trained, input_grads, 1, tokens, rotary_width, settings)

@@ -1,0 +1,121 @@
+"""Measure what a vision-language model keeps for backward: the language model at T tokens (image tokens among
+them), the vision tower and projector trained or frozen (CPU, random weights, Transformers 5.24).
+
+    OMP_NUM_THREADS=1 /work/venv-fam/bin/python benchmarks/vision_language/measure.py   # all cases -> JSON
+    /work/venv-fam/bin/python benchmarks/vision_language/measure.py --only qwen2_5_vl-0 --explain
+
+Each case builds `AutoModelForImageTextToText` from a config dict (nothing downloaded) at 1 and 2 language layers
+and its `vision_depth` vision blocks, each in its own forked process; the vision tower and projector are frozen
+(`requires_grad_(False)`, what LLaMA-Factory's freeze_vision_tower / freeze_multi_modal_projector do) or trained.
+With checkpointing, Transformers' `gradient_checkpointing_enable` also calls `enable_input_require_grads`, which
+makes every sub-model's input embeddings' output require grad, the vision tower's patch embedding among them: a
+frozen tower then keeps its checkpointed blocks' inputs and its merger's norm and activation inputs. `input_grads`
+false enables checkpointing on the language model only (what LLaMA-Factory's own enabler amounts to: frozen layers
+run without a checkpoint, no input-grad hook). The sample holds one image per row of `grid` patches (t, h, w), its image tokens (h·w / merge²) inside the
+sequence; `model(input_ids, pixel_values, image_grid_thw, mm_token_type_ids, labels)` runs in training mode inside
+the same saved-tensor hooks as benchmarks/activations (saved_tensors.py), then backward. Results go to
+tests/data/vision_language/measured.json, checked by tests/unit/test_vision_language_activations.py.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from activations import measure as base  # noqa: E402
+from saved_tensors import SavedTensors  # noqa: E402
+
+OUT = Path(__file__).resolve().parents[2] / "tests" / "data" / "vision_language" / "measured.json"
+TEXT = {"hidden_size": 96, "num_attention_heads": 6, "num_key_value_heads": 2, "intermediate_size": 224,
+        "vocab_size": 1500, "attention_dropout": 0.0, "tie_word_embeddings": True,
+        "rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 10000.0}}
+VISION = {
+    "qwen2_5_vl": {"hidden_size": 64, "intermediate_size": 160, "num_heads": 4, "out_hidden_size": 96,
+                   "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "window_size": 56,
+                   "fullatt_block_indexes": [1], "in_channels": 3},
+    "qwen2_vl": {"embed_dim": 64, "mlp_ratio": 4, "num_heads": 4, "hidden_size": 96, "patch_size": 14,
+                 "spatial_merge_size": 2, "temporal_patch_size": 2, "in_channels": 3},
+}
+TOKENS = {"image_token_id": 1400, "video_token_id": 1401, "vision_start_token_id": 1402, "vision_end_token_id": 1403}
+# (sequence, micro-batch, dtype, checkpointing, trained tower, vision depth, image grid (t, h, w))
+VARIANTS = [
+    (64, 1, "bfloat16", False, False, 2, (1, 8, 12)),
+    (64, 2, "bfloat16", False, False, 2, (1, 8, 12)),
+    (128, 1, "float32", False, False, 2, (1, 16, 12)),
+    (64, 1, "bfloat16", False, True, 2, (1, 8, 12)),
+    (64, 2, "bfloat16", False, True, 2, (1, 8, 12)),
+    (128, 1, "float32", False, True, 3, (1, 16, 12)),
+    (96, 1, "bfloat16", True, True, 2, (1, 8, 12)),
+    (96, 2, "bfloat16", True, False, 2, (1, 8, 12)),
+    (96, 1, "float32", True, False, 3, (1, 8, 12)),
+    (96, 2, "bfloat16", True, False, 2, (1, 8, 12), False),
+]
+
+
+def cases() -> list[dict]:
+    out = []
+    for family, vision in VISION.items():
+        for index, (seq, batch, dtype, checkpointing, trained, depth, grid, *grads) in enumerate(VARIANTS):
+            out.append({"id": f"{family}-{index}", "model_type": family, "text_config": dict(TEXT),
+                        "vision_config": {**vision, "depth": depth}, "tokens": TOKENS, "sequence_length": seq,
+                        "micro_batch": batch, "dtype": dtype, "gradient_checkpointing": checkpointing,
+                        "vision_trained": trained, "grid": list(grid), "attention": "sdpa",
+                        "input_grads": grads[0] if grads else True})
+    return out
+
+
+def measure(case: dict, layers: int, explain: bool = False) -> int:
+    """Saved-for-backward bytes at `layers` language layers (runs in a child process)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    torch.manual_seed(0)
+    config = AutoConfig.for_model(case["model_type"], text_config={**case["text_config"], "num_hidden_layers": layers},
+                                  vision_config=case["vision_config"], **case["tokens"])
+    for sub in (config, config.text_config, config.vision_config):
+        sub._attn_implementation = case["attention"]
+    dtype = getattr(torch, case["dtype"])
+    model = AutoModelForImageTextToText.from_config(config, dtype=dtype)
+    model.train()
+    if not case["vision_trained"]:
+        model.model.visual.requires_grad_(False)
+    if case["gradient_checkpointing"]:  # input_grads false: LLaMA-Factory's way, no checkpoint on a frozen tower and
+        # no enable_input_require_grads on it (model_utils/checkpointing.py:100-154)
+        (model if case["input_grads"] else model.model.language_model).gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": False})
+    saved = SavedTensors(model, explain)
+    if case["gradient_checkpointing"]:
+        saved.record_checkpoint_inputs(model)
+    b, s, (t, h, w) = case["micro_batch"], case["sequence_length"], case["grid"]
+    vision = case["vision_config"]
+    patch, merge = vision["patch_size"], vision["spatial_merge_size"]
+    per_image = t * h * w // merge ** 2
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, 1300, (b, s), generator=generator)
+    tokens = case["tokens"]
+    for row in range(b):
+        ids[row, 5] = tokens["vision_start_token_id"]
+        ids[row, 6:6 + per_image] = tokens["image_token_id"]
+        ids[row, 6 + per_image] = tokens["vision_end_token_id"]
+    grid = torch.tensor([[t, h, w]] * b)
+    pixels = torch.randn(b * t * h * w, vision["in_channels"] * vision["temporal_patch_size"] * patch * patch,
+                         generator=generator).to(dtype)
+    kinds = (ids == tokens["image_token_id"]).long()
+    with saved.hooks():
+        loss = model(input_ids=ids, labels=ids, pixel_values=pixels, image_grid_thw=grid, mm_token_type_ids=kinds).loss
+    loss.backward()
+    if explain:
+        print(f"--- {case['id']} layers={layers}", *saved.shapes, sep="\n  ")
+    return saved.total
+
+
+def main(argv: list[str] | None = None) -> int:
+    """benchmarks/activations/measure.py's runner (forked processes, --only / --explain / --out / --merge, the
+    record) over these cases."""
+    base.cases, base.measure, base.OUT = cases, measure, OUT
+    return base.main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
