@@ -92,3 +92,18 @@ def test_llamafactory_defaults_freeze_the_tower_and_bound_the_image():
     mixed, why = recipe_vision({"model_type": case["model_type"], "vision_config": case["vision_config"]}, shape,
                                {"finetuning_type": "full", "freeze_vision_tower": False}, "llamafactory")
     assert mixed is None and "not measured" in why
+
+
+def test_axolotl_keeps_the_processor_bound_and_checkpoints_through_transformers():
+    case = RECORD["cases"][0]
+    config = {"model_type": case["model_type"], "vision_config": case["vision_config"]}
+    shape = model_shape({**config, "text_config": case["text_config"]})
+    lora, _ = recipe_vision(config, shape, {"adapter": "lora"}, "axolotl")
+    assert not lora.vision.trained and lora.vision.input_grads  # Transformers' enable_input_require_grads hook
+    assert lora.vision.tokens == qwen_image_tokens(28, (56 * 56, 28 * 28 * 1280))
+    frozen, _ = recipe_vision(config, shape, {"freeze_mm_modules": True}, "axolotl")
+    full, _ = recipe_vision(config, shape, {}, "axolotl")
+    assert not frozen.vision.trained and full.vision.trained
+    b, s = 2, 4096  # a frozen tower keeps nothing without checkpointing, its blocks' inputs with it
+    assert frozen.vision.kept(b, s, 2, False) < frozen.vision.kept(b, s, 2, True) < full.vision.kept(b, s, 2, True)
+    assert full.vision.kept(b, s, 2, True) < full.vision.kept(b, s, 2, False)
