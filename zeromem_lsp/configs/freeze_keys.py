@@ -150,17 +150,18 @@ def recipe_vision(config: dict, shape: ModelShape, recipe: dict, tool: str) -> t
     vision = shape.vision
     assert vision is not None
     adapter = recipe.get("finetuning_type", "lora") == "lora" if tool == "llamafactory" else bool(recipe.get("adapter"))
-    pixels = None
+    pixels: tuple[int, str] | None = None
     if tool == "llamafactory":
         given = recipe.get("image_max_pixels")
-        pixels = (given, "LLaMA-Factory image_max_pixels") if isinstance(given, int) and given > 0 else (
-            LLAMAFACTORY_PIXELS[0], "LLaMA-Factory's default image_max_pixels 768·768")
-        kept = [recipe.get(key, default) is not False for key, (default, part) in LLAMAFACTORY_FREEZE_KEYS.items()
-                if part in ("vision", "projector")]
-        if kept[0] != kept[1] and not adapter:
+        pixels = (LLAMAFACTORY_PIXELS[0], "LLaMA-Factory's default image_max_pixels 768·768")
+        if isinstance(given, int) and not isinstance(given, bool) and given > 0:
+            pixels = (given, "LLaMA-Factory image_max_pixels")
+        tower, projector = (recipe.get(key, default) is not False for key, (default, part)
+                            in LLAMAFACTORY_FREEZE_KEYS.items() if part in ("vision", "projector"))
+        if tower != projector and not adapter:
             return None, ("the peak is unknown: the recipe freezes one of the vision tower and the projector but not "
                           "the other, which is not measured")
-        frozen = adapter or kept[0]
+        frozen = adapter or tower
     else:
         frozen = adapter or recipe.get("freeze_mm_modules") is True
     return shape._replace(vision=vision_kept(config, vision.rotary_width, not frozen, pixels,

@@ -67,9 +67,10 @@ def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixe
 
 def qwen_image_tokens(factor: int, processor: tuple[int, int], recipe_max: int | None = None) -> int:
     """The most tokens one image takes: over every h ≤ w with h·w ≤ recipe_max (the largest w per h, which never
-    takes fewer tokens), the processor's smart_resize; without recipe_max, max_pixels / factor²."""
+    takes fewer tokens), the processor's smart_resize; without recipe_max (or one beyond max_pixels, which
+    smart_resize then bounds), max_pixels / factor²."""
     low, high = processor
-    if recipe_max is None:
+    if recipe_max is None or recipe_max >= high:
         return high // (factor * factor)
     best = 0
     for h in range(1, math.isqrt(recipe_max) + 1):
