@@ -295,16 +295,14 @@ def analyse(
     resolved, parameter_note, parameter_problem, model = resolve_parameters(first, loader, memo)  # once
     if model.counted is not None and model.counted.parts and model.config is not None and reading.recipe is not None \
             and reading.recipe.tool in ("llamafactory", "axolotl") and isinstance(data, dict):  # what its keys freeze
-        from zeromem_lsp.configs.freeze_keys import LLAMAFACTORY_PARTS, note
+        from zeromem_lsp.configs.freeze_keys import LLAMAFACTORY_PARTS, note, recipe_vision
 
-        if model.config.get("model_type") in LLAMAFACTORY_PARTS:
-            model = model._replace(freeze_note=note(model.config, data, data.get("finetuning_type", "lora"),
+        config = model.config
+        if config.get("model_type") in LLAMAFACTORY_PARTS:
+            model = model._replace(freeze_note=note(config, data, data.get("finetuning_type", "lora"),
                                                     reading.recipe.tool))
-        if model.shape is not None and model.shape.vision is not None and model.config is not None:  # images, freezes
-            from zeromem_lsp.configs.freeze_keys import recipe_vision
-
-            shape, why = recipe_vision(model.config, model.shape, data, reading.recipe.tool)
-            model = model._replace(shape=shape, shape_problem=why)
+            shape, why = recipe_vision(config, data, reading.recipe.tool)  # its image settings and freezes
+            model = model._replace(shape=shape, shape_problem=why and f"{model.path}: {why}")
     effective = resolved.settings
     named = resolved.origin("parameters")
     parameters_at = named.path if named is not None and named.path else (*block_path, "parameters")

@@ -37,6 +37,16 @@ VISION = {
     "qwen2_vl": {"embed_dim": 64, "mlp_ratio": 4, "num_heads": 4, "hidden_size": 96, "patch_size": 14,
                  "spatial_merge_size": 2, "temporal_patch_size": 2, "in_channels": 3},
 }
+# Gemma 3: the language model gemma3_text (one sliding and one full layer at 2 layers), a SigLIP tower without the
+# pooling head (as the published configs), 4 tokens per image; the tower and projector frozen
+GEMMA3_TEXT = {"hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+               "intermediate_size": 256, "vocab_size": 1000, "query_pre_attn_scalar": 64, "sliding_window": 4096,
+               "attention_dropout": 0.0}
+GEMMA3_TOKENS = {"mm_tokens_per_image": 4, "image_token_index": 990, "boi_token_index": 991, "eoi_token_index": 992}
+# (sequence, micro-batch, dtype, checkpointing, input_grads)
+GEMMA3 = [(64, 1, "bfloat16", False, True), (64, 2, "bfloat16", False, True), (96, 1, "float32", False, True),
+          (96, 2, "bfloat16", True, True), (96, 1, "float32", True, True), (96, 2, "bfloat16", True, False),
+          (96, 2, "bfloat16", False, True, 40)]
 TOKENS = {"image_token_id": 1400, "video_token_id": 1401, "vision_start_token_id": 1402, "vision_end_token_id": 1403}
 # (sequence, micro-batch, dtype, checkpointing, trained tower, vision depth, image grid (t, h, w))
 VARIANTS = [
@@ -62,7 +72,47 @@ def cases() -> list[dict]:
                         "micro_batch": batch, "dtype": dtype, "gradient_checkpointing": checkpointing,
                         "vision_trained": trained, "grid": list(grid), "attention": "sdpa",
                         "input_grads": grads[0] if grads else True})
+    gemma = {"hidden_size": 64, "intermediate_size": 160, "num_attention_heads": 4, "num_hidden_layers": 2,
+             "image_size": 56, "patch_size": 14, "attention_dropout": 0.0, "vision_use_head": False}
+    for index, (seq, batch, dtype, checkpointing, grads, *window) in enumerate(GEMMA3):
+        text = {**GEMMA3_TEXT, "sliding_window": window[0]} if window else dict(GEMMA3_TEXT)
+        out.append({"id": f"gemma3-{index}", "model_type": "gemma3", "text_config": text,
+                    "vision_config": gemma, "tokens": GEMMA3_TOKENS, "sequence_length": seq, "micro_batch": batch,
+                    "dtype": dtype, "gradient_checkpointing": checkpointing, "vision_trained": False,
+                    "attention": "sdpa", "input_grads": grads})
     return out
+
+
+def _gemma3_inputs(case: dict, ids, generator, dtype):
+    """One image per row: its mm_tokens_per_image tokens between boi and eoi; token_type_ids mark them (what
+    Gemma 3's processor returns, needed in training for the bidirectional image mask)."""
+    import torch
+
+    tokens, per_image = case["tokens"], case["tokens"]["mm_tokens_per_image"]
+    for row in range(ids.shape[0]):
+        ids[row, 5] = tokens["boi_token_index"]
+        ids[row, 6:6 + per_image] = tokens["image_token_index"]
+        ids[row, 6 + per_image] = tokens["eoi_token_index"]
+    size = case["vision_config"]["image_size"]
+    pixels = torch.randn(ids.shape[0], 3, size, size, generator=generator).to(dtype)
+    return {"pixel_values": pixels, "token_type_ids": (ids == tokens["image_token_index"]).long()}
+
+
+def _qwen_inputs(case: dict, ids, generator, dtype):
+    """One image per row of `grid` patches, its h·w / merge² tokens between vision_start and vision_end."""
+    import torch
+
+    b, (t, h, w), tokens = ids.shape[0], case["grid"], case["tokens"]
+    vision = case["vision_config"]
+    patch, per_image = vision["patch_size"], t * h * w // vision["spatial_merge_size"] ** 2
+    for row in range(b):
+        ids[row, 5] = tokens["vision_start_token_id"]
+        ids[row, 6:6 + per_image] = tokens["image_token_id"]
+        ids[row, 6 + per_image] = tokens["vision_end_token_id"]
+    pixels = torch.randn(b * t * h * w, vision["in_channels"] * vision["temporal_patch_size"] * patch * patch,
+                         generator=generator).to(dtype)
+    return {"pixel_values": pixels, "image_grid_thw": torch.tensor([[t, h, w]] * b),
+            "mm_token_type_ids": (ids == tokens["image_token_id"]).long()}
 
 
 def measure(case: dict, layers: int, explain: bool = False) -> int:
@@ -71,15 +121,20 @@ def measure(case: dict, layers: int, explain: bool = False) -> int:
     from transformers import AutoConfig, AutoModelForImageTextToText
 
     torch.manual_seed(0)
-    config = AutoConfig.for_model(case["model_type"], text_config={**case["text_config"], "num_hidden_layers": layers},
-                                  vision_config=case["vision_config"], **case["tokens"])
+    gemma = case["model_type"] == "gemma3"
+    text = {**case["text_config"], "num_hidden_layers": layers}
+    if gemma:  # one sliding and one full layer at 2 layers
+        text["layer_types"] = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
+    config = AutoConfig.for_model(case["model_type"], text_config=text, vision_config=case["vision_config"],
+                                  **case["tokens"])
     for sub in (config, config.text_config, config.vision_config):
         sub._attn_implementation = case["attention"]
     dtype = getattr(torch, case["dtype"])
     model = AutoModelForImageTextToText.from_config(config, dtype=dtype)
     model.train()
     if not case["vision_trained"]:
-        model.model.visual.requires_grad_(False)
+        for name in ("vision_tower", "multi_modal_projector") if gemma else ("visual",):
+            getattr(model.model, name).requires_grad_(False)
     if case["gradient_checkpointing"]:  # input_grads false: LLaMA-Factory's way, no checkpoint on a frozen tower and
         # no enable_input_require_grads on it (model_utils/checkpointing.py:100-154)
         (model if case["input_grads"] else model.model.language_model).gradient_checkpointing_enable(
@@ -87,23 +142,11 @@ def measure(case: dict, layers: int, explain: bool = False) -> int:
     saved = SavedTensors(model, explain)
     if case["gradient_checkpointing"]:
         saved.record_checkpoint_inputs(model)
-    b, s, (t, h, w) = case["micro_batch"], case["sequence_length"], case["grid"]
-    vision = case["vision_config"]
-    patch, merge = vision["patch_size"], vision["spatial_merge_size"]
-    per_image = t * h * w // merge ** 2
     generator = torch.Generator().manual_seed(1)
-    ids = torch.randint(0, 1300, (b, s), generator=generator)
-    tokens = case["tokens"]
-    for row in range(b):
-        ids[row, 5] = tokens["vision_start_token_id"]
-        ids[row, 6:6 + per_image] = tokens["image_token_id"]
-        ids[row, 6 + per_image] = tokens["vision_end_token_id"]
-    grid = torch.tensor([[t, h, w]] * b)
-    pixels = torch.randn(b * t * h * w, vision["in_channels"] * vision["temporal_patch_size"] * patch * patch,
-                         generator=generator).to(dtype)
-    kinds = (ids == tokens["image_token_id"]).long()
+    ids = torch.randint(0, 900, (case["micro_batch"], case["sequence_length"]), generator=generator)
+    inputs = (_gemma3_inputs if gemma else _qwen_inputs)(case, ids, generator, dtype)
     with saved.hooks():
-        loss = model(input_ids=ids, labels=ids, pixel_values=pixels, image_grid_thw=grid, mm_token_type_ids=kinds).loss
+        loss = model(input_ids=ids, labels=ids, **inputs).loss
     loss.backward()
     if explain:
         print(f"--- {case['id']} layers={layers}", *saved.shapes, sep="\n  ")

@@ -52,7 +52,7 @@ def test_qwen3_vl_says_the_peak_is_unknown_for_its_image_tokens(tmp_path, monkey
     assert done.returncode == 0 and "Traceback" not in done.stderr + done.stdout
     said = " ".join(done.stdout.split())
     assert "ZM103 information" in said and "the peak is unknown for model_type 'qwen3_vl'" in said
-    assert "measured for qwen2_vl and qwen2_5_vl only" in said
+    assert "measured for qwen2_vl and qwen2_5_vl, and gemma3 with its vision tower frozen" in said
 
 
 def test_a_full_fine_tune_says_what_its_freeze_keys_freeze(tmp_path, monkeypatch):
@@ -85,3 +85,6 @@ def test_axolotls_gemma3_recipe_with_freeze_mm_modules_says_what_it_freezes(tmp_
             "trainable, 419,816,304 frozen") in shown.stdout
     plain = run_zeromem("estimate", "-v", "--config", str(source))
     assert "parts:" not in plain.stdout  # the key's default (off): nothing said
+    for found in (shown, plain):  # QLoRA: the tower frozen either way, its image tokens measured
+        said = " ".join(found.stdout.split())
+        assert "images: Gemma 3's mm_tokens_per_image 256 per image" in said and "peak is unknown" not in said

@@ -1,4 +1,4 @@
-"""Image tokens' activations of Qwen2-VL / Qwen2.5-VL (issue 29): configs/image_tokens.py against the CPU
+"""Image tokens' activations of Qwen2-VL / Qwen2.5-VL / Gemma 3 (issue 29): configs/image_tokens.py against the CPU
 measurements of the real Transformers 5.24 code (benchmarks/vision_language/measure.py →
 tests/data/vision_language/measured.json): the language model at T tokens with the image tokens among them, the
 vision tower and projector frozen (LLaMA-Factory's defaults) or trained, with and without checkpointing."""
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from zeromem_lsp.configs.freeze_keys import recipe_vision
-from zeromem_lsp.configs.image_tokens import qwen_image_tokens, smart_resize
-from zeromem_lsp.configs.model_config import model_shape
+from zeromem_lsp.configs.image_tokens import ImageSettings, qwen_image_tokens, smart_resize
+from zeromem_lsp.configs.model_config import ImageTokensUnmodelled, model_shape
 from zeromem_lsp.memory.activations import estimate_activations
 
 RECORD = json.loads((Path(__file__).resolve().parents[1] / "data" / "vision_language" / "measured.json").read_text(
@@ -21,8 +21,13 @@ DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
 
 def shape_of(case: dict, layers: int):
     """The case's shape, its one image per row the measured grid (t, h, w) and its tower trained or frozen."""
+    text = {**case["text_config"], "num_hidden_layers": layers}
+    if case["model_type"] == "gemma3":  # one sliding and one full layer at 2 layers, as measured
+        text["layer_types"] = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
     shape = model_shape({"model_type": case["model_type"], "vision_config": case["vision_config"], **case["tokens"],
-                         "text_config": {**case["text_config"], "num_hidden_layers": layers}})
+                         "text_config": text}, ImageSettings(case["vision_trained"], case["input_grads"]))
+    if case["model_type"] == "gemma3":
+        return shape
     t, h, w = case["grid"]
     merge = case["vision_config"]["spatial_merge_size"]
     vision = shape.vision
@@ -42,14 +47,18 @@ def test_the_estimate_is_within_two_percent_of_the_measurement(case, layers):
 
 def test_the_cases_cover_frozen_and_trained_towers_and_checkpointing():
     cases = RECORD["cases"]
-    assert {case["model_type"] for case in cases} == {"qwen2_vl", "qwen2_5_vl"}
-    assert {(case["vision_trained"], case["gradient_checkpointing"]) for case in cases} == {
-        (False, False), (True, False), (True, True), (False, True)}
+    assert {case["model_type"] for case in cases} == {"qwen2_vl", "qwen2_5_vl", "gemma3"}
+    for family, states in (("qwen2_vl", (True, False)), ("qwen2_5_vl", (True, False)), ("gemma3", (False,))):
+        found = {(case["vision_trained"], case["gradient_checkpointing"], case["input_grads"]) for case in cases
+                 if case["model_type"] == family}
+        assert found >= {(trained, checkpointing, True) for trained in states for checkpointing in (True, False)}
+        assert (False, True, False) in found  # LLaMA-Factory's checkpointing: no input-grad hook
     assert {case["micro_batch"] for case in cases} >= {1, 2} and {case["dtype"] for case in cases} == set(DTYPES)
 
 
 def test_a_trained_tower_keeps_more_than_a_frozen_one():
     case = next(case for case in RECORD["cases"] if case["vision_trained"] and not case["gradient_checkpointing"])
+    assert case["model_type"] != "gemma3"
     frozen = next(other for other in RECORD["cases"] if other["id"].split("-")[0] == case["id"].split("-")[0] and
                   not other["vision_trained"] and other["micro_batch"] == case["micro_batch"] and
                   other["dtype"] == case["dtype"] and not other["gradient_checkpointing"])
@@ -79,31 +88,41 @@ def test_without_a_recipe_budget_the_processor_bounds_an_image():
 
 def test_llamafactory_defaults_freeze_the_tower_and_bound_the_image():
     case = RECORD["cases"][0]
-    shape = model_shape({"model_type": case["model_type"], "vision_config": case["vision_config"],
-                         "text_config": case["text_config"]})
-    full, _ = recipe_vision({"model_type": case["model_type"], "vision_config": case["vision_config"]}, shape,
-                            {"finetuning_type": "full"}, "llamafactory")
+    config = {"model_type": case["model_type"], "vision_config": case["vision_config"],
+              "text_config": case["text_config"]}
+    full, _ = recipe_vision(config, {"finetuning_type": "full"}, "llamafactory")
     assert not full.vision.trained and not full.vision.input_grads and "768·768" in full.vision.settings
     assert full.vision.tokens == qwen_image_tokens(28, (56 * 56, 28 * 28 * 1280), 768 * 768)
-    trained, _ = recipe_vision({"model_type": case["model_type"], "vision_config": case["vision_config"]}, shape,
-                               {"finetuning_type": "full", "freeze_vision_tower": False,
+    trained, _ = recipe_vision(config, {"finetuning_type": "full", "freeze_vision_tower": False,
                                 "freeze_multi_modal_projector": False, "image_max_pixels": 448 * 448}, "llamafactory")
     assert trained.vision.trained and trained.vision.tokens < full.vision.tokens
-    mixed, why = recipe_vision({"model_type": case["model_type"], "vision_config": case["vision_config"]}, shape,
-                               {"finetuning_type": "full", "freeze_vision_tower": False}, "llamafactory")
+    mixed, why = recipe_vision(config, {"finetuning_type": "full", "freeze_vision_tower": False}, "llamafactory")
     assert mixed is None and "not measured" in why
 
 
 def test_axolotl_keeps_the_processor_bound_and_checkpoints_through_transformers():
     case = RECORD["cases"][0]
-    config = {"model_type": case["model_type"], "vision_config": case["vision_config"]}
-    shape = model_shape({**config, "text_config": case["text_config"]})
-    lora, _ = recipe_vision(config, shape, {"adapter": "lora"}, "axolotl")
+    config = {"model_type": case["model_type"], "vision_config": case["vision_config"],
+              "text_config": case["text_config"]}
+    lora, _ = recipe_vision(config, {"adapter": "lora"}, "axolotl")
     assert not lora.vision.trained and lora.vision.input_grads  # Transformers' enable_input_require_grads hook
     assert lora.vision.tokens == qwen_image_tokens(28, (56 * 56, 28 * 28 * 1280))
-    frozen, _ = recipe_vision(config, shape, {"freeze_mm_modules": True}, "axolotl")
-    full, _ = recipe_vision(config, shape, {}, "axolotl")
+    frozen, _ = recipe_vision(config, {"freeze_mm_modules": True}, "axolotl")
+    full, _ = recipe_vision(config, {}, "axolotl")
     assert not frozen.vision.trained and full.vision.trained
     b, s = 2, 4096  # a frozen tower keeps nothing without checkpointing, its blocks' inputs with it
     assert frozen.vision.kept(b, s, 2, False) < frozen.vision.kept(b, s, 2, True) < full.vision.kept(b, s, 2, True)
     assert full.vision.kept(b, s, 2, True) < full.vision.kept(b, s, 2, False)
+
+
+def test_gemma3_is_measured_with_its_tower_frozen_only():
+    gemma = next(case for case in RECORD["cases"] if case["model_type"] == "gemma3")
+    config = {"model_type": "gemma3", "vision_config": gemma["vision_config"], "text_config": gemma["text_config"],
+              **gemma["tokens"]}
+    shape, _ = recipe_vision(config, {"finetuning_type": "full"}, "llamafactory")
+    assert shape.vision.tokens == gemma["tokens"]["mm_tokens_per_image"] and "mm_tokens_per_image" in shape.vision.settings
+    trained, why = recipe_vision(config, {"finetuning_type": "full", "freeze_vision_tower": False,
+                                          "freeze_multi_modal_projector": False}, "llamafactory")
+    assert trained is None and "here trained: measured frozen only" in why
+    with pytest.raises(ImageTokensUnmodelled, match="measured frozen only"):
+        model_shape(config)  # the model as given trains its tower

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from zeromem_lsp.configs.families import ModelShape
-from zeromem_lsp.configs.image_tokens import LLAMAFACTORY_PIXELS
+from zeromem_lsp.configs.image_tokens import LLAMAFACTORY_PIXELS, ImageSettings
 
 #: recipe key -> (default, the part of COMPOSITE_MODELS it freezes)
 LLAMAFACTORY_FREEZE_KEYS: dict[str, tuple[bool, str]] = {
@@ -141,14 +141,13 @@ def note(config: dict, recipe: dict, finetuning_type: object, tool: str = "llama
     return (f"LLaMA-Factory's freeze keys keep LoRA off the {frozen} (the base model is frozen under LoRA either way)")
 
 
-def recipe_vision(config: dict, shape: ModelShape, recipe: dict, tool: str) -> tuple[ModelShape | None, str | None]:
-    """The shape's image-token model (configs/image_tokens.py) under a recipe: LLaMA-Factory's image_max_pixels
-    (default 768·768) bounds an image, its freeze keys (or LoRA, axolotl's freeze_mm_modules) freeze the tower and
-    projector; (None, why) where the recipe trains one of them but not the other (not measured)."""
-    from zeromem_lsp.configs.vision import vision_kept
+def recipe_vision(config: dict, recipe: dict, tool: str) -> tuple[ModelShape | None, str | None]:
+    """A composite's shape with its image tokens (configs/image_tokens.py) under a recipe: LLaMA-Factory's
+    image_max_pixels (default 768·768) bounds an image, its freeze keys (or LoRA, axolotl's freeze_mm_modules) freeze
+    the tower and projector, LLaMA-Factory checkpoints without Transformers' input-grad hook; (None, why) where that
+    is not measured (the recipe trains one of tower and projector but not the other, a type or state not measured)."""
+    from zeromem_lsp.configs.model_config import UnsupportedModel, model_shape
 
-    vision = shape.vision
-    assert vision is not None
     adapter = recipe.get("finetuning_type", "lora") == "lora" if tool == "llamafactory" else bool(recipe.get("adapter"))
     pixels: tuple[int, str] | None = None
     if tool == "llamafactory":
@@ -164,5 +163,7 @@ def recipe_vision(config: dict, shape: ModelShape, recipe: dict, tool: str) -> t
         frozen = adapter or tower
     else:
         frozen = adapter or recipe.get("freeze_mm_modules") is True
-    return shape._replace(vision=vision_kept(config, vision.rotary_width, not frozen, pixels,
-                                             tool != "llamafactory")), None
+    try:
+        return model_shape(config, ImageSettings(not frozen, tool != "llamafactory", pixels)), None
+    except UnsupportedModel as error:
+        return None, str(error)

@@ -11,6 +11,9 @@ Image tokens (Transformers 5.24, transformers/models/<type>/; LLaMA-Factory hiyo
   the most tokens an image can then take is the largest `smart_resize` result over h·w ≤ image_max_pixels
   (`qwen_image_tokens`). Without LLaMA-Factory, the processor's max_pixels bounds it: max_pixels / factor².
   The peak assumes one image per sample at that bound (the figure says so).
+- gemma3: the processor resizes every image to vision_config.image_size (pan-and-scan off by default), and
+  Gemma3MultiModalProjector average-pools the (image_size / patch_size)² patches to `mm_tokens_per_image` tokens
+  (configuration_gemma3.py:207, default 256; modeling_gemma3.py:635-668).
 
 What is kept (measured: benchmarks/vision_language/measure.py → tests/data/vision_language/measured.json, checked
 by tests/unit/test_vision_language_activations.py), with b micro-batch, s sequence, w the dtype's bytes, N patches
@@ -31,6 +34,14 @@ and M = N / merge² tokens of an image, h / I / heads / d the tower's width, MLP
   RMSNorm (4·N·h + 4·N) and 4·w·N·h (x̂, output, GELU in and out).
 - a trained Qwen2-VL tower: the same but LayerNorms (w·N·h input, 2·w·N statistics, w·N·h output each), no window
   index, the quick_gelu MLP's fc1 output, sigmoid product and fc2 input (3·w·N·I) (`TOWERS`).
+- Gemma 3 (frozen SigLIP tower and projector; a trained one is not measured): with token_type_ids (what training
+  passes) every layer gets an explicit (b, 1, s, s) mask with bidirectional image blocks
+  (create_masks_for_vision_model, modeling_gemma3.py:876-880), so sdpa repeats k and v to every head and each layer
+  keeps its copy of the mask (2·w·b·s·(q − kv)·d + w·b·s·s per layer, as a sliding layer the sequence outgrows);
+  under checkpointing the layers' inputs hold one boolean mask per attention type (b·s·s each). A frozen tower with
+  Transformers' input-grad hook keeps, per image, its checkpointed blocks' inputs (depth·w·N·h), post_layernorm's
+  input and statistics, the average pool's input (w·N·h) and mm_soft_emb_norm's fp32 input and 1/rms, and once
+  its fp32 1 + weight.
 - gradient checkpointing (every vision block is a GradientCheckpointingLayer): a trained tower keeps each block's
   input (w·N·h) and the blocks' cu_seqlens (int32: images + 1; Qwen2.5-VL's windowed blocks windows + 1, at most
   one window per token: the bound is counted), beside the conv input, indices, rotary tables and merger; a frozen
@@ -81,11 +92,11 @@ def qwen_image_tokens(factor: int, processor: tuple[int, int], recipe_max: int |
 
 
 class Tower(NamedTuple):
-    """One image's trained-tower geometry: what `VisionKept` multiplies out."""
+    """One image's tower geometry: what `VisionKept` multiplies out."""
 
     kind: str  # the vision model_type (TOWERS)
     patches: int  # N
-    merge: int  # spatial_merge_size
+    merge: int  # spatial_merge_size (Gemma 3: the pooling kernel, N / tokens = merge²)
     hidden: int
     intermediate: int
     heads: int
@@ -94,7 +105,17 @@ class Tower(NamedTuple):
 
 
 #: vision model_type -> (norm: "rms" | "layer", MLP tensors of N·I kept, whether the window index is kept)
-TOWERS = {"qwen2_5_vl_vision": ("rms", 4, True), "qwen2_vl_vision": ("layer", 3, False)}
+TOWERS = {"qwen2_5_vl_vision": ("rms", 4, True), "qwen2_vl_vision": ("layer", 3, False),
+          "siglip_vision_model": ("layer", 0, False)}
+
+
+class ImageSettings(NamedTuple):
+    """How a recipe runs the image tokens: the tower and projector trained or frozen, checkpointing through
+    Transformers (its input-grad hook) or not, a recipe's pixel bound (value, where from; None: the processor's)."""
+
+    trained: bool = True
+    input_grads: bool = True
+    pixels: tuple[int, str] | None = None
 
 
 def _norm(kind: str, rows: int, width: int, w: int, trained: bool) -> int:
@@ -110,12 +131,38 @@ def tower_bytes(tower: Tower, w: int, checkpointing: bool, trained: bool = True)
     norm, mlp, windows = TOWERS[tower.kind]
     n, h, d = tower.patches, tower.hidden, tower.hidden // tower.heads
     tokens = n // (tower.merge * tower.merge)
+    if tower.kind == "siglip_vision_model":  # frozen, checkpointed: the blocks' inputs, post_layernorm, the average
+        # pool's input, mm_soft_emb_norm's fp32 input and 1/rms (Gemma3MultiModalProjector)
+        return tower.depth * w * n * h + _norm(norm, n, h, w, False) + w * n * h + F32 * tokens * h + F32 * tokens
     fixed = (w * n * tower.patch_inputs if trained else 0) + (2 * I64 * tokens if windows else 0) + 2 * F32 * n * d
     merger = _norm(norm, n, h, w, trained) + (2 if trained else 1) * w * n * h  # GELU's input (and output)
     if checkpointing:  # one cu_seqlens entry per image, and (windows) at most one per token (the batch's first: kept)
         return fixed + merger + tower.depth * w * n * h + I32 * (1 + (tokens if windows else 0))
     block = 2 * _norm(norm, n, h, w, True) + 7 * w * n * h + F32 * tower.heads * n + mlp * w * n * tower.intermediate
     return fixed + merger + tower.depth * block
+
+
+class Masks(NamedTuple):
+    """Gemma 3's language model under images: the layers' shape its bidirectional image masks act on."""
+
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    sliding_layers: int
+    sliding_window: int
+
+
+def _image_masks(masks: Masks, b: int, s: int, w: int, checkpointing: bool) -> int:
+    """Every layer gets an explicit (b, 1, s, s) mask (token_type_ids: create_masks_for_vision_model), so sdpa
+    repeats k and v and each layer keeps its copy of the mask (memory/activations.py `_sliding_extra`, already counted
+    for sliding layers the sequence outgrows); under checkpointing the layers' inputs hold one boolean mask per
+    attention type (the text model's one (s, s) sliding mask aside)."""
+    already = masks.sliding_layers if s > masks.sliding_window else 0
+    if checkpointing:
+        types = (masks.sliding_layers > 0) + (masks.sliding_layers < masks.layers)
+        return types * b * s * s - (s * s if already else 0)
+    return (masks.layers - already) * (2 * w * b * s * (masks.heads - masks.kv_heads) * masks.head_dim + w * b * s * s)
 
 
 class VisionKept(NamedTuple):
@@ -126,12 +173,19 @@ class VisionKept(NamedTuple):
     input_grads: bool  # checkpointing through Transformers' gradient_checkpointing_enable (enable_input_require_grads)
     images: int  # per sample
     tokens: int  # per image
-    rotary_width: int  # M-RoPE's table width (the text head_dim)
+    rotary_width: int  # M-RoPE's table width (the text head_dim; 0: no M-RoPE)
     settings: str  # where the image settings came from
+    masks: Masks | None = None  # Gemma 3's bidirectional image masks
 
     def kept(self, b: int, s: int, w: int, checkpointing: bool) -> int:
-        rows = b * s + 2 * w * (b - 1) * s * self.rotary_width - (I64 * s if checkpointing else 0)
+        rows = b * s + 2 * w * (b - 1) * s * self.rotary_width
+        if self.rotary_width and checkpointing:  # M-RoPE: the layers get no position ids
+            rows -= I64 * s
+        if self.masks is not None:
+            rows += _image_masks(self.masks, b, s, w, checkpointing)
         if not self.trained and not (checkpointing and self.input_grads):  # a frozen tower under no-grad inputs
             return rows
         first = I32 * (2 if TOWERS[self.tower.kind][2] else 1) if checkpointing else 0  # cu_seqlens' leading 0s
+        if self.tower.kind == "siglip_vision_model":
+            first = F32 * self.tower.hidden  # mm_soft_emb_norm's fp32 1 + weight
         return rows + first + b * self.images * tower_bytes(self.tower, w, checkpointing, self.trained)

@@ -23,8 +23,9 @@ from typing import NamedTuple
 from zeromem_lsp.configs.families import FAMILIES, Family, weights
 from zeromem_lsp.configs.families import ModelShape as ModelShape  # re-exported: its readers import it from here
 from zeromem_lsp.configs.model_defaults import FilledConfig, text_model_type
-from zeromem_lsp.configs.vision import (COMPOSITES, FLAT_TEXT, UnknownTower, UnsupportedVision, tied, vision_kept,
-                                        vision_parts)
+from zeromem_lsp.configs.image_tokens import ImageSettings
+from zeromem_lsp.configs.vision import (COMPOSITES, FLAT_TEXT, MEASURED, UnknownTower, UnsupportedVision, tied,
+                                        vision_kept, vision_parts)
 
 
 class UnsupportedModel(ValueError):
@@ -354,27 +355,32 @@ def weights_shape(config: dict) -> ModelShape:
         raise UnsupportedModel(str(error).split(" (declare")[0]) from None
 
 
-def model_shape(config: dict) -> ModelShape:
+def model_shape(config: dict, images: ImageSettings = ImageSettings()) -> ModelShape:
     """The activation-relevant shape of a config.json; raises UnsupportedModel naming the field (a vision-language
-    model: ImageTokensUnmodelled, the peak unknown)."""
+    model whose image tokens under `images` are not measured: ImageTokensUnmodelled, the peak unknown)."""
     composite = _composite(config)
-    vision = None
-    if composite:
-        language = _language_model(config)[1]
-        try:
-            vision = vision_kept(config, _language_shape(config, full=False)[0].head_dim)
-        except UnsupportedVision as error:
-            raise UnsupportedModel(str(error)) from None
-        if vision is None:
-            raise ImageTokensUnmodelled(
-                f"the peak is unknown for model_type {composite!r}: its image tokens' activations (vision tower and "
-                f"projector) are measured for qwen2_vl and qwen2_5_vl only; its parameters are counted whole, the "
-                f"language model as {language} (model state only)")
     whole, (config, model_type) = config, _language_model(config)
-    if model_type in FAMILIES and FAMILIES[model_type].activations:
-        if vision:
-            return _language_shape(whole, full=True)[0]._replace(vision=vision)
-        return _read(config, FAMILIES[model_type], full=True)
+    family = FAMILIES.get(model_type) if model_type else None
+    active = family is not None and family.activations
+    if family is not None and active and not composite:
+        return _read(config, family, full=True)
+    if composite:
+        vision = None
+        if active:
+            text = _language_shape(whole, full=True)[0]
+            try:
+                vision = vision_kept(whole, text, images)
+            except UnsupportedVision as error:
+                raise UnsupportedModel(str(error)) from None
+            if vision is not None:
+                return text._replace(vision=vision)
+        states = {True: "trained", False: "frozen"}
+        measured = " or ".join(states[state] for state in MEASURED.get(composite, ()))
+        raise ImageTokensUnmodelled(
+            f"the peak is unknown for model_type {composite!r}: its image tokens' activations are measured for "
+            f"qwen2_vl and qwen2_5_vl, and gemma3 with its vision tower frozen"
+            + (f" (here {states[images.trained]}: measured {measured} only)" if measured else "")
+            + f"; its parameters are counted whole, the language model as {model_type} (model state only)")
     supported = ", ".join(name for name, family in FAMILIES.items() if family.activations)
     raise UnsupportedModel(f"no activation model for model_type {model_type!r}; supported: {supported}")
 

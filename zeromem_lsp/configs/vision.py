@@ -39,11 +39,11 @@ Checked against what Transformers builds on the meta device: tests/unit/test_vis
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
-from zeromem_lsp.configs.families import Weight
-from zeromem_lsp.configs.image_tokens import QWEN_PIXELS, Tower, VisionKept, qwen_image_tokens
-from zeromem_lsp.configs.image_tokens import TOWERS as TOWERS_KEPT
+from zeromem_lsp.configs.families import ModelShape, Weight
+from zeromem_lsp.configs.image_tokens import QWEN_PIXELS, ImageSettings, Masks, Tower, VisionKept, qwen_image_tokens
 from zeromem_lsp.configs.transformers_defaults import VISION_ALIASES, VISION_CONFIGS, VISION_DEFAULTS
 
 #: composite model_type -> (the inner module holding the vision tower, the text config's own class (None: the
@@ -347,23 +347,39 @@ def _names(weight: Weight, path: str) -> list[tuple[str, tuple[int, ...]]]:
     return [(path + ".weight", shapes[0])] + ([(path + ".bias", shapes[1])] if weight.bias else [])
 
 
-def vision_kept(config: dict, rotary_width: int, trained: bool = True, recipe_pixels: tuple[int, str] | None = None,
-                input_grads: bool = True) -> VisionKept | None:
-    """What a composite keeps for backward beside its language model (configs/image_tokens.py), None where that is
-    not measured; `recipe_pixels`: a recipe's image_max_pixels and where it comes from (else the processor's
-    class default bounds an image); `input_grads`: checkpointing enabled through Transformers (not LLaMA-Factory)."""
-    kind, v = vision_config(config)
-    if config["model_type"] not in ("qwen2_vl", "qwen2_5_vl") or kind not in TOWERS_KEPT:
+#: composite -> the tower states whose image tokens are measured (True: trained, False: frozen)
+MEASURED = {"qwen2_vl": (True, False), "qwen2_5_vl": (True, False), "gemma3": (False,)}
+
+
+def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSettings()) -> VisionKept | None:
+    """What a composite keeps for backward beside its language model `text` (configs/image_tokens.py) under the
+    recipe's image settings; None where that is not measured (MEASURED)."""
+    model_type = config["model_type"]
+    if images.trained not in MEASURED.get(model_type, ()):
         return None
+    kind, v = vision_config(config)
+    frozen = "" if images.trained else "; vision tower and projector frozen"
+    if model_type == "gemma3":  # the processor resizes every image to image_size: mm_tokens_per_image tokens
+        top = filled({k: value for k, value in config.items() if k not in ("text_config", "vision_config")},
+                     model_type)
+        tokens, patch = _int(top, "mm_tokens_per_image"), _int(v, "patch_size")
+        patches = (_int(v, "image_size") // patch) ** 2
+        tower = Tower(kind, patches, math.isqrt(patches // tokens), _int(v, "hidden_size"),
+                      _int(v, "intermediate_size"), _int(v, "num_attention_heads"), _int(v, "num_hidden_layers"),
+                      _int(v, "num_channels") * patch * patch)
+        masks = Masks(text.layers, text.heads, text.kv_heads, text.head_dim, text.sliding_layers, text.sliding_window)
+        return VisionKept(tower, False, images.input_grads, 1, tokens, 0, f"Gemma 3's mm_tokens_per_image {tokens:,} "
+                          f"per image (every image resized to image_size; pan-and-scan off), 1 image per sample{frozen}",
+                          masks)
     merge, patch = _int(v, "spatial_merge_size"), _int(v, "patch_size")
     qwen2 = kind == "qwen2_vl_vision"
     low, high = QWEN_PIXELS[kind]
-    tokens = qwen_image_tokens(patch * merge, (low, high), recipe_pixels[0] if recipe_pixels else None)
-    settings = (f"{recipe_pixels[1]} = {recipe_pixels[0]:,} pixels" if recipe_pixels else
-                f"the image processor's default max_pixels {high:,}") + f": at most {tokens:,} image tokens per image" \
-        ", 1 image per sample" + ("" if trained else "; vision tower and projector frozen")
+    pixels = images.pixels
+    tokens = qwen_image_tokens(patch * merge, (low, high), pixels[0] if pixels else None)
+    settings = (f"{pixels[1]} = {pixels[0]:,} pixels" if pixels else f"the image processor's default max_pixels "
+                f"{high:,}") + f": at most {tokens:,} image tokens per image, 1 image per sample{frozen}"
     hidden = _int(v, "embed_dim" if qwen2 else "hidden_size")
     tower = Tower(kind, tokens * merge * merge, merge, hidden, hidden * _int(v, "mlp_ratio") if qwen2 else _int(
         v, "intermediate_size"), _int(v, "num_heads"), _int(v, "depth"),
                   _int(v, "in_channels") * _int(v, "temporal_patch_size") * patch * patch)
-    return VisionKept(tower, trained, input_grads, 1, tokens, rotary_width, settings)
+    return VisionKept(tower, images.trained, images.input_grads, 1, tokens, text.head_dim, settings)
