@@ -47,6 +47,12 @@ GEMMA3_TOKENS = {"mm_tokens_per_image": 4, "image_token_index": 990, "boi_token_
 GEMMA3 = [(64, 1, "bfloat16", False, True), (64, 2, "bfloat16", False, True), (96, 1, "float32", False, True),
           (96, 2, "bfloat16", True, True), (96, 1, "float32", True, True), (96, 2, "bfloat16", True, False),
           (96, 2, "bfloat16", False, True, 40)]
+# LLaVA: a llama language model, a CLIP tower (all its layers run; vision_feature_layer -2 is the feature), the
+# tower and projector frozen, the variants Gemma 3's first six
+LLAVA_TEXT = {"model_type": "llama", "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 48, "intermediate_size": 320, "vocab_size": 1000, "attention_dropout": 0.0,
+              "tie_word_embeddings": False}
+LLAVA_TOKENS = {"image_token_index": 990, "vision_feature_layer": -2, "vision_feature_select_strategy": "default"}
 TOKENS = {"image_token_id": 1400, "video_token_id": 1401, "vision_start_token_id": 1402, "vision_end_token_id": 1403}
 # (sequence, micro-batch, dtype, checkpointing, trained tower, vision depth, image grid (t, h, w))
 VARIANTS = [
@@ -80,7 +86,25 @@ def cases() -> list[dict]:
                     "vision_config": gemma, "tokens": GEMMA3_TOKENS, "sequence_length": seq, "micro_batch": batch,
                     "dtype": dtype, "gradient_checkpointing": checkpointing, "vision_trained": False,
                     "attention": "sdpa", "input_grads": grads})
+    clip = {"model_type": "clip_vision_model", "hidden_size": 64, "intermediate_size": 160, "num_attention_heads": 4,
+            "num_hidden_layers": 3, "image_size": 56, "patch_size": 14, "projection_dim": 64}
+    for index, (seq, batch, dtype, checkpointing, grads) in enumerate(GEMMA3[:6]):
+        out.append({"id": f"llava-{index}", "model_type": "llava", "text_config": dict(LLAVA_TEXT),
+                    "vision_config": clip, "tokens": LLAVA_TOKENS, "sequence_length": seq, "micro_batch": batch,
+                    "dtype": dtype, "gradient_checkpointing": checkpointing, "vision_trained": False,
+                    "attention": "sdpa", "input_grads": grads})
     return out
+
+
+def _llava_inputs(case: dict, ids, generator, dtype):
+    """One image per row: its (image_size / patch_size)² tokens (the default strategy drops CLS)."""
+    import torch
+
+    vision = case["vision_config"]
+    per_image = (vision["image_size"] // vision["patch_size"]) ** 2
+    ids[:, 5:5 + per_image] = case["tokens"]["image_token_index"]
+    size = vision["image_size"]
+    return {"pixel_values": torch.randn(ids.shape[0], 3, size, size, generator=generator).to(dtype)}
 
 
 def _gemma3_inputs(case: dict, ids, generator, dtype):
@@ -133,7 +157,7 @@ def measure(case: dict, layers: int, explain: bool = False) -> int:
     model = AutoModelForImageTextToText.from_config(config, dtype=dtype)
     model.train()
     if not case["vision_trained"]:
-        for name in ("vision_tower", "multi_modal_projector") if gemma else ("visual",):
+        for name in ("visual",) if case["model_type"].startswith("qwen") else ("vision_tower", "multi_modal_projector"):
             getattr(model.model, name).requires_grad_(False)
     if case["gradient_checkpointing"]:  # input_grads false: LLaMA-Factory's way, no checkpoint on a frozen tower and
         # no enable_input_require_grads on it (model_utils/checkpointing.py:100-154)
@@ -144,7 +168,8 @@ def measure(case: dict, layers: int, explain: bool = False) -> int:
         saved.record_checkpoint_inputs(model)
     generator = torch.Generator().manual_seed(1)
     ids = torch.randint(0, 900, (case["micro_batch"], case["sequence_length"]), generator=generator)
-    inputs = (_gemma3_inputs if gemma else _qwen_inputs)(case, ids, generator, dtype)
+    inputs = {"gemma3": _gemma3_inputs, "llava": _llava_inputs}.get(case["model_type"], _qwen_inputs)(
+        case, ids, generator, dtype)
     with saved.hooks():
         loss = model(input_ids=ids, labels=ids, **inputs).loss
     loss.backward()

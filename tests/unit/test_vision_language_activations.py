@@ -1,4 +1,4 @@
-"""Image tokens' activations of Qwen2-VL / Qwen2.5-VL / Gemma 3 (issue 29): configs/image_tokens.py against the CPU
+"""Image tokens' activations of Qwen2-VL / Qwen2.5-VL / Gemma 3 / LLaVA (issue 29): configs/image_tokens.py against the CPU
 measurements of the real Transformers 5.24 code (benchmarks/vision_language/measure.py →
 tests/data/vision_language/measured.json): the language model at T tokens with the image tokens among them, the
 vision tower and projector frozen (LLaMA-Factory's defaults) or trained, with and without checkpointing."""
@@ -12,6 +12,7 @@ import pytest
 from zeromem_lsp.configs.freeze_keys import recipe_vision
 from zeromem_lsp.configs.image_tokens import ImageSettings, qwen_image_tokens, smart_resize
 from zeromem_lsp.configs.model_config import ImageTokensUnmodelled, model_shape
+from zeromem_lsp.configs.vision import MEASURED
 from zeromem_lsp.memory.activations import estimate_activations
 
 RECORD = json.loads((Path(__file__).resolve().parents[1] / "data" / "vision_language" / "measured.json").read_text(
@@ -26,7 +27,7 @@ def shape_of(case: dict, layers: int):
         text["layer_types"] = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
     shape = model_shape({"model_type": case["model_type"], "vision_config": case["vision_config"], **case["tokens"],
                          "text_config": text}, ImageSettings(case["vision_trained"], case["input_grads"]))
-    if case["model_type"] == "gemma3":
+    if "grid" not in case:  # Gemma 3, LLaVA: the tokens per image are the config's
         return shape
     t, h, w = case["grid"]
     merge = case["vision_config"]["spatial_merge_size"]
@@ -47,8 +48,8 @@ def test_the_estimate_is_within_two_percent_of_the_measurement(case, layers):
 
 def test_the_cases_cover_frozen_and_trained_towers_and_checkpointing():
     cases = RECORD["cases"]
-    assert {case["model_type"] for case in cases} == {"qwen2_vl", "qwen2_5_vl", "gemma3"}
-    for family, states in (("qwen2_vl", (True, False)), ("qwen2_5_vl", (True, False)), ("gemma3", (False,))):
+    assert {case["model_type"] for case in cases} == set(MEASURED)
+    for family, states in MEASURED.items():
         found = {(case["vision_trained"], case["gradient_checkpointing"], case["input_grads"]) for case in cases
                  if case["model_type"] == family}
         assert found >= {(trained, checkpointing, True) for trained in states for checkpointing in (True, False)}
@@ -126,3 +127,15 @@ def test_gemma3_is_measured_with_its_tower_frozen_only():
     assert trained is None and "here trained: measured frozen only" in why
     with pytest.raises(ImageTokensUnmodelled, match="measured frozen only"):
         model_shape(config)  # the model as given trains its tower
+
+
+def test_llava_takes_its_patches_as_tokens_and_keeps_cls_only_under_the_full_strategy():
+    llava = next(case for case in RECORD["cases"] if case["model_type"] == "llava")
+    config = {"model_type": "llava", "vision_config": llava["vision_config"], "text_config": llava["text_config"],
+              **llava["tokens"]}
+    patches = (llava["vision_config"]["image_size"] // llava["vision_config"]["patch_size"]) ** 2
+    shape, _ = recipe_vision(config, {"finetuning_type": "full"}, "llamafactory")
+    assert shape.vision.tokens == patches
+    full, _ = recipe_vision({**config, "vision_feature_select_strategy": "full"}, {"finetuning_type": "full"},
+                            "llamafactory")
+    assert full.vision.tokens == patches + 1

@@ -42,6 +42,12 @@ and M = N / merge² tokens of an image, h / I / heads / d the tower's width, MLP
   Transformers' input-grad hook keeps, per image, its checkpointed blocks' inputs (depth·w·N·h), post_layernorm's
   input and statistics, the average pool's input (w·N·h) and mm_soft_emb_norm's fp32 input and 1/rms, and once
   its fp32 1 + weight.
+- LLaVA (frozen CLIP tower and projector; a trained one is not measured): (image_size / patch_size)² tokens per
+  image (`vision_feature_select_strategy` "default" drops the CLS position, "full" keeps it); nothing beside the
+  mask unless Transformers' input-grad hook runs under checkpointing: then, per image of P = N + 1 positions,
+  pre_layrnorm's input and statistics, every layer's input (all layers run, whatever vision_feature_layer picks),
+  the last layer's output under post_layernorm (its pooled CLS row's statistics) and the projector's GELU input
+  (w·M·text hidden). The unused pooled branch is counted as the measurement sees it.
 - gradient checkpointing (every vision block is a GradientCheckpointingLayer): a trained tower keeps each block's
   input (w·N·h) and the blocks' cu_seqlens (int32: images + 1; Qwen2.5-VL's windowed blocks windows + 1, at most
   one window per token: the bound is counted), beside the conv input, indices, rotary tables and merger; a frozen
@@ -102,11 +108,12 @@ class Tower(NamedTuple):
     heads: int
     depth: int
     patch_inputs: int  # C·T·P² values per patch
+    projector: int = 0  # LLaVA: the projector's GELU width (the text hidden size)
 
 
 #: vision model_type -> (norm: "rms" | "layer", MLP tensors of N·I kept, whether the window index is kept)
 TOWERS = {"qwen2_5_vl_vision": ("rms", 4, True), "qwen2_vl_vision": ("layer", 3, False),
-          "siglip_vision_model": ("layer", 0, False)}
+          "siglip_vision_model": ("layer", 0, False), "clip_vision_model": ("layer", 0, False)}
 
 
 class ImageSettings(NamedTuple):
@@ -126,11 +133,15 @@ def _norm(kind: str, rows: int, width: int, w: int, trained: bool) -> int:
     return w * rows * width + 2 * w * rows + (w * rows * width if trained else 0)
 
 
-def tower_bytes(tower: Tower, w: int, checkpointing: bool, trained: bool = True) -> int:
+def tower_bytes(tower: Tower, w: int, checkpointing: bool, trained: bool = True, tokens: int = 0) -> int:
     """What one image's tower and projector keep for backward, trained or (its input requiring grad) frozen."""
     norm, mlp, windows = TOWERS[tower.kind]
     n, h, d = tower.patches, tower.hidden, tower.hidden // tower.heads
-    tokens = n // (tower.merge * tower.merge)
+    tokens = tokens or n // (tower.merge * tower.merge)
+    if tower.kind == "clip_vision_model":  # frozen, checkpointed (every layer runs, N + 1 positions with CLS):
+        # pre_layrnorm's input and statistics, the blocks' inputs, the last output under post_layernorm (its CLS row's
+        # statistics), the projector's GELU input
+        return _norm(norm, n, h, w, False) + tower.depth * w * n * h + w * n * h + 2 * w + w * tokens * tower.projector
     if tower.kind == "siglip_vision_model":  # frozen, checkpointed: the blocks' inputs, post_layernorm, the average
         # pool's input, mm_soft_emb_norm's fp32 input and 1/rms (Gemma3MultiModalProjector)
         return tower.depth * w * n * h + _norm(norm, n, h, w, False) + w * n * h + F32 * tokens * h + F32 * tokens
@@ -188,4 +199,6 @@ class VisionKept(NamedTuple):
         first = I32 * (2 if TOWERS[self.tower.kind][2] else 1) if checkpointing else 0  # cu_seqlens' leading 0s
         if self.tower.kind == "siglip_vision_model":
             first = F32 * self.tower.hidden  # mm_soft_emb_norm's fp32 1 + weight
-        return rows + first + b * self.images * tower_bytes(self.tower, w, checkpointing, self.trained)
+        if self.tower.kind == "clip_vision_model":
+            first = 0
+        return rows + first + b * self.images * tower_bytes(self.tower, w, checkpointing, self.trained, self.tokens)

@@ -378,7 +378,7 @@ def model_shape(config: dict, images: ImageSettings = ImageSettings()) -> ModelS
         measured = " or ".join(states[state] for state in MEASURED.get(composite, ()))
         raise ImageTokensUnmodelled(
             f"the peak is unknown for model_type {composite!r}: its image tokens' activations are measured for "
-            f"qwen2_vl and qwen2_5_vl, and gemma3 with its vision tower frozen"
+            f"qwen2_vl and qwen2_5_vl, and gemma3 and llava with their vision tower frozen"
             + (f" (here {states[images.trained]}: measured {measured} only)" if measured else "")
             + f"; its parameters are counted whole, the language model as {model_type} (model state only)")
     supported = ", ".join(name for name, family in FAMILIES.items() if family.activations)

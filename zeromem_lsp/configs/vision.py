@@ -348,7 +348,7 @@ def _names(weight: Weight, path: str) -> list[tuple[str, tuple[int, ...]]]:
 
 
 #: composite -> the tower states whose image tokens are measured (True: trained, False: frozen)
-MEASURED = {"qwen2_vl": (True, False), "qwen2_5_vl": (True, False), "gemma3": (False,)}
+MEASURED = {"qwen2_vl": (True, False), "qwen2_5_vl": (True, False), "gemma3": (False,), "llava": (False,)}
 
 
 def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSettings()) -> VisionKept | None:
@@ -371,6 +371,18 @@ def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSet
         return VisionKept(tower, False, images.input_grads, 1, tokens, 0, f"Gemma 3's mm_tokens_per_image {tokens:,} "
                           f"per image (every image resized to image_size; pan-and-scan off), 1 image per sample{frozen}",
                           masks)
+    if model_type == "llava":  # LlavaModel.get_image_features: the feature layer's patches, CLS dropped by default
+        top = filled({k: value for k, value in config.items() if k not in ("text_config", "vision_config")},
+                     model_type)
+        patch = _int(v, "patch_size")
+        patches = (_int(v, "image_size") // patch) ** 2
+        tokens = patches + (top.get("vision_feature_select_strategy") == "full")
+        tower = Tower(kind, patches + 1, 1, _int(v, "hidden_size"), _int(v, "intermediate_size"),
+                      _int(v, "num_attention_heads"), _int(v, "num_hidden_layers"), _int(v, "num_channels") * patch *
+                      patch, text.hidden)
+        return VisionKept(tower, False, images.input_grads, 1, tokens, 0, f"LLaVA's (image_size / patch_size)² = "
+                          f"{tokens:,} image tokens per image (vision_feature_select_strategy "
+                          f"{top.get('vision_feature_select_strategy')!r}), 1 image per sample{frozen}")
     merge, patch = _int(v, "spatial_merge_size"), _int(v, "patch_size")
     qwen2 = kind == "qwen2_vl_vision"
     low, high = QWEN_PIXELS[kind]
