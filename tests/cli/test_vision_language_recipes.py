@@ -88,3 +88,17 @@ def test_axolotls_gemma3_recipe_with_freeze_mm_modules_says_what_it_freezes(tmp_
     for found in (shown, plain):  # QLoRA: the tower frozen either way, its image tokens measured
         said = " ".join(found.stdout.split())
         assert "images: Gemma 3's mm_tokens_per_image 256 per image" in said and "peak is unknown" not in said
+
+
+def test_lora_by_flags_freezes_the_tower_and_gives_gemma3_a_peak():
+    """`estimate --model-config` with LoRA options: the base, its vision tower included, is frozen, so Gemma 3's
+    measured frozen-tower image tokens give a peak; without an adapter the model as given trains its tower and the
+    peak stays unknown."""
+    gemma = str(DATA / "models" / "gemma-3-4b-it" / "config.json")
+    step = ("--world-size", "2", "--sequence-length", "2048", "--micro-batch", "1", "--precision", "bf16")
+    lora = run_zeromem("estimate", "-v", "--model-config", gemma, "--lora-rank", "8", *step)
+    said = " ".join(lora.stdout.split())
+    assert lora.returncode == 0 and "peak is unknown" not in said + lora.stderr
+    assert "images: Gemma 3's mm_tokens_per_image 256 per image" in said and "projector frozen" in said
+    whole = run_zeromem("estimate", "--model-config", gemma, *step)
+    assert "here trained: measured frozen only" in " ".join((whole.stdout + whole.stderr).split())

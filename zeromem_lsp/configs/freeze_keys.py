@@ -141,6 +141,10 @@ def note(config: dict, recipe: dict, finetuning_type: object, tool: str = "llama
     return (f"LLaMA-Factory's freeze keys keep LoRA off the {frozen} (the base model is frozen under LoRA either way)")
 
 
+#: a LoRA run named by zeromem's own settings (flags, a settings block): the base, vision tower included, frozen
+ADAPTER = {"adapter": "lora"}
+
+
 def recipe_vision(config: dict, recipe: dict, tool: str) -> tuple[ModelShape | None, str | None]:
     """A composite's shape with its image tokens (configs/image_tokens.py) under a recipe: LLaMA-Factory's
     image_max_pixels (default 768·768) bounds an image, its freeze keys (or LoRA, axolotl's freeze_mm_modules) freeze
