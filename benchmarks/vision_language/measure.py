@@ -11,7 +11,9 @@ With checkpointing, Transformers' `gradient_checkpointing_enable` also calls `en
 makes every sub-model's input embeddings' output require grad, the vision tower's patch embedding among them: a
 frozen tower then keeps its checkpointed blocks' inputs and its merger's norm and activation inputs. `input_grads`
 false enables checkpointing on the language model only (what LLaMA-Factory's own enabler amounts to: frozen layers
-run without a checkpoint, no input-grad hook). The sample holds one image per row of `grid` patches (t, h, w), its image tokens (h·w / merge²) inside the
+run without a checkpoint, no input-grad hook). Checkpoint inputs are recorded only for layers where an input or a
+parameter requires grad (`record_checkpoint_inputs(only_with_grad=True)`): elsewhere the checkpoint saves nothing and
+torch drops its frame (every recorded case measured the same both ways). The sample holds one image per row of `grid` patches (t, h, w), its image tokens (h·w / merge²) inside the
 sequence; `model(input_ids, pixel_values, image_grid_thw, mm_token_type_ids, labels)` runs in training mode inside
 the same saved-tensor hooks as benchmarks/activations (saved_tensors.py), then backward. Results go to
 tests/data/vision_language/measured.json, checked by tests/unit/test_vision_language_activations.py.
@@ -165,7 +167,7 @@ def measure(case: dict, layers: int, explain: bool = False) -> int:
             gradient_checkpointing_kwargs={"use_reentrant": False})
     saved = SavedTensors(model, explain)
     if case["gradient_checkpointing"]:
-        saved.record_checkpoint_inputs(model)
+        saved.record_checkpoint_inputs(model, only_with_grad=True)
     generator = torch.Generator().manual_seed(1)
     ids = torch.randint(0, 900, (case["micro_batch"], case["sequence_length"]), generator=generator)
     inputs = {"gemma3": _gemma3_inputs, "llava": _llava_inputs}.get(case["model_type"], _qwen_inputs)(
