@@ -263,6 +263,8 @@ def activation_sum(activations) -> str:
     """`embedding 1,024 + rotary 512 + 24 layers 9,000 (= 24 × 375) + final norm 96 + loss 8,004 = 18,636 B`."""
     if activations.checkpointing:
         middle = f"checkpointed layer inputs {format_count(activations.checkpoint_bytes)}"
+        if activations.offloaded_bytes:
+            middle += f" (beside {format_count(activations.offloaded_bytes)} B of them in host memory)"
     else:
         middle = f"{activations.layers} layers {format_count(activations.layer_bytes)}"
         if activations.layer_bytes == activations.layers * activations.per_layer_bytes:

@@ -138,8 +138,9 @@ EFFECTS: dict[str, tuple[str, bool, bool]] = {
     "hpz_partition": ("derived, not measured: the step counts ZeRO++ hpZ's secondary partition of the parameters "
                       "(P16 / hpz per rank); the model-state column does not", True, True),
     "mics_shard": ("derived, not measured: model state sharded over the MiCS group, not the world", True, True),
-    "activation_offload": ("derived, not measured: the checkpointed layer inputs offloaded to the CPU stay counted on "
-                           "the GPU, an upper bound", False, True),
+    "activation_offload": ("derived, not measured: the checkpointed layer inputs go to host memory; at most three stay "
+                           "on the GPU (DeepSpeed's keep_last_count + max_fwd_stash_count; axolotl's and unsloth's "
+                           "keep fewer)", False, True),
 }
 
 

@@ -44,6 +44,7 @@ class Activations(NamedTuple):
     recompute_bytes: int  # with checkpointing: one layer re-run during backward, else 0
     total: int  # everything saved at the end of forward (recompute not included)
     attention: str  # the implementation counted (Gemma 2 runs eager: Transformers has no sdpa path for it)
+    offloaded_bytes: int = 0  # checkpointed layer inputs moved to host memory (memory/step.py `kept_on_device`), not counted
 
 
 def _rms(rows: int, width: int, w: int, output_saved: bool, norm: str) -> int:

@@ -25,7 +25,7 @@ from zeromem_lsp.memory.precision import DTYPE_BYTES
 from zeromem_lsp.memory.stages import Offload, stage as stage_named
 from zeromem_lsp.configs.settings_values import GRPO_KEYS
 from zeromem_lsp.memory.preference import Preference, estimate_preference_step, rows
-from zeromem_lsp.memory.step import FrozenBase, Phase, Step, StepInputError, step_peak
+from zeromem_lsp.memory.step import FrozenBase, Phase, Step, StepInputError, kept_on_device, step_peak
 from zeromem_lsp.gpu.reserved import RESERVE_PARTS, Reserve, reserve
 from zeromem_lsp.provenance import Given
 
@@ -451,11 +451,12 @@ def estimate_peak(state: dict[str, int], family: str, inputs: PeakInputs, step_o
     if not missing and inputs.shape is not None and inputs.sequence_length is not None:
         try:
             nd = inputs.parallelism()  # one rank's share (configs/parallel_shape.py), as step_peak runs it
-            activations = estimate_activations(rank_shape(inputs.shape, nd),
-                                               rank_tokens(cast(int, inputs.sequence_length.value), nd),
-                                               policy_rows(inputs), activation_dtype(inputs, family),
-                                               bool(inputs.gradient_checkpointing.value), str(inputs.attention.value),
-                                               transformers_path(version_of(inputs.transformers_version)))
+            shape, tokens = rank_shape(inputs.shape, nd), rank_tokens(cast(int, inputs.sequence_length.value), nd)
+            dtype, rows = activation_dtype(inputs, family), policy_rows(inputs)
+            activations = kept_on_device(estimate_activations(
+                shape, tokens, rows, dtype, bool(inputs.gradient_checkpointing.value), str(inputs.attention.value),
+                transformers_path(version_of(inputs.transformers_version))), nd, shape, DTYPE_BYTES[dtype],
+                tokens * rows)
         except ActivationInputError as error:
             missing.append(str(error))
     lora = _lora_activations(inputs, missing, family) if not missing and inputs.lora is not None else None

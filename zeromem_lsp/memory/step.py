@@ -640,7 +640,8 @@ def _layer_moments(setup: Setup, shape: ModelShape, base: list[Part], head_grads
     outer = acts.embedding_bytes + acts.shared_bytes
     if setup.checkpointing:  # (the bottom layer: one saved input)
         kept_top, layer = acts.checkpoint_bytes, [Part(P.RECOMPUTED_LAYER, acts.per_layer_bytes)]
-        kept_bottom = acts.checkpoint_bytes - (t.layers - 1) * setup.c * setup.tokens * setup.hidden
+        inputs = acts.checkpoint_bytes + acts.offloaded_bytes  # offloaded ones come back one by one
+        kept_bottom = inputs - (t.layers - 1) * setup.c * setup.tokens * setup.hidden
     else:
         kept_top, kept_bottom, layer = acts.layer_bytes, acts.per_layer_bytes, []
     top = [*base, Part(P.ACTIVATIONS, outer + kept_top), *layer, Part(P.GRADIENTS, head_grads)]
@@ -807,7 +808,13 @@ def _engine_moments(setup: Setup, step: Step) -> Moments:
     return engine.moments(setup, step)
 
 
-def _kept(acts: Activations, nd: Parallelism, shape: ModelShape, w: int, tokens: int) -> Activations:
+#: Checkpointed layer inputs that stay on the device under checkpoint-input offload: DeepSpeed's keep_last_count (1) +
+#: max_fwd_stash_count (2) (runtime/activation_checkpointing/offload_activations.py); axolotl's `hidden_states` stash
+#: (2) and unsloth's checkpointer (`legacy`: the input moved at once, one brought back in backward) keep fewer
+OFFLOAD_RESIDENT = 3
+
+
+def kept_on_device(acts: Activations, nd: Parallelism, shape: ModelShape, w: int, tokens: int) -> Activations:
     """What stays on the device: a tiled MLP saves its input (already the norm's output) instead of its T × I tensors
     (DeepSpeed `TiledMLP`), Ulysses' replicated kv heads beside them; offloading every saved tensor (TRL
     `OffloadActivations`) leaves the loss's, the token ids and the final norm's in flight at the loss, one layer's
@@ -816,6 +823,10 @@ def _kept(acts: Activations, nd: Parallelism, shape: ModelShape, w: int, tokens:
         shape, tokens, w, nd)  # beside it, the kv heads Ulysses replicates
     acts = acts._replace(per_layer_bytes=acts.per_layer_bytes - mlp, layer_bytes=acts.layer_bytes - mlp * acts.layers,
                          total=acts.total - (0 if acts.checkpointing else mlp * acts.layers))
+    if nd.activation_offload == "cpu" and acts.checkpointing:  # derived: at most OFFLOAD_RESIDENT layer inputs stay
+        moved = max(0, acts.layers - OFFLOAD_RESIDENT) * w * tokens * shape.hidden
+        return acts._replace(checkpoint_bytes=acts.checkpoint_bytes - moved, total=acts.total - moved,
+                             offloaded_bytes=moved)
     if nd.activation_offload != "cpu_all":
         return acts
     return acts._replace(layer_bytes=acts.per_layer_bytes, shared_bytes=0, total=acts.logits_bytes
@@ -858,7 +869,7 @@ def setup_of(step: Step) -> Setup:
     """What the engines' moments read of `step`, derived once."""
     shape = step.shape
     try:
-        acts = _kept(estimate_activations(shape, step.sequence_length, step.micro_batch, step.compute_dtype,
+        acts = kept_on_device(estimate_activations(shape, step.sequence_length, step.micro_batch, step.compute_dtype,
                                           step.checkpointing, step.attention, step.transformers_path),
                      step.parallelism, shape, DTYPE_BYTES[step.compute_dtype], step.sequence_length * step.micro_batch)
     except ActivationInputError as error:
@@ -870,5 +881,5 @@ def setup_of(step: Step) -> Setup:
                      shape, step.sequence_length * step.micro_batch, DTYPE_BYTES[step.compute_dtype], step.parallelism))
 
 
-__all__ = ["Buckets", "DeepSpeed", "ENGINES", "Fsdp", "Head", "PolicyLoss", "Setup", "Step", "Torch", "Zero", "make_step", "step_peak", "FrozenBase", "Moment", "OPTIMIZERS", "OPTIMIZER_IMPLS", "PHASES", "Part", "Phase", "StepInputError", "StepPeak",
+__all__ = ["Buckets", "DeepSpeed", "ENGINES", "Fsdp", "Head", "PolicyLoss", "Setup", "Step", "Torch", "Zero", "kept_on_device", "make_step", "step_peak", "FrozenBase", "Moment", "OPTIMIZERS", "OPTIMIZER_IMPLS", "PHASES", "Part", "Phase", "StepInputError", "StepPeak",
            "Tensors", "estimate_step", "moment_of", "parameter_tensors"]
