@@ -56,15 +56,20 @@ class SavedTensors:
         import torch
         return torch.autograd.graph.saved_tensors_hooks(self.pack, lambda tensor: tensor)
 
-    def record_checkpoint_inputs(self, model) -> None:
+    def record_checkpoint_inputs(self, model, only_with_grad: bool = False) -> None:
         """Wrap each checkpointed layer's checkpoint function (after gradient_checkpointing_enable) to record
-        the inputs it keeps."""
+        the inputs it keeps. `only_with_grad`: not where nothing in the layer requires grad (no input, no parameter
+        of its module): such a checkpoint saves nothing, so torch drops its frame and the inputs with it."""
+        import torch
         for module in model.modules():
             inner = getattr(module, "_gradient_checkpointing_func", None)
             if inner is not None:
-                def recording(function, *args, _inner=inner, **kwargs):
+                def recording(function, *args, _inner=inner, _module=module, **kwargs):
+                    needs = any(isinstance(arg, torch.Tensor) and arg.requires_grad for arg in args) or any(
+                        parameter.requires_grad for parameter in _module.parameters())
                     kept: dict[int, int] = {}
-                    storages((function, args, kwargs), kept)
+                    if needs or not only_with_grad:
+                        storages((function, args, kwargs), kept)
                     for pointer, size in kept.items():
                         self._keep(pointer, size, lambda size=size: f"checkpoint input {size}")
                     return _inner(function, *args, **kwargs)

@@ -296,12 +296,22 @@ def analyse(
     resolved, parameter_note, parameter_problem, model = resolve_parameters(first, loader, memo)  # once
     if model.counted is not None and model.counted.parts and model.config is not None and reading.recipe is not None \
             and reading.recipe.tool in ("llamafactory", "axolotl") and isinstance(data, dict):  # what its keys freeze
-        from zeromem_lsp.configs.freeze_keys import LLAMAFACTORY_PARTS, note
+        from zeromem_lsp.configs.freeze_keys import LLAMAFACTORY_PARTS, note, recipe_vision
 
-        if model.config.get("model_type") in LLAMAFACTORY_PARTS:
-            model = model._replace(freeze_note=note(model.config, data, data.get("finetuning_type", "lora"),
+        config = model.config
+        if config.get("model_type") in LLAMAFACTORY_PARTS:
+            model = model._replace(freeze_note=note(config, data, data.get("finetuning_type", "lora"),
                                                     reading.recipe.tool))
+            shape, why = recipe_vision(config, data, reading.recipe.tool)  # its image settings and freezes
+            model = model._replace(shape=shape, shape_problem=why and f"{model.path}: {why}")
     effective = resolved.settings
+    adapter = adapter_from_settings(effective, resolved.origins)
+    if adapter is not None and model.config is not None and model.counted is not None and model.counted.parts and (
+            reading.recipe is None or reading.recipe.tool not in ("llamafactory", "axolotl")):
+        from zeromem_lsp.configs.freeze_keys import ADAPTER, recipe_vision
+
+        shape, why = recipe_vision(model.config, ADAPTER, "peft")  # LoRA freezes the vision tower with the base
+        model = model._replace(shape=shape, shape_problem=why and f"{model.path}: {why}")
     named = resolved.origin("parameters")
     parameters_at = named.path if named is not None and named.path else (*block_path, "parameters")
     from_recipe = parameters_at != (*block_path, "parameters")
@@ -311,7 +321,6 @@ def analyse(
     elif model.shape_problem and effective.sequence_length is not None and not model_elsewhere(model):
         # activations asked for, shape refused
         block_problems.append((parameters_at, f"parameters.from_config {model.shape_problem}", "value"))
-    adapter = adapter_from_settings(effective, resolved.origins)
     found = adapter_problem(adapter, model.config) if adapter is not None and not parameter_problem else None
     if found is not None:
         named = resolved.origin(found[0])  # the flag, the block's key, a recipe's key, the project file or the editor

@@ -97,6 +97,8 @@ MODELLED: dict[tuple[str, ...], dict[str, str]] = {
         "per_device_train_batch_size": f"{RECIPES_PY} _llamafactory: the micro-batch",
         "gradient_accumulation_steps": f"{RECIPES_PY} _accumulation",
         "cutoff_len": f"{RECIPES_PY} _llamafactory: the sequence length",
+        "image_max_pixels": "configs/freeze_keys.py recipe_vision: the most tokens an image takes (qwen2_vl, "
+                            "qwen2_5_vl; configs/image_tokens.py)",
         "disable_gradient_checkpointing": f"{RECIPES_PY} _llamafactory: checkpointing",
         "bf16": f"{RECIPES_PY} _mixed: compute dtype",
         "fp16": f"{RECIPES_PY} _mixed: compute dtype",
@@ -524,7 +526,6 @@ NOT_MODELLED: dict[tuple[str, ...], dict[str, str]] = {
         "scaling_softmax": "scaled softmax in attention: extra per-position factors",
     },
     LF: {
-        "image_max_pixels": "multimodal: the image tokens per sample (the sequence's length)",
         "image_min_pixels": "multimodal: the image tokens per sample",
         "video_max_pixels": "multimodal: the video tokens per sample",
         "video_min_pixels": "multimodal: the video tokens per sample",

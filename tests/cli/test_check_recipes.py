@@ -118,18 +118,19 @@ def test_a_cached_model_is_counted_not_reported(tmp_path, monkeypatch):
     assert findings(str(RECIPES / "axolotl/examples/gemma3/gemma-3-4b-qlora.yml")) == []
 
 
-def test_the_published_composite_is_counted_whole_and_its_peak_is_unknown(tmp_path, monkeypatch):
+def test_the_published_composite_is_counted_whole_and_gets_a_peak_with_its_tower_frozen(tmp_path, monkeypatch):
     """google/gemma-3-4b-it's own config.json: Gemma3ForConditionalGeneration counted whole (4,300,079,472: the
-    SigLIP tower and projector too), no finding (a model zeromem cannot give a peak for is not an error), and the
-    peak says why it is unknown: the image tokens' activations."""
+    SigLIP tower and projector too), no finding, and — QLoRA freezing the tower — a peak with Gemma 3's image tokens
+    (configs/image_tokens.py), which it says it assumed."""
     monkeypatch.setenv("HF_HUB_CACHE", str(cache_with(tmp_path, ["google/gemma-3-4b-it"], GEMMA_COMPOSITE)))
     recipe = RECIPES / "axolotl/examples/gemma3/gemma-3-4b-qlora.yml"
     assert findings(str(recipe)) == []
     plan = _plan(recipe)
-    assert plan.peak is not None and plan.peak.stage_peak(plan.stage) is None
-    (why,) = plan.peak.missing
-    assert "the peak is unknown for model_type 'gemma3'" in why and "image tokens" in why
+    assert plan.peak is not None and plan.peak.stage_peak(plan.stage) is not None and not plan.peak.missing
+    vision = plan.peak.source.shape.vision
+    assert vision is not None and not vision.trained and vision.tokens == 256
     assert plan.inputs.parameter_bytes > 0 and "4,300,079,472 parameters counted" in str(plan)
+    assert "images: Gemma 3's mm_tokens_per_image 256 per image" in str(plan)
 
 
 def _plan(path: Path, world_size: int = 8):

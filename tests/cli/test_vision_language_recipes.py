@@ -1,6 +1,7 @@
 """LLaMA-Factory's vision-language recipes (tests/data/vision_language, verbatim) with their model in a local
-Hugging Face cache: the whole model counted, the parts the freeze keys freeze said, and the peak said to be unknown
-for the image tokens — no error finding, no traceback."""
+Hugging Face cache: the whole model counted, the parts the freeze keys freeze said, a peak for Qwen2-VL / Qwen2.5-VL
+with the image settings it assumed, and for the others the peak said to be unknown for the image tokens — no error
+finding, no traceback."""
 
 import shutil
 from pathlib import Path
@@ -10,6 +11,7 @@ from tests.cli.conftest import run_zeromem
 DATA = Path(__file__).resolve().parents[1] / "data"
 RECIPES = DATA / "vision_language"
 QWEN25_VL = DATA / "model_families" / "configs" / "Qwen2.5-VL-7B-Instruct.json"
+QWEN3_VL = DATA / "model_families" / "configs" / "Qwen3-VL-8B-Instruct.json"
 
 
 def cache(root: Path, repo_id: str, config: Path) -> Path:
@@ -21,18 +23,36 @@ def cache(root: Path, repo_id: str, config: Path) -> Path:
     return root
 
 
-def test_check_on_the_qwen2_vl_lora_recipe_counts_whole_and_says_the_peak_is_unknown(tmp_path, monkeypatch):
+def test_check_on_the_qwen2_vl_lora_recipe_counts_whole_and_gives_a_peak_with_its_image_settings(tmp_path,
+                                                                                               monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(cache(tmp_path / "hub", "Qwen/Qwen2.5-VL-7B-Instruct", QWEN25_VL)))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     recipe = str(RECIPES / "qwen2vl_lora_sft.yaml")
     done = run_zeromem("check", "--world-size", "8", "--gpu-memory", "80GiB", recipe)
     assert done.returncode == 0 and "Traceback" not in done.stderr + done.stdout
-    assert "ZM103 information" in done.stdout and "error" not in done.stdout.replace("errors", "")
-    assert "the peak is unknown for model_type 'qwen2_5_vl'" in done.stdout and "image tokens" in done.stdout
+    assert "peak is unknown" not in done.stdout and "ZM103" not in done.stdout
+    tight = run_zeromem("check", "--world-size", "8", "--gpu-memory", "16GiB", recipe)  # model state 15.7 GiB
+    assert "ZM1" in tight.stdout and "peak is unknown" not in tight.stdout
     shown = run_zeromem("estimate", "-v", "--world-size", "8", "--config", recipe)
     assert shown.returncode == 0 and "8,292,166,656 frozen" in shown.stdout  # the whole model, under LoRA
-    assert "its image tokens" in " ".join(shown.stdout.split())
     assert "parts: LLaMA-Factory's freeze keys keep LoRA off the vision tower and projector" in shown.stdout
+    said = " ".join(shown.stdout.split())
+    assert "images: LLaMA-Factory image_max_pixels = 262,144 pixels: at most" in said
+    assert "1 image per sample; vision tower and projector frozen" in said
+    assert "not modelled: image_max_pixels" not in said
+
+
+def test_qwen3_vl_says_the_peak_is_unknown_for_its_image_tokens(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache(tmp_path / "hub", "Qwen/Qwen3-VL-4B-Instruct", QWEN3_VL)))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    text = (RECIPES / "qwen2vl_lora_sft.yaml").read_text()
+    recipe = tmp_path / "qwen3vl_lora_sft.yaml"
+    recipe.write_text(text.replace("Qwen/Qwen2.5-VL-7B-Instruct", "Qwen/Qwen3-VL-4B-Instruct"))
+    done = run_zeromem("check", "--world-size", "8", "--gpu-memory", "80GiB", str(recipe))
+    assert done.returncode == 0 and "Traceback" not in done.stderr + done.stdout
+    said = " ".join(done.stdout.split())
+    assert "ZM103 information" in said and "the peak is unknown for model_type 'qwen3_vl'" in said
+    assert "measured for qwen2_vl and qwen2_5_vl, and gemma3 and llava with their vision tower frozen" in said
 
 
 def test_a_full_fine_tune_says_what_its_freeze_keys_freeze(tmp_path, monkeypatch):
@@ -65,3 +85,20 @@ def test_axolotls_gemma3_recipe_with_freeze_mm_modules_says_what_it_freezes(tmp_
             "trainable, 419,816,304 frozen") in shown.stdout
     plain = run_zeromem("estimate", "-v", "--config", str(source))
     assert "parts:" not in plain.stdout  # the key's default (off): nothing said
+    for found in (shown, plain):  # QLoRA: the tower frozen either way, its image tokens measured
+        said = " ".join(found.stdout.split())
+        assert "images: Gemma 3's mm_tokens_per_image 256 per image" in said and "peak is unknown" not in said
+
+
+def test_lora_by_flags_freezes_the_tower_and_gives_gemma3_a_peak():
+    """`estimate --model-config` with LoRA options: the base, its vision tower included, is frozen, so Gemma 3's
+    measured frozen-tower image tokens give a peak; without an adapter the model as given trains its tower and the
+    peak stays unknown."""
+    gemma = str(DATA / "models" / "gemma-3-4b-it" / "config.json")
+    step = ("--world-size", "2", "--sequence-length", "2048", "--micro-batch", "1", "--precision", "bf16")
+    lora = run_zeromem("estimate", "-v", "--model-config", gemma, "--lora-rank", "8", *step)
+    said = " ".join(lora.stdout.split())
+    assert lora.returncode == 0 and "peak is unknown" not in said + lora.stderr
+    assert "images: Gemma 3's mm_tokens_per_image 256 per image" in said and "projector frozen" in said
+    whole = run_zeromem("estimate", "--model-config", gemma, *step)
+    assert "here trained: measured frozen only" in " ".join((whole.stdout + whole.stderr).split())

@@ -120,11 +120,21 @@ def test_an_unknown_vision_tower_is_refused_by_name():
         count_parameters({**llava, "vision_config": {**llava["vision_config"], "model_type": "dinov2"}})
 
 
-@pytest.mark.parametrize("name", NAMES)
+MEASURED_TYPES = ("qwen2_vl", "qwen2_5_vl")  # their image tokens' activations: test_vision_language_activations.py
+
+
+@pytest.mark.parametrize("name", [name for name in NAMES if RECORD["models"][name]["model_type"] not in MEASURED_TYPES])
 def test_the_peak_is_unknown_for_the_image_tokens(name):
     with pytest.raises(ImageTokensUnmodelled, match=f"the peak is unknown for model_type "
                                                    f"'{RECORD['models'][name]['model_type']}'.*image tokens"):
         model_shape(config(name))
+
+
+@pytest.mark.parametrize("name", [name for name in NAMES if RECORD["models"][name]["model_type"] in MEASURED_TYPES])
+def test_qwen_vl_gets_a_shape_with_its_image_tokens(name):
+    shape = model_shape(config(name))
+    assert shape.vision is not None and shape.vision.trained  # the model as given trains its tower
+    assert shape.vision.tokens == 1280  # the processor's default max_pixels 28·28·1280, one token per 28²
 
 
 # --- LLaMA-Factory's freeze keys (configs/freeze_keys.py) ---

@@ -370,11 +370,19 @@ def calculator(args) -> tuple[Estimate, str | None]:
     from zeromem_lsp.resolved import planner
 
     model = _read_model(args)
+    if model.config is not None and model.counted is not None and model.counted.parts and \
+            adapter_from_args(args) is not None:
+        from zeromem_lsp.configs.freeze_keys import ADAPTER, recipe_vision
+
+        shape, why = recipe_vision(model.config, ADAPTER, "peft")  # LoRA freezes the vision tower with the base
+        model = model._replace(shape=shape, shape_problem=why)
     problem = model.shape_problem if args.model_config is not None else None
     explicit = any(value is not None for value in (args.parameter_bytes, args.gradient_bytes, args.optimizer_bytes))
     if problem and model.counted is None and args.parameters is None and not explicit:
         raise UsageError(problem)  # no model-state figure without a parameter count
     values, notes, adapter = _model_state(args, model)
+    if model.shape is not None and model.shape.vision is not None:  # configs/image_tokens.py
+        notes = (*notes, f"images: {model.shape.vision.settings}")
     step = _step(args)
     values.update(step or {})
     values.update(parallel_options(args))

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from math import prod
 from typing import NamedTuple
 
+from zeromem_lsp.configs.image_tokens import VisionKept
+
 Key = tuple[str, float]  # a config key and its fallback value
 # What a router keeps for backward besides the experts' dispatch: (count, rows, width) terms, rows in T (tokens),
 # TE (tokens × experts), S (tokens × k visits), Th (tokens × hidden), TG / Tg (tokens × n_group / topk_group);
@@ -415,6 +417,7 @@ class ModelShape(NamedTuple):
     # widths, the causal conv's kernel (linear_num_key_heads, linear_num_value_heads, linear_key_head_dim,
     # linear_value_head_dim, linear_conv_kernel_dim)
     head_shards: int = 1  # an untied LM head's rows over this many ranks (tensor parallel: configs/parallel_shape)
+    vision: VisionKept | None = None  # a vision-language model: its image tokens' mask, M-RoPE and tower (trained)
 
 
 class Weight(NamedTuple):

@@ -26,6 +26,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from zeromem_lsp.configs.families import ModelShape
+from zeromem_lsp.configs.image_tokens import LLAMAFACTORY_PIXELS, ImageSettings
+
 #: recipe key -> (default, the part of COMPOSITE_MODELS it freezes)
 LLAMAFACTORY_FREEZE_KEYS: dict[str, tuple[bool, str]] = {
     "freeze_vision_tower": (True, "vision"),
@@ -136,3 +139,35 @@ def note(config: dict, recipe: dict, finetuning_type: object, tool: str = "llama
         return (f"LLaMA-Factory's freeze keys freeze the {frozen}: {found.trained:,} parameters trained, "
                 f"{found.frozen:,} frozen (not yet applied to the model state, which trains them all)")
     return (f"LLaMA-Factory's freeze keys keep LoRA off the {frozen} (the base model is frozen under LoRA either way)")
+
+
+#: a LoRA run named by zeromem's own settings (flags, a settings block): the base, vision tower included, frozen
+ADAPTER = {"adapter": "lora"}
+
+
+def recipe_vision(config: dict, recipe: dict, tool: str) -> tuple[ModelShape | None, str | None]:
+    """A composite's shape with its image tokens (configs/image_tokens.py) under a recipe: LLaMA-Factory's
+    image_max_pixels (default 768·768) bounds an image, its freeze keys (or LoRA, axolotl's freeze_mm_modules) freeze
+    the tower and projector, LLaMA-Factory checkpoints without Transformers' input-grad hook; (None, why) where that
+    is not measured (the recipe trains one of tower and projector but not the other, a type or state not measured)."""
+    from zeromem_lsp.configs.model_config import UnsupportedModel, model_shape
+
+    adapter = recipe.get("finetuning_type", "lora") == "lora" if tool == "llamafactory" else bool(recipe.get("adapter"))
+    pixels: tuple[int, str] | None = None
+    if tool == "llamafactory":
+        given = recipe.get("image_max_pixels")
+        pixels = (LLAMAFACTORY_PIXELS[0], "LLaMA-Factory's default image_max_pixels 768·768")
+        if isinstance(given, int) and not isinstance(given, bool) and given > 0:
+            pixels = (given, "LLaMA-Factory image_max_pixels")
+        tower, projector = (recipe.get(key, default) is not False for key, (default, part)
+                            in LLAMAFACTORY_FREEZE_KEYS.items() if part in ("vision", "projector"))
+        if tower != projector and not adapter:
+            return None, ("the peak is unknown: the recipe freezes one of the vision tower and the projector but not "
+                          "the other, which is not measured")
+        frozen = adapter or tower
+    else:
+        frozen = adapter or recipe.get("freeze_mm_modules") is True
+    try:
+        return model_shape(config, ImageSettings(not frozen, tool != "llamafactory", pixels)), None
+    except UnsupportedModel as error:
+        return None, str(error)

@@ -9,7 +9,7 @@ transformers: transformers 5.24.0 (training_args.py TrainingArguments)
 accelerate: accelerate 1.16.0 (commands/config/config_args.py, commands/launch.py)
 deepspeed: DeepSpeed 0.19.8 as zeromem mirrors it (zeromem_lsp/configs/deepspeed/facts.py, catalog.py) + benchmarks/recipe_keys/generate.py DEEPSPEED_LOOSE
 
-Counts (modelled / inert / not_modelled): axolotl 47 / 237 / 226; llamafactory 28 / 210 / 114; trl 47 / 235 / 76; transformers 10 / 88 / 16; accelerate 23 / 49 / 14; deepspeed 38 / 96 / 116
+Counts (modelled / inert / not_modelled): axolotl 47 / 237 / 226; llamafactory 29 / 210 / 113; trl 47 / 235 / 76; transformers 10 / 88 / 16; accelerate 23 / 49 / 14; deepspeed 38 / 96 / 116
 """
 
 from __future__ import annotations
@@ -2247,9 +2247,10 @@ INVENTORY: dict[str, dict[str, _api.Entry]] = {'accelerate': {'additional_args':
                   'ignore_data_skip': ('inert', False, 'data resumption'),
                   'ignore_pad_token_for_loss': ('inert', True, 'label masking'),
                   'image_do_pan_and_scan': ('not_modelled', False, 'multimodal: image crops per sample'),
-                  'image_max_pixels': ('not_modelled',
+                  'image_max_pixels': ('modelled',
                                        None,
-                                       "multimodal: the image tokens per sample (the sequence's length)"),
+                                       'configs/freeze_keys.py recipe_vision: the most tokens an image takes '
+                                       '(qwen2_vl, qwen2_5_vl; configs/image_tokens.py)'),
                   'image_min_pixels': ('not_modelled', None, 'multimodal: the image tokens per sample'),
                   'include_effective_tokens_per_second': ('inert', False, 'a metric'),
                   'include_for_metrics': ('inert', None, 'evaluation outputs'),

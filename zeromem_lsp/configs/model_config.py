@@ -23,7 +23,9 @@ from typing import NamedTuple
 from zeromem_lsp.configs.families import FAMILIES, Family, weights
 from zeromem_lsp.configs.families import ModelShape as ModelShape  # re-exported: its readers import it from here
 from zeromem_lsp.configs.model_defaults import FilledConfig, text_model_type
-from zeromem_lsp.configs.vision import COMPOSITES, FLAT_TEXT, UnknownTower, UnsupportedVision, tied, vision_parts
+from zeromem_lsp.configs.image_tokens import ImageSettings
+from zeromem_lsp.configs.vision import (COMPOSITES, FLAT_TEXT, MEASURED, UnknownTower, UnsupportedVision, tied,
+                                        vision_kept, vision_parts)
 
 
 class UnsupportedModel(ValueError):
@@ -362,19 +364,32 @@ def weights_shape(config: dict) -> ModelShape:
         raise UnsupportedModel(str(error).split(" (declare")[0]) from None
 
 
-def model_shape(config: dict) -> ModelShape:
+def model_shape(config: dict, images: ImageSettings = ImageSettings()) -> ModelShape:
     """The activation-relevant shape of a config.json; raises UnsupportedModel naming the field (a vision-language
-    model: ImageTokensUnmodelled, the peak unknown)."""
+    model whose image tokens under `images` are not measured: ImageTokensUnmodelled, the peak unknown)."""
     composite = _composite(config)
+    whole, (config, model_type) = config, _language_model(config)
+    family = FAMILIES.get(model_type) if model_type else None
+    active = family is not None and family.activations
+    if family is not None and active and not composite:
+        return _read(config, family, full=True)
     if composite:
-        language = _language_model(config)[1]
+        vision = None
+        if active:
+            text = _language_shape(whole, full=True)[0]
+            try:
+                vision = vision_kept(whole, text, images)
+            except UnsupportedVision as error:
+                raise UnsupportedModel(str(error)) from None
+            if vision is not None:
+                return text._replace(vision=vision)
+        states = {True: "trained", False: "frozen"}
+        measured = " or ".join(states[state] for state in MEASURED.get(composite, ()))
         raise ImageTokensUnmodelled(
-            f"the peak is unknown for model_type {composite!r}: zeromem describes no activations for its image tokens "
-            f"(vision tower and projector); its parameters are counted whole, the language model as {language} "
-            "(model state only)")
-    config, model_type = _language_model(config)
-    if model_type in FAMILIES and FAMILIES[model_type].activations:
-        return _read(config, FAMILIES[model_type], full=True)
+            f"the peak is unknown for model_type {composite!r}: its image tokens' activations are measured for "
+            f"qwen2_vl and qwen2_5_vl, and gemma3 and llava with their vision tower frozen"
+            + (f" (here {states[images.trained]}: measured {measured} only)" if measured else "")
+            + f"; its parameters are counted whole, the language model as {model_type} (model state only)")
     supported = ", ".join(name for name, family in FAMILIES.items() if family.activations)
     raise UnsupportedModel(f"no activation model for model_type {model_type!r}; supported: {supported}")
 

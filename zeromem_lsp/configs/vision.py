@@ -39,9 +39,11 @@ Checked against what Transformers builds on the meta device: tests/unit/test_vis
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
-from zeromem_lsp.configs.families import Weight
+from zeromem_lsp.configs.families import ModelShape, Weight
+from zeromem_lsp.configs.image_tokens import QWEN_PIXELS, ImageSettings, Masks, Tower, VisionKept, qwen_image_tokens
 from zeromem_lsp.configs.transformers_defaults import VISION_ALIASES, VISION_CONFIGS, VISION_DEFAULTS
 
 #: composite model_type -> (the inner module holding the vision tower, the text config's own class (None: the
@@ -343,3 +345,53 @@ def _names(weight: Weight, path: str) -> list[tuple[str, tuple[int, ...]]]:
     if weight.kind == "parameter":
         return [(path, shapes[0])]
     return [(path + ".weight", shapes[0])] + ([(path + ".bias", shapes[1])] if weight.bias else [])
+
+
+#: composite -> the tower states whose image tokens are measured (True: trained, False: frozen)
+MEASURED = {"qwen2_vl": (True, False), "qwen2_5_vl": (True, False), "gemma3": (False,), "llava": (False,)}
+
+
+def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSettings()) -> VisionKept | None:
+    """What a composite keeps for backward beside its language model `text` (configs/image_tokens.py) under the
+    recipe's image settings; None where that is not measured (MEASURED)."""
+    model_type = config["model_type"]
+    if images.trained not in MEASURED.get(model_type, ()):
+        return None
+    kind, v = vision_config(config)
+    frozen = "" if images.trained else "; vision tower and projector frozen"
+    if model_type == "gemma3":  # the processor resizes every image to image_size: mm_tokens_per_image tokens
+        top = filled({k: value for k, value in config.items() if k not in ("text_config", "vision_config")},
+                     model_type)
+        tokens, patch = _int(top, "mm_tokens_per_image"), _int(v, "patch_size")
+        patches = (_int(v, "image_size") // patch) ** 2
+        tower = Tower(kind, patches, math.isqrt(patches // tokens), _int(v, "hidden_size"),
+                      _int(v, "intermediate_size"), _int(v, "num_attention_heads"), _int(v, "num_hidden_layers"),
+                      _int(v, "num_channels") * patch * patch)
+        masks = Masks(text.layers, text.heads, text.kv_heads, text.head_dim, text.sliding_layers, text.sliding_window)
+        return VisionKept(tower, False, images.input_grads, 1, tokens, 0, f"Gemma 3's mm_tokens_per_image {tokens:,} "
+                          f"per image (every image resized to image_size; pan-and-scan off), 1 image per sample{frozen}",
+                          masks)
+    if model_type == "llava":  # LlavaModel.get_image_features: the feature layer's patches, CLS dropped by default
+        top = filled({k: value for k, value in config.items() if k not in ("text_config", "vision_config")},
+                     model_type)
+        patch = _int(v, "patch_size")
+        patches = (_int(v, "image_size") // patch) ** 2
+        tokens = patches + (top.get("vision_feature_select_strategy") == "full")
+        tower = Tower(kind, patches + 1, 1, _int(v, "hidden_size"), _int(v, "intermediate_size"),
+                      _int(v, "num_attention_heads"), _int(v, "num_hidden_layers"), _int(v, "num_channels") * patch *
+                      patch, text.hidden)
+        return VisionKept(tower, False, images.input_grads, 1, tokens, 0, f"LLaVA's (image_size / patch_size)² = "
+                          f"{tokens:,} image tokens per image (vision_feature_select_strategy "
+                          f"{top.get('vision_feature_select_strategy')!r}), 1 image per sample{frozen}")
+    merge, patch = _int(v, "spatial_merge_size"), _int(v, "patch_size")
+    qwen2 = kind == "qwen2_vl_vision"
+    low, high = QWEN_PIXELS[kind]
+    pixels = images.pixels
+    tokens = qwen_image_tokens(patch * merge, (low, high), pixels[0] if pixels else None)
+    settings = (f"{pixels[1]} = {pixels[0]:,} pixels" if pixels else f"the image processor's default max_pixels "
+                f"{high:,}") + f": at most {tokens:,} image tokens per image, 1 image per sample{frozen}"
+    hidden = _int(v, "embed_dim" if qwen2 else "hidden_size")
+    tower = Tower(kind, tokens * merge * merge, merge, hidden, hidden * _int(v, "mlp_ratio") if qwen2 else _int(
+        v, "intermediate_size"), _int(v, "num_heads"), _int(v, "depth"),
+                  _int(v, "in_channels") * _int(v, "temporal_patch_size") * patch * patch)
+    return VisionKept(tower, images.trained, images.input_grads, 1, tokens, text.head_dim, settings)

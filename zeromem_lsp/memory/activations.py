@@ -1,11 +1,10 @@
 """Bytes autograd saves for backward in one micro-batch of a Hugging Face causal LM (pure, exact ints).
 
-The model is read off the Transformers modelling code (5.x) op by op: every tensor an op keeps for its
-backward is counted once, with the dtype it has there. It is checked against measurements of the real
-code (benchmarks/activations/measure.py → tests/data/activations/measured.json, compared by
-tests/unit/test_activations.py); docs/memory-model.md explains each term.
+The model is read off the Transformers modelling code (5.x) op by op: every tensor an op keeps for its backward is
+counted once, with the dtype it has there (docs/memory-model.md explains each term). It is checked against the real
+code's measurements (benchmarks/activations/measure.py → tests/data/activations/measured.json, test_activations.py).
 
-Families: configs/families.FAMILIES with `activations` (ModelShape from configs/model_config.model_shape).
+Families: configs/families.FAMILIES with `activations`; a vision-language model's image tokens: configs/image_tokens.py.
 
 Notation: b micro-batch, s sequence length, T = b·s tokens, h hidden size, d head_dim, q / kv heads,
 I intermediate size, V vocabulary, w the 16- or 32-bit width of the model's dtype (2 or 4 bytes).
@@ -263,6 +262,7 @@ def estimate_activations(shape: ModelShape, sequence_length: int, micro_batch: i
         shape.head_dim + 1) if shape.qk_norm else 0))  # layers (llama4_text): no q/k norm, a temperature scale
     per_layer = max(sizes) + (extra if shape.sliding_layers else 0) + max(mixer, 0)
     embedding, shared = _embedding(shape, b, s, w), _shared(shape, b, s, w, attention)
+    embedding += shape.vision.kept(b, s, w, checkpointing) if shape.vision else 0  # configs/image_tokens.py
     final_norm, logits = _final_norm(shape, b, s, w), _logits(shape, b, s, w)
     checkpoint = _checkpoint_kept(shape, b, s, w, attention) if checkpointing else 0
     total = embedding + shared + final_norm + logits + (checkpoint if checkpointing else layer_bytes)

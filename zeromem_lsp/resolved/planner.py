@@ -156,6 +156,8 @@ def build(
             assumptions = [f"precision: {origins['precision'].note}", f"optimizer: {origins['optimizer'].note}", *extra]
             if peak is not None and peak.model.freeze_note:  # configs/freeze_keys.py
                 assumptions.append(f"parts: {peak.model.freeze_note}")
+            if peak is not None and peak.model.shape is not None and peak.model.shape.vision is not None:
+                assumptions.append(f"images: {peak.model.shape.vision.settings}")  # configs/image_tokens.py
             assert ranks is not None  # (per_parameter reads nothing while the ranks are missing)
             if adapter is not None:
                 version = resolve_fsdp_version(fsdp_version, resolved) if family.name == "fsdp" else None

@@ -1,0 +1,141 @@
+"""Image tokens' activations of Qwen2-VL / Qwen2.5-VL / Gemma 3 / LLaVA (issue 29): configs/image_tokens.py against the CPU
+measurements of the real Transformers 5.24 code (benchmarks/vision_language/measure.py →
+tests/data/vision_language/measured.json): the language model at T tokens with the image tokens among them, the
+vision tower and projector frozen (LLaMA-Factory's defaults) or trained, with and without checkpointing."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from zeromem_lsp.configs.freeze_keys import recipe_vision
+from zeromem_lsp.configs.image_tokens import ImageSettings, qwen_image_tokens, smart_resize
+from zeromem_lsp.configs.model_config import ImageTokensUnmodelled, model_shape
+from zeromem_lsp.configs.vision import MEASURED
+from zeromem_lsp.memory.activations import estimate_activations
+
+RECORD = json.loads((Path(__file__).resolve().parents[1] / "data" / "vision_language" / "measured.json").read_text(
+    encoding="utf-8"))
+DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
+
+
+def shape_of(case: dict, layers: int):
+    """The case's shape, its one image per row the measured grid (t, h, w) and its tower trained or frozen."""
+    text = {**case["text_config"], "num_hidden_layers": layers}
+    if case["model_type"] == "gemma3":  # one sliding and one full layer at 2 layers, as measured
+        text["layer_types"] = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
+    shape = model_shape({"model_type": case["model_type"], "vision_config": case["vision_config"], **case["tokens"],
+                         "text_config": text}, ImageSettings(case["vision_trained"], case["input_grads"]))
+    if "grid" not in case:  # Gemma 3, LLaVA: the tokens per image are the config's
+        return shape
+    t, h, w = case["grid"]
+    merge = case["vision_config"]["spatial_merge_size"]
+    vision = shape.vision
+    return shape._replace(vision=vision._replace(tower=vision.tower._replace(patches=t * h * w),
+                                                 trained=case["vision_trained"], input_grads=case["input_grads"],
+                                                 tokens=t * h * w // merge ** 2))
+
+
+@pytest.mark.parametrize("case", RECORD["cases"], ids=lambda case: case["id"])
+@pytest.mark.parametrize("layers", (1, 2))
+def test_the_estimate_is_within_two_percent_of_the_measurement(case, layers):
+    found = estimate_activations(shape_of(case, layers), case["sequence_length"], case["micro_batch"],
+                                 DTYPES[case["dtype"]], case["gradient_checkpointing"], case["attention"]).total
+    measured = case["saved_bytes"][str(layers)]
+    assert abs(found - measured) <= 0.02 * measured, (found, measured)
+
+
+def test_the_cases_cover_frozen_and_trained_towers_and_checkpointing():
+    cases = RECORD["cases"]
+    assert {case["model_type"] for case in cases} == set(MEASURED)
+    for family, states in MEASURED.items():
+        found = {(case["vision_trained"], case["gradient_checkpointing"], case["input_grads"]) for case in cases
+                 if case["model_type"] == family}
+        assert found >= {(trained, checkpointing, True) for trained in states for checkpointing in (True, False)}
+        assert (False, True, False) in found  # LLaMA-Factory's checkpointing: no input-grad hook
+    assert {case["micro_batch"] for case in cases} >= {1, 2} and {case["dtype"] for case in cases} == set(DTYPES)
+
+
+def test_a_trained_tower_keeps_more_than_a_frozen_one():
+    case = next(case for case in RECORD["cases"] if case["vision_trained"] and not case["gradient_checkpointing"])
+    assert case["model_type"] != "gemma3"
+    frozen = next(other for other in RECORD["cases"] if other["id"].split("-")[0] == case["id"].split("-")[0] and
+                  not other["vision_trained"] and other["micro_batch"] == case["micro_batch"] and
+                  other["dtype"] == case["dtype"] and not other["gradient_checkpointing"])
+    assert case["saved_bytes"]["1"] > frozen["saved_bytes"]["1"]  # the measurement itself
+
+
+def brute_force(max_pixels: int, factor: int, low: int, high: int) -> int:
+    """Every image shape within max_pixels (h ≤ w, the aspect within 200), through smart_resize."""
+    best = 0
+    for h in range(1, math.isqrt(max_pixels) + 1):
+        for w in range(h, min(max_pixels // h, 200 * h) + 1):
+            rows, columns = smart_resize(h, w, factor, low, high)
+            best = max(best, rows * columns // factor ** 2)
+    return best
+
+
+@pytest.mark.parametrize("pixels", (64 * 64, 150 * 150))
+def test_the_most_image_tokens_under_a_pixel_budget(pixels):
+    assert qwen_image_tokens(28, (56 * 56, 28 * 28 * 1280), pixels) == brute_force(pixels, 28, 56 * 56,
+                                                                                  28 * 28 * 1280)
+
+
+def test_without_a_recipe_budget_the_processor_bounds_an_image():
+    assert qwen_image_tokens(28, (56 * 56, 28 * 28 * 1280)) == 1280
+    assert qwen_image_tokens(28, (56 * 56, 28 * 28 * 1280), 10 ** 8) == 1280  # smart_resize's own max_pixels
+
+
+def test_llamafactory_defaults_freeze_the_tower_and_bound_the_image():
+    case = RECORD["cases"][0]
+    config = {"model_type": case["model_type"], "vision_config": case["vision_config"],
+              "text_config": case["text_config"]}
+    full, _ = recipe_vision(config, {"finetuning_type": "full"}, "llamafactory")
+    assert not full.vision.trained and not full.vision.input_grads and "768·768" in full.vision.settings
+    assert full.vision.tokens == qwen_image_tokens(28, (56 * 56, 28 * 28 * 1280), 768 * 768)
+    trained, _ = recipe_vision(config, {"finetuning_type": "full", "freeze_vision_tower": False,
+                                "freeze_multi_modal_projector": False, "image_max_pixels": 448 * 448}, "llamafactory")
+    assert trained.vision.trained and trained.vision.tokens < full.vision.tokens
+    mixed, why = recipe_vision(config, {"finetuning_type": "full", "freeze_vision_tower": False}, "llamafactory")
+    assert mixed is None and "not measured" in why
+
+
+def test_axolotl_keeps_the_processor_bound_and_checkpoints_through_transformers():
+    case = RECORD["cases"][0]
+    config = {"model_type": case["model_type"], "vision_config": case["vision_config"],
+              "text_config": case["text_config"]}
+    lora, _ = recipe_vision(config, {"adapter": "lora"}, "axolotl")
+    assert not lora.vision.trained and lora.vision.input_grads  # Transformers' enable_input_require_grads hook
+    assert lora.vision.tokens == qwen_image_tokens(28, (56 * 56, 28 * 28 * 1280))
+    frozen, _ = recipe_vision(config, {"freeze_mm_modules": True}, "axolotl")
+    full, _ = recipe_vision(config, {}, "axolotl")
+    assert not frozen.vision.trained and full.vision.trained
+    b, s = 2, 4096  # a frozen tower keeps nothing without checkpointing, its blocks' inputs with it
+    assert frozen.vision.kept(b, s, 2, False) < frozen.vision.kept(b, s, 2, True) < full.vision.kept(b, s, 2, True)
+    assert full.vision.kept(b, s, 2, True) < full.vision.kept(b, s, 2, False)
+
+
+def test_gemma3_is_measured_with_its_tower_frozen_only():
+    gemma = next(case for case in RECORD["cases"] if case["model_type"] == "gemma3")
+    config = {"model_type": "gemma3", "vision_config": gemma["vision_config"], "text_config": gemma["text_config"],
+              **gemma["tokens"]}
+    shape, _ = recipe_vision(config, {"finetuning_type": "full"}, "llamafactory")
+    assert shape.vision.tokens == gemma["tokens"]["mm_tokens_per_image"] and "mm_tokens_per_image" in shape.vision.settings
+    trained, why = recipe_vision(config, {"finetuning_type": "full", "freeze_vision_tower": False,
+                                          "freeze_multi_modal_projector": False}, "llamafactory")
+    assert trained is None and "here trained: measured frozen only" in why
+    with pytest.raises(ImageTokensUnmodelled, match="measured frozen only"):
+        model_shape(config)  # the model as given trains its tower
+
+
+def test_llava_takes_its_patches_as_tokens_and_keeps_cls_only_under_the_full_strategy():
+    llava = next(case for case in RECORD["cases"] if case["model_type"] == "llava")
+    config = {"model_type": "llava", "vision_config": llava["vision_config"], "text_config": llava["text_config"],
+              **llava["tokens"]}
+    patches = (llava["vision_config"]["image_size"] // llava["vision_config"]["patch_size"]) ** 2
+    shape, _ = recipe_vision(config, {"finetuning_type": "full"}, "llamafactory")
+    assert shape.vision.tokens == patches
+    full, _ = recipe_vision({**config, "vision_feature_select_strategy": "full"}, {"finetuning_type": "full"},
+                            "llamafactory")
+    assert full.vision.tokens == patches + 1

@@ -1,0 +1,204 @@
+"""Image tokens per sample and what a vision-language model keeps for backward beside its language model (pure).
+
+Image tokens (Transformers 5.24, transformers/models/<type>/; LLaMA-Factory hiyouga/LLaMA-Factory@ff6d4d12):
+- qwen2_vl / qwen2_5_vl: the image processor's `smart_resize` (image_processing_qwen2_vl.py:63-89) rounds height
+  and width to multiples of factor = patch_size · spatial_merge_size (28), within [min_pixels, max_pixels] (the
+  class defaults 56·56 and 28·28·1280, image_processing_qwen2_vl.py:44-46); one token per factor² pixels (the
+  merger joins spatial_merge_size² patches of patch_size², temporal_patch_size frames of a still image being one
+  temporal patch). LLaMA-Factory first shrinks an image above `image_max_pixels` (default 768·768,
+  src/llamafactory/hparams/model_args.py:305-306) to at most that many pixels, keeping its aspect
+  (data/mm_plugin.py:218-235, `_preprocess_image`), and clamps the aspect to 180 past 200 (mm_plugin.py:2261-2275):
+  the most tokens an image can then take is the largest `smart_resize` result over h·w ≤ image_max_pixels
+  (`qwen_image_tokens`). Without LLaMA-Factory, the processor's max_pixels bounds it: max_pixels / factor².
+  The peak assumes one image per sample at that bound (the figure says so).
+- gemma3: the processor resizes every image to vision_config.image_size (pan-and-scan off by default), and
+  Gemma3MultiModalProjector average-pools the (image_size / patch_size)² patches to `mm_tokens_per_image` tokens
+  (configuration_gemma3.py:207, default 256; modeling_gemma3.py:635-668).
+
+What is kept (measured: benchmarks/vision_language/measure.py → tests/data/vision_language/measured.json, checked
+by tests/unit/test_vision_language_activations.py), with b micro-batch, s sequence, w the dtype's bytes, N patches
+and M = N / merge² tokens of an image, h / I / heads / d the tower's width, MLP width, heads and head width:
+- always: the image-token mask of `inputs_embeds.masked_scatter` (b·s booleans), and M-RoPE's cos / sin, which
+  are (b, s, d) per table (the text model's are (1, s, d): docs/memory-model.md), so 2·w·(b − 1)·s·d more.
+- a frozen tower and projector (no parameter requiring grad, pixel values without grad) keep nothing, unless
+  Transformers' `gradient_checkpointing_enable` ran: it calls `enable_input_require_grads`
+  (modeling_utils.py:3189-3198, 2147-2177), whose hook makes every sub-model's input embeddings' output require
+  grad, the tower's patch embedding among them; then, per image, the checkpointed blocks' inputs, the rotary tables,
+  indices and cu_seqlens as below, and the merger's norm input and statistics and its GELU's input (frozen weights
+  keep no linear input, no x̂). LLaMA-Factory enables checkpointing its own way (model_utils/checkpointing.py:100-154:
+  no input-grad hook, frozen layers run without a checkpoint): there a frozen tower keeps nothing.
+- a trained Qwen2.5-VL tower, per image: the Conv3d's input (w·N·C·T·P²), the window index and its reverse
+  (int64 per token, 2·8·M), the rotary cos / sin computed once (2·4·N·d, fp32), per block 2 fp32 RMSNorms
+  (4·N·h + 4·N each) and 11·w·N·h (the norms' x̂ and outputs, rotated q and k, the fused qkv whose view v is, the
+  attention output, o's input), sdpa's fp32 log-sum-exp (4·heads·N), the gated MLP's 4·w·N·I; the merger's fp32
+  RMSNorm (4·N·h + 4·N) and 4·w·N·h (x̂, output, GELU in and out).
+- a trained Qwen2-VL tower: the same but LayerNorms (w·N·h input, 2·w·N statistics, w·N·h output each), no window
+  index, the quick_gelu MLP's fc1 output, sigmoid product and fc2 input (3·w·N·I) (`TOWERS`).
+- Gemma 3 (frozen SigLIP tower and projector; a trained one is not measured): with token_type_ids (what training
+  passes) every layer gets an explicit (b, 1, s, s) mask with bidirectional image blocks
+  (create_masks_for_vision_model, modeling_gemma3.py:876-880), so sdpa repeats k and v to every head and each layer
+  keeps its copy of the mask (2·w·b·s·(q − kv)·d + w·b·s·s per layer, as a sliding layer the sequence outgrows);
+  under checkpointing the layers' inputs hold one boolean mask per attention type (b·s·s each). A frozen tower with
+  Transformers' input-grad hook keeps, per image, its checkpointed blocks' inputs (depth·w·N·h), post_layernorm's
+  input and statistics, the average pool's input (w·N·h) and mm_soft_emb_norm's fp32 input and 1/rms, and once
+  its fp32 1 + weight.
+- LLaVA (frozen CLIP tower and projector; a trained one is not measured): (image_size / patch_size)² tokens per
+  image (`vision_feature_select_strategy` "default" drops the CLS position, "full" keeps it); nothing beside the
+  mask unless Transformers' input-grad hook runs under checkpointing: then, per image of P = N + 1 positions,
+  pre_layrnorm's input and statistics, every layer's input (all layers run, whatever vision_feature_layer picks),
+  the last layer's output under post_layernorm (its pooled CLS row's statistics) and the projector's GELU input
+  (w·M·text hidden). The unused pooled branch is counted as the measurement sees it.
+- gradient checkpointing (every vision block is a GradientCheckpointingLayer): a trained tower keeps each block's
+  input (w·N·h) and the blocks' cu_seqlens (int32: images + 1; Qwen2.5-VL's windowed blocks windows + 1, at most
+  one window per token: the bound is counted), beside the conv input, indices, rotary tables and merger; a frozen
+  tower's checkpoints keep nothing (nothing in them saves a tensor, so torch's non-reentrant frame is dropped).
+  The language model's layers get no position ids (M-RoPE passes `text_position_ids` None unless packed): the
+  text model's I64·s checkpoint input is not kept.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+F32, I64, I32 = 4, 8, 4
+
+#: vision model_type -> the processor's (min_pixels, max_pixels) class defaults
+QWEN_PIXELS = {"qwen2_vl_vision": (56 * 56, 28 * 28 * 1280), "qwen2_5_vl_vision": (56 * 56, 28 * 28 * 1280)}
+#: LLaMA-Factory's image_max_pixels / image_min_pixels defaults (model_args.py:305-311)
+LLAMAFACTORY_PIXELS = (768 * 768, 32 * 32)
+
+
+def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """image_processing_qwen2_vl.py:63-89, as data in, data out (the aspect check aside)."""
+    h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        return max(factor, math.floor(height / beta / factor) * factor), max(factor, math.floor(
+            width / beta / factor) * factor)
+    if h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        return math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+def qwen_image_tokens(factor: int, processor: tuple[int, int], recipe_max: int | None = None) -> int:
+    """The most tokens one image takes: over every h ≤ w with h·w ≤ recipe_max (the largest w per h, which never
+    takes fewer tokens), the processor's smart_resize; without recipe_max (or one beyond max_pixels, which
+    smart_resize then bounds), max_pixels / factor²."""
+    low, high = processor
+    if recipe_max is None or recipe_max >= high:
+        return high // (factor * factor)
+    best = 0
+    for h in range(1, math.isqrt(recipe_max) + 1):
+        w = min(recipe_max // h, 200 * h)
+        rows, columns = smart_resize(h, w, factor, low, high)
+        best = max(best, rows * columns // (factor * factor))
+    return best
+
+
+class Tower(NamedTuple):
+    """One image's tower geometry: what `VisionKept` multiplies out."""
+
+    kind: str  # the vision model_type (TOWERS)
+    patches: int  # N
+    merge: int  # spatial_merge_size (Gemma 3: the pooling kernel, N / tokens = merge²)
+    hidden: int
+    intermediate: int
+    heads: int
+    depth: int
+    patch_inputs: int  # C·T·P² values per patch
+    projector: int = 0  # LLaVA: the projector's GELU width (the text hidden size)
+
+
+#: vision model_type -> (norm: "rms" | "layer", MLP tensors of N·I kept, whether the window index is kept)
+TOWERS = {"qwen2_5_vl_vision": ("rms", 4, True), "qwen2_vl_vision": ("layer", 3, False),
+          "siglip_vision_model": ("layer", 0, False), "clip_vision_model": ("layer", 0, False)}
+
+
+class ImageSettings(NamedTuple):
+    """How a recipe runs the image tokens: the tower and projector trained or frozen, checkpointing through
+    Transformers (its input-grad hook) or not, a recipe's pixel bound (value, where from; None: the processor's)."""
+
+    trained: bool = True
+    input_grads: bool = True
+    pixels: tuple[int, str] | None = None
+
+
+def _norm(kind: str, rows: int, width: int, w: int, trained: bool) -> int:
+    """A norm's input copy and statistics, and when its weight trains x̂ / the output the next (trained) linear keeps
+    (memory/activations.py's `_rms` and `_layer_norm` terms)."""
+    if kind == "rms":
+        return F32 * rows * width + F32 * rows + (2 * w * rows * width if trained else 0)
+    return w * rows * width + 2 * w * rows + (w * rows * width if trained else 0)
+
+
+def tower_bytes(tower: Tower, w: int, checkpointing: bool, trained: bool = True, tokens: int = 0) -> int:
+    """What one image's tower and projector keep for backward, trained or (its input requiring grad) frozen."""
+    norm, mlp, windows = TOWERS[tower.kind]
+    n, h, d = tower.patches, tower.hidden, tower.hidden // tower.heads
+    tokens = tokens or n // (tower.merge * tower.merge)
+    if tower.kind == "clip_vision_model":  # frozen, checkpointed (every layer runs, N + 1 positions with CLS):
+        # pre_layrnorm's input and statistics, the blocks' inputs, the last output under post_layernorm (its CLS row's
+        # statistics), the projector's GELU input
+        return _norm(norm, n, h, w, False) + tower.depth * w * n * h + w * n * h + 2 * w + w * tokens * tower.projector
+    if tower.kind == "siglip_vision_model":  # frozen, checkpointed: the blocks' inputs, post_layernorm, the average
+        # pool's input, mm_soft_emb_norm's fp32 input and 1/rms (Gemma3MultiModalProjector)
+        return tower.depth * w * n * h + _norm(norm, n, h, w, False) + w * n * h + F32 * tokens * h + F32 * tokens
+    fixed = (w * n * tower.patch_inputs if trained else 0) + (2 * I64 * tokens if windows else 0) + 2 * F32 * n * d
+    merger = _norm(norm, n, h, w, trained) + (2 if trained else 1) * w * n * h  # GELU's input (and output)
+    if checkpointing:  # one cu_seqlens entry per image, and (windows) at most one per token (the batch's first: kept)
+        return fixed + merger + tower.depth * w * n * h + I32 * (1 + (tokens if windows else 0))
+    block = 2 * _norm(norm, n, h, w, True) + 7 * w * n * h + F32 * tower.heads * n + mlp * w * n * tower.intermediate
+    return fixed + merger + tower.depth * block
+
+
+class Masks(NamedTuple):
+    """Gemma 3's language model under images: the layers' shape its bidirectional image masks act on."""
+
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    sliding_layers: int
+    sliding_window: int
+
+
+def _image_masks(masks: Masks, b: int, s: int, w: int, checkpointing: bool) -> int:
+    """Every layer gets an explicit (b, 1, s, s) mask (token_type_ids: create_masks_for_vision_model), so sdpa
+    repeats k and v and each layer keeps its copy of the mask (memory/activations.py `_sliding_extra`, already counted
+    for sliding layers the sequence outgrows); under checkpointing the layers' inputs hold one boolean mask per
+    attention type (the text model's one (s, s) sliding mask aside)."""
+    already = masks.sliding_layers if s > masks.sliding_window else 0
+    if checkpointing:
+        types = (masks.sliding_layers > 0) + (masks.sliding_layers < masks.layers)
+        return types * b * s * s - (s * s if already else 0)
+    return (masks.layers - already) * (2 * w * b * s * (masks.heads - masks.kv_heads) * masks.head_dim + w * b * s * s)
+
+
+class VisionKept(NamedTuple):
+    """What a vision-language model keeps beside its language model (ModelShape.vision)."""
+
+    tower: Tower  # one image's
+    trained: bool  # the tower and projector (else both frozen)
+    input_grads: bool  # checkpointing through Transformers' gradient_checkpointing_enable (enable_input_require_grads)
+    images: int  # per sample
+    tokens: int  # per image
+    rotary_width: int  # M-RoPE's table width (the text head_dim; 0: no M-RoPE)
+    settings: str  # where the image settings came from
+    masks: Masks | None = None  # Gemma 3's bidirectional image masks
+
+    def kept(self, b: int, s: int, w: int, checkpointing: bool) -> int:
+        rows = b * s + 2 * w * (b - 1) * s * self.rotary_width
+        if self.rotary_width and checkpointing:  # M-RoPE: the layers get no position ids
+            rows -= I64 * s
+        if self.masks is not None:
+            rows += _image_masks(self.masks, b, s, w, checkpointing)
+        if not self.trained and not (checkpointing and self.input_grads):  # a frozen tower under no-grad inputs
+            return rows
+        first = I32 * (2 if TOWERS[self.tower.kind][2] else 1) if checkpointing else 0  # cu_seqlens' leading 0s
+        if self.tower.kind == "siglip_vision_model":
+            first = F32 * self.tower.hidden  # mm_soft_emb_norm's fp32 1 + weight
+        if self.tower.kind == "clip_vision_model":
+            first = 0
+        return rows + first + b * self.images * tower_bytes(self.tower, w, checkpointing, self.trained, self.tokens)
