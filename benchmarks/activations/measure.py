@@ -141,6 +141,10 @@ VARIANTS = [
     (96, 2, "bfloat16", True, "sdpa", False),
     (64, 1, "float32", True, "eager", True),
 ]
+QWEN3_NEXT_80B = {"hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 64,
+                  "partial_rotary_factor": 0.25, "full_attention_interval": 4, "moe_intermediate_size": 32,
+                  "shared_expert_intermediate_size": 32, "num_experts": 16, "num_experts_per_tok": 4,
+                  "intermediate_size": 640}
 # Extra shape variations beyond the base shapes
 EXTRA = [
     ("llama", {"num_key_value_heads": 4, "head_dim": 32, "tie_word_embeddings": True}, (128, 2, "bfloat16", False, "sdpa", False)),
@@ -178,6 +182,19 @@ EXTRA = [
     ("llama4_text", {"attention_chunk_size": 32}, (96, 2, "bfloat16", True, "sdpa", False)),
     ("gpt_oss", {"sliding_window": 32, "num_experts_per_tok": 1}, (96, 1, "bfloat16", False, "eager", False)),
     ("gpt_oss", {"sliding_window": 32}, (96, 2, "bfloat16", True, "eager", False)),
+    # qwen3_next's gated delta-net (the torch fallbacks: chunk size 64, sequences that are and are not multiples of
+    # it): as many key as value heads with wider values, dense layers beside sparse ones, and Qwen3-Next-80B-A3B
+    # scaled down (16 q / 2 kv heads of 256 -> 8 / 1 of 64, 16 / 32 linear heads of 128 -> 2 / 4 of 32,
+    # full_attention_interval 4, partial rotary 0.25) at 4 and 5 layers (3 delta-net layers, then the full one)
+    ("qwen3_next", {"linear_num_value_heads": 2, "linear_value_head_dim": 48}, (100, 1, "float32", False, "sdpa", False)),
+    ("qwen3_next", {"linear_num_value_heads": 2, "linear_value_head_dim": 48}, (200, 2, "bfloat16", False, "sdpa", False)),
+    ("qwen3_next", {"mlp_only_layers": [1], "decoder_sparse_step": 1}, (64, 2, "bfloat16", False, "sdpa", False)),
+    # fp32 at a multiple of the chunk size: no cast, so q, k keep the token-major layout (matmul copies them)
+    ("qwen3_next", {"linear_num_value_heads": 2, "linear_value_head_dim": 48}, (128, 2, "float32", False, "sdpa", False)),
+    ("qwen3_next", {}, (128, 2, "float32", False, "eager", False)),
+    ("qwen3_next", QWEN3_NEXT_80B, (200, 1, "bfloat16", False, "sdpa", False), (4, 5)),
+    ("qwen3_next", QWEN3_NEXT_80B, (130, 2, "bfloat16", True, "sdpa", False), (4, 5)),
+    ("qwen3_next", QWEN3_NEXT_80B, (64, 1, "float32", True, "sdpa", False), (4, 5)),
 ]
 # Sliding windows shorter than the sequence under sdpa (issue 29 follow-up: does each masked layer keep its own
 # mask?), at 1, 2 and 3 layers so that at least two layers slide; b = 1 and 2, with and without checkpointing.
@@ -211,6 +228,8 @@ def cases() -> list[dict]:
                     "attention": attention}
             if family == "llama4_text":  # layer 3 is unrotated (no_rope_layer_interval 4) and sparse
                 counts = counts or [(1, 2, 4)]
+            if family == "qwen3_next":  # a model of delta-net layers alone cannot count its cache's length, so
+                counts = counts or [(2, 3)]  # 2 layers (delta-net, full attention), then a third (delta-net)
             if counts:  # measured at other layer counts than 1 and 2
                 case["layers"] = list(counts[0])
             if family in ("gemma2", "gemma3_text"):  # one sliding and one full layer at 2 layers (2 sliding at 3)

@@ -21,7 +21,7 @@ RECORD = accuracy.load()
 ROWS = accuracy.comparisons(RECORD)
 FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "gpt2", "gpt_neox",
             "mixtral", "qwen3_moe", "olmo2", "olmo3", "granite", "smollm3", "starcoder2", "cohere", "cohere2",
-            "olmoe", "deepseek_v3", "glm4_moe", "gpt_oss", "llama4_text", "phimoe"}
+            "olmoe", "deepseek_v3", "glm4_moe", "gpt_oss", "llama4_text", "phimoe", "qwen3_next"}
 
 
 def test_the_record_covers_what_the_issue_asks():
@@ -41,6 +41,44 @@ def test_the_record_covers_what_the_issue_asks():
 @pytest.mark.parametrize("row", ROWS, ids=[f"{row['id']}-L{row['layers']}" for row in ROWS])
 def test_every_measured_case_is_within_ten_percent(row):
     assert abs(row["error"]) <= 0.10, row
+
+
+def test_the_gated_delta_net_is_measured_within_two_percent():
+    """qwen3_next (issue 29): the torch fallbacks' delta-net layers beside gated full attention, at sequence lengths
+    that are and are not multiples of the chunk size (64), bf16 and fp32, with and without checkpointing, as many key
+    as value heads or half as many, the 80B-A3B config scaled down."""
+    cases = [case for case in RECORD["cases"] if case["config"]["model_type"] == "qwen3_next"]
+    lengths = {case["sequence_length"] % 64 == 0 for case in cases}
+    assert lengths == {True, False} and {case["sequence_length"] > 64 for case in cases} == {True, False}
+    assert {(case["dtype"], case["gradient_checkpointing"]) for case in cases} >= {
+        ("bfloat16", False), ("bfloat16", True), ("float32", False), ("float32", True)}
+    assert {case["config"]["linear_num_key_heads"] == case["config"]["linear_num_value_heads"] for case in cases} == {
+        True, False}
+    rows = [row for row in ROWS if row["model_type"] == "qwen3_next"]
+    assert len(rows) == 2 * len(cases) and all(abs(row["error"]) <= 0.02 for row in rows), rows
+
+
+def test_a_gated_delta_net_layer_by_hand():
+    """One delta-net layer of qwen3_next-0 (b=2, s=64: one chunk, bf16; 2 key heads, 4 value heads of 32, conv
+    channels 2·64 + 128 = 256, kernel 4) read off the saved tensors: 3 layers (2 delta-net) minus 2 (1)."""
+    b, s, heads, k, v, conv, chunk = 2, 64, 4, 32, 32, 256, 64
+    rows = b * heads
+    norms = 2 * (4 * b * s * 128 * 2 + 4 * b * s + 4 * 128 + 2 * b * s * 128)  # fp32 x, 1/rms, 1 + w, x̂, output
+    mixer = 2 * b * conv * s + 2 * b * conv * (s + 3) + 2 * rows * s  # the conv's input and output, sigmoid(b)
+    mixer += 4 * 2 * heads + 4 * 2 * rows * s  # exp(A_log) and its negation, softplus's input and output
+    mixer += 2 * (4 * rows * s * k + 4 * rows * s)  # q, k in fp32 and their 1/norm
+    mixer += 4 * rows * chunk * (1 + v + k) + chunk * chunk  # beta, value, key; the triangular mask
+    mixer += 5 * 4 * rows * chunk * chunk  # pairwise decay, k_beta·kᵀ, q·kᵀ, the UT system, intra-chunk attention
+    mixer += 2 * 4 * rows * chunk * k + 3 * 4 * rows * chunk  # k_beta, scaled q; three exp(decay)
+    mixer += 4 * rows * chunk * (v + k) + 4 * rows  # new values, k_cumdecay; the chunk decay
+    mixer += 4 * rows * k * v + 4 * rows * chunk * (v + k)  # the zero state, v_new, decayed k
+    mixer += 4 * rows * s * (3 * v + 1) + 2 * 2 * rows * s * v + 2 * rows * s * v  # gated norm, out_proj's input
+    tokens, experts = b * s, 2 * b * s  # the MoE: router, 2 of 8 experts of 64, a shared expert of 128 and its gate
+    moe = 4 * tokens * 8 + 8 * experts + 4 * (experts + tokens)  # softmax, top-k indices, the renormalized weights
+    moe += 2 * experts * (2 * 128 + 4 * 64) + 2 * experts + 3 * 8 * experts + 4 * 8  # grouped_mm's (as qwen3_moe)
+    moe += 4 * 2 * tokens * 128 + 2 * tokens + 2 * tokens * 128  # shared expert, sigmoid(its gate), its output
+    case = next(case for case in RECORD["cases"] if case["id"] == "qwen3_next-0")
+    assert case["saved_bytes"]["3"] - case["saved_bytes"]["2"] == norms + mixer + moe
 
 
 def test_error_distribution(capsys):

@@ -88,7 +88,7 @@ def test_the_module_tree_is_named_modules(name):
 
 
 MEASURED = {"olmo2", "olmo3", "granite", "smollm3", "starcoder2", "cohere", "cohere2", "olmoe", "deepseek_v3",
-            "glm4_moe", "gpt_oss", "llama4_text", "phimoe"}  # tests/data/activations
+            "glm4_moe", "gpt_oss", "llama4_text", "phimoe", "qwen3_next"}  # tests/data/activations
 
 
 @pytest.mark.parametrize("model_type", sorted(MEASURED))

@@ -31,6 +31,22 @@ GROUPED_SIGMOID: Router = ((1, "Th", "up"), (1, "TE", "f32"), (2, "TG", "i64"), 
 #: GptOssTopKRouter: top-k of the logits (indices), then a softmax over the k values in the model dtype
 TOP_K_SOFTMAX: Router = ((1, "S", "i64"), (1, "S", "w"))
 SPARSEMIXER: Router = ((2, "TE", "bool"), (4, "T", "i64"), (2, "TE", "w"), (2, "T", "w"))
+#: What one Qwen3-Next gated delta-net layer keeps for backward on Transformers' torch fallbacks (causal_conv1d_fn,
+#: torch_chunk_gated_delta_rule: no flash-linear-attention / causal-conv1d), as (count, rows, width) terms like
+#: Router's. Rows: conv = b × conv channels × (2s + kernel - 1) (the conv's input, its padded output kept by silu);
+#: H value heads; Rs = b·s·H; Rsk, Rsv = Rs × key / value head width; RP, RPk, RPv, RPC = b·H × the sequence padded
+#: to the chunk size (64) × 1, key, value width, chunk size; Rn = b·H × chunks; Rnkv = Rn × key × value width (the
+#: recurrent state entering each chunk); CC = chunk²; qd = RPk when there is more than one chunk (the first chunk's
+#: queries meet a zero state). In order: the conv; sigmoid(b) (w); exp(A_log), -exp (f32); softplus's input and
+#: output, q/k L2 norms' 1/norm, the gated norm's 1/rms (Rs f32); q, k in fp32 before the L2 norm (Rsk); the gated
+#: norm's fp32 input, fp32 gate, silu(gate) (Rsv f32), its normalized input and weighted output, out_proj's input
+#: (Rsv w); beta, exp(cumulative decay) for k_beta, q and k (RP); value, new_values (the UT solve's), v_new (RPv);
+#: key, k_beta, scaled q, k_cumdecay, decayed k (RPk); the pairwise decay, k_beta·kᵀ and q·kᵀ products, the UT
+#: system, the intra-chunk attention (RPC); the chunk decay; the states; the triangular mask (bool); decayed q.
+DELTA_CHUNK = 64  # torch_chunk_gated_delta_rule's chunk_size (the model passes none)
+GATED_DELTA_NET: Router = ((1, "conv", "w"), (1, "Rs", "w"), (2, "H", "f32"), (5, "Rs", "f32"), (2, "Rsk", "f32"),
+                           (3, "Rsv", "f32"), (3, "Rsv", "w"), (4, "RP", "f32"), (3, "RPv", "f32"), (5, "RPk", "f32"),
+                           (5, "RPC", "f32"), (1, "Rn", "f32"), (1, "Rnkv", "f32"), (1, "CC", "bool"), (1, "qd", "f32"))
 
 
 @dataclass(frozen=True)
@@ -61,6 +77,7 @@ class Moe:
     # clamped SwiGLU: + the clamped gate, sigmoid, glu, up + 1)
     every_expert: bool = False  # every expert runs on every token, weighted by its score (llama4_text: bmm), not
     # grouped_mm over the tokens sorted by expert
+    gated_shared: bool = False  # sigmoid(shared_expert_gate(x)) scales the shared expert's output (qwen3_next)
 
 
 @dataclass(frozen=True)
@@ -285,8 +302,8 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
            lora_measured=False, liger=False),
     # Issue 29: counted exactly (parameters against Transformers on the meta device, tests/data/model_families); the
     # activation model measured exact on olmo2, olmo3, granite, smollm3, starcoder2, cohere, cohere2 and the MoE
-    # families but qwen2_moe / qwen3_next (tests/data/activations); activations=False where not measured yet (the peak
-    # is unknown for them, never guessed).
+    # families but qwen2_moe (tests/data/activations); activations=False where not measured yet (the peak is unknown
+    # for them, never guessed).
     Family("olmo2", OLMO2_LAYER, qk_norm=True, norm="rms32", post_norms=True, rotary_fp32=True),
     Family("olmo3", OLMO2_LAYER, qk_norm=True, norm="rms32", post_norms=True, rotary_fp32=True, rotary_per_type=True, sliding=Sliding(window=4096, global_every=(None, 4))),
     Family("olmoe", OLMOE_LAYER, head_dim_key=False, qk_norm=True, lora_measured=False,  # llama's RMSNorm
@@ -308,7 +325,7 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
            sliding=Sliding(window=4096, global_every=("sliding_window_pattern", 4)),
            liger=False),
     # Issue 29, the MoE families: counted exactly (every parameter's name and shape, tests/data/model_families);
-    # activations measured (docs/model-families.md; qwen3_next: its gated delta-net not yet). Moe.aliases: PEFT's
+    # activations measured (docs/model-families.md; qwen3_next: its delta-net on the torch fallback). Moe.aliases: PEFT's
     # _MOE_TARGET_MODULE_MAPPING (deepseek_v3, glm4_moe, qwen3_next map to qwen2_moe's, transformers
     # conversion_mapping._MODEL_TO_CONVERSION_PATTERN); gpt_oss, llama4_text and phimoe have no conversion in PEFT, and
     # their degenerate pair makes memory/adapters refuse all-linear / expert targets on them instead of adapting experts
@@ -331,11 +348,11 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
            moe=Moe("num_local_experts", "intermediate_size", 4, False, False, False,
                    ("router", ("gate_up_proj", "gate_up_proj"), "down_proj"), modules=("mlp.experts",),
                    transposed=True, expert_bias=True, router_bias=True, router=TOP_K_SOFTMAX, expert_kept=7)),
-    Family("qwen3_next", QWEN3_NEXT_LAYER, qk_norm=True, gated_q=True, hybrid=True, activations=False,
-           lora_measured=False, liger=False,
+    Family("qwen3_next", QWEN3_NEXT_LAYER, qk_norm=True, gated_q=True, hybrid=True, norm="rms1p",
+           partial_rotary=0.25, lora_measured=False, liger=False,
            moe=Moe("num_experts", "moe_intermediate_size", 10, True, "norm_topk_prob", False,
                    ("gate", ("gate_proj", "up_proj"), "down_proj"), shared="shared_expert_intermediate_size",
-                   modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_expert.act_fn"))),
+                   modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_expert.act_fn"), gated_shared=True)),
     Family("llama4_text", LLAMA4_LAYER, keys=(("intermediate", ("intermediate_size_mlp",)),),
            layer_modules=(), lora_measured=False, liger=False, qk_norm="use_qk_norm", qk_norm_weightless=True,
            rotary_fp32=True, rotary_halves=True, no_rope=True, softmax_fp32=False,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from zeromem_lsp.configs.families import Moe, of
+from zeromem_lsp.configs.families import DELTA_CHUNK, GATED_DELTA_NET, Moe, of
 from zeromem_lsp.configs.model_config import MAX_COUNT, MAX_SIZE, ModelShape
 from zeromem_lsp.configs.transformers_paths import NEWEST_PATH, TransformersPath
 from zeromem_lsp.memory.precision import DTYPE_BYTES
@@ -99,9 +99,26 @@ def _attention(shape: ModelShape, b: int, s: int, w: int, impl: str, v_bytes: in
     return kept + out
 
 
-def _layer(shape: ModelShape, b: int, s: int, w: int, impl: str, sparse: bool) -> int:
+def _delta_net(shape: ModelShape, b: int, s: int, w: int) -> int:
+    """A gated delta-net mixer on Transformers' torch fallbacks (families.GATED_DELTA_NET; fp32's layouts: docs)."""
+    (k_heads, v_heads, dk, dv, kernel), chunk, rows = shape.linear_heads, DELTA_CHUNK, b * shape.linear_heads[1]
+    n, conv = -(-s // chunk), 2 * k_heads * dk + v_heads * dv
+    # fp32 at a chunk multiple: q, k stay token-major (matmul copies k_beta, q, kᵀ twice; grouped heads with b > 1:
+    padded, strided = n * chunk, w == F32 and s % chunk == 0 and (b > 1 or n > 1)  # each later chunk's decayed q)
+    grouped = strided and b > 1 and k_heads != v_heads
+    size = {"conv": b * conv * (2 * s + kernel - 1), "H": v_heads, "Rs": rows * s, "Rsk": rows * s * dk,
+            "Rsv": rows * s * dv, "RP": rows * padded, "RPk": rows * padded * dk, "RPv": rows * padded * dv,
+            "RPC": rows * padded * chunk, "Rn": rows * n, "Rnkv": rows * n * dk * dv, "CC": chunk * chunk,
+            "qd": rows * (padded - chunk * grouped) * dk if n > 1 else 0}
+    kept = sum(count * size[row] * {"w": w, "f32": F32, "bool": 1}[width] for count, row, width in GATED_DELTA_NET)
+    if w == F32 and k_heads == v_heads:  # q, k views of the conv's output, the gate one of in_proj_qkvz's
+        kept += F32 * (b * conv * s - 2 * size["Rsk"] + b * s * 2 * (k_heads * dk + v_heads * dv) - size["Rsv"])
+    return kept + (4 * F32 * size["RPk"] if strided else 0)
+
+
+def _layer(shape: ModelShape, b: int, s: int, w: int, impl: str, sparse: bool, linear: bool = False) -> int:
     """One decoder layer: its norms (LayerNorm, centred, RMSNorm with or without post-norms and q/k norms), the
-    attention and the MLP (`Family.mlp_kept` T × I tensors) or the MoE block; docs/memory-model.md's table."""
+    attention (`linear`: a gated delta-net) and the MLP (`Family.mlp_kept` T × I tensors) or the MoE block; docs."""
     family, tokens, h = of(shape), b * s, shape.hidden
     q, kv, d = shape.heads, shape.kv_heads, shape.head_dim
     norm = family.norm
@@ -121,7 +138,7 @@ def _layer(shape: ModelShape, b: int, s: int, w: int, impl: str, sparse: bool) -
             kept += F32 * tokens * (q + kv) * (d + 1)
         elif shape.qk_norm and family.qk_norm_whole:  # one row per token over the whole projection
             kept += _rms(tokens, q * d, w, False, norm) + _rms(tokens, kv * d, w, False, norm)
-        elif shape.qk_norm:
+        elif shape.qk_norm and not linear:
             kept += _rms(tokens * q, d, w, False, norm) + _rms(tokens * kv, d, w, False, norm)
         # MLA: the latents' norms, whose outputs q_b_proj and kv_b_proj keep (fp32: kv_a's input a view, rope and all)
         kept += sum(_rms(tokens, rank, w, True, norm) for rank in (shape.q_lora_rank, shape.kv_lora_rank) if rank) + (
@@ -130,7 +147,9 @@ def _layer(shape: ModelShape, b: int, s: int, w: int, impl: str, sparse: bool) -
             kept += 2 * _rms(tokens, h, w, False, norm)
         if not family.post_norms:
             kept += _rms(tokens, h, w, True, norm)
-    kept += _attention(shape, b, s, w, impl, w * tokens * width)
+    # qwen3_next's output gate: sigmoid's output, the gated product (fp32: the q norm's input is q_proj's whole output)
+    kept += _delta_net(shape, b, s, w) if linear else _attention(shape, b, s, w, impl, w * tokens * width) + (
+        2 * w + (F32 if w == F32 else 0)) * tokens * q * d * family.gated_q
     if shape.hidden_dropout > 0:  # resid dropouts after attention and MLP
         kept += 2 * w * tokens * h
     return kept + (_moe(shape, family.moe, tokens, w) if sparse and family.moe else family.mlp_kept * w * tokens * (
@@ -149,7 +168,7 @@ def _moe(shape: ModelShape, moe: Moe, tokens: int, w: int) -> int:
     visits = tokens * experts if moe.every_expert else tokens * k
     kept += ((2 * h + moe.expert_kept * shape.expert_intermediate) * w + (F32 if moe.fp32_weights else w)) * visits
     return kept + (0 if moe.every_expert else (3 + moe.expert_bias) * I64 * visits + I32 * experts) + 4 * w * (
-        tokens * shape.shared_intermediate)
+        tokens * shape.shared_intermediate) + w * (tokens + tokens * h) * moe.gated_shared  # sigmoid, shared output
 
 
 def _layer_types(shape: ModelShape) -> int:
@@ -237,9 +256,12 @@ def estimate_activations(shape: ModelShape, sequence_length: int, micro_batch: i
     extra = _sliding_extra(shape, b, s, w, attention) - (repeated if _masked(shape, s, attention) else 0)  # (has them)
     layer_bytes = (shape.sparse_layers * sizes[0] if shape.sparse_layers else 0) + (dense * sizes[-1] if dense else 0)
     layer_bytes += shape.sliding_layers * extra
+    mixer = _layer(shape, b, s, w, attention, False, True) - _layer(shape, b, s, w, attention, False) - repeated - (
+        copied) if shape.linear_layers else 0  # a gated delta-net layer's mixer instead of attention (qwen3_next)
+    layer_bytes += len(shape.linear_layers) * mixer
     layer_bytes += shape.nope_layers * (F32 * s - (F32 * b * s * (shape.heads + shape.kv_heads) * (  # unrotated
         shape.head_dim + 1) if shape.qk_norm else 0))  # layers (llama4_text): no q/k norm, a temperature scale
-    per_layer = max(sizes) + (extra if shape.sliding_layers else 0)
+    per_layer = max(sizes) + (extra if shape.sliding_layers else 0) + max(mixer, 0)
     embedding, shared = _embedding(shape, b, s, w), _shared(shape, b, s, w, attention)
     embedding += shape.vision.kept(b, s, w, checkpointing) if shape.vision else 0  # configs/image_tokens.py
     final_norm, logits = _final_norm(shape, b, s, w), _logits(shape, b, s, w)
