@@ -88,6 +88,11 @@ BASE = {
                 "attention_dropout": 0.0},
     # issue 29's MoE families (real-shaped traits at small widths: MLA ranks, shared experts, grouped routing,
     # first_k_dense_replace, hybrid linear attention, interleaved MoE layers)
+    "qwen2_moe": {"model_type": "qwen2_moe", "pad_token_id": 0, "hidden_size": 128, "num_attention_heads": 4,
+                  "num_key_value_heads": 2, "intermediate_size": 256, "moe_intermediate_size": 96,
+                  "shared_expert_intermediate_size": 192, "num_experts": 8, "num_experts_per_tok": 2,
+                  "norm_topk_prob": False, "vocab_size": 1000, "tie_word_embeddings": False,
+                  "attention_dropout": 0.0, "use_sliding_window": False},
     "olmoe": {"model_type": "olmoe", "pad_token_id": 0, "hidden_size": 128, "num_attention_heads": 4,
               "num_key_value_heads": 2, "intermediate_size": 96, "num_experts": 8, "num_experts_per_tok": 2,
               "norm_topk_prob": False, "vocab_size": 1000, "tie_word_embeddings": False, "attention_dropout": 0.0},
@@ -209,6 +214,13 @@ EXTRA += [("gemma2", {"sliding_window": 32}, variant, (1, 2, 3)) for variant in 
 # the other families on the same sdpa mask path (two variants each)
 EXTRA += [(family, {**changes, "sliding_window": 32}, variant, (1, 2, 3)) for family, changes in (
     ("qwen3", QWEN_SHORT), ("qwen3_moe", QWEN_SHORT), ("mixtral", {}), ("phi3", {})) for variant in SHORT[1:3]]
+
+
+# qwen2_moe: normalised top-3, a narrower shared expert in fp32 under checkpointing, a window shorter than the sequence
+EXTRA += [("qwen2_moe", {"norm_topk_prob": True, "num_experts_per_tok": 3}, (64, 2, "bfloat16", False, "sdpa", False)),
+          ("qwen2_moe", {"shared_expert_intermediate_size": 64}, (96, 2, "float32", True, "sdpa", False)),
+          ("qwen2_moe", QWEN_SHORT, SHORT[1], (1, 2, 3)),  # max_window_layers 0: no layer slides in qwen2_moe
+          ("qwen2_moe", {**QWEN_SHORT, "max_window_layers": 3}, SHORT[1], (1, 2, 3))]  # layers 0 and 2 slide
 
 
 def cases() -> list[dict]:

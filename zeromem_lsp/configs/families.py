@@ -88,6 +88,7 @@ class Sliding:
     flag: str | None = None  # a flag that must be true for any layer to slide (qwen: use_sliding_window)
     global_every: tuple[str | None, int] | None = None  # every n-th layer is global (key, fallback)
     full_below: tuple[str, int] | None = None  # the first n layers are global (key, fallback)
+    even_below: tuple[str, int] | None = None  # the even-indexed layers below n slide (key, fallback; qwen2_moe)
     window_key: str = "sliding_window"  # llama4_text: attention_chunk_size (its chunked layers count as sliding)
     kind: str = "sliding_attention"  # the layer type that slides (layer_types)
     batched_mask: bool = False  # checkpointing keeps a (b, 1, s, s) boolean mask (llama4 chunked), not (1, 1, s, s)
@@ -266,6 +267,8 @@ class Family:
 
 
 QWEN_SLIDING = Sliding(flag="use_sliding_window", full_below=("max_window_layers", 28))
+#: Qwen2MoeConfig.__post_init__: layer i slides when (i + 1) % 2 and i < max_window_layers (the opposite of qwen2's)
+QWEN2_MOE_SLIDING = Sliding(flag="use_sliding_window", even_below=("max_window_layers", 28))
 FAMILIES: dict[str, Family] = {family.name: family for family in (
     Family("llama"),
     Family("mistral", qkv_bias=False, o_bias=False, sliding=Sliding(window=4096)),
@@ -302,7 +305,7 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
            lora_measured=False, liger=False),
     # Issue 29: counted exactly (parameters against Transformers on the meta device, tests/data/model_families); the
     # activation model measured exact on olmo2, olmo3, granite, smollm3, starcoder2, cohere, cohere2 and the MoE
-    # families but qwen2_moe (tests/data/activations); activations=False where not measured yet (the peak is unknown
+    # families (tests/data/activations); activations=False where not measured yet (the peak is unknown
     # for them, never guessed).
     Family("olmo2", OLMO2_LAYER, qk_norm=True, norm="rms32", post_norms=True, rotary_fp32=True),
     Family("olmo3", OLMO2_LAYER, qk_norm=True, norm="rms32", post_norms=True, rotary_fp32=True, rotary_per_type=True, sliding=Sliding(window=4096, global_every=(None, 4))),
@@ -310,10 +313,10 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
            moe=Moe("num_experts", "intermediate_size", 8, False, "norm_topk_prob", False,
                    ("gate", ("gate_proj", "up_proj"), "down_proj")), liger=False),
     Family("qwen2_moe", QWEN2_MOE_LAYER, bias_keys=("qkv_bias", "mlp_bias"), attention_bias=True, o_bias=False,
-           mlp_bias=False, sliding=QWEN_SLIDING, activations=False, lora_measured=False, liger=False,
+           mlp_bias=False, sliding=QWEN2_MOE_SLIDING, lora_measured=False, liger=False,
            moe=Moe("num_experts", "moe_intermediate_size", 4, True, "norm_topk_prob", False,
                    ("gate", ("gate_proj", "up_proj"), "down_proj"), shared="shared_expert_intermediate_size",
-                   modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_expert.act_fn"))),
+                   modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_expert.act_fn"), gated_shared=True)),
     Family("granite"),  # llama's weights; multipliers scale the stream
     Family("smollm3", tie=True),  # llama's weights; every 4th layer unrotated
     Family("starcoder2", STARCODER2_LAYER, layer_modules=("mlp.act",), bias_keys=("use_bias", "use_bias"),

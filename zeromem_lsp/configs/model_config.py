@@ -250,6 +250,9 @@ def _sliding(config: dict, family: Family, layers: int) -> tuple[int, int]:
         return window, layers - layers // pattern
     if rule.full_below:
         return window, max(0, layers - _int(config, rule.full_below[0], default=rule.full_below[1], minimum=0))
+    if rule.even_below:
+        below = min(layers, _int(config, rule.even_below[0], default=rule.even_below[1], minimum=0))
+        return window, (below + 1) // 2
     return window, layers
 
 
