@@ -115,3 +115,11 @@ def test_reserved_after_wrapping_against_the_published_figure(case):
     torch22 = replay_stream(wrap_stream(model, 2, True, record_stream=True), Allocator(False)).reserved
     assert modelled < torch22 <= reading
     assert (reading - torch22) / reading <= 0.05, (modelled / reading, torch22 / reading)
+
+
+def test_fsdp1_gathers_on_its_own_stream_so_the_wraps_cache_does_not_serve_the_gathered_units():
+    ops = [Op("alloc", "wrap: flat", 30 * MIB), Op("free", "wrap: flat", 30 * MIB),
+           Op("alloc", "gathered parameters", 30 * MIB)]
+    assert replay_stream(ops, Allocator(False)).reserved == 30 * MIB  # the cached 30 MiB block serves it
+    # on the unshard stream it needs a segment of its own (best fit searches the request's stream only)
+    assert replay_stream(ops, Allocator(False), {"gathered parameters": 1}).reserved == 60 * MIB

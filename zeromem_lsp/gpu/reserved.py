@@ -51,8 +51,9 @@ ASSUMPTIONS = (
     "includes the first step)",
     f"{WORKSPACES_PER_STEP} cuBLAS workspaces (the forward's thread and the autograd engine's thread) are allocated "
     "at the first forward moment and kept",
-    "one stream (the default one): side streams (DeepSpeed's overlap_comm, FSDP's all-gather stream) are not "
-    "separated, although the allocator caches per stream",
+    "one stream (the default one), but for FSDP1's all-gathered units (its unshard stream, FSDP1_STREAMS): other side "
+    "streams (DeepSpeed's overlap_comm, FSDP1's post-backward reduce-scatter, FSDP2's) are not separated, although "
+    "the allocator caches per stream",
     "under FSDP1 the stream of wrapping the model (gpu/wrap.py: each unit moved, broadcast, flattened and sharded on "
     "the GPU) comes first, and its shards are the step's parameters",
 )
@@ -168,14 +169,16 @@ class ReservedPeak(NamedTuple):
         return self.reserved + self.costs.outside_high
 
 
-def replay_stream(ops: Iterable[Op], allocator: Allocator) -> Allocator:
+def replay_stream(ops: Iterable[Op], allocator: Allocator, streams: dict[str, int] | None = None) -> Allocator:
     """Run the stream through the allocator (frees take the part's newest live tensor of that size; a "release"
-    frees it for the program only, and its "complete", the oldest such of that size, returns it to the pool)."""
+    frees it for the program only, and its "complete", the oldest such of that size, returns it to the pool).
+    `streams`: the parts allocated on a side stream (the allocator keeps each stream's cached blocks apart)."""
     handles: dict[str, list[tuple[int, int]]] = {}
     waiting: dict[str, list[tuple[int, int]]] = {}
     for op in ops:
         if op.action == "alloc":
-            handles.setdefault(op.part, []).append((allocator.malloc(op.size), op.size))
+            stream = (streams or {}).get(op.part, 0)
+            handles.setdefault(op.part, []).append((allocator.malloc(op.size, stream), op.size))
             continue
         stack = waiting[op.part] if op.action == "complete" else handles[op.part]
         found = [i for i, (_, size) in enumerate(stack) if size == op.size]
@@ -194,7 +197,7 @@ def replay_stream(ops: Iterable[Op], allocator: Allocator) -> Allocator:
 def reserved_peak(peak: StepPeak, shape: ModelShape | None = None, *, expandable: bool = False,
                   device_name: str = "H100", ranks: int = 1, interconnect: str = "nvlink", communicators: int = 1,
                   cublas_config: str | None = None, steps: int = 2, prelude: Sequence[Op] = (),
-                  **allocator_settings: Any) -> ReservedPeak:
+                  streams: dict[str, int] | None = None, **allocator_settings: Any) -> ReservedPeak:
     """The step's allocated and reserved peaks as the caching allocator would serve its tensors, and the fixed
     costs beside them (`ReservedPeak.budget_low` / `budget_high`: reserved + context + NCCL). `prelude`: what
     happened in the process before the step and stays in the cache (wrapping the model: gpu/wrap.py); the peaks
@@ -203,7 +206,7 @@ def reserved_peak(peak: StepPeak, shape: ModelShape | None = None, *, expandable
     after_wrap = replay_stream(prelude, Allocator(expandable, **allocator_settings)).reserved if prelude else None
     ops = allocation_stream(moments_in_order(peak), splits(shape), steps, [costs.workspace] * WORKSPACES_PER_STEP,
                             prelude)
-    allocator = replay_stream(ops, Allocator(expandable, **allocator_settings))
+    allocator = replay_stream(ops, Allocator(expandable, **allocator_settings), streams)
     return ReservedPeak(peak.peak, allocator.max_allocated, allocator.max_reserved, costs, expandable, after_wrap)
 
 
@@ -252,7 +255,8 @@ class Reserve:
     @functools.cached_property
     def modelled(self) -> ReservedPeak:
         prelude = () if self.wrap is None else wrap_stream(self.wrap, self.ranks, self.sharded, offload=self.offload)
-        return reserved_peak(self.peak, self.shape, device_name=self.device_name, ranks=self.ranks, prelude=prelude)
+        return reserved_peak(self.peak, self.shape, device_name=self.device_name, ranks=self.ranks, prelude=prelude,
+                             streams=None if self.wrap is None else FSDP1_STREAMS)
 
     def to_json(self) -> dict[str, Any]:
         modelled = self.modelled
@@ -265,6 +269,10 @@ class Reserve:
                                                   {"reserved_after_wrap_bytes": modelled.after_wrap})}}
 
 
+#: FSDP1 all-gathers each unit into its padded unsharded flat parameter on `_unshard_stream`
+#: (torch/distributed/fsdp/_runtime_utils.py `_unshard`: `with ...stream(unshard_stream): handle.unshard()`;
+#: _flat_param.py `_alloc_padded_unsharded_flat_param`), so those blocks are cached for that stream only
+FSDP1_STREAMS = {"gathered parameters": 1}
 #: FSDP1 stages whose flat parameters stay unsharded (resolved/step_inputs.FSDP_STAGES: NO_SHARD)
 UNSHARDED = ("ddp",)
 
