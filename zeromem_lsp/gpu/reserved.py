@@ -270,8 +270,9 @@ class Reserve:
 
 
 #: FSDP1 all-gathers each unit into its padded unsharded flat parameter on `_unshard_stream`
-#: (torch/distributed/fsdp/_runtime_utils.py `_unshard`: `with ...stream(unshard_stream): handle.unshard()`;
-#: _flat_param.py `_alloc_padded_unsharded_flat_param`), so those blocks are cached for that stream only
+#: (torch 2.13 torch/distributed/fsdp/_runtime_utils.py:277-305 `_unshard`: `with ...stream(unshard_stream):
+#: handle.unshard()`; _flat_param.py:1395-1408 `_alloc_padded_unsharded_flat_param`), so those blocks are cached
+#: for that stream only
 FSDP1_STREAMS = {"gathered parameters": 1}
 #: FSDP1 stages whose flat parameters stay unsharded (resolved/step_inputs.FSDP_STAGES: NO_SHARD)
 UNSHARDED = ("ddp",)
