@@ -472,8 +472,10 @@ def allocator_line(found) -> str | None:
     if found is None or found.gpu is None:
         return None
     modelled = found.gpu.modelled
+    wrapped = ("" if modelled.after_wrap is None else f", reserved after FSDP1 wrapped the model "
+               f"{format_count(modelled.after_wrap)} B ({format_bytes(modelled.after_wrap)}, gpu/wrap.py)")
     return (f"caching allocator (modelled, not counted): allocated peak {format_count(modelled.allocated)} B, "
-            f"reserved peak {format_count(modelled.reserved)} B ({format_bytes(modelled.reserved)})")
+            f"reserved peak {format_count(modelled.reserved)} B ({format_bytes(modelled.reserved)}){wrapped}")
 
 
 def reserve_parts(found) -> str:

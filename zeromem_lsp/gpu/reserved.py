@@ -16,13 +16,17 @@ from collections.abc import Iterable, Sequence
 from math import prod
 import functools
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.gpu.allocator import Allocator
 from zeromem_lsp.gpu.fixed_costs import WORKSPACES_PER_STEP, FixedCosts, fixed_costs
+from zeromem_lsp.gpu.wrap import KEPT, Op, WrapModel, wrap_stream
 from zeromem_lsp.memory.optimizer_step import parameter_shapes
 from zeromem_lsp.memory.parts import PHASES
+from zeromem_lsp.memory.precision import DTYPE_BYTES
+from zeromem_lsp.memory.model_state import STAGES
+from zeromem_lsp.memory.stages import Offload
 from zeromem_lsp.memory.step import StepPeak
 
 #: Parts shaped like the model's parameters: one tensor per parameter, in `model.parameters()` order.
@@ -47,15 +51,12 @@ ASSUMPTIONS = (
     "includes the first step)",
     f"{WORKSPACES_PER_STEP} cuBLAS workspaces (the forward's thread and the autograd engine's thread) are allocated "
     "at the first forward moment and kept",
-    "one stream (the default one): side streams (DeepSpeed's overlap_comm, FSDP's all-gather stream) are not "
-    "separated, although the allocator caches per stream",
+    "one stream (the default one), but for FSDP1's all-gathered units (its unshard stream, FSDP1_STREAMS): other side "
+    "streams (DeepSpeed's overlap_comm, FSDP1's post-backward reduce-scatter, FSDP2's) are not separated, although "
+    "the allocator caches per stream",
+    "under FSDP1 the stream of wrapping the model (gpu/wrap.py: each unit moved, broadcast, flattened and sharded on "
+    "the GPU) comes first, and its shards are the step's parameters",
 )
-
-
-class Op(NamedTuple):
-    action: str  # "alloc" / "free"
-    part: str
-    size: int
 
 
 def _apportion(total: int, weights: Sequence[int]) -> list[int]:
@@ -95,11 +96,20 @@ def moments_in_order(peak: StepPeak) -> list[dict[str, int]]:
 
 
 def allocation_stream(moments: Iterable[dict[str, int]], shares: dict[str, list[int]], steps: int = 2,
-                      workspaces: Sequence[int] = ()) -> list[Op]:
-    """The allocations and frees that take each moment's parts to the next's (see the module's docstring)."""
+                      workspaces: Sequence[int] = (), prelude: Sequence[Op] = ()) -> list[Op]:
+    """The allocations and frees that take each moment's parts to the next's (see the module's docstring), after
+    `prelude` (what wrapping the model did, gpu/wrap.py): the tensors it leaves in `wrap.KEPT` are the step's
+    parameters, so the step allocates only what its parameters hold beyond them."""
     moments = list(moments)
-    ops: list[Op] = []
+    ops: list[Op] = list(prelude)
     live: dict[str, list[int]] = {}  # part → sizes of its live tensors, oldest first
+    for op in prelude:
+        if op.part == KEPT:
+            stack = live.setdefault(KEPT, [])
+            if op.action == "alloc":
+                stack.append(op.size)
+            else:
+                stack.remove(op.size)
 
     def grow(part: str, by: int) -> None:
         weights = shares.get(part, [1])
@@ -123,7 +133,7 @@ def allocation_stream(moments: Iterable[dict[str, int]], shares: dict[str, list[
         first = moments[0]
         persistent = {p: min(m.get(p, 0) for m in moments) for p in first}
         for part, size in persistent.items():
-            grow(part, size)
+            grow(part, size - sum(live.get(part, [])))
     for step in range(steps):
         for index, moment in enumerate(moments):
             for part in dict.fromkeys([*live, *moment]):  # (a fixed order: a set's would follow the hash seed)
@@ -147,6 +157,7 @@ class ReservedPeak(NamedTuple):
     reserved: int  # max_memory_reserved
     costs: FixedCosts  # CUDA context and NCCL (outside the allocator), the cuBLAS workspace (inside it)
     expandable: bool
+    after_wrap: int | None = None  # memory_reserved() after FSDP1 wrapped the model (gpu/wrap.py), when it did
 
     @property
     def budget_low(self) -> int:
@@ -158,32 +169,45 @@ class ReservedPeak(NamedTuple):
         return self.reserved + self.costs.outside_high
 
 
-def replay_stream(ops: Iterable[Op], allocator: Allocator) -> Allocator:
-    """Run the stream through the allocator (frees take the part's newest live tensor of that size)."""
+def replay_stream(ops: Iterable[Op], allocator: Allocator, streams: dict[str, int] | None = None) -> Allocator:
+    """Run the stream through the allocator (frees take the part's newest live tensor of that size; a "release"
+    frees it for the program only, and its "complete", the oldest such of that size, returns it to the pool).
+    `streams`: the parts allocated on a side stream (the allocator keeps each stream's cached blocks apart)."""
     handles: dict[str, list[tuple[int, int]]] = {}
+    waiting: dict[str, list[tuple[int, int]]] = {}
     for op in ops:
         if op.action == "alloc":
-            handles.setdefault(op.part, []).append((allocator.malloc(op.size), op.size))
+            stream = (streams or {}).get(op.part, 0)
+            handles.setdefault(op.part, []).append((allocator.malloc(op.size, stream), op.size))
+            continue
+        stack = waiting[op.part] if op.action == "complete" else handles[op.part]
+        found = [i for i, (_, size) in enumerate(stack) if size == op.size]
+        if not found:
+            raise AssertionError(f"no live {op.part} tensor of {op.size} bytes")
+        handle, size = stack.pop(found[0] if op.action == "complete" else found[-1])
+        if op.action == "complete":
+            allocator.complete_free(handle)
         else:
-            stack = handles[op.part]
-            for i in range(len(stack) - 1, -1, -1):
-                if stack[i][1] == op.size:
-                    allocator.free(stack.pop(i)[0])
-                    break
-            else:
-                raise AssertionError(f"no live {op.part} tensor of {op.size} bytes")
+            allocator.free(handle, completed=op.action == "free")
+        if op.action == "release":
+            waiting.setdefault(op.part, []).append((handle, size))
     return allocator
 
 
 def reserved_peak(peak: StepPeak, shape: ModelShape | None = None, *, expandable: bool = False,
                   device_name: str = "H100", ranks: int = 1, interconnect: str = "nvlink", communicators: int = 1,
-                  cublas_config: str | None = None, steps: int = 2, **allocator_settings: Any) -> ReservedPeak:
+                  cublas_config: str | None = None, steps: int = 2, prelude: Sequence[Op] = (),
+                  streams: dict[str, int] | None = None, **allocator_settings: Any) -> ReservedPeak:
     """The step's allocated and reserved peaks as the caching allocator would serve its tensors, and the fixed
-    costs beside them (`ReservedPeak.budget_low` / `budget_high`: reserved + context + NCCL)."""
+    costs beside them (`ReservedPeak.budget_low` / `budget_high`: reserved + context + NCCL). `prelude`: what
+    happened in the process before the step and stays in the cache (wrapping the model: gpu/wrap.py); the peaks
+    are then over the whole process, as `max_memory_reserved()` after wrapping reads them."""
     costs = fixed_costs(device_name, ranks, interconnect, communicators, cublas_config)
-    ops = allocation_stream(moments_in_order(peak), splits(shape), steps, [costs.workspace] * WORKSPACES_PER_STEP)
-    allocator = replay_stream(ops, Allocator(expandable, **allocator_settings))
-    return ReservedPeak(peak.peak, allocator.max_allocated, allocator.max_reserved, costs, expandable)
+    after_wrap = replay_stream(prelude, Allocator(expandable, **allocator_settings)).reserved if prelude else None
+    ops = allocation_stream(moments_in_order(peak), splits(shape), steps, [costs.workspace] * WORKSPACES_PER_STEP,
+                            prelude)
+    allocator = replay_stream(ops, Allocator(expandable, **allocator_settings), streams)
+    return ReservedPeak(peak.peak, allocator.max_allocated, allocator.max_reserved, costs, expandable, after_wrap)
 
 
 #: What the reserve counts per stage, as every figure names it (Reserve.bytes).
@@ -208,6 +232,9 @@ class Reserve:
     shape: ModelShape | None
     ranks: int
     device_name: str = DEFAULT_DEVICE
+    wrap: WrapModel | None = None  # FSDP1 moves, flattens and shards each unit on the GPU first (gpu/wrap.py)
+    sharded: bool = True  # the FSDP1 stage shards its flat parameters (all but NO_SHARD)
+    offload: bool = False  # FSDP1 moves each flat parameter to the host once sharded (CPUOffload)
 
     @functools.cached_property
     def costs(self) -> FixedCosts:
@@ -227,7 +254,9 @@ class Reserve:
 
     @functools.cached_property
     def modelled(self) -> ReservedPeak:
-        return reserved_peak(self.peak, self.shape, device_name=self.device_name, ranks=self.ranks)
+        prelude = () if self.wrap is None else wrap_stream(self.wrap, self.ranks, self.sharded, offload=self.offload)
+        return reserved_peak(self.peak, self.shape, device_name=self.device_name, ranks=self.ranks, prelude=prelude,
+                             streams=None if self.wrap is None else FSDP1_STREAMS)
 
     def to_json(self) -> dict[str, Any]:
         modelled = self.modelled
@@ -235,12 +264,65 @@ class Reserve:
                 "nccl_bytes": self.nccl, "communicators": self.costs.communicators, "device": self.device_name,
                 "caching_allocator_modelled": {"allocated_peak_bytes": modelled.allocated,
                                                "reserved_peak_bytes": modelled.reserved,
-                                               "expandable_segments": modelled.expandable}}
+                                               "expandable_segments": modelled.expandable,
+                                               **({} if modelled.after_wrap is None else
+                                                  {"reserved_after_wrap_bytes": modelled.after_wrap})}}
 
 
-def reserve(peak: StepPeak, shape: ModelShape | None, ranks: int, fixed: int | None) -> tuple[int, Reserve | None]:
+#: FSDP1 all-gathers each unit into its padded unsharded flat parameter on `_unshard_stream`
+#: (torch 2.13 torch/distributed/fsdp/_runtime_utils.py:277-305 `_unshard`: `with ...stream(unshard_stream):
+#: handle.unshard()`; _flat_param.py:1395-1408 `_alloc_padded_unsharded_flat_param`), so those blocks are cached
+#: for that stream only
+FSDP1_STREAMS = {"gathered parameters": 1}
+#: FSDP1 stages whose flat parameters stay unsharded (resolved/step_inputs.FSDP_STAGES: NO_SHARD)
+UNSHARDED = ("ddp",)
+
+
+class PeakSource(Protocol):
+    """What `reserve` reads of memory.peak.PeakInputs (which this module cannot import: memory.peak imports it)."""
+
+    @property
+    def shape(self) -> ModelShape | None: ...
+    @property
+    def ranks(self) -> int: ...
+    @property
+    def engine(self) -> Any: ...
+    @property
+    def fsdp_version(self) -> Any: ...
+    @property
+    def param_dtype(self) -> Any: ...
+    @property
+    def dtype(self) -> Any: ...
+    @property
+    def lora(self) -> Any: ...
+
+
+def _value(entry: object) -> object:
+    """A Given's value (None when not given): memory.peak.value_of, which this module cannot import."""
+    return getattr(entry, "value", None)
+
+
+def fsdp1_wrap(source: PeakSource) -> WrapModel | None:
+    """What FSDP1's wrapping allocates for `source` (gpu/wrap.py), when FSDP1 runs: its model is handed to FSDP off
+    the GPU with a device_id (Accelerate, the Trainer, Answer.AI's train.py: gpu/wrap.py's docstring)."""
+    if source.shape is None or _value(source.engine) != "fsdp" or str(_value(source.fsdp_version)) != "1":
+        return None
+    stored = str(_value(source.param_dtype) or _value(source.dtype))
+    if stored not in DTYPE_BYTES:
+        return None
+    lora = source.lora
+    if lora is None:
+        return WrapModel(source.shape, DTYPE_BYTES[stored])
+    return WrapModel(source.shape, DTYPE_BYTES[stored], lora.adapters.targets,
+                     DTYPE_BYTES.get(lora.adapter_dtype, DTYPE_BYTES[stored]), lora.quantization)
+
+
+def reserve(peak: StepPeak, source: PeakSource, stage: str, fixed: int | None,
+            offload: Offload | None = None) -> tuple[int, Reserve | None]:
     """A stage's reserve: the user's fixed figure, else the modelled one (and its `Reserve`)."""
     if fixed is not None:
         return fixed, None
-    modelled = Reserve(peak, shape, ranks)
+    moved = offload is not None and stage in STAGES and offload.moves(stage)[0]
+    modelled = Reserve(peak, source.shape, source.ranks, wrap=fsdp1_wrap(source), sharded=stage not in UNSHARDED,
+                       offload=moved)
     return modelled.bytes, modelled

@@ -225,8 +225,8 @@ def lora_peak(breakdown: AdapterTerms | None, dtype: str | None) -> LoraPeak | N
                                      (breakdown.parameter_terms, breakdown.gradient_terms, breakdown.optimizer_terms))
     forward = activation_dtype(dtype, quantized, not recast and breakdown.adapter.kbit_prepare)
     own = "fp32" if breakdown.adapter.autocast else breakdown.precision
-    return LoraPeak(breakdown.count, dtype if recast else own, forward, parameters, gradients, states,
-                    engine=breakdown.engine, dropout=breakdown.adapter.dropout > 0)
+    return LoraPeak(breakdown.count, dtype if recast else own, forward, parameters, gradients, states, breakdown.engine,
+                    breakdown.adapter.dropout > 0, breakdown.adapter.quantized)
 
 
 __all__ = ["Adapter", "AdapterBreakdown", "AdapterInputError", "SETTING_OF_FIELD", "Term", "adapter_from_settings",

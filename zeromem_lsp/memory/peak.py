@@ -18,7 +18,7 @@ from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.configs.parallelism import Parallelism, parallelism_of
 from zeromem_lsp.configs.parallel_shape import rank_shape, rank_tokens
 from zeromem_lsp.configs.transformers_paths import transformers_path, version_of
-from zeromem_lsp.memory.adapters import AdapterCount
+from zeromem_lsp.memory.adapters import AdapterCount, Quantization
 from zeromem_lsp.memory.model_state import ceil_div
 from zeromem_lsp.memory.lora_activations import LoraActivations, estimate_lora_activations
 from zeromem_lsp.memory.precision import DTYPE_BYTES
@@ -56,8 +56,7 @@ INPUT_LABELS = {"sequence_length": "sequence length", "micro_batch": "micro-batc
 
 
 class LoraPeak(NamedTuple):
-    """What a LoRA run changes in the step: the adapters, their dtype, the forward's (fp32 after
-    prepare_model_for_kbit_training's upcast), and the plan's P, G, O (adapter_plan.AdapterBreakdown's terms)."""
+    """A LoRA run's adapters, their dtype, the forward's, the plan's P, G, O, the base's quantization (gpu/wrap.py)."""
 
     adapters: AdapterCount
     adapter_dtype: str
@@ -67,6 +66,7 @@ class LoraPeak(NamedTuple):
     optimizer_bytes: int = 0
     engine: str = "peft"  # adapters.ENGINES: DeepSpeed steps an fp32 partition beside its master copy
     dropout: bool = False  # lora_dropout > 0: each adapter keeps its dropped-out input and a mask (lora_activations)
+    quantization: Quantization = Quantization()  # the frozen linear weights' (bitsandbytes)
 
 
 @dataclass(frozen=True)
@@ -187,7 +187,7 @@ class Peak:
             found = step_peak(step) if trainer is None else estimate_preference_step(trainer, step)
         except StepInputError as error:
             return UnknownPeak(str(error), error.input)
-        reserved, gpu = reserve(found, self.source.shape, self.source.ranks, self.reserved)
+        reserved, gpu = reserve(found, self.source, stage, self.reserved, placed)
         return StagePeak(found.phases, found.peak_phase, reserved, gpu)
 
     def stage_peak(self, stage: str, offload: Offload | None = None) -> StagePeak | None:
