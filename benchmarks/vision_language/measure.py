@@ -49,6 +49,9 @@ GEMMA3_TOKENS = {"mm_tokens_per_image": 4, "image_token_index": 990, "boi_token_
 GEMMA3 = [(64, 1, "bfloat16", False, True), (64, 2, "bfloat16", False, True), (96, 1, "float32", False, True),
           (96, 2, "bfloat16", True, True), (96, 1, "float32", True, True), (96, 2, "bfloat16", True, False),
           (96, 2, "bfloat16", False, True, 40)]
+# the tower and projector trained (sequence, micro-batch, dtype, checkpointing): Gemma 3's and LLaVA's
+TRAINED = [(64, 1, "bfloat16", False), (64, 2, "bfloat16", False), (96, 1, "float32", False),
+           (96, 2, "bfloat16", True), (96, 1, "float32", True)]
 # LLaVA: a llama language model, a CLIP tower (all its layers run; vision_feature_layer -2 is the feature), the
 # tower and projector frozen, the variants Gemma 3's first six
 LLAVA_TEXT = {"model_type": "llama", "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -88,6 +91,11 @@ def cases() -> list[dict]:
                     "vision_config": gemma, "tokens": GEMMA3_TOKENS, "sequence_length": seq, "micro_batch": batch,
                     "dtype": dtype, "gradient_checkpointing": checkpointing, "vision_trained": False,
                     "attention": "sdpa", "input_grads": grads})
+    for index, (seq, batch, dtype, checkpointing) in enumerate(TRAINED):
+        out.append({"id": f"gemma3-trained-{index}", "model_type": "gemma3", "text_config": dict(GEMMA3_TEXT),
+                    "vision_config": gemma, "tokens": GEMMA3_TOKENS, "sequence_length": seq, "micro_batch": batch,
+                    "dtype": dtype, "gradient_checkpointing": checkpointing, "vision_trained": True,
+                    "attention": "sdpa", "input_grads": True})
     clip = {"model_type": "clip_vision_model", "hidden_size": 64, "intermediate_size": 160, "num_attention_heads": 4,
             "num_hidden_layers": 3, "image_size": 56, "patch_size": 14, "projection_dim": 64}
     for index, (seq, batch, dtype, checkpointing, grads) in enumerate(GEMMA3[:6]):
@@ -95,6 +103,11 @@ def cases() -> list[dict]:
                     "vision_config": clip, "tokens": LLAVA_TOKENS, "sequence_length": seq, "micro_batch": batch,
                     "dtype": dtype, "gradient_checkpointing": checkpointing, "vision_trained": False,
                     "attention": "sdpa", "input_grads": grads})
+    for index, (seq, batch, dtype, checkpointing) in enumerate(TRAINED):
+        out.append({"id": f"llava-trained-{index}", "model_type": "llava", "text_config": dict(LLAVA_TEXT),
+                    "vision_config": clip, "tokens": LLAVA_TOKENS, "sequence_length": seq, "micro_batch": batch,
+                    "dtype": dtype, "gradient_checkpointing": checkpointing, "vision_trained": True,
+                    "attention": "sdpa", "input_grads": True})
     return out
 
 

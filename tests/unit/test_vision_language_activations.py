@@ -11,7 +11,7 @@ import pytest
 
 from zeromem_lsp.configs.freeze_keys import recipe_vision
 from zeromem_lsp.configs.image_tokens import ImageSettings, qwen_image_tokens, smart_resize
-from zeromem_lsp.configs.model_config import ImageTokensUnmodelled, model_shape
+from zeromem_lsp.configs.model_config import model_shape
 from zeromem_lsp.configs.vision import MEASURED
 from zeromem_lsp.memory.activations import estimate_activations
 
@@ -116,17 +116,22 @@ def test_axolotl_keeps_the_processor_bound_and_checkpoints_through_transformers(
     assert full.vision.kept(b, s, 2, True) < full.vision.kept(b, s, 2, False)
 
 
-def test_gemma3_is_measured_with_its_tower_frozen_only():
-    gemma = next(case for case in RECORD["cases"] if case["model_type"] == "gemma3")
-    config = {"model_type": "gemma3", "vision_config": gemma["vision_config"], "text_config": gemma["text_config"],
-              **gemma["tokens"]}
-    shape, _ = recipe_vision(config, {"finetuning_type": "full"}, "llamafactory")
-    assert shape.vision.tokens == gemma["tokens"]["mm_tokens_per_image"] and "mm_tokens_per_image" in shape.vision.settings
-    trained, why = recipe_vision(config, {"finetuning_type": "full", "freeze_vision_tower": False,
-                                          "freeze_multi_modal_projector": False}, "llamafactory")
-    assert trained is None and "here trained: measured frozen only" in why
-    with pytest.raises(ImageTokensUnmodelled, match="measured frozen only"):
-        model_shape(config)  # the model as given trains its tower
+def test_gemma3_and_llava_keep_more_with_their_tower_trained():
+    """LLaMA-Factory's freeze keys set off train the SigLIP / CLIP tower and projector: a peak (measured both ways),
+    above the frozen tower's by at least the trained blocks' inputs."""
+    for family in ("gemma3", "llava"):
+        case = next(case for case in RECORD["cases"] if case["model_type"] == family)
+        config = {"model_type": family, "vision_config": case["vision_config"], "text_config": case["text_config"],
+                  **case["tokens"]}
+        frozen, _ = recipe_vision(config, {"finetuning_type": "full"}, "llamafactory")
+        trained, why = recipe_vision(config, {"finetuning_type": "full", "freeze_vision_tower": False,
+                                              "freeze_multi_modal_projector": False}, "llamafactory")
+        assert why is None and trained.vision.trained and not frozen.vision.trained
+        tower = trained.vision.tower
+        for checkpointing in (False, True):
+            gained = trained.vision.kept(2, 512, 2, checkpointing) - frozen.vision.kept(2, 512, 2, checkpointing)
+            assert gained >= 2 * tower.depth * 2 * tower.patches * tower.hidden
+        assert model_shape(config).vision.trained  # the model as given trains its tower
 
 
 def test_llava_takes_its_patches_as_tokens_and_keeps_cls_only_under_the_full_strategy():

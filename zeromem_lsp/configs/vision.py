@@ -348,7 +348,12 @@ def _names(weight: Weight, path: str) -> list[tuple[str, tuple[int, ...]]]:
 
 
 #: composite -> the tower states whose image tokens are measured (True: trained, False: frozen)
-MEASURED = {"qwen2_vl": (True, False), "qwen2_5_vl": (True, False), "gemma3": (False,), "llava": (False,)}
+MEASURED = {"qwen2_vl": (True, False), "qwen2_5_vl": (True, False), "gemma3": (True, False), "llava": (True, False)}
+#: composite -> (the tower measured, its config as measured, said in the peak-unknown message)
+MEASURED_TOWER = {"gemma3": ("siglip_vision_model", lambda v, top: v.get("vision_use_head", True) is False,
+                             "a SigLIP tower without its pooling head"),
+                  "llava": ("clip_vision_model", lambda v, top: _feature_layers(top) == 1,
+                            "a CLIP tower and one feature layer")}
 
 
 def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSettings()) -> VisionKept | None:
@@ -358,6 +363,9 @@ def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSet
     if images.trained not in MEASURED.get(model_type, ()):
         return None
     kind, v = vision_config(config)
+    tower_kind, as_measured, _ = MEASURED_TOWER.get(model_type, (kind, lambda v, top: True, ""))
+    if kind != tower_kind or not as_measured(v, config):
+        return None
     frozen = "" if images.trained else "; vision tower and projector frozen"
     if model_type == "gemma3":  # the processor resizes every image to image_size: mm_tokens_per_image tokens
         top = filled({k: value for k, value in config.items() if k not in ("text_config", "vision_config")},
@@ -368,7 +376,7 @@ def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSet
                       _int(v, "intermediate_size"), _int(v, "num_attention_heads"), _int(v, "num_hidden_layers"),
                       _int(v, "num_channels") * patch * patch)
         masks = Masks(text.layers, text.heads, text.kv_heads, text.head_dim, text.sliding_layers, text.sliding_window)
-        return VisionKept(tower, False, images.input_grads, 1, tokens, 0, f"Gemma 3's mm_tokens_per_image {tokens:,} "
+        return VisionKept(tower, images.trained, images.input_grads, 1, tokens, 0, f"Gemma 3's mm_tokens_per_image {tokens:,} "
                           f"per image (every image resized to image_size; pan-and-scan off), 1 image per sample{frozen}",
                           masks)
     if model_type == "llava":  # LlavaModel.get_image_features: the feature layer's patches, CLS dropped by default
@@ -380,7 +388,7 @@ def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSet
         tower = Tower(kind, patches + 1, 1, _int(v, "hidden_size"), _int(v, "intermediate_size"),
                       _int(v, "num_attention_heads"), _int(v, "num_hidden_layers"), _int(v, "num_channels") * patch *
                       patch, text.hidden)
-        return VisionKept(tower, False, images.input_grads, 1, tokens, 0, f"LLaVA's (image_size / patch_size)² = "
+        return VisionKept(tower, images.trained, images.input_grads, 1, tokens, 0, f"LLaVA's (image_size / patch_size)² = "
                           f"{tokens:,} image tokens per image (vision_feature_select_strategy "
                           f"{top.get('vision_feature_select_strategy')!r}), 1 image per sample{frozen}")
     merge, patch = _int(v, "spatial_merge_size"), _int(v, "patch_size")
