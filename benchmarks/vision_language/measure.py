@@ -58,6 +58,7 @@ LLAVA_TEXT = {"model_type": "llama", "hidden_size": 128, "num_attention_heads": 
               "head_dim": 48, "intermediate_size": 320, "vocab_size": 1000, "attention_dropout": 0.0,
               "tie_word_embeddings": False}
 LLAVA_TOKENS = {"image_token_index": 990, "vision_feature_layer": -2, "vision_feature_select_strategy": "default"}
+NEXT_PINPOINTS = [[56, 112], [112, 56], [112, 112]]
 TOKENS = {"image_token_id": 1400, "video_token_id": 1401, "vision_start_token_id": 1402, "vision_end_token_id": 1403}
 # (sequence, micro-batch, dtype, checkpointing, trained tower, vision depth, image grid (t, h, w))
 VARIANTS = [
@@ -108,6 +109,17 @@ def cases() -> list[dict]:
                     "vision_config": clip, "tokens": LLAVA_TOKENS, "sequence_length": seq, "micro_batch": batch,
                     "dtype": dtype, "gradient_checkpointing": checkpointing, "vision_trained": True,
                     "attention": "sdpa", "input_grads": True})
+    # LLaVA-NeXT: LLaVA's CLIP tower, three pinpoints; each image 112 × 112 (the 2 × 2 grid, no unpadding):
+    # 1 + 4 crops, 88 tokens (4·4 base, 8·8 grid, 8 newlines)
+    nexts = [(seq + 64, batch, dtype, checkpointing, False, grads) for seq, batch, dtype, checkpointing, grads
+             in GEMMA3[:6]] + [(seq + 64, batch, dtype, checkpointing, True, True) for seq, batch, dtype,
+                               checkpointing in TRAINED]
+    for index, (seq, batch, dtype, checkpointing, trained, grads) in enumerate(nexts):
+        out.append({"id": f"llava_next-{index}", "model_type": "llava_next", "text_config": dict(LLAVA_TEXT),
+                    "vision_config": clip, "tokens": {**LLAVA_TOKENS, "image_grid_pinpoints": NEXT_PINPOINTS},
+                    "image_size": [112, 112], "sequence_length": seq, "micro_batch": batch, "dtype": dtype,
+                    "gradient_checkpointing": checkpointing, "vision_trained": trained, "attention": "sdpa",
+                    "input_grads": grads})
     return out
 
 
@@ -120,6 +132,20 @@ def _llava_inputs(case: dict, ids, generator, dtype):
     ids[:, 5:5 + per_image] = case["tokens"]["image_token_index"]
     size = vision["image_size"]
     return {"pixel_values": torch.randn(ids.shape[0], 3, size, size, generator=generator).to(dtype)}
+
+
+def _llava_next_inputs(case: dict, ids, generator, dtype):
+    """One image per row of `image_size`, its crops (the base image and the best pinpoint's grid) and its tokens
+    (LlavaNextProcessor._get_number_of_features: base, unpadded grid, a newline per grid row)."""
+    import torch
+
+    vision, (height, width) = case["vision_config"], case["image_size"]
+    size, per_side = vision["image_size"], vision["image_size"] // vision["patch_size"]
+    rows, columns = height // size, width // size  # the image is a pinpoint: no unpadding
+    per_image = per_side * per_side * (1 + rows * columns) + rows * per_side
+    ids[:, 5:5 + per_image] = case["tokens"]["image_token_index"]
+    pixels = torch.randn(ids.shape[0], 1 + rows * columns, 3, size, size, generator=generator).to(dtype)
+    return {"pixel_values": pixels, "image_sizes": torch.tensor([[height, width]] * ids.shape[0])}
 
 
 def _gemma3_inputs(case: dict, ids, generator, dtype):
@@ -183,7 +209,7 @@ def measure(case: dict, layers: int, explain: bool = False) -> int:
         saved.record_checkpoint_inputs(model, only_with_grad=True)
     generator = torch.Generator().manual_seed(1)
     ids = torch.randint(0, 900, (case["micro_batch"], case["sequence_length"]), generator=generator)
-    inputs = {"gemma3": _gemma3_inputs, "llava": _llava_inputs}.get(case["model_type"], _qwen_inputs)(
+    inputs = {"gemma3": _gemma3_inputs, "llava": _llava_inputs, "llava_next": _llava_next_inputs}.get(case["model_type"], _qwen_inputs)(
         case, ids, generator, dtype)
     with saved.hooks():
         loss = model(input_ids=ids, labels=ids, **inputs).loss

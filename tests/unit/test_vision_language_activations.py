@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from zeromem_lsp.configs.freeze_keys import recipe_vision
-from zeromem_lsp.configs.image_tokens import ImageSettings, qwen_image_tokens, smart_resize
+from zeromem_lsp.configs.image_tokens import (LLAVA_NEXT_PINPOINTS, ImageSettings, anyres_tokens, qwen_image_tokens,
+                                              smart_resize)
 from zeromem_lsp.configs.model_config import model_shape
 from zeromem_lsp.configs.vision import MEASURED
 from zeromem_lsp.memory.activations import estimate_activations
@@ -144,3 +145,42 @@ def test_llava_takes_its_patches_as_tokens_and_keeps_cls_only_under_the_full_str
     full, _ = recipe_vision({**config, "vision_feature_select_strategy": "full"}, {"finetuning_type": "full"},
                             "llamafactory")
     assert full.vision.tokens == patches + 1
+
+
+def processor_tokens(height: int, width: int, pinpoints: list, size: int, per_side: int) -> int:
+    """LlavaNextProcessor._get_number_of_features (default strategy) with image_processing_utils'
+    select_best_resolution, written out from Transformers 5.24's text."""
+    best, effective_best, wasted_best = None, 0, float("inf")
+    for pin_h, pin_w in pinpoints:
+        scale = min(pin_w / width, pin_h / height)
+        effective = min(int(width * scale) * int(height * scale), width * height)
+        if effective > effective_best or (effective == effective_best and pin_w * pin_h - effective < wasted_best):
+            best, effective_best, wasted_best = (pin_h, pin_w), effective, pin_w * pin_h - effective
+    rows, columns = per_side * (best[0] // size), per_side * (best[1] // size)
+    if width / height > columns / rows:
+        rows -= (rows - int(round(height * (columns / width), 7))) // 2 * 2
+    else:
+        columns -= (columns - int(round(width * (rows / height), 7))) // 2 * 2
+    return rows * columns + rows + per_side * per_side
+
+
+def test_llava_next_takes_the_most_tokens_an_image_can():
+    """Over every image from 16 to 1,100 pixels a side (steps of 12), llava-1.6's pinpoints give at most what
+    anyres_tokens says (an image of the 672 × 672 pinpoint: 576 + 48·48 + 48 = 2,928), and that image reaches it."""
+    size, per_side = 336, 24
+    found = max(processor_tokens(h, w, LLAVA_NEXT_PINPOINTS, size, per_side) for h in range(16, 1100, 12)
+                for w in range(16, 1100, 12))
+    most, crops, pinpoint = anyres_tokens(LLAVA_NEXT_PINPOINTS, size, per_side, per_side * per_side)
+    assert found <= most == processor_tokens(*pinpoint, LLAVA_NEXT_PINPOINTS, size, per_side)
+    assert (most, crops) == (2928, 5)
+
+
+def test_llava_next_runs_its_crops_through_the_tower():
+    case = next(case for case in RECORD["cases"] if case["model_type"] == "llava_next")
+    config = {"model_type": "llava_next", "vision_config": case["vision_config"], "text_config": case["text_config"],
+              **case["tokens"]}
+    shape, _ = recipe_vision(config, {"finetuning_type": "full"}, "llamafactory")
+    assert shape.vision.images == 5 and "88" in shape.vision.settings  # the measured 112 × 112 image: 1 + 2·2 crops
+    listed, why = recipe_vision({**config, "vision_feature_layer": [-2, -1]}, {"finetuning_type": "full"},
+                                "llamafactory")
+    assert listed is None and "one feature layer" in why

@@ -56,6 +56,10 @@ and M = N / merge² tokens of an image, h / I / heads / d the tower's width, MLP
   tensors of N·I (fc1's output, the sigmoid, their product), or each block's input under checkpointing, the last
   output and CLS statistics, the projector's GELU input and output (2·w·M·text hidden); and once the batch holds
   more than one image the feature layer sliced past CLS is a copy, linear_1's input (w·M·h per image).
+- LLaVA-NeXT (CLIP tower, one feature layer, the default strategy): LLaVA's per crop, an image's crops being the
+  base image and its pinpoint's grid (`anyres_tokens`, the most tokens an image can take: an image the shape of the
+  pinpoint that gives the most; 2,928 tokens and 5 crops for llava-1.6's pinpoints); pack_image_features (permute,
+  unpad, the image_newline concatenated per row, the base image in front) keeps nothing.
 - gradient checkpointing (every vision block is a GradientCheckpointingLayer): a trained tower keeps each block's
   input (w·N·h) and the blocks' cu_seqlens (int32: images + 1; Qwen2.5-VL's windowed blocks windows + 1, at most
   one window per token: the bound is counted), beside the conv input, indices, rotary tables and merger; a frozen
@@ -75,6 +79,22 @@ F32, I64, I32 = 4, 8, 4
 QWEN_PIXELS = {"qwen2_vl_vision": (56 * 56, 28 * 28 * 1280), "qwen2_5_vl_vision": (56 * 56, 28 * 28 * 1280)}
 #: LLaMA-Factory's image_max_pixels / image_min_pixels defaults (model_args.py:305-311)
 LLAMAFACTORY_PIXELS = (768 * 768, 32 * 32)
+
+
+#: LlavaNextConfig's image_grid_pinpoints default, (height, width) (configuration_llava_next.py:86-90)
+LLAVA_NEXT_PINPOINTS = [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
+
+
+def anyres_tokens(pinpoints: list, size: int, per_side: int, base: int) -> tuple[int, int, tuple[int, int]]:
+    """LLaVA-NeXT's most tokens per image (LlavaNextProcessor._get_number_of_features, modeling_llava_next.py:47-112,
+    242-312), with the crops the tower then runs (the base image and the grid's) and the pinpoint (height, width):
+    an image the shape of a pinpoint is resized to it whole (select_best_resolution: the most effective pixels, then
+    the least waste), so nothing is unpadded — `base` tokens for the base image, (rows·per_side)·(columns·per_side)
+    for the grid of rows × columns crops of `size`, one newline per grid row (rows·per_side); any other image is
+    unpadded to fewer."""
+    found = [(base + rows * columns * per_side * per_side + rows * per_side, 1 + rows * columns, (height, width))
+             for height, width in pinpoints for rows, columns in [(height // size, width // size)]]
+    return max(found)
 
 
 def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
