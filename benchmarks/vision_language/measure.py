@@ -15,7 +15,9 @@ run without a checkpoint, no input-grad hook). Checkpoint inputs are recorded on
 parameter requires grad (`record_checkpoint_inputs(only_with_grad=True)`): elsewhere the checkpoint saves nothing and
 torch drops its frame (every recorded case measured the same both ways). The sample holds one image per row of `grid` patches (t, h, w), its image tokens (h·w / merge²) inside the
 sequence; `model(input_ids, pixel_values, image_grid_thw, mm_token_type_ids, labels)` runs in training mode inside
-the same saved-tensor hooks as benchmarks/activations (saved_tensors.py), then backward. Results go to
+the same saved-tensor hooks as benchmarks/activations (saved_tensors.py), then backward. Gemma 3 / LLaVA: one image
+of image_size per row; LLaVA-NeXT: one 112 × 112 image (a grid pinpoint: 5 crops, 88 tokens) with image_sizes;
+Mistral 3: one 56 × 84 image (24 patches, 2 × 3 tokens and a break per row) with image_sizes. Results go to
 tests/data/vision_language/measured.json, checked by tests/unit/test_vision_language_activations.py.
 """
 
@@ -120,7 +122,31 @@ def cases() -> list[dict]:
                     "image_size": [112, 112], "sequence_length": seq, "micro_batch": batch, "dtype": dtype,
                     "gradient_checkpointing": checkpointing, "vision_trained": trained, "attention": "sdpa",
                     "input_grads": grads})
+    pixtral = {"model_type": "pixtral", "hidden_size": 64, "intermediate_size": 160, "num_attention_heads": 4,
+               "num_hidden_layers": 2, "image_size": 112, "patch_size": 14, "attention_dropout": 0.0}
+    mistral = {**LLAVA_TEXT, "model_type": "mistral", "sliding_window": None}
+    for index, (seq, batch, dtype, checkpointing, trained, grads) in enumerate(nexts):
+        out.append({"id": f"mistral3-{index}", "model_type": "mistral3", "text_config": mistral,
+                    "vision_config": pixtral, "tokens": {"image_token_index": 990, "spatial_merge_size": 2},
+                    "image_size": [56, 84], "sequence_length": seq - 64, "micro_batch": batch, "dtype": dtype,
+                    "gradient_checkpointing": checkpointing, "vision_trained": trained, "attention": "sdpa",
+                    "input_grads": grads})
     return out
+
+
+def _mistral3_inputs(case: dict, ids, generator, dtype):
+    """One image per row of `image_size` (multiples of patch_size · spatial_merge_size), its rows × columns tokens
+    and one [IMG_BREAK] / [IMG_END] per row (PixtralProcessor: rows · (columns + 1) positions, the breaks plain
+    tokens here)."""
+    import torch
+
+    (height, width), step = case["image_size"], case["vision_config"]["patch_size"] * 2
+    rows, columns = height // step, width // step
+    for row in range(rows):
+        start = 5 + row * (columns + 1)
+        ids[:, start:start + columns] = case["tokens"]["image_token_index"]
+    pixels = torch.randn(ids.shape[0], 3, height, width, generator=generator).to(dtype)
+    return {"pixel_values": pixels, "image_sizes": torch.tensor([[height, width]] * ids.shape[0])}
 
 
 def _llava_inputs(case: dict, ids, generator, dtype):
@@ -209,7 +235,8 @@ def measure(case: dict, layers: int, explain: bool = False) -> int:
         saved.record_checkpoint_inputs(model, only_with_grad=True)
     generator = torch.Generator().manual_seed(1)
     ids = torch.randint(0, 900, (case["micro_batch"], case["sequence_length"]), generator=generator)
-    inputs = {"gemma3": _gemma3_inputs, "llava": _llava_inputs, "llava_next": _llava_next_inputs}.get(case["model_type"], _qwen_inputs)(
+    inputs = {"gemma3": _gemma3_inputs, "llava": _llava_inputs, "llava_next": _llava_next_inputs,
+              "mistral3": _mistral3_inputs}.get(case["model_type"], _qwen_inputs)(
         case, ids, generator, dtype)
     with saved.hooks():
         loss = model(input_ids=ids, labels=ids, **inputs).loss

@@ -53,7 +53,7 @@ def test_qwen3_vl_says_the_peak_is_unknown_for_its_image_tokens(tmp_path, monkey
     said = " ".join(done.stdout.split())
     assert "ZM103 information" in said and "the peak is unknown for model_type 'qwen3_vl'" in said
     assert ("measured for qwen2_vl, qwen2_5_vl, gemma3 (a SigLIP tower without its pooling head), llava (a CLIP "
-            "tower and one feature layer) and llava_next (") in said and "the vision tower trained or frozen" in said
+            "tower and one feature layer), llava_next (") in said and "mistral3 (a Pixtral tower" in said and "the vision tower trained or frozen" in said
 
 
 def test_a_full_fine_tune_says_what_its_freeze_keys_freeze(tmp_path, monkeypatch):

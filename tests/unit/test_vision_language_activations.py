@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from zeromem_lsp.configs.freeze_keys import recipe_vision
-from zeromem_lsp.configs.image_tokens import (LLAVA_NEXT_PINPOINTS, ImageSettings, anyres_tokens, qwen_image_tokens,
+from zeromem_lsp.configs.image_tokens import (LLAVA_NEXT_PINPOINTS, ImageSettings, anyres_tokens, pixtral_grid,
+                                              qwen_image_tokens,
                                               smart_resize)
 from zeromem_lsp.configs.model_config import model_shape
 from zeromem_lsp.configs.vision import MEASURED
@@ -28,7 +29,13 @@ def shape_of(case: dict, layers: int):
         text["layer_types"] = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
     shape = model_shape({"model_type": case["model_type"], "vision_config": case["vision_config"], **case["tokens"],
                          "text_config": text}, ImageSettings(case["vision_trained"], case["input_grads"]))
-    if "grid" not in case:  # Gemma 3, LLaVA: the tokens per image are the config's
+    if case["model_type"] == "mistral3":  # the measured image (multiples of 28 pixels), not the bound
+        height, width = case["image_size"]
+        patches = (height // case["vision_config"]["patch_size"]) * (width // case["vision_config"]["patch_size"])
+        vision = shape.vision
+        return shape._replace(vision=vision._replace(tower=vision.tower._replace(patches=patches),
+                                                     tokens=patches // 4))
+    if "grid" not in case:  # Gemma 3, LLaVA (-NeXT): the tokens per image are the config's
         return shape
     t, h, w = case["grid"]
     merge = case["vision_config"]["spatial_merge_size"]
@@ -184,3 +191,25 @@ def test_llava_next_runs_its_crops_through_the_tower():
     listed, why = recipe_vision({**config, "vision_feature_layer": [-2, -1]}, {"finetuning_type": "full"},
                                 "llamafactory")
     assert listed is None and "one feature layer" in why
+
+
+def pixtral_tokens(height: int, width: int, longest: int, step: int) -> int:
+    """PixtralProcessor's image tokens (rows · columns, the breaks aside) after image_processing_pixtral's
+    get_resize_output_image_size, written out from Transformers 5.24's text."""
+    ratio = max(height / longest, width / longest)
+    if ratio > 1:
+        height, width = int(math.floor(height / ratio)), int(math.floor(width / ratio))
+    return ((height - 1) // step + 1) * ((width - 1) // step + 1)
+
+
+@pytest.mark.parametrize("budget", (300 * 300, 768 * 768, None))
+def test_mistral3_takes_the_most_tokens_an_image_can(budget):
+    """Every image within the budget (and up to 2,000 pixels a side, steps of 7) takes at most pixtral_grid's
+    rows × columns, and an image reaches it; Mistral-Small-3.1's 1,540-pixel edge alone gives 55 × 55."""
+    longest, step = 1540, 28
+    rows, columns = pixtral_grid(step, longest, budget)
+    found = max(pixtral_tokens(h, w, longest, step) for h in range(7, 2000, 7) for w in range(7, 2000, 7)
+                if budget is None or h * w <= budget)
+    assert found <= rows * columns and (budget is not None or (rows, columns) == (55, 55))
+    assert budget is None or any(pixtral_tokens(h, w, longest, step) == rows * columns for h in range(1, 800)
+                                 for w in [min(budget // h, longest)] if w >= 1)

@@ -60,6 +60,14 @@ and M = N / merge² tokens of an image, h / I / heads / d the tower's width, MLP
   base image and its pinpoint's grid (`anyres_tokens`, the most tokens an image can take: an image the shape of the
   pinpoint that gives the most; 2,928 tokens and 5 crops for llava-1.6's pinpoints); pack_image_features (permute,
   unpad, the image_newline concatenated per row, the base image in front) keeps nothing.
+- Mistral 3 (Pixtral tower, one feature layer): `pixtral_grid` rows × columns tokens of patch_size · merge pixels
+  (vision_config.image_size taken as the processor's longest_edge: Mistral-Small-3.1's preprocessor_config.json says
+  1,540 as its config does; 55 × 55), N = merge² tokens patches. Every image's patches run as one sequence
+  (modeling_pixtral.py:404-465) under one block-diagonal mask, w·(images in the batch · N)², kept once. Per image:
+  ln_pre's fp32 input and 1/rms (and x̂ trained), the 2D rotary cos / sin in w (2·w·N·d), per block Qwen2.5-VL's
+  terms but 4·w·N·h in attention (q, k rotated, v, the output), or its input under checkpointing; the projector's
+  RMSNorm, trained also x̂ and the patch merger's unfolded input and output (w·M·h), the GELU's input (and output)
+  at the text width (Mistral3MultiModalProjector, modeling_mistral3.py:70-128). Trained also the pixel values.
 - gradient checkpointing (every vision block is a GradientCheckpointingLayer): a trained tower keeps each block's
   input (w·N·h) and the blocks' cu_seqlens (int32: images + 1; Qwen2.5-VL's windowed blocks windows + 1, at most
   one window per token: the bound is counted), beside the conv input, indices, rotary tables and merger; a frozen
@@ -95,6 +103,18 @@ def anyres_tokens(pinpoints: list, size: int, per_side: int, base: int) -> tuple
     found = [(base + rows * columns * per_side * per_side + rows * per_side, 1 + rows * columns, (height, width))
              for height, width in pinpoints for rows, columns in [(height // size, width // size)]]
     return max(found)
+
+
+def pixtral_grid(step: int, longest: int, recipe_max: int | None = None) -> tuple[int, int]:
+    """Mistral 3's most image tokens as (rows, columns) of step = patch_size · spatial_merge_size pixels
+    (PixtralProcessor, processing_pixtral.py:88-129; image_processing_pixtral.py:29-86: an image past `longest` a side
+    is scaled down to it, then each side rounded up to a step): over every image within recipe_max pixels (LLaMA-Factory's
+    image_max_pixels) and `longest` a side, the one with the most rows · columns; without recipe_max a
+    longest × longest one."""
+    if recipe_max is None or recipe_max >= longest * longest:
+        return -(-longest // step), -(-longest // step)
+    return max(((-(-h // step), -(-min(recipe_max // h, longest) // step)) for h in range(1, min(
+        longest, math.isqrt(recipe_max)) + 1)), key=lambda grid: grid[0] * grid[1])
 
 
 def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
@@ -142,7 +162,8 @@ class Tower(NamedTuple):
 #: vision model_type -> (norm: "rms" | "layer", a trained block's attention tensors of N·h and MLP tensors of N·I
 #: kept, whether the window index is kept)
 TOWERS = {"qwen2_5_vl_vision": ("rms", 7, 4, True), "qwen2_vl_vision": ("layer", 7, 3, False),
-          "siglip_vision_model": ("layer", 4, 2, False), "clip_vision_model": ("layer", 4, 3, False)}
+          "siglip_vision_model": ("layer", 4, 2, False), "clip_vision_model": ("layer", 4, 3, False),
+          "pixtral": ("rms", 4, 4, False)}
 
 
 class ImageSettings(NamedTuple):
@@ -181,6 +202,10 @@ def tower_bytes(tower: Tower, w: int, checkpointing: bool, trained: bool = True,
         # input
         return pixels + blocks + _norm(norm, n, h, w, False) + w * n * h + F32 * tokens * h + F32 * tokens + \
             trained * (F32 + w) * tokens * h
+    if tower.kind == "pixtral":  # ln_pre (x̂ when trained), the 2D rotary cos / sin, the blocks, the projector's
+        # RMSNorm (trained: x̂ and the patch merger's unfolded input), the merger's output, the GELU's input (and output)
+        return pixels + _norm(norm, n, h, w, False) + trained * w * n * h + 2 * w * n * d + blocks + _norm(
+            norm, n, h, w, trained) + trained * w * tokens * h + (1 + trained) * w * tokens * tower.projector
     fixed = pixels + (2 * I64 * tokens if windows else 0) + 2 * F32 * n * d
     merger = _norm(norm, n, h, w, trained) + (2 if trained else 1) * w * n * h  # GELU's input (and output)
     if checkpointing:  # one cu_seqlens entry per image, and (windows) at most one per token (the batch's first: kept)
@@ -239,4 +264,6 @@ class VisionKept(NamedTuple):
             first = I64 * tower.patches * self.trained + F32 * tower.hidden * (tower.kind == "siglip_vision_model")
             first += self.trained * (images > 1) * (self.tokens < tower.patches) * images * w * self.tokens * \
                 tower.hidden * (tower.kind == "clip_vision_model")
+        if tower.kind == "pixtral":  # the block-diagonal attention mask over every image's patches in the batch
+            first = w * (images * tower.patches) ** 2
         return rows + first + images * tower_bytes(tower, w, checkpointing, self.trained, self.tokens)

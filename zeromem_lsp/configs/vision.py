@@ -44,7 +44,7 @@ from typing import NamedTuple
 
 from zeromem_lsp.configs.families import ModelShape, Weight
 from zeromem_lsp.configs.image_tokens import (LLAVA_NEXT_PINPOINTS, QWEN_PIXELS, ImageSettings, Masks, Tower, VisionKept,
-                                              anyres_tokens, qwen_image_tokens)
+                                              anyres_tokens, pixtral_grid, qwen_image_tokens)
 from zeromem_lsp.configs.transformers_defaults import VISION_ALIASES, VISION_CONFIGS, VISION_DEFAULTS
 
 #: composite model_type -> (the inner module holding the vision tower, the text config's own class (None: the
@@ -350,7 +350,7 @@ def _names(weight: Weight, path: str) -> list[tuple[str, tuple[int, ...]]]:
 
 #: composite -> the tower states whose image tokens are measured (True: trained, False: frozen)
 MEASURED = {"qwen2_vl": (True, False), "qwen2_5_vl": (True, False), "gemma3": (True, False), "llava": (True, False),
-            "llava_next": (True, False)}
+            "llava_next": (True, False), "mistral3": (True, False)}
 #: composite -> (the tower measured, its config as measured, said in the peak-unknown message)
 MEASURED_TOWER = {"gemma3": ("siglip_vision_model", lambda v, top: v.get("vision_use_head", True) is False,
                              "a SigLIP tower without its pooling head"),
@@ -358,7 +358,9 @@ MEASURED_TOWER = {"gemma3": ("siglip_vision_model", lambda v, top: v.get("vision
                             "a CLIP tower and one feature layer"),
                   "llava_next": ("clip_vision_model", lambda v, top: _feature_layers(top) == 1 and top.get(
                       "vision_feature_select_strategy", "default") == "default", "a CLIP tower, one feature layer "
-                                                                                 "and the default strategy")}
+                                                                                 "and the default strategy"),
+                  "mistral3": ("pixtral", lambda v, top: _feature_layers(top) == 1, "a Pixtral tower and one feature "
+                                                                                   "layer")}
 
 
 def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSettings()) -> VisionKept | None:
@@ -410,6 +412,21 @@ def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSet
                           f"tokens per image, {most:,} (an image of the {height} × {width} grid pinpoint: the base "
                           f"image, its grid unpadded by nothing and one newline per row; {crops} crops through the "
                           f"tower; {strategy}), 1 image per sample{frozen}")
+    if model_type == "mistral3":  # PixtralVisionModel: every image's patches in one sequence, merged 2 × 2 after
+        top = filled({k: value for k, value in config.items() if k not in ("text_config", "vision_config")},
+                     model_type)
+        merge, patch, longest = _int(top, "spatial_merge_size"), _int(v, "patch_size"), _int(v, "image_size")
+        pixels = images.pixels
+        rows, columns = pixtral_grid(patch * merge, longest, pixels[0] if pixels else None)
+        tokens = rows * columns
+        tower = Tower(kind, tokens * merge * merge, merge, _int(v, "hidden_size"), _int(v, "intermediate_size"),
+                      _int(v, "num_attention_heads"), _int(v, "num_hidden_layers"), _int(v, "num_channels") * patch *
+                      patch, text.hidden)
+        bound = (f"{pixels[1]} = {pixels[0]:,} pixels" if pixels else f"vision_config.image_size {longest:,} as the "
+                 f"processor's longest_edge")
+        return VisionKept(tower, images.trained, images.input_grads, 1, tokens, 0, f"{bound}: at most {rows} × "
+                          f"{columns} = {tokens:,} image tokens per image (and one break per row), 1 image per "
+                          f"sample{frozen}")
     merge, patch = _int(v, "spatial_merge_size"), _int(v, "patch_size")
     qwen2 = kind == "qwen2_vl_vision"
     low, high = QWEN_PIXELS[kind]
