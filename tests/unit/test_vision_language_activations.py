@@ -13,7 +13,7 @@ from zeromem_lsp.configs.freeze_keys import recipe_vision
 from zeromem_lsp.configs.image_tokens import (LLAVA_NEXT_PINPOINTS, ImageSettings, anyres_tokens, pixtral_grid,
                                               qwen_image_tokens,
                                               smart_resize)
-from zeromem_lsp.configs.model_config import model_shape
+from zeromem_lsp.configs.model_config import UnsupportedModel, model_shape
 from zeromem_lsp.configs.vision import MEASURED
 from zeromem_lsp.memory.activations import estimate_activations
 
@@ -213,3 +213,13 @@ def test_mistral3_takes_the_most_tokens_an_image_can(budget):
     assert found <= rows * columns and (budget is not None or (rows, columns) == (55, 55))
     assert budget is None or any(pixtral_tokens(h, w, longest, step) == rows * columns for h in range(1, 800)
                                  for w in [min(budget // h, longest)] if w >= 1)
+
+
+@pytest.mark.parametrize("pinpoints", ([[336]], [[336, "672"]], "672x672", [[20, 672]]))
+def test_a_malformed_pinpoint_list_is_named_not_a_traceback(pinpoints):
+    """(a side below the tower's image_size, 56 here, would give no grid row)"""
+    case = next(case for case in RECORD["cases"] if case["model_type"] == "llava_next")
+    config = {"model_type": "llava_next", "vision_config": case["vision_config"], "text_config": case["text_config"],
+              **case["tokens"], "image_grid_pinpoints": pinpoints}
+    with pytest.raises(UnsupportedModel, match="config.json image_grid_pinpoints must be a list of"):
+        model_shape(config)

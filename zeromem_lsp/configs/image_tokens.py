@@ -93,7 +93,7 @@ LLAMAFACTORY_PIXELS = (768 * 768, 32 * 32)
 LLAVA_NEXT_PINPOINTS = [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
 
 
-def anyres_tokens(pinpoints: list, size: int, per_side: int, base: int) -> tuple[int, int, tuple[int, int]]:
+def anyres_tokens(pinpoints: list[list[int]], size: int, per_side: int, base: int) -> tuple[int, int, tuple[int, int]]:
     """LLaVA-NeXT's most tokens per image (LlavaNextProcessor._get_number_of_features, modeling_llava_next.py:47-112,
     242-312), with the crops the tower then runs (the base image and the grid's) and the pinpoint (height, width):
     an image the shape of a pinpoint is resized to it whole (select_best_resolution: the most effective pixels, then

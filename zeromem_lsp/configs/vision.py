@@ -351,16 +351,22 @@ def _names(weight: Weight, path: str) -> list[tuple[str, tuple[int, ...]]]:
 #: composite -> the tower states whose image tokens are measured (True: trained, False: frozen)
 MEASURED = {"qwen2_vl": (True, False), "qwen2_5_vl": (True, False), "gemma3": (True, False), "llava": (True, False),
             "llava_next": (True, False), "mistral3": (True, False)}
-#: composite -> (the tower measured, its config as measured, said in the peak-unknown message)
-MEASURED_TOWER = {"gemma3": ("siglip_vision_model", lambda v, top: v.get("vision_use_head", True) is False,
-                             "a SigLIP tower without its pooling head"),
-                  "llava": ("clip_vision_model", lambda v, top: _feature_layers(top) == 1,
-                            "a CLIP tower and one feature layer"),
-                  "llava_next": ("clip_vision_model", lambda v, top: _feature_layers(top) == 1 and top.get(
-                      "vision_feature_select_strategy", "default") == "default", "a CLIP tower, one feature layer "
-                                                                                 "and the default strategy"),
-                  "mistral3": ("pixtral", lambda v, top: _feature_layers(top) == 1, "a Pixtral tower and one feature "
-                                                                                   "layer")}
+#: composite -> (the tower measured, the config values as measured, said in the peak-unknown message); a key absent
+#: from the config takes Transformers' default (AS_MEASURED_DEFAULTS); "feature layers": how many vision_feature_layer
+#: names
+MEASURED_TOWER: dict[str, tuple[str, dict[str, object], str]] = {
+    "gemma3": ("siglip_vision_model", {"vision_use_head": False}, "a SigLIP tower without its pooling head"),
+    "llava": ("clip_vision_model", {"feature layers": 1}, "a CLIP tower and one feature layer"),
+    "llava_next": ("clip_vision_model", {"feature layers": 1, "vision_feature_select_strategy": "default"},
+                   "a CLIP tower, one feature layer and the default strategy"),
+    "mistral3": ("pixtral", {"feature layers": 1}, "a Pixtral tower and one feature layer")}
+AS_MEASURED_DEFAULTS: dict[str, object] = {"vision_use_head": True, "vision_feature_select_strategy": "default"}
+
+
+def _as_measured(model_type: str, kind: str, v: dict[str, object], top: dict[str, object]) -> bool:
+    tower, values, _ = MEASURED_TOWER.get(model_type, (kind, {}, ""))
+    found = {**AS_MEASURED_DEFAULTS, **v, **top, "feature layers": _feature_layers(top)}
+    return kind == tower and all(found[key] == value for key, value in values.items())
 
 
 def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSettings()) -> VisionKept | None:
@@ -370,8 +376,7 @@ def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSet
     if images.trained not in MEASURED.get(model_type, ()):
         return None
     kind, v = vision_config(config)
-    tower_kind, as_measured, _ = MEASURED_TOWER.get(model_type, (kind, lambda v, top: True, ""))
-    if kind != tower_kind or not as_measured(v, config):
+    if not _as_measured(model_type, kind, v, config):
         return None
     frozen = "" if images.trained else "; vision tower and projector frozen"
     if model_type == "gemma3":  # the processor resizes every image to image_size: mm_tokens_per_image tokens
