@@ -108,9 +108,9 @@ def anyres_tokens(pinpoints: list[list[int]], size: int, per_side: int, base: in
 def pixtral_grid(step: int, longest: int, recipe_max: int | None = None) -> tuple[int, int]:
     """Mistral 3's most image tokens as (rows, columns) of step = patch_size · spatial_merge_size pixels
     (PixtralProcessor, processing_pixtral.py:88-129; image_processing_pixtral.py:29-86: an image past `longest` a side
-    is scaled down to it, then each side rounded up to a step): over every image within recipe_max pixels (LLaMA-Factory's
-    image_max_pixels) and `longest` a side, the one with the most rows · columns; without recipe_max a
-    longest × longest one."""
+    is scaled down to it, then each side rounded up to a step): over every image within recipe_max pixels
+    (LLaMA-Factory's image_max_pixels) and `longest` a side, the one with the most rows · columns; without recipe_max
+    a longest × longest one."""
     if recipe_max is None or recipe_max >= longest * longest:
         return -(-longest // step), -(-longest // step)
     return max(((-(-h // step), -(-min(recipe_max // h, longest) // step)) for h in range(1, min(

@@ -43,8 +43,8 @@ import math
 from typing import NamedTuple
 
 from zeromem_lsp.configs.families import ModelShape, Weight
-from zeromem_lsp.configs.image_tokens import (LLAVA_NEXT_PINPOINTS, QWEN_PIXELS, ImageSettings, Masks, Tower, VisionKept,
-                                              anyres_tokens, pixtral_grid, qwen_image_tokens)
+from zeromem_lsp.configs.image_tokens import (LLAVA_NEXT_PINPOINTS, QWEN_PIXELS, ImageSettings, Masks, Tower,
+                                              VisionKept, anyres_tokens, pixtral_grid, qwen_image_tokens)
 from zeromem_lsp.configs.transformers_defaults import VISION_ALIASES, VISION_CONFIGS, VISION_DEFAULTS
 
 #: composite model_type -> (the inner module holding the vision tower, the text config's own class (None: the
@@ -388,9 +388,9 @@ def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSet
                       _int(v, "intermediate_size"), _int(v, "num_attention_heads"), _int(v, "num_hidden_layers"),
                       _int(v, "num_channels") * patch * patch)
         masks = Masks(text.layers, text.heads, text.kv_heads, text.head_dim, text.sliding_layers, text.sliding_window)
-        return VisionKept(tower, images.trained, images.input_grads, 1, tokens, 0, f"Gemma 3's mm_tokens_per_image {tokens:,} "
-                          f"per image (every image resized to image_size; pan-and-scan off), 1 image per sample{frozen}",
-                          masks)
+        return VisionKept(tower, images.trained, images.input_grads, 1, tokens, 0, f"Gemma 3's mm_tokens_per_image "
+                          f"{tokens:,} per image (every image resized to image_size; pan-and-scan off), 1 image per "
+                          f"sample{frozen}", masks)
     if model_type in ("llava", "llava_next"):  # get_image_features: the feature layer's patches, CLS dropped by
         # default; LLaVA-NeXT: every crop's
         top = filled({k: value for k, value in config.items() if k not in ("text_config", "vision_config")},
