@@ -15,7 +15,9 @@ run without a checkpoint, no input-grad hook). Checkpoint inputs are recorded on
 parameter requires grad (`record_checkpoint_inputs(only_with_grad=True)`): elsewhere the checkpoint saves nothing and
 torch drops its frame (every recorded case measured the same both ways). The sample holds one image per row of `grid` patches (t, h, w), its image tokens (h·w / merge²) inside the
 sequence; `model(input_ids, pixel_values, image_grid_thw, mm_token_type_ids, labels)` runs in training mode inside
-the same saved-tensor hooks as benchmarks/activations (saved_tensors.py), then backward. Results go to
+the same saved-tensor hooks as benchmarks/activations (saved_tensors.py), then backward. Gemma 3 / LLaVA: one image
+of image_size per row; LLaVA-NeXT: one 112 × 112 image (a grid pinpoint: 5 crops, 88 tokens) with image_sizes;
+Mistral 3: one 56 × 84 image (24 patches, 2 × 3 tokens and a break per row) with image_sizes. Results go to
 tests/data/vision_language/measured.json, checked by tests/unit/test_vision_language_activations.py.
 """
 
@@ -49,12 +51,16 @@ GEMMA3_TOKENS = {"mm_tokens_per_image": 4, "image_token_index": 990, "boi_token_
 GEMMA3 = [(64, 1, "bfloat16", False, True), (64, 2, "bfloat16", False, True), (96, 1, "float32", False, True),
           (96, 2, "bfloat16", True, True), (96, 1, "float32", True, True), (96, 2, "bfloat16", True, False),
           (96, 2, "bfloat16", False, True, 40)]
+# the tower and projector trained (sequence, micro-batch, dtype, checkpointing): Gemma 3's and LLaVA's
+TRAINED = [(64, 1, "bfloat16", False), (64, 2, "bfloat16", False), (96, 1, "float32", False),
+           (96, 2, "bfloat16", True), (96, 1, "float32", True)]
 # LLaVA: a llama language model, a CLIP tower (all its layers run; vision_feature_layer -2 is the feature), the
 # tower and projector frozen, the variants Gemma 3's first six
 LLAVA_TEXT = {"model_type": "llama", "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
               "head_dim": 48, "intermediate_size": 320, "vocab_size": 1000, "attention_dropout": 0.0,
               "tie_word_embeddings": False}
 LLAVA_TOKENS = {"image_token_index": 990, "vision_feature_layer": -2, "vision_feature_select_strategy": "default"}
+NEXT_PINPOINTS = [[56, 112], [112, 56], [112, 112]]
 TOKENS = {"image_token_id": 1400, "video_token_id": 1401, "vision_start_token_id": 1402, "vision_end_token_id": 1403}
 # (sequence, micro-batch, dtype, checkpointing, trained tower, vision depth, image grid (t, h, w))
 VARIANTS = [
@@ -88,6 +94,11 @@ def cases() -> list[dict]:
                     "vision_config": gemma, "tokens": GEMMA3_TOKENS, "sequence_length": seq, "micro_batch": batch,
                     "dtype": dtype, "gradient_checkpointing": checkpointing, "vision_trained": False,
                     "attention": "sdpa", "input_grads": grads})
+    for index, (seq, batch, dtype, checkpointing) in enumerate(TRAINED):
+        out.append({"id": f"gemma3-trained-{index}", "model_type": "gemma3", "text_config": dict(GEMMA3_TEXT),
+                    "vision_config": gemma, "tokens": GEMMA3_TOKENS, "sequence_length": seq, "micro_batch": batch,
+                    "dtype": dtype, "gradient_checkpointing": checkpointing, "vision_trained": True,
+                    "attention": "sdpa", "input_grads": True})
     clip = {"model_type": "clip_vision_model", "hidden_size": 64, "intermediate_size": 160, "num_attention_heads": 4,
             "num_hidden_layers": 3, "image_size": 56, "patch_size": 14, "projection_dim": 64}
     for index, (seq, batch, dtype, checkpointing, grads) in enumerate(GEMMA3[:6]):
@@ -95,7 +106,47 @@ def cases() -> list[dict]:
                     "vision_config": clip, "tokens": LLAVA_TOKENS, "sequence_length": seq, "micro_batch": batch,
                     "dtype": dtype, "gradient_checkpointing": checkpointing, "vision_trained": False,
                     "attention": "sdpa", "input_grads": grads})
+    for index, (seq, batch, dtype, checkpointing) in enumerate(TRAINED):
+        out.append({"id": f"llava-trained-{index}", "model_type": "llava", "text_config": dict(LLAVA_TEXT),
+                    "vision_config": clip, "tokens": LLAVA_TOKENS, "sequence_length": seq, "micro_batch": batch,
+                    "dtype": dtype, "gradient_checkpointing": checkpointing, "vision_trained": True,
+                    "attention": "sdpa", "input_grads": True})
+    # LLaVA-NeXT: LLaVA's CLIP tower, three pinpoints; each image 112 × 112 (the 2 × 2 grid, no unpadding):
+    # 1 + 4 crops, 88 tokens (4·4 base, 8·8 grid, 8 newlines)
+    nexts = [(seq + 64, batch, dtype, checkpointing, False, grads) for seq, batch, dtype, checkpointing, grads
+             in GEMMA3[:6]] + [(seq + 64, batch, dtype, checkpointing, True, True) for seq, batch, dtype,
+                               checkpointing in TRAINED]
+    for index, (seq, batch, dtype, checkpointing, trained, grads) in enumerate(nexts):
+        out.append({"id": f"llava_next-{index}", "model_type": "llava_next", "text_config": dict(LLAVA_TEXT),
+                    "vision_config": clip, "tokens": {**LLAVA_TOKENS, "image_grid_pinpoints": NEXT_PINPOINTS},
+                    "image_size": [112, 112], "sequence_length": seq, "micro_batch": batch, "dtype": dtype,
+                    "gradient_checkpointing": checkpointing, "vision_trained": trained, "attention": "sdpa",
+                    "input_grads": grads})
+    pixtral = {"model_type": "pixtral", "hidden_size": 64, "intermediate_size": 160, "num_attention_heads": 4,
+               "num_hidden_layers": 2, "image_size": 112, "patch_size": 14, "attention_dropout": 0.0}
+    mistral = {**LLAVA_TEXT, "model_type": "mistral", "sliding_window": None}
+    for index, (seq, batch, dtype, checkpointing, trained, grads) in enumerate(nexts):
+        out.append({"id": f"mistral3-{index}", "model_type": "mistral3", "text_config": mistral,
+                    "vision_config": pixtral, "tokens": {"image_token_index": 990, "spatial_merge_size": 2},
+                    "image_size": [56, 84], "sequence_length": seq - 64, "micro_batch": batch, "dtype": dtype,
+                    "gradient_checkpointing": checkpointing, "vision_trained": trained, "attention": "sdpa",
+                    "input_grads": grads})
     return out
+
+
+def _mistral3_inputs(case: dict, ids, generator, dtype):
+    """One image per row of `image_size` (multiples of patch_size · spatial_merge_size), its rows × columns tokens
+    and one [IMG_BREAK] / [IMG_END] per row (PixtralProcessor: rows · (columns + 1) positions, the breaks plain
+    tokens here)."""
+    import torch
+
+    (height, width), step = case["image_size"], case["vision_config"]["patch_size"] * 2
+    rows, columns = height // step, width // step
+    for row in range(rows):
+        start = 5 + row * (columns + 1)
+        ids[:, start:start + columns] = case["tokens"]["image_token_index"]
+    pixels = torch.randn(ids.shape[0], 3, height, width, generator=generator).to(dtype)
+    return {"pixel_values": pixels, "image_sizes": torch.tensor([[height, width]] * ids.shape[0])}
 
 
 def _llava_inputs(case: dict, ids, generator, dtype):
@@ -107,6 +158,20 @@ def _llava_inputs(case: dict, ids, generator, dtype):
     ids[:, 5:5 + per_image] = case["tokens"]["image_token_index"]
     size = vision["image_size"]
     return {"pixel_values": torch.randn(ids.shape[0], 3, size, size, generator=generator).to(dtype)}
+
+
+def _llava_next_inputs(case: dict, ids, generator, dtype):
+    """One image per row of `image_size`, its crops (the base image and the best pinpoint's grid) and its tokens
+    (LlavaNextProcessor._get_number_of_features: base, unpadded grid, a newline per grid row)."""
+    import torch
+
+    vision, (height, width) = case["vision_config"], case["image_size"]
+    size, per_side = vision["image_size"], vision["image_size"] // vision["patch_size"]
+    rows, columns = height // size, width // size  # the image is a pinpoint: no unpadding
+    per_image = per_side * per_side * (1 + rows * columns) + rows * per_side
+    ids[:, 5:5 + per_image] = case["tokens"]["image_token_index"]
+    pixels = torch.randn(ids.shape[0], 1 + rows * columns, 3, size, size, generator=generator).to(dtype)
+    return {"pixel_values": pixels, "image_sizes": torch.tensor([[height, width]] * ids.shape[0])}
 
 
 def _gemma3_inputs(case: dict, ids, generator, dtype):
@@ -170,7 +235,8 @@ def measure(case: dict, layers: int, explain: bool = False) -> int:
         saved.record_checkpoint_inputs(model, only_with_grad=True)
     generator = torch.Generator().manual_seed(1)
     ids = torch.randint(0, 900, (case["micro_batch"], case["sequence_length"]), generator=generator)
-    inputs = {"gemma3": _gemma3_inputs, "llava": _llava_inputs}.get(case["model_type"], _qwen_inputs)(
+    inputs = {"gemma3": _gemma3_inputs, "llava": _llava_inputs, "llava_next": _llava_next_inputs,
+              "mistral3": _mistral3_inputs}.get(case["model_type"], _qwen_inputs)(
         case, ids, generator, dtype)
     with saved.hooks():
         loss = model(input_ids=ids, labels=ids, **inputs).loss

@@ -196,9 +196,9 @@ def test_the_issue_example_qwen2_logits():
 
 
 def test_a_multimodal_wrapper_reads_its_text_config_and_gives_no_peak():
-    """The language model is read from text_config, but a trained Gemma 3 tower's image tokens are not measured: no
-    shape for the step model (the peak is unknown), never the language model's alone."""
-    wrapped = {"model_type": "gemma3", "text_config": {**LLAMA, "model_type": "gemma3_text"}}
-    assert weights_shape(wrapped).model_type == "gemma3_text"
-    with pytest.raises(UnsupportedModel, match="image tokens. activations are measured for .* measured frozen only"):
+    """The language model is read from text_config, but Llama 4's image tokens are not measured: no shape for the
+    step model (the peak is unknown), never the language model's alone."""
+    wrapped = {"model_type": "llama4", "text_config": {**LLAMA, "model_type": "llama4_text"}}
+    assert weights_shape(wrapped).model_type == "llama4_text"
+    with pytest.raises(UnsupportedModel, match="image tokens. activations are measured for .*gemma3"):
         model_shape(wrapped)

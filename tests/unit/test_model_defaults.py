@@ -7,7 +7,7 @@ import pytest
 
 from zeromem_lsp.configs import transformers_defaults as recorded
 from zeromem_lsp.configs.families import FAMILIES
-from zeromem_lsp.configs.model_config import SUPPORTED, UnsupportedModel, count_parameters, model_shape, weights_shape
+from zeromem_lsp.configs.model_config import SUPPORTED, count_parameters, model_shape, weights_shape
 
 GEMMA3_4B = Path(__file__).resolve().parents[1] / "data" / "models" / "gemma-3-4b-it" / "config.json"
 
@@ -39,8 +39,8 @@ def test_the_published_gemma3_4b_config_counts_as_transformers_builds_it():
     assert "Transformers 5.24.0 defaults:" in counted.note
     for used in ("num_attention_heads=8", "num_key_value_heads=4", "head_dim=256", "vocab_size=262208"):
         assert used in counted.note
-    with pytest.raises(UnsupportedModel, match="the peak is unknown for model_type 'gemma3'"):
-        model_shape(config)  # the image tokens' activations are not modelled
+    whole = model_shape(config)  # the image tokens' activations, the SigLIP tower trained as given
+    assert whole.vision.trained and whole.vision.tower.depth == 27 and whole.vision.tokens == 256
     shape = model_shape({**config["text_config"], "model_type": "gemma3_text"})  # the language model alone
     assert (shape.heads, shape.kv_heads, shape.head_dim, shape.vocab, shape.layers) == (8, 4, 256, 262208, 34)
     assert (shape.sliding_window, shape.sliding_layers) == (1024, 34 - 34 // 6)

@@ -1,7 +1,8 @@
-"""Image tokens' activations of Qwen2-VL / Qwen2.5-VL / Gemma 3 / LLaVA (issue 29): configs/image_tokens.py against the CPU
-measurements of the real Transformers 5.24 code (benchmarks/vision_language/measure.py →
-tests/data/vision_language/measured.json): the language model at T tokens with the image tokens among them, the
-vision tower and projector frozen (LLaMA-Factory's defaults) or trained, with and without checkpointing."""
+"""Image tokens' activations of Qwen2-VL / Qwen2.5-VL / Gemma 3 / LLaVA / LLaVA-NeXT / Mistral 3 (issue 29):
+configs/image_tokens.py against the CPU measurements of the real Transformers 5.24 code
+(benchmarks/vision_language/measure.py → tests/data/vision_language/measured.json): the language model at T tokens
+with the image tokens among them, the vision tower and projector frozen (LLaMA-Factory's defaults) or trained, with
+and without checkpointing."""
 
 import json
 import math
@@ -10,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from zeromem_lsp.configs.freeze_keys import recipe_vision
-from zeromem_lsp.configs.image_tokens import ImageSettings, qwen_image_tokens, smart_resize
-from zeromem_lsp.configs.model_config import ImageTokensUnmodelled, model_shape
+from zeromem_lsp.configs.image_tokens import (LLAVA_NEXT_PINPOINTS, ImageSettings, anyres_tokens, pixtral_grid,
+                                              qwen_image_tokens,
+                                              smart_resize)
+from zeromem_lsp.configs.model_config import UnsupportedModel, model_shape
 from zeromem_lsp.configs.vision import MEASURED
 from zeromem_lsp.memory.activations import estimate_activations
 
@@ -27,7 +30,13 @@ def shape_of(case: dict, layers: int):
         text["layer_types"] = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
     shape = model_shape({"model_type": case["model_type"], "vision_config": case["vision_config"], **case["tokens"],
                          "text_config": text}, ImageSettings(case["vision_trained"], case["input_grads"]))
-    if "grid" not in case:  # Gemma 3, LLaVA: the tokens per image are the config's
+    if case["model_type"] == "mistral3":  # the measured image (multiples of 28 pixels), not the bound
+        height, width = case["image_size"]
+        patches = (height // case["vision_config"]["patch_size"]) * (width // case["vision_config"]["patch_size"])
+        vision = shape.vision
+        return shape._replace(vision=vision._replace(tower=vision.tower._replace(patches=patches),
+                                                     tokens=patches // 4))
+    if "grid" not in case:  # Gemma 3, LLaVA (-NeXT): the tokens per image are the config's
         return shape
     t, h, w = case["grid"]
     merge = case["vision_config"]["spatial_merge_size"]
@@ -116,17 +125,22 @@ def test_axolotl_keeps_the_processor_bound_and_checkpoints_through_transformers(
     assert full.vision.kept(b, s, 2, True) < full.vision.kept(b, s, 2, False)
 
 
-def test_gemma3_is_measured_with_its_tower_frozen_only():
-    gemma = next(case for case in RECORD["cases"] if case["model_type"] == "gemma3")
-    config = {"model_type": "gemma3", "vision_config": gemma["vision_config"], "text_config": gemma["text_config"],
-              **gemma["tokens"]}
-    shape, _ = recipe_vision(config, {"finetuning_type": "full"}, "llamafactory")
-    assert shape.vision.tokens == gemma["tokens"]["mm_tokens_per_image"] and "mm_tokens_per_image" in shape.vision.settings
-    trained, why = recipe_vision(config, {"finetuning_type": "full", "freeze_vision_tower": False,
-                                          "freeze_multi_modal_projector": False}, "llamafactory")
-    assert trained is None and "here trained: measured frozen only" in why
-    with pytest.raises(ImageTokensUnmodelled, match="measured frozen only"):
-        model_shape(config)  # the model as given trains its tower
+def test_gemma3_and_llava_keep_more_with_their_tower_trained():
+    """LLaMA-Factory's freeze keys set off train the SigLIP / CLIP tower and projector: a peak (measured both ways),
+    above the frozen tower's by at least the trained blocks' inputs."""
+    for family in ("gemma3", "llava"):
+        case = next(case for case in RECORD["cases"] if case["model_type"] == family)
+        config = {"model_type": family, "vision_config": case["vision_config"], "text_config": case["text_config"],
+                  **case["tokens"]}
+        frozen, _ = recipe_vision(config, {"finetuning_type": "full"}, "llamafactory")
+        trained, why = recipe_vision(config, {"finetuning_type": "full", "freeze_vision_tower": False,
+                                              "freeze_multi_modal_projector": False}, "llamafactory")
+        assert why is None and trained.vision.trained and not frozen.vision.trained
+        tower = trained.vision.tower
+        for checkpointing in (False, True):
+            gained = trained.vision.kept(2, 512, 2, checkpointing) - frozen.vision.kept(2, 512, 2, checkpointing)
+            assert gained >= 2 * tower.depth * 2 * tower.patches * tower.hidden
+        assert model_shape(config).vision.trained  # the model as given trains its tower
 
 
 def test_llava_takes_its_patches_as_tokens_and_keeps_cls_only_under_the_full_strategy():
@@ -139,3 +153,74 @@ def test_llava_takes_its_patches_as_tokens_and_keeps_cls_only_under_the_full_str
     full, _ = recipe_vision({**config, "vision_feature_select_strategy": "full"}, {"finetuning_type": "full"},
                             "llamafactory")
     assert full.vision.tokens == patches + 1
+
+
+def processor_tokens(height: int, width: int, pinpoints: list, size: int, per_side: int) -> int:
+    """LlavaNextProcessor._get_number_of_features (default strategy) with image_processing_utils'
+    select_best_resolution, written out from Transformers 5.24's text."""
+    best, effective_best, wasted_best = None, 0, float("inf")
+    for pin_h, pin_w in pinpoints:
+        scale = min(pin_w / width, pin_h / height)
+        effective = min(int(width * scale) * int(height * scale), width * height)
+        if effective > effective_best or (effective == effective_best and pin_w * pin_h - effective < wasted_best):
+            best, effective_best, wasted_best = (pin_h, pin_w), effective, pin_w * pin_h - effective
+    rows, columns = per_side * (best[0] // size), per_side * (best[1] // size)
+    if width / height > columns / rows:
+        rows -= (rows - int(round(height * (columns / width), 7))) // 2 * 2
+    else:
+        columns -= (columns - int(round(width * (rows / height), 7))) // 2 * 2
+    return rows * columns + rows + per_side * per_side
+
+
+def test_llava_next_takes_the_most_tokens_an_image_can():
+    """Over every image from 16 to 1,100 pixels a side (steps of 12), llava-1.6's pinpoints give at most what
+    anyres_tokens says (an image of the 672 × 672 pinpoint: 576 + 48·48 + 48 = 2,928), and that image reaches it."""
+    size, per_side = 336, 24
+    found = max(processor_tokens(h, w, LLAVA_NEXT_PINPOINTS, size, per_side) for h in range(16, 1100, 12)
+                for w in range(16, 1100, 12))
+    most, crops, pinpoint = anyres_tokens(LLAVA_NEXT_PINPOINTS, size, per_side, per_side * per_side)
+    assert found <= most == processor_tokens(*pinpoint, LLAVA_NEXT_PINPOINTS, size, per_side)
+    assert (most, crops) == (2928, 5)
+
+
+def test_llava_next_runs_its_crops_through_the_tower():
+    case = next(case for case in RECORD["cases"] if case["model_type"] == "llava_next")
+    config = {"model_type": "llava_next", "vision_config": case["vision_config"], "text_config": case["text_config"],
+              **case["tokens"]}
+    shape, _ = recipe_vision(config, {"finetuning_type": "full"}, "llamafactory")
+    assert shape.vision.images == 5 and "88" in shape.vision.settings  # the measured 112 × 112 image: 1 + 2·2 crops
+    listed, why = recipe_vision({**config, "vision_feature_layer": [-2, -1]}, {"finetuning_type": "full"},
+                                "llamafactory")
+    assert listed is None and "one feature layer" in why
+
+
+def pixtral_tokens(height: int, width: int, longest: int, step: int) -> int:
+    """PixtralProcessor's image tokens (rows · columns, the breaks aside) after image_processing_pixtral's
+    get_resize_output_image_size, written out from Transformers 5.24's text."""
+    ratio = max(height / longest, width / longest)
+    if ratio > 1:
+        height, width = int(math.floor(height / ratio)), int(math.floor(width / ratio))
+    return ((height - 1) // step + 1) * ((width - 1) // step + 1)
+
+
+@pytest.mark.parametrize("budget", (300 * 300, 768 * 768, None))
+def test_mistral3_takes_the_most_tokens_an_image_can(budget):
+    """Every image within the budget (and up to 2,000 pixels a side, steps of 7) takes at most pixtral_grid's
+    rows × columns, and an image reaches it; Mistral-Small-3.1's 1,540-pixel edge alone gives 55 × 55."""
+    longest, step = 1540, 28
+    rows, columns = pixtral_grid(step, longest, budget)
+    found = max(pixtral_tokens(h, w, longest, step) for h in range(7, 2000, 7) for w in range(7, 2000, 7)
+                if budget is None or h * w <= budget)
+    assert found <= rows * columns and (budget is not None or (rows, columns) == (55, 55))
+    assert budget is None or any(pixtral_tokens(h, w, longest, step) == rows * columns for h in range(1, 800)
+                                 for w in [min(budget // h, longest)] if w >= 1)
+
+
+@pytest.mark.parametrize("pinpoints", ([[336]], [[336, "672"]], "672x672", [[20, 672]]))
+def test_a_malformed_pinpoint_list_is_named_not_a_traceback(pinpoints):
+    """(a side below the tower's image_size, 56 here, would give no grid row)"""
+    case = next(case for case in RECORD["cases"] if case["model_type"] == "llava_next")
+    config = {"model_type": "llava_next", "vision_config": case["vision_config"], "text_config": case["text_config"],
+              **case["tokens"], "image_grid_pinpoints": pinpoints}
+    with pytest.raises(UnsupportedModel, match="config.json image_grid_pinpoints must be a list of"):
+        model_shape(config)

@@ -34,20 +34,40 @@ and M = N / merge² tokens of an image, h / I / heads / d the tower's width, MLP
   RMSNorm (4·N·h + 4·N) and 4·w·N·h (x̂, output, GELU in and out).
 - a trained Qwen2-VL tower: the same but LayerNorms (w·N·h input, 2·w·N statistics, w·N·h output each), no window
   index, the quick_gelu MLP's fc1 output, sigmoid product and fc2 input (3·w·N·I) (`TOWERS`).
-- Gemma 3 (frozen SigLIP tower and projector; a trained one is not measured): with token_type_ids (what training
+- Gemma 3 (SigLIP tower without its pooling head, as published): with token_type_ids (what training
   passes) every layer gets an explicit (b, 1, s, s) mask with bidirectional image blocks
   (create_masks_for_vision_model, modeling_gemma3.py:876-880), so sdpa repeats k and v to every head and each layer
   keeps its copy of the mask (2·w·b·s·(q − kv)·d + w·b·s·s per layer, as a sliding layer the sequence outgrows);
   under checkpointing the layers' inputs hold one boolean mask per attention type (b·s·s each). A frozen tower with
   Transformers' input-grad hook keeps, per image, its checkpointed blocks' inputs (depth·w·N·h), post_layernorm's
   input and statistics, the average pool's input (w·N·h) and mm_soft_emb_norm's fp32 input and 1/rms, and once
-  its fp32 1 + weight.
-- LLaVA (frozen CLIP tower and projector; a trained one is not measured): (image_size / patch_size)² tokens per
+  its fp32 1 + weight. Trained: the pixel values (w·N·C·P²), the position ids (int64 (1, N), once per batch), per
+  block the text layer's terms at the tower's shape — two LayerNorms (input, statistics, output), q, k, v and the
+  attention output (4·w·N·h, o's input a view of sdpa's output), sdpa's fp32 log-sum-exp, fc1's output and the
+  GELU's output (2·w·N·I) — or under checkpointing each block's input; then as frozen, and mm_soft_emb_norm's fp32
+  x̂ and the projection's input (F32 + w)·M·h.
+- LLaVA (CLIP tower, one feature layer): (image_size / patch_size)² tokens per
   image (`vision_feature_select_strategy` "default" drops the CLS position, "full" keeps it); nothing beside the
   mask unless Transformers' input-grad hook runs under checkpointing: then, per image of P = N + 1 positions,
   pre_layrnorm's input and statistics, every layer's input (all layers run, whatever vision_feature_layer picks),
   the last layer's output under post_layernorm (its pooled CLS row's statistics) and the projector's GELU input
-  (w·M·text hidden). The unused pooled branch is counted as the measurement sees it.
+  (w·M·text hidden). The unused pooled branch is counted as the measurement sees it. Trained: the pixel values, the
+  position ids (int64 (1, N + 1), once), pre_layrnorm as frozen, per block Gemma 3's terms but quick_gelu's three
+  tensors of N·I (fc1's output, the sigmoid, their product), or each block's input under checkpointing, the last
+  output and CLS statistics, the projector's GELU input and output (2·w·M·text hidden); and once the batch holds
+  more than one image the feature layer sliced past CLS is a copy, linear_1's input (w·M·h per image).
+- LLaVA-NeXT (CLIP tower, one feature layer, the default strategy): LLaVA's per crop, an image's crops being the
+  base image and its pinpoint's grid (`anyres_tokens`, the most tokens an image can take: an image the shape of the
+  pinpoint that gives the most; 2,928 tokens and 5 crops for llava-1.6's pinpoints); pack_image_features (permute,
+  unpad, the image_newline concatenated per row, the base image in front) keeps nothing.
+- Mistral 3 (Pixtral tower, one feature layer): `pixtral_grid` rows × columns tokens of patch_size · merge pixels
+  (vision_config.image_size taken as the processor's longest_edge: Mistral-Small-3.1's preprocessor_config.json says
+  1,540 as its config does; 55 × 55), N = merge² tokens patches. Every image's patches run as one sequence
+  (modeling_pixtral.py:404-465) under one block-diagonal mask, w·(images in the batch · N)², kept once. Per image:
+  ln_pre's fp32 input and 1/rms (and x̂ trained), the 2D rotary cos / sin in w (2·w·N·d), per block Qwen2.5-VL's
+  terms but 4·w·N·h in attention (q, k rotated, v, the output), or its input under checkpointing; the projector's
+  RMSNorm, trained also x̂ and the patch merger's unfolded input and output (w·M·h), the GELU's input (and output)
+  at the text width (Mistral3MultiModalProjector, modeling_mistral3.py:70-128). Trained also the pixel values.
 - gradient checkpointing (every vision block is a GradientCheckpointingLayer): a trained tower keeps each block's
   input (w·N·h) and the blocks' cu_seqlens (int32: images + 1; Qwen2.5-VL's windowed blocks windows + 1, at most
   one window per token: the bound is counted), beside the conv input, indices, rotary tables and merger; a frozen
@@ -67,6 +87,34 @@ F32, I64, I32 = 4, 8, 4
 QWEN_PIXELS = {"qwen2_vl_vision": (56 * 56, 28 * 28 * 1280), "qwen2_5_vl_vision": (56 * 56, 28 * 28 * 1280)}
 #: LLaMA-Factory's image_max_pixels / image_min_pixels defaults (model_args.py:305-311)
 LLAMAFACTORY_PIXELS = (768 * 768, 32 * 32)
+
+
+#: LlavaNextConfig's image_grid_pinpoints default, (height, width) (configuration_llava_next.py:86-90)
+LLAVA_NEXT_PINPOINTS = [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
+
+
+def anyres_tokens(pinpoints: list[list[int]], size: int, per_side: int, base: int) -> tuple[int, int, tuple[int, int]]:
+    """LLaVA-NeXT's most tokens per image (LlavaNextProcessor._get_number_of_features, modeling_llava_next.py:47-112,
+    242-312), with the crops the tower then runs (the base image and the grid's) and the pinpoint (height, width):
+    an image the shape of a pinpoint is resized to it whole (select_best_resolution: the most effective pixels, then
+    the least waste), so nothing is unpadded — `base` tokens for the base image, (rows·per_side)·(columns·per_side)
+    for the grid of rows × columns crops of `size`, one newline per grid row (rows·per_side); any other image is
+    unpadded to fewer."""
+    found = [(base + rows * columns * per_side * per_side + rows * per_side, 1 + rows * columns, (height, width))
+             for height, width in pinpoints for rows, columns in [(height // size, width // size)]]
+    return max(found)
+
+
+def pixtral_grid(step: int, longest: int, recipe_max: int | None = None) -> tuple[int, int]:
+    """Mistral 3's most image tokens as (rows, columns) of step = patch_size · spatial_merge_size pixels
+    (PixtralProcessor, processing_pixtral.py:88-129; image_processing_pixtral.py:29-86: an image past `longest` a side
+    is scaled down to it, then each side rounded up to a step): over every image within recipe_max pixels
+    (LLaMA-Factory's image_max_pixels) and `longest` a side, the one with the most rows · columns; without recipe_max
+    a longest × longest one."""
+    if recipe_max is None or recipe_max >= longest * longest:
+        return -(-longest // step), -(-longest // step)
+    return max(((-(-h // step), -(-min(recipe_max // h, longest) // step)) for h in range(1, min(
+        longest, math.isqrt(recipe_max)) + 1)), key=lambda grid: grid[0] * grid[1])
 
 
 def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
@@ -111,9 +159,11 @@ class Tower(NamedTuple):
     projector: int = 0  # LLaVA: the projector's GELU width (the text hidden size)
 
 
-#: vision model_type -> (norm: "rms" | "layer", MLP tensors of N·I kept, whether the window index is kept)
-TOWERS = {"qwen2_5_vl_vision": ("rms", 4, True), "qwen2_vl_vision": ("layer", 3, False),
-          "siglip_vision_model": ("layer", 0, False), "clip_vision_model": ("layer", 0, False)}
+#: vision model_type -> (norm: "rms" | "layer", a trained block's attention tensors of N·h and MLP tensors of N·I
+#: kept, whether the window index is kept)
+TOWERS = {"qwen2_5_vl_vision": ("rms", 7, 4, True), "qwen2_vl_vision": ("layer", 7, 3, False),
+          "siglip_vision_model": ("layer", 4, 2, False), "clip_vision_model": ("layer", 4, 3, False),
+          "pixtral": ("rms", 4, 4, False)}
 
 
 class ImageSettings(NamedTuple):
@@ -135,22 +185,32 @@ def _norm(kind: str, rows: int, width: int, w: int, trained: bool) -> int:
 
 def tower_bytes(tower: Tower, w: int, checkpointing: bool, trained: bool = True, tokens: int = 0) -> int:
     """What one image's tower and projector keep for backward, trained or (its input requiring grad) frozen."""
-    norm, mlp, windows = TOWERS[tower.kind]
+    norm, attention, mlp, windows = TOWERS[tower.kind]
     n, h, d = tower.patches, tower.hidden, tower.hidden // tower.heads
     tokens = tokens or n // (tower.merge * tower.merge)
-    if tower.kind == "clip_vision_model":  # frozen, checkpointed (every layer runs, N + 1 positions with CLS):
-        # pre_layrnorm's input and statistics, the blocks' inputs, the last output under post_layernorm (its CLS row's
-        # statistics), the projector's GELU input
-        return _norm(norm, n, h, w, False) + tower.depth * w * n * h + w * n * h + 2 * w + w * tokens * tower.projector
-    if tower.kind == "siglip_vision_model":  # frozen, checkpointed: the blocks' inputs, post_layernorm, the average
-        # pool's input, mm_soft_emb_norm's fp32 input and 1/rms (Gemma3MultiModalProjector)
-        return tower.depth * w * n * h + _norm(norm, n, h, w, False) + w * n * h + F32 * tokens * h + F32 * tokens
-    fixed = (w * n * tower.patch_inputs if trained else 0) + (2 * I64 * tokens if windows else 0) + 2 * F32 * n * d
+    block = 2 * _norm(norm, n, h, w, True) + attention * w * n * h + F32 * tower.heads * n + mlp * w * n * \
+        tower.intermediate
+    blocks = tower.depth * (w * n * h if checkpointing else block)  # checkpointed: each block's input
+    cls = tower.kind == "clip_vision_model"  # CLIP's N + 1 positions: the CLS one has no pixels
+    pixels = w * (n - cls) * tower.patch_inputs if trained else 0
+    if cls:  # pre_layrnorm's input and statistics, the blocks, the last output under post_layernorm (its CLS row's
+        # statistics), the projector's GELU input (and, trained, its output)
+        return pixels + _norm(norm, n, h, w, False) + blocks + w * n * h + 2 * w + (1 + trained) * w * tokens * \
+            tower.projector
+    if tower.kind == "siglip_vision_model":  # the blocks, post_layernorm, the average pool's input,
+        # mm_soft_emb_norm's fp32 input and 1/rms (Gemma3MultiModalProjector), trained its fp32 x̂ and the projection's
+        # input
+        return pixels + blocks + _norm(norm, n, h, w, False) + w * n * h + F32 * tokens * h + F32 * tokens + \
+            trained * (F32 + w) * tokens * h
+    if tower.kind == "pixtral":  # ln_pre (x̂ when trained), the 2D rotary cos / sin, the blocks, the projector's
+        # RMSNorm (trained: x̂ and the patch merger's unfolded input), the merger's output, the GELU's input (and output)
+        return pixels + _norm(norm, n, h, w, False) + trained * w * n * h + 2 * w * n * d + blocks + _norm(
+            norm, n, h, w, trained) + trained * w * tokens * h + (1 + trained) * w * tokens * tower.projector
+    fixed = pixels + (2 * I64 * tokens if windows else 0) + 2 * F32 * n * d
     merger = _norm(norm, n, h, w, trained) + (2 if trained else 1) * w * n * h  # GELU's input (and output)
     if checkpointing:  # one cu_seqlens entry per image, and (windows) at most one per token (the batch's first: kept)
-        return fixed + merger + tower.depth * w * n * h + I32 * (1 + (tokens if windows else 0))
-    block = 2 * _norm(norm, n, h, w, True) + 7 * w * n * h + F32 * tower.heads * n + mlp * w * n * tower.intermediate
-    return fixed + merger + tower.depth * block
+        return fixed + merger + blocks + I32 * (1 + (tokens if windows else 0))
+    return fixed + merger + blocks
 
 
 class Masks(NamedTuple):
@@ -196,9 +256,14 @@ class VisionKept(NamedTuple):
             rows += _image_masks(self.masks, b, s, w, checkpointing)
         if not self.trained and not (checkpointing and self.input_grads):  # a frozen tower under no-grad inputs
             return rows
-        first = I32 * (2 if TOWERS[self.tower.kind][2] else 1) if checkpointing else 0  # cu_seqlens' leading 0s
-        if self.tower.kind == "siglip_vision_model":
-            first = F32 * self.tower.hidden  # mm_soft_emb_norm's fp32 1 + weight
-        if self.tower.kind == "clip_vision_model":
-            first = 0
-        return rows + first + b * self.images * tower_bytes(self.tower, w, checkpointing, self.trained, self.tokens)
+        tower, images = self.tower, b * self.images
+        first = I32 * (2 if TOWERS[tower.kind][3] else 1) if checkpointing else 0  # cu_seqlens' leading 0s
+        if tower.kind in ("siglip_vision_model", "clip_vision_model"):  # a trained tower's position ids (1, N), once;
+            # Gemma 3's mm_soft_emb_norm's fp32 1 + weight; a trained LLaVA projector's input, sliced past CLS, is a
+            # copy once the batch holds more than one image
+            first = I64 * tower.patches * self.trained + F32 * tower.hidden * (tower.kind == "siglip_vision_model")
+            first += self.trained * (images > 1) * (self.tokens < tower.patches) * images * w * self.tokens * \
+                tower.hidden * (tower.kind == "clip_vision_model")
+        if tower.kind == "pixtral":  # the block-diagonal attention mask over every image's patches in the batch
+            first = w * (images * tower.patches) ** 2
+        return rows + first + images * tower_bytes(tower, w, checkpointing, self.trained, self.tokens)

@@ -24,8 +24,8 @@ from zeromem_lsp.configs.families import FAMILIES, Family, weights
 from zeromem_lsp.configs.families import ModelShape as ModelShape  # re-exported: its readers import it from here
 from zeromem_lsp.configs.model_defaults import FilledConfig, text_model_type
 from zeromem_lsp.configs.image_tokens import ImageSettings
-from zeromem_lsp.configs.vision import (COMPOSITES, FLAT_TEXT, MEASURED, UnknownTower, UnsupportedVision, tied,
-                                        vision_kept, vision_parts)
+from zeromem_lsp.configs.vision import (COMPOSITES, FLAT_TEXT, MEASURED, MEASURED_TOWER, UnknownTower,
+                                        UnsupportedVision, tied, vision_kept, vision_parts)
 
 
 class UnsupportedModel(ValueError):
@@ -388,10 +388,13 @@ def model_shape(config: dict, images: ImageSettings = ImageSettings()) -> ModelS
                 return text._replace(vision=vision)
         states = {True: "trained", False: "frozen"}
         measured = " or ".join(states[state] for state in MEASURED.get(composite, ()))
+        measured_types = [name + (f" ({MEASURED_TOWER[name][2]})" if name in MEASURED_TOWER else "")
+                          for name in MEASURED]
         raise ImageTokensUnmodelled(
             f"the peak is unknown for model_type {composite!r}: its image tokens' activations are measured for "
-            f"qwen2_vl and qwen2_5_vl, and gemma3 and llava with their vision tower frozen"
-            + (f" (here {states[images.trained]}: measured {measured} only)" if measured else "")
+            f"{', '.join(measured_types[:-1])} and {measured_types[-1]}, the vision tower trained or frozen"
+            + (f" (here {states[images.trained]}: measured {measured} only)"
+               if measured and images.trained not in MEASURED[composite] else "")
             + f"; its parameters are counted whole, the language model as {model_type} (model state only)")
     supported = ", ".join(name for name, family in FAMILIES.items() if family.activations)
     raise UnsupportedModel(f"no activation model for model_type {model_type!r}; supported: {supported}")

@@ -43,7 +43,8 @@ import math
 from typing import NamedTuple
 
 from zeromem_lsp.configs.families import ModelShape, Weight
-from zeromem_lsp.configs.image_tokens import QWEN_PIXELS, ImageSettings, Masks, Tower, VisionKept, qwen_image_tokens
+from zeromem_lsp.configs.image_tokens import (LLAVA_NEXT_PINPOINTS, QWEN_PIXELS, ImageSettings, Masks, Tower,
+                                              VisionKept, anyres_tokens, pixtral_grid, qwen_image_tokens)
 from zeromem_lsp.configs.transformers_defaults import VISION_ALIASES, VISION_CONFIGS, VISION_DEFAULTS
 
 #: composite model_type -> (the inner module holding the vision tower, the text config's own class (None: the
@@ -348,7 +349,24 @@ def _names(weight: Weight, path: str) -> list[tuple[str, tuple[int, ...]]]:
 
 
 #: composite -> the tower states whose image tokens are measured (True: trained, False: frozen)
-MEASURED = {"qwen2_vl": (True, False), "qwen2_5_vl": (True, False), "gemma3": (False,), "llava": (False,)}
+MEASURED = {"qwen2_vl": (True, False), "qwen2_5_vl": (True, False), "gemma3": (True, False), "llava": (True, False),
+            "llava_next": (True, False), "mistral3": (True, False)}
+#: composite -> (the tower measured, the config values as measured, said in the peak-unknown message); a key absent
+#: from the config takes Transformers' default (AS_MEASURED_DEFAULTS); "feature layers": how many vision_feature_layer
+#: names
+MEASURED_TOWER: dict[str, tuple[str, dict[str, object], str]] = {
+    "gemma3": ("siglip_vision_model", {"vision_use_head": False}, "a SigLIP tower without its pooling head"),
+    "llava": ("clip_vision_model", {"feature layers": 1}, "a CLIP tower and one feature layer"),
+    "llava_next": ("clip_vision_model", {"feature layers": 1, "vision_feature_select_strategy": "default"},
+                   "a CLIP tower, one feature layer and the default strategy"),
+    "mistral3": ("pixtral", {"feature layers": 1}, "a Pixtral tower and one feature layer")}
+AS_MEASURED_DEFAULTS: dict[str, object] = {"vision_use_head": True, "vision_feature_select_strategy": "default"}
+
+
+def _as_measured(model_type: str, kind: str, v: dict[str, object], top: dict[str, object]) -> bool:
+    tower, values, _ = MEASURED_TOWER.get(model_type, (kind, {}, ""))
+    found = {**AS_MEASURED_DEFAULTS, **v, **top, "feature layers": _feature_layers(top)}
+    return kind == tower and all(found[key] == value for key, value in values.items())
 
 
 def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSettings()) -> VisionKept | None:
@@ -358,6 +376,8 @@ def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSet
     if images.trained not in MEASURED.get(model_type, ()):
         return None
     kind, v = vision_config(config)
+    if not _as_measured(model_type, kind, v, config):
+        return None
     frozen = "" if images.trained else "; vision tower and projector frozen"
     if model_type == "gemma3":  # the processor resizes every image to image_size: mm_tokens_per_image tokens
         top = filled({k: value for k, value in config.items() if k not in ("text_config", "vision_config")},
@@ -368,21 +388,50 @@ def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSet
                       _int(v, "intermediate_size"), _int(v, "num_attention_heads"), _int(v, "num_hidden_layers"),
                       _int(v, "num_channels") * patch * patch)
         masks = Masks(text.layers, text.heads, text.kv_heads, text.head_dim, text.sliding_layers, text.sliding_window)
-        return VisionKept(tower, False, images.input_grads, 1, tokens, 0, f"Gemma 3's mm_tokens_per_image {tokens:,} "
-                          f"per image (every image resized to image_size; pan-and-scan off), 1 image per sample{frozen}",
-                          masks)
-    if model_type == "llava":  # LlavaModel.get_image_features: the feature layer's patches, CLS dropped by default
+        return VisionKept(tower, images.trained, images.input_grads, 1, tokens, 0, f"Gemma 3's mm_tokens_per_image "
+                          f"{tokens:,} per image (every image resized to image_size; pan-and-scan off), 1 image per "
+                          f"sample{frozen}", masks)
+    if model_type in ("llava", "llava_next"):  # get_image_features: the feature layer's patches, CLS dropped by
+        # default; LLaVA-NeXT: every crop's
         top = filled({k: value for k, value in config.items() if k not in ("text_config", "vision_config")},
                      model_type)
-        patch = _int(v, "patch_size")
-        patches = (_int(v, "image_size") // patch) ** 2
+        patch, size = _int(v, "patch_size"), _int(v, "image_size")
+        patches = (size // patch) ** 2
         tokens = patches + (top.get("vision_feature_select_strategy") == "full")
         tower = Tower(kind, patches + 1, 1, _int(v, "hidden_size"), _int(v, "intermediate_size"),
                       _int(v, "num_attention_heads"), _int(v, "num_hidden_layers"), _int(v, "num_channels") * patch *
                       patch, text.hidden)
-        return VisionKept(tower, False, images.input_grads, 1, tokens, 0, f"LLaVA's (image_size / patch_size)² = "
-                          f"{tokens:,} image tokens per image (vision_feature_select_strategy "
-                          f"{top.get('vision_feature_select_strategy')!r}), 1 image per sample{frozen}")
+        strategy = f"vision_feature_select_strategy {top.get('vision_feature_select_strategy')!r}"
+        if model_type == "llava":
+            return VisionKept(tower, images.trained, images.input_grads, 1, tokens, 0, f"LLaVA's (image_size / "
+                              f"patch_size)² = {tokens:,} image tokens per image ({strategy}), 1 image per "
+                              f"sample{frozen}")
+        pinpoints = top.get("image_grid_pinpoints") or LLAVA_NEXT_PINPOINTS
+        if not isinstance(pinpoints, list) or not all(isinstance(pair, list) and len(pair) == 2 and all(
+                isinstance(side, int) and not isinstance(side, bool) and side >= size for side in pair)
+                for pair in pinpoints):
+            raise UnsupportedVision(f"config.json image_grid_pinpoints must be a list of [height, width] pairs of "
+                                    f"at least image_size {size}, got {pinpoints!r}")
+        most, crops, (height, width) = anyres_tokens(pinpoints, size, size // patch, tokens)
+        return VisionKept(tower, images.trained, images.input_grads, crops, tokens, 0, f"LLaVA-NeXT's most image "
+                          f"tokens per image, {most:,} (an image of the {height} × {width} grid pinpoint: the base "
+                          f"image, its grid unpadded by nothing and one newline per row; {crops} crops through the "
+                          f"tower; {strategy}), 1 image per sample{frozen}")
+    if model_type == "mistral3":  # PixtralVisionModel: every image's patches in one sequence, merged 2 × 2 after
+        top = filled({k: value for k, value in config.items() if k not in ("text_config", "vision_config")},
+                     model_type)
+        merge, patch, longest = _int(top, "spatial_merge_size"), _int(v, "patch_size"), _int(v, "image_size")
+        pixels = images.pixels
+        rows, columns = pixtral_grid(patch * merge, longest, pixels[0] if pixels else None)
+        tokens = rows * columns
+        tower = Tower(kind, tokens * merge * merge, merge, _int(v, "hidden_size"), _int(v, "intermediate_size"),
+                      _int(v, "num_attention_heads"), _int(v, "num_hidden_layers"), _int(v, "num_channels") * patch *
+                      patch, text.hidden)
+        bound = (f"{pixels[1]} = {pixels[0]:,} pixels" if pixels else f"vision_config.image_size {longest:,} as the "
+                 f"processor's longest_edge")
+        return VisionKept(tower, images.trained, images.input_grads, 1, tokens, 0, f"{bound}: at most {rows} × "
+                          f"{columns} = {tokens:,} image tokens per image (and one break per row), 1 image per "
+                          f"sample{frozen}")
     merge, patch = _int(v, "spatial_merge_size"), _int(v, "patch_size")
     qwen2 = kind == "qwen2_vl_vision"
     low, high = QWEN_PIXELS[kind]
