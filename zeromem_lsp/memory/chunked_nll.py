@@ -40,22 +40,33 @@ class ChunkedNll(PolicyLoss):
         """The fp32 copies the upcast matmul makes (none when the compute dtype is fp32: `.float()` returns itself)."""
         return F32 * (setup.vocab + rows) * setup.hidden if self.upcast and setup.c != F32 else 0
 
+    def _chunk_backward(self, setup: Setup, rows: int) -> int:
+        """A chunk's recompute (its four fp32 c×V tensors), or with the upcast its fp32 matmul's backward: the copies
+        it keeps, the logits' fp32 gradient and the head weight's fp32 gradient."""
+        copies, v = self._matmul(setup, rows), setup.vocab
+        matmul = copies + F32 * rows * v + (F32 * v * setup.hidden if self.head_trainable else 0) if copies else 0
+        return max(copies + FORWARD_CHUNK * F32 * rows * v, matmul)
+
     def moments(self, setup: Setup, base: list[Part], saved: int) -> tuple[str, list[Part], list[Part]]:
-        """(the chunk loop in forward, the loss's backward: a chunk's recompute beside the head's and the packed hidden
-        states' gradients, summed over the chunks done)."""
+        """(the chunk loop in forward, the loss's backward). Backward takes the chunks last first: the first one's
+        recompute holds no gradient yet; a later one's recompute holds the head's and the packed hidden states'
+        gradients summed so far, and the second chunk's sum is made out of place (the sum beside both addends)."""
         c, h, v, w = setup.c, setup.hidden, setup.vocab, setup.w
         scored = self.scored(setup.tokens)
-        rows = min(CHUNK, scored)
+        rows, last = min(CHUNK, scored), (scored - 1) % CHUNK + 1
         kept = Part(P.ACTIVATIONS, saved if self.adjusted else self.saved(saved, setup.acts.logits_bytes,
                                                                           setup.tokens, h, c))
-        copies = self._matmul(setup, rows)
-        chunk = max(FORWARD_CHUNK * F32 * rows * v, copies + F32 * rows * v)
+        chunk = max(FORWARD_CHUNK * F32 * rows * v, self._matmul(setup, rows) + F32 * rows * v)
         forward = [*base, kept, Part(P.LAST_HIDDEN_STATES, c * setup.tokens * h), Part(P.LABEL_MASK, scored),
                    Part(P.NLL_CHUNK, chunk)]
-        backward = [*base, kept, Part(P.HEAD_GRADIENT, w * v * h if self.head_trainable else 0),
-                    Part(P.HIDDEN_STATE_GRADIENT, c * scored * h),
-                    Part(P.NLL_CHUNK, copies + FORWARD_CHUNK * F32 * rows * v)]
-        return M.POLICY_HEAD, forward, backward
+        head = w * v * h if self.head_trainable else 0
+        first = [*base, kept, Part(P.NLL_CHUNK, self._chunk_backward(setup, last))]
+        if scored <= CHUNK:
+            return M.POLICY_HEAD, forward, first
+        later = [*base, kept, Part(P.HEAD_GRADIENT, head), Part(P.HIDDEN_STATE_GRADIENT, c * scored * h),
+                 Part(P.NLL_CHUNK, self._chunk_backward(setup, rows))]
+        summed = [*base, kept, Part(P.HEAD_GRADIENT, 3 * head), Part(P.HIDDEN_STATE_GRADIENT, c * scored * h)]
+        return M.POLICY_HEAD, forward, max(first, later, summed, key=lambda parts: sum(part.bytes for part in parts))
 
 
 __all__ = ["CHUNK", "ChunkedNll", "UPCAST"]
