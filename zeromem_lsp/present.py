@@ -392,8 +392,8 @@ def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_l
         return (f"{lead}its chunked NLL keeps {kept:,} B (the shifted positions' hidden states packed, their order and "
                 f"labels) in place of the loss {logits_bytes:,} and the head's input {head_input:,}: activations "
                 f"{saved:,} - {logits_bytes:,} - {head_input:,} + {kept:,} = "
-                f"{saved - logits_bytes - head_input + kept:,} B; one chunk of {min(CHUNK, tokens - tokens // sequence_length)} "
-                f"rows' fp32 logits at a time")
+                f"{saved - logits_bytes - head_input + kept:,} B; one chunk of "
+                f"{min(CHUNK, tokens - tokens // sequence_length)} rows' fp32 logits at a time")
     if isinstance(head, ReferenceFreeHead):
         what = "the log-prob kernel's 2 fp32 values per token" if head.triton else "a log-softmax per row"
         keeps = f"its chosen rows' NLL and {what} keep"

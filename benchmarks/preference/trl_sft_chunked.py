@@ -39,7 +39,8 @@ WIDE = {"model_type": "llama", "hidden_size": 3072, "num_attention_heads": 24, "
 def _case(cid, trl="1.14.0", model="llama-h256", regime="bf16", batch=1, seq=300, lora=False, checkpointing=False):
     from cases import MODELS
     case = {"id": cid, "trl_version": trl, "engine": "torch", "ranks": 1, "model": model,
-            "config": dict(sorted({**MODELS, "llama-h3072-v8k": WIDE}[model].items())), "regime": regime, "micro_batch": batch,
+            "config": dict(sorted({**MODELS, "llama-h3072-v8k": WIDE}[model].items())), "regime": regime,
+            "micro_batch": batch,
             "sequence_length": seq, "attention": "sdpa", "gradient_checkpointing": checkpointing,
             "optimizer": {"name": "AdamW", "impl": "foreach", "lr": 1e-4}, "loss_type": "chunked_nll"}
     if lora:

@@ -30,6 +30,7 @@ WITH_REFERENCE = ("dpo", "kto")
 LOSSES = ("fused", "logits", "llamafactory")
 #: TRL's SFTTrainer: its fused LM head (TRL 1.15 on) or its chunked NLL (1.4-1.14: memory/chunked_nll.py)
 SFT_LOSSES = ("fused", *UPCAST)
+TRAINER_LOSSES = {"sft": SFT_LOSSES}  # the losses a trainer takes when not LOSSES
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ def estimate_preference_step(preference: Preference, step: Step | None = None, *
         return step_peak(step)
     frozen, sequence, engine = step.frozen, step.sequence_length, step.engine
     micro, grpo, kto = rows(trainer, step.micro_batch), trainer == "grpo", trainer == "kto"
-    if preference.loss not in (LOSSES if trainer != "sft" else SFT_LOSSES):
+    if preference.loss not in TRAINER_LOSSES.get(trainer, LOSSES):
         raise StepInputError(f"preference loss must be one of {', '.join(LOSSES)}, got {preference.loss!r}")
     if grpo:
         check_grpo(preference.generation, sequence, engine.name, step.stage, engine.sharded, step.ranks, engine.version)
@@ -161,9 +162,9 @@ def policy_head(trainer: str, loss: str, sequence_length: int, completion_length
         return GrpoLogitsHead(trainer, sequence_length, head_trainable=head_trainable,
                               completion_length=completion_length)
     # GRPO's reference runs before the policy's forward (its own moment, memory/grpo.py), never beside it
-    kinds: dict[str, Callable[..., PolicyHead]] = {"fused": FusedHead, "logits": LogitsHead,
-                                                   "llamafactory": LlamaFactoryHead,
-                                                   **{name: partial(ChunkedNll, upcast=up) for name, up in UPCAST.items()}}
+    kinds: dict[str, Callable[..., PolicyHead]] = {
+        "fused": FusedHead, "logits": LogitsHead, "llamafactory": LlamaFactoryHead,
+        **{name: partial(ChunkedNll, upcast=upcast) for name, upcast in UPCAST.items()}}
     return kinds[loss](trainer, sequence_length, reference_forward and trainer != "grpo", reference_gathered,
                 head_trainable=head_trainable, triton=triton)
 
@@ -218,5 +219,5 @@ def _frozen_saved(head: PolicyHead, frozen: FrozenBase, step: Step, micro: int) 
                       DTYPE_BYTES[frozen.compute_dtype], step.shape.vocab)
 
 
-__all__ = ["FusedHead", "LOSSES", "SFT_LOSSES", "LogitsHead", "Preference", "TRAINERS", "WITH_REFERENCE", "estimate_preference_step",
-           "rows"]
+__all__ = ["FusedHead", "LOSSES", "LogitsHead", "Preference", "SFT_LOSSES", "TRAINERS", "WITH_REFERENCE",
+           "estimate_preference_step", "rows"]
