@@ -330,11 +330,13 @@ def activation_lines(peak) -> list[str]:
         lines.append(LORA_STEP)
     acts = peak.lora_activations if peak.lora_activations is not None else acts
     source = peak.source
+    from zeromem_lsp.memory.preference import SFT_LOSSES
+
     trainer = source.trainer.value if source is not None else "sft"
     loss = source.preference_loss.value if source is not None and source.preference_loss is not None else "fused"
     if trainer in ("dpo", "kto", "grpo") and loss in ("fused", "logits") \
             or trainer == "sft" and source is not None and source.sft_loss is not None \
-            and source.sft_loss.value == "fused" \
+            and source.sft_loss.value in SFT_LOSSES \
             or loss == "llamafactory" and trainer != "sft" \
             or loss in ("fused", "logits") and trainer in ("orpo", "cpo", "simpo"):
         from zeromem_lsp.memory.precision import DTYPE_BYTES
@@ -343,6 +345,8 @@ def activation_lines(peak) -> list[str]:
         c = DTYPE_BYTES[source.lora.activation_dtype if source.lora is not None else activation_dtype(source, peak.family)]
         tokens = source.sequence_length.value * policy_rows(source)
         completion = source.generation.get("max_completion_length")
+        if trainer == "sft":  # TRL's SFTTrainer: its fused head or its chunked NLL
+            loss = source.sft_loss.value
         lines.append(head_line(trainer, loss, acts.total, peak.activations.logits_bytes, source.sequence_length.value,
                                tokens, source.shape.hidden, c, source.shape.vocab,
                                completion.value if completion is not None and isinstance(completion.value, int) else 0))
@@ -361,6 +365,7 @@ def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_l
               c: int, vocab: int, completion_length: int = 0) -> str:
     """How the phases' "activations" follow from the activations shown: the loss's tensors (and, for the fused
     head, the LM head's input) swapped for what the preference loss keeps (memory/preference.policy_head's head)."""
+    from zeromem_lsp.memory.chunked_nll import CHUNK, ChunkedNll
     from zeromem_lsp.memory.fused_head import FusedHead
     from zeromem_lsp.memory.grpo import GrpoLogitsHead
     from zeromem_lsp.memory.llamafactory_loss import LlamaFactoryHead
@@ -368,7 +373,8 @@ def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_l
     from zeromem_lsp.memory.reference_free_loss import ReferenceFreeHead
 
     stacked = "chosen and rejected stacked, " if rows(trainer, 1) == 2 else ""
-    tool = {"fused": "TRL", "logits": "TRL 1.8", "llamafactory": "LLaMA-Factory"}[loss]
+    tool = {"fused": "TRL", "logits": "TRL 1.8", "llamafactory": "LLaMA-Factory", "chunked_nll": "TRL 1.13-1.14",
+            "chunked_nll_fp32": "TRL 1.4-1.12"}[loss]
     lead = f"{trainer} ({tool}): {stacked}{tokens // sequence_length} rows; "
     head = policy_head(trainer, loss, sequence_length, completion_length)
     kept = head.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
@@ -380,6 +386,14 @@ def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_l
                 f"activations {saved:,} - {logits_bytes:,} - {head_input:,} + {kept:,} = "
                 f"{saved - logits_bytes - head_input + kept:,} B")
     detail = tail = ""
+    if isinstance(head, ChunkedNll):
+        head_input = c * tokens * hidden
+        kept += head_input
+        return (f"{lead}its chunked NLL keeps {kept:,} B (the shifted positions' hidden states packed, their order and "
+                f"labels) in place of the loss {logits_bytes:,} and the head's input {head_input:,}: activations "
+                f"{saved:,} - {logits_bytes:,} - {head_input:,} + {kept:,} = "
+                f"{saved - logits_bytes - head_input + kept:,} B; one chunk of "
+                f"{min(CHUNK, tokens - tokens // sequence_length)} rows' fp32 logits at a time")
     if isinstance(head, ReferenceFreeHead):
         what = "the log-prob kernel's 2 fp32 values per token" if head.triton else "a log-softmax per row"
         keeps = f"its chosen rows' NLL and {what} keep"

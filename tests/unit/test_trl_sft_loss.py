@@ -1,6 +1,7 @@
 """TRL's SFTTrainer scores through its fused LM head from TRL 1.15 (trl/trainer/sft_trainer.py `add_fused_lm_head`,
-outputs log_probs, entropy, is_top1): a TRL SFT recipe's forward holds no logits of every token, the model's own
-loss otherwise (label smoothing, or an older TRL installed)."""
+outputs log_probs, entropy, is_top1), through its chunked NLL from 1.4 to 1.14 when `loss_type` resolves to it
+(the default from 1.7): a TRL SFT recipe's forward holds no logits of every token, the model's own loss otherwise
+(label smoothing, another loss_type, or an older TRL)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def test_a_trl_sft_recipe_runs_the_fused_head_and_says_so(tmp_path):
 
 
 def test_an_older_trl_installed_keeps_the_models_own_loss(tmp_path, monkeypatch):
-    monkeypatch.setattr(recipes, "running", lambda package: ("1.14.0", True))
+    monkeypatch.setattr(recipes, "running", lambda package: ("1.6.0", True))  # its default: "nll"
     assert recipes.trl_sft_loss({}) is None
     monkeypatch.setattr(recipes, "running", lambda package: ("1.15.0", True))
     found = recipes.trl_sft_loss({})
@@ -88,3 +89,48 @@ def test_the_pin_is_an_exact_trl_pin_only():
     assert recipes.TRL_PIN.search('"trl[vllm]==0.18.0",').group(1) == "0.18.0"
     assert recipes.TRL_PIN.search("trl >= 0.19.1") is None  # a floor: the newest allowed runs
     assert recipes.TRL_PIN.search("ctrl==1.0") is None and recipes.TRL_PIN.search("trl-utils==1.0") is None
+
+
+@pytest.mark.parametrize("version, data, expected", [
+    ("1.14.0", {}, "chunked_nll"),  # SFTConfig's default from 1.7 (sft_config.py __post_init__)
+    ("1.13.0", {"loss_type": "chunked_nll"}, "chunked_nll"),
+    ("1.12.0", {}, "chunked_nll_fp32"),  # the chunk and the head weight upcast for the matmul (before 1.13)
+    ("1.7.0", {}, "chunked_nll_fp32"),
+    ("1.5.1", {"loss_type": "chunked_nll"}, "chunked_nll_fp32"),  # asked for, not yet the default
+    ("1.6.0", {}, None),  # the default was still "nll"
+    ("1.14.0", {"loss_type": "nll"}, None),
+    ("1.14.0", {"use_liger_kernel": True}, None),  # the default is "nll" with Liger
+    ("1.14.0", {"label_smoothing_factor": 0.1}, None),  # the label smoother calls the model without labels
+    ("1.15.0", {"loss_type": "chunked_nll"}, "fused"),  # an alias of "nll" from 1.15
+])
+def test_the_trl_release_and_loss_type_choose_the_chunked_nll(monkeypatch, version, data, expected):
+    monkeypatch.setattr(recipes, "running", lambda package: (version, True))
+    found = recipes.trl_sft_loss(data)
+    assert (found.value if found is not None else None) == expected
+    if expected is not None and expected != "fused":
+        assert f"TRL {version} (installed)" in found.note and "chunks of 256 tokens" in found.note
+
+
+def test_a_project_that_pins_trl_1_14_runs_its_chunked_nll(tmp_path, monkeypatch):
+    """TRL 1.14 pinned: the model's fp32 logits of every token give way to one 256-token chunk's at a time."""
+    monkeypatch.setattr(recipes, "running", lambda package: ("1.16", False))
+    folder = tmp_path / "recipes" / "Qwen" / "sft"
+    folder.mkdir(parents=True)
+    (tmp_path / "setup.py").write_text('install_requires = ["trl==1.6.0"]\n')  # its default: the model's loss
+    model_loss = _estimate(folder, RECIPE)
+    (tmp_path / "setup.py").write_text('install_requires = ["trl==1.14.0"]\n')
+    chunked = _estimate(folder, RECIPE)
+    assert model_loss["peak_inputs"]["sft_loss"]["value"] == "model"
+    assert chunked["peak_inputs"]["sft_loss"]["value"] == "chunked_nll"
+    assert "TRL 1.14.0 (pinned in" in chunked["peak_inputs"]["sft_loss"]["from"]
+    before, after = model_loss["phases"]["ddp"]["phases"], chunked["phases"]["ddp"]["phases"]
+    # ForCausalLMLoss's fp32 log-softmax of 2 × 4096 tokens × 152,064 entries is gone from the forward and backward
+    assert before["forward"] - after["forward"] > 4 * 2 * 4096 * 152_064
+    assert before["backward"] > after["backward"]
+    assert before["optimizer"] == after["optimizer"]
+    path = folder / "config_sft.yaml"
+    text = run_zeromem("estimate", "--config", str(path), "--world-size", "8")
+    assert text.returncode == 0, text.stderr
+    text = run_zeromem("estimate", "-v", "--config", str(path), "--world-size", "8")
+    assert "SFT loss chunked_nll — TRL 1.14.0 (pinned in" in text.stdout
+    assert "its chunked NLL keeps" in text.stdout

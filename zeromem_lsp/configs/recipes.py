@@ -583,25 +583,42 @@ def _trl_kbit(trainer: Given | None, quantization: Given) -> Given:
 
 
 #: The TRL release whose SFTTrainer first scores through its fused LM head (trl/trainer/sft_trainer.py `__init__`:
-#: `add_fused_lm_head(..., outputs=("log_probs", "entropy", "is_top1"))`; 1.12-1.14 ran `chunked_nll`, earlier the
-#: model's own loss)
+#: `add_fused_lm_head(..., outputs=("log_probs", "entropy", "is_top1"))`; `loss_type="chunked_nll"` is an alias of
+#: "nll" there)
 TRL_FUSED_SFT = (1, 15)
+#: TRL's `chunked_nll` SFT loss by release (trl/trainer/sft_trainer.py `_patch_chunked_ce_lm_head`, sft_config.py
+#: `__post_init__`): asked for from 1.4, SFTConfig's default from 1.7 ("nll" with `use_liger_kernel`), its matmul in
+#: the compute dtype from 1.13 (`sft_loss` "chunked_nll"), in fp32 before ("chunked_nll_fp32": memory/chunked_nll.py)
+TRL_CHUNKED_SFT, TRL_CHUNKED_DEFAULT, TRL_CHUNKED_COMPUTE_DTYPE = (1, 4), (1, 7), (1, 13)
 
 
 def trl_sft_loss(data: dict[str, Any], pin: tuple[str, str] | None = None) -> Given | None:
     """TRL's SFTTrainer loss as the step model takes it: "fused" (TRL 1.15 and later: per-token log-probs through the
-    fused LM head in tiles, no b·s·V logits) unless label smoothing asks for the full logits (`label_smoother`);
-    "model" for an older TRL (the model's own loss, as Transformers' Trainer computes it). The TRL is the installed
-    one, else the project's pin (`pin`: its version and the file pinning it, `trl_pin`), else the newest followed."""
+    fused LM head in tiles, no b·s·V logits), "chunked_nll" / "chunked_nll_fp32" (TRL 1.4-1.14 when the recipe's
+    `loss_type` resolves to chunked_nll: the head in checkpointed chunks of 256 tokens), unless label smoothing asks
+    for the full logits (`label_smoother`); "model" for an older TRL or another loss_type (the model's own loss, as
+    Transformers' Trainer computes it). The TRL is the installed one, else the project's pin (`pin`: its version and
+    the file pinning it, `trl_pin`), else the newest followed."""
     version, installed = running("trl")
     where = "installed" if installed else "the newest followed"
     if not installed and pin is not None:
         version, where = pin[0], f"pinned in {pin[1]}"
-    if release(version) < TRL_FUSED_SFT:
-        return Given("model", f"TRL {version} ({where}) SFTTrainer: the model's own loss (its fused LM head came in "
-                     "TRL 1.15)") if pin is not None and not installed else None
     smoothing = data.get("label_smoothing_factor")
-    if isinstance(smoothing, (int, float)) and not isinstance(smoothing, bool) and smoothing > 0:
+    smoothed = isinstance(smoothing, (int, float)) and not isinstance(smoothing, bool) and smoothing > 0
+    found = release(version)
+    liger = data.get("use_liger_kernel") is True
+    default = "chunked_nll" if found >= TRL_CHUNKED_DEFAULT and not liger else "nll"
+    loss_type = data.get("loss_type") if isinstance(data.get("loss_type"), str) else default
+    if TRL_CHUNKED_SFT <= found < TRL_FUSED_SFT and loss_type == "chunked_nll" and not liger and not smoothed:
+        kind = "chunked_nll" if found >= TRL_CHUNKED_COMPUTE_DTYPE else "chunked_nll_fp32"
+        matmul = "the compute dtype" if kind == "chunked_nll" else "fp32 (the chunk and the head weight upcast)"
+        return Given(kind, f"TRL {version} ({where}) SFTTrainer, loss_type chunked_nll"
+                     f"{' (its default)' if 'loss_type' not in data else ''}: the LM head in checkpointed chunks of "
+                     f"256 tokens, its matmul in {matmul}")
+    if found < TRL_FUSED_SFT:
+        return Given("model", f"TRL {version} ({where}) SFTTrainer, loss_type {loss_type}: the model's own loss (its "
+                     "fused LM head came in TRL 1.15)") if pin is not None and not installed else None
+    if smoothed:
         return None
     return Given("fused", f"TRL {version} ({where}) SFTTrainer: its fused LM head (per-token log-probs in tiles, no "
                  "logits of every token)")

@@ -8,11 +8,13 @@ memory/llamafactory_loss.py; GRPO: memory/grpo.py. The reference model's bytes a
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Callable, NamedTuple, Union
 
 from zeromem_lsp.configs.settings_values import TRAINERS  # the `trainer` setting; sft: ForCausalLMLoss
 from zeromem_lsp.memory.precision import DTYPE_BYTES
 from zeromem_lsp.memory.activations import F32, I64, ActivationInputError, estimate_activations
+from zeromem_lsp.memory.chunked_nll import UPCAST, ChunkedNll
 from zeromem_lsp.memory.fused_head import FusedHead
 from zeromem_lsp.memory.grpo import Generation, GrpoHead, GrpoLogitsHead, check as check_grpo, kv_elements
 from zeromem_lsp.memory.parts import P, M, with_gathered
@@ -26,6 +28,9 @@ WITH_REFERENCE = ("dpo", "kto")
 #: The DPO loss's implementation: TRL's fused LM head (TRL 1.16), TRL 1.8's logits (axolotl's pin) or
 #: LLaMA-Factory's own trainers (memory/llamafactory_loss.py; its DPO with orpo / simpo, and its KTO).
 LOSSES = ("fused", "logits", "llamafactory")
+#: TRL's SFTTrainer: its fused LM head (TRL 1.15 on) or its chunked NLL (1.4-1.14: memory/chunked_nll.py)
+SFT_LOSSES = ("fused", *UPCAST)
+TRAINER_LOSSES = {"sft": SFT_LOSSES}  # the losses a trainer takes when not LOSSES
 
 
 @dataclass(frozen=True)
@@ -85,7 +90,7 @@ class Preference(NamedTuple):
 
 
 #: the policy's head in a preference step (GRPO's wraps one of them: grpo.GrpoHead)
-PolicyHead = Union[FusedHead, "LogitsHead", LlamaFactoryHead, ReferenceFreeHead, GrpoLogitsHead]
+PolicyHead = Union[FusedHead, "LogitsHead", LlamaFactoryHead, ReferenceFreeHead, GrpoLogitsHead, ChunkedNll]
 
 
 def reference_of(step: Step, width: int, peft_policy: bool, precomputed: bool, loss: str) -> tuple[int, int]:
@@ -113,11 +118,11 @@ def estimate_preference_step(preference: Preference, step: Step | None = None, *
     if trainer not in TRAINERS:
         raise StepInputError(f"trainer must be one of {', '.join(TRAINERS)}, got {trainer!r}")
     step = make_step(**inputs) if step is None else step
-    if trainer == "sft" and preference.loss != "fused":  # (TRL's SFTTrainer: its fused head; else the model's loss)
+    if trainer == "sft" and preference.loss not in SFT_LOSSES:  # (TRL's SFTTrainer's heads; else the model's loss)
         return step_peak(step)
     frozen, sequence, engine = step.frozen, step.sequence_length, step.engine
     micro, grpo, kto = rows(trainer, step.micro_batch), trainer == "grpo", trainer == "kto"
-    if preference.loss not in LOSSES:
+    if preference.loss not in TRAINER_LOSSES.get(trainer, LOSSES):
         raise StepInputError(f"preference loss must be one of {', '.join(LOSSES)}, got {preference.loss!r}")
     if grpo:
         check_grpo(preference.generation, sequence, engine.name, step.stage, engine.sharded, step.ranks, engine.version)
@@ -157,8 +162,9 @@ def policy_head(trainer: str, loss: str, sequence_length: int, completion_length
         return GrpoLogitsHead(trainer, sequence_length, head_trainable=head_trainable,
                               completion_length=completion_length)
     # GRPO's reference runs before the policy's forward (its own moment, memory/grpo.py), never beside it
-    kinds: dict[str, Callable[..., PolicyHead]] = {"fused": FusedHead, "logits": LogitsHead,
-                                                   "llamafactory": LlamaFactoryHead}
+    kinds: dict[str, Callable[..., PolicyHead]] = {
+        "fused": FusedHead, "logits": LogitsHead, "llamafactory": LlamaFactoryHead,
+        **{name: partial(ChunkedNll, upcast=upcast) for name, upcast in UPCAST.items()}}
     return kinds[loss](trainer, sequence_length, reference_forward and trainer != "grpo", reference_gathered,
                 head_trainable=head_trainable, triton=triton)
 
@@ -213,5 +219,5 @@ def _frozen_saved(head: PolicyHead, frozen: FrozenBase, step: Step, micro: int) 
                       DTYPE_BYTES[frozen.compute_dtype], step.shape.vocab)
 
 
-__all__ = ["FusedHead", "LOSSES", "LogitsHead", "Preference", "TRAINERS", "WITH_REFERENCE", "estimate_preference_step",
-           "rows"]
+__all__ = ["FusedHead", "LOSSES", "LogitsHead", "Preference", "SFT_LOSSES", "TRAINERS", "WITH_REFERENCE",
+           "estimate_preference_step", "rows"]

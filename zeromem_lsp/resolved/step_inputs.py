@@ -14,7 +14,7 @@ from zeromem_lsp.memory.grpo import generation_of
 from zeromem_lsp.memory.lora_activations import LoraActivations
 from zeromem_lsp.memory.peak import PeakInputs, element_count, engine_and_dtypes, frozen_base, value_of
 from zeromem_lsp.memory.precision import DTYPE_BYTES, normalize_precision
-from zeromem_lsp.memory.preference import LOSSES, WITH_REFERENCE, Preference, reference_of
+from zeromem_lsp.memory.preference import LOSSES, SFT_LOSSES, WITH_REFERENCE, Preference, reference_of
 from zeromem_lsp.memory.stages import Offload, stage as stage_named
 from zeromem_lsp.memory.step import Buckets, Step, StepInputError, make_step
 from zeromem_lsp.resolved.peak_inputs import generation_inputs
@@ -36,10 +36,10 @@ ENGINE_LIMITS = {"torch": (("ddp",), "engine torch runs DDP only, not {}", "engi
 def stage_step(inputs: PeakInputs, family: str, stage: str, offload: Offload | None,
                lora: LoraActivations | None = None) -> tuple[Step, Preference | None]:
     """The Step at `stage` (`step_of`) and the trainer's Preference (None for supervised fine-tuning through the
-    model's own loss; TRL's fused SFT head is a trainer's)."""
+    model's own loss; TRL's fused SFT head and its chunked NLL are a trainer's)."""
     step = step_of(inputs, family, stage, offload, lora)
-    fused_sft = inputs.sft_loss is not None and inputs.sft_loss.value == "fused"
-    if str(value_of(inputs.trainer) or "sft") == "sft" and not fused_sft:
+    trl_sft = inputs.sft_loss is not None and inputs.sft_loss.value in SFT_LOSSES
+    if str(value_of(inputs.trainer) or "sft") == "sft" and not trl_sft:
         return step, None
     return step, preference(inputs, step)
 
@@ -96,7 +96,7 @@ def preference(inputs: PeakInputs, step: Step) -> Preference:
     """The preference trainer's step inputs: its loss, its GRPO inputs, its frozen reference model on this rank (none
     for a PEFT policy or with precomputed log-probs), stored like the policy's weights unless loaded otherwise."""
     trainer = str(value_of(inputs.trainer))
-    loss = inputs.preference_loss
+    loss = inputs.sft_loss if trainer == "sft" else inputs.preference_loss
     kind = "fused" if loss is None else str(loss.value)
     if trainer in ("dpo", "kto") and kind not in LOSSES:
         raise StepInputError(loss.note if loss is not None else kind, "preference_loss")
@@ -106,7 +106,8 @@ def preference(inputs: PeakInputs, step: Step) -> Preference:
         if not generation.reference:
             return Preference(trainer, 0, False, 0, loss=kind if kind in LOSSES else "fused", generation=generation)
     elif trainer not in WITH_REFERENCE:  # reference-free (LLaMA-Factory's orpo / simpo; the others are refused)
-        return Preference(trainer, 0, False, 0, loss=kind if kind in LOSSES else "fused")
+        return Preference(trainer, 0, False, 0, loss=kind if kind in (SFT_LOSSES if trainer == "sft" else LOSSES)
+                          else "fused")
     precomputed = trainer != "grpo" and bool(value_of(inputs.precompute_ref_log_probs))
     named = inputs.reference_model  # LLaMA-Factory's ref_model: a copy even beside a PEFT policy
     if named is not None and named.value != "copy" and not precomputed:
