@@ -5,6 +5,7 @@ Keeping it in one place is what makes the numbers agree everywhere.
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 from zeromem_lsp.configs.versions import NEWEST, installed, release
@@ -601,16 +602,24 @@ LIBRARIES = (("torch", "torch"), ("transformers", "Transformers"), ("deepspeed",
 MODELLED_FOR = ", ".join(f"{label} {NEWEST[package]}" for package, label in LIBRARIES)
 
 
-def versions_note(transformers: object = None) -> str:
+#: the SFT loss's note when an installed or pinned TRL chose the loss the peak follows (configs/recipes.trl_sft_loss)
+TRL_PINNED = re.compile(r"TRL (\S+) \((?:pinned in |installed\))")
+
+
+def versions_note(transformers: object = None, trl: str | None = None) -> str:
     """The versions the figures follow, and any installed beside zeromem at another release (its metadata, no import):
     those run other code than the peak follows (docs/memory-model.md, "Versions"). `transformers`: the Transformers
-    release whose loss path the peak follows when one is given, set, pinned or installed (PeakInputs)."""
-    newest = NEWEST["transformers"]
-    followed = MODELLED_FOR if transformers is None else MODELLED_FOR.replace(
-        f"Transformers {newest}", f"Transformers {transformers} (its loss and sdpa layers; the rest as {newest})", 1)
+    release whose loss path the peak follows when one is given, set, pinned or installed (PeakInputs); `trl`: the
+    installed or pinned TRL release whose SFT loss the peak follows (configs/recipes.trl_sft_loss)."""
+    newest, followed = NEWEST["transformers"], MODELLED_FOR
+    if transformers is not None:
+        followed = followed.replace(f"Transformers {newest}",
+                                    f"Transformers {transformers} (its loss and sdpa layers; the rest as {newest})", 1)
+    if trl is not None and release(trl)[:2] != release(NEWEST["trl"])[:2]:
+        followed = followed.replace(f"TRL {NEWEST['trl']}", f"TRL {trl} (its SFT loss; the rest as {NEWEST['trl']})", 1)
     other = [f"{label} {found}" for package, label in LIBRARIES
              if (found := installed(package)) is not None and release(found)[:2] != release(NEWEST[package])[:2]
-             and (package != "transformers" or transformers is None)]
+             and (package != "transformers" or transformers is None) and (package != "trl" or trl is None)]
     return followed + (f" (installed here: {', '.join(other)})" if other else "")
 
 
@@ -697,8 +706,10 @@ def coverage_line(plan) -> str:
     else:
         unknown = plan.peak.unknown(plan.stage or _lowest(plan))
         head = unknown or "every key the inputs set is modelled"
-    given = getattr(getattr(plan.peak, "source", None), "transformers_version", None)  # PeakInputs
-    return f"{head}; for {versions_note(given.value if given is not None else None)}"
+    source = getattr(plan.peak, "source", None)  # PeakInputs
+    given, loss = getattr(source, "transformers_version", None), getattr(source, "sft_loss", None)
+    pinned = TRL_PINNED.match(loss.note) if loss is not None else None
+    return (f"{head}; for {versions_note(given.value if given is not None else None, pinned and pinned.group(1))}")
 
 
 def suggestion_line(plan) -> str:

@@ -131,6 +131,19 @@ def test_a_project_that_pins_trl_1_14_runs_its_chunked_nll(tmp_path, monkeypatch
     path = folder / "config_sft.yaml"
     text = run_zeromem("estimate", "--config", str(path), "--world-size", "8")
     assert text.returncode == 0, text.stderr
+    flat = " ".join(text.stdout.split())  # the versions line names the pinned TRL, not the newest followed
+    assert "TRL 1.14.0 (its SFT loss; the rest as 1.16)" in flat and "TRL 1.16," not in flat
     text = run_zeromem("estimate", "-v", "--config", str(path), "--world-size", "8")
     assert "SFT loss chunked_nll — TRL 1.14.0 (pinned in" in text.stdout
     assert "its chunked NLL keeps" in text.stdout
+
+
+def test_the_versions_line_follows_the_trl_whose_sft_loss_runs(monkeypatch):
+    from zeromem_lsp import present
+
+    monkeypatch.setattr(present, "installed", {"trl": "1.14.0"}.get)
+    note = present.versions_note(trl="1.14.0")  # the installed TRL chose the loss: named once, as followed
+    assert "TRL 1.14.0 (its SFT loss; the rest as 1.16)" in note and "installed here" not in note
+    assert present.versions_note(trl="1.16.0") == present.MODELLED_FOR  # the newest followed: nothing to add
+    assert present.TRL_PINNED.match("TRL 1.14.0 (installed) SFTTrainer").group(1) == "1.14.0"
+    assert present.TRL_PINNED.match("TRL 1.16 (the newest followed) SFTTrainer") is None
