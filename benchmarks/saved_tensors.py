@@ -37,9 +37,10 @@ class SavedTensors:
         self.found: dict[int, int] = {}
         self.shapes: list[str] = []
         self.explain = explain
+        self.dropped: set[int] = set()  # the inputs of a checkpoint frame torch drops (record_checkpoint_inputs)
 
     def _keep(self, pointer: int, size: int, describe) -> None:
-        if pointer in self.parameters:
+        if pointer in self.parameters or pointer in self.dropped:
             return
         if self.explain and pointer not in self.found:
             self.shapes.append(describe())
@@ -59,7 +60,10 @@ class SavedTensors:
     def record_checkpoint_inputs(self, model, only_with_grad: bool = False) -> None:
         """Wrap each checkpointed layer's checkpoint function (after gradient_checkpointing_enable) to record
         the inputs it keeps. `only_with_grad`: not where nothing in the layer requires grad (no input, no parameter
-        of its module): such a checkpoint saves nothing, so torch drops its frame and the inputs with it."""
+        of its module): such a checkpoint saves nothing, so torch drops its frame and the inputs with it — the inputs
+        torch's `_checkpoint_without_reentrant_generator` packs into the frame (`save_inputs`, through these hooks)
+        are not counted either (a frozen Qwen3-VL tower, whose blocks get inputs without grad: checked freed after
+        the forward)."""
         import torch
         for module in model.modules():
             inner = getattr(module, "_gradient_checkpointing_func", None)
@@ -68,11 +72,17 @@ class SavedTensors:
                     needs = any(isinstance(arg, torch.Tensor) and arg.requires_grad for arg in args) or any(
                         parameter.requires_grad for parameter in _module.parameters())
                     kept: dict[int, int] = {}
+                    storages((function, args, kwargs) if needs or not only_with_grad else args, kept)
                     if needs or not only_with_grad:
-                        storages((function, args, kwargs), kept)
-                    for pointer, size in kept.items():
-                        self._keep(pointer, size, lambda size=size: f"checkpoint input {size}")
-                    return _inner(function, *args, **kwargs)
+                        for pointer, size in kept.items():
+                            self._keep(pointer, size, lambda size=size: f"checkpoint input {size}")
+                        return _inner(function, *args, **kwargs)
+                    dropped = set(kept) - set(self.found) - self.dropped  # what save_inputs packs, then frees
+                    self.dropped |= dropped
+                    try:
+                        return _inner(function, *args, **kwargs)
+                    finally:
+                        self.dropped -= dropped
                 module._gradient_checkpointing_func = recording
 
     @property

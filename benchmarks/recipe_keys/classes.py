@@ -98,7 +98,7 @@ MODELLED: dict[tuple[str, ...], dict[str, str]] = {
         "gradient_accumulation_steps": f"{RECIPES_PY} _accumulation",
         "cutoff_len": f"{RECIPES_PY} _llamafactory: the sequence length",
         "image_max_pixels": "configs/freeze_keys.py recipe_vision: the most tokens an image takes (qwen2_vl, "
-                            "qwen2_5_vl; configs/image_tokens.py)",
+                            "qwen2_5_vl, qwen3_vl, mistral3; configs/image_tokens.py)",
         "disable_gradient_checkpointing": f"{RECIPES_PY} _llamafactory: checkpointing",
         "bf16": f"{RECIPES_PY} _mixed: compute dtype",
         "fp16": f"{RECIPES_PY} _mixed: compute dtype",

@@ -13,11 +13,14 @@ frozen tower then keeps its checkpointed blocks' inputs and its merger's norm an
 false enables checkpointing on the language model only (what LLaMA-Factory's own enabler amounts to: frozen layers
 run without a checkpoint, no input-grad hook). Checkpoint inputs are recorded only for layers where an input or a
 parameter requires grad (`record_checkpoint_inputs(only_with_grad=True)`): elsewhere the checkpoint saves nothing and
-torch drops its frame (every recorded case measured the same both ways). The sample holds one image per row of `grid` patches (t, h, w), its image tokens (h·w / merge²) inside the
-sequence; `model(input_ids, pixel_values, image_grid_thw, mm_token_type_ids, labels)` runs in training mode inside
-the same saved-tensor hooks as benchmarks/activations (saved_tensors.py), then backward. Gemma 3 / LLaVA: one image
+torch drops its frame (every recorded case measured the same both ways), and the inputs torch packs into that frame
+are not counted (a frozen Qwen3-VL tower's blocks, which the input-grad hook does not reach: their inputs are freed
+after the forward, checked with weak references; every other case measured the same). The sample holds one image
+per row of `grid` patches (t, h, w), its image tokens (h·w / merge²) inside the sequence; `model(input_ids,
+pixel_values, image_grid_thw, mm_token_type_ids, labels)` runs in training mode inside the same saved-tensor hooks as benchmarks/activations (saved_tensors.py), then backward. Gemma 3 / LLaVA: one image
 of image_size per row; LLaVA-NeXT: one 112 × 112 image (a grid pinpoint: 5 crops, 88 tokens) with image_sizes;
-Mistral 3: one 56 × 84 image (24 patches, 2 × 3 tokens and a break per row) with image_sizes. Results go to
+Mistral 3: one 56 × 84 image (24 patches, 2 × 3 tokens and a break per row) with image_sizes; Qwen3-VL: Qwen's
+inputs at 16-pixel patches, a deepstack merger after every block but the last. Results go to
 tests/data/vision_language/measured.json, checked by tests/unit/test_vision_language_activations.py.
 """
 
@@ -76,6 +79,18 @@ VARIANTS = [
     (96, 2, "bfloat16", True, False, 2, (1, 8, 12), False),
 ]
 
+# Qwen3-VL: a qwen3 language model (q/k norms, head_dim given: Qwen3VLTextConfig's default is 128) with interleaved
+# M-RoPE; a tower of 16-pixel patches with a learned 8 × 8 position grid (interpolated per image), LayerNorm blocks
+# with a gelu_pytorch_tanh MLP, the merger and a deepstack merger after every block but the last (the published
+# [8, 16, 24] of 27 never name the last): at 3 blocks two deepstack features, so at 1 language layer one is added
+QWEN3_VL_TEXT = {**TEXT, "head_dim": 16, "rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3],
+                                                              "mrope_interleaved": True, "rope_theta": 10000.0}}
+QWEN3_VL_VISION = {"hidden_size": 64, "intermediate_size": 160, "num_heads": 4, "out_hidden_size": 96,
+                   "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "in_channels": 3,
+                   "num_position_embeddings": 64}
+# VARIANTS, and one without deepstack (input_grads, None: deepstack_visual_indexes [])
+QWEN3_VL_VARIANTS = VARIANTS + [(64, 2, "bfloat16", False, True, 2, (1, 8, 12), True, None)]
+
 
 def cases() -> list[dict]:
     out = []
@@ -86,6 +101,13 @@ def cases() -> list[dict]:
                         "micro_batch": batch, "dtype": dtype, "gradient_checkpointing": checkpointing,
                         "vision_trained": trained, "grid": list(grid), "attention": "sdpa",
                         "input_grads": grads[0] if grads else True})
+    for index, (seq, batch, dtype, checkpointing, trained, depth, grid, *grads) in enumerate(QWEN3_VL_VARIANTS):
+        deepstack = list(range(depth - 1)) if grads[1:] != [None] else []  # never the last block, as published
+        out.append({"id": f"qwen3_vl-{index}", "model_type": "qwen3_vl", "text_config": dict(QWEN3_VL_TEXT),
+                    "vision_config": {**QWEN3_VL_VISION, "depth": depth, "deepstack_visual_indexes": deepstack},
+                    "tokens": TOKENS, "sequence_length": seq, "micro_batch": batch, "dtype": dtype,
+                    "gradient_checkpointing": checkpointing, "vision_trained": trained, "grid": list(grid),
+                    "attention": "sdpa", "input_grads": grads[0] if grads else True})
     gemma = {"hidden_size": 64, "intermediate_size": 160, "num_attention_heads": 4, "num_hidden_layers": 2,
              "image_size": 56, "patch_size": 14, "attention_dropout": 0.0, "vision_use_head": False}
     for index, (seq, batch, dtype, checkpointing, grads, *window) in enumerate(GEMMA3):

@@ -1,12 +1,13 @@
 """LLaMA-Factory's vision-language recipes (tests/data/vision_language, verbatim) with their model in a local
-Hugging Face cache: the whole model counted, the parts the freeze keys freeze said, a peak for Qwen2-VL / Qwen2.5-VL
-(and the other measured composites) with the image settings it assumed, and for Qwen3-VL the peak said to be
-unknown for the image tokens — no error finding, no traceback."""
+Hugging Face cache: the whole model counted, the parts the freeze keys freeze said, a peak for Qwen2-VL / Qwen2.5-VL /
+Qwen3-VL (and the other measured composites) with the image settings it assumed — no error finding, no
+traceback."""
 
 import shutil
 from pathlib import Path
 
 from tests.cli.conftest import run_zeromem
+from zeromem_lsp.configs.image_tokens import qwen_image_tokens
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 RECIPES = DATA / "vision_language"
@@ -42,7 +43,9 @@ def test_check_on_the_qwen2_vl_lora_recipe_counts_whole_and_gives_a_peak_with_it
     assert "not modelled: image_max_pixels" not in said
 
 
-def test_qwen3_vl_says_the_peak_is_unknown_for_its_image_tokens(tmp_path, monkeypatch):
+def test_qwen3_vl_gets_a_peak_with_its_image_settings(tmp_path, monkeypatch):
+    """The LoRA recipe on Qwen3-VL: the image tokens bounded by image_max_pixels at Qwen3-VL's 32-pixel factor
+    (patch_size 16 · spatial_merge_size 2), fewer than Qwen2.5-VL's 28-pixel ones take; the tower frozen."""
     monkeypatch.setenv("HF_HUB_CACHE", str(cache(tmp_path / "hub", "Qwen/Qwen3-VL-4B-Instruct", QWEN3_VL)))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     text = (RECIPES / "qwen2vl_lora_sft.yaml").read_text()
@@ -50,11 +53,14 @@ def test_qwen3_vl_says_the_peak_is_unknown_for_its_image_tokens(tmp_path, monkey
     recipe.write_text(text.replace("Qwen/Qwen2.5-VL-7B-Instruct", "Qwen/Qwen3-VL-4B-Instruct"))
     done = run_zeromem("check", "--world-size", "8", "--gpu-memory", "80GiB", str(recipe))
     assert done.returncode == 0 and "Traceback" not in done.stderr + done.stdout
-    said = " ".join(done.stdout.split())
-    assert "ZM103 information" in said and "the peak is unknown for model_type 'qwen3_vl'" in said
-    assert ("measured for qwen2_vl, qwen2_5_vl, gemma3 (a SigLIP tower without its pooling head), llava (a CLIP "
-            "tower and one feature layer), llava_next (") in said and "mistral3 (a Pixtral tower" in said
-    assert "the vision tower trained or frozen" in said
+    assert "peak is unknown" not in done.stdout and "ZM103" not in done.stdout
+    shown = run_zeromem("estimate", "-v", "--world-size", "8", "--config", str(recipe))
+    said = " ".join(shown.stdout.split())
+    assert shown.returncode == 0 and "images: LLaMA-Factory image_max_pixels = 262,144 pixels: at most" in said
+    tokens = int(said.split("262,144 pixels: at most ")[1].split()[0].replace(",", ""))
+    assert tokens == qwen_image_tokens(32, (56 * 56, 28 * 28 * 1280), 262144) < qwen_image_tokens(
+        28, (56 * 56, 28 * 28 * 1280), 262144)
+    assert "1 image per sample; vision tower and projector frozen" in said
 
 
 def test_a_full_fine_tune_says_what_its_freeze_keys_freeze(tmp_path, monkeypatch):

@@ -122,7 +122,7 @@ def test_an_unknown_vision_tower_is_refused_by_name():
 
 # their image tokens' activations: test_vision_language_activations.py; the tiny variants' towers are not as measured
 # (a SigLIP pooling head on Gemma 3, a SigLIP tower and a list of feature layers on LLaVA)
-MEASURED_TYPES = ("qwen2_vl", "qwen2_5_vl")
+MEASURED_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 AS_MEASURED = ("gemma-3-4b-it", "gemma-3-12b-it", "llava-1.5-7b-hf", "llava-v1.6-mistral-7b-hf",
                "Mistral-Small-3.1-24B-Instruct-2503")
 
@@ -148,7 +148,9 @@ def test_gemma3_and_llava_get_a_shape_with_their_tower_trained(name):
 def test_qwen_vl_gets_a_shape_with_its_image_tokens(name):
     shape = model_shape(config(name))
     assert shape.vision is not None and shape.vision.trained  # the model as given trains its tower
-    assert shape.vision.tokens == 1280  # the processor's default max_pixels 28·28·1280, one token per 28²
+    # the processor's default max_pixels 28·28·1280, one token per (patch_size · spatial_merge_size)²: 28² for
+    # Qwen2-VL / Qwen2.5-VL, 32² for Qwen3-VL (its 16-pixel patches: an image of 896 × 1,120 pixels, 28 × 35 tokens)
+    assert shape.vision.tokens == {"qwen3_vl": 28 * 35}.get(RECORD["models"][name]["model_type"], 1280)
 
 
 # --- LLaMA-Factory's freeze keys (configs/freeze_keys.py) ---

@@ -1,4 +1,4 @@
-"""Image tokens' activations of Qwen2-VL / Qwen2.5-VL / Gemma 3 / LLaVA / LLaVA-NeXT / Mistral 3 (issue 29):
+"""Image tokens' activations of Qwen2-VL / Qwen2.5-VL / Qwen3-VL / Gemma 3 / LLaVA / LLaVA-NeXT / Mistral 3 (issue 29):
 configs/image_tokens.py against the CPU measurements of the real Transformers 5.24 code
 (benchmarks/vision_language/measure.py → tests/data/vision_language/measured.json): the language model at T tokens
 with the image tokens among them, the vision tower and projector frozen (LLaMA-Factory's defaults) or trained, with
@@ -85,10 +85,11 @@ def brute_force(max_pixels: int, factor: int, low: int, high: int) -> int:
     return best
 
 
+@pytest.mark.parametrize("factor", (28, 32))  # Qwen2-VL / Qwen2.5-VL's 14-pixel patches, Qwen3-VL's 16, merged 2 × 2
 @pytest.mark.parametrize("pixels", (64 * 64, 150 * 150))
-def test_the_most_image_tokens_under_a_pixel_budget(pixels):
-    assert qwen_image_tokens(28, (56 * 56, 28 * 28 * 1280), pixels) == brute_force(pixels, 28, 56 * 56,
-                                                                                  28 * 28 * 1280)
+def test_the_most_image_tokens_under_a_pixel_budget(pixels, factor):
+    assert qwen_image_tokens(factor, (56 * 56, 28 * 28 * 1280), pixels) == brute_force(pixels, factor, 56 * 56,
+                                                                                      28 * 28 * 1280)
 
 
 def test_without_a_recipe_budget_the_processor_bounds_an_image():
@@ -224,3 +225,33 @@ def test_a_malformed_pinpoint_list_is_named_not_a_traceback(pinpoints):
               **case["tokens"], "image_grid_pinpoints": pinpoints}
     with pytest.raises(UnsupportedModel, match="config.json image_grid_pinpoints must be a list of"):
         model_shape(config)
+
+
+def measured(case_id: str) -> dict:
+    return next(case for case in RECORD["cases"] if case["id"] == case_id)
+
+
+def test_a_frozen_qwen3_vl_tower_keeps_nothing_even_under_transformers_checkpointing():
+    """Qwen3VLVisionModel names no input embeddings, so enable_input_require_grads hooks nothing in it: its frozen
+    blocks run on inputs without grad and their checkpoints keep nothing — measured the same as LLaMA-Factory's
+    checkpointing (no hook at all), where a frozen Qwen2-VL tower keeps its blocks' inputs and more."""
+    for family, keeps in (("qwen3_vl", False), ("qwen2_vl", True)):
+        hooked, plain = measured(f"{family}-7"), measured(f"{family}-9")  # the same case but input_grads
+        assert hooked["input_grads"] and not plain["input_grads"]
+        assert (hooked["saved_bytes"] != plain["saved_bytes"]) is keeps
+        shapes = [shape_of(case, 1).vision for case in (hooked, plain)]
+        assert (shapes[0].kept(2, 96, 2, True) != shapes[1].kept(2, 96, 2, True)) is keeps
+
+
+def test_each_qwen3_vl_deepstack_merger_keeps_its_norm_statistics_and_three_tensors():
+    """A trained tower with one deepstack merger against the same without (b = 2 images, measured): per image the
+    LayerNorm's statistics over M rows of h·merge² (w each: mean, rstd), its output, linear_fc1's output and the
+    GELU's output (w·N·h each); its input is the next block's, already kept."""
+    stacked, bare = measured("qwen3_vl-4"), measured("qwen3_vl-10")
+    assert stacked["vision_config"]["deepstack_visual_indexes"] == [0] and not bare["vision_config"][
+        "deepstack_visual_indexes"]
+    t, h, w = stacked["grid"]
+    patches, width, dtype = t * h * w, stacked["vision_config"]["hidden_size"], 2
+    per_image = 2 * dtype * patches // 4 + 3 * dtype * patches * width
+    for layers in ("1", "2"):
+        assert stacked["saved_bytes"][layers] - bare["saved_bytes"][layers] == 2 * per_image

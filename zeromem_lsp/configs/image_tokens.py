@@ -10,7 +10,9 @@ Image tokens (Transformers 5.24, transformers/models/<type>/; LLaMA-Factory hiyo
   (data/mm_plugin.py:218-235, `_preprocess_image`), and clamps the aspect to 180 past 200 (mm_plugin.py:2261-2275):
   the most tokens an image can then take is the largest `smart_resize` result over h·w ≤ image_max_pixels
   (`qwen_image_tokens`). Without LLaMA-Factory, the processor's max_pixels bounds it: max_pixels / factor².
-  The peak assumes one image per sample at that bound (the figure says so).
+  The peak assumes one image per sample at that bound (the figure says so). qwen3_vl: the same processor class
+  (image_processing_auto.py maps qwen3_vl to Qwen2VLImageProcessor) and LLaMA-Factory's Qwen3VLPlugin the same
+  bound, at factor 32 (16-pixel patches): 980 tokens, 684 under 768·768.
 - gemma3: the processor resizes every image to vision_config.image_size (pan-and-scan off by default), and
   Gemma3MultiModalProjector average-pools the (image_size / patch_size)² patches to `mm_tokens_per_image` tokens
   (configuration_gemma3.py:207, default 256; modeling_gemma3.py:635-668).
@@ -68,6 +70,15 @@ and M = N / merge² tokens of an image, h / I / heads / d the tower's width, MLP
   terms but 4·w·N·h in attention (q, k rotated, v, the output), or its input under checkpointing; the projector's
   RMSNorm, trained also x̂ and the patch merger's unfolded input and output (w·M·h), the GELU's input (and output)
   at the text width (Mistral3MultiModalProjector, modeling_mistral3.py:70-128). Trained also the pixel values.
+- a trained Qwen3-VL tower, per image: Qwen2-VL's terms but gelu_pytorch_tanh's 2·w·N·I (fc1's output, the
+  GELU's output); the learned position grid resampled per image (Qwen3VLVisionModel.forward: pos_embed gathered at
+  get_vision_interpolation_indices_and_weights' 4 bilinear taps per patch, scaled by their weights) keeps the int64
+  indices and fp32 weights (48·N); each deepstack merger that runs (a `deepstack_visual_indexes` block within depth:
+  Qwen3VLVisionPatchMerger with use_postshuffle_norm) its LayerNorm's statistics over M rows of h·merge² (2·w·M; its
+  input is the next block's, or the merger's), its output, linear_fc1's output and the GELU's output (3·w·N·h). The
+  language model adds the deepstack features to its first layers' hidden states at the image positions
+  (Qwen3VLTextModel._deepstack_process): indexing by the image mask keeps that mask, already counted. A frozen
+  Qwen3-VL tower keeps nothing, under checkpointing too: Transformers' input-grad hook never reaches it (`UNHOOKED`).
 - gradient checkpointing (every vision block is a GradientCheckpointingLayer): a trained tower keeps each block's
   input (w·N·h) and the blocks' cu_seqlens (int32: images + 1; Qwen2.5-VL's windowed blocks windows + 1, at most
   one window per token: the bound is counted), beside the conv input, indices, rotary tables and merger; a frozen
@@ -84,7 +95,14 @@ from typing import NamedTuple
 F32, I64, I32 = 4, 8, 4
 
 #: vision model_type -> the processor's (min_pixels, max_pixels) class defaults
-QWEN_PIXELS = {"qwen2_vl_vision": (56 * 56, 28 * 28 * 1280), "qwen2_5_vl_vision": (56 * 56, 28 * 28 * 1280)}
+QWEN_PIXELS = {"qwen2_vl_vision": (56 * 56, 28 * 28 * 1280), "qwen2_5_vl_vision": (56 * 56, 28 * 28 * 1280),
+               "qwen3_vl_vision": (56 * 56, 28 * 28 * 1280)}  # qwen3_vl: Qwen2VLImageProcessor (image_processing_auto)
+#: towers Transformers' input-grad hook never reaches: Qwen3VLVisionModel names no input embedding layer
+#: (`_input_embed_layer`), so PreTrainedModel.get_input_embeddings raises NotImplementedError and
+#: enable_input_require_grads passes it by (modeling_utils.py:2160-2167): frozen, it keeps nothing under checkpointing
+UNHOOKED = frozenset({"qwen3_vl_vision"})
+#: vision model_type -> taps per patch of its learned position grid's interpolation (Qwen3VLVisionModel: bilinear)
+QWEN_TAPS = {"qwen3_vl_vision": 4}
 #: LLaMA-Factory's image_max_pixels / image_min_pixels defaults (model_args.py:305-311)
 LLAMAFACTORY_PIXELS = (768 * 768, 32 * 32)
 
@@ -157,11 +175,14 @@ class Tower(NamedTuple):
     depth: int
     patch_inputs: int  # C·T·P² values per patch
     projector: int = 0  # LLaVA: the projector's GELU width (the text hidden size)
+    taps: int = 0  # Qwen3-VL: the learned position grid's interpolation taps per patch (bilinear: 4)
+    deepstack: int = 0  # Qwen3-VL: the deepstack mergers that run (deepstack_visual_indexes within depth)
 
 
 #: vision model_type -> (norm: "rms" | "layer", a trained block's attention tensors of N·h and MLP tensors of N·I
 #: kept, whether the window index is kept)
 TOWERS = {"qwen2_5_vl_vision": ("rms", 7, 4, True), "qwen2_vl_vision": ("layer", 7, 3, False),
+          "qwen3_vl_vision": ("layer", 7, 2, False),
           "siglip_vision_model": ("layer", 4, 2, False), "clip_vision_model": ("layer", 4, 3, False),
           "pixtral": ("rms", 4, 4, False)}
 
@@ -207,6 +228,11 @@ def tower_bytes(tower: Tower, w: int, checkpointing: bool, trained: bool = True,
         return pixels + _norm(norm, n, h, w, False) + trained * w * n * h + 2 * w * n * d + blocks + _norm(
             norm, n, h, w, trained) + trained * w * tokens * h + (1 + trained) * w * tokens * tower.projector
     fixed = pixels + (2 * I64 * tokens if windows else 0) + 2 * F32 * n * d
+    # Qwen3-VL: pos_embed's bilinear taps, trained (the embedding's int64 indices, the fp32 weights it is scaled by:
+    # get_vision_interpolation_indices_and_weights, Qwen3VLVisionModel.forward); per deepstack merger its LayerNorm's
+    # statistics over M rows of h·merge² (its input is the next block's, or the merger's) and its GELU's input
+    # (trained also the norm's output and the GELU's output: Qwen3VLVisionPatchMerger with use_postshuffle_norm)
+    fixed += trained * (I64 + F32) * tower.taps * n + tower.deepstack * (2 * w * tokens + (1 + 2 * trained) * w * n * h)
     merger = _norm(norm, n, h, w, trained) + (2 if trained else 1) * w * n * h  # GELU's input (and output)
     if checkpointing:  # one cu_seqlens entry per image, and (windows) at most one per token (the batch's first: kept)
         return fixed + merger + blocks + I32 * (1 + (tokens if windows else 0))
@@ -254,7 +280,8 @@ class VisionKept(NamedTuple):
             rows -= I64 * s
         if self.masks is not None:
             rows += _image_masks(self.masks, b, s, w, checkpointing)
-        if not self.trained and not (checkpointing and self.input_grads):  # a frozen tower under no-grad inputs
+        hooked = self.input_grads and self.tower.kind not in UNHOOKED
+        if not self.trained and not (checkpointing and hooked):  # a frozen tower under no-grad inputs
             return rows
         tower, images = self.tower, b * self.images
         first = I32 * (2 if TOWERS[tower.kind][3] else 1) if checkpointing else 0  # cu_seqlens' leading 0s

@@ -2250,7 +2250,7 @@ INVENTORY: dict[str, dict[str, _api.Entry]] = {'accelerate': {'additional_args':
                   'image_max_pixels': ('modelled',
                                        None,
                                        'configs/freeze_keys.py recipe_vision: the most tokens an image takes '
-                                       '(qwen2_vl, qwen2_5_vl; configs/image_tokens.py)'),
+                                       '(qwen2_vl, qwen2_5_vl, qwen3_vl, mistral3; configs/image_tokens.py)'),
                   'image_min_pixels': ('not_modelled', None, 'multimodal: the image tokens per sample'),
                   'include_effective_tokens_per_second': ('inert', False, 'a metric'),
                   'include_for_metrics': ('inert', None, 'evaluation outputs'),

@@ -43,7 +43,7 @@ import math
 from typing import NamedTuple
 
 from zeromem_lsp.configs.families import ModelShape, Weight
-from zeromem_lsp.configs.image_tokens import (LLAVA_NEXT_PINPOINTS, QWEN_PIXELS, ImageSettings, Masks, Tower,
+from zeromem_lsp.configs.image_tokens import (LLAVA_NEXT_PINPOINTS, QWEN_PIXELS, QWEN_TAPS, ImageSettings, Masks, Tower,
                                               VisionKept, anyres_tokens, pixtral_grid, qwen_image_tokens)
 from zeromem_lsp.configs.transformers_defaults import VISION_ALIASES, VISION_CONFIGS, VISION_DEFAULTS
 
@@ -350,7 +350,7 @@ def _names(weight: Weight, path: str) -> list[tuple[str, tuple[int, ...]]]:
 
 #: composite -> the tower states whose image tokens are measured (True: trained, False: frozen)
 MEASURED = {"qwen2_vl": (True, False), "qwen2_5_vl": (True, False), "gemma3": (True, False), "llava": (True, False),
-            "llava_next": (True, False), "mistral3": (True, False)}
+            "llava_next": (True, False), "mistral3": (True, False), "qwen3_vl": (True, False)}
 #: composite -> (the tower measured, the config values as measured, said in the peak-unknown message); a key absent
 #: from the config takes Transformers' default (AS_MEASURED_DEFAULTS); "feature layers": how many vision_feature_layer
 #: names
@@ -440,7 +440,11 @@ def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSet
     settings = (f"{pixels[1]} = {pixels[0]:,} pixels" if pixels else f"the image processor's default max_pixels "
                 f"{high:,}") + f": at most {tokens:,} image tokens per image, 1 image per sample{frozen}"
     hidden = _int(v, "embed_dim" if qwen2 else "hidden_size")
+    depth = _int(v, "depth")
+    deepstack = (v.get("deepstack_visual_indexes") or ()) if kind == "qwen3_vl_vision" else ()  # each index's merger
+    # runs after that block (Qwen3VLVisionModel.forward): those within depth
     tower = Tower(kind, tokens * merge * merge, merge, hidden, hidden * _int(v, "mlp_ratio") if qwen2 else _int(
-        v, "intermediate_size"), _int(v, "num_heads"), _int(v, "depth"),
-                  _int(v, "in_channels") * _int(v, "temporal_patch_size") * patch * patch)
+        v, "intermediate_size"), _int(v, "num_heads"), depth,
+                  _int(v, "in_channels") * _int(v, "temporal_patch_size") * patch * patch,
+                  taps=QWEN_TAPS.get(kind, 0), deepstack=len({index for index in deepstack if index in range(depth)}))
     return VisionKept(tower, images.trained, images.input_grads, 1, tokens, text.head_dim, settings)
