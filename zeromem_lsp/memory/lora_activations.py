@@ -21,7 +21,8 @@ FAMILIES = tuple(name for name, family in KNOWN.items() if family.activations an
 # which tensor each adapted module reads (by its role, configs/families.Weight): the attention input, the
 # attention output, the MLP input, the product
 SOURCES = {"q": "attn_in", "k": "attn_in", "v": "attn_in", "qkv": "attn_in", "o": "attn_out", "gate": "mlp_in",
-           "up": "mlp_in", "gate_up": "mlp_in", "fc_in": "mlp_in", "down": "down_in", "fc_out": "down_in"}
+           "up": "mlp_in", "gate_up": "mlp_in", "fc_in": "mlp_in", "down": "down_in", "fc_out": "down_in",
+           "shared_gate": "mlp_in", "shared_up": "mlp_in", "shared_down": "shared_in"}  # (a shared expert's)
 # fused projections stand for their parts
 PARTS = {"qkv": ("q", "k", "v"), "gate_up": ("gate", "up")}
 
@@ -117,7 +118,7 @@ def _names(adapted: dict[str, int]) -> set[str]:
 def _widths(shape: ModelShape) -> dict[str, int]:
     """The width of each tensor an adapter reads (by SOURCES)."""
     return {"attn_in": shape.hidden, "attn_out": shape.heads * shape.head_dim, "mlp_in": shape.hidden,
-            "down_in": shape.intermediate}
+            "down_in": shape.intermediate, "shared_in": shape.shared_intermediate}
 
 
 def _adapter_bytes(shape: ModelShape, adapted: dict[str, int], tokens: int, w: int, a: int, attention: str,
@@ -140,12 +141,12 @@ def _dropout_masks(shape: ModelShape, adapted: dict[str, int], tokens: int, mask
     after any attention adapter (not with a parallel residual: it reads the layer's input), down's input after that
     or after gate / up adapters."""
     widths, names = _widths(shape), _names(adapted)
-    graded = {"attn_in", "attn_out", "mlp_in", "down_in"}
+    graded = {"attn_in", "attn_out", "mlp_in", "down_in", "shared_in"}
     if first:
         attention = bool({"q", "k", "v", "o"} & names)
         mlp = attention and not shape.parallel_residual
         graded = ({"attn_out"} if {"q", "k", "v"} & names else set()) | ({"mlp_in"} if mlp else set()) | (
-            {"down_in"} if mlp or {"gate", "up", "fc_in"} & names else set())
+            {"down_in", "shared_in"} if mlp or {"gate", "up", "fc_in"} & names else set())
     return sum(mask_bytes * tokens * widths[SOURCES[name]] for name in adapted if SOURCES[name] in graded)
 
 
