@@ -110,7 +110,6 @@ def test_unmeasured_settings_are_refused_by_name():
     with pytest.raises(ActivationInputError, match="no LoRA activation model for 'deepseek_v3'"):
         estimate_lora_activations(model_shape(deepseek), count, 16, 1)
     for family, targets, why in (("qwen3_moe", ("gate_proj", "up_proj"), "linear projections"),  # routed experts
-                                 ("phimoe", ("o_proj", "router"), "not on router"),  # an nn.Linear router
                                  ("llama4_text", ("shared_expert.gate_proj",), "attention in the first adapted")):
         config = {**next(case for case in RECORD["cases"] if case["config"]["model_type"] == family)["config"],
                   "num_hidden_layers": 2}
