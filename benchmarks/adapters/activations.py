@@ -1,6 +1,7 @@
 """Bytes autograd saves for backward with LoRA adapters on a frozen base (PEFT, CPU, random weights).
 
     /work/venv-measure/bin/python benchmarks/adapters/activations.py   # -> tests/data/adapters/lora_activations.json
+    /work/venv-measure/bin/python benchmarks/adapters/activations.py moe   # only the cases not yet recorded, added
 
 Same method as benchmarks/activations/measure.py (saved_tensors_hooks, unique storages, parameters -- the
 frozen base and the adapters -- excluded), with the model wrapped by `get_peft_model` first. Measured at 1
@@ -91,6 +92,25 @@ FAMILIES_29 = [
     ("granite", {"r": 8, "target_modules": ["o_proj", "down_proj"]}, True, 48, 2, "eager"),
 ]
 
+#: issue 29's MoE families, experts and routers frozen (after the cases above, whose ids are indices): q/v with fp32
+#: adapters; q/k/v/o with adapters in the model's dtype, fp32, eager; q/v with checkpointing; then variants: dense and
+#: MoE layers mixed, an unrotated llama4 layer, llama4's shared expert adapted. (family, LoraConfig fields,
+#: autocast_adapter_dtype, sequence, micro-batch, attention, layer counts, checkpointing, dtype, config changes)
+QV, QKVO = ["q_proj", "v_proj"], ["q_proj", "k_proj", "v_proj", "o_proj"]
+MOE = [
+    row for family in ("mixtral", "qwen3_moe", "olmoe", "qwen2_moe", "phimoe", "glm4_moe", "gpt_oss", "llama4_text")
+    for attention in ("eager" if family == "gpt_oss" else "sdpa",) for row in (
+        (family, {"r": 8, "target_modules": QV}, True, 64, 2, attention, (1, 2), False, "bfloat16", {}),
+        (family, {"r": 8, "target_modules": QKVO}, False, 32, 2, "eager", (1, 2), False, "float32", {}),
+        (family, {"r": 8, "target_modules": QV}, True, 64, 2, attention, (1, 2), True, "bfloat16", {}))
+] + [
+    ("qwen3_moe", {"r": 8, "target_modules": QV}, True, 64, 2, "sdpa", (1, 2), False, "bfloat16",
+     {"mlp_only_layers": [1]}),
+    ("llama4_text", {"r": 8, "target_modules": QKVO}, False, 64, 2, "sdpa", (2, 4), False, "bfloat16", {}),
+    ("llama4_text", {"r": 8, "target_modules": QV + ["shared_expert.gate_proj", "shared_expert.up_proj"]}, True, 64,
+     2, "sdpa", (1, 2), False, "bfloat16", {"interleave_moe_layer_step": 1}),
+]
+
 
 def cases() -> list[dict]:
     out = []
@@ -108,6 +128,12 @@ def cases() -> list[dict]:
         out.append({"id": f"{family}-{index}", "config": dict(sorted(BASE[family].items())), "lora": lora,
                     "autocast_adapter_dtype": autocast, "sequence_length": seq, "micro_batch": batch,
                     "dtype": "bfloat16", "attention": attention, "gradient_checkpointing": checkpointing,
+                    "layer_counts": list(layers)})
+    for index, (family, lora, autocast, seq, batch, attention, layers, checkpointing, dtype, changes) in enumerate(
+            MOE, start=len(out)):
+        out.append({"id": f"{family}-{index}", "config": dict(sorted({**BASE[family], **changes}.items())),
+                    "lora": lora, "autocast_adapter_dtype": autocast, "sequence_length": seq, "micro_batch": batch,
+                    "dtype": dtype, "attention": attention, "gradient_checkpointing": checkpointing,
                     "layer_counts": list(layers)})
     return out
 
@@ -160,6 +186,9 @@ def main() -> int:
     import torch
     import transformers
     selected = cases()
+    if sys.argv[1:] == ["moe"]:  # the MoE cases only, merged into the record (the others as recorded)
+        recorded = json.loads(OUT.read_text())["cases"]
+        selected = [case for case in selected if case["id"] not in {old["id"] for old in recorded}]
     jobs = [(case, layers) for case in selected for layers in case["layer_counts"]]
     with multiprocessing.get_context("fork").Pool(1, maxtasksperchild=1) as pool:
         results = list(pool.imap(measure, jobs, chunksize=1))
@@ -169,6 +198,8 @@ def main() -> int:
         return 1
     for index, case in enumerate(selected):
         case["saved_bytes"] = {str(layers): results[2 * index + k] for k, layers in enumerate(case["layer_counts"])}
+    if sys.argv[1:] == ["moe"]:
+        selected = recorded + selected
     record = {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__,
               "device": "cpu", "method": "saved_tensors_hooks, unique storages, parameters (base and adapters) excluded",
               "cases": selected}

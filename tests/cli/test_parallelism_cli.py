@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import run_zeromem
+from tests.cli.conftest import run_zeromem, run_zeromem_subprocess
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 RECIPES = DATA / "recipes"
@@ -92,3 +92,33 @@ def test_check_accepts_the_examples_as_published():
         done = run_zeromem("check", "--format", "json", "--offline", "--world-size", str(world),
                            str(RECIPES / recipe))
         assert "ZM109" not in {item["code"] for item in json.loads(done.stdout)["findings"]}, done.stdout
+
+
+def test_the_expert_lora_example_has_a_peak_that_moves_with_the_expert_degree(tmp_path):
+    """Issue 30: LoRA under expert parallelism (axolotl's Qwen3-30B-A3B example, q/k/v/o adapters, experts frozen):
+    a derived peak whose frozen routed experts are divided by e; the model-state column is not (docs)."""
+    text = (RECIPES / EXPERT).read_text(encoding="utf-8")
+    found = {}
+    for e in (1, 2, 4):
+        recipe = tmp_path / f"ep{e}.yaml"
+        recipe.write_text(text.replace("expert_parallel_size: 4", f"expert_parallel_size: {e}"), encoding="utf-8")
+        done = run_zeromem_subprocess("estimate", "--config", str(recipe), "--offline", "--world-size", "4",
+                                      "--format", "json")
+        assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
+        found[e] = json.loads(done.stdout)
+    peaks = {e: result["peak"]["ddp"] for e, result in found.items()}
+    assert all(peaks.values()) and peaks[1] > peaks[2] > peaks[4]
+    held = {e: result["phases"]["ddp"]["parts"]["parameters"] for e, result in found.items()}
+    routed = 2 * 48 * 128 * 3 * 2048 * 768  # bf16 × layers × experts × (gate, up, down) × hidden × moe width
+    assert (held[1] - held[2], held[1] - held[4]) == (routed // 2, routed - routed // 4)
+    assert found[1]["inputs"]["parameter_bytes"] == found[4]["inputs"]["parameter_bytes"]  # the pooled contract
+    assert "DeepEP dispatch / combine buffer" in found[4]["phases"]["ddp"]["parts"]
+    why = {item["key"]: item["why"] for item in found[4]["ignored"]}["expert_parallel_size"]
+    assert why.startswith("derived, not measured: the peak divides the routed experts by e")
+    assert found[4]["activations"]["lora"]["checkpointing"] is True  # LoRA's own activations, not full FT's
+
+
+def test_lora_under_tensor_parallelism_stays_unknown():
+    found = estimate(EXPERT, "--world-size", "4", "--tensor-parallel", "2")
+    assert found["peak"]["ddp"] is None
+    assert found["phases"]["ddp"]["unknown"] == "a LoRA step under tensor, context or Ulysses parallelism is not modelled"

@@ -22,7 +22,8 @@ def estimate(case: dict, layers: int):
     lora = case["lora"]
     targets = lora["target_modules"]
     count = count_adapters(config, LoraSettings(lora["r"], targets if isinstance(targets, str) else tuple(targets)))
-    dtype = activation_dtype("bf16", bool(case.get("bnb")), case.get("prepare_kbit", False))
+    model_dtype = {"bfloat16": "bf16", "float32": "fp32"}[case["dtype"]]
+    dtype = activation_dtype(model_dtype, bool(case.get("bnb")), case.get("prepare_kbit", False))
     adapter = "fp32" if case["autocast_adapter_dtype"] else dtype
     # on the CPU torch's dropout keeps its noise in the input's dtype (a GPU: a bool mask, mask_bytes' default 1)
     return estimate_lora_activations(model_shape(config), count, case["sequence_length"], case["micro_batch"],
@@ -42,10 +43,30 @@ def test_the_record_covers_families_dtypes_attention_and_partial_targets():
     assert any(case["bnb"].get("load_in_8bit") for case in quantized)
 
 
+#: phimoe's sparsemixer saves a T-row int64 tensor that is freed before backward in some runs: the measurement (unique
+#: storages by address) then counts a later one at its address once, 8·T B less (seen in 1 of 3 runs of phimoe-77 L1)
+ADDRESS_REUSE = {("phimoe-77", 1): 8 * 128}
+
+
 @pytest.mark.parametrize("row", ROWS, ids=[f"{case['id']}-L{layers}" for case, layers in ROWS])
 def test_every_measured_lora_case_is_exact(row):
     case, layers = row
-    assert estimate(case, layers).total == case["saved_bytes"][str(layers)]
+    assert estimate(case, layers).total == case["saved_bytes"][str(layers)] + ADDRESS_REUSE.get((case["id"], layers), 0)
+
+
+def test_moe_families_are_measured_with_frozen_experts_in_both_dtypes_and_with_checkpointing():
+    moe = [case for case in RECORD["cases"] if model_shape(case["config"]).experts]
+    assert {case["config"]["model_type"] for case in moe} >= {"mixtral", "qwen3_moe", "olmoe", "qwen2_moe", "phimoe",
+                                                                "glm4_moe", "gpt_oss", "llama4_text"}
+    assert {case["dtype"] for case in moe} == {"bfloat16", "float32"}
+    assert {case["gradient_checkpointing"] for case in moe} == {True, False}
+    for case in moe:  # full fine-tuning keeps more: the frozen experts' gathered inputs and down inputs
+        for layers in case["layer_counts"]:
+            config = {**case["config"], "num_hidden_layers": layers}
+            dtype = {"bfloat16": "bf16", "float32": "fp32"}[case["dtype"]]
+            full = estimate_activations(model_shape(config), case["sequence_length"], case["micro_batch"], dtype,
+                                        case["gradient_checkpointing"], case["attention"])
+            assert case["saved_bytes"][str(layers)] < full.total
 
 
 def test_one_llama_layer_with_q_and_v_adapters_by_hand():
@@ -83,10 +104,18 @@ def test_checkpointing_keeps_the_layer_inputs_as_without_adapters():
 
 
 def test_unmeasured_settings_are_refused_by_name():
-    mixtral = {**RECORD["cases"][0]["config"], "model_type": "mixtral", "num_local_experts": 4, "num_hidden_layers": 2}
-    count = count_adapters(mixtral, LoraSettings(8, ("q_proj",)))
-    with pytest.raises(ActivationInputError, match="no LoRA activation model for 'mixtral'"):
-        estimate_lora_activations(model_shape(mixtral), count, 16, 1)
+    deepseek = {**RECORD["cases"][0]["config"], "model_type": "deepseek_v3", "n_routed_experts": 4,
+                "num_experts_per_tok": 2, "n_group": 1, "topk_group": 1, "num_hidden_layers": 2}
+    count = count_adapters(deepseek, LoraSettings(8, ("o_proj",)))
+    with pytest.raises(ActivationInputError, match="no LoRA activation model for 'deepseek_v3'"):
+        estimate_lora_activations(model_shape(deepseek), count, 16, 1)
+    for family, targets, why in (("qwen3_moe", ("gate_proj", "up_proj"), "linear projections"),  # routed experts
+                                 ("llama4_text", ("shared_expert.gate_proj",), "attention in the first adapted")):
+        config = {**next(case for case in RECORD["cases"] if case["config"]["model_type"] == family)["config"],
+                  "num_hidden_layers": 2}
+        count = count_adapters(config, LoraSettings(8, targets))
+        with pytest.raises(ActivationInputError, match=why):
+            estimate_lora_activations(model_shape(config), count, 16, 1)
     llama = {**RECORD["cases"][0]["config"], "num_hidden_layers": 2}
     saved = count_adapters(llama, LoraSettings(8, ("q_proj",), ("embed_tokens",)))
     with pytest.raises(ActivationInputError, match=r"linear projections \(and the LM head in modules_to_save\) only"):

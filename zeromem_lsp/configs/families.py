@@ -30,6 +30,10 @@ GROUPED_SIGMOID: Router = ((1, "Th", "up"), (1, "TE", "f32"), (2, "TG", "i64"), 
 #: index, PhimoeMultiplier's mask_for_one
 #: GptOssTopKRouter: top-k of the logits (indices), then a softmax over the k values in the model dtype
 TOP_K_SOFTMAX: Router = ((1, "S", "i64"), (1, "S", "w"))
+#: Kept only for a gradient LoRA does not take: the router's fp32 copy of its input (its weight's; DeepseekV3TopkRouter),
+#: the experts' biases' per-visit index (gpt_oss: `gate_up_proj_bias[expert_ids_g]`)
+ROUTER_INPUT_FP32: Router = ((1, "Th", "up"),)
+BIAS_INDEX: Router = ((1, "S", "i64"),)
 SPARSEMIXER: Router = ((2, "TE", "bool"), (4, "T", "i64"), (2, "TE", "w"), (2, "T", "w"))
 #: What one Qwen3-Next gated delta-net layer keeps for backward on Transformers' torch fallbacks (causal_conv1d_fn,
 #: torch_chunk_gated_delta_rule: no flash-linear-attention / causal-conv1d), as (count, rows, width) terms like
@@ -78,6 +82,8 @@ class Moe:
     every_expert: bool = False  # every expert runs on every token, weighted by its score (llama4_text: bmm), not
     # grouped_mm over the tokens sorted by expert
     gated_shared: bool = False  # sigmoid(shared_expert_gate(x)) scales the shared expert's output (qwen3_next)
+    frozen: Router = ()  # what routing keeps only for the router's or the experts' biases' gradients (LoRA drops it;
+    # memory/lora_activations)
 
 
 @dataclass(frozen=True)
@@ -283,9 +289,9 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
     Family("phi3", PHI3_LAYER, qkv_bias=False, o_bias=False, qkv="sliced", sliding=Sliding(),
            hidden_dropout=("resid_pdrop", 0.0),
            layer_modules=("mlp.activation_fn", "resid_attn_dropout", "resid_mlp_dropout")),
-    Family("mixtral", qkv_bias=False, o_bias=False, sliding=Sliding(), lora_measured=False,
+    Family("mixtral", qkv_bias=False, o_bias=False, sliding=Sliding(),
            moe=Moe("num_local_experts", "intermediate_size", 2, False, True, True, ("gate", ("w1", "w3"), "w2"))),
-    Family("qwen3_moe", QWEN3_MOE_LAYER, qk_norm=True, sliding=QWEN_SLIDING, lora_measured=False,
+    Family("qwen3_moe", QWEN3_MOE_LAYER, qk_norm=True, sliding=QWEN_SLIDING,
            moe=Moe("num_experts", "moe_intermediate_size", 8, True, "norm_topk_prob", False,
                    ("gate", ("gate_proj", "up_proj"), "down_proj"))),
     Family("gpt2", GPT2_LAYER, "transformer.h.{i}.", "transformer.wte", "transformer.ln_f", positions="transformer.wpe",
@@ -309,11 +315,11 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
     # for them, never guessed).
     Family("olmo2", OLMO2_LAYER, qk_norm=True, norm="rms32", post_norms=True, rotary_fp32=True),
     Family("olmo3", OLMO2_LAYER, qk_norm=True, norm="rms32", post_norms=True, rotary_fp32=True, rotary_per_type=True, sliding=Sliding(window=4096, global_every=(None, 4))),
-    Family("olmoe", OLMOE_LAYER, head_dim_key=False, qk_norm=True, lora_measured=False,  # llama's RMSNorm
+    Family("olmoe", OLMOE_LAYER, head_dim_key=False, qk_norm=True,  # llama's RMSNorm
            moe=Moe("num_experts", "intermediate_size", 8, False, "norm_topk_prob", False,
                    ("gate", ("gate_proj", "up_proj"), "down_proj")), liger=False),
     Family("qwen2_moe", QWEN2_MOE_LAYER, bias_keys=("qkv_bias", "mlp_bias"), attention_bias=True, o_bias=False,
-           mlp_bias=False, sliding=QWEN2_MOE_SLIDING, lora_measured=False, liger=False,
+           mlp_bias=False, sliding=QWEN2_MOE_SLIDING, liger=False,
            moe=Moe("num_experts", "moe_intermediate_size", 4, True, "norm_topk_prob", False,
                    ("gate", ("gate_proj", "up_proj"), "down_proj"), shared="shared_expert_intermediate_size",
                    modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_expert.act_fn"), gated_shared=True)),
@@ -338,26 +344,27 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
                    ("gate", ("gate_proj", "up_proj"), "down_proj"), shared="n_shared_experts",
                    modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_experts.act_fn"),
                    first_dense="first_k_dense_replace", shared_times="n_shared_experts", router=GROUPED_SIGMOID,
-                   groups=(("n_group", 8), ("topk_group", 4)), normalized=True)),
-    Family("glm4_moe", GLM4_MOE_LAYER, qk_norm="use_qk_norm", o_bias=False, partial_rotary=0.5, lora_measured=False,
+                   groups=(("n_group", 8), ("topk_group", 4)), normalized=True, frozen=ROUTER_INPUT_FP32)),
+    Family("glm4_moe", GLM4_MOE_LAYER, qk_norm="use_qk_norm", o_bias=False, partial_rotary=0.5,
            liger=False,
            moe=Moe("n_routed_experts", "moe_intermediate_size", 8, False, "norm_topk_prob", True,
                    ("gate", ("gate_proj", "up_proj"), "down_proj"), shared="n_shared_experts",
                    modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_experts.act_fn"),
                    first_dense="first_k_dense_replace", shared_times="n_shared_experts", router=GROUPED_SIGMOID,
-                   groups=(("n_group", 1), ("topk_group", 1)), normalized=True)),
-    Family("gpt_oss", GPT_OSS_LAYER, attention_bias=True, lora_measured=False, liger=False, norm="rms32",
+                   groups=(("n_group", 1), ("topk_group", 1)), normalized=True, frozen=ROUTER_INPUT_FP32)),
+    Family("gpt_oss", GPT_OSS_LAYER, attention_bias=True, liger=False, norm="rms32",
            eager_only=True, rotary_halves=True, layer_modules=(), sliding=Sliding(window=128, global_every=(None, 2)),
            moe=Moe("num_local_experts", "intermediate_size", 4, False, False, False,
                    ("router", ("gate_up_proj", "gate_up_proj"), "down_proj"), modules=("mlp.experts",),
-                   transposed=True, expert_bias=True, router_bias=True, router=TOP_K_SOFTMAX, expert_kept=7)),
+                   transposed=True, expert_bias=True, router_bias=True, router=TOP_K_SOFTMAX, expert_kept=7,
+                   frozen=BIAS_INDEX)),
     Family("qwen3_next", QWEN3_NEXT_LAYER, qk_norm=True, gated_q=True, hybrid=True, norm="rms1p",
            partial_rotary=0.25, lora_measured=False, liger=False,
            moe=Moe("num_experts", "moe_intermediate_size", 10, True, "norm_topk_prob", False,
                    ("gate", ("gate_proj", "up_proj"), "down_proj"), shared="shared_expert_intermediate_size",
                    modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_expert.act_fn"), gated_shared=True)),
     Family("llama4_text", LLAMA4_LAYER, keys=(("intermediate", ("intermediate_size_mlp",)),),
-           layer_modules=(), lora_measured=False, liger=False, qk_norm="use_qk_norm", qk_norm_weightless=True,
+           layer_modules=(), liger=False, qk_norm="use_qk_norm", qk_norm_weightless=True,
            rotary_fp32=True, rotary_halves=True, no_rope=True, softmax_fp32=False,
            sliding=Sliding(global_every=("no_rope_layer_interval", 4), window_key="attention_chunk_size",
                            kind="chunked_attention", batched_mask=True),
@@ -366,7 +373,7 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
                    modules=("feed_forward.experts", "feed_forward.experts.act_fn",
                             "feed_forward.shared_expert.activation_fn"),
                    interleave=True, transposed=True, router_linear=True, every_expert=True)),
-    Family("phimoe", PHIMOE_LAYER, norm="layer", head_bias="lm_head_bias", lora_measured=False,
+    Family("phimoe", PHIMOE_LAYER, norm="layer", head_bias="lm_head_bias",
            liger=False, sliding=Sliding(),
            moe=Moe("num_local_experts", "intermediate_size", 2, False, False, False,
                    ("router", ("gate_up_proj", "gate_up_proj"), "down_proj"), modules=("mlp.experts", "mlp.experts.act_fn"),

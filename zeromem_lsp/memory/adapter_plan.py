@@ -225,8 +225,9 @@ def lora_peak(breakdown: AdapterTerms | None, dtype: str | None) -> LoraPeak | N
                                      (breakdown.parameter_terms, breakdown.gradient_terms, breakdown.optimizer_terms))
     forward = activation_dtype(dtype, quantized, not recast and breakdown.adapter.kbit_prepare)
     own = "fp32" if breakdown.adapter.autocast else breakdown.precision
+    frozen = [term.each for term in breakdown.parameter_terms if term.label.startswith("frozen") and term.each]
     return LoraPeak(breakdown.count, dtype if recast else own, forward, parameters, gradients, states, breakdown.engine,
-                    breakdown.adapter.dropout > 0, breakdown.adapter.quantized)
+                    breakdown.adapter.dropout > 0, breakdown.adapter.quantized, frozen[-1] if frozen else 2)
 
 
 __all__ = ["Adapter", "AdapterBreakdown", "AdapterInputError", "SETTING_OF_FIELD", "Term", "adapter_from_settings",

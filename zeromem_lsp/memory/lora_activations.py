@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from zeromem_lsp.memory.precision import DTYPE_BYTES
-from zeromem_lsp.memory.activations import F32, I64, ActivationInputError, estimate_activations
+from zeromem_lsp.memory.activations import F32, I64, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.configs.families import FAMILIES as KNOWN, of
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.configs.transformers_paths import NEWEST_PATH, TransformersPath
@@ -21,7 +21,8 @@ FAMILIES = tuple(name for name, family in KNOWN.items() if family.activations an
 # which tensor each adapted module reads (by its role, configs/families.Weight): the attention input, the
 # attention output, the MLP input, the product
 SOURCES = {"q": "attn_in", "k": "attn_in", "v": "attn_in", "qkv": "attn_in", "o": "attn_out", "gate": "mlp_in",
-           "up": "mlp_in", "gate_up": "mlp_in", "fc_in": "mlp_in", "down": "down_in", "fc_out": "down_in"}
+           "up": "mlp_in", "gate_up": "mlp_in", "fc_in": "mlp_in", "down": "down_in", "fc_out": "down_in",
+           "shared_gate": "mlp_in", "shared_up": "mlp_in", "shared_down": "shared_in"}  # (a shared expert's)
 # fused projections stand for their parts
 PARTS = {"qkv": ("q", "k", "v"), "gate_up": ("gate", "up")}
 
@@ -43,20 +44,49 @@ class LoraActivations(NamedTuple):
     total: int  # everything saved at the end of forward (recompute not included)
 
 
+def _o_copy(shape: ModelShape, attention: str) -> bool:
+    """o_proj keeps a copy of the attention output of its own: eager, or an sdpa output that comes back head-major
+    (a fused qkv's, partial rotary's concatenated q: memory/activations `_attention`)."""
+    family = of(shape)
+    return attention == "eager" or family.qkv == "sliced" or bool(family.partial_rotary)
+
+
 def _frozen_savings(shape: ModelShape, tokens: int, w: int, attention: str) -> int:
-    """What a layer of the full fine-tuning model keeps only for its own weights' gradients."""
+    """What a layer of the full fine-tuning model keeps only for its own weights' gradients, the MLP aside."""
     family, h = of(shape), shape.hidden
     qd, kvd = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
     normalized = _normalized(shape, w)  # the normalized input the norm weight's gradient reads
     saved = 0 if family.norm == "layer" else family.norms_per_layer * normalized * tokens * h
-    # the two tensors that feed linears (attention's and the MLP's inputs), kept by those linears: one when a single
-    # norm feeds both (a parallel residual with one norm)
+    # the two tensors that feed linears (attention's and the MLP's or router's inputs), kept by those linears: one
+    # when a single norm feeds both (a parallel residual with one norm)
     saved += min(2, family.norms_per_layer) * w * tokens * h
-    if shape.qk_norm:
+    if shape.qk_norm and not family.qk_norm_weightless:
         saved += normalized * tokens * (qd + kvd)
-    if attention == "eager" or family.qkv == "sliced":
-        saved += w * tokens * qd  # o_proj's copy of the attention output
-    return saved + w * tokens * shape.intermediate  # down_proj's input
+    return saved + (w * tokens * qd if _o_copy(shape, attention) else 0)  # o_proj's copy of the attention output
+
+
+def _mlp_savings(shape: ModelShape, tokens: int, w: int, sparse: bool) -> int:
+    """What a dense MLP keeps only for its weights' gradients (down_proj's input), or a MoE block with frozen
+    router and experts (`Moe.frozen`'s terms): the experts' gathered input and down's input per visit, the gathered
+    biases' index, the shared expert's down input (integrations/moe.py `grouped_mm_experts_forward`: grouped_mm
+    keeps an operand only for the other's gradient)."""
+    moe = of(shape).moe
+    if not (sparse and moe):
+        return w * tokens * shape.intermediate
+    visits = tokens * (shape.experts if moe.every_expert else shape.experts_per_token)
+    rows = {"T": tokens, "Th": tokens * shape.hidden, "S": visits}
+    widths = {"f32": F32, "i64": I64, "w": w, "up": F32 if w != F32 else 0}
+    kept = sum(count * rows[row] * widths[width] for count, row, width in moe.frozen)
+    return kept + w * visits * (shape.hidden + shape.expert_intermediate) + w * tokens * shape.shared_intermediate
+
+
+def _kind_bytes(shape: ModelShape, full: Activations, sparse: bool, s: int, b: int, dtype: str, attention: str,
+                transformers: TransformersPath) -> int:
+    """What full fine-tuning keeps in the largest layer whose MLP is the MoE block (`sparse`) or a dense MLP."""
+    if shape.sparse_layers in (0, shape.layers):
+        return full.per_layer_bytes
+    alike = shape._replace(sparse_layers=shape.layers if sparse else 0)
+    return estimate_activations(alike, s, b, dtype, False, attention, transformers).per_layer_bytes
 
 
 def _normalized(shape: ModelShape, w: int) -> int:
@@ -88,7 +118,7 @@ def _names(adapted: dict[str, int]) -> set[str]:
 def _widths(shape: ModelShape) -> dict[str, int]:
     """The width of each tensor an adapter reads (by SOURCES)."""
     return {"attn_in": shape.hidden, "attn_out": shape.heads * shape.head_dim, "mlp_in": shape.hidden,
-            "down_in": shape.intermediate}
+            "down_in": shape.intermediate, "shared_in": shape.shared_intermediate}
 
 
 def _adapter_bytes(shape: ModelShape, adapted: dict[str, int], tokens: int, w: int, a: int, attention: str,
@@ -100,7 +130,7 @@ def _adapter_bytes(shape: ModelShape, adapted: dict[str, int], tokens: int, w: i
     if a != w or cast_each or dropout:
         return kept + sum(a * tokens * widths[SOURCES[name]] for name in adapted)
     sources = {SOURCES[name] for name in adapted}
-    if attention == "sdpa" and of(shape).qkv != "sliced":
+    if not _o_copy(shape, attention):
         sources.discard("attn_out")  # the attention kernel keeps its output already
     return kept + sum(w * tokens * widths[source] for source in sources)
 
@@ -111,12 +141,12 @@ def _dropout_masks(shape: ModelShape, adapted: dict[str, int], tokens: int, mask
     after any attention adapter (not with a parallel residual: it reads the layer's input), down's input after that
     or after gate / up adapters."""
     widths, names = _widths(shape), _names(adapted)
-    graded = {"attn_in", "attn_out", "mlp_in", "down_in"}
+    graded = {"attn_in", "attn_out", "mlp_in", "down_in", "shared_in"}
     if first:
         attention = bool({"q", "k", "v", "o"} & names)
         mlp = attention and not shape.parallel_residual
         graded = ({"attn_out"} if {"q", "k", "v"} & names else set()) | ({"mlp_in"} if mlp else set()) | (
-            {"down_in"} if mlp or {"gate", "up", "fc_in"} & names else set())
+            {"down_in", "shared_in"} if mlp or {"gate", "up", "fc_in"} & names else set())
     return sum(mask_bytes * tokens * widths[SOURCES[name]] for name in adapted if SOURCES[name] in graded)
 
 
@@ -139,7 +169,7 @@ def _first_layer_savings(shape: ModelShape, adapted: dict[str, int], b: int, s: 
         if not (gq or gk or gv):  # the kernel keeps q, k, v, its output and the log-sum-exp only for a gradient
             v = 3 * shape.hidden if family.qkv == "views" else kvd  # gpt2's v is a view of c_attn's output
             saved += w * tokens * (2 * qd + kvd + v) + F32 * tokens * shape.heads
-            if "o" in adapted and a == w and not cast_each and family.qkv != "sliced":
+            if "o" in adapted and a == w and not cast_each and not _o_copy(shape, attention):
                 saved -= w * tokens * qd  # the o_proj adapter keeps the attention output itself
     else:
         saved += _eager_savings(shape, b, s, w, gq, gk, gv)
@@ -218,22 +248,35 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
     for target in count.targets:
         for index in target.layers or ():
             by_layer.setdefault(index, {})[target.weight.role] = target.rank
-    base = full.per_layer_bytes - _frozen_savings(shape, tokens, w, attention)
+    family, common = of(shape), _frozen_savings(shape, tokens, w, attention)
+    roles = {role for adapted in by_layer.values() for role in adapted}
+    if roles - set(SOURCES):
+        raise ActivationInputError("the LoRA activation model covers adapters on attention's and the dense MLP's "
+                                   f"projections, not on {', '.join(sorted(roles - set(SOURCES)))}")
     start = min(by_layer)  # layers before the first adapter see no gradient-carrying input: they keep nothing
-    # Layers that keep different amounts (sliding windows the sequence outgrows): what differs is attention's
-    # own saved tensors, which LoRA leaves as they are, so the difference is carried over whole. Derived, not
-    # measured (the measurements' sequences fit the windows); only when every layer carries a gradient.
-    uneven = full.layer_bytes - full.per_layer_bytes * shape.layers
+    if family.moe and not {"q", "k", "v", "o", "qkv"} & _names(by_layer[start]):
+        raise ActivationInputError("the LoRA activation model of a MoE family needs adapters on attention in the "
+                                   "first adapted layer (measured so)")
+    # each kind of layer (MoE and dense) as full fine-tuning keeps it, less what its frozen weights no longer keep
+    kinds = [(count, _kind_bytes(shape, full, sparse, sequence_length, micro_batch, dtype, attention, transformers),
+              common + _mlp_savings(shape, tokens, w, sparse))
+             for count, sparse in ((shape.sparse_layers, True), (shape.layers - shape.sparse_layers, False)) if count]
+    base = max(kept - saved for _, kept, saved in kinds)
+    # Layers that keep different amounts (MoE and dense layers, sliding windows the sequence outgrows, a hybrid's
+    # mixers): what differs is attention's own saved tensors, which LoRA leaves as they are, or the MLP's, counted
+    # per kind; carried over whole. Derived, not measured for windows (the measurements' sequences fit them); only
+    # when every layer carries a gradient.
+    uneven = full.layer_bytes - sum(count * saved for count, _, saved in kinds) - base * shape.layers
     if uneven and start != 0:
-        raise ActivationInputError("the LoRA activation model covers layers that keep different amounts (sliding "
-                                   "windows the sequence outgrows) only when the first layer has adapters")
+        raise ActivationInputError("the LoRA activation model covers layers that keep different amounts (MoE and "
+                                   "dense layers, sliding windows the sequence outgrows) only when the first layer "
+                                   "has adapters")
     sizes = [0 if i < start else base + _adapter_bytes(shape, by_layer.get(i, {}), tokens, w, a, attention, cast_each,
                                                         dropout)
              + (_dropout_masks(shape, by_layer.get(i, {}), tokens, mask_bytes, i == start) if dropout else 0)
              for i in range(shape.layers)]
     sizes[start] -= _first_layer_savings(shape, by_layer[start], micro_batch, sequence_length, w, a, attention,
                                          cast_each)
-    family = of(shape)
     # frozen embedding: no token ids (nor gemma's scale); frozen final norm and head: no normalized copy (RMSNorm),
     # no input for the head
     normalized = 0 if family.norm == "layer" else _normalized(shape, w) * tokens * shape.hidden

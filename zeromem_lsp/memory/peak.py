@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, cast
 
 from zeromem_lsp.memory.activations import F32, ActivationInputError, Activations, estimate_activations
 from zeromem_lsp.memory.buffers import DEEPSPEED_DEFAULTS, Buffers, hf_auto_sizes, zero_buffers
+from zeromem_lsp.configs.families import weights
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.configs.parallelism import Parallelism, parallelism_of
 from zeromem_lsp.configs.parallel_shape import rank_shape, rank_tokens
@@ -67,6 +68,8 @@ class LoraPeak(NamedTuple):
     engine: str = "peft"  # adapters.ENGINES: DeepSpeed steps an fp32 partition beside its master copy
     dropout: bool = False  # lora_dropout > 0: each adapter keeps its dropped-out input and a mask (lora_activations)
     quantization: Quantization = Quantization()  # the frozen linear weights' (bitsandbytes)
+    frozen_width: int = 2  # bytes per frozen float parameter (experts, embeddings, norms): the model's dtype, fp32
+    # after prepare_model_for_kbit_training's upcast
 
 
 @dataclass(frozen=True)
@@ -355,6 +358,18 @@ def adapter_placement(lora: LoraPeak, stage: str, ranks: int, offload: Offload |
     return p, g, o
 
 
+def expert_share(lora: LoraPeak, shape: ModelShape, e: int) -> tuple[LoraPeak, int]:
+    """A LoRA run's P and parameter count on one rank of expert parallelism: the frozen routed experts (stacked, in
+    the frozen weights' float width) ÷ e, as the full fine-tuning EP step divides them (configs/parallel_shape.py
+    `rank_shape`); adapters on routed experts are refused by the activation model, so none are divided here."""
+    count = lora.adapters
+    if e == 1:
+        return lora, count.all
+    routed = sum(weight.parameters * weight.instances for weight in weights(shape) if weight.experts)
+    moved = routed - ceil_div(routed, e)
+    return lora._replace(parameter_bytes=lora.parameter_bytes - moved * lora.frozen_width), count.all - moved
+
+
 def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: Offload | None,
                 engine: str = "") -> FrozenBase:
     """The step model's frozen base for a LoRA run at `stage`: the adapter's P, G, O as placed, the trainable
@@ -362,7 +377,8 @@ def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: 
     Under FSDP without resharding (the zero2 key) the persistent parameters are still shards: the gathered
     layers kept from forward to backward are the step's own part (the engine spec's `gathered`), not P."""
     lora = inputs.lora
-    assert lora is not None
+    assert lora is not None and inputs.shape is not None
+    lora, all_parameters = expert_share(lora, inputs.shape, inputs.parallelism().expert)
     deepspeed, ranks, count = lora.engine == "deepspeed", inputs.ranks, lora.adapters
     adapter = DTYPE_BYTES[lora.adapter_dtype]
 
@@ -390,7 +406,7 @@ def frozen_base(inputs: PeakInputs, acts: LoraActivations, stage: str, offload: 
     if deepspeed and stage == "ddp":  # ZeRO-0 keeps an fp32 master per parameter: for-loop steps one at a time
         largest = F32 * max(largest_adapter, largest_copy)  # (measured: lora-ds-z0-*)
     return FrozenBase(params, grads, states, shard(count.trainable), F32 if deepspeed else adapter, acts.total,
-                      acts.recompute_bytes, lora.activation_dtype, lora.parameter_bytes, count.all,
+                      acts.recompute_bytes, lora.activation_dtype, lora.parameter_bytes, all_parameters,
                       fp32_gradients=deepspeed and adapter < F32, stepped=shard(stepped), largest=shard(largest),
                       head_gradient=0 if grads == 0 else head, outside=acts.outside_bytes,
                       accumulated=adapter_placement(lora, stage, ranks, offload)[1])
@@ -489,8 +505,9 @@ def _fsdp_mixed(inputs: PeakInputs, family: str) -> bool:
 
 def _lora_activations(inputs: PeakInputs, missing: list[str], family: str = "") -> LoraActivations | None:
     """What one micro-batch keeps with LoRA on a frozen base, or None with the reason in `missing`."""
-    lora, shape, tokens = inputs.lora, inputs.shape, inputs.sequence_length
+    lora, shape, tokens, nd = inputs.lora, inputs.shape, inputs.sequence_length, inputs.parallelism()
     assert lora is not None and shape is not None and tokens is not None
+    shape = rank_shape(shape, nd)  # one rank's share, as full fine-tuning's (expert parallelism: routed experts ÷ e)
     cast_each = _fsdp_mixed(inputs, family) and value_of(inputs.fsdp_version) == 1  # FSDP1 mixed: a copy per adapter
     try:
         return estimate_lora_activations(

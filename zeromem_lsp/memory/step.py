@@ -838,10 +838,10 @@ def step_peak(step: Step) -> StepPeak:
     memory/optimizer_step.py models); raises StepInputError naming what is not modelled. Under `step.parallelism`
     the step of one rank's share: its shape, tokens and shard group (configs/parallel_shape.py), what it keeps."""
     nd, parameters = step.parallelism, parameter_tensors(step.shape).total
-    if step.frozen is not None and nd.tensor * nd.sequence_divisor * nd.expert > 1:  # the frozen base's bytes and
-        raise StepInputError("a LoRA step under tensor, context, Ulysses or expert parallelism is not modelled")
+    if step.frozen is not None and nd.tensor * nd.sequence_divisor > 1:  # the frozen base's bytes and
+        raise StepInputError("a LoRA step under tensor, context or Ulysses parallelism is not modelled")
     if step.frozen is not None:  # LoRA's activations keep everything: offload and tiling not applied (an upper bound,
-        nd = NONE  # configs/parallel_shape.effects says so)
+        nd = replace(NONE, expert=nd.expert)  # configs/parallel_shape.effects says so); experts ÷ e as in full FT
     if nd != NONE and max(nd.tensor * nd.sequence_divisor, nd.expert) > step.ranks:
         raise StepInputError(f"parallel degrees beyond the world size ({step.ranks} ranks): tensor {nd.tensor} × "
                              f"context {nd.context} × Ulysses {nd.ulysses}, expert {nd.expert}")
