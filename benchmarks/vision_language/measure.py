@@ -17,7 +17,9 @@ torch drops its frame (every recorded case measured the same both ways). The sam
 sequence; `model(input_ids, pixel_values, image_grid_thw, mm_token_type_ids, labels)` runs in training mode inside
 the same saved-tensor hooks as benchmarks/activations (saved_tensors.py), then backward. Gemma 3 / LLaVA: one image
 of image_size per row; LLaVA-NeXT: one 112 × 112 image (a grid pinpoint: 5 crops, 88 tokens) with image_sizes;
-Mistral 3: one 56 × 84 image (24 patches, 2 × 3 tokens and a break per row) with image_sizes. Results go to
+Mistral 3: one 56 × 84 image (24 patches, 2 × 3 tokens and a break per row) with image_sizes; Llama 4: one image of a
+1 × 2 canvas (its two tiles and the global one, 3 × 16 tokens) or of one tile, Transformers 5.24's broken return
+patched (`measure`). Results go to
 tests/data/vision_language/measured.json, checked by tests/unit/test_vision_language_activations.py.
 """
 

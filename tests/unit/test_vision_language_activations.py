@@ -1,4 +1,4 @@
-"""Image tokens' activations of Qwen2-VL / Qwen2.5-VL / Gemma 3 / LLaVA / LLaVA-NeXT / Mistral 3 (issue 29):
+"""Image tokens' activations of Qwen2-VL / Qwen2.5-VL / Gemma 3 / LLaVA / LLaVA-NeXT / Mistral 3 / Llama 4 (issue 29):
 configs/image_tokens.py against the CPU measurements of the real Transformers 5.24 code
 (benchmarks/vision_language/measure.py → tests/data/vision_language/measured.json): the language model at T tokens
 with the image tokens among them, the vision tower and projector frozen (LLaMA-Factory's defaults) or trained, with

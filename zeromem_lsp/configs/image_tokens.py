@@ -68,6 +68,15 @@ and M = N / merge² tokens of an image, h / I / heads / d the tower's width, MLP
   terms but 4·w·N·h in attention (q, k rotated, v, the output), or its input under checkpointing; the projector's
   RMSNorm, trained also x̂ and the patch merger's unfolded input and output (w·M·h), the GELU's input (and output)
   at the text width (Mistral3MultiModalProjector, modeling_mistral3.py:70-128). Trained also the pixel values.
+- Llama 4 (Llama4VisionModel, modeling_llama4.py:667-1139): `llama4_tiles` tiles of vision_config.image_size (the
+  processor's max_patches, 16) and past one tile the global tile, each through the tower alone as N = (image_size /
+  patch_size)² + 1 positions (the class token appended last), its N − 1 patches pixel-shuffled to M = (N − 1) ·
+  pixel_shuffle_ratio² tokens. Once per batch the rotary table freqs_ci (complex64 (N, 1, d / 2), a buffer: saved by
+  vision_apply_rotary_emb's complex product, or a checkpoint input). Per tile: layernorm_pre's and layernorm_post's
+  inputs and statistics, per block SigLIP's terms (rotated q and k, v and sdpa's output; the GELU MLP) or its input
+  under checkpointing, the vision adapter's two GELU inputs (w·M·projector_output_dim each); trained also the unfolded
+  pixels (the patch linear's input), fc1's input (pixel_shuffle's contiguous copy, w·(N − 1)·h) and both GELU outputs
+  (fc2's and linear_1's inputs).
 - gradient checkpointing (every vision block is a GradientCheckpointingLayer): a trained tower keeps each block's
   input (w·N·h) and the blocks' cu_seqlens (int32: images + 1; Qwen2.5-VL's windowed blocks windows + 1, at most
   one window per token: the bound is counted), beside the conv input, indices, rotary tables and merger; a frozen
