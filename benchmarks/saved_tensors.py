@@ -11,21 +11,25 @@ from __future__ import annotations
 import functools
 
 
-def storages(value, found: dict) -> None:
-    """Record the storages of every tensor in value (tuples, lists, dicts, partials walked)."""
+def tensors(value) -> list:
+    """Every tensor in value (tuples, lists, dicts, partials walked)."""
     import torch
     if isinstance(value, torch.Tensor):
-        storage = value.untyped_storage()
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [tensor for item in value for tensor in tensors(item)]
+    if isinstance(value, dict):
+        return tensors(list(value.values()))
+    if isinstance(value, functools.partial):
+        return tensors([value.args, value.keywords])
+    return []
+
+
+def storages(value, found: dict) -> None:
+    """Record the storages of every tensor in value (tuples, lists, dicts, partials walked)."""
+    for tensor in tensors(value):
+        storage = tensor.untyped_storage()
         found[storage.data_ptr()] = storage.nbytes()
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            storages(item, found)
-    elif isinstance(value, dict):
-        for item in value.values():
-            storages(item, found)
-    elif isinstance(value, functools.partial):
-        storages(value.args, found)
-        storages(value.keywords, found)
 
 
 class SavedTensors:
@@ -59,17 +63,18 @@ class SavedTensors:
 
     def record_checkpoint_inputs(self, model, only_with_grad: bool = False) -> None:
         """Wrap each checkpointed layer's checkpoint function (after gradient_checkpointing_enable) to record
-        the inputs it keeps. `only_with_grad`: not where nothing in the layer requires grad (no input, no parameter
-        of its module): such a checkpoint saves nothing, so torch drops its frame and the inputs with it — the inputs
-        torch's `_checkpoint_without_reentrant_generator` packs into the frame (`save_inputs`, through these hooks)
-        are not counted either (a frozen Qwen3-VL tower, whose blocks get inputs without grad: checked freed after
-        the forward)."""
-        import torch
+        the inputs it keeps. `only_with_grad`: not where nothing in the layer requires grad (no input, positional or
+        keyword, no parameter of its module): such a checkpoint saves nothing, so torch drops its frame and the inputs
+        with it — the inputs torch's `_checkpoint_without_reentrant_generator` packs into the frame (`save_inputs`,
+        through these hooks) are not counted either (a frozen Qwen3-VL tower, whose blocks get inputs without grad:
+        checked freed after the forward)."""
         for module in model.modules():
             inner = getattr(module, "_gradient_checkpointing_func", None)
             if inner is not None:
                 def recording(function, *args, _inner=inner, _module=module, **kwargs):
-                    needs = any(isinstance(arg, torch.Tensor) and arg.requires_grad for arg in args) or any(
+                    # an input passed by keyword sits in the partial GradientCheckpointingLayer hands over
+                    # (Llama4VisionEncoderLayer is called so)
+                    needs = any(tensor.requires_grad for tensor in tensors((function, args, kwargs))) or any(
                         parameter.requires_grad for parameter in _module.parameters())
                     kept: dict[int, int] = {}
                     storages((function, args, kwargs) if needs or not only_with_grad else args, kept)

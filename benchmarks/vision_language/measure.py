@@ -20,7 +20,9 @@ per row of `grid` patches (t, h, w), its image tokens (h·w / merge²) inside th
 pixel_values, image_grid_thw, mm_token_type_ids, labels)` runs in training mode inside the same saved-tensor hooks as benchmarks/activations (saved_tensors.py), then backward. Gemma 3 / LLaVA: one image
 of image_size per row; LLaVA-NeXT: one 112 × 112 image (a grid pinpoint: 5 crops, 88 tokens) with image_sizes;
 Mistral 3: one 56 × 84 image (24 patches, 2 × 3 tokens and a break per row) with image_sizes; Qwen3-VL: Qwen's
-inputs at 16-pixel patches, a deepstack merger after every block but the last. Results go to
+inputs at 16-pixel patches, a deepstack merger after every block but the last; Llama 4: one image of a 1 × 2 canvas
+(its two tiles and the global one, 3 × 16 tokens) or of one tile, Transformers 5.24's broken return patched
+(`measure`). Results go to
 tests/data/vision_language/measured.json, checked by tests/unit/test_vision_language_activations.py.
 """
 
@@ -64,6 +66,18 @@ LLAVA_TEXT = {"model_type": "llama", "hidden_size": 128, "num_attention_heads": 
               "tie_word_embeddings": False}
 LLAVA_TOKENS = {"image_token_index": 990, "vision_feature_layer": -2, "vision_feature_select_strategy": "default"}
 NEXT_PINPOINTS = [[56, 112], [112, 56], [112, 112]]
+# Llama 4: benchmarks/activations' llama4_text (layer 1 dense, layer 2 MoE of 4 experts), a Llama4VisionModel of
+# 112-pixel tiles (64 patches + CLS, 16 tokens after the pixel shuffle), its MLPs 4 × hidden as the shuffle needs
+LLAMA4_TEXT = {"model_type": "llama4_text", "pad_token_id": 0, "hidden_size": 128, "num_attention_heads": 4,
+               "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 64, "intermediate_size_mlp": 256,
+               "num_local_experts": 4, "num_experts_per_tok": 1, "interleave_moe_layer_step": 2,
+               "attention_chunk_size": 8192, "use_qk_norm": True, "vocab_size": 1000, "tie_word_embeddings": False,
+               "attention_dropout": 0.0}
+LLAMA4_VISION = {"model_type": "llama4_vision_model", "hidden_size": 64, "intermediate_size": 256,
+                 "num_attention_heads": 4, "num_hidden_layers": 2, "image_size": 112, "patch_size": 14,
+                 "pixel_shuffle_ratio": 0.5, "projector_input_dim": 96, "projector_output_dim": 96,
+                 "vision_output_dim": 96, "attention_dropout": 0.0, "projector_dropout": 0.0}
+LLAMA4_TOKENS = {"image_token_index": 990, "boi_token_index": 991, "eoi_token_index": 992}
 TOKENS = {"image_token_id": 1400, "video_token_id": 1401, "vision_start_token_id": 1402, "vision_end_token_id": 1403}
 # (sequence, micro-batch, dtype, checkpointing, trained tower, vision depth, image grid (t, h, w))
 VARIANTS = [
@@ -153,7 +167,28 @@ def cases() -> list[dict]:
                     "image_size": [56, 84], "sequence_length": seq - 64, "micro_batch": batch, "dtype": dtype,
                     "gradient_checkpointing": checkpointing, "vision_trained": trained, "attention": "sdpa",
                     "input_grads": grads})
+    for index, (seq, batch, dtype, checkpointing, trained, grads) in enumerate(nexts):
+        out.append({"id": f"llama4-{index}", "model_type": "llama4", "text_config": dict(LLAMA4_TEXT),
+                    "vision_config": LLAMA4_VISION, "tokens": LLAMA4_TOKENS, "tiles": [1, 2],
+                    "sequence_length": seq, "micro_batch": batch, "dtype": dtype,
+                    "gradient_checkpointing": checkpointing, "vision_trained": trained, "attention": "sdpa",
+                    "input_grads": grads})
+    out.append({**out[-5], "id": "llama4-11", "tiles": [1, 1], "micro_batch": 2})  # one tile: no global tile
     return out
+
+
+def _llama4_inputs(case: dict, ids, generator, dtype):
+    """One image per row, a canvas of `tiles` (rows, columns) tiles of image_size: its tiles and, past one tile, the
+    global tile (Llama4ImageProcessor), each tile's (image_size / patch_size)² · pixel_shuffle_ratio² tokens
+    (Llama4Processor._prompt_split_image: the separators and image start / end plain tokens here)."""
+    import torch
+
+    vision, (rows, columns) = case["vision_config"], case["tiles"]
+    chunks = rows * columns + (rows * columns > 1)
+    per_chunk = int((vision["image_size"] // vision["patch_size"]) ** 2 * vision["pixel_shuffle_ratio"] ** 2)
+    ids[:, 5:5 + chunks * per_chunk] = case["tokens"]["image_token_index"]
+    size = vision["image_size"]
+    return {"pixel_values": torch.randn(ids.shape[0] * chunks, 3, size, size, generator=generator).to(dtype)}
 
 
 def _mistral3_inputs(case: dict, ids, generator, dtype):
@@ -245,12 +280,14 @@ def measure(case: dict, layers: int, explain: bool = False) -> int:
     dtype = getattr(torch, case["dtype"])
     model = AutoModelForImageTextToText.from_config(config, dtype=dtype)
     model.train()
+    inner = model if case["model_type"] == "llama4" else model.model  # Llama 4's parts are the model's own
     if not case["vision_trained"]:
-        for name in ("visual",) if case["model_type"].startswith("qwen") else ("vision_tower", "multi_modal_projector"):
-            getattr(model.model, name).requires_grad_(False)
+        for name in {"llama4": ("vision_model", "multi_modal_projector")}.get(case["model_type"], (
+                ("visual",) if case["model_type"].startswith("qwen") else ("vision_tower", "multi_modal_projector"))):
+            getattr(inner, name).requires_grad_(False)
     if case["gradient_checkpointing"]:  # input_grads false: LLaMA-Factory's way, no checkpoint on a frozen tower and
         # no enable_input_require_grads on it (model_utils/checkpointing.py:100-154)
-        (model if case["input_grads"] else model.model.language_model).gradient_checkpointing_enable(
+        (model if case["input_grads"] else inner.language_model).gradient_checkpointing_enable(
             gradient_checkpointing_kwargs={"use_reentrant": False})
     saved = SavedTensors(model, explain)
     if case["gradient_checkpointing"]:
@@ -258,8 +295,13 @@ def measure(case: dict, layers: int, explain: bool = False) -> int:
     generator = torch.Generator().manual_seed(1)
     ids = torch.randint(0, 900, (case["micro_batch"], case["sequence_length"]), generator=generator)
     inputs = {"gemma3": _gemma3_inputs, "llava": _llava_inputs, "llava_next": _llava_next_inputs,
-              "mistral3": _mistral3_inputs}.get(case["model_type"], _qwen_inputs)(
+              "mistral3": _mistral3_inputs, "llama4": _llama4_inputs}.get(case["model_type"], _qwen_inputs)(
         case, ids, generator, dtype)
+    if case["model_type"] == "llama4":  # 5.24's Llama4ForConditionalGeneration.forward (modeling_llama4.py:1311-1319)
+        # reads image_outputs off the language model's MoeCausalLMOutputWithPast, which has none, after the loss is
+        # computed; give that output the attribute (nothing saved for backward changes)
+        inner.language_model.register_forward_hook(lambda module, args, output: object.__setattr__(
+            output, "image_outputs", None))
     with saved.hooks():
         loss = model(input_ids=ids, labels=ids, **inputs).loss
     loss.backward()

@@ -113,3 +113,16 @@ def test_lora_by_flags_freezes_the_tower_and_gives_gemma3_a_peak():
     assert whole.returncode == 0 and "peak is unknown" not in said_whole + whole.stderr
     assert "images: Gemma 3's mm_tokens_per_image 256 per image" in said_whole
     assert "projector frozen" not in said_whole
+
+
+def test_llama4_scout_gets_a_peak_with_its_tiles():
+    """The published-shaped Llama-4-Scout composite (tests/data/model_families/configs): a peak, its image settings
+    said (the processor's 16 tiles and the global one, 144 tokens each), no ZM103."""
+    scout = DATA / "model_families" / "configs" / "Llama-4-Scout-17B-16E-Instruct.json"
+    shown = run_zeromem("estimate", "-v", "--model-config", str(scout), "--sequence-length", "4096",
+                        "--micro-batch", "1", "--gradient-checkpointing", "--world-size", "8")
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr + shown.stdout
+    said = " ".join(shown.stdout.split())
+    assert "has the lowest peak" in said and "peak is unknown" not in said
+    assert ("images: the image processor's default max_patches 16: at most 16 tiles of 336 pixels and the global "
+            "tile, 17 × 144 = 2,448 image tokens per image, 1 image per sample") in said

@@ -196,9 +196,15 @@ def test_the_issue_example_qwen2_logits():
 
 
 def test_a_multimodal_wrapper_reads_its_text_config_and_gives_no_peak():
-    """The language model is read from text_config, but Llama 4's image tokens are not measured: no shape for the
-    step model (the peak is unknown), never the language model's alone."""
+    """The language model is read from text_config; where the image tokens are not measured (a Gemma 3 SigLIP tower
+    with its pooling head) no shape for the step model (the peak is unknown), never the language model's alone; Llama
+    4's are measured: its shape carries the vision model (Transformers' default Llama4VisionConfig here)."""
     wrapped = {"model_type": "llama4", "text_config": {**LLAMA, "model_type": "llama4_text"}}
     assert weights_shape(wrapped).model_type == "llama4_text"
+    shape = model_shape(wrapped)
+    assert shape.model_type == "llama4_text" and shape.vision is not None and shape.vision.tower.depth == 34
+    headed = {"model_type": "gemma3", "text_config": {**LLAMA, "model_type": "gemma3_text"},
+              "vision_config": {"vision_use_head": True}}
+    assert weights_shape(headed).model_type == "gemma3_text"
     with pytest.raises(UnsupportedModel, match="image tokens. activations are measured for .*gemma3"):
-        model_shape(wrapped)
+        model_shape(headed)

@@ -124,7 +124,7 @@ def test_an_unknown_vision_tower_is_refused_by_name():
 # (a SigLIP pooling head on Gemma 3, a SigLIP tower and a list of feature layers on LLaVA)
 MEASURED_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 AS_MEASURED = ("gemma-3-4b-it", "gemma-3-12b-it", "llava-1.5-7b-hf", "llava-v1.6-mistral-7b-hf",
-               "Mistral-Small-3.1-24B-Instruct-2503")
+               "Mistral-Small-3.1-24B-Instruct-2503", "Llama-4-Scout-17B-16E-Instruct")
 
 
 @pytest.mark.parametrize("name", [name for name in NAMES if RECORD["models"][name]["model_type"] not in MEASURED_TYPES
@@ -139,9 +139,12 @@ def test_the_peak_is_unknown_for_the_image_tokens(name):
 def test_gemma3_and_llava_get_a_shape_with_their_tower_trained(name):
     shape = model_shape(config(name))
     assert shape.vision is not None and shape.vision.trained
-    # LLaVA: per crop; Mistral 3: a 1,540-pixel square image, 55 × 55 tokens of 28 × 28 pixels
-    assert shape.vision.tokens == {"gemma3": 256, "mistral3": 55 * 55}.get(RECORD["models"][name]["model_type"], 576)
-    assert shape.vision.images == (5 if "v1.6" in name else 1)  # llava-1.6: the 672 × 672 pinpoint's 1 + 2·2 crops
+    # LLaVA: per crop; Mistral 3: a 1,540-pixel square image, 55 × 55 tokens of 28 × 28 pixels; Llama 4: per tile,
+    # 24 × 24 patches shuffled to 12 × 12
+    assert shape.vision.tokens == {"gemma3": 256, "mistral3": 55 * 55, "llama4": 144}.get(
+        RECORD["models"][name]["model_type"], 576)
+    # llava-1.6: the 672 × 672 pinpoint's 1 + 2·2 crops; Llama 4: 16 tiles and the global one
+    assert shape.vision.images == (5 if "v1.6" in name else 17 if "Llama-4" in name else 1)
 
 
 @pytest.mark.parametrize("name", [name for name in NAMES if RECORD["models"][name]["model_type"] in MEASURED_TYPES])

@@ -1,4 +1,5 @@
-"""Image tokens' activations of Qwen2-VL / Qwen2.5-VL / Qwen3-VL / Gemma 3 / LLaVA / LLaVA-NeXT / Mistral 3 (issue 29):
+"""Image tokens' activations of Qwen2-VL / Qwen2.5-VL / Qwen3-VL / Gemma 3 / LLaVA / LLaVA-NeXT / Mistral 3 / Llama 4
+(issue 29):
 configs/image_tokens.py against the CPU measurements of the real Transformers 5.24 code
 (benchmarks/vision_language/measure.py → tests/data/vision_language/measured.json): the language model at T tokens
 with the image tokens among them, the vision tower and projector frozen (LLaMA-Factory's defaults) or trained, with
@@ -11,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from zeromem_lsp.configs.freeze_keys import recipe_vision
-from zeromem_lsp.configs.image_tokens import (LLAVA_NEXT_PINPOINTS, ImageSettings, anyres_tokens, pixtral_grid,
-                                              qwen_image_tokens,
-                                              smart_resize)
+from zeromem_lsp.configs.image_tokens import (LLAVA_NEXT_PINPOINTS, ImageSettings, anyres_tokens, llama4_tiles,
+                                              pixtral_grid, qwen_image_tokens, smart_resize)
 from zeromem_lsp.configs.model_config import UnsupportedModel, model_shape
 from zeromem_lsp.configs.vision import MEASURED
 from zeromem_lsp.memory.activations import estimate_activations
@@ -36,6 +36,10 @@ def shape_of(case: dict, layers: int):
         vision = shape.vision
         return shape._replace(vision=vision._replace(tower=vision.tower._replace(patches=patches),
                                                      tokens=patches // 4))
+    if case["model_type"] == "llama4":  # the measured canvas of rows × columns tiles and its global tile, not the
+        # processor's 16-tile bound
+        rows, columns = case["tiles"]
+        return shape._replace(vision=shape.vision._replace(images=rows * columns + (rows * columns > 1)))
     if "grid" not in case:  # Gemma 3, LLaVA (-NeXT): the tokens per image are the config's
         return shape
     t, h, w = case["grid"]
@@ -255,3 +259,51 @@ def test_each_qwen3_vl_deepstack_merger_keeps_its_norm_statistics_and_three_tens
     per_image = 2 * dtype * patches // 4 + 3 * dtype * patches * width
     for layers in ("1", "2"):
         assert stacked["saved_bytes"][layers] - bare["saved_bytes"][layers] == 2 * per_image
+def llama4_processor_tiles(height: int, width: int, tile: int, max_patches: int) -> int:
+    """Llama4ImageProcessor._preprocess's tiles for one image (find_supported_resolutions, get_best_fit, the tiles
+    of the canvas), written out from Transformers 5.24's text."""
+    canvases = []
+    for chunks in range(max_patches, 0, -1):
+        canvases += [(tile * factor, tile * (chunks // factor)) for factor in range(1, chunks + 1)
+                     if chunks % factor == 0]
+    scales = [min(canvas_w / width, canvas_h / height) for canvas_h, canvas_w in canvases]
+    upscaling = [scale for scale in scales if scale >= 1]
+    selected = min(upscaling) if upscaling else max(scale for scale in scales if scale < 1)
+    chosen = [canvas for canvas, scale in zip(canvases, scales) if scale == selected]
+    canvas_h, canvas_w = min(chosen, key=lambda canvas: canvas[0] * canvas[1])
+    return (canvas_h // tile) * (canvas_w // tile)
+
+
+@pytest.mark.parametrize("budget", (30, 100, 250, 420, 448, None))
+def test_llama4_takes_the_most_tiles_an_image_can(budget):
+    """Every image within the budget (without one, up to 6,000 pixels a side) is cut into at most llama4_tiles'
+    tiles, and an image reaches it (2, 4, 9, 15 tiles of 28 pixels under 30 to 420 pixels); from max_patches · tile
+    pixels on (and without a budget) the processor's max_patches, 16: a 1 × 16 canvas for an image one pixel high,
+    which the default image_max_pixels 768·768 allows."""
+    tile = 28
+    most = llama4_tiles(tile, 16, budget)
+    shapes = [(h, w) for h in range(1, 6000, 37) for w in range(1, 6000, 37) if budget is None or h * w <= budget]
+    if budget is not None:  # every image within it
+        shapes += [(h, w) for h in range(1, budget + 1) for w in range(1, budget // h + 1)]
+    found = max(llama4_processor_tiles(h, w, tile, 16) for h, w in shapes)
+    assert found == most and (most == 16 or budget is not None and budget < 16 * tile)
+    assert llama4_tiles(336) == llama4_tiles(336, 16, 768 * 768) == 16 == llama4_processor_tiles(1, 5377, 336, 16)
+
+
+def test_llama4_runs_every_tile_and_the_global_one_through_the_tower():
+    """Llama-4-Scout (vision_config 336 px / 14, pixel_shuffle_ratio 0.5): 576 patches per tile shuffled to 144
+    tokens; the processor's 16 tiles and the global tile, 2,448 image tokens per image; the config as given trains its
+    tower, LLaMA-Factory's defaults freeze it (its image_max_pixels still allows 16 tiles); one tile takes no global."""
+    config = json.loads((Path(__file__).resolve().parents[1] / "data" / "model_families" / "configs" /
+                         "Llama-4-Scout-17B-16E-Instruct.json").read_text(encoding="utf-8"))
+    vision = model_shape(config).vision
+    assert (vision.images, vision.tokens, vision.tower.patches, vision.trained) == (17, 144, 577, True)
+    assert "17 × 144 = 2,448 image tokens per image" in vision.settings
+    frozen, _ = recipe_vision(config, {"finetuning_type": "full"}, "llamafactory")
+    assert not frozen.vision.trained and frozen.vision.images == 17 and "768·768" in frozen.vision.settings
+    one, _ = recipe_vision(config, {"finetuning_type": "full", "image_max_pixels": 300}, "llamafactory")
+    assert one.vision.images == 1 and "at most 1 tile of 336 pixels, 1 × 144 = 144" in one.vision.settings
+    # a frozen tower keeps nothing without checkpointing; with Transformers' input-grad hook at least its blocks'
+    # inputs
+    assert frozen.vision.kept(1, 4096, 2, False) == 4096  # the image-token mask alone
+    assert frozen.vision._replace(input_grads=True).kept(1, 4096, 2, True) > 17 * 34 * 2 * 577 * 1408

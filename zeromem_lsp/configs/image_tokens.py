@@ -79,6 +79,15 @@ and M = N / merge² tokens of an image, h / I / heads / d the tower's width, MLP
   language model adds the deepstack features to its first layers' hidden states at the image positions
   (Qwen3VLTextModel._deepstack_process): indexing by the image mask keeps that mask, already counted. A frozen
   Qwen3-VL tower keeps nothing, under checkpointing too: Transformers' input-grad hook never reaches it (`UNHOOKED`).
+- Llama 4 (Llama4VisionModel, modeling_llama4.py:667-1139): `llama4_tiles` tiles of vision_config.image_size (the
+  processor's max_patches, 16) and past one tile the global tile, each through the tower alone as N = (image_size /
+  patch_size)² + 1 positions (the class token appended last), its N − 1 patches pixel-shuffled to M = (N − 1) ·
+  pixel_shuffle_ratio² tokens. Once per batch the rotary table freqs_ci (complex64 (N, 1, d / 2), a buffer: saved by
+  vision_apply_rotary_emb's complex product, or a checkpoint input). Per tile: layernorm_pre's and layernorm_post's
+  inputs and statistics, per block SigLIP's terms (rotated q and k, v and sdpa's output; the GELU MLP) or its input
+  under checkpointing, the vision adapter's two GELU inputs (w·M·projector_output_dim each); trained also the unfolded
+  pixels (the patch linear's input), fc1's input (pixel_shuffle's contiguous copy, w·(N − 1)·h) and both GELU outputs
+  (fc2's and linear_1's inputs).
 - gradient checkpointing (every vision block is a GradientCheckpointingLayer): a trained tower keeps each block's
   input (w·N·h) and the blocks' cu_seqlens (int32: images + 1; Qwen2.5-VL's windowed blocks windows + 1, at most
   one window per token: the bound is counted), beside the conv input, indices, rotary tables and merger; a frozen
@@ -135,6 +144,31 @@ def pixtral_grid(step: int, longest: int, recipe_max: int | None = None) -> tupl
         longest, math.isqrt(recipe_max)) + 1)), key=lambda grid: grid[0] * grid[1])
 
 
+#: Llama4ImageProcessor's max_patches class default: the most tiles an image is cut into (image_processing_llama4.py:
+#: 305; Llama-4-Scout's preprocessor_config.json says the same)
+LLAMA4_MAX_TILES = 16
+
+
+def llama4_tiles(tile: int, max_tiles: int = LLAMA4_MAX_TILES, recipe_max: int | None = None) -> int:
+    """Llama 4's most tiles per image: Llama4ImageProcessor._preprocess pads an image to the canvas get_best_fit picks
+    (image_processing_llama4.py:180-270: the least upscale of at least 1, else the least downscale, the least area
+    among ties) among every rows × columns grid of `tile`-pixel tiles, at most max_tiles of them
+    (find_supported_resolutions), and cuts it into those tiles. An image one pixel high and max_tiles · tile wide
+    takes the 1 × max_tiles canvas, so with no recipe_max (LLaMA-Factory's image_max_pixels) or one that holds it,
+    max_tiles; below, the most over every image within recipe_max pixels."""
+    if recipe_max is None or recipe_max >= max_tiles * tile:
+        return max_tiles
+    grids = [(rows, n // rows) for n in range(1, max_tiles + 1) for rows in range(1, n + 1) if n % rows == 0]
+
+    def picked(height: int, width: int) -> int:
+        scales = [min(rows * tile / height, columns * tile / width) for rows, columns in grids]
+        up = [scale for scale in scales if scale >= 1]
+        chosen = min(up) if up else max(scales)
+        return min(rows * columns for (rows, columns), scale in zip(grids, scales) if scale == chosen)
+
+    return max(picked(height, recipe_max // height) for height in range(1, recipe_max + 1))
+
+
 def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
     """image_processing_qwen2_vl.py:63-89, as data in, data out (the aspect check aside)."""
     h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
@@ -174,7 +208,7 @@ class Tower(NamedTuple):
     heads: int
     depth: int
     patch_inputs: int  # C·T·P² values per patch
-    projector: int = 0  # LLaVA: the projector's GELU width (the text hidden size)
+    projector: int = 0  # LLaVA: the projector's GELU width (the text hidden size); Llama 4: projector_output_dim
     taps: int = 0  # Qwen3-VL: the learned position grid's interpolation taps per patch (bilinear: 4)
     deepstack: int = 0  # Qwen3-VL: the deepstack mergers that run (deepstack_visual_indexes within depth)
 
@@ -184,7 +218,9 @@ class Tower(NamedTuple):
 TOWERS = {"qwen2_5_vl_vision": ("rms", 7, 4, True), "qwen2_vl_vision": ("layer", 7, 3, False),
           "qwen3_vl_vision": ("layer", 7, 2, False),
           "siglip_vision_model": ("layer", 4, 2, False), "clip_vision_model": ("layer", 4, 3, False),
-          "pixtral": ("rms", 4, 4, False)}
+          "pixtral": ("rms", 4, 4, False), "llama4_vision_model": ("layer", 4, 2, False)}
+#: towers whose N positions hold a class token beside the N − 1 patches (no pixels of its own)
+CLS_TOWERS = frozenset({"clip_vision_model", "llama4_vision_model"})
 
 
 class ImageSettings(NamedTuple):
@@ -212,8 +248,14 @@ def tower_bytes(tower: Tower, w: int, checkpointing: bool, trained: bool = True,
     block = 2 * _norm(norm, n, h, w, True) + attention * w * n * h + F32 * tower.heads * n + mlp * w * n * \
         tower.intermediate
     blocks = tower.depth * (w * n * h if checkpointing else block)  # checkpointed: each block's input
-    cls = tower.kind == "clip_vision_model"  # CLIP's N + 1 positions: the CLS one has no pixels
-    pixels = w * (n - cls) * tower.patch_inputs if trained else 0
+    cls = tower.kind in CLS_TOWERS  # the CLS position has no pixels
+    pixels = w * (n - cls) * tower.patch_inputs if trained else 0  # Llama 4: the unfolded patches, linear's input
+    if tower.kind == "llama4_vision_model":  # Llama4VisionModel.forward: layernorm_pre's and layernorm_post's inputs
+        # and statistics, the blocks; Llama4VisionPixelShuffleMLP: trained, fc1's input (pixel_shuffle's copy of the
+        # N − 1 patches); its two GELUs' inputs at the projector width (and, trained, their outputs: fc2's input and
+        # Llama4MultiModalProjector.linear_1's); dropout at projector_dropout 0 keeps nothing
+        return pixels + 2 * _norm(norm, n, h, w, False) + blocks + trained * w * (n - 1) * h + 2 * (1 + trained) * \
+            w * tokens * tower.projector
     if cls:  # pre_layrnorm's input and statistics, the blocks, the last output under post_layernorm (its CLS row's
         # statistics), the projector's GELU input (and, trained, its output)
         return pixels + _norm(norm, n, h, w, False) + blocks + w * n * h + 2 * w + (1 + trained) * w * tokens * \
@@ -293,4 +335,7 @@ class VisionKept(NamedTuple):
                 tower.hidden * (tower.kind == "clip_vision_model")
         if tower.kind == "pixtral":  # the block-diagonal attention mask over every image's patches in the batch
             first = w * (images * tower.patches) ** 2
+        if tower.kind == "llama4_vision_model":  # Llama4VisionRotaryEmbedding.freqs_ci, complex64 (N, 1, d / 2): the
+            # buffer every block's rotation (vision_apply_rotary_emb) saves, or a checkpoint input; once
+            first = 8 * tower.patches * (tower.hidden // tower.heads // 2)
         return rows + first + images * tower_bytes(tower, w, checkpointing, self.trained, self.tokens)

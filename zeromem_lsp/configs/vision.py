@@ -43,8 +43,9 @@ import math
 from typing import NamedTuple
 
 from zeromem_lsp.configs.families import ModelShape, Weight
-from zeromem_lsp.configs.image_tokens import (LLAVA_NEXT_PINPOINTS, QWEN_PIXELS, QWEN_TAPS, ImageSettings, Masks, Tower,
-                                              VisionKept, anyres_tokens, pixtral_grid, qwen_image_tokens)
+from zeromem_lsp.configs.image_tokens import (LLAMA4_MAX_TILES, LLAVA_NEXT_PINPOINTS, QWEN_PIXELS, QWEN_TAPS,
+                                              ImageSettings, Masks, Tower, VisionKept, anyres_tokens, llama4_tiles,
+                                              pixtral_grid, qwen_image_tokens)
 from zeromem_lsp.configs.transformers_defaults import VISION_ALIASES, VISION_CONFIGS, VISION_DEFAULTS
 
 #: composite model_type -> (the inner module holding the vision tower, the text config's own class (None: the
@@ -350,7 +351,7 @@ def _names(weight: Weight, path: str) -> list[tuple[str, tuple[int, ...]]]:
 
 #: composite -> the tower states whose image tokens are measured (True: trained, False: frozen)
 MEASURED = {"qwen2_vl": (True, False), "qwen2_5_vl": (True, False), "gemma3": (True, False), "llava": (True, False),
-            "llava_next": (True, False), "mistral3": (True, False), "qwen3_vl": (True, False)}
+            "llava_next": (True, False), "mistral3": (True, False), "qwen3_vl": (True, False), "llama4": (True, False)}
 #: composite -> (the tower measured, the config values as measured, said in the peak-unknown message); a key absent
 #: from the config takes Transformers' default (AS_MEASURED_DEFAULTS); "feature layers": how many vision_feature_layer
 #: names
@@ -359,7 +360,8 @@ MEASURED_TOWER: dict[str, tuple[str, dict[str, object], str]] = {
     "llava": ("clip_vision_model", {"feature layers": 1}, "a CLIP tower and one feature layer"),
     "llava_next": ("clip_vision_model", {"feature layers": 1, "vision_feature_select_strategy": "default"},
                    "a CLIP tower, one feature layer and the default strategy"),
-    "mistral3": ("pixtral", {"feature layers": 1}, "a Pixtral tower and one feature layer")}
+    "mistral3": ("pixtral", {"feature layers": 1}, "a Pixtral tower and one feature layer"),
+    "llama4": ("llama4_vision_model", {}, "its tiled pixel-shuffle vision model")}
 AS_MEASURED_DEFAULTS: dict[str, object] = {"vision_use_head": True, "vision_feature_select_strategy": "default"}
 
 
@@ -431,6 +433,22 @@ def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSet
                  f"processor's longest_edge")
         return VisionKept(tower, images.trained, images.input_grads, 1, tokens, 0, f"{bound}: at most {rows} × "
                           f"{columns} = {tokens:,} image tokens per image (and one break per row), 1 image per "
+                          f"sample{frozen}")
+    if model_type == "llama4":  # Llama4VisionModel: each tile, and past one tile the global one, through the tower
+        # alone, its N − 1 patches shuffled to (N − 1)·ratio² tokens (Llama4Processor.replace_image_token)
+        patch, size = _int(v, "patch_size"), _int(v, "image_size")
+        per_side, merge = size // patch, round(1 / _fraction(v, "pixel_shuffle_ratio"))
+        tokens, pixels = per_side * per_side // (merge * merge), images.pixels
+        tiles = llama4_tiles(size, LLAMA4_MAX_TILES, pixels[0] if pixels else None)
+        chunks = tiles + (tiles > 1)
+        tower = Tower(kind, per_side * per_side + 1, merge, _int(v, "hidden_size"), _int(v, "intermediate_size"),
+                      _int(v, "num_attention_heads"), _int(v, "num_hidden_layers"), _int(v, "num_channels") * patch *
+                      patch, _int(v, "projector_output_dim"))
+        bound = (f"{pixels[1]} = {pixels[0]:,} pixels, " if pixels else "") + (f"the image processor's default "
+                                                                                f"max_patches {LLAMA4_MAX_TILES}")
+        tiled = f"{tiles} tiles of {size} pixels and the global tile" if tiles > 1 else f"1 tile of {size} pixels"
+        return VisionKept(tower, images.trained, images.input_grads, chunks, tokens, 0, f"{bound}: at most {tiled}, "
+                          f"{chunks} × {tokens:,} = {chunks * tokens:,} image tokens per image, 1 image per "
                           f"sample{frozen}")
     merge, patch = _int(v, "spatial_merge_size"), _int(v, "patch_size")
     qwen2 = kind == "qwen2_vl_vision"
