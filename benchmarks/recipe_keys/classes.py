@@ -401,9 +401,9 @@ NOT_MODELLED: dict[tuple[str, ...], dict[str, str]] = {
                                   "class carries @use_experts_implementation: all measured MoE families but "
                                   "llama4_text): eager loops over the experts and keeps per routed visit its row "
                                   "(h, model dtype) and an int64 index pair beside grouped_mm's tensors (measured "
-                                  "+S·(w·h - 8) - 4·E B a layer: +7% on a mixtral layer); batched_mm gathers each "
-                                  "visit's expert weights and keeps them (+S·3·h·I·w: 42x a mixtral layer); scattermoe "
-                                  "/ sonicmoe / deepgemm kernels unmeasured",
+                                  "+S·(w·h - 8) - 4·E B a layer: +7% on a mixtral layer); batched_mm gathers "
+                                  "each visit's expert weights and keeps them (+S·3·h·I·w: 42x a mixtral layer); "
+                                  "scattermoe / sonicmoe / deepgemm kernels unmeasured",
         "expert_backend": EP,
         "expert_parallel_backend": EP,
         "expert_parallel_token_capacity": EP + "; the dispatch buffers hold capacity x tokens",

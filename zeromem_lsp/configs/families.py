@@ -339,7 +339,7 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
     # conversion_mapping._MODEL_TO_CONVERSION_PATTERN); gpt_oss, llama4_text and phimoe have no conversion in PEFT, and
     # their degenerate pair makes memory/adapters refuse all-linear / expert targets on them instead of adapting experts
     # PEFT would not (memory/adapters must skip the conversion for them: see docs).
-    Family("deepseek_v3", DEEPSEEK_V3_LAYER, mla=True, lora_measured=False, liger=False,
+    Family("deepseek_v3", DEEPSEEK_V3_LAYER, mla=True, liger=False,
            moe=Moe("n_routed_experts", "moe_intermediate_size", 8, False, "norm_topk_prob", True,
                    ("gate", ("gate_proj", "up_proj"), "down_proj"), shared="n_shared_experts",
                    modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_experts.act_fn"),
