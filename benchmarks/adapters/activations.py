@@ -111,6 +111,28 @@ MOE = [
      2, "sdpa", (1, 2), False, "bfloat16", {"interleave_moe_layer_step": 1}),
 ]
 
+#: MLA and a hybrid (after the cases above, whose ids are indices): deepseek_v3's latent projections (q_lora_rank set
+#: and None, first_k_dense_replace's dense layer before the MoE one and none), o_proj alone; qwen3_next's gated
+#: delta-net projections beside full attention's (its torch fallbacks, measured at 2 and 3 layers: delta-net, full
+#: attention, delta-net)
+MLA = ["q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"]
+MOE += [
+    ("deepseek_v3", {"r": 8, "target_modules": MLA}, True, 64, 2, "sdpa", (1, 2), False, "bfloat16", {}),
+    ("deepseek_v3", {"r": 8, "target_modules": ["q_proj", "kv_b_proj"]}, False, 32, 2, "eager", (1, 2), False,
+     "float32", {"q_lora_rank": None, "first_k_dense_replace": 0}),
+    ("deepseek_v3", {"r": 8, "target_modules": ["q_b_proj", "kv_b_proj"]}, True, 64, 2, "sdpa", (1, 2), True,
+     "bfloat16", {}),
+    ("deepseek_v3", {"r": 8, "target_modules": ["q_a_proj", "kv_a_proj_with_mqa", "o_proj"]}, False, 64, 2, "sdpa",
+     (1, 2), False, "bfloat16", {"first_k_dense_replace": 0}),
+    ("deepseek_v3", {"r": 8, "target_modules": ["o_proj"]}, True, 64, 2, "sdpa", (1, 2), False, "bfloat16", {}),
+    ("qwen3_next", {"r": 8, "target_modules": ["in_proj_qkvz", "out_proj"] + QV}, True, 64, 2, "sdpa", (2, 3), False,
+     "bfloat16", {}),
+    ("qwen3_next", {"r": 8, "target_modules": ["in_proj_qkvz", "in_proj_ba", "out_proj"] + QKVO}, False, 48, 2,
+     "eager", (2, 3), False, "float32", {}),
+    ("qwen3_next", {"r": 8, "target_modules": ["in_proj_qkvz"] + QV}, True, 64, 2, "sdpa", (2, 3), True, "bfloat16",
+     {}),
+]
+
 
 def cases() -> list[dict]:
     out = []

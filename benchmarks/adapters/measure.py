@@ -75,7 +75,7 @@ def lora_cases() -> list[dict]:
     for index, (family, lora) in enumerate(MATCHING_CASES):
         config = {**BASE[family], ("n_layer" if family == "gpt2" else "num_hidden_layers"): 3}
         out.append({"id": f"{family}_match-{index}", "config": dict(sorted(config.items())), "lora": lora,
-                    **({"modules": True} if family not in seen else {})})  # record named_modules once per family
+                    **({"modules": True} if family not in seen | TREE_GAPS else {})})  # named_modules once per family
         seen.add(family)
     for index, (family, lora) in enumerate(LINEAR_NAMES_CASES):
         changes = {"mlp_only_layers": [1]} if family == "qwen3_moe" else {}
@@ -142,7 +142,18 @@ MATCHING_CASES = [
     ("qwen3_moe", {"r": 4, "target_modules": "all-linear", "rank_pattern": {"gate_up_proj": 3, "q_proj": 2}}),
     ("qwen3_moe", {"r": 4, "target_modules": [], "target_parameters": ["mlp.experts.down_proj"]}),
     ("qwen3_moe", {"r": 4, "target_modules": "all-linear", "exclude_modules": r".*self_attn.*"}),
+    # no conversion in PEFT for these (transformers' _MODEL_TO_CONVERSION_PATTERN lacks them): targets match modules
+    # as named; phimoe's and llama4's routers are nn.Linear subclasses (adapted), gpt_oss's is not (refused)
+    ("phimoe", {"r": 4, "target_modules": ["q_proj", "router"]}),
+    ("phimoe", {"r": 4, "target_modules": "all-linear"}),
+    ("phimoe", {"r": 4, "target_modules": ["gate_up_proj", "q_proj"]}),  # gate_up_proj is a parameter: no module
+    ("llama4_text", {"r": 4, "target_modules": ["router", "v_proj"]}),
+    ("llama4_text", {"r": 4, "target_modules": "all-linear"}),
+    ("gpt_oss", {"r": 4, "target_modules": ["q_proj", "router"]}),  # refused: GptOssTopKRouter is no nn.Linear
+    ("gpt_oss", {"r": 4, "target_modules": "all-linear"}),
 ]
+#: the module tree's known gap (docs/model-families.md): llama4_text's weightless qk_norm and dense activation_fn
+TREE_GAPS = {"llama4_text"}
 # axolotl's lora_target_linear / LLaMA-Factory's lora_target all: the leaf names of the nn.Linear modules but the
 # head, as a list (plus the targets given); measured with that list, which the record keeps
 LINEAR_NAMES_CASES = [

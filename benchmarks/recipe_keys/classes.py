@@ -397,7 +397,13 @@ NOT_MODELLED: dict[tuple[str, ...], dict[str, str]] = {
         "use_scattermoe": "scatter-MoE kernels: the experts' grouped activations",
         "use_sonicmoe": "SonicMoE kernels: the experts' grouped activations",
         "moe_grouped_backend": "grouped-GEMM MoE backend: the experts' gathered activations",
-        "experts_implementation": "how the MoE experts run (grouped / looped): their activations",
+        "experts_implementation": "how the MoE experts run (Transformers' ExpertsInterface, on families whose experts "
+                                  "class carries @use_experts_implementation: all measured MoE families but "
+                                  "llama4_text): eager loops over the experts and keeps per routed visit its row "
+                                  "(h, model dtype) and an int64 index pair beside grouped_mm's tensors (measured "
+                                  "+S·(w·h - 8) - 4·E B a layer: +7% on a mixtral layer); batched_mm gathers "
+                                  "each visit's expert weights and keeps them (+S·3·h·I·w: 42x a mixtral layer); "
+                                  "scattermoe / sonicmoe / deepgemm kernels unmeasured",
         "expert_backend": EP,
         "expert_parallel_backend": EP,
         "expert_parallel_token_capacity": EP + "; the dispatch buffers hold capacity x tokens",
@@ -1332,6 +1338,11 @@ AS_MODELLED: dict[tuple[str, ...], dict[str, tuple[tuple, str]]] = {
     },
     AX: {
         "flash_attention": ((True,), "flash attention 2: the activation model's sdpa (no T x T scores)"),
+        "experts_implementation": (("grouped_mm",), "Transformers 5's default on the MoE families, under which the "
+                                   "activation model is measured (full and LoRA: grouped_mm keeps an operand only for "
+                                   "the other's gradient; its fallback loop, on GPUs below SM80 or torch < 2.9 off "
+                                   "Hopper, keeps both: frozen experts then keep their inputs); llama4_text runs its "
+                                   "own bmm whatever the key (set explicitly there, grouped_mm fails at load)"),
         "sdp_attention": ((True,), "the activation model's sdpa"),
         "fsdp": ((["full_shard", "auto_wrap"], ["auto_wrap", "full_shard"], "full_shard auto_wrap"),
                  "FULL_SHARD with each decoder layer a unit: what the FSDP step model assumes"),

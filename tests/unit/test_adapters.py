@@ -10,6 +10,9 @@ import pytest
 
 from zeromem_lsp.memory.model_state import model_state_bytes
 from zeromem_lsp.configs.lora_modules import AdapterInputError, LoraSettings, inventory, linear_leaf_names, module_tree
+from zeromem_lsp.configs.model_config import model_shape
+from zeromem_lsp.memory.activations import ActivationInputError
+from zeromem_lsp.memory.lora_activations import estimate_lora_activations
 from zeromem_lsp.memory.adapters import (
     Quantization,
     count_adapters,
@@ -124,8 +127,8 @@ def test_the_module_tree_is_named_modules(case):
     assert sorted(m.key for m in modules) == sorted(case["measured"]["named_modules"])
     classes = case["measured"]["named_modules"]
     for module in modules:
-        if module.kind in ("linear", "head"):
-            assert classes[module.key] == "Linear"
+        if module.kind in ("linear", "head"):  # (phimoe's router: PhimoeTopKRouter, an nn.Linear subclass)
+            assert classes[module.key] == "Linear" or module.weight is not None and module.weight.role == "router"
         elif module.kind == "embedding":
             assert classes[module.key].endswith("Embedding")
         elif module.kind == "norm":
@@ -259,6 +262,22 @@ def test_mixtral_all_linear_reaches_experts_and_router_as_peft_converts_them():
     assert counted.trainable == attention + router + experts
     with pytest.raises(AdapterInputError, match="w1 cannot be targeted without w3"):
         count_adapters(mixtral, LoraSettings(4, ("w1", "w2")))
+
+
+def test_phimoe_and_llama4_routers_are_adapted_as_linears_and_gpt_oss_refused():
+    """No PEFT conversion for phimoe, llama4_text, gpt_oss (Moe.converted): `router` names the module, which PEFT adapts
+    where it is an nn.Linear subclass (was: mapped to the v4 `gate.weight` and silently dropped)."""
+    phimoe = {"model_type": "phimoe", "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 4,
+              "intermediate_size": 64, "num_local_experts": 4, "num_hidden_layers": 2, "vocab_size": 1000}
+    router, q = 4 * (128 + 4), 4 * (128 + 128)
+    assert count_adapters(phimoe, LoraSettings(4, ("q_proj", "router"))).trainable == 2 * (router + q)
+    assert count_adapters(phimoe, LoraSettings(4, ("router",))).trainable == 2 * router
+    with pytest.raises(ActivationInputError, match="not on router"):  # the activation model: measured without
+        estimate_lora_activations(model_shape(phimoe), count_adapters(phimoe, LoraSettings(4, ("q_proj", "router"))),
+                                  16, 1)
+    gpt_oss = {**phimoe, "model_type": "gpt_oss", "head_dim": 32}
+    with pytest.raises(AdapterInputError, match="a MoE router"):
+        count_adapters(gpt_oss, LoraSettings(4, ("q_proj", "router")))
 
 
 @pytest.mark.parametrize("rank", [0, -4, True, 2.5, "8"])

@@ -14,7 +14,10 @@ from zeromem_lsp.memory.adapters import count_adapters
 from zeromem_lsp.memory.lora_activations import FAMILIES, activation_dtype, estimate_lora_activations
 
 RECORD = json.loads((Path(__file__).resolve().parents[1] / "data" / "adapters" / "lora_activations.json").read_text())
-ROWS = [(case, layers) for case in RECORD["cases"] for layers in case["layer_counts"]]
+#: measured, not modelled yet: qwen3_next's gated delta-net layers (docs/adapters.md says what they keep)
+UNMODELLED = {"qwen3_next"}
+ROWS = [(case, layers) for case in RECORD["cases"] for layers in case["layer_counts"]
+        if case["config"]["model_type"] not in UNMODELLED]
 
 
 def estimate(case: dict, layers: int):
@@ -33,7 +36,7 @@ def estimate(case: dict, layers: int):
 
 def test_the_record_covers_families_dtypes_attention_and_partial_targets():
     cases = RECORD["cases"]
-    assert {case["config"]["model_type"] for case in cases} == set(FAMILIES)
+    assert {case["config"]["model_type"] for case in cases} == set(FAMILIES) | UNMODELLED
     assert {case["autocast_adapter_dtype"] for case in cases} == {True, False}
     assert {case["attention"] for case in cases} == {"sdpa", "eager"}
     assert any(case["layer_counts"] == [2, 3] for case in cases)  # adapters on later layers only
@@ -45,7 +48,12 @@ def test_the_record_covers_families_dtypes_attention_and_partial_targets():
 
 #: phimoe's sparsemixer saves a T-row int64 tensor that is freed before backward in some runs: the measurement (unique
 #: storages by address) then counts a later one at its address once, 8·T B less (seen in 1 of 3 runs of phimoe-77 L1)
-ADDRESS_REUSE = {("phimoe-77", 1): 8 * 128}
+#: DeepseekV3TopkRouter's per-group top-2 indices (T·n_group·2 int64) sit in a branch no gradient reaches (only the
+#: chosen groups' indices leave it): freed after the router, their address is at times taken by a later saved tensor
+#: of the same size, counted once (the models count them, as the full fine-tuning measurements that saw them)
+ADDRESS_REUSE = {("phimoe-77", 1): 8 * 128, ("deepseek_v3-93", 1): 8 * 64 * 4 * 2,
+                 ("deepseek_v3-93", 2): 8 * 64 * 4 * 2, ("deepseek_v3-95", 2): 8 * 128 * 4 * 2,
+                 ("deepseek_v3-96", 2): 8 * 128 * 4 * 2}
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[f"{case['id']}-L{layers}" for case, layers in ROWS])
@@ -104,11 +112,15 @@ def test_checkpointing_keeps_the_layer_inputs_as_without_adapters():
 
 
 def test_unmeasured_settings_are_refused_by_name():
-    deepseek = {**RECORD["cases"][0]["config"], "model_type": "deepseek_v3", "n_routed_experts": 4,
-                "num_experts_per_tok": 2, "n_group": 1, "topk_group": 1, "num_hidden_layers": 2}
-    count = count_adapters(deepseek, LoraSettings(8, ("o_proj",)))
-    with pytest.raises(ActivationInputError, match="no LoRA activation model for 'deepseek_v3'"):
-        estimate_lora_activations(model_shape(deepseek), count, 16, 1)
+    for case in RECORD["cases"]:
+        if case["config"]["model_type"] in UNMODELLED:
+            family = case["config"]["model_type"]
+            with pytest.raises(ActivationInputError, match=f"no LoRA activation model for '{family}'"):
+                estimate(case, case["layer_counts"][0])
+    mla = {**next(case for case in RECORD["cases"] if case["id"] == "deepseek_v3-92")["config"], "num_hidden_layers": 2}
+    count = count_adapters(mla, LoraSettings(8, ("q_b_proj", "o_proj")))  # q with a gradient, k and v without
+    with pytest.raises(ActivationInputError, match="q, k and v all or none"):
+        estimate_lora_activations(model_shape(mla), count, 16, 1)
     for family, targets, why in (("qwen3_moe", ("gate_proj", "up_proj"), "linear projections"),  # routed experts
                                  ("llama4_text", ("shared_expert.gate_proj",), "attention in the first adapted")):
         config = {**next(case for case in RECORD["cases"] if case["config"]["model_type"] == family)["config"],

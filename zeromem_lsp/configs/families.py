@@ -84,6 +84,9 @@ class Moe:
     gated_shared: bool = False  # sigmoid(shared_expert_gate(x)) scales the shared expert's output (qwen3_next)
     frozen: Router = ()  # what routing keeps only for the router's or the experts' biases' gradients (LoRA drops it;
     # memory/lora_activations)
+    converted: bool = True  # PEFT maps v4 target names onto the fused experts (_convert_peft_config_moe: the model type
+    # is in transformers' _MODEL_TO_CONVERSION_PATTERN); False: targets match modules as named (gpt_oss, llama4_text,
+    # phimoe: an nn.Linear router is adapted as a linear, the stacked experts only through target_parameters)
 
 
 @dataclass(frozen=True)
@@ -336,10 +339,9 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
     # Issue 29, the MoE families: counted exactly (every parameter's name and shape, tests/data/model_families);
     # activations measured (docs/model-families.md; qwen3_next: its delta-net on the torch fallback). Moe.aliases: PEFT's
     # _MOE_TARGET_MODULE_MAPPING (deepseek_v3, glm4_moe, qwen3_next map to qwen2_moe's, transformers
-    # conversion_mapping._MODEL_TO_CONVERSION_PATTERN); gpt_oss, llama4_text and phimoe have no conversion in PEFT, and
-    # their degenerate pair makes memory/adapters refuse all-linear / expert targets on them instead of adapting experts
-    # PEFT would not (memory/adapters must skip the conversion for them: see docs).
-    Family("deepseek_v3", DEEPSEEK_V3_LAYER, mla=True, lora_measured=False, liger=False,
+    # conversion_mapping._MODEL_TO_CONVERSION_PATTERN); gpt_oss, llama4_text and phimoe have no conversion in PEFT
+    # (Moe.converted: configs/lora_modules matches their targets as modules, as PEFT does).
+    Family("deepseek_v3", DEEPSEEK_V3_LAYER, mla=True, liger=False,
            moe=Moe("n_routed_experts", "moe_intermediate_size", 8, False, "norm_topk_prob", True,
                    ("gate", ("gate_proj", "up_proj"), "down_proj"), shared="n_shared_experts",
                    modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_experts.act_fn"),
@@ -357,7 +359,7 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
            moe=Moe("num_local_experts", "intermediate_size", 4, False, False, False,
                    ("router", ("gate_up_proj", "gate_up_proj"), "down_proj"), modules=("mlp.experts",),
                    transposed=True, expert_bias=True, router_bias=True, router=TOP_K_SOFTMAX, expert_kept=7,
-                   frozen=BIAS_INDEX)),
+                   frozen=BIAS_INDEX, converted=False)),
     Family("qwen3_next", QWEN3_NEXT_LAYER, qk_norm=True, gated_q=True, hybrid=True, norm="rms1p",
            partial_rotary=0.25, lora_measured=False, liger=False,
            moe=Moe("num_experts", "moe_intermediate_size", 10, True, "norm_topk_prob", False,
@@ -372,12 +374,12 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
                    ("router", ("gate_up_proj", "gate_up_proj"), "down_proj"), shared="intermediate_size",
                    modules=("feed_forward.experts", "feed_forward.experts.act_fn",
                             "feed_forward.shared_expert.activation_fn"),
-                   interleave=True, transposed=True, router_linear=True, every_expert=True)),
+                   interleave=True, transposed=True, router_linear=True, every_expert=True, converted=False)),
     Family("phimoe", PHIMOE_LAYER, norm="layer", head_bias="lm_head_bias",
            liger=False, sliding=Sliding(),
            moe=Moe("num_local_experts", "intermediate_size", 2, False, False, False,
                    ("router", ("gate_up_proj", "gate_up_proj"), "down_proj"), modules=("mlp.experts", "mlp.experts.act_fn"),
-                   router_linear=True, router=SPARSEMIXER)),
+                   router_linear=True, router=SPARSEMIXER, converted=False)),
 )}
 
 

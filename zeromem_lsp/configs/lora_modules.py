@@ -288,7 +288,8 @@ def resolve_targets(inventory_: Inventory, lora: LoraSettings) -> tuple[tuple[Ta
     if lora.dora and lora.lora_bias:
         raise AdapterInputError("use_dora", "lora_bias is not supported with DoRA (peft LoraConfig)")
     names, doubled = set(lora.target_parameters), tuple[tuple[str, int], ...]()
-    if FAMILIES[inventory_.model_type].moe:
+    moe = FAMILIES[inventory_.model_type].moe
+    if moe and moe.converted:
         spec, names, doubled = _convert_moe(inventory_, spec, modules, parameters, names, rank)
     if isinstance(spec.targets, str) and spec.targets.lower() == ALL_LINEAR:
         # _maybe_include_all_linear_layers: the full names of every nn.Linear / Conv1D but the output embeddings

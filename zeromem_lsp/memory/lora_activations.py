@@ -22,9 +22,13 @@ FAMILIES = tuple(name for name, family in KNOWN.items() if family.activations an
 # attention output, the MLP input, the product
 SOURCES = {"q": "attn_in", "k": "attn_in", "v": "attn_in", "qkv": "attn_in", "o": "attn_out", "gate": "mlp_in",
            "up": "mlp_in", "gate_up": "mlp_in", "fc_in": "mlp_in", "down": "down_in", "fc_out": "down_in",
-           "shared_gate": "mlp_in", "shared_up": "mlp_in", "shared_down": "shared_in"}  # (a shared expert's)
+           "shared_gate": "mlp_in", "shared_up": "mlp_in", "shared_down": "shared_in",  # (a shared expert's)
+           "q_a": "attn_in", "kv_a": "attn_in", "q_b": "q_latent", "kv_b": "kv_latent"}  # MLA's latent norms' outputs
 # fused projections stand for their parts
 PARTS = {"qkv": ("q", "k", "v"), "gate_up": ("gate", "up")}
+# the projections that give q, k or v a gradient (MLA: q_a / q_b the queries, kv_a / kv_b keys and values)
+QUERY, KEY, VALUE = {"q", "q_a", "q_b"}, {"k", "kv_a", "kv_b"}, {"v", "kv_a", "kv_b"}
+ATTENTION = QUERY | KEY | VALUE | {"o"}
 
 
 def activation_dtype(dtype: str, quantized: bool, kbit_upcast: bool) -> str:
@@ -48,13 +52,14 @@ def _o_copy(shape: ModelShape, attention: str) -> bool:
     """o_proj keeps a copy of the attention output of its own: eager, or an sdpa output that comes back head-major
     (a fused qkv's, partial rotary's concatenated q: memory/activations `_attention`)."""
     family = of(shape)
-    return attention == "eager" or family.qkv == "sliced" or bool(family.partial_rotary)
+    return attention == "eager" or family.qkv == "sliced" or bool(family.partial_rotary) or family.mla
 
 
 def _frozen_savings(shape: ModelShape, tokens: int, w: int, attention: str) -> int:
     """What a layer of the full fine-tuning model keeps only for its own weights' gradients, the MLP aside."""
     family, h = of(shape), shape.hidden
     qd, kvd = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
+    od = shape.heads * (shape.v_head_dim or shape.head_dim)  # o_proj's input
     normalized = _normalized(shape, w)  # the normalized input the norm weight's gradient reads
     saved = 0 if family.norm == "layer" else family.norms_per_layer * normalized * tokens * h
     # the two tensors that feed linears (attention's and the MLP's or router's inputs), kept by those linears: one
@@ -62,7 +67,9 @@ def _frozen_savings(shape: ModelShape, tokens: int, w: int, attention: str) -> i
     saved += min(2, family.norms_per_layer) * w * tokens * h
     if shape.qk_norm and not family.qk_norm_weightless:
         saved += normalized * tokens * (qd + kvd)
-    return saved + (w * tokens * qd if _o_copy(shape, attention) else 0)  # o_proj's copy of the attention output
+    # MLA's latent norms: their normalized copies and their outputs, q_b_proj's and kv_b_proj's inputs
+    saved += 2 * normalized * tokens * (shape.q_lora_rank + shape.kv_lora_rank)
+    return saved + (w * tokens * od if _o_copy(shape, attention) else 0)  # o_proj's copy of the attention output
 
 
 def _mlp_savings(shape: ModelShape, tokens: int, w: int, sparse: bool) -> int:
@@ -117,8 +124,9 @@ def _names(adapted: dict[str, int]) -> set[str]:
 
 def _widths(shape: ModelShape) -> dict[str, int]:
     """The width of each tensor an adapter reads (by SOURCES)."""
-    return {"attn_in": shape.hidden, "attn_out": shape.heads * shape.head_dim, "mlp_in": shape.hidden,
-            "down_in": shape.intermediate, "shared_in": shape.shared_intermediate}
+    return {"attn_in": shape.hidden, "attn_out": shape.heads * (shape.v_head_dim or shape.head_dim),
+            "mlp_in": shape.hidden, "down_in": shape.intermediate, "shared_in": shape.shared_intermediate,
+            "q_latent": shape.q_lora_rank, "kv_latent": shape.kv_lora_rank}
 
 
 def _adapter_bytes(shape: ModelShape, adapted: dict[str, int], tokens: int, w: int, a: int, attention: str,
@@ -141,12 +149,13 @@ def _dropout_masks(shape: ModelShape, adapted: dict[str, int], tokens: int, mask
     after any attention adapter (not with a parallel residual: it reads the layer's input), down's input after that
     or after gate / up adapters."""
     widths, names = _widths(shape), _names(adapted)
-    graded = {"attn_in", "attn_out", "mlp_in", "down_in", "shared_in"}
+    graded = {"attn_in", "attn_out", "mlp_in", "down_in", "shared_in", "q_latent", "kv_latent"}
     if first:
-        attention = bool({"q", "k", "v", "o"} & names)
+        attention = bool(ATTENTION & names)
         mlp = attention and not shape.parallel_residual
-        graded = ({"attn_out"} if {"q", "k", "v"} & names else set()) | ({"mlp_in"} if mlp else set()) | (
-            {"down_in", "shared_in"} if mlp or {"gate", "up", "fc_in"} & names else set())
+        graded = ({"attn_out"} if (QUERY | KEY | VALUE) & names else set()) | ({"mlp_in"} if mlp else set()) | (
+            {"down_in", "shared_in"} if mlp or {"gate", "up", "fc_in"} & names else set()) | (
+            {"q_latent"} if "q_a" in names else set()) | ({"kv_latent"} if "kv_a" in names else set())
     return sum(mask_bytes * tokens * widths[SOURCES[name]] for name in adapted if SOURCES[name] in graded)
 
 
@@ -157,15 +166,24 @@ def _first_layer_savings(shape: ModelShape, adapted: dict[str, int], b: int, s: 
     family, tokens = of(shape), b * s
     qd, kvd, I = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim, shape.intermediate
     names = _names(adapted)
-    gq, gk, gv = ("q" in names), ("k" in names), ("v" in names)
+    gq, gk, gv = bool(QUERY & names), bool(KEY & names), bool(VALUE & names)
     saved = 0 if family.post_norms else _norm_bytes(shape, tokens, shape.hidden, w)  # post-norms: no input norm
+    for rank, role in ((shape.q_lora_rank, "q_a"), (shape.kv_lora_rank, "kv_a")):  # MLA's latent norms keep their
+        saved += _norm_bytes(shape, tokens, rank) if rank and role not in names else 0  # input for an adapted a
     if shape.qk_norm:  # q_norm / k_norm keep their input and 1/rms only for adapted q / k
         for grad, heads in ((gq, shape.heads), (gk, shape.kv_heads)):
             if not grad:  # one row per token over the whole projection (OLMo-2), else one per head
                 rows, width = (tokens, heads * shape.head_dim) if family.qk_norm_whole else (
                     tokens * heads, shape.head_dim)
                 saved += _norm_bytes(shape, rows, width, w, heads * shape.head_dim)
-    if attention == "sdpa":
+    if family.mla and attention == "sdpa" and shape.v_head_dim != shape.head_dim:  # torch's math kernel
+        if gq != gk or gk != gv:
+            raise ActivationInputError("the LoRA activation model of MLA is measured with adapters giving q, k and v "
+                                       "all or none a gradient in the first adapted layer")
+        if not gq:  # its fp32 q·scale, k, probabilities and v
+            saved += F32 * (2 * tokens * shape.heads * shape.head_dim + b * shape.heads * s * s) + (
+                F32 * tokens * shape.kv_heads * shape.v_head_dim)
+    elif attention == "sdpa":
         if not (gq or gk or gv):  # the kernel keeps q, k, v, its output and the log-sum-exp only for a gradient
             v = 3 * shape.hidden if family.qkv == "views" else kvd  # gpt2's v is a view of c_attn's output
             saved += w * tokens * (2 * qd + kvd + v) + F32 * tokens * shape.heads
@@ -173,7 +191,7 @@ def _first_layer_savings(shape: ModelShape, adapted: dict[str, int], b: int, s: 
                 saved -= w * tokens * qd  # the o_proj adapter keeps the attention output itself
     else:
         saved += _eager_savings(shape, b, s, w, gq, gk, gv)
-    attention_adapted = bool({"q", "k", "v", "o"} & names)
+    attention_adapted = bool(ATTENTION & names)
     if family.norm == "layer":
         return saved + _layer_norm_mlp_savings(shape, names, attention_adapted, tokens, w)
     if not attention_adapted and not shape.parallel_residual:
@@ -254,7 +272,7 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
         raise ActivationInputError("the LoRA activation model covers adapters on attention's and the dense MLP's "
                                    f"projections, not on {', '.join(sorted(roles - set(SOURCES)))}")
     start = min(by_layer)  # layers before the first adapter see no gradient-carrying input: they keep nothing
-    if family.moe and not {"q", "k", "v", "o", "qkv"} & _names(by_layer[start]):
+    if family.moe and not ATTENTION & _names(by_layer[start]):
         raise ActivationInputError("the LoRA activation model of a MoE family needs adapters on attention in the "
                                    "first adapted layer (measured so)")
     # each kind of layer (MoE and dense) as full fine-tuning keeps it, less what its frozen weights no longer keep
@@ -288,7 +306,7 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
     if checkpointing:  # the checkpoints keep the layers' inputs (rotary tables included) whatever needs a gradient
         return LoraActivations(max(sizes), sizes[start], sum(sizes) + uneven, outside, True, full.checkpoint_bytes,
                                max(sizes), outside + full.checkpoint_bytes)
-    if start == shape.layers - 1 and not {"q", "k"} & _names(by_layer[start]):
+    if start == shape.layers - 1 and not (QUERY | {"kv_a"}) & _names(by_layer[start]):
         outside -= full.shared_bytes  # rotary tables are kept by q·cos only when q or k carries a gradient
     middle = max(sizes[start + 1:], default=sizes[start])
     return LoraActivations(middle, sizes[start], sum(sizes) + uneven, outside, False, 0, 0,
