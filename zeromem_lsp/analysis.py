@@ -25,7 +25,7 @@ from zeromem_lsp.resolved.adapter_settings import adapter_from_settings, adapter
 from zeromem_lsp.resolved.peak_inputs import ModelRead, PeakSource, read_model
 from zeromem_lsp.memory.plan import MemoryPlan, Unplanned
 from zeromem_lsp.resolved import planner
-from zeromem_lsp.provenance import Origin, Path
+from zeromem_lsp.provenance import Assumed, Origin, Path
 from zeromem_lsp.readers import READERS, Loader, issues_with, read_deepspeed
 from zeromem_lsp.rules import issues as issue_rules
 from zeromem_lsp.rules import memory as memory_rules
@@ -293,6 +293,7 @@ def analyse(
 
         reading = pair_accelerate(reading, first, loader)
         first = resolve((command_line(forced), file_block(block, block_path), *reading.layers, *as_layers(settings)))
+    first = planner.assume_world(first, reading.source, reading.workload)  # the degrees' smallest world, if no source
     resolved, parameter_note, parameter_problem, model = resolve_parameters(first, loader, memo)  # once
     if model.counted is not None and model.counted.parts and model.config is not None and reading.recipe is not None \
             and reading.recipe.tool in ("llamafactory", "axolotl") and isinstance(data, dict):  # what its keys freeze
@@ -339,7 +340,8 @@ def analyse(
     if missing_model and parameter_problem is not None:  # the tool downloads it at launch, or counts what zeromem cannot: not an error in the recipe
         findings += settings_rules.model_not_found(context, parameters_at, parameter_problem)
     if root is not None and (isinstance(data, dict) or not document.syntax_errors):
-        findings += issue_rules.check(context, issues_with(reading, effective.world_size))  # else the syntax error says why
+        world = None if isinstance(resolved.origin("world_size"), Assumed) else effective.world_size  # a source's
+        findings += issue_rules.check(context, issues_with(reading, world))  # else the syntax error says why
     findings += memory_rules.check(context)
     findings += peak_rules.check(context)
     findings += parallel_rules.check(context)

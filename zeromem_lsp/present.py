@@ -563,6 +563,8 @@ def ignored_keys_text(plan) -> str:
 
 #: The engine assumption in one clause (its full wording, with how to pair a launch file: planner.ENGINE_ASSUMED).
 DDP_ASSUMED = "torch DDP is assumed (the recipe names no engine and no Accelerate config is paired with it)"
+#: The world-size assumption in one clause (its full wording: planner.assume_world's origin).
+WORLD_ASSUMED = "the world size is assumed (the smallest that runs the parallel degrees; give --world-size)"
 
 
 def approximation_note(plan) -> str:
@@ -580,6 +582,8 @@ def approximation_note(plan) -> str:
         parts.append(f"the model-state column leaves out {', '.join(column)} (the peak models it)")
     if plan.engine_assumed is not None:
         parts.append(DDP_ASSUMED)
+    if plan.world_assumed:
+        parts.append(WORLD_ASSUMED)
     return f"approximate: {'; '.join(parts)}" if parts else ""
 
 
@@ -589,6 +593,8 @@ def approximation_lines(plan) -> list[str]:
              for item in plan.ignored]
     if plan.engine_assumed is not None:
         lines.append(f"assumed: {plan.engine_assumed}")
+    if plan.world_assumed:
+        lines.append(f"assumed: {plan.world_assumed}")
     return lines
 
 

@@ -20,6 +20,13 @@ class Origin(NamedTuple):
     path: Path | None = None
 
 
+class Assumed(Origin):
+    """An origin no source gave: a value zeromem assumes where nothing says (the smallest world that runs the
+    parallel degrees), shown like any other; no error rests on it, since the run may be given another."""
+
+    __slots__ = ()
+
+
 class Given(NamedTuple):
     """A value and where it came from."""
 

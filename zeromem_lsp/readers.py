@@ -74,7 +74,18 @@ def issues_with(reading: Reading, world_size: int | None) -> list[ConfigIssue]:
     (DeepSpeed's batch check needs it)."""
     if reading.deepspeed_config is None:
         return reading.issues
-    return validate_deepspeed(reading.deepspeed_config, world_size=world_size)
+    config = reading.deepspeed_config
+    return validate_deepspeed(config, world_size=data_parallel_world(config, world_size))
+
+
+def data_parallel_world(config: dict, world_size: int | None) -> int | None:
+    """The world DeepSpeed's batch check divides by: the ranks over `sequence_parallel_size` (Ulysses ranks share a
+    batch: deepspeed 0.19.8 runtime/config.py DeepSpeedConfig.__init__, world / sequence_parallel_size without an
+    mpu, the mpu's data-parallel size with one); None when that is not a whole number (no batch figure is certain)."""
+    degree = config.get("sequence_parallel_size")
+    if world_size is None or type(degree) is not int or degree <= 1:
+        return world_size
+    return world_size // degree if world_size % degree == 0 else None
 
 
 def read_deepspeed(data: object, loader: Loader | None) -> Reading:

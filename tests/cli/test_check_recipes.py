@@ -479,6 +479,9 @@ def test_a_trl_script_key_is_a_warning_with_the_nearest_key(tmp_path, monkeypatc
     assert [item["code"] for item in found if item["code"] in ("ZM310", "ZM357")] == ["ZM357"]
     (warned,) = [item for item in found if item["code"] == "ZM357"]
     assert warned["severity"] == "warning" and "my_script_flag" in warned["message"]
+    # TrlParser refuses unknown config keys only from TRL 0.19 (fail_with_unknown_args); open-r1 pins 0.18.0, which
+    # drops them: the message does not claim the launch stops whatever the TRL
+    assert "TRL 0.19 and later; older releases drop the key silently" in warned["message"]
     done = run_zeromem("check", "-q", str(recipe))
     assert done.returncode == 0  # warnings only
 

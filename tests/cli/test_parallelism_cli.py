@@ -122,3 +122,75 @@ def test_lora_under_tensor_parallelism_stays_unknown():
     found = estimate(EXPERT, "--world-size", "4", "--tensor-parallel", "2")
     assert found["peak"]["ddp"] is None
     assert found["phases"]["ddp"]["unknown"] == "a LoRA step under tensor, context or Ulysses parallelism is not modelled"
+
+
+HSDP_TP = "axolotl/examples/distributed-parallel/llama-3_1-8b-hsdp-tp.yaml"
+ALST_FSDP = "axolotl/examples/alst/llama3-8b-fsdp2-alst.yaml"
+EXPERT_FFT = "axolotl/examples/expert_parallel/qwen3_30ba3b_ep_fft_4gpu.yaml"
+
+
+def test_check_gives_the_examples_no_error_without_a_world_size():
+    """The recipes name no world size (axolotl takes it from the launcher): nothing is certain, so no error."""
+    recipes = [str(RECIPES / recipe) for recipe in (ALST, ALST_FSDP, TP_CP, HSDP_TP, EXPERT, EXPERT_FFT)]
+    done = run_zeromem_subprocess("check", "--format", "json", "--offline", *recipes)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    found = json.loads(done.stdout)["findings"]
+    assert not [item for item in found if item["severity"] == "error" or item["code"] == "ZM109"], found
+
+
+def test_a_given_world_that_the_degrees_do_not_divide_is_still_an_error():
+    done = run_zeromem_subprocess("check", "--format", "json", "--offline", "--world-size", "6",
+                                  str(RECIPES / EXPERT_FFT))
+    found = [item for item in json.loads(done.stdout)["findings"] if item["code"] == "ZM109"]
+    assert done.returncode == 1 and len(found) == 1 and found[0]["severity"] == "error", done.stdout
+    assert "expert_parallel_size 4 = 4 does not divide the world size 6" in found[0]["message"]
+
+
+@pytest.mark.parametrize("recipe, degrees", [
+    (EXPERT_FFT, {"expert_parallel_size": 4}),
+    (ALST, {"context_parallel_size": 8}),
+    (TP_CP, {"tensor_parallel_size": 2, "context_parallel_size": 2, "dp_shard_size": 2}),
+    (HSDP_TP, {"tensor_parallel_size": 2, "dp_shard_size": 4, "dp_replicate_size": 2}),
+])
+def test_without_a_world_size_the_smallest_world_that_runs_the_degrees_is_assumed(recipe, degrees):
+    """The degrees as the recipe writes them (read from its text here), multiplied: axolotl gives each its own ranks
+    (utils/distributed.py _get_parallel_config_kwargs); the world is credited as an assumption, never as a source."""
+    text = (RECIPES / recipe).read_text(encoding="utf-8")
+    written = {key: int(line.split(":", 1)[1].split("#")[0]) for line in text.splitlines() for key in degrees
+               if line.startswith(key + ":")}
+    assert written == degrees
+    smallest = 1
+    for value in written.values():
+        smallest *= value
+    found = estimate(recipe)
+    assert found["inputs"]["world_size"] == smallest
+    assert found["world_size_from"].startswith("the smallest world that runs ")
+    assert all(f"{key} {value}" in found["world_size_from"] for key, value in degrees.items())
+    assert "give --world-size" in found["world_size_from"]
+    assert found["approximate"] and found["world_assumed"].startswith(f"the world size {smallest} is assumed")
+    given = estimate(recipe, "--world-size", str(2 * smallest))
+    assert given["inputs"]["world_size"] == 2 * smallest and given["world_size_from"] == "--world-size"
+    assert given["world_assumed"] is None
+
+
+def test_the_assumed_world_in_the_verbose_text():
+    done = run_zeromem("estimate", "--config", str(RECIPES / EXPERT_FFT), "--offline", "-v")
+    assert done.returncode in (0, 1), done.stderr
+    assert "R = 4 ranks — the smallest world that runs expert_parallel_size 4; give --world-size" in done.stdout
+    assert "the world size is assumed" in done.stdout
+
+
+def test_an_assumed_world_is_not_given_to_deepspeeds_batch_check(tmp_path):
+    """Ulysses ranks share a batch (DeepSpeedConfig divides the world by sequence_parallel_size): 6 samples at a
+    micro-batch of 1 run on 4 Ulysses ranks (one data-parallel rank, 6 accumulation steps), so no batch error, with
+    the world assumed or given."""
+    path = tmp_path / "ds_config.json"
+    path.write_text(json.dumps({"train_batch_size": 6, "train_micro_batch_size_per_gpu": 1,
+                                "sequence_parallel_size": 4, "zero_optimization": {"stage": 3}}), encoding="utf-8")
+    for extra in ((), ("--world-size", "4"), ("--world-size", "8")):  # 1 and 2 data-parallel ranks: 6 and 3 steps
+        done = run_zeromem("check", "--format", "json", "--offline", *extra, str(path))
+        errors = [item for item in json.loads(done.stdout)["findings"] if item["severity"] == "error"]
+        assert not errors, (extra, errors)
+    done = run_zeromem("check", "--format", "json", "--offline", "--world-size", "16", str(path))
+    errors = [item for item in json.loads(done.stdout)["findings"] if item["severity"] == "error"]
+    assert errors and "world size 4" in " ".join(item["message"] for item in errors), errors  # 16 / 4: not whole

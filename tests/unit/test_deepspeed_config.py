@@ -239,6 +239,12 @@ def test_legacy_bfloat16():
     assert errors(config) == [] and "deprecated_key" in kinds(config)
     # bf16 null: DeepSpeed falls back to bfloat16
     assert "unknown_key" in kinds({**B, "bf16": None, "bfloat16": {"x": 1}})
+    # "auto" in the legacy block: HF Transformers and Accelerate add a bf16 block of their own from their mixed
+    # precision (accelerate DeepSpeedPlugin.set_mixed_precision), which DeepSpeed reads first: no claim that DeepSpeed's
+    # default False runs, the rename says why
+    auto = kinds({**B, "bfloat16": {"enabled": "auto"}})
+    assert "auto_not_filled" not in auto and "deprecated_key" in auto
+    assert "'bf16' block" in only({**B, "bfloat16": {"enabled": "auto"}}, "deprecated_key").message
 
 
 # ------------------------------------------------------------------------ deprecated keys

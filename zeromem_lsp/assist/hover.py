@@ -25,7 +25,9 @@ from zeromem_lsp.present import (
     human_and_exact, input_notes, peak_rows, peak_sum, per_gpu_summary, phase_peaks, settings_elsewhere, stage_label,
     stage_rows,
 )
-from zeromem_lsp.present import DDP_ASSUMED, below_state_line, ignored_key, no_fit, summary_table, verdict_line
+from zeromem_lsp.present import (DDP_ASSUMED, WORLD_ASSUMED, below_state_line, ignored_key, no_fit, summary_table,
+                                 verdict_line)
+from zeromem_lsp.provenance import Assumed
 from zeromem_lsp.units import format_bytes, format_count, format_parameters
 
 if TYPE_CHECKING:
@@ -90,7 +92,7 @@ def hover_at(analysis: Analysis, offset: int, shown: str | None = None) -> Hover
     elif path in PRECISION_PATHS and isinstance(plan, MemoryPlan) and plan.family == "fsdp":
         sections.append(fsdp_dtype_line(plan))
     elif path in {(key,) for key in BATCH_KEYS} and analysis.setup is not None:
-        sections.append(world_size_section(analysis.setup, analysis.settings))
+        sections.append(world_size_section(analysis.setup, analysis.settings, analysis.origins.get("world_size")))
     elif path[-1] == "sequence_length" and isinstance(plan, MemoryPlan):
         sections.append(longest_section(plan))
     sections.append(key_doc(path, analysis.settings, analysis.origins))
@@ -157,7 +159,7 @@ def memory_section(plan: MemoryPlan | Unplanned | None, setup: TrainingSetup | N
                          if keys)
         approximate = ["", *_wrapped("**Approximate:** " + "; ".join(
             ([f"{said} (the breakdown says what each does)"] if said else [])
-            + ([DDP_ASSUMED] if plan.engine_assumed else [])) + ".")]
+            + ([DDP_ASSUMED] if plan.engine_assumed else []) + ([WORLD_ASSUMED] if plan.world_assumed else [])) + ".")]
     table = ["```text", *summary_table(plan), "```"]
     below = below_state_line(plan)
     below_lines = _wrapped(below[0].upper() + below[1:] + ".") if below else []
@@ -214,7 +216,8 @@ def breakdown_markdown(plan: MemoryPlan | Unplanned | None, setup: TrainingSetup
         head += "\n\n**Approximate:** " + "; ".join(
             [f"{ignored_key(item, code=True)} is {'derived' if item.derived else 'not modelled'} ({item.why})"
              for item in plan.ignored]
-            + ([plan.engine_assumed] if plan.engine_assumed else [])) + "."
+            + ([plan.engine_assumed] if plan.engine_assumed else [])
+            + ([plan.world_assumed] if plan.world_assumed else [])) + "."
     lines = [
         head,
         "",
@@ -436,7 +439,7 @@ def offload_section(plan: MemoryPlan | Unplanned | None, setup: TrainingSetup | 
 # ---------------------------------------------------------------- batch sizes
 
 
-def world_size_section(setup: TrainingSetup, settings: ZeromemSettings) -> str:
+def world_size_section(setup: TrainingSetup, settings: ZeromemSettings, origin: object = None) -> str:
     train, micro, steps = setup.train_batch_size, setup.micro_batch_size, setup.gradient_accumulation_steps
     implied = implied_world_size(setup)
     if implied is not None:
@@ -449,5 +452,6 @@ def world_size_section(setup: TrainingSetup, settings: ZeromemSettings) -> str:
         missing = [name for name, value in zip(BATCH_KEYS, (train, micro, steps)) if value is None]
         text = "**World size:** implied once all three batch sizes are set (missing: " + ", ".join(f"`{m}`" for m in missing) + ")"
     if settings.world_size is not None:
-        text += f"\n\nzeromem world size in effect: {settings.world_size}"
+        assumed = f" ({origin.note})" if isinstance(origin, Assumed) else ""
+        text += f"\n\nzeromem world size in effect: {settings.world_size}{assumed}"
     return text

@@ -39,10 +39,13 @@ ACCELERATE_KEYS = (
 )
 #: Old spellings Accelerate no longer reads -> their successor.
 ACCELERATE_DEPRECATED = {"backward_prefetch_policy": "backward_prefetch"}
-#: Keys people write into --fsdp_config that Transformers does not read (they belong to `--fsdp`).
+#: Keys people write into --fsdp_config that Transformers does not read: `--fsdp` or the file's cpu_offload and
+#: reshard_after_forward say it (transformers 5.24 training_args.py `_process_fsdp_args`).
 TRANSFORMERS_IGNORED = {
-    "sharding_strategy": 'the sharding strategy comes from the `--fsdp` option string (e.g. --fsdp "shard_grad_op auto_wrap")',
-    "offload_params": 'offload comes from the `--fsdp` option string (e.g. --fsdp "full_shard offload")',
+    "sharding_strategy": "the sharding strategy comes from the `--fsdp` option string (e.g. --fsdp \"shard_grad_op "
+                         "auto_wrap\") or this file's reshard_after_forward",
+    "offload_params": "offload comes from the `--fsdp` option string (e.g. --fsdp \"full_shard offload\") or this "
+                      "file's cpu_offload: true",
 }
 
 def _issue(kind: str, path: Path, target: str, message: str, replacement: str | None = None) -> ConfigIssue:

@@ -60,6 +60,31 @@ def _value(given: Given | None, default: int = 1) -> int:
     return value if type(value) is int else default
 
 
+def _degrees(parallel: dict[str, Given]) -> dict[str, Given]:
+    """The degrees above 1 that each take their own ranks: tensor, context, Ulysses, expert."""
+    return {name: parallel[name] for name in ("tensor", "context", "ulysses", "expert")
+            if _value(parallel.get(name)) > 1}
+
+
+def _product(degrees) -> int:
+    product = 1
+    for given in degrees:
+        product *= _value(given)
+    return product
+
+
+def smallest_world(parallel: dict[str, Given], data_parallel: dict[str, Given]) -> Given | None:
+    """The smallest world that runs these degrees, where nothing gives the world size: the product `degree_problems`
+    requires to divide the world (t·c·u·e), times axolotl's dp_shard_size and dp_replicate_size as written (each
+    takes its own ranks once the world has room for it, distributed.py:350-369); None when every degree is 1."""
+    written = [*_degrees(parallel).values(), *(given for given in data_parallel.values() if _value(given) > 1)]
+    if not written:
+        return None
+    named = " × ".join(f"{given.note} {_value(given)}" for given in written)
+    return Given(_product(written), f"the smallest world that runs {named}; give --world-size or the world_size "
+                 "setting")
+
+
 def degree_problems(parallel: dict[str, Given], data_parallel: dict[str, Given], world: int | None,
                     sequence: Given | None, shape: ModelShape | None) -> list[DegreeProblem]:
     """What the tools refuse of resolved degrees, once the world size, the sequence length and the model are known:
@@ -75,11 +100,8 @@ def degree_problems(parallel: dict[str, Given], data_parallel: dict[str, Given],
       edaa72212672:deepspeed/runtime/sequence_parallel/ulysses_sp.py:145-151).
     """
     out: list[DegreeProblem] = []
-    degrees = {name: parallel[name] for name in ("tensor", "context", "ulysses", "expert")
-               if _value(parallel.get(name)) > 1}
-    product = 1
-    for given in degrees.values():
-        product *= _value(given)
+    degrees = _degrees(parallel)
+    product = _product(degrees.values())
     if world is not None and degrees and world % product:
         named = " × ".join(f"{given.note} {_value(given)}" for given in degrees.values())
         out.append(DegreeProblem(next(iter(degrees.values())), f"{named} = {product} does not divide the world size "
@@ -109,4 +131,4 @@ def degree_problems(parallel: dict[str, Given], data_parallel: dict[str, Given],
     return out
 
 
-__all__ = ["DegreeProblem", "axolotl_context_parallel", "degree_problems"]
+__all__ = ["DegreeProblem", "axolotl_context_parallel", "degree_problems", "smallest_world"]

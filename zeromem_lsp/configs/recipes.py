@@ -227,7 +227,8 @@ def _unknown_keys(tool: Tool, data: dict) -> list[ConfigIssue]:
         if tool == "trl":
             out.append(_issue("unknown_script_key", (key,), "key",
                               f"TRL's config classes do not declare {key!r}: the training script must (TrlParser "
-                              f"accepts what the script's own dataclasses declare), else it stops at launch{hint}",
+                              f"accepts what the script's own dataclasses declare), else TrlParser stops at launch "
+                              f"(TRL 0.19 and later; older releases drop the key silently){hint}",
                               rename))
             continue
         out.append(_issue("unknown_key", (key,), "key",

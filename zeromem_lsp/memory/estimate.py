@@ -100,5 +100,6 @@ class Estimate(NamedTuple):
         result["approximate"] = self.plan.approximate
         result["ignored"] = [item.to_json() for item in self.plan.ignored]
         result["engine_assumed"] = self.plan.engine_assumed
+        result["world_assumed"] = self.plan.world_assumed
         return result
 

@@ -134,16 +134,17 @@ class MemoryPlan(NamedTuple):
     peak: "Peak | None" = None  # beside the model state: the whole step's peak per stage (peak.py)
     ignored: tuple[Ignored, ...] = ()  # keys set that change memory but are not modelled: the figures are approximate
     engine_assumed: str | None = None  # why the engine is an assumption (a recipe launched with no engine named)
+    world_assumed: str | None = None  # why the world size is an assumption (no source gives it: the degrees' smallest)
 
     @property
     def approximate(self) -> bool:
-        """The figures leave out something the config sets, or assume the engine: no memory finding is an error."""
-        return any(item.step for item in self.ignored) or self.engine_assumed is not None
+        """The figures leave out something the config sets, or assume the engine or the world: no memory error."""
+        return any(item.step for item in self.ignored) or self.engine_assumed is not None or bool(self.world_assumed)
 
     @property
     def state_approximate(self) -> bool:
-        """The model-state figure (ZM101's) leaves something out: a key that may change P, G, O, or the engine."""
-        return any(item.state for item in self.ignored) or self.engine_assumed is not None
+        """The model-state figure (ZM101's) leaves something out: a key that may change P, G, O, the engine or R."""
+        return any(item.state for item in self.ignored) or self.engine_assumed is not None or bool(self.world_assumed)
 
     @property
     def family(self) -> str:

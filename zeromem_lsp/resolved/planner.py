@@ -32,7 +32,9 @@ from zeromem_lsp.memory.precision import BytesPerParameter, bytes_per_parameter
 from zeromem_lsp.memory.stages import FSDP_STRATEGY_STAGE
 from zeromem_lsp.configs.accelerate import AccelerateSetup
 from zeromem_lsp.configs.fsdp import FsdpSetup
-from zeromem_lsp.provenance import Given, Origin, Path
+from zeromem_lsp.configs.parallel_checks import smallest_world
+from zeromem_lsp.configs.workload import Workload
+from zeromem_lsp.provenance import Assumed, Given, Origin, Path
 
 
 #: What runs when nothing says: no config and no setting (`zeromem estimate` without --config) runs DeepSpeed in bf16
@@ -110,6 +112,24 @@ def resolve_world_size(setup: TrainingSetup, resolved: Resolved,
             ("train_batch_size",),
         )
     return None, None
+
+
+def assume_world(resolved: Resolved, source: PlanSource, workload: Workload) -> Resolved:
+    """`resolved` with the world size the parallel degrees need when no source gives one — no setting or flag, no
+    launcher (an Accelerate config's num_processes, paired or around the config), no whole batch triple: the
+    smallest world that runs them (parallel_checks.smallest_world), credited as `Assumed` so that the plan, the
+    hover and -v show it with the advice to give it, and no rule is certain of anything from it (ZM109)."""
+    if resolved.settings.world_size is not None:
+        return resolved
+    if isinstance(source, DeepSpeedSource) and (source.ranks is not None or implied_world_size(source.setup)):
+        return resolved
+    if isinstance(source, FsdpSource) and accelerate_ranks(source.accelerate, source.machines_written)[0]:
+        return resolved
+    found = smallest_world(resolve_parallel(workload.parallel, resolved, None), workload.data_parallel)
+    if found is None:
+        return resolved
+    settings = resolved.settings.model_copy(update={"world_size": found.value})
+    return Resolved(settings, {**resolved.origins, "world_size": Assumed(found.note)})
 
 
 def build(
@@ -476,6 +496,9 @@ def plan(source: PlanSource, resolved: Resolved, peak: PeakSource | None = None,
         parallel = built.peak.source.parallel if built.peak is not None else resolve_parallel(
             peak.workload.parallel if peak is not None else {}, resolved, None)
         ignored = (*ignored, *_parallel_effects(parallel, adapter is not None))
-    if isinstance(built, MemoryPlan) and (ignored or assumed):
-        return built._replace(ignored=tuple(ignored), engine_assumed=assumed)
+    world = built.origins.get("world_size") if isinstance(built, MemoryPlan) else None
+    world_assumed = f"the world size {built.inputs.world_size} is assumed: {world.note}" if isinstance(
+        built, MemoryPlan) and isinstance(world, Assumed) else None
+    if isinstance(built, MemoryPlan) and (ignored or assumed or world_assumed):
+        return built._replace(ignored=tuple(ignored), engine_assumed=assumed, world_assumed=world_assumed)
     return built

@@ -12,6 +12,8 @@ from zeromem_lsp.configs.issue import ConfigIssue
 from zeromem_lsp.document import Member
 from zeromem_lsp.edits import rename_key, replace_value
 from zeromem_lsp.findings import Fix
+from zeromem_lsp.provenance import Assumed
+from zeromem_lsp.readers import data_parallel_world
 from zeromem_lsp.rules.context import Context
 
 OFFLOAD_SUCCESSORS = {"offload_optimizer", "offload_param"}
@@ -37,7 +39,8 @@ def _fixes(context: Context, issue: ConfigIssue) -> tuple[Fix, ...]:
 
 def _batch_fix(context: Context) -> tuple[Fix, ...]:
     setup = context.setup
-    world = context.settings.world_size
+    world = None if isinstance(context.origins.get("world_size"), Assumed) else context.settings.world_size
+    world = data_parallel_world(context.data, world) if isinstance(context.data, dict) else world
     micro, gas = setup.micro_batch_size, setup.gradient_accumulation_steps
     if world is None or micro is None or gas is None:
         return ()

@@ -61,7 +61,7 @@ RULES: dict[str, Rule] = _rules(
         "ZM101", "stage-exceeds-gpu-memory", "error",
         "The chosen ZeRO stage needs more GPU memory per rank than the declared `gpu_memory` budget. A warning "
         "when the figure is approximate: the config sets a memory-relevant key the model does not cover (named in "
-        "the message), or a recipe's engine is only assumed.",
+        "the message), or a recipe's engine or world size is only assumed.",
         "The job would queue, launch and die with CUDA out-of-memory while building the optimizer. The figure "
         "counts only persistent model state (parameters, gradients, optimizer state), so a real run needs more.",
         '{"zero_optimization": {"stage": 1}, "bf16": {"enabled": true},\n'
@@ -114,8 +114,8 @@ RULES: dict[str, Rule] = _rules(
         "The chosen stage's model state fits the `gpu_memory` budget, but its estimated peak — the largest phase "
         "(forward, backward, optimizer step) of one training step + `reserved` — does not. An error when the peak "
         "is over the budget by more than the model's uncertainty (10%, docs/memory-model.md); a warning inside it, and "
-        "whenever the figure is approximate (a memory-relevant key set that the model does not cover, or an assumed "
-        "engine: the message names them).",
+        "whenever the figure is approximate (a memory-relevant key set that the model does not cover, an assumed "
+        "engine or world size: the message names them).",
         "Model state is only what the optimizer keeps; the step also holds the activations of one micro-batch "
         "and the loss's fp32 gradients (2 × 4 bytes × micro-batch × sequence × vocabulary), the communication "
         "buckets, the optimizer step's fp32 copies and the CUDA context. The job fails with out-of-memory in the first forward or backward. The "
@@ -470,7 +470,8 @@ RULES: dict[str, Rule] = _rules(
         "A TRL / alignment-handbook / open-r1 recipe has a key that none of TRL's config classes, Transformers' "
         "TrainingArguments or those projects' script classes declare; the nearest known key is suggested, and "
         "renamed by the fix only when no other tool reads the key and the new name is not set already.",
-        "TrlParser fails on arguments no dataclass of the script declares, but each training script may add its "
+        "TrlParser fails on arguments no dataclass of the script declares (from TRL 0.19, trl/scripts/utils.py "
+        "`fail_with_unknown_args`; older releases drop them silently), but each training script may add its "
         "own (open-r1's GRPOScriptArguments adds dataset_prompt_column): only the script knows, so this is a "
         "warning, not an error.",
         "model_name_or_path: Qwen/Qwen3-4B\nuse_peft: true\nlora_rnak: 16",

@@ -120,7 +120,8 @@ def _drop_auto(raw: dict, model: str, path: Path, out: list[ConfigIssue]) -> dic
     for key, value in raw.items():
         sub_path = path + (key,)
         if is_auto(value):
-            if sub_path not in HF_AUTO_FILLED_PATHS and sub_path not in AUTO_IS_A_VALUE:
+            # (under the legacy `bfloat16` block the launcher's own `bf16` block decides: its deprecated_key says so)
+            if sub_path not in HF_AUTO_FILLED_PATHS and sub_path not in AUTO_IS_A_VALUE and path != ("bfloat16",):
                 doc = field_doc(sub_path)
                 default = f" and uses its default {doc.default!r}" if doc else ""
                 out.append(issue(
@@ -378,7 +379,9 @@ def _check_precision(config: dict, stage: Optional[int], out: list[ConfigIssue])
     bf16_key = "bf16" if config.get("bf16") is not None else "bfloat16"
     if bf16_key == "bfloat16" and "bfloat16" in config:
         out.append(issue("deprecated_key", ("bfloat16",), "key",
-                         "'bfloat16' is the legacy name of 'bf16'; rename it.", replacement="bf16"))
+                         "'bfloat16' is the legacy name of 'bf16'; rename it: HF Transformers and Accelerate add a "
+                         "'bf16' block from their mixed precision, which DeepSpeed reads instead of this one.",
+                         replacement="bf16"))
     elif "bfloat16" in config:
         out.append(issue("deprecated_key", ("bfloat16",), "key",
                          "'bfloat16' is ignored because 'bf16' is present; remove it.", replacement="bf16"))
