@@ -194,3 +194,21 @@ def test_an_assumed_world_is_not_given_to_deepspeeds_batch_check(tmp_path):
     done = run_zeromem("check", "--format", "json", "--offline", "--world-size", "16", str(path))
     errors = [item for item in json.loads(done.stdout)["findings"] if item["severity"] == "error"]
     assert errors and "world size 4" in " ".join(item["message"] for item in errors), errors  # 16 / 4: not whole
+
+
+def test_the_budget_finding_follows_the_peak_when_it_is_known():
+    """EP full fine-tuning on 4 × 80 GiB: the pooled model state (170.6 GiB, experts not divided) is over the
+    budget, the step's peak (experts ÷ 4) is not. The verdict follows the peak: no ZM101 claiming an OOM that the
+    estimate says does not happen; a budget under the peak still gets its finding, a warning (derived)."""
+    recipe = str(RECIPES / EXPERT_FFT)
+    fits = estimate(EXPERT_FFT, "--world-size", "4", "--gpu-memory", "80GiB")
+    assert fits["ddp"] > 80 * 2**30 > fits["peak"]["ddp"] and fits["fits"]["ddp"] and not fits["model_state_fits"]["ddp"]
+    done = run_zeromem_subprocess("check", "--format", "json", "--offline", "--world-size", "4",
+                                  "--gpu-memory", "80GiB", recipe)
+    codes = {item["code"] for item in json.loads(done.stdout)["findings"]}
+    assert "ZM101" not in codes and "ZM106" not in codes, done.stdout
+    below = fits["peak"]["ddp"] // 2**30 - 8  # GiB, under the peak
+    done = run_zeromem_subprocess("check", "--format", "json", "--offline", "--world-size", "4",
+                                  "--gpu-memory", f"{below}GiB", recipe)
+    found = [item for item in json.loads(done.stdout)["findings"] if item["code"] in ("ZM101", "ZM106")]
+    assert [item["severity"] for item in found] == ["warning"], done.stdout  # a derived figure: never an error

@@ -172,7 +172,9 @@ def budget_findings(context: Context) -> Iterator[Finding]:
     path = _budget_span_path(context, plan.stage_path)
     label = stage_label(plan.chosen, plan.family)
     figure = plan.gpu_bytes
-    if plan.exceeds:
+    # every verdict follows the peak when it is known: a model state over the budget whose step's peak fits is a
+    # figure the step never holds at once (LoRA's frozen base; the experts or shards N-D divides), not an OOM
+    if plan.exceeds and not (plan.peak_known and not plan.peak_exceeds):
         excess = figure - budget
         suggestion = plan.cheapest_fit()
         judged = "whose peak fits" if plan.peak_known else "that fits"

@@ -61,7 +61,9 @@ RULES: dict[str, Rule] = _rules(
         "ZM101", "stage-exceeds-gpu-memory", "error",
         "The chosen ZeRO stage needs more GPU memory per rank than the declared `gpu_memory` budget. A warning "
         "when the figure is approximate: the config sets a memory-relevant key the model does not cover (named in "
-        "the message), or a recipe's engine or world size is only assumed.",
+        "the message), or a recipe's engine or world size is only assumed. Not reported when the step's peak is "
+        "known and fits: the verdict follows the peak (a LoRA base or experts divided by expert parallelism make a "
+        "model state the step never holds at once).",
         "The job would queue, launch and die with CUDA out-of-memory while building the optimizer. The figure "
         "counts only persistent model state (parameters, gradients, optimizer state), so a real run needs more.",
         '{"zero_optimization": {"stage": 1}, "bf16": {"enabled": true},\n'
