@@ -56,7 +56,8 @@ for name in ("Qwen2-VL-7B-Instruct", "Qwen2.5-VL-7B-Instruct", "Qwen3-VL-8B-Inst
     MODELS["Qwen/" + name] = json.loads((FAMILIES / f"{name}.json").read_text())
 #: the image processor configs a run loads beside a composite's config.json, copied as vendored (SOURCES.md)
 PROCESSORS = {"google/gemma-3-4b-it": "gemma-3-4b-it", "Qwen/Qwen2-VL-7B-Instruct": "Qwen2-VL-7B-Instruct",
-              "Qwen/Qwen2.5-VL-7B-Instruct": "Qwen2.5-VL-7B-Instruct", "Qwen/Qwen3-VL-8B-Instruct": "Qwen3-VL-8B-Instruct"}
+              "Qwen/Qwen2.5-VL-7B-Instruct": "Qwen2.5-VL-7B-Instruct",
+              "Qwen/Qwen3-VL-8B-Instruct": "Qwen3-VL-8B-Instruct"}
 for repo_id, config in MODELS.items():
     text = json.dumps(config, indent=2, sort_keys=True) + "\n"
     commit = hashlib.sha1(f"{repo_id}\n{text}".encode()).hexdigest()  # a fixed, invented commit hash

@@ -9,7 +9,10 @@ Image tokens (Transformers 5.24, transformers/models/<type>/; LLaMA-Factory hiyo
   src/llamafactory/hparams/model_args.py:305-306) to at most that many pixels, keeping its aspect
   (data/mm_plugin.py:218-235, `_preprocess_image`), and clamps the aspect to 180 past 200 (mm_plugin.py:2261-2275):
   the most tokens an image can then take is the largest `smart_resize` result over h·w ≤ image_max_pixels
-  (`qwen_image_tokens`). Without LLaMA-Factory, the processor's max_pixels bounds it: max_pixels / factor².
+  (`qwen_image_tokens`). Without LLaMA-Factory, the processor's max_pixels bounds it: max_pixels / factor² — the
+  one in the preprocessor_config.json the run loads where one is read (configs/processor_config.py, `Processor`;
+  Qwen2-VL-7B-Instruct's 12,845,056: 16,384 tokens), else the class default; and no image takes more tokens than the
+  sequence holds (`VisionKept.at`).
   The peak assumes one image per sample at that bound (the figure says so). qwen3_vl: the same processor class
   (image_processing_auto.py maps qwen3_vl to Qwen2VLImageProcessor) and LLaMA-Factory's Qwen3VLPlugin the same
   bound, at factor 32 (16-pixel patches): 980 tokens, 684 under 768·768.
@@ -360,12 +363,11 @@ class VisionKept(NamedTuple):
     def said(self, s: int | None = None) -> str:
         """`settings`, and how a sequence of s tokens bounds the image when it does."""
         bounded = self.at(s) if s else self
+        part = "(the image tokens are part of the sequence)"
         if bounded.tokens < self.tokens:
-            return f"{self.settings}; at sequence length {s:,}, at most {bounded.tokens:,} (the image tokens are part " \
-                   "of the sequence)"
+            return f"{self.settings}; at sequence length {s:,}, at most {bounded.tokens:,} {part}"
         if bounded.images < self.images:
-            return f"{self.settings}; at sequence length {s:,}, at most {bounded.images} × {self.tokens:,} (the " \
-                   "image tokens are part of the sequence)"
+            return f"{self.settings}; at sequence length {s:,}, at most {bounded.images} × {self.tokens:,} {part}"
         return self.settings
 
     def kept(self, b: int, s: int, w: int, checkpointing: bool) -> int:

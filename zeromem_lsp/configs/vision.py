@@ -416,7 +416,7 @@ def _qwen_pixels(kind: str, values: dict, found: Processor, factor: int) -> tupl
     edges = {"shortest_edge": size.get("shortest_edge"), "longest_edge": size.get("longest_edge")}
     for key, edge in (("min_pixels", "shortest_edge"), ("max_pixels", "longest_edge")):
         if values.get(key) is not None:
-            edges[edge] = values[key]
+            edges[edge] = _setting(values, found, key, None)[0]
     low, _ = _setting(edges, found, "shortest_edge", None)
     high, _ = _setting(edges, found, "longest_edge", None)
     if low is None or high is None:  # Qwen2VLImageProcessor.resize raises ValueError without both
