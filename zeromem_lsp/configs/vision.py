@@ -40,7 +40,7 @@ Checked against what Transformers builds on the meta device: tests/unit/test_vis
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple
 
 from zeromem_lsp.configs.families import ModelShape, Weight
 from zeromem_lsp.configs.image_tokens import (LLAMA4_MAX_TILES, LLAVA_NEXT_PINPOINTS, PROCESSOR_NAME, QWEN_PIXELS,
@@ -393,12 +393,13 @@ def _processor(images: ImageSettings) -> tuple[dict, Processor, str]:
     return found.values, found, ""
 
 
-def _setting(values: dict, found: Processor, key: str, default: object, kind: type = int) -> tuple[object, str]:
+def _setting(values: dict, found: Processor, key: str, default: Any, kind: type = int) -> tuple[Any, str]:
     """(the processor config's `key` — else `default` — , the clause saying which): `kind` checked."""
     value = values.get(key)
     if value is None:
         return default, ""
-    if isinstance(value, bool) != (kind is bool) or not isinstance(value, kind) or (kind is int and value < 1):
+    wrong = isinstance(value, bool) != (kind is bool) or not isinstance(value, kind)
+    if wrong or (kind is int and value < 1):
         raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} {key} must be "
                                   f"{'true or false' if kind is bool else 'a positive integer'}, got {value!r}")
     return value, found.said(f"{key} {value:,}" if kind is int else f"{key} {str(value).lower()}")
@@ -424,14 +425,14 @@ def _qwen_pixels(kind: str, values: dict, found: Processor, factor: int) -> tupl
                                   f"{'shortest_edge' if low is None else 'longest_edge'} (the processor refuses it)")
     patch, _ = _setting(values, found, "patch_size", None)
     merge, _ = _setting(values, found, "merge_size", None)
-    if patch is not None and merge is not None and cast(int, patch) * cast(int, merge) != factor:
+    if patch is not None and merge is not None and patch * merge != factor:
         raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} patch_size {patch} · "
                                   f"merge_size {merge} is not the vision tower's patch_size · spatial_merge_size "
                                   f"{factor}")
     key = "max_pixels" if values.get("max_pixels") is not None else "size.longest_edge" if "size" in values else ""
-    said = found.said(f"the image processor's {key} {cast(int, high):,}") if key else found.said(
-        f"the image processor's default max_pixels {cast(int, high):,}")
-    return (cast(int, low), cast(int, high)), said
+    said = found.said(f"the image processor's {key} {high:,}") if key else found.said(
+        f"the image processor's default max_pixels {high:,}")
+    return (low, high), said
 
 
 def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSettings()) -> VisionKept | None:
@@ -513,7 +514,7 @@ def _vision_kept(config: dict, text: ModelShape, images: ImageSettings, kind: st
         if not isinstance(size, dict) or (values and "size" in values and size.get("longest_edge") is None):
             raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} size must name a "
                                       f"longest_edge, got {size!r}")
-        longest, edge = cast(tuple[int, str], _setting(size, found, "longest_edge", longest))
+        longest, edge = _setting(size, found, "longest_edge", longest)
         pixels = images.pixels
         rows, columns = pixtral_grid(patch * merge, longest, pixels[0] if pixels else None)
         tokens = rows * columns
@@ -535,7 +536,7 @@ def _vision_kept(config: dict, text: ModelShape, images: ImageSettings, kind: st
         most, said = _setting(values, found, "max_patches", LLAMA4_MAX_TILES)
         canvas, stretched = _setting(values, found, "resize_to_max_canvas", False, bool)  # get_best_fit's largest
         # upscale: a small image takes many tiles, so image_max_pixels bounds nothing below max_patches
-        tiles = llama4_tiles(size, cast(int, most), pixels[0] if pixels and not canvas else None)
+        tiles = llama4_tiles(size, most, pixels[0] if pixels and not canvas else None)
         chunks = tiles + (tiles > 1)
         tower = Tower(kind, per_side * per_side + 1, merge, _int(v, "hidden_size"), _int(v, "intermediate_size"),
                       _int(v, "num_attention_heads"), _int(v, "num_hidden_layers"), _int(v, "num_channels") * patch *

@@ -846,8 +846,7 @@ def step_peak(step: Step) -> StepPeak:
         raise StepInputError(f"parallel degrees beyond the world size ({step.ranks} ranks): tensor {nd.tensor} × "
                              f"context {nd.context} × Ulysses {nd.ulysses}, expert {nd.expert}")
     if nd != NONE:  # an image bounded by the whole sequence, not one rank's share (configs/image_tokens.py `at`)
-        vision = step.shape.vision.at(step.sequence_length) if step.shape.vision else None
-        shape = step.shape._replace(vision=vision)
+        shape = step.shape._replace(vision=step.shape.vision and step.shape.vision.at(step.sequence_length))
         step = replace(step, shape=rank_shape(shape, nd), sequence_length=rank_tokens(step.sequence_length, nd),
                        ranks=shard_group(step.ranks, nd), resident=(*step.resident, *resident(nd)))
     setup = setup_of(step)
