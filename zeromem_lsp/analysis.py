@@ -185,7 +185,25 @@ def resolve_parameters(resolved: Resolved, loader: Loader | None,
     named = resolved.origins["parameters"]
     origins = {**resolved.origins, "parameters": Origin(f"{named.note}: {note}", named.path)}
     counted_settings = settings.model_copy(update={"parameters": counted.total})
-    return Resolved(counted_settings, origins), note, None, read_model(text, counted, path) if model is None else model
+    model = read_model(text, counted, path) if model is None else model
+    return Resolved(counted_settings, origins), note, None, _with_processor(model, loader, wanted.from_config,
+                                                                            getattr(wanted, "revision", None))
+
+
+def _with_processor(model: ModelRead, loader: Loader | None, name: str, revision: str | None) -> ModelRead:
+    """A composite whose image tokens the processor config bounds: shaped under the preprocessor_config.json the run
+    loads (configs/processor_config.py), found beside config.json as the loader finds that (a loader with no model
+    lookup: the processor class's defaults, as before)."""
+    from zeromem_lsp.configs.processor_config import wanted
+
+    find = getattr(loader, "processor_config", None)
+    if find is None or model.shape is None or model.shape.vision is None or not wanted(model.config):
+        return model
+    from zeromem_lsp.configs.freeze_keys import AS_GIVEN, recipe_vision
+
+    processor = find(name, revision)
+    shape, why = recipe_vision(cast(dict, model.config), AS_GIVEN, "transformers", processor)
+    return model._replace(processor=processor, shape=shape, shape_problem=why and f"{model.path}: {why}")
 
 
 def model_elsewhere(model: ModelRead) -> bool:
@@ -303,7 +321,7 @@ def analyse(
         if config.get("model_type") in LLAMAFACTORY_PARTS:
             model = model._replace(freeze_note=note(config, data, data.get("finetuning_type", "lora"),
                                                     reading.recipe.tool))
-            shape, why = recipe_vision(config, data, reading.recipe.tool)  # its image settings and freezes
+            shape, why = recipe_vision(config, data, reading.recipe.tool, model.processor)  # image settings, freezes
             model = model._replace(shape=shape, shape_problem=why and f"{model.path}: {why}")
     effective = resolved.settings
     adapter = adapter_from_settings(effective, resolved.origins)
@@ -311,7 +329,7 @@ def analyse(
             reading.recipe is None or reading.recipe.tool not in ("llamafactory", "axolotl")):
         from zeromem_lsp.configs.freeze_keys import ADAPTER, recipe_vision
 
-        shape, why = recipe_vision(model.config, ADAPTER, "peft")  # LoRA freezes the vision tower with the base
+        shape, why = recipe_vision(model.config, ADAPTER, "peft", model.processor)  # LoRA freezes the tower too
         model = model._replace(shape=shape, shape_problem=why and f"{model.path}: {why}")
     named = resolved.origin("parameters")
     parameters_at = named.path if named is not None and named.path else (*block_path, "parameters")

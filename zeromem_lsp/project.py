@@ -17,6 +17,7 @@ from typing import Callable, NamedTuple
 
 from zeromem_lsp.configs.layers import PROJECT, SettingsLayer, resolve
 from zeromem_lsp.configs.settings import ParametersFromConfig, ZeromemSettings, validate_settings
+from zeromem_lsp.configs.image_tokens import Processor
 from zeromem_lsp.configs.model_source import HubAccess, ModelSource, find_model_config, is_repo_id, read_small_text
 
 
@@ -206,6 +207,13 @@ class FileLoader(NamedTuple):
 
     def model_config(self, name: str, revision: str | None = None) -> ModelSource:
         return find_model_config(name, self.folder, revision=revision, hub=self.hub, landed=self.landed)
+
+    def processor_config(self, name: str, revision: str | None = None) -> Processor:
+        """The preprocessor_config.json that goes with the model `model_config(name)` finds
+        (configs/processor_config.py), looked for the same way."""
+        from zeromem_lsp.configs.processor_config import find_processor_config
+
+        return find_processor_config(name, self.folder, revision=revision, hub=self.hub, landed=self.landed)
 
     def launch_file(self, name: str) -> tuple[str | None, str, str]:
         """(text, path found, where it was looked for) for a path a recipe names: the tools open it from the

@@ -51,12 +51,22 @@ MODELS = {
     "HuggingFaceTB/SmolLM2-1.7B": llama(2048, 8192, 24, 32, 32, 49152, True, 8192, {"rope_theta": 130000.0}),
     "Qwen/Qwen2.5-7B": json.loads(Path("tests/data/models/Qwen2.5-7B/config.json").read_text()),
 }
+FAMILIES = Path("tests/data/model_families/configs")
+for name in ("Qwen2-VL-7B-Instruct", "Qwen2.5-VL-7B-Instruct", "Qwen3-VL-8B-Instruct"):  # the VL models tests name
+    MODELS["Qwen/" + name] = json.loads((FAMILIES / f"{name}.json").read_text())
+#: the image processor configs a run loads beside a composite's config.json, copied as vendored (SOURCES.md)
+PROCESSORS = {"google/gemma-3-4b-it": "gemma-3-4b-it", "Qwen/Qwen2-VL-7B-Instruct": "Qwen2-VL-7B-Instruct",
+              "Qwen/Qwen2.5-VL-7B-Instruct": "Qwen2.5-VL-7B-Instruct",
+              "Qwen/Qwen3-VL-8B-Instruct": "Qwen3-VL-8B-Instruct"}
 for repo_id, config in MODELS.items():
     text = json.dumps(config, indent=2, sort_keys=True) + "\n"
     commit = hashlib.sha1(f"{repo_id}\n{text}".encode()).hexdigest()  # a fixed, invented commit hash
     folder = ROOT / ("models--" + repo_id.replace("/", "--"))
     (folder / "snapshots" / commit).mkdir(parents=True, exist_ok=True)
     (folder / "snapshots" / commit / "config.json").write_text(text)
+    if repo_id in PROCESSORS:
+        vendored = Path("tests/data/models") / PROCESSORS[repo_id] / "preprocessor_config.json"
+        (folder / "snapshots" / commit / "preprocessor_config.json").write_bytes(vendored.read_bytes())
     (folder / "refs").mkdir(exist_ok=True)
     (folder / "refs" / "main").write_text(commit)
 print(len(MODELS))

@@ -24,11 +24,13 @@ GEMMA = (DATA / "models" / "gemma-3-4b-it" / "config.json").read_text(encoding="
 
 
 class FakeHub:
-    """Answers `GET /{repo}/resolve/{revision}/config.json` from `files`, as the Hub does (X-Error-Code on errors);
-    records every request (path, Authorization)."""
+    """Answers `GET /{repo}/resolve/{revision}/config.json` from `files` (another file of the revision from `others`,
+    keyed by repo, revision and name), as the Hub does (X-Error-Code on errors); records every request (path,
+    Authorization)."""
 
     def __init__(self) -> None:
         self.files: dict[tuple[str, str], str] = {}
+        self.others: dict[tuple[str, str, str], str] = {}
         self.gated: set[str] = set()
         self.redirects: dict[str, str] = {}
         self.requests: list[tuple[str, str | None]] = []
@@ -54,7 +56,10 @@ class FakeHub:
                     return self.error(401, "RepoNotFound")
                 if (repo, revision) not in owner.files:
                     return self.error(404, "RevisionNotFound")
-                body = owner.files[repo, revision].encode()
+                if name != "config.json" and (repo, revision, name) not in owner.others:
+                    return self.error(404, "EntryNotFound")
+                text = owner.files[repo, revision] if name == "config.json" else owner.others[repo, revision, name]
+                body = text.encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -268,3 +273,49 @@ def test_the_language_server_fetches_in_the_background_and_analyses_again(fake_h
         assert loader.model_config("org/editor").text == LLAMA_1B_CONFIG
 
     asyncio.run(scenario())
+
+
+QWEN2_VL = DATA / "hf_cache" / "models--Qwen--Qwen2-VL-7B-Instruct" / "snapshots"
+QWEN2_VL_CONFIG = next(QWEN2_VL.glob("*/config.json")).read_text(encoding="utf-8")
+QWEN2_VL_PROCESSOR = (DATA / "models" / "Qwen2-VL-7B-Instruct" / "preprocessor_config.json").read_text(encoding="utf-8")
+AXOLOTL_QWEN2_VL = DATA / "vision_language" / "axolotl_qwen2vl_lora_7b.yaml"  # base_model: Qwen/Qwen2-VL-7B-Instruct
+
+
+def _images(done) -> str:
+    data = json.loads(done.stdout)
+    return next(line for line in data["assumptions"] if line.startswith("images: "))
+
+
+def test_a_composites_processor_config_is_fetched_with_its_config_and_kept(fake_hub, tmp_path):
+    """axolotl's Qwen2-VL recipe, its model only on the Hub: config.json and preprocessor_config.json are fetched
+    (same revision, endpoint), the published max_pixels bounds the images (said, from the Hub), and a second run,
+    offline, finds both in zeromem's cache without a request."""
+    fake_hub.files["Qwen/Qwen2-VL-7B-Instruct", "main"] = QWEN2_VL_CONFIG
+    fake_hub.others["Qwen/Qwen2-VL-7B-Instruct", "main", "preprocessor_config.json"] = QWEN2_VL_PROCESSOR
+    done = run_zeromem("estimate", "--format", "json", "-R", "1", "--config", str(AXOLOTL_QWEN2_VL))
+    assert done.returncode == 0, done.stderr
+    assert sorted(path for path, _ in fake_hub.requests) == [
+        "/Qwen/Qwen2-VL-7B-Instruct/resolve/main/config.json",
+        "/Qwen/Qwen2-VL-7B-Instruct/resolve/main/preprocessor_config.json"]
+    said = _images(done)
+    assert "max_pixels 12,845,056 (preprocessor_config.json from the Hub: " in said
+    assert "at most 16,384 image tokens per image" in said  # 12,845,056 / 28²
+    assert json.loads(done.stdout)["approximate"] is False
+    again = run_zeromem("estimate", "--format", "json", "-R", "1", "--offline", "--config", str(AXOLOTL_QWEN2_VL))
+    assert _images(again) == said and len(fake_hub.requests) == 2
+
+
+def test_a_processor_config_the_hub_lacks_leaves_the_class_defaults_approximate_and_is_not_asked_again(fake_hub):
+    """The Hub has the model's config.json but no preprocessor_config.json (EntryNotFound): the class defaults bound
+    the images, the figure approximate, the missing file named; remembered, so the next run asks for nothing."""
+    fake_hub.files["Qwen/Qwen2-VL-7B-Instruct", "main"] = QWEN2_VL_CONFIG
+    done = run_zeromem("estimate", "--format", "json", "-R", "1", "--config", str(AXOLOTL_QWEN2_VL))
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["approximate"] is True
+    [ignored] = [item for item in data["ignored"] if item["key"].startswith("preprocessor_config.json")]
+    assert "404: Qwen/Qwen2-VL-7B-Instruct has no preprocessor_config.json at revision 'main'" in ignored["why"]
+    assert "the image processor's default max_pixels 1,003,520" in _images(done)
+    asked = len(fake_hub.requests)
+    again = run_zeromem("estimate", "--format", "json", "-R", "1", "--config", str(AXOLOTL_QWEN2_VL))
+    assert json.loads(again.stdout)["approximate"] is True and len(fake_hub.requests) == asked

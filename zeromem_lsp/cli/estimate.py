@@ -7,7 +7,7 @@ import json
 import shutil
 import textwrap
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -316,7 +316,8 @@ def _read_model(args) -> ModelRead:
     --model-config: the shape the peak misses, and what gives it."""
     if args.model_config is None:
         return ModelRead(shape_problem="give --model-config PATH")
-    source = find_model_config(args.model_config, Path.cwd(), hub=hub_access(args))
+    name = args.model_config
+    source = find_model_config(name, Path.cwd(), hub=hub_access(args))
     if source.text is None:
         raise UsageError(f"--model-config: cannot read {args.model_config!r} ({source.why})")
     args.model_config = shown = source.shown  # what the notes name
@@ -331,11 +332,21 @@ def _read_model(args) -> ModelRead:
         return ModelRead(counted, None, peak_unknown(counted.model_type), shown)
     config = json.loads(source.text)  # counted, so it parses
     try:
-        return ModelRead(counted, model_shape_from_text(source.text), None, shown, config)
+        shape = model_shape_from_text(source.text)
     except ImageTokensUnmodelled as error:  # a vision-language model: counted whole, no peak; not a bad input
         return ModelRead(counted, None, str(error), shown, config)
     except UnsupportedModel as error:
         return ModelRead(counted, None, f"{INVALID} --model-config {shown}: {error}", shown, config)
+    from zeromem_lsp.configs import processor_config
+
+    if shape.vision is None or not processor_config.wanted(config):
+        return ModelRead(counted, shape, None, shown, config)
+    from zeromem_lsp.configs.freeze_keys import AS_GIVEN, recipe_vision
+
+    # the image processor config the run loads beside it bounds the image tokens (configs/processor_config.py)
+    processor = processor_config.find_processor_config(name, Path.cwd(), hub=hub_access(args))
+    shape_read, why = recipe_vision(config, AS_GIVEN, "transformers", processor)
+    return ModelRead(counted, shape_read, why, shown, config, processor=processor)
 
 
 def _step(args) -> dict[str, object] | None:
@@ -374,16 +385,16 @@ def calculator(args) -> tuple[Estimate, str | None]:
             adapter_from_args(args) is not None:
         from zeromem_lsp.configs.freeze_keys import ADAPTER, recipe_vision
 
-        shape, why = recipe_vision(model.config, ADAPTER, "peft")  # LoRA freezes the vision tower with the base
+        shape, why = recipe_vision(model.config, ADAPTER, "peft", model.processor)  # LoRA freezes the tower too
         model = model._replace(shape=shape, shape_problem=why)
     problem = model.shape_problem if args.model_config is not None else None
     explicit = any(value is not None for value in (args.parameter_bytes, args.gradient_bytes, args.optimizer_bytes))
     if problem and model.counted is None and args.parameters is None and not explicit:
         raise UsageError(problem)  # no model-state figure without a parameter count
     values, notes, adapter = _model_state(args, model)
-    if model.shape is not None and model.shape.vision is not None:  # configs/image_tokens.py
-        notes = (*notes, f"images: {model.shape.vision.settings}")
     step = _step(args)
+    if model.shape is not None and model.shape.vision is not None:  # configs/image_tokens.py
+        notes = (*notes, f"images: {model.shape.vision.said(cast(int | None, (step or {}).get('sequence_length')))}")
     values.update(step or {})
     values.update(parallel_options(args))
     if args.gpu_memory:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from zeromem_lsp.configs.families import ModelShape
-from zeromem_lsp.configs.image_tokens import LLAMAFACTORY_PIXELS, ImageSettings
+from zeromem_lsp.configs.image_tokens import LLAMAFACTORY_PIXELS, ImageSettings, Processor
 
 #: recipe key -> (default, the part of COMPOSITE_MODELS it freezes)
 LLAMAFACTORY_FREEZE_KEYS: dict[str, tuple[bool, str]] = {
@@ -143,13 +143,18 @@ def note(config: dict, recipe: dict, finetuning_type: object, tool: str = "llama
 
 #: a LoRA run named by zeromem's own settings (flags, a settings block): the base, vision tower included, frozen
 ADAPTER = {"adapter": "lora"}
+#: no recipe (`recipe_vision(config, AS_GIVEN, "transformers")`): the model as given, every part trained
+AS_GIVEN: dict = {}
 
 
-def recipe_vision(config: dict, recipe: dict, tool: str) -> tuple[ModelShape | None, str | None]:
+def recipe_vision(config: dict, recipe: dict, tool: str,
+                  processor: Processor | None = None) -> tuple[ModelShape | None, str | None]:
     """A composite's shape with its image tokens (configs/image_tokens.py) under a recipe: LLaMA-Factory's
     image_max_pixels (default 768·768) bounds an image, its freeze keys (or LoRA, axolotl's freeze_mm_modules) freeze
-    the tower and projector, LLaMA-Factory checkpoints without Transformers' input-grad hook; (None, why) where that
-    is not measured (the recipe trains one of tower and projector but not the other, a type or state not measured)."""
+    the tower and projector, LLaMA-Factory checkpoints without Transformers' input-grad hook; `processor`: the image
+    processor config the run loads (configs/processor_config.py); (None, why) where that is not measured (the recipe
+    trains one of tower and projector but not the other, a type or state not measured, a processor setting not
+    modelled). An empty recipe of no tool (`AS_GIVEN`): the model as given, its tower trained."""
     from zeromem_lsp.configs.model_config import UnsupportedModel, model_shape
 
     adapter = recipe.get("finetuning_type", "lora") == "lora" if tool == "llamafactory" else bool(recipe.get("adapter"))
@@ -168,6 +173,6 @@ def recipe_vision(config: dict, recipe: dict, tool: str) -> tuple[ModelShape | N
     else:
         frozen = adapter or recipe.get("freeze_mm_modules") is True
     try:
-        return model_shape(config, ImageSettings(not frozen, tool != "llamafactory", pixels)), None
+        return model_shape(config, ImageSettings(not frozen, tool != "llamafactory", pixels, processor)), None
     except UnsupportedModel as error:
         return None, str(error)

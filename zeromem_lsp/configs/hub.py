@@ -2,6 +2,8 @@
 
     GET {HF_ENDPOINT or https://huggingface.co}/{repo}/resolve/{revision or main}/config.json
 
+(a composite's preprocessor_config.json the same way: `filename`, configs/processor_config.py)
+
 with `Authorization: Bearer <token>` when huggingface_hub would send one (HF_TOKEN, HUGGING_FACE_HUB_TOKEN, else the
 file `huggingface-cli login` writes: HF_TOKEN_PATH, default `$HF_HOME/token`; none under
 HF_HUB_DISABLE_IMPLICIT_TOKEN). Redirects are followed (the Authorization header only to the same host), each socket
@@ -9,6 +11,7 @@ operation waits at most TIMEOUT seconds, and at most MAX_CONFIG_BYTES are read. 
 own cache, never in the Hugging Face cache (whose layout huggingface_hub owns):
 
     $ZEROMEM_CACHE_DIR (default $XDG_CACHE_HOME/zeromem, else ~/.cache/zeromem) /hub/<repo>/<revision>/config.json
+    ... /hub/<repo>/<revision>/.no_exist/<file>   (the Hub said: no such file in that revision; not asked again)
 
 and read from there before any request: a second run makes none. Nothing is requested when HF_HUB_OFFLINE,
 TRANSFORMERS_OFFLINE or ZEROMEM_OFFLINE is set to 1/true/yes/on (`offline_reason`), nor by a caller that does not ask
@@ -27,6 +30,7 @@ from typing import Callable, Mapping, NamedTuple
 from urllib.parse import quote
 
 CONFIG_NAME = "config.json"
+NO_EXIST = ".no_exist"  # beside a revision's files: the ones the Hub said it lacks (huggingface_hub's cache has one)
 DEFAULT_ENDPOINT = "https://huggingface.co"
 TIMEOUT = 10.0  # seconds per socket operation (huggingface_hub's HF_HUB_ETAG_TIMEOUT default)
 MAX_CONFIG_BYTES = 16 * 2**20  # model_source.MAX_LOADED_BYTES: a config.json is kilobytes
@@ -92,59 +96,74 @@ def cache_dir(environ: Mapping[str, str] = os.environ) -> Path:
     return Path(os.path.expandvars(os.path.expanduser(base)))
 
 
-def stored_path(repo: str, revision: str | None, environ: Mapping[str, str] = os.environ) -> Path:
-    """Where the config.json of `repo` at `revision` is kept (the revision quoted: "refs/pr/1" is one folder)."""
-    return cache_dir(environ) / "hub" / repo / quote(revision or "main", safe="") / CONFIG_NAME
+def stored_path(repo: str, revision: str | None, environ: Mapping[str, str] = os.environ,
+                filename: str = CONFIG_NAME) -> Path:
+    """Where the config.json (or `filename`) of `repo` at `revision` is kept (the revision quoted: "refs/pr/1" is one
+    folder)."""
+    return cache_dir(environ) / "hub" / repo / quote(revision or "main", safe="") / filename
 
 
-def url_of(repo: str, revision: str | None, environ: Mapping[str, str] = os.environ) -> str:
+def url_of(repo: str, revision: str | None, environ: Mapping[str, str] = os.environ,
+           filename: str = CONFIG_NAME) -> str:
     """huggingface_hub's hf_hub_url: the revision quoted whole."""
-    return f"{endpoint(environ)}/{repo}/resolve/{quote(revision or 'main', safe='')}/{CONFIG_NAME}"
+    return f"{endpoint(environ)}/{repo}/resolve/{quote(revision or 'main', safe='')}/{filename}"
 
 
-def stored(repo: str, revision: str | None, environ: Mapping[str, str] = os.environ) -> Fetched | None:
-    """The config.json kept by an earlier fetch, or None."""
-    path = stored_path(repo, revision, environ)
+def stored(repo: str, revision: str | None, environ: Mapping[str, str] = os.environ,
+           filename: str = CONFIG_NAME) -> Fetched | None:
+    """The file kept by an earlier fetch, or None; a file the Hub said the revision lacks, with that problem."""
+    path = stored_path(repo, revision, environ, filename)
+    url = url_of(repo, revision, environ, filename)
     try:
         if path.is_file() and path.stat().st_size <= MAX_CONFIG_BYTES:
-            return Fetched(url_of(repo, revision, environ), path, path.read_text(encoding="utf-8", errors="replace"))
+            return Fetched(url, path, path.read_text(encoding="utf-8", errors="replace"))
+        if (path.parent / NO_EXIST / filename).is_file():
+            return Fetched(url, problem=f"{repo} has no {filename} at revision {revision or 'main'!r} (the Hub said "
+                                        f"so before: {path.parent / NO_EXIST / filename})")
     except OSError:
         return None
     return None
 
 
-def _key(repo: str, revision: str | None, environ: Mapping[str, str]) -> tuple:
-    return endpoint(environ), repo, revision or "main", token(environ) is not None
+def _key(repo: str, revision: str | None, environ: Mapping[str, str], filename: str = CONFIG_NAME) -> tuple:
+    return endpoint(environ), repo, revision or "main", token(environ) is not None, filename
 
 
-def failure(repo: str, revision: str | None, environ: Mapping[str, str] = os.environ) -> str | None:
+def failure(repo: str, revision: str | None, environ: Mapping[str, str] = os.environ,
+            filename: str = CONFIG_NAME) -> str | None:
     """Why this process's fetch of `repo` at `revision` failed, or None (not tried, or it worked)."""
     with _lock:
-        return _failures.get(_key(repo, revision, environ))
+        return _failures.get(_key(repo, revision, environ, filename))
 
 
 def fetch(repo: str, revision: str | None = None, environ: Mapping[str, str] = os.environ,
-          timeout: float = TIMEOUT) -> Fetched:
-    """The config.json of `repo` at `revision`: zeromem's cache, else the Hub (stored on success). Never raises
+          timeout: float = TIMEOUT, filename: str = CONFIG_NAME) -> Fetched:
+    """The config.json (or `filename`) of `repo` at `revision`: zeromem's cache, else the Hub (stored on success; a
+    file the Hub says the revision lacks is remembered as missing, as huggingface_hub's .no_exist). Never raises
     for what the network or the Hub does; the problem says which failure it was and what to do."""
-    kept = stored(repo, revision, environ)
-    url = url_of(repo, revision, environ)
+    kept = stored(repo, revision, environ, filename)
+    url = url_of(repo, revision, environ, filename)
     if kept is not None:
         return kept
     offline = offline_reason(environ)
     if offline:
         return Fetched(url, problem=f"not asked: {offline}")
-    key = _key(repo, revision, environ)
+    key = _key(repo, revision, environ, filename)
     with _lock:
         known = _failures.get(key)
     if known is not None:
         return Fetched(url, problem=known)
-    text, problem = _get(url, repo, revision, token(environ), timeout)
+    text, problem = _get(url, repo, revision, token(environ), timeout, filename)
+    path = stored_path(repo, revision, environ, filename)
     if text is None:
         with _lock:
             _failures[key] = problem
+        if problem.startswith(f"404: {repo} has no {filename}"):  # the revision exists and lacks the file
+            try:
+                _store(path.parent / NO_EXIST / filename, "")
+            except OSError:
+                pass
         return Fetched(url, problem=problem)
-    path = stored_path(repo, revision, environ)
     try:
         _store(path, text)
     except OSError as error:  # counted all the same, fetched again next time
@@ -153,10 +172,10 @@ def fetch(repo: str, revision: str | None = None, environ: Mapping[str, str] = o
 
 
 def fetch_in_background(repo: str, revision: str | None, environ: Mapping[str, str],
-                        landed: Callable[[], None]) -> bool:
-    """Start fetching (once per repo and revision at a time) in a daemon thread that calls `landed()` when done;
-    False when there is nothing to start (offline, already failed, or already running)."""
-    key = _key(repo, revision, environ)
+                        landed: Callable[[], None], filename: str = CONFIG_NAME) -> bool:
+    """Start fetching (once per repo, revision and file at a time) in a daemon thread that calls `landed()` when
+    done; False when there is nothing to start (offline, already failed, or already running)."""
+    key = _key(repo, revision, environ, filename)
     if offline_reason(environ):
         return False
     with _lock:
@@ -166,7 +185,7 @@ def fetch_in_background(repo: str, revision: str | None, environ: Mapping[str, s
 
         def work() -> None:
             try:
-                fetch(repo, revision, environ)
+                fetch(repo, revision, environ, filename=filename)
             finally:
                 with _lock:
                     _running.pop(key, None)
@@ -196,7 +215,7 @@ def _store(path: Path, text: str) -> None:
 
 
 def _get(url: str, repo: str, revision: str | None, sent_token: str | None,
-         timeout: float) -> tuple[str | None, str]:
+         timeout: float, filename: str = CONFIG_NAME) -> tuple[str | None, str]:
     """(text, "") or (None, why): one GET, redirects followed."""
     import socket
     import urllib.error
@@ -213,7 +232,7 @@ def _get(url: str, repo: str, revision: str | None, sent_token: str | None,
         with opener.open(request, timeout=timeout) as response:
             body = response.read(MAX_CONFIG_BYTES + 1)
     except urllib.error.HTTPError as error:
-        return None, _http_problem(error.code, error.headers, repo, revision, sent_token is not None)
+        return None, _http_problem(error.code, error.headers, repo, revision, sent_token is not None, filename)
     except (TimeoutError, socket.timeout):
         return None, f"the Hub did not answer within {timeout:g} s: offline? {OFFLINE_HINT}"
     except urllib.error.URLError as error:
@@ -224,7 +243,7 @@ def _get(url: str, repo: str, revision: str | None, sent_token: str | None,
     except (OSError, ValueError) as error:  # a connection reset mid-body, a malformed HF_ENDPOINT
         return None, f"the Hub is unreachable ({type(error).__name__}: {error}): offline? {OFFLINE_HINT}"
     if len(body) > MAX_CONFIG_BYTES:
-        return None, f"the Hub's answer is larger than {MAX_CONFIG_BYTES // 2**20} MiB: not a config.json"
+        return None, f"the Hub's answer is larger than {MAX_CONFIG_BYTES // 2**20} MiB: not a {filename}"
     text = body.decode("utf-8", errors="replace")
     try:
         parsed = json.loads(text)
@@ -239,7 +258,7 @@ OFFLINE_HINT = "set ZEROMEM_OFFLINE=1 (or --offline) not to ask"
 LOGIN = "set HF_TOKEN or run `huggingface-cli login`"
 
 
-def _http_problem(code: int, headers, repo: str, revision: str | None, sent: bool) -> str:
+def _http_problem(code: int, headers, repo: str, revision: str | None, sent: bool, filename: str = CONFIG_NAME) -> str:
     """What an error answer of the Hub means (its X-Error-Code, as huggingface_hub's hf_raise_for_status reads it)."""
     kind = (headers.get("X-Error-Code") if headers is not None else None) or ""
     at = revision or "main"
@@ -256,7 +275,7 @@ def _http_problem(code: int, headers, repo: str, revision: str | None, sent: boo
         if kind == "RevisionNotFound":
             return f"404: {repo} has no revision {at!r}: check model_revision"
         if kind == "EntryNotFound":
-            return f"404: {repo} has no {CONFIG_NAME} at revision {at!r}"
+            return f"404: {repo} has no {filename} at revision {at!r}"
         return f"404: no repo {repo} or no revision {at!r} in it: check the id and the revision"
     return f"HTTP {code} from the Hub{f' ({kind})' if kind else ''}"
 

@@ -9,7 +9,10 @@ Image tokens (Transformers 5.24, transformers/models/<type>/; LLaMA-Factory hiyo
   src/llamafactory/hparams/model_args.py:305-306) to at most that many pixels, keeping its aspect
   (data/mm_plugin.py:218-235, `_preprocess_image`), and clamps the aspect to 180 past 200 (mm_plugin.py:2261-2275):
   the most tokens an image can then take is the largest `smart_resize` result over h·w ≤ image_max_pixels
-  (`qwen_image_tokens`). Without LLaMA-Factory, the processor's max_pixels bounds it: max_pixels / factor².
+  (`qwen_image_tokens`). Without LLaMA-Factory, the processor's max_pixels bounds it: max_pixels / factor² — the
+  one in the preprocessor_config.json the run loads where one is read (configs/processor_config.py, `Processor`;
+  Qwen2-VL-7B-Instruct's 12,845,056: 16,384 tokens), else the class default; and no image takes more tokens than the
+  sequence holds (`VisionKept.at`).
   The peak assumes one image per sample at that bound (the figure says so). qwen3_vl: the same processor class
   (image_processing_auto.py maps qwen3_vl to Qwen2VLImageProcessor) and LLaMA-Factory's Qwen3VLPlugin the same
   bound, at factor 32 (16-pixel patches): 980 tokens, 684 under 768·768.
@@ -223,13 +226,33 @@ TOWERS = {"qwen2_5_vl_vision": ("rms", 7, 4, True), "qwen2_vl_vision": ("layer",
 CLS_TOWERS = frozenset({"clip_vision_model", "llama4_vision_model"})
 
 
+class Processor(NamedTuple):
+    """The image processor config the run loads (preprocessor_config.json, configs/processor_config.py): its values
+    and where they were read, or (values None) why none was — the processor class's defaults then, the figure
+    approximate; `broken`: found but not a JSON object (the peak unknown)."""
+
+    values: dict | None = None
+    where: str = ""  # the file read, and which place held it
+    missing: str = ""  # why none was read
+    broken: bool = False
+
+    def said(self, what: str) -> str:
+        """`what` (a value and its key) with where it came from."""
+        return f"{what} ({PROCESSOR_NAME} {self.where})" if self.values is not None else what
+
+
+PROCESSOR_NAME = "preprocessor_config.json"
+
+
 class ImageSettings(NamedTuple):
     """How a recipe runs the image tokens: the tower and projector trained or frozen, checkpointing through
-    Transformers (its input-grad hook) or not, a recipe's pixel bound (value, where from; None: the processor's)."""
+    Transformers (its input-grad hook) or not, a recipe's pixel bound (value, where from; None: the processor's),
+    the image processor config read (None: not looked for, its class defaults assumed)."""
 
     trained: bool = True
     input_grads: bool = True
     pixels: tuple[int, str] | None = None
+    processor: Processor | None = None
 
 
 def _norm(kind: str, rows: int, width: int, w: int, trained: bool) -> int:
@@ -304,6 +327,13 @@ def _image_masks(masks: Masks, b: int, s: int, w: int, checkpointing: bool) -> i
     return (masks.layers - already) * (2 * w * b * s * (masks.heads - masks.kv_heads) * masks.head_dim + w * b * s * s)
 
 
+#: vision model_type -> how a sequence of s tokens bounds one image (its tokens are part of the sequence): "tokens"
+#: (an image of any token count up to its bound exists: Qwen's smart_resize grids, Pixtral's rows × columns),
+#: "tiles" (whole tiles of `tokens` each: Llama 4). Gemma 3, LLaVA and LLaVA-NeXT images keep their fixed size.
+SEQUENCE_BOUND = {"qwen2_vl_vision": "tokens", "qwen2_5_vl_vision": "tokens", "qwen3_vl_vision": "tokens",
+                  "pixtral": "tokens", "llama4_vision_model": "tiles"}
+
+
 class VisionKept(NamedTuple):
     """What a vision-language model keeps beside its language model (ModelShape.vision)."""
 
@@ -315,8 +345,34 @@ class VisionKept(NamedTuple):
     rotary_width: int  # M-RoPE's table width (the text head_dim; 0: no M-RoPE)
     settings: str  # where the image settings came from
     masks: Masks | None = None  # Gemma 3's bidirectional image masks
+    approximate: str = ""  # why the bound is only the processor class's (no preprocessor_config.json read)
+    within: int = 0  # the sequence the image was already bounded by (`at`; 0: none yet)
+
+    def at(self, s: int) -> "VisionKept":
+        """One image within a sequence of s tokens: at most s tokens (SEQUENCE_BOUND "tokens": an image of fewer
+        patches), or the whole tiles that fit, at least one (an upper bound: Llama 4's counts are 1 and tiles + 1);
+        once bounded, a shorter s (one rank's share under context parallelism) bounds it no further."""
+        bound, s = SEQUENCE_BOUND.get(self.tower.kind), self.within or s
+        if bound == "tokens" and self.tokens > s:
+            merge = self.tower.merge
+            return self._replace(tokens=s, tower=self.tower._replace(patches=s * merge * merge), within=s)
+        if bound == "tiles" and self.images * self.tokens > s:
+            return self._replace(images=max(1, s // self.tokens), within=s)
+        return self._replace(within=s)
+
+    def said(self, s: int | None = None) -> str:
+        """`settings`, and how a sequence of s tokens bounds the image when it does."""
+        bounded = self.at(s) if s else self
+        part = "(the image tokens are part of the sequence)"
+        if bounded.tokens < self.tokens:
+            return f"{self.settings}; at sequence length {s:,}, at most {bounded.tokens:,} {part}"
+        if bounded.images < self.images:
+            return f"{self.settings}; at sequence length {s:,}, at most {bounded.images} × {self.tokens:,} {part}"
+        return self.settings
 
     def kept(self, b: int, s: int, w: int, checkpointing: bool) -> int:
+        if not self.within:  # bounded by this sequence first
+            return self.at(s).kept(b, s, w, checkpointing)
         rows = b * s + 2 * w * (b - 1) * s * self.rotary_width
         if self.rotary_width and checkpointing:  # M-RoPE: the layers get no position ids
             rows -= I64 * s

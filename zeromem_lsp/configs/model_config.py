@@ -25,7 +25,7 @@ from zeromem_lsp.configs.families import ModelShape as ModelShape  # re-exported
 from zeromem_lsp.configs.model_defaults import FilledConfig, text_model_type
 from zeromem_lsp.configs.image_tokens import ImageSettings
 from zeromem_lsp.configs.vision import (COMPOSITES, FLAT_TEXT, MEASURED, MEASURED_TOWER, UnknownTower,
-                                        UnsupportedVision, tied, vision_kept, vision_parts)
+                                        ProcessorUnmodelled, UnsupportedVision, tied, vision_kept, vision_parts)
 
 
 class UnsupportedModel(ValueError):
@@ -382,6 +382,8 @@ def model_shape(config: dict, images: ImageSettings = ImageSettings()) -> ModelS
             text = _language_shape(whole, full=True)[0]
             try:
                 vision = vision_kept(whole, text, images)
+            except ProcessorUnmodelled as error:  # what the image processor config sets: not an error in the model
+                raise ImageTokensUnmodelled(f"{error}; its parameters are counted whole (model state only)") from None
             except UnsupportedVision as error:
                 raise UnsupportedModel(str(error)) from None
             if vision is not None:

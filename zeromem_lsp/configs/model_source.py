@@ -79,10 +79,11 @@ class ModelSource(NamedTuple):
         return "looked for " + "; ".join(self.tried) if self.tried else "not found"
 
 
-def _in_hub_cache(repo_id: str, cache: Path, revision: str | None = None) -> tuple[Path | None, str]:
-    """(config.json in the cache, "") or (None, where it is missing and why), at `revision` (default main): a
-    branch or tag through refs/<revision>, a 40-hex commit hash as a snapshot folder itself (huggingface_hub's
-    try_to_load_from_cache)."""
+def _in_hub_cache(repo_id: str, cache: Path, revision: str | None = None,
+                  filename: str = CONFIG_NAME) -> tuple[Path | None, str]:
+    """(config.json (or `filename`) in the cache, "") or (None, where it is missing and why), at `revision` (default
+    main): a branch or tag through refs/<revision>, a 40-hex commit hash as a snapshot folder itself
+    (huggingface_hub's try_to_load_from_cache)."""
     repo = cache / ("models--" + repo_id.replace("/", "--"))
     if not repo.is_dir():
         return None, f"{repo} (not in the Hugging Face cache)"
@@ -94,15 +95,15 @@ def _in_hub_cache(repo_id: str, cache: Path, revision: str | None = None) -> tup
             commit = ref.read_text(encoding="utf-8", errors="replace").strip()
     except OSError as error:
         return None, f"{ref} (cannot be read: {error.strerror or error})"
-    if (repo / ".no_exist" / commit / CONFIG_NAME).is_file():
-        return None, f"{repo} (the cache records that revision {commit} has no {CONFIG_NAME})"
+    if (repo / ".no_exist" / commit / filename).is_file():
+        return None, f"{repo} (the cache records that revision {commit} has no {filename})"
     snapshot = repo / "snapshots" / commit
     if not snapshot.is_dir():
         refs = sorted(str(path.relative_to(repo / "refs")) for path in (repo / "refs").rglob("*")
                       if path.is_file()) if (repo / "refs").is_dir() else []
         known = f"refs in the cache: {', '.join(refs)}" if refs else "the cache has no refs"
         return None, f"{snapshot} (no snapshot of revision {wanted}; {known})"
-    return snapshot / CONFIG_NAME, ""
+    return snapshot / filename, ""
 
 
 def find_model_config(name: str, folder: Path, environ: Mapping[str, str] = os.environ,
@@ -121,35 +122,44 @@ def find_model_config(name: str, folder: Path, environ: Mapping[str, str] = os.e
         return ModelSource(name, target, text, resolved=directory)
     tried.append(f"{target} ({why})")
     if is_repo_id(name):
-        cached, why = _in_hub_cache(name, hub_cache(environ), revision)
-        if cached is not None:
-            text, why = read_small_text(cached)
-            if text is not None:
-                return ModelSource(name, cached, text, resolved=True)
-            why = f"{cached} ({why})"
-        tried.append(why)
-        from zeromem_lsp.configs import hub as hub_fetch  # stdlib only; urllib is imported when a request is made
-
-        found = hub_fetch.stored(name, revision, environ)
-        if found is None and hub != "cache" and not hub_fetch.offline_reason(environ):
-            found = _from_hub(hub_fetch, name, revision, environ, hub, landed)
-        if found is not None and found.text is not None:
-            return ModelSource(name, found.path or Path(found.url), found.text, resolved=True)
-        if found is not None:
-            tried.append(f"{found.url} ({found.problem})")
+        return hub_file(name, environ, revision, hub, landed, tuple(tried))
     return ModelSource(name, None, None, tuple(tried))
 
 
+def hub_file(name: str, environ: Mapping[str, str] = os.environ, revision: str | None = None,
+             hub: HubAccess = "cache", landed: Callable[[], None] | None = None, tried: tuple[str, ...] = (),
+             filename: str = CONFIG_NAME) -> ModelSource:
+    """A hub repo's config.json (or `filename`) at `revision`: the Hugging Face cache, else zeromem's cache of
+    fetched files, else (`hub`) the Hub, as `find_model_config` looks."""
+    cached, why = _in_hub_cache(name, hub_cache(environ), revision, filename)
+    if cached is not None:
+        text, why = read_small_text(cached)
+        if text is not None:
+            return ModelSource(name, cached, text, resolved=True)
+        why = f"{cached} ({why})"
+    tried = (*tried, why)
+    from zeromem_lsp.configs import hub as hub_fetch  # stdlib only; urllib is imported when a request is made
+
+    found = hub_fetch.stored(name, revision, environ, filename)
+    if found is None and hub != "cache" and not hub_fetch.offline_reason(environ):
+        found = _from_hub(hub_fetch, name, revision, environ, hub, landed, filename)
+    if found is not None and found.text is not None:
+        return ModelSource(name, found.path or Path(found.url), found.text, resolved=True)
+    if found is not None:
+        tried = (*tried, f"{found.url} ({found.problem})")
+    return ModelSource(name, None, None, tried)
+
+
 def _from_hub(hub_fetch, name: str, revision: str | None, environ: Mapping[str, str], hub: HubAccess,
-              landed: Callable[[], None] | None):
+              landed: Callable[[], None] | None, filename: str = CONFIG_NAME):
     """The Hub's answer now, or (background) a failure already known, or a note that the fetch is under way."""
     if hub == "fetch":
-        return hub_fetch.fetch(name, revision, environ)
-    known = hub_fetch.failure(name, revision, environ)
-    url = hub_fetch.url_of(name, revision, environ)
+        return hub_fetch.fetch(name, revision, environ, filename=filename)
+    known = hub_fetch.failure(name, revision, environ, filename)
+    url = hub_fetch.url_of(name, revision, environ, filename)
     if known is not None:
         return hub_fetch.Fetched(url, problem=known)
-    if hub_fetch.fetch_in_background(name, revision, environ, landed or (lambda: None)):
+    if hub_fetch.fetch_in_background(name, revision, environ, landed or (lambda: None), filename):
         return hub_fetch.Fetched(url, problem="being fetched from the Hub: the estimate follows when it lands")
-    return hub_fetch.stored(name, revision, environ) or hub_fetch.Fetched(
-        url, problem=hub_fetch.failure(name, revision, environ) or "not fetched")
+    return hub_fetch.stored(name, revision, environ, filename) or hub_fetch.Fetched(
+        url, problem=hub_fetch.failure(name, revision, environ, filename) or "not fetched")

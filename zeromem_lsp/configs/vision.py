@@ -40,12 +40,12 @@ Checked against what Transformers builds on the meta device: tests/unit/test_vis
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from zeromem_lsp.configs.families import ModelShape, Weight
-from zeromem_lsp.configs.image_tokens import (LLAMA4_MAX_TILES, LLAVA_NEXT_PINPOINTS, QWEN_PIXELS, QWEN_TAPS,
-                                              ImageSettings, Masks, Tower, VisionKept, anyres_tokens, llama4_tiles,
-                                              pixtral_grid, qwen_image_tokens)
+from zeromem_lsp.configs.image_tokens import (LLAMA4_MAX_TILES, LLAVA_NEXT_PINPOINTS, PROCESSOR_NAME, QWEN_PIXELS,
+                                              QWEN_TAPS, ImageSettings, Masks, Processor, Tower, VisionKept,
+                                              anyres_tokens, llama4_tiles, pixtral_grid, qwen_image_tokens)
 from zeromem_lsp.configs.transformers_defaults import VISION_ALIASES, VISION_CONFIGS, VISION_DEFAULTS
 
 #: composite model_type -> (the inner module holding the vision tower, the text config's own class (None: the
@@ -75,6 +75,11 @@ class UnsupportedVision(ValueError):
 
 class UnknownTower(UnsupportedVision):
     """A vision tower type zeromem does not describe (Transformers may count it on the meta device)."""
+
+
+class ProcessorUnmodelled(UnsupportedVision):
+    """The image processor config the run loads sets what the image-token bound does not model (pan-and-scan, no
+    resizing, a value of the wrong type): the peak unknown, not an error in the config."""
 
 
 class Part(NamedTuple):
@@ -371,6 +376,65 @@ def _as_measured(model_type: str, kind: str, v: dict[str, object], top: dict[str
     return kind == tower and all(found[key] == value for key, value in values.items())
 
 
+def _processor(images: ImageSettings) -> tuple[dict, Processor, str]:
+    """(the processor config's values ({}: none read), the read, why the figure is approximate): a processor config
+    looked for and not found leaves the class defaults, approximate; one that is not a JSON object, or that turns
+    resizing off (the image tokens then grow with the image), leaves the peak unknown."""
+    found = images.processor or Processor()
+    if found.broken:
+        raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} is not a JSON object, so the "
+                                  f"image processor it configures (and the image tokens it makes) cannot be read")
+    if found.values is None:
+        return {}, found, (f"no {PROCESSOR_NAME} was read ({found.missing}): the image processor class's defaults "
+                           f"bound the image tokens" if images.processor is not None else "")
+    if found.values.get("do_resize") is False:
+        raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} sets do_resize false, so the "
+                                  f"images keep their size and their tokens have no bound but the sequence")
+    return found.values, found, ""
+
+
+def _setting(values: dict, found: Processor, key: str, default: Any, kind: type = int) -> tuple[Any, str]:
+    """(the processor config's `key` — else `default` — , the clause saying which): `kind` checked."""
+    value = values.get(key)
+    if value is None:
+        return default, ""
+    wrong = isinstance(value, bool) != (kind is bool) or not isinstance(value, kind)
+    if wrong or (kind is int and value < 1):
+        raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} {key} must be "
+                                  f"{'true or false' if kind is bool else 'a positive integer'}, got {value!r}")
+    return value, found.said(f"{key} {value:,}" if kind is int else f"{key} {str(value).lower()}")
+
+
+def _qwen_pixels(kind: str, values: dict, found: Processor, factor: int) -> tuple[tuple[int, int], str]:
+    """Qwen2VLImageProcessor's (min_pixels, max_pixels) as Transformers 5.24 builds them (image_processing_qwen2_vl
+    .py:108-119, `__init__`): the config's `size` (else the class's {shortest_edge, longest_edge}), then min_pixels /
+    max_pixels over its edges; the processor's patch_size · merge_size must be the tower's factor."""
+    low, high = QWEN_PIXELS[kind]
+    size = values.get("size", {"shortest_edge": low, "longest_edge": high})
+    if not isinstance(size, dict):
+        raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} size must be an object of "
+                                  f"shortest_edge and longest_edge, got {size!r}")
+    edges = {"shortest_edge": size.get("shortest_edge"), "longest_edge": size.get("longest_edge")}
+    for key, edge in (("min_pixels", "shortest_edge"), ("max_pixels", "longest_edge")):
+        if values.get(key) is not None:
+            edges[edge] = _setting(values, found, key, None)[0]
+    low, _ = _setting(edges, found, "shortest_edge", None)
+    high, _ = _setting(edges, found, "longest_edge", None)
+    if low is None or high is None:  # Qwen2VLImageProcessor.resize raises ValueError without both
+        raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} size has no "
+                                  f"{'shortest_edge' if low is None else 'longest_edge'} (the processor refuses it)")
+    patch, _ = _setting(values, found, "patch_size", None)
+    merge, _ = _setting(values, found, "merge_size", None)
+    if patch is not None and merge is not None and patch * merge != factor:
+        raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} patch_size {patch} · "
+                                  f"merge_size {merge} is not the vision tower's patch_size · spatial_merge_size "
+                                  f"{factor}")
+    key = "max_pixels" if values.get("max_pixels") is not None else "size.longest_edge" if "size" in values else ""
+    said = found.said(f"the image processor's {key} {high:,}") if key else found.said(
+        f"the image processor's default max_pixels {high:,}")
+    return (low, high), said
+
+
 def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSettings()) -> VisionKept | None:
     """What a composite keeps for backward beside its language model `text` (configs/image_tokens.py) under the
     recipe's image settings; None where that is not measured (MEASURED)."""
@@ -380,6 +444,20 @@ def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSet
     kind, v = vision_config(config)
     if not _as_measured(model_type, kind, v, config):
         return None
+    if model_type not in PROCESSOR_BOUNDS:  # LLaVA: (image_size / patch_size)² whatever the processor says
+        return _vision_kept(config, text, images, kind, v, {}, Processor())
+    values, found, approximate = _processor(images)
+    return _vision_kept(config, text, images, kind, v, values, found)._replace(approximate=approximate)
+
+
+#: the composites whose image tokens the image processor config bounds (`_vision_kept`)
+PROCESSOR_BOUNDS = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "gemma3", "llava_next", "mistral3", "llama4"})
+
+
+def _vision_kept(config: dict, text: ModelShape, images: ImageSettings, kind: str, v: dict, values: dict,
+                 found: Processor) -> VisionKept:
+    """`vision_kept` with the processor config's `values` ({}: its class defaults)."""
+    model_type = config["model_type"]
     frozen = "" if images.trained else "; vision tower and projector frozen"
     if model_type == "gemma3":  # the processor resizes every image to image_size: mm_tokens_per_image tokens
         top = filled({k: value for k, value in config.items() if k not in ("text_config", "vision_config")},
@@ -390,8 +468,13 @@ def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSet
                       _int(v, "intermediate_size"), _int(v, "num_attention_heads"), _int(v, "num_hidden_layers"),
                       _int(v, "num_channels") * patch * patch)
         masks = Masks(text.layers, text.heads, text.kv_heads, text.head_dim, text.sliding_layers, text.sliding_window)
+        if _setting(values, found, "do_pan_and_scan", False, bool)[0]:  # Gemma3ImageProcessor: more crops per image
+            raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} sets do_pan_and_scan "
+                                      f"true: Gemma 3's pan-and-scan crops (up to pan_and_scan_max_num_crops more "
+                                      f"images of mm_tokens_per_image tokens each) are not modelled")
+        off = found.said("do_pan_and_scan off") if values else "pan-and-scan off"
         return VisionKept(tower, images.trained, images.input_grads, 1, tokens, 0, f"Gemma 3's mm_tokens_per_image "
-                          f"{tokens:,} per image (every image resized to image_size; pan-and-scan off), 1 image per "
+                          f"{tokens:,} per image (every image resized to image_size; {off}), 1 image per "
                           f"sample{frozen}", masks)
     if model_type in ("llava", "llava_next"):  # get_image_features: the feature layer's patches, CLS dropped by
         # default; LLaVA-NeXT: every crop's
@@ -408,29 +491,40 @@ def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSet
             return VisionKept(tower, images.trained, images.input_grads, 1, tokens, 0, f"LLaVA's (image_size / "
                               f"patch_size)² = {tokens:,} image tokens per image ({strategy}), 1 image per "
                               f"sample{frozen}")
-        pinpoints = top.get("image_grid_pinpoints") or LLAVA_NEXT_PINPOINTS
+        # the processor counts an image's tokens under its own pinpoints (LlavaNextProcessor._get_number_of_features
+        # reads image_processor.image_grid_pinpoints), the model unpads under the config's: they must agree
+        pinpoints = values.get("image_grid_pinpoints") or top.get("image_grid_pinpoints") or LLAVA_NEXT_PINPOINTS
+        where = found.said("image_grid_pinpoints") if values.get("image_grid_pinpoints") else "config.json"
         if not isinstance(pinpoints, list) or not all(isinstance(pair, list) and len(pair) == 2 and all(
                 isinstance(side, int) and not isinstance(side, bool) and side >= size for side in pair)
                 for pair in pinpoints):
-            raise UnsupportedVision(f"config.json image_grid_pinpoints must be a list of [height, width] pairs of "
+            raise UnsupportedVision(f"{where} image_grid_pinpoints must be a list of [height, width] pairs of "
                                     f"at least image_size {size}, got {pinpoints!r}")
         most, crops, (height, width) = anyres_tokens(pinpoints, size, size // patch, tokens)
         return VisionKept(tower, images.trained, images.input_grads, crops, tokens, 0, f"LLaVA-NeXT's most image "
                           f"tokens per image, {most:,} (an image of the {height} × {width} grid pinpoint: the base "
                           f"image, its grid unpadded by nothing and one newline per row; {crops} crops through the "
-                          f"tower; {strategy}), 1 image per sample{frozen}")
+                          f"tower; {strategy}; the pinpoints of {where}), 1 image per sample{frozen}")
     if model_type == "mistral3":  # PixtralVisionModel: every image's patches in one sequence, merged 2 × 2 after
         top = filled({k: value for k, value in config.items() if k not in ("text_config", "vision_config")},
                      model_type)
         merge, patch, longest = _int(top, "spatial_merge_size"), _int(v, "patch_size"), _int(v, "image_size")
+        size = values.get("size", {})  # PixtralImageProcessor: the longest edge an image is scaled down to (its
+        # patch_size is the processor's patch_size · spatial_merge_size, processing_pixtral.py:88)
+        if not isinstance(size, dict) or (values and "size" in values and size.get("longest_edge") is None):
+            raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} size must name a "
+                                      f"longest_edge, got {size!r}")
+        longest, edge = _setting(size, found, "longest_edge", longest)
         pixels = images.pixels
         rows, columns = pixtral_grid(patch * merge, longest, pixels[0] if pixels else None)
         tokens = rows * columns
         tower = Tower(kind, tokens * merge * merge, merge, _int(v, "hidden_size"), _int(v, "intermediate_size"),
                       _int(v, "num_attention_heads"), _int(v, "num_hidden_layers"), _int(v, "num_channels") * patch *
                       patch, text.hidden)
-        bound = (f"{pixels[1]} = {pixels[0]:,} pixels" if pixels else f"vision_config.image_size {longest:,} as the "
-                 f"processor's longest_edge")
+        bound = f"{pixels[1]} = {pixels[0]:,} pixels" if pixels else (f"the image processor's {edge}" if edge else
+                                                                      f"vision_config.image_size {longest:,} as the "
+                                                                      f"processor's longest_edge")
+        bound += f" within the image processor's {edge}" if pixels and edge else ""
         return VisionKept(tower, images.trained, images.input_grads, 1, tokens, 0, f"{bound}: at most {rows} × "
                           f"{columns} = {tokens:,} image tokens per image (and one break per row), 1 image per "
                           f"sample{frozen}")
@@ -439,24 +533,28 @@ def vision_kept(config: dict, text: ModelShape, images: ImageSettings = ImageSet
         patch, size = _int(v, "patch_size"), _int(v, "image_size")
         per_side, merge = size // patch, round(1 / _fraction(v, "pixel_shuffle_ratio"))
         tokens, pixels = per_side * per_side // (merge * merge), images.pixels
-        tiles = llama4_tiles(size, LLAMA4_MAX_TILES, pixels[0] if pixels else None)
+        most, said = _setting(values, found, "max_patches", LLAMA4_MAX_TILES)
+        canvas, stretched = _setting(values, found, "resize_to_max_canvas", False, bool)  # get_best_fit's largest
+        # upscale: a small image takes many tiles, so image_max_pixels bounds nothing below max_patches
+        tiles = llama4_tiles(size, most, pixels[0] if pixels and not canvas else None)
         chunks = tiles + (tiles > 1)
         tower = Tower(kind, per_side * per_side + 1, merge, _int(v, "hidden_size"), _int(v, "intermediate_size"),
                       _int(v, "num_attention_heads"), _int(v, "num_hidden_layers"), _int(v, "num_channels") * patch *
                       patch, _int(v, "projector_output_dim"))
-        bound = (f"{pixels[1]} = {pixels[0]:,} pixels, " if pixels else "") + (f"the image processor's default "
-                                                                                f"max_patches {LLAMA4_MAX_TILES}")
+        bound = (f"{pixels[1]} = {pixels[0]:,} pixels, " if pixels else "") + (
+            f"the image processor's {said}" if said else f"the image processor's default max_patches {most}") + (
+            f", {stretched}" if canvas else "")
         tiled = f"{tiles} tiles of {size} pixels and the global tile" if tiles > 1 else f"1 tile of {size} pixels"
         return VisionKept(tower, images.trained, images.input_grads, chunks, tokens, 0, f"{bound}: at most {tiled}, "
                           f"{chunks} × {tokens:,} = {chunks * tokens:,} image tokens per image, 1 image per "
                           f"sample{frozen}")
     merge, patch = _int(v, "spatial_merge_size"), _int(v, "patch_size")
     qwen2 = kind == "qwen2_vl_vision"
-    low, high = QWEN_PIXELS[kind]
+    (low, high), said = _qwen_pixels(kind, values, found, patch * merge)
     pixels = images.pixels
     tokens = qwen_image_tokens(patch * merge, (low, high), pixels[0] if pixels else None)
-    settings = (f"{pixels[1]} = {pixels[0]:,} pixels" if pixels else f"the image processor's default max_pixels "
-                f"{high:,}") + f": at most {tokens:,} image tokens per image, 1 image per sample{frozen}"
+    settings = (f"{pixels[1]} = {pixels[0]:,} pixels" if pixels else said) + f": at most {tokens:,} image tokens " \
+        f"per image, 1 image per sample{frozen}" + (f"; within {said}" if pixels and values else "")
     hidden = _int(v, "embed_dim" if qwen2 else "hidden_size")
     depth = _int(v, "depth")
     deepstack = (v.get("deepstack_visual_indexes") or ()) if kind == "qwen3_vl_vision" else ()  # each index's merger

@@ -845,8 +845,9 @@ def step_peak(step: Step) -> StepPeak:
     if nd != NONE and max(nd.tensor * nd.sequence_divisor, nd.expert) > step.ranks:
         raise StepInputError(f"parallel degrees beyond the world size ({step.ranks} ranks): tensor {nd.tensor} × "
                              f"context {nd.context} × Ulysses {nd.ulysses}, expert {nd.expert}")
-    if nd != NONE:
-        step = replace(step, shape=rank_shape(step.shape, nd), sequence_length=rank_tokens(step.sequence_length, nd),
+    if nd != NONE:  # an image bounded by the whole sequence, not one rank's share (configs/image_tokens.py `at`)
+        shape = step.shape._replace(vision=step.shape.vision and step.shape.vision.at(step.sequence_length))
+        step = replace(step, shape=rank_shape(shape, nd), sequence_length=rank_tokens(step.sequence_length, nd),
                        ranks=shard_group(step.ranks, nd), resident=(*step.resident, *resident(nd)))
     setup = setup_of(step)
     moments = _engine_moments(setup, step)

@@ -13,6 +13,7 @@ import json
 from typing import Any, NamedTuple, overload
 
 from zeromem_lsp.configs.layers import Resolved
+from zeromem_lsp.configs.image_tokens import Processor
 from zeromem_lsp.configs.loss_kernels import LossRequest, applied
 from zeromem_lsp.configs.model_config import ModelShape, ParameterCount, UnsupportedModel, model_shape_from_text
 from zeromem_lsp.configs.parallelism import AXOLOTL_TILE_TOKENS, SETTINGS, Parallelism, axolotl_shards, parallelism_of
@@ -36,6 +37,7 @@ class ModelRead(NamedTuple):
     path: str | None = None
     config: dict[str, Any] | None = None  # the config.json itself: LoRA's targets are its linear layers (memory/adapters.py)
     freeze_note: str | None = None  # a vision-language model under a recipe's freeze keys: which parts they freeze
+    processor: Processor | None = None  # a composite's image processor config as read (configs/processor_config.py)
 
 
 def read_model(text: str, counted: ParameterCount, path: str) -> ModelRead:

@@ -22,6 +22,7 @@ from zeromem_lsp.configs.parallelism import parallelism_of
 from zeromem_lsp.configs.parallel_shape import LORA_UNAPPLIED, effects
 from zeromem_lsp.resolved.step_inputs import stage_step
 from zeromem_lsp.resolved.peak_inputs import ModelRead, PeakSource, peak_inputs, resolve_parallel
+from zeromem_lsp.resolved.peak_inputs import _pick as pick
 from zeromem_lsp.resolved.peak_inputs import fsdp_version as resolve_fsdp_version
 from zeromem_lsp.memory.plan import (
     DEEPSPEED, DEFAULT_WARN_FRACTION, FAMILIES, FSDP, FSDP_CPU_OFFLOAD, TORCH, Family, Ignored, Inputs, MemoryPlan,
@@ -177,7 +178,7 @@ def build(
             if peak is not None and peak.model.freeze_note:  # configs/freeze_keys.py
                 assumptions.append(f"parts: {peak.model.freeze_note}")
             if peak is not None and peak.model.shape is not None and peak.model.shape.vision is not None:
-                assumptions.append(f"images: {peak.model.shape.vision.settings}")  # configs/image_tokens.py
+                assumptions.append(f"images: {images_said(peak, resolved)}")  # configs/image_tokens.py
             assert ranks is not None  # (per_parameter reads nothing while the ranks are missing)
             if adapter is not None:
                 version = resolve_fsdp_version(fsdp_version, resolved) if family.name == "fsdp" else None
@@ -458,6 +459,23 @@ def _quantized_experts(resolved: Resolved, peak: PeakSource | None) -> tuple[Ign
     return (Ignored(str(path[-1]) if path else "quantization", quantization, QUANTIZED_EXPERTS, path),)
 
 
+def images_said(peak: PeakSource, resolved: Resolved) -> str:
+    """A composite's image settings, and how the sequence length bounds an image (configs/image_tokens.py)."""
+    vision = peak.model.shape.vision if peak.model.shape is not None else None
+    assert vision is not None
+    sequence = pick(peak.workload.sequence_length, "sequence_length", resolved)
+    return vision.said(sequence.value if sequence is not None and isinstance(sequence.value, int) else None)
+
+
+def _unread_processor(peak: PeakSource | None) -> tuple[Ignored, ...]:
+    """A composite's image processor config looked for and not found: its class's defaults bound the image tokens,
+    the peak approximate (configs/processor_config.py)."""
+    vision = peak.model.shape.vision if peak is not None and peak.model.shape is not None else None
+    if vision is None or not vision.approximate:
+        return ()
+    return (Ignored("preprocessor_config.json (not found)", None, vision.approximate, state=False),)
+
+
 def _parallel_effects(parallel: dict[str, Given], lora: bool) -> tuple[Ignored, ...]:
     """The N-D mechanisms set whose figures are derived, not measured, or that the model-state column leaves out
     (configs/parallel_shape.EFFECTS), each at the key it came from."""
@@ -486,12 +504,14 @@ def plan(source: PlanSource, resolved: Resolved, peak: PeakSource | None = None,
     elif isinstance(source, TorchSource):
         built = torch_plan(source, resolved, peak, adapter)
     elif isinstance(source, SettingsSource):
-        return settings_plan(source, resolved, peak, adapter)
+        built = settings_plan(source, resolved, peak, adapter)
+        unread = _unread_processor(peak)
+        return built._replace(ignored=unread) if unread and isinstance(built, MemoryPlan) else built
     else:
         return Unplanned((source.missing,))
     one_process = resolved.settings.world_size == 1  # one GPU and no engine named: plain torch, nothing to assume
     assumed = None if engine_named or one_process or resolved.settings.engine is not None else ENGINE_ASSUMED
-    ignored = (*ignored, *_quantized_experts(resolved, peak))
+    ignored = (*ignored, *_quantized_experts(resolved, peak), *_unread_processor(peak))
     if isinstance(built, MemoryPlan):  # with or without a peak: the model-state column leaves out t and e either way
         parallel = built.peak.source.parallel if built.peak is not None else resolve_parallel(
             peak.workload.parallel if peak is not None else {}, resolved, None)
