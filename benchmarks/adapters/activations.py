@@ -132,6 +132,43 @@ MOE += [
     ("qwen3_next", {"r": 8, "target_modules": ["in_proj_qkvz"] + QV}, True, 64, 2, "sdpa", (2, 3), True, "bfloat16",
      {}),
 ]
+#: qwen3_next's delta-net by layout (after the cases above, whose ids are indices): two chunks, padded, key and value
+#: heads of different widths, b 1; fp32 at a chunk multiple with as many key as value heads (q, k token-major);
+#: in_proj_ba adapted, eager; attention adapters only (the first adapted layer a full-attention one, after an
+#: unadapted delta-net layer); delta-net adapters only in fp32 (the full-attention layer without adapters); fp32 at a
+#: chunk multiple with grouped key heads; the first case's twin with in_proj_ba adapted
+MOE += [
+    ("qwen3_next", {"r": 8, "target_modules": ["in_proj_qkvz", "out_proj"] + QV}, True, 80, 1, "sdpa", (2, 3), False,
+     "bfloat16", {"linear_key_head_dim": 16}),
+    ("qwen3_next", {"r": 8, "target_modules": ["in_proj_qkvz"] + QKVO}, False, 128, 2, "sdpa", (2, 3), False,
+     "float32", {"linear_num_key_heads": 4}),
+    ("qwen3_next", {"r": 8, "target_modules": ["in_proj_qkvz", "in_proj_ba"] + QV}, True, 80, 2, "eager", (2, 3),
+     False, "bfloat16", {"linear_value_head_dim": 16}),
+    ("qwen3_next", {"r": 8, "target_modules": QV}, True, 64, 2, "sdpa", (2, 3), False, "bfloat16", {}),
+    ("qwen3_next", {"r": 8, "target_modules": ["in_proj_qkvz", "in_proj_ba", "out_proj"]}, False, 128, 2, "sdpa",
+     (2, 3), False, "float32", {"linear_num_key_heads": 4}),
+    ("qwen3_next", {"r": 8, "target_modules": ["in_proj_qkvz", "out_proj"] + QV}, False, 128, 2, "sdpa", (2, 3), False,
+     "float32", {}),
+    ("qwen3_next", {"r": 8, "target_modules": ["in_proj_qkvz", "in_proj_ba", "out_proj"] + QV}, True, 64, 2, "sdpa",
+     (2, 3), False, "bfloat16", {}),
+]
+#: routed experts adapted (after the cases above, whose ids are indices): target_parameters on both stacks with fp32
+#: adapters (their bf16 casts kept) and in the model's dtype (fp32, eager), on down_proj alone, on gate_up_proj alone
+#: with checkpointing, Mixtral's v4 names (PEFT converts them: gate_up at rank 2r), qwen2_moe beside its shared expert
+EXPERTS = ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"]
+MOE += [
+    ("mixtral", {"r": 8, "target_modules": QV, "target_parameters": EXPERTS}, True, 64, 2, "sdpa", (1, 2), False,
+     "bfloat16", {}),
+    ("qwen3_moe", {"r": 8, "target_modules": QKVO, "target_parameters": EXPERTS}, False, 32, 2, "eager", (1, 2), False,
+     "float32", {}),
+    ("qwen3_moe", {"r": 8, "target_modules": QV, "target_parameters": EXPERTS[1:]}, False, 64, 2, "sdpa", (1, 2), False,
+     "bfloat16", {}),
+    ("qwen3_moe", {"r": 8, "target_modules": QV, "target_parameters": EXPERTS[:1]}, True, 64, 2, "sdpa", (1, 2), True,
+     "bfloat16", {}),
+    ("mixtral", {"r": 4, "target_modules": QV + ["w1", "w3", "w2"]}, True, 64, 2, "sdpa", (1, 2), False, "bfloat16", {}),
+    ("qwen2_moe", {"r": 8, "target_modules": QV, "target_parameters": EXPERTS}, True, 64, 2, "sdpa", (1, 2), False,
+     "bfloat16", {}),
+]
 
 
 def cases() -> list[dict]:

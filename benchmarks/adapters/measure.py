@@ -151,6 +151,11 @@ MATCHING_CASES = [
     ("llama4_text", {"r": 4, "target_modules": "all-linear"}),
     ("gpt_oss", {"r": 4, "target_modules": ["q_proj", "router"]}),  # refused: GptOssTopKRouter is no nn.Linear
     ("gpt_oss", {"r": 4, "target_modules": "all-linear"}),
+    # routed experts through target_parameters (axolotl's lora_target_parameters), beside attention adapters
+    ("qwen3_moe", {"r": 8, "target_modules": ["q_proj", "v_proj"],
+                   "target_parameters": ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"]}),
+    ("mixtral", {"r": 16, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"],
+                 "target_parameters": ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"]}),
 ]
 #: the module tree's known gap (docs/model-families.md): llama4_text's weightless qk_norm and dense activation_fn
 TREE_GAPS = {"llama4_text"}

@@ -44,6 +44,12 @@ MODELS = {
     "llama-h512-v8k": {"model_type": "llama", "hidden_size": 512, "num_attention_heads": 8, "num_key_value_heads": 4,
                        "intermediate_size": 1376, "num_hidden_layers": 4, "vocab_size": 8000,
                        "tie_word_embeddings": False, "attention_dropout": 0.0},
+    # 2 MoE layers (16 experts of 256, 2 a token), 8k vocabulary: routed experts adapted beside attention (LoRA)
+    "qwen3moe-h256-e16": {"model_type": "qwen3_moe", "hidden_size": 256, "num_attention_heads": 4,
+                          "num_key_value_heads": 2, "head_dim": 64, "intermediate_size": 512,
+                          "moe_intermediate_size": 256, "num_experts": 16, "num_experts_per_tok": 2,
+                          "norm_topk_prob": True, "num_hidden_layers": 2, "vocab_size": 8000,
+                          "tie_word_embeddings": False, "attention_dropout": 0.0},
     "qwen2.5-7b": {"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28, "num_key_value_heads": 4,
                    "intermediate_size": 18944, "num_hidden_layers": 28, "vocab_size": 152064,
                    "tie_word_embeddings": False, "attention_dropout": 0.0},
@@ -223,16 +229,18 @@ QV, ALL = ["q_proj", "v_proj"], "all-linear"
 NF4 = {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4", "bnb_4bit_compute_dtype": "bfloat16"}
 
 
-def _lora(cid, model, targets, rank, quantization=None, modules_to_save=None, autocast_adapter_dtype=True, **kwargs):
+def _lora(cid, model, targets, rank, quantization=None, modules_to_save=None, autocast_adapter_dtype=True,
+          target_parameters=None, **kwargs):
     """A PEFT LoRA case: get_peft_model(LoraConfig(r, lora_alpha 2r, targets, lora_dropout 0)) on the model built
     from config (fp32 adapters, PEFT's autocast_adapter_dtype default); the optimizer over the trainable
     parameters only (HF Trainer's param groups); with checkpointing, enabled after get_peft_model as HF Trainer
     does (transformers' activation_checkpointing_enable calls enable_input_require_grads). quantization: a
     BitsAndBytesConfig's fields (the base saved and loaded back quantized on the CPU, then
     prepare_model_for_kbit_training). autocast_adapter_dtype=False: get_peft_model keeps the adapters in the base's
-    dtype (as every PEFT before 0.12 did)."""
+    dtype (as every PEFT before 0.12 did). target_parameters: parameters adapted directly (routed experts)."""
     lora = {"r": rank, "lora_alpha": 2 * rank, "target_modules": targets, "lora_dropout": 0.0,
             "modules_to_save": modules_to_save, "quantization": quantization,
+            **({"target_parameters": target_parameters} if target_parameters else {}),
             **({} if autocast_adapter_dtype else {"autocast_adapter_dtype": False})}
     if kwargs.get("engine") == "deepspeed":
         stage, ranks = kwargs.pop("stage"), kwargs["ranks"]
@@ -257,6 +265,14 @@ def lora_cases() -> list[dict]:
                      seq=512, batch=1))
     out.append(_lora("lora-llama-h512-v8k-qv-r8-foreach-mts", "llama-h512-v8k", QV, 8, impl="foreach",
                      modules_to_save=["lm_head"]))
+    # a MoE model with frozen experts, and with its routed experts adapted through target_parameters (PEFT's
+    # ParamWrapper folds each stack anew every forward)
+    experts = ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"]
+    out.append(_lora("lora-qwen3moe-h256-e16-qv-r8-foreach", "qwen3moe-h256-e16", QV, 8, impl="foreach"))
+    out.append(_lora("lora-qwen3moe-h256-e16-qv-experts-r8-foreach", "qwen3moe-h256-e16", QV, 8, impl="foreach",
+                     target_parameters=experts))
+    out.append(_lora("lora-qwen3moe-h256-e16-qv-experts-r8-foreach-gc", "qwen3moe-h256-e16", QV, 8, impl="foreach",
+                     target_parameters=experts, checkpointing=True))
     # QLoRA: NF4 base on bitsandbytes' CPU backend, prepare_model_for_kbit_training (fp32 non-4-bit parameters)
     out.append(_lora("qlora-llama-h512-v8k-nf4-qv-r8-foreach", "llama-h512-v8k", QV, 8, quantization=NF4,
                      impl="foreach"))

@@ -14,17 +14,15 @@ from zeromem_lsp.memory.adapters import count_adapters
 from zeromem_lsp.memory.lora_activations import FAMILIES, activation_dtype, estimate_lora_activations
 
 RECORD = json.loads((Path(__file__).resolve().parents[1] / "data" / "adapters" / "lora_activations.json").read_text())
-#: measured, not modelled yet: qwen3_next's gated delta-net layers (docs/adapters.md says what they keep)
-UNMODELLED = {"qwen3_next"}
-ROWS = [(case, layers) for case in RECORD["cases"] for layers in case["layer_counts"]
-        if case["config"]["model_type"] not in UNMODELLED]
+ROWS = [(case, layers) for case in RECORD["cases"] for layers in case["layer_counts"]]
 
 
 def estimate(case: dict, layers: int):
     config = {**case["config"], "num_hidden_layers": layers}
     lora = case["lora"]
     targets = lora["target_modules"]
-    count = count_adapters(config, LoraSettings(lora["r"], targets if isinstance(targets, str) else tuple(targets)))
+    count = count_adapters(config, LoraSettings(lora["r"], targets if isinstance(targets, str) else tuple(targets),
+                                                target_parameters=tuple(lora.get("target_parameters", ()))))
     model_dtype = {"bfloat16": "bf16", "float32": "fp32"}[case["dtype"]]
     dtype = activation_dtype(model_dtype, bool(case.get("bnb")), case.get("prepare_kbit", False))
     adapter = "fp32" if case["autocast_adapter_dtype"] else dtype
@@ -36,7 +34,7 @@ def estimate(case: dict, layers: int):
 
 def test_the_record_covers_families_dtypes_attention_and_partial_targets():
     cases = RECORD["cases"]
-    assert {case["config"]["model_type"] for case in cases} == set(FAMILIES) | UNMODELLED
+    assert {case["config"]["model_type"] for case in cases} == set(FAMILIES)
     assert {case["autocast_adapter_dtype"] for case in cases} == {True, False}
     assert {case["attention"] for case in cases} == {"sdpa", "eager"}
     assert any(case["layer_counts"] == [2, 3] for case in cases)  # adapters on later layers only
@@ -69,12 +67,31 @@ def test_moe_families_are_measured_with_frozen_experts_in_both_dtypes_and_with_c
     assert {case["dtype"] for case in moe} == {"bfloat16", "float32"}
     assert {case["gradient_checkpointing"] for case in moe} == {True, False}
     for case in moe:  # full fine-tuning keeps more: the frozen experts' gathered inputs and down inputs
+        if case["lora"].get("target_parameters") or "w1" in case["lora"]["target_modules"]:
+            continue  # (adapted experts keep more: test_adapted_routed_experts_keep_their_whole_folded_stack)
         for layers in case["layer_counts"]:
             config = {**case["config"], "num_hidden_layers": layers}
             dtype = {"bfloat16": "bf16", "float32": "fp32"}[case["dtype"]]
             full = estimate_activations(model_shape(config), case["sequence_length"], case["micro_batch"], dtype,
                                         case["gradient_checkpointing"], case["attention"])
             assert case["saved_bytes"][str(layers)] < full.total
+
+
+def test_adapted_routed_experts_keep_their_whole_folded_stack_by_hand():
+    """target_parameters on Mixtral's experts (bf16, b=2, s=64: T=128, S=T·k=256 visits, h=128, I=192, E=4, fp32
+    adapters r=8) against the frozen-expert twin: each MoE layer keeps W + B·A per stack (ParamWrapper's fold), the
+    operand grouped_mm keeps for that weight's gradient and the factors' bf16 casts — more than full fine-tuning."""
+    frozen, adapted = (next(case for case in RECORD["cases"] if case["id"] == name) for name in ("mixtral-65",
+                                                                                                  "mixtral-107"))
+    assert adapted["lora"]["target_modules"] == frozen["lora"]["target_modules"]
+    gate_up = 2 * 4 * 128 * 384 + 2 * 256 * 128 + 2 * 4 * 8 * (128 + 384)  # stack, gathered input, factors
+    down = 2 * 4 * 192 * 128 + 2 * 256 * 192 + 2 * 4 * 8 * (192 + 128)  # stack, the product (down's input), factors
+    for layers in (1, 2):  # the first layer too: its experts' input carries a gradient after the q / v adapters
+        assert adapted["saved_bytes"][str(layers)] - frozen["saved_bytes"][str(layers)] == layers * (gate_up + down)
+        assert estimate(adapted, layers).total - estimate(frozen, layers).total == layers * 806_912
+    config = {**adapted["config"], "num_hidden_layers": 2}
+    full = estimate_activations(model_shape(config), 64, 2, "bf16")
+    assert adapted["saved_bytes"]["2"] > full.total
 
 
 def test_one_llama_layer_with_q_and_v_adapters_by_hand():
@@ -88,6 +105,20 @@ def test_one_llama_layer_with_q_and_v_adapters_by_hand():
     assert estimate(case, 2).per_layer_bytes == layer
     full = estimate_activations(model_shape({**case["config"], "num_hidden_layers": 2}), 64, 2, "bf16")
     assert full.per_layer_bytes - layer == 740_352 - 666_624  # less than full fine-tuning here
+
+
+def test_a_first_delta_net_layer_without_in_proj_ba_keeps_no_decay_terms_by_hand():
+    """qwen3_next's layer 0 is a gated delta-net; without in_proj_ba's adapter β and the decay carry no gradient
+    (bf16, b=2, s=64: T=128, Hv=4 value heads of 32, R=b·Hv=8 rows, one 64-token chunk, h=128, fp32 adapters r=8)."""
+    plain, twin = (next(case for case in RECORD["cases"] if case["id"] == name)
+                   for name in ("qwen3_next-97", "qwen3_next-106"))
+    assert twin["lora"]["target_modules"] == ["in_proj_qkvz", "in_proj_ba", "out_proj", "q_proj", "v_proj"]
+    adapter = 4 * 128 * 128 + 4 * 128 * 8  # in_proj_ba's own fp32 copy of its input, A's output
+    front = 2 * 128 * 4 + 4 * 128 * 4 + 4 * 4  # sigmoid's output, softplus's fp32 input, -exp(A_log)
+    rule = 4 * 8 * 64 * 32 + 2 * 4 * 8 * 64 * 64 + 64 * 64 + 4 * 8  # v, k_β·kᵀ and q·kᵀ, the mask, exp(total decay)
+    assert twin["saved_bytes"]["2"] - plain["saved_bytes"]["2"] == adapter + front + rule == 404_528
+    assert twin["saved_bytes"]["3"] - plain["saved_bytes"]["3"] == 404_528 + adapter  # layer 2: the adapter only
+    assert estimate(twin, 2).first_layer_bytes - estimate(plain, 2).first_layer_bytes == 404_528
 
 
 def test_qlora_keeps_what_lora_keeps_and_runs_in_fp32_after_kbit_preparation():
@@ -112,25 +143,27 @@ def test_checkpointing_keeps_the_layer_inputs_as_without_adapters():
 
 
 def test_unmeasured_settings_are_refused_by_name():
-    for case in RECORD["cases"]:
-        if case["config"]["model_type"] in UNMODELLED:
-            family = case["config"]["model_type"]
-            with pytest.raises(ActivationInputError, match=f"no LoRA activation model for '{family}'"):
-                estimate(case, case["layer_counts"][0])
+    hybrid = next(case for case in RECORD["cases"] if case["config"]["model_type"] == "qwen3_next")
+    for targets in (("in_proj_ba", "q_proj"), ("out_proj",)):  # the first (delta-net) layer without in_proj_qkvz
+        with pytest.raises(ActivationInputError, match="in_proj_qkvz"):
+            estimate({**hybrid, "lora": {"r": 8, "target_modules": list(targets)}}, 2)
     mla = {**next(case for case in RECORD["cases"] if case["id"] == "deepseek_v3-92")["config"], "num_hidden_layers": 2}
     count = count_adapters(mla, LoraSettings(8, ("q_b_proj", "o_proj")))  # q with a gradient, k and v without
     with pytest.raises(ActivationInputError, match="q, k and v all or none"):
         estimate_lora_activations(model_shape(mla), count, 16, 1)
-    for family, targets, why in (("qwen3_moe", ("gate_proj", "up_proj"), "linear projections"),  # routed experts
-                                 ("llama4_text", ("shared_expert.gate_proj",), "attention in the first adapted")):
+    for family, targets, experts, why in (
+            ("qwen3_moe", ("gate_proj", "up_proj"), (), "attention in the first adapted"),  # routed experts alone
+            ("llama4_text", ("shared_expert.gate_proj",), (), "attention in the first adapted"),
+            ("gpt_oss", ("q_proj",), ("mlp.experts.down_proj",), r"grouped_mm's \(experts, out, in\) stacks"),
+            ("llama4_text", ("q_proj",), ("feed_forward.experts.down_proj",), "grouped_mm's")):  # (its own bmm)
         config = {**next(case for case in RECORD["cases"] if case["config"]["model_type"] == family)["config"],
                   "num_hidden_layers": 2}
-        count = count_adapters(config, LoraSettings(8, targets))
+        count = count_adapters(config, LoraSettings(8, targets, target_parameters=experts))
         with pytest.raises(ActivationInputError, match=why):
             estimate_lora_activations(model_shape(config), count, 16, 1)
     llama = {**RECORD["cases"][0]["config"], "num_hidden_layers": 2}
     saved = count_adapters(llama, LoraSettings(8, ("q_proj",), ("embed_tokens",)))
-    with pytest.raises(ActivationInputError, match=r"linear projections \(and the LM head in modules_to_save\) only"):
+    with pytest.raises(ActivationInputError, match=r"routed experts \(and the LM head in modules_to_save\) only"):
         estimate_lora_activations(model_shape(llama), saved, 16, 1)
 
 

@@ -52,6 +52,8 @@ def estimate_arguments(case: dict, config_path: Path) -> list[str]:
         arguments.append("--gradient-checkpointing")
     if lora.get("modules_to_save"):
         arguments += ["--modules-to-save", ",".join(lora["modules_to_save"])]
+    if lora.get("target_parameters"):
+        arguments += ["--lora-target-parameters", ",".join(lora["target_parameters"])]
     if lora.get("quantization"):
         bnb = lora["quantization"]
         arguments += ["--quantization", bnb["bnb_4bit_quant_type"] if bnb.get("load_in_4bit") else "int8"]

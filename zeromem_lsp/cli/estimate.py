@@ -137,6 +137,9 @@ def register(commands) -> None:
                       "comma-separated (0,1,2; PEFT's layers_to_transform, with --lora-targets)")
     lora.add_argument("--modules-to-save", metavar="NAMES", help="modules trained in full beside the adapters, "
                       "comma-separated (lm_head)")
+    lora.add_argument("--lora-target-parameters", metavar="NAMES", help="PEFT's target_parameters: parameters "
+                      "adapted directly, comma-separated (mlp.experts.gate_up_proj,mlp.experts.down_proj: the routed "
+                      "experts; axolotl's lora_target_parameters)")
     lora.add_argument("--dora", action="store_true", default=None, help="DoRA: a magnitude vector per adapted weight")
     lora.add_argument("--quantization", choices=QUANTIZATIONS, help="how the frozen base is stored (bitsandbytes): "
                       "none (default), int8, nf4, fp4")
@@ -205,7 +208,8 @@ def _world_size(text: str | None) -> int:
 #: The LoRA settings (resolved/adapter_settings.SETTING_OF_FIELD's) → the option that sets each; any other: --lora-rank.
 OPTION_OF_SETTING = {"lora_rank": "--lora-rank", "lora_targets": "--lora-targets",
                      "modules_to_save": "--modules-to-save", "dora": "--dora", "quantization": "--quantization",
-                     "lora_rank_pattern": "--lora-rank-pattern", "layers_to_transform": "--layers-to-transform"}
+                     "lora_rank_pattern": "--lora-rank-pattern", "layers_to_transform": "--layers-to-transform",
+                     "target_parameters": "--lora-target-parameters"}
 
 
 def _dropout(text: str) -> float:
@@ -224,7 +228,7 @@ def adapter_from_args(args):
     from zeromem_lsp.memory.adapter_plan import Adapter
     from zeromem_lsp.configs.settings_values import check_module_names
 
-    given = [name for name in ("lora_targets", "modules_to_save", "dora", "quantization", "double_quant", "kbit_prepare",
+    given = [name for name in ("lora_targets", "modules_to_save", "lora_target_parameters", "dora", "quantization", "double_quant", "kbit_prepare",
                                "lora_dropout", "autocast_adapter_dtype", *MATCHING_OPTIONS) if getattr(args, name) is not None]
     if args.lora_rank is None:
         if given:
@@ -235,16 +239,19 @@ def adapter_from_args(args):
     if rank > MAX_SIZE:
         raise UsageError(f"--lora-rank: {rank:,} is absurd (more than {MAX_SIZE:,})")
     values: dict = {"rank": rank}
-    for name in ("lora_targets", "modules_to_save"):
+    fields = {"lora_targets": "targets", "modules_to_save": "modules_to_save",
+              "lora_target_parameters": "target_parameters"}
+    for name, field in fields.items():
         if getattr(args, name) is not None:
             option = "--" + name.replace("_", "-")
             value = _checked(option, lambda text: check_module_names(text, name == "lora_targets"), getattr(args, name))
-            values["targets" if name == "lora_targets" else name] = value
+            values[field] = value
     flags = {"dora": args.dora, "quantization": args.quantization, "double_quant": args.double_quant,
              "kbit_prepare": args.kbit_prepare, "dropout": args.lora_dropout, "autocast": args.autocast_adapter_dtype}
     values.update({name: value for name, value in flags.items() if value is not None})
     origins = [(field, Origin("--" + option)) for field, option in (
-        ("rank", "lora-rank"), ("targets", "lora-targets"), ("modules_to_save", "modules-to-save"), ("dora", "dora"),
+        ("rank", "lora-rank"), ("targets", "lora-targets"), ("modules_to_save", "modules-to-save"),
+        ("target_parameters", "lora-target-parameters"), ("dora", "dora"),
         ("quantization", "quantization"), ("double_quant", "double-quant"),
         ("kbit_prepare", "kbit-prepare" if args.kbit_prepare else "no-kbit-prepare"), ("dropout", "lora-dropout"),
         ("autocast", "autocast-adapter-dtype" if args.autocast_adapter_dtype else "no-autocast-adapter-dtype"))

@@ -50,7 +50,14 @@ SPARSEMIXER: Router = ((2, "TE", "bool"), (4, "T", "i64"), (2, "TE", "w"), (2, "
 DELTA_CHUNK = 64  # torch_chunk_gated_delta_rule's chunk_size (the model passes none)
 GATED_DELTA_NET: Router = ((1, "conv", "w"), (1, "Rs", "w"), (2, "H", "f32"), (5, "Rs", "f32"), (2, "Rsk", "f32"),
                            (3, "Rsv", "f32"), (3, "Rsv", "w"), (4, "RP", "f32"), (3, "RPv", "f32"), (5, "RPk", "f32"),
-                           (5, "RPC", "f32"), (1, "Rn", "f32"), (1, "Rnkv", "f32"), (1, "CC", "bool"), (1, "qd", "f32"))
+                           (5, "RPC", "f32"), (1, "Rn", "f32"), (1, "Rnkv", "f32"), (1, "CC", "bool"), (1, "qd", "f32"),
+                           (4, "sRPk", "f32"), (1, "views", "f32"))  # sRPk: fp32 at a chunk multiple, matmul's
+# copies of k_β, q, kᵀ twice; views: fp32 with as many key as value heads, what views of larger tensors keep whole
+#: what GATED_DELTA_NET keeps only for β's and the decay's gradients (a first layer without in_proj_ba's adapter drops
+#: it): v (v_β's other operand), k_β·kᵀ and q·kᵀ (the pairwise decay's other operands), the upper-triangle mask, with
+#: a single chunk exp of its total decay (more chunks: the state update keeps it); fp32 at a chunk multiple, where
+#: matmul copies its operands, k (k_β's), k_β and q (the decayed copies' other operands) too
+DELTA_DECAY: Router = ((1, "RPv", "f32"), (2, "RPC", "f32"), (1, "CC", "bool"), (1, "R1", "f32"), (3, "sRPk", "f32"))
 
 
 @dataclass(frozen=True)
@@ -361,7 +368,7 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
                    transposed=True, expert_bias=True, router_bias=True, router=TOP_K_SOFTMAX, expert_kept=7,
                    frozen=BIAS_INDEX, converted=False)),
     Family("qwen3_next", QWEN3_NEXT_LAYER, qk_norm=True, gated_q=True, hybrid=True, norm="rms1p",
-           partial_rotary=0.25, lora_measured=False, liger=False,
+           partial_rotary=0.25, liger=False,
            moe=Moe("num_experts", "moe_intermediate_size", 10, True, "norm_topk_prob", False,
                    ("gate", ("gate_proj", "up_proj"), "down_proj"), shared="shared_expert_intermediate_size",
                    modules=("mlp.experts", "mlp.experts.act_fn", "mlp.shared_expert.act_fn"), gated_shared=True)),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from zeromem_lsp.configs.families import DELTA_CHUNK, GATED_DELTA_NET, Moe, of
+from zeromem_lsp.configs.families import DELTA_CHUNK, GATED_DELTA_NET, Moe, Router, of
 from zeromem_lsp.configs.model_config import MAX_COUNT, MAX_SIZE, ModelShape
 from zeromem_lsp.configs.transformers_paths import NEWEST_PATH, TransformersPath
 from zeromem_lsp.memory.precision import DTYPE_BYTES
@@ -99,8 +99,9 @@ def _attention(shape: ModelShape, b: int, s: int, w: int, impl: str, v_bytes: in
     return kept + out
 
 
-def _delta_net(shape: ModelShape, b: int, s: int, w: int) -> int:
-    """A gated delta-net mixer on Transformers' torch fallbacks (families.GATED_DELTA_NET; fp32's layouts: docs)."""
+def delta_terms(shape: ModelShape, b: int, s: int, w: int, terms: Router = GATED_DELTA_NET) -> int:
+    """A gated delta-net mixer on Transformers' torch fallbacks (families.GATED_DELTA_NET; fp32's layouts: docs), or
+    its `terms` ((count, rows, width) as there)."""
     (k_heads, v_heads, dk, dv, kernel), chunk, rows = shape.linear_heads, DELTA_CHUNK, b * shape.linear_heads[1]
     n, conv = -(-s // chunk), 2 * k_heads * dk + v_heads * dv
     # fp32 at a chunk multiple: q, k stay token-major (matmul copies k_beta, q, kᵀ twice; grouped heads with b > 1:
@@ -108,12 +109,12 @@ def _delta_net(shape: ModelShape, b: int, s: int, w: int) -> int:
     grouped = strided and b > 1 and k_heads != v_heads
     size = {"conv": b * conv * (2 * s + kernel - 1), "H": v_heads, "Rs": rows * s, "Rsk": rows * s * dk,
             "Rsv": rows * s * dv, "RP": rows * padded, "RPk": rows * padded * dk, "RPv": rows * padded * dv,
-            "RPC": rows * padded * chunk, "Rn": rows * n, "Rnkv": rows * n * dk * dv, "CC": chunk * chunk,
-            "qd": rows * (padded - chunk * grouped) * dk if n > 1 else 0}
-    kept = sum(count * size[row] * {"w": w, "f32": F32, "bool": 1}[width] for count, row, width in GATED_DELTA_NET)
-    if w == F32 and k_heads == v_heads:  # q, k views of the conv's output, the gate one of in_proj_qkvz's
-        kept += F32 * (b * conv * s - 2 * size["Rsk"] + b * s * 2 * (k_heads * dk + v_heads * dv) - size["Rsv"])
-    return kept + (4 * F32 * size["RPk"] if strided else 0)
+            "RPC": rows * padded * chunk, "Rn": rows * n, "R1": rows if n == 1 else 0,
+            "sRPk": rows * padded * dk if strided else 0, "Rnkv": rows * n * dk * dv, "CC": chunk * chunk,
+            "qd": rows * (padded - chunk * grouped) * dk if n > 1 else 0,  # fp32, Hk = Hv: q, k views of the conv's
+            "views": b * conv * s - 2 * rows * s * dk + b * s * 2 * (k_heads * dk + v_heads * dv) - rows * s * dv if (
+                w == F32 and k_heads == v_heads) else 0}  # output, the gate one of in_proj_qkvz's
+    return sum(count * size[row] * {"w": w, "f32": F32, "bool": 1}[width] for count, row, width in terms)
 
 
 def _layer(shape: ModelShape, b: int, s: int, w: int, impl: str, sparse: bool, linear: bool = False) -> int:
@@ -148,7 +149,7 @@ def _layer(shape: ModelShape, b: int, s: int, w: int, impl: str, sparse: bool, l
         if not family.post_norms:
             kept += _rms(tokens, h, w, True, norm)
     # qwen3_next's output gate: sigmoid's output, the gated product (fp32: the q norm's input is q_proj's whole output)
-    kept += _delta_net(shape, b, s, w) if linear else _attention(shape, b, s, w, impl, w * tokens * width) + (
+    kept += delta_terms(shape, b, s, w) if linear else _attention(shape, b, s, w, impl, w * tokens * width) + (
         2 * w + (F32 if w == F32 else 0)) * tokens * q * d * family.gated_q
     if shape.hidden_dropout > 0:  # resid dropouts after attention and MLP
         kept += 2 * w * tokens * h

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from zeromem_lsp.memory.precision import DTYPE_BYTES
-from zeromem_lsp.memory.activations import F32, I64, ActivationInputError, Activations, estimate_activations
-from zeromem_lsp.configs.families import FAMILIES as KNOWN, of
+from zeromem_lsp.memory.activations import (F32, I64, ActivationInputError, Activations, delta_terms,
+                                            estimate_activations)
+from zeromem_lsp.configs.families import DELTA_DECAY, FAMILIES as KNOWN, of
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.configs.transformers_paths import NEWEST_PATH, TransformersPath
 from zeromem_lsp.memory.adapters import AdapterCount
@@ -23,12 +24,13 @@ FAMILIES = tuple(name for name, family in KNOWN.items() if family.activations an
 SOURCES = {"q": "attn_in", "k": "attn_in", "v": "attn_in", "qkv": "attn_in", "o": "attn_out", "gate": "mlp_in",
            "up": "mlp_in", "gate_up": "mlp_in", "fc_in": "mlp_in", "down": "down_in", "fc_out": "down_in",
            "shared_gate": "mlp_in", "shared_up": "mlp_in", "shared_down": "shared_in",  # (a shared expert's)
-           "q_a": "attn_in", "kv_a": "attn_in", "q_b": "q_latent", "kv_b": "kv_latent"}  # MLA's latent norms' outputs
+           "q_a": "attn_in", "kv_a": "attn_in", "q_b": "q_latent", "kv_b": "kv_latent",  # MLA's latent norms' outputs
+           "in_qkvz": "attn_in", "in_ba": "attn_in", "linear_out": "linear_out"}  # a gated delta-net's (qwen3_next)
 # fused projections stand for their parts
 PARTS = {"qkv": ("q", "k", "v"), "gate_up": ("gate", "up")}
 # the projections that give q, k or v a gradient (MLA: q_a / q_b the queries, kv_a / kv_b keys and values)
 QUERY, KEY, VALUE = {"q", "q_a", "q_b"}, {"k", "kv_a", "kv_b"}, {"v", "kv_a", "kv_b"}
-ATTENTION = QUERY | KEY | VALUE | {"o"}
+ATTENTION = QUERY | KEY | VALUE | {"o", "in_qkvz", "in_ba", "linear_out"}
 
 
 def activation_dtype(dtype: str, quantized: bool, kbit_upcast: bool) -> str:
@@ -55,8 +57,10 @@ def _o_copy(shape: ModelShape, attention: str) -> bool:
     return attention == "eager" or family.qkv == "sliced" or bool(family.partial_rotary) or family.mla
 
 
-def _frozen_savings(shape: ModelShape, tokens: int, w: int, attention: str) -> int:
-    """What a layer of the full fine-tuning model keeps only for its own weights' gradients, the MLP aside."""
+def _frozen_savings(shape: ModelShape, tokens: int, w: int, attention: str, linear: bool = False) -> int:
+    """What a layer of the full fine-tuning model keeps only for its own weights' gradients, the MLP aside. `linear`:
+    a gated delta-net layer (no q/k norms, no o_proj): exp(A_log) and the softplus output A multiplies (fp32, Hv and
+    T·Hv), the gated norm's normalized copy and out_proj's input (w·T·Hv·dv each; Qwen3NextGatedDeltaNet.forward)."""
     family, h = of(shape), shape.hidden
     qd, kvd = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
     od = shape.heads * (shape.v_head_dim or shape.head_dim)  # o_proj's input
@@ -65,6 +69,9 @@ def _frozen_savings(shape: ModelShape, tokens: int, w: int, attention: str) -> i
     # the two tensors that feed linears (attention's and the MLP's or router's inputs), kept by those linears: one
     # when a single norm feeds both (a parallel residual with one norm)
     saved += min(2, family.norms_per_layer) * w * tokens * h
+    if linear:
+        v_heads, dv = shape.linear_heads[1], shape.linear_heads[3]
+        return saved + F32 * v_heads * (1 + tokens) + 2 * w * tokens * v_heads * dv
     if shape.qk_norm and not family.qk_norm_weightless:
         saved += normalized * tokens * (qd + kvd)
     # MLA's latent norms: their normalized copies and their outputs, q_b_proj's and kv_b_proj's inputs
@@ -92,7 +99,7 @@ def _kind_bytes(shape: ModelShape, full: Activations, sparse: bool, s: int, b: i
     """What full fine-tuning keeps in the largest layer whose MLP is the MoE block (`sparse`) or a dense MLP."""
     if shape.sparse_layers in (0, shape.layers):
         return full.per_layer_bytes
-    alike = shape._replace(sparse_layers=shape.layers if sparse else 0)
+    alike = shape._replace(sparse_layers=shape.layers if sparse else 0, linear_layers=())
     return estimate_activations(alike, s, b, dtype, False, attention, transformers).per_layer_bytes
 
 
@@ -126,7 +133,8 @@ def _widths(shape: ModelShape) -> dict[str, int]:
     """The width of each tensor an adapter reads (by SOURCES)."""
     return {"attn_in": shape.hidden, "attn_out": shape.heads * (shape.v_head_dim or shape.head_dim),
             "mlp_in": shape.hidden, "down_in": shape.intermediate, "shared_in": shape.shared_intermediate,
-            "q_latent": shape.q_lora_rank, "kv_latent": shape.kv_lora_rank}
+            "q_latent": shape.q_lora_rank, "kv_latent": shape.kv_lora_rank,
+            "linear_out": shape.linear_heads[1] * shape.linear_heads[3]}
 
 
 def _adapter_bytes(shape: ModelShape, adapted: dict[str, int], tokens: int, w: int, a: int, attention: str,
@@ -143,29 +151,45 @@ def _adapter_bytes(shape: ModelShape, adapted: dict[str, int], tokens: int, w: i
     return kept + sum(w * tokens * widths[source] for source in sources)
 
 
+def _expert_bytes(shape: ModelShape, adapted: dict[str, int], tokens: int, w: int, a: int) -> int:
+    """Routed experts adapted through target_parameters (PEFT's ParamWrapper): every forward folds the adapter into a
+    new weight W + scaling·B·A the size of the whole stack (`_LoraFactorsProxy`'s baddbmm, in W's dtype), which
+    grouped_mm keeps for its input's gradient while keeping its own input again for that weight's (the gathered input
+    w·S·h for gate_up, the product w·S·I for down); baddbmm keeps the factors cast to W's dtype (copies when the
+    adapters are in another). Measured: docs/adapters.md."""
+    dims = {"experts_gate_up": (shape.hidden, 2 * shape.expert_intermediate),
+            "experts_down": (shape.expert_intermediate, shape.hidden)}
+    visits, e = tokens * shape.experts_per_token, shape.experts
+    return sum(w * (e * dims[role][0] * dims[role][1] + visits * dims[role][0])
+               + (w * e * rank * sum(dims[role]) if a != w else 0) for role, rank in adapted.items())
+
+
 def _dropout_masks(shape: ModelShape, adapted: dict[str, int], tokens: int, mask_bytes: int, first: bool) -> int:
     """The dropout masks one layer's adapters keep: one per adapter whose input carries a gradient. In the first
     adapted layer the layer's input carries none: the attention output does after q / k / v adapters, the MLP's input
     after any attention adapter (not with a parallel residual: it reads the layer's input), down's input after that
     or after gate / up adapters."""
     widths, names = _widths(shape), _names(adapted)
-    graded = {"attn_in", "attn_out", "mlp_in", "down_in", "shared_in", "q_latent", "kv_latent"}
+    graded = {"attn_in", "attn_out", "mlp_in", "down_in", "shared_in", "q_latent", "kv_latent", "linear_out"}
     if first:
         attention = bool(ATTENTION & names)
         mlp = attention and not shape.parallel_residual
         graded = ({"attn_out"} if (QUERY | KEY | VALUE) & names else set()) | ({"mlp_in"} if mlp else set()) | (
             {"down_in", "shared_in"} if mlp or {"gate", "up", "fc_in"} & names else set()) | (
-            {"q_latent"} if "q_a" in names else set()) | ({"kv_latent"} if "kv_a" in names else set())
+            {"q_latent"} if "q_a" in names else set()) | ({"kv_latent"} if "kv_a" in names else set()) | (
+            {"linear_out"} if "in_qkvz" in names else set())
     return sum(mask_bytes * tokens * widths[SOURCES[name]] for name in adapted if SOURCES[name] in graded)
 
 
 def _first_layer_savings(shape: ModelShape, adapted: dict[str, int], b: int, s: int, w: int, a: int,
-                         attention: str, cast_each: bool = False) -> int:
+                         attention: str, cast_each: bool = False, linear: bool = False) -> int:
     """The first adapted layer's input (from the frozen embedding) needs no gradient: its input norm keeps
     nothing, and each op keeps only what the gradient of an input that needs one reads."""
     family, tokens = of(shape), b * s
     qd, kvd, I = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim, shape.intermediate
     names = _names(adapted)
+    if linear:
+        return _first_delta_savings(shape, names, b, s, w)
     gq, gk, gv = bool(QUERY & names), bool(KEY & names), bool(VALUE & names)
     saved = 0 if family.post_norms else _norm_bytes(shape, tokens, shape.hidden, w)  # post-norms: no input norm
     for rank, role in ((shape.q_lora_rank, "q_a"), (shape.kv_lora_rank, "kv_a")):  # MLA's latent norms keep their
@@ -206,6 +230,20 @@ def _first_layer_savings(shape: ModelShape, adapted: dict[str, int], b: int, s: 
         # silu keeps its input and the product keeps up's output only for gate's gradient; silu's output only for up's
         saved += w * tokens * I * (3 - 2 * gate - up)
     return saved
+
+
+def _first_delta_savings(shape: ModelShape, names: set[str], b: int, s: int, w: int) -> int:
+    """A gated delta-net as the first adapted layer (qwen3_next's layer 0): its input norm keeps nothing; without
+    in_proj_ba's adapter β and the decay carry no gradient: sigmoid's output (w·T·Hv), softplus's fp32 input and
+    -exp(A_log) go, and what the delta rule keeps only for them (families.DELTA_DECAY; measured: docs/adapters.md)."""
+    if "in_qkvz" not in names:
+        raise ActivationInputError("the LoRA activation model of a gated delta-net layer is measured with in_proj_qkvz "
+                                   "adapted in the first adapted layer")
+    saved = _norm_bytes(shape, b * s, shape.hidden, w)
+    if "in_ba" in names:
+        return saved
+    rows = b * s * shape.linear_heads[1]
+    return saved + (w + F32) * rows + F32 * shape.linear_heads[1] + delta_terms(shape, b, s, w, DELTA_DECAY)
 
 
 def _layer_norm_mlp_savings(shape: ModelShape, names: set[str], attention_adapted: bool, tokens: int, w: int) -> int:
@@ -259,42 +297,53 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
     full = estimate_activations(shape, sequence_length, micro_batch, dtype, checkpointing, attention, transformers)
     tokens, w, a = sequence_length * micro_batch, DTYPE_BYTES[dtype], DTYPE_BYTES[adapter_dtype]
     if (any(t.weight.kind != "head" for t in count.saved)
-            or any(t.weight.kind not in ("linear", "conv1d") or t.layers is None for t in count.targets)):
+            or any(t.weight.kind not in ("linear", "conv1d", "experts") or t.layers is None for t in count.targets)):
         raise ActivationInputError("the LoRA activation model covers adapters on the layers' linear projections "
-                                   "(and the LM head in modules_to_save) only")
+                                   "and routed experts (and the LM head in modules_to_save) only")
     by_layer: dict[int, dict[str, int]] = {}
+    experts: dict[int, dict[str, int]] = {}  # routed experts adapted through target_parameters
     for target in count.targets:
         for index in target.layers or ():
-            by_layer.setdefault(index, {})[target.weight.role] = target.rank
+            (experts if target.weight.kind == "experts" else by_layer).setdefault(index, {})[
+                target.weight.role] = target.rank
     family, common = of(shape), _frozen_savings(shape, tokens, w, attention)
     roles = {role for adapted in by_layer.values() for role in adapted}
     if roles - set(SOURCES):
         raise ActivationInputError("the LoRA activation model covers adapters on attention's and the dense MLP's "
                                    f"projections, not on {', '.join(sorted(roles - set(SOURCES)))}")
-    start = min(by_layer)  # layers before the first adapter see no gradient-carrying input: they keep nothing
-    if family.moe and not ATTENTION & _names(by_layer[start]):
+    if experts and family.moe and (family.moe.transposed or family.moe.every_expert):
+        raise ActivationInputError("the LoRA activation model of adapted routed experts is measured on grouped_mm's "
+                                   "(experts, out, in) stacks, not on this family's")
+    start = min(by_layer.keys() | experts.keys())  # layers before the first adapter keep nothing
+    if family.moe and not ATTENTION & _names(by_layer.get(start, {})):
         raise ActivationInputError("the LoRA activation model of a MoE family needs adapters on attention in the "
                                    "first adapted layer (measured so)")
-    # each kind of layer (MoE and dense) as full fine-tuning keeps it, less what its frozen weights no longer keep
-    kinds = [(count, _kind_bytes(shape, full, sparse, sequence_length, micro_batch, dtype, attention, transformers),
+    # each kind of layer (MoE and dense) as full fine-tuning keeps it with attention, less what its frozen weights no
+    # longer keep; a delta-net layer (qwen3_next) its mixer's bytes beyond attention's, less its own frozen terms
+    plain = estimate_activations(shape._replace(linear_layers=()), sequence_length, micro_batch, dtype, False,
+                                 attention, transformers) if shape.linear_layers else full
+    kinds = [(count, _kind_bytes(shape, plain, sparse, sequence_length, micro_batch, dtype, attention, transformers),
               common + _mlp_savings(shape, tokens, w, sparse))
              for count, sparse in ((shape.sparse_layers, True), (shape.layers - shape.sparse_layers, False)) if count]
     base = max(kept - saved for _, kept, saved in kinds)
-    # Layers that keep different amounts (MoE and dense layers, sliding windows the sequence outgrows, a hybrid's
-    # mixers): what differs is attention's own saved tensors, which LoRA leaves as they are, or the MLP's, counted
-    # per kind; carried over whole. Derived, not measured for windows (the measurements' sequences fit them); only
-    # when every layer carries a gradient.
-    uneven = full.layer_bytes - sum(count * saved for count, _, saved in kinds) - base * shape.layers
+    mixer = (full.layer_bytes - plain.layer_bytes) // len(shape.linear_layers) - _frozen_savings(
+        shape, tokens, w, attention, True) + common if shape.linear_layers else 0
+    # Layers that keep different amounts (MoE and dense layers, sliding windows the sequence outgrows): what differs
+    # is attention's own saved tensors, which LoRA leaves as they are, or the MLP's, counted per kind; carried over
+    # whole. Derived, not measured for windows (the measurements' sequences fit them); only when every layer carries
+    # a gradient.
+    uneven = plain.layer_bytes - sum(count * saved for count, _, saved in kinds) - base * shape.layers
     if uneven and start != 0:
         raise ActivationInputError("the LoRA activation model covers layers that keep different amounts (MoE and "
                                    "dense layers, sliding windows the sequence outgrows) only when the first layer "
                                    "has adapters")
-    sizes = [0 if i < start else base + _adapter_bytes(shape, by_layer.get(i, {}), tokens, w, a, attention, cast_each,
-                                                        dropout)
+    sizes = [0 if i < start else base + mixer * (i in shape.linear_layers) + _adapter_bytes(
+        shape, by_layer.get(i, {}), tokens, w, a, attention, cast_each, dropout)
+             + _expert_bytes(shape, experts.get(i, {}), tokens, w, a)
              + (_dropout_masks(shape, by_layer.get(i, {}), tokens, mask_bytes, i == start) if dropout else 0)
              for i in range(shape.layers)]
-    sizes[start] -= _first_layer_savings(shape, by_layer[start], micro_batch, sequence_length, w, a, attention,
-                                         cast_each)
+    sizes[start] -= _first_layer_savings(shape, by_layer.get(start, {}), micro_batch, sequence_length, w, a, attention,
+                                         cast_each, start in shape.linear_layers)
     # frozen embedding: no token ids (nor gemma's scale); frozen final norm and head: no normalized copy (RMSNorm),
     # no input for the head
     normalized = 0 if family.norm == "layer" else _normalized(shape, w) * tokens * shape.hidden
@@ -306,7 +355,7 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
     if checkpointing:  # the checkpoints keep the layers' inputs (rotary tables included) whatever needs a gradient
         return LoraActivations(max(sizes), sizes[start], sum(sizes) + uneven, outside, True, full.checkpoint_bytes,
                                max(sizes), outside + full.checkpoint_bytes)
-    if start == shape.layers - 1 and not (QUERY | {"kv_a"}) & _names(by_layer[start]):
+    if start == shape.layers - 1 and not (QUERY | {"kv_a"}) & _names(by_layer.get(start, {})):
         outside -= full.shared_bytes  # rotary tables are kept by q·cos only when q or k carries a gradient
     middle = max(sizes[start + 1:], default=sizes[start])
     return LoraActivations(middle, sizes[start], sum(sizes) + uneven, outside, False, 0, 0,

@@ -361,10 +361,15 @@ def adapter_placement(lora: LoraPeak, stage: str, ranks: int, offload: Offload |
 def expert_share(lora: LoraPeak, shape: ModelShape, e: int) -> tuple[LoraPeak, int]:
     """A LoRA run's P and parameter count on one rank of expert parallelism: the frozen routed experts (stacked, in
     the frozen weights' float width) ÷ e, as the full fine-tuning EP step divides them (configs/parallel_shape.py
-    `rank_shape`); adapters on routed experts are refused by the activation model, so none are divided here."""
+    `rank_shape`). Adapters on routed experts (target_parameters) are refused here: how the EP plugin places them
+    (each rank's experts' adapters, or all of them, and their gradients' reduction) is not read."""
     count = lora.adapters
     if e == 1:
         return lora, count.all
+    if any(target.weight.experts for target in count.targets):
+        raise StepInputError("LoRA on routed experts (target_parameters) under expert parallelism is not modelled: "
+                             "how the expert-parallel plugin places their adapters and reduces their gradients is not "
+                             "read", "target_parameters")
     routed = sum(weight.parameters * weight.instances for weight in weights(shape) if weight.experts)
     moved = routed - ceil_div(routed, e)
     return lora._replace(parameter_bytes=lora.parameter_bytes - moved * lora.frozen_width), count.all - moved
