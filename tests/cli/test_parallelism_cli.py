@@ -66,6 +66,28 @@ def test_the_flags_without_a_config():
     assert found["ulysses"] == 8 and found["sources"]["ulysses"] == {"source": "--ulysses"}
 
 
+def test_the_flags_without_a_config_make_the_figures_as_approximate_as_the_recipes_keys():
+    """The options alone derive an expert or context-parallel degree as the recipe's key does: the figures say so (they
+    said "every key the inputs set is modelled" while `estimate --config` of the same degree said "derived")."""
+    moe = next((DATA / "hf_cache/models--Qwen--Qwen3-30B-A3B-Instruct-2507").glob("snapshots/*/config.json"))
+    said = {}
+    for model, flag in ((moe, "--expert-parallel"), (DATA / "models/Qwen2.5-7B/config.json", "--context-parallel")):
+        workload = ("--model-config", str(model), "--world-size", "4", "--sequence-length", "2048", "--micro-batch",
+                    "1", "--format", "json")
+        plain = json.loads(run_zeromem("estimate", *workload).stdout)
+        assert plain["approximate"] is False and plain["ignored"] == []
+        done = run_zeromem("estimate", *workload, flag, "4")
+        assert done.returncode == 0, done.stderr
+        found = json.loads(done.stdout)
+        assert found["approximate"] is True and [item["key"] for item in found["ignored"]] == [flag]
+        said[flag] = found["ignored"][0]["why"]
+        assert said[flag].startswith("derived, not measured")
+        assert found["peak"] != plain["peak"]  # the degree is in the figures the note qualifies
+    recipe = estimate(EXPERT, "--world-size", "4")  # the recipe's own key: the same derivation, said the same way
+    (expert,) = [item for item in recipe["ignored"] if item["key"] == "expert_parallel_size"]
+    assert expert["why"] == said["--expert-parallel"]
+
+
 @pytest.mark.parametrize("flag, value", [("--tensor-parallel", "0"), ("--tiled-mlp", "none"),
                                          ("--activation-offload", "gpu")])
 def test_a_bad_flag_is_a_usage_error(flag, value):

@@ -490,6 +490,13 @@ def _parallel_effects(parallel: dict[str, Given], lora: bool) -> tuple[Ignored, 
     return tuple(out)
 
 
+def _parallel(built: MemoryPlan, resolved: Resolved, peak: PeakSource | None) -> dict[str, Given]:
+    """The plan's resolved N-D degrees: its peak's, else the workload's over the settings."""
+    if built.peak is not None:
+        return built.peak.source.parallel
+    return resolve_parallel(peak.workload.parallel if peak is not None else {}, resolved, None)
+
+
 def plan(source: PlanSource, resolved: Resolved, peak: PeakSource | None = None,
          adapter: Adapter | None = None, ignored: tuple[Ignored, ...] = (),
          engine_named: bool = True) -> MemoryPlan | Unplanned:
@@ -505,17 +512,19 @@ def plan(source: PlanSource, resolved: Resolved, peak: PeakSource | None = None,
         built = torch_plan(source, resolved, peak, adapter)
     elif isinstance(source, SettingsSource):
         built = settings_plan(source, resolved, peak, adapter)
-        unread = _unread_processor(peak)
-        return built._replace(ignored=unread) if unread and isinstance(built, MemoryPlan) else built
+        if not isinstance(built, MemoryPlan):
+            return built
+        # the options' N-D degrees are derived as a config's are (--expert-parallel: `estimate --config` said so, the
+        # options alone said "every key the inputs set is modelled")
+        found = (*_unread_processor(peak), *_parallel_effects(_parallel(built, resolved, peak), adapter is not None))
+        return built._replace(ignored=found) if found else built
     else:
         return Unplanned((source.missing,))
     one_process = resolved.settings.world_size == 1  # one GPU and no engine named: plain torch, nothing to assume
     assumed = None if engine_named or one_process or resolved.settings.engine is not None else ENGINE_ASSUMED
     ignored = (*ignored, *_quantized_experts(resolved, peak), *_unread_processor(peak))
     if isinstance(built, MemoryPlan):  # with or without a peak: the model-state column leaves out t and e either way
-        parallel = built.peak.source.parallel if built.peak is not None else resolve_parallel(
-            peak.workload.parallel if peak is not None else {}, resolved, None)
-        ignored = (*ignored, *_parallel_effects(parallel, adapter is not None))
+        ignored = (*ignored, *_parallel_effects(_parallel(built, resolved, peak), adapter is not None))
     world = built.origins.get("world_size") if isinstance(built, MemoryPlan) else None
     world_assumed = f"the world size {built.inputs.world_size} is assumed: {world.note}" if isinstance(
         built, MemoryPlan) and isinstance(world, Assumed) else None

@@ -156,6 +156,18 @@ def zero_edits(document: Document, updates: dict[str, str]) -> list[TextEdit] | 
     return edits
 
 
+def state_exceeds(plan: MemoryPlan) -> bool:
+    """ZM101's case: the chosen stage's model state is over the budget and the verdict rests on it. Every verdict
+    follows the peak when it is known: a peak below the model state (LoRA's frozen base; the experts or shards N-D
+    divides; DeepSpeed's bucketed gradients) says the step never holds that figure at once, so the peak judges
+    (ZM106), whether it fits or not; a peak at or above the model state holds all of it."""
+    if not plan.exceeds:
+        return False
+    peak = plan.known_peak
+    total = peak.at(plan.chosen) if peak is not None else None
+    return total is None or total >= plan.gpu_bytes
+
+
 def budget_findings(context: Context) -> Iterator[Finding]:
     plan = context.plan
     budget = context.settings.gpu_memory
@@ -172,9 +184,7 @@ def budget_findings(context: Context) -> Iterator[Finding]:
     path = _budget_span_path(context, plan.stage_path)
     label = stage_label(plan.chosen, plan.family)
     figure = plan.gpu_bytes
-    # every verdict follows the peak when it is known: a model state over the budget whose step's peak fits is a
-    # figure the step never holds at once (LoRA's frozen base; the experts or shards N-D divides), not an OOM
-    if plan.exceeds and not (plan.peak_known and not plan.peak_exceeds):
+    if state_exceeds(plan):
         excess = figure - budget
         suggestion = plan.cheapest_fit()
         judged = "whose peak fits" if plan.peak_known else "that fits"

@@ -14,7 +14,8 @@ from zeromem_lsp.memory.plan import MemoryPlan
 from zeromem_lsp.provenance import Given, Path
 from zeromem_lsp.present import approximation_note, describe_suggestion, no_fit, peak_sum, stage_label
 from zeromem_lsp.rules.context import Context
-from zeromem_lsp.rules.memory import checkpointing_edit, micro_batch_edits, suggestion_fixes, zero_edits
+from zeromem_lsp.rules.memory import (checkpointing_edit, micro_batch_edits, state_exceeds, suggestion_fixes,
+                                     zero_edits)
 from zeromem_lsp.rules.registry import rule
 from zeromem_lsp.units import format_bytes
 
@@ -131,7 +132,7 @@ def _shrink_buckets(context: Context, plan: MemoryPlan, peak: Peak, budget: int)
 
 def check(context: Context) -> Iterator[Finding]:
     plan, budget = context.plan, context.settings.gpu_memory
-    if budget is None or not isinstance(plan, MemoryPlan) or plan.peak is None or plan.exceeds:
+    if budget is None or not isinstance(plan, MemoryPlan) or plan.peak is None or state_exceeds(plan):
         return
     peak, stage = plan.peak, plan.chosen
     label = stage_label(stage, plan.family)
@@ -156,6 +157,9 @@ def check(context: Context) -> Iterator[Finding]:
     margin = (f"within the model's ±{MODEL_UNCERTAINTY * 100}% uncertainty" if within else
               f"beyond the model's ±{MODEL_UNCERTAINTY * 100}% uncertainty, but the figure is approximate" if approximate
               else f"beyond the model's ±{MODEL_UNCERTAINTY * 100}% uncertainty: the run is expected to fail")
+    state = (f"though its model state ({format_bytes(peak.state[stage])}) fits" if not plan.exceeds else
+             f"below its model state ({format_bytes(peak.state[stage])}: P, G and O held together, which the step "
+             "never does at full size)")
     found = peak.stage_peak(stage)
     assert found is not None  # `total` is its total
     beside = [part for part in found.held.parts if part.name not in STATE_PARTS] or list(found.held.parts)
@@ -171,7 +175,7 @@ def check(context: Context) -> Iterator[Finding]:
     yield context.finding(
         PEAK_EXCEEDS,
         f"{label} peaks at {format_bytes(total)} per GPU, {format_bytes(total - budget)} over the "
-        f"{format_bytes(budget)} budget ({margin}), though its model state ({format_bytes(peak.state[stage])}) "
-        f"fits: {peak_sum(peak, stage)}; the largest part beside model state is {largest} ({format_bytes(size)})"
+        f"{format_bytes(budget)} budget ({margin}), {state}: {peak_sum(peak, stage)}; the largest part beside model "
+        f"state is {largest} ({format_bytes(size)})"
         f"{advice}" + (f" ({approximate})" if approximate else ""),
         _driver_path(context, plan, peak, largest), fixes=fixes, lesser=within or plan.approximate)

@@ -62,8 +62,9 @@ RULES: dict[str, Rule] = _rules(
         "The chosen ZeRO stage needs more GPU memory per rank than the declared `gpu_memory` budget. A warning "
         "when the figure is approximate: the config sets a memory-relevant key the model does not cover (named in "
         "the message), or a recipe's engine or world size is only assumed. Not reported when the step's peak is "
-        "known and fits: the verdict follows the peak (a LoRA base or experts divided by expert parallelism make a "
-        "model state the step never holds at once).",
+        "known and fits, or is below the model state: the verdict follows the peak (ZM106 when it does not fit; a "
+        "LoRA base, experts divided by expert parallelism or DeepSpeed's bucketed gradients make a model state the "
+        "step never holds at once).",
         "The job would queue, launch and die with CUDA out-of-memory while building the optimizer. The figure "
         "counts only persistent model state (parameters, gradients, optimizer state), so a real run needs more.",
         '{"zero_optimization": {"stage": 1}, "bf16": {"enabled": true},\n'
@@ -113,7 +114,8 @@ RULES: dict[str, Rule] = _rules(
     ),
     Rule(
         "ZM106", "peak-exceeds-gpu-memory", "error",
-        "The chosen stage's model state fits the `gpu_memory` budget, but its estimated peak — the largest phase "
+        "The chosen stage's model state fits the `gpu_memory` budget (or is over it but above the peak: a figure "
+        "the step never holds at once), but its estimated peak — the largest phase "
         "(forward, backward, optimizer step) of one training step + `reserved` — does not. An error when the peak "
         "is over the budget by more than the model's uncertainty (10%, docs/memory-model.md); a warning inside it, and "
         "whenever the figure is approximate (a memory-relevant key set that the model does not cover, an assumed "
