@@ -564,7 +564,8 @@ def ignored_keys_text(plan) -> str:
 #: The engine assumption in one clause (its full wording, with how to pair a launch file: planner.ENGINE_ASSUMED).
 DDP_ASSUMED = "torch DDP is assumed (the recipe names no engine and no Accelerate config is paired with it)"
 #: The world-size assumption in one clause (its full wording: planner.assume_world's origin).
-WORLD_ASSUMED = "the world size is assumed (the smallest that runs the parallel degrees; give --world-size)"
+WORLD_ASSUMED = ("the world size is assumed (the smallest that runs the parallel degrees; set it: --world-size, the "
+                 "world_size setting or zeromem.worldSize in the editor)")
 
 
 def approximation_note(plan) -> str:

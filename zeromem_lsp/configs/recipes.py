@@ -759,6 +759,22 @@ def _wrong_types(tool: Tool, data: dict) -> list[ConfigIssue]:
     return out
 
 
+#: axolotl's kernels plugin; with it, an unset `experts_implementation` and no scattermoe / sonicmoe kernel asked
+#: for, axolotl pins the experts to eager (integrations/kernels/args.py `check_experts_implementation`, axolotl@067b021c)
+KERNELS_PLUGIN = "axolotl.integrations.kernels.KernelsPlugin"
+EAGER_EXPERTS = ("with experts_implementation unset it makes an MoE model's experts run eager (axolotl's kernels "
+                 "plugin pins it), which keeps per routed visit its row and an index pair beyond grouped_mm, the path "
+                 "measured (+7% of a mixtral layer); set experts_implementation: grouped_mm to run the measured path")
+
+
+def kernels_pin_eager(data: dict) -> bool:
+    """axolotl will run an MoE model's experts eager: its kernels plugin is loaded, `experts_implementation` unset and
+    neither `use_scattermoe` nor `use_sonicmoe` asked for (the plugin's validator then sets "eager")."""
+    plugins = data.get("plugins")
+    return (isinstance(plugins, list) and KERNELS_PLUGIN in plugins and data.get("experts_implementation") is None
+            and not data.get("use_scattermoe") and not data.get("use_sonicmoe"))
+
+
 def read_recipe(tool: Tool, data: dict, folders: tuple[str, ...] = ()) -> tuple[list[ConfigIssue], RecipeSetup]:
     """The recipe's issues (unknown keys, impossible values) and what it says about the run. `folders`: the names
     of the folders the recipe sits in, innermost last (a TRL recipe's folder may name its trainer)."""
@@ -774,6 +790,8 @@ def read_recipe(tool: Tool, data: dict, folders: tuple[str, ...] = ()) -> tuple[
         out += axolotl_context_parallel(data)
     refused = {issue.path for issue in out if issue.kind == "invalid_value"}  # said once: the refusal says it
     out = [issue for issue in out if not (issue.kind == "wrong_type" and issue.path in refused)]
+    if tool == "axolotl" and kernels_pin_eager(data):
+        setup = replace(setup, unread=(*setup.unread, (("plugins",), KERNELS_PLUGIN, EAGER_EXPERTS)))
     key = "optimizer" if tool == "axolotl" else "optim"
     if isinstance(data.get(key), str) and "paged" in data[key].lower():
         setup = replace(setup, unread=(*setup.unread, ((key,), data[key], PAGED)))

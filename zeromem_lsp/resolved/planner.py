@@ -34,6 +34,7 @@ from zeromem_lsp.memory.stages import FSDP_STRATEGY_STAGE
 from zeromem_lsp.configs.accelerate import AccelerateSetup
 from zeromem_lsp.configs.fsdp import FsdpSetup
 from zeromem_lsp.configs.parallel_checks import smallest_world
+from zeromem_lsp.configs.recipes import EAGER_EXPERTS
 from zeromem_lsp.configs.workload import Workload
 from zeromem_lsp.provenance import Assumed, Given, Origin, Path
 
@@ -448,6 +449,14 @@ QUANTIZED_EXPERTS = ("k-bit quantization of a mixture-of-experts model: whether 
                      "assume every linear weight quantized")
 
 
+def _for_the_model(ignored: tuple[Ignored, ...], peak: PeakSource | None) -> tuple[Ignored, ...]:
+    """The keys set that change this model's memory: an eager-experts pin (configs/recipes.kernels_pin_eager) only
+    where the model has routed experts (kept when the model is unknown: nothing says it has none)."""
+    shape = peak.model.shape if peak is not None else None
+    dense = shape is not None and not shape.experts
+    return tuple(item for item in ignored if not (dense and item.why == EAGER_EXPERTS))
+
+
 def _quantized_experts(resolved: Resolved, peak: PeakSource | None) -> tuple[Ignored, ...]:
     """The quantization setting, named as not modelled, when the model it quantizes has MoE experts."""
     quantization = resolved.settings.quantization
@@ -522,7 +531,7 @@ def plan(source: PlanSource, resolved: Resolved, peak: PeakSource | None = None,
         return Unplanned((source.missing,))
     one_process = resolved.settings.world_size == 1  # one GPU and no engine named: plain torch, nothing to assume
     assumed = None if engine_named or one_process or resolved.settings.engine is not None else ENGINE_ASSUMED
-    ignored = (*ignored, *_quantized_experts(resolved, peak), *_unread_processor(peak))
+    ignored = (*_for_the_model(ignored, peak), *_quantized_experts(resolved, peak), *_unread_processor(peak))
     if isinstance(built, MemoryPlan):  # with or without a peak: the model-state column leaves out t and e either way
         ignored = (*ignored, *_parallel_effects(_parallel(built, resolved, peak), adapter is not None))
     world = built.origins.get("world_size") if isinstance(built, MemoryPlan) else None
