@@ -706,6 +706,8 @@ def coverage_line(plan) -> str:
         head = f"{approximation_note(plan)} (-v says what each does)"
         if plan.peak is not None and not plan.peak_known:  # why there is no peak, said here too
             head += f"; model state only: the peak needs {'; '.join(plan.peak.missing)}"
+        elif plan.peak is not None and (unknown := plan.peak.unknown(plan.stage or _lowest(plan))):
+            head += f"; {unknown}"  # the stage's peak is unknown: why, without -v
     elif plan.peak is None:
         head = "model state only: no activations without the model's config.json and a sequence length"
     elif not plan.peak_known:
