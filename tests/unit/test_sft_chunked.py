@@ -67,3 +67,20 @@ if __name__ == "__main__":
     for row in ROWS:
         print(f"{row['id']:28} {row['phase']:9} measured {row['measured']:>13,} model {row['model']:>13,} "
               f"{row['error']:+.3%}  {row['moment']}")
+
+
+def test_the_words_say_the_constants_the_model_uses(monkeypatch):
+    """The chunk size and the release ranges appear in messages written in configs/ and present.py (configs/ may
+    not import memory/): they must say what memory/chunked_nll.py and the version gates use."""
+    from zeromem_lsp import present
+    from zeromem_lsp.configs import recipes
+    from zeromem_lsp.memory import chunked_nll
+
+    monkeypatch.setattr(recipes, "running", lambda package: ("1.14.0", True))
+    found = recipes.trl_sft_loss({})
+    assert found is not None and f"chunks of {chunked_nll.CHUNK} tokens" in found.note
+    first, compute, fused = recipes.TRL_CHUNKED_SFT, recipes.TRL_CHUNKED_COMPUTE_DTYPE, recipes.TRL_FUSED_SFT
+    assert fused[:2] == (compute[0], compute[1] + 2)  # the compute-dtype matmul ran in the last two releases
+    said = present.head_line.__code__.co_consts
+    assert f"TRL {first[0]}.{first[1]}-{compute[0]}.{compute[1] - 1}" in said
+    assert f"TRL {compute[0]}.{compute[1]}-{fused[0]}.{fused[1] - 1}" in said
