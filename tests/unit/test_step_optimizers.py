@@ -42,11 +42,8 @@ def comparisons() -> list[dict]:
             kwargs["optimizer_impl"] = "for-loop"  # compiled step per tensor); `impl` is not read
         estimate = estimate_step(model_shape(case["config"]), case["sequence_length"], case["micro_batch"],
                                  optimizer=optimizer(case), **kwargs)
-        # the profiler (a compiled step) also sees allocations that are no tensor's: on FSDP2's rank 1 ~2.9 MB more
-        # from step to step, run to run (opt-fsdp2-r2-fp32-adam8bit-ao); its other rank holds the step's tensors
-        pick = min if case.get("counter") == "profiler" else max
         for phase in PHASES:
-            measured = pick(rank["phases"][phase]["peak"] for rank in case["per_rank"])
+            measured = max(rank["phases"][phase]["peak"] for rank in case["per_rank"])
             model = estimate.phases[phase].peak
             rows.append({"id": case["id"], "phase": phase, "measured": measured, "model": model,
                          "error": model / measured - 1, "parts": estimate.phases[phase].parts})
