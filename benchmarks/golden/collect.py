@@ -55,7 +55,7 @@ def steps() -> dict:
     for case in test_step_optimizers.CASES:
         def optimizer_step(case=case):
             kwargs = test_step.arguments(case)
-            if test_step_optimizers.optimizer(case) == "adafactor":
+            if test_step_optimizers.optimizer(case) in ("adafactor", "adam8bit_torchao"):  # one implementation each
                 kwargs["optimizer_impl"] = "for-loop"
             return estimate_step(model_shape(case["config"]), case["sequence_length"], case["micro_batch"],
                                  optimizer=test_step_optimizers.optimizer(case), **kwargs)

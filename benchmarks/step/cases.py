@@ -368,7 +368,7 @@ def accumulation_cases() -> list[dict]:
 
 #: (tag, optimizer name, extra settings) of the optimizers other than AdamW that run on CPU
 OTHER_OPTIMIZERS = {"sgd": ("SGD", {}), "sgdm": ("SGD", {"momentum": 0.9}), "adagrad": ("Adagrad", {}),
-                    "adafactor": ("Adafactor", {})}
+                    "adafactor": ("Adafactor", {}), "adam8bit-ao": ("AdamW8bit", {})}
 
 
 def _other(cid, tag, impl="for-loop", **kwargs):
@@ -406,6 +406,13 @@ def optimizer_cases() -> list[dict]:
     out.append(_other("opt-ds-z2-r2-adafactor", "adafactor", engine="deepspeed", stage=2, ranks=2))
     out.append(_other("opt-fsdp2-r2-fp32-sgdm", "sgdm", "foreach", version=2))
     out.append(_other("opt-fsdp2-r2-fp32-adagrad", "adagrad", "foreach", version=2))
+    # `adamw_torch_8bit`: torchao's AdamW8bit, its per-parameter step compiled (counted by the profiler: Dynamo
+    # compiles nothing under the tracker); the wide model at few tokens, and FSDP2's local shards
+    out.append(_other("opt-torch-llama-h1024-bf16-adam8bit-ao-s64", "adam8bit-ao", "compiled", model="llama-h1024",
+                      seq=64))
+    out.append(_other("opt-fsdp2-r2-fp32-adam8bit-ao", "adam8bit-ao", "compiled", version=2))
+    for case in out[-2:]:
+        case["counter"] = "profiler"
     return copy.deepcopy(out)
 
 

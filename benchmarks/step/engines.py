@@ -144,9 +144,13 @@ def trainable(model):
 
 def torch_optimizer(case, params, torch):
     """The case's optimizer as HF Trainer builds it (transformers/trainer_optimizer.py): torch AdamW, SGD (its
-    `momentum`), Adagrad, or Transformers' Adafactor with `scale_parameter=False, relative_step=False`."""
+    `momentum`), Adagrad, Transformers' Adafactor with `scale_parameter=False, relative_step=False`, or torchao's
+    AdamW8bit (its per-parameter step compiled by torch.compile)."""
     settings = case["optimizer"]
     name, impl, lr = settings["name"], settings["impl"], settings["lr"]
+    if name == "AdamW8bit":  # `adamw_torch_8bit`: torchao's, block_size 256 (`_get_torchao_optimizer`)
+        from torchao.optim import AdamW8bit
+        return AdamW8bit(params, lr=lr, block_size=256, bf16_stochastic_round=False)
     if name == "Adafactor":  # one implementation: a Python loop over the parameters
         from transformers.optimization import Adafactor
         return Adafactor(params, lr=lr, scale_parameter=False, relative_step=False)

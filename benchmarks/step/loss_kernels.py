@@ -30,7 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from cases import _case  # noqa: E402
-from measure import PHASES, run_case, versions  # noqa: E402
+from measure import PHASES, live_peaks, run_case, versions  # noqa: E402
 
 OUT = HERE.parents[1] / "tests" / "data" / "step" / "loss_kernels.json"
 METHOD = ("torch.profiler profile_memory over the CPU allocator, started before the model is built; live bytes = "
@@ -71,27 +71,6 @@ def _with_lora(build):
     return built
 
 
-def _live_peaks(profiler, starts: dict[str, int]) -> dict[str, dict]:
-    """Per phase: peak, start, end of the running sum of allocator events (phases are record_function ranges)."""
-    events = profiler.profiler.kineto_results.events()
-    memory = sorted((event.start_ns(), event.nbytes()) for event in events if event.name() == "[memory]")
-    ranges = {event.name(): (event.start_ns(), event.start_ns() + event.duration_ns())
-              for event in events if event.name() in PHASES}
-    found, live, index = {}, 0, 0
-    for name in PHASES:
-        low, high = ranges[name]
-        while index < len(memory) and memory[index][0] < low:
-            live += memory[index][1]
-            index += 1
-        start = peak = live
-        while index < len(memory) and memory[index][0] <= high:
-            live += memory[index][1]
-            peak = max(peak, live)
-            index += 1
-        found[name] = {"peak": peak, "start": start, "end": live}
-    return found
-
-
 def run_rank(case: dict, chunked_path: str) -> dict:
     import warnings
     warnings.filterwarnings("ignore")
@@ -125,7 +104,7 @@ def run_rank(case: dict, chunked_path: str) -> dict:
             with record_function("optimizer" if step == 2 else "step1-optimizer"):
                 run.step()
     from torch._dynamo.utils import counters
-    phases = _live_peaks(profiler, {})
+    phases = live_peaks(profiler, PHASES)
     return {"rank": 0, "phases": phases, "persistent_before_step2": phases["forward"]["start"],
             "step_peak": max(phase["peak"] for phase in phases.values()),
             "peak_phase": max(PHASES, key=lambda name: phases[name]["peak"]), "losses": losses,

@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE))
 OUT = HERE.parents[1] / "tests" / "data" / "step" / "measured.json"
 OUT_LORA = OUT.with_name("measured_lora.json")  # the LoRA / QLoRA cases (cases.lora_cases, --lora)
 OUT_GA = OUT.with_name("gradient_accumulation.json")  # gradient_accumulation_steps > 1 (cases.accumulation_cases)
-OUT_OPTIMIZERS = OUT.with_name("measured_optimizers.json")  # SGD, Adagrad, Adafactor (cases.optimizer_cases)
+OUT_OPTIMIZERS = OUT.with_name("measured_optimizers.json")  # SGD, Adagrad, Adafactor, torchao's AdamW8bit
 PHASES = ("forward", "backward", "optimizer")
 METHOD = ("TorchDispatchMode + weakref.finalize over unique untyped storages, entered before the model is "
           "built; UntypedStorage.resize_ patched; peak read after every dispatched op; step 2 of 2")
@@ -67,6 +67,67 @@ class _MemTrackerPhases:
         self.phase = None
 
 
+class ProfilerPhases:
+    """The phases counted by torch.profiler (profile_memory) over the CPU allocator instead of the tracker, for a
+    case whose step torch.compile runs (Dynamo compiles nothing under a TorchDispatchMode): each phase is a
+    record_function range, live bytes the running sum of allocation events (loss_kernels.py's method, which gives
+    the tracker's figures to the byte on a case both count). No breakdown."""
+
+    def __init__(self):
+        from torch.profiler import ProfilerActivity, profile
+        self.profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+        self.names: list[str] = []
+        self.phases: dict[str, dict] = {}
+        self.range = None
+        self.meta_current = 0
+
+    def __enter__(self):
+        self.profiler.__enter__()
+        return self
+
+    def __exit__(self, *args):
+        self.end()
+        self.profiler.__exit__(*args)
+        self.phases = live_peaks(self.profiler, self.names)
+
+    def begin(self, name):
+        from torch.profiler import record_function
+        self.end()
+        self.range = record_function(name)
+        self.range.__enter__()
+        self.names.append(name)
+
+    def end(self):
+        if self.range is not None:
+            self.range.__exit__(None, None, None)
+        self.range = None
+
+    def breakdown(self, name, labels):
+        return {}
+
+
+def live_peaks(profiler, names) -> dict[str, dict]:
+    """Per phase (record_function ranges `names`, in the order they ran): peak, start, end of the running sum of
+    the profiler's allocator events."""
+    events = profiler.profiler.kineto_results.events()
+    memory = sorted((event.start_ns(), event.nbytes()) for event in events if event.name() == "[memory]")
+    ranges = {event.name(): (event.start_ns(), event.start_ns() + event.duration_ns())
+              for event in events if event.name() in names}
+    found, live, index = {}, 0, 0
+    for name in names:
+        low, high = ranges[name]
+        while index < len(memory) and memory[index][0] < low:
+            live += memory[index][1]
+            index += 1
+        start = peak = live
+        while index < len(memory) and memory[index][0] <= high:
+            live += memory[index][1]
+            peak = max(peak, live)
+            index += 1
+        found[name] = {"peak": peak, "start": start, "end": live}
+    return found
+
+
 def quiet_torch():
     """torch for one rank's child: warnings and Transformers' logging off, seed 0, one thread."""
     import warnings
@@ -86,7 +147,8 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
     from tracker import StorageTracker
     torch = quiet_torch()
     started = time.time()
-    tracker = StorageTracker()
+    profiled = case.get("counter") == "profiler"
+    tracker = ProfilerPhases() if profiled else StorageTracker()
     cross = _MemTrackerPhases() if case.get("crosscheck_memtracker") else None
     with contextlib.ExitStack() as stack:
         if case["fake"]:
@@ -95,7 +157,7 @@ def run_rank(case: dict, rank: int, world: int) -> dict:
         if cross is not None:
             stack.enter_context(cross.tracker)
         stack.enter_context(tracker)
-        run = Run(case, rank, world, torch, tracker)
+        run = Run(case, rank, world, torch, None if profiled else tracker)
         generator = torch.Generator().manual_seed(1 + rank)
         accumulation = case.get("gradient_accumulation_steps", 1)
         batches = [torch.randint(0, case["config"]["vocab_size"], (case["micro_batch"], case["sequence_length"]),
@@ -213,7 +275,7 @@ def run_case(case: dict, python: str, timeout: int, script: Path | None = None, 
 def versions() -> dict:
     import importlib.metadata as metadata
     found = {}
-    for name in ("torch", "transformers", "deepspeed", "peft", "bitsandbytes"):
+    for name in ("torch", "transformers", "deepspeed", "peft", "bitsandbytes", "torchao"):
         try:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -239,8 +301,9 @@ def merge(out: Path, case: dict, ranks: list[dict], device="cpu", method=METHOD,
     kept[case["id"]] = entry
     order = list(by_id())
     found = versions()
-    if not lora:  # the full-step records keep the versions they had
-        found = {name: found[name] for name in ("torch", "transformers", "deepspeed")}
+    if not lora:  # the full-step records keep the versions they had (+ torchao: its AdamW8bit's cases)
+        found = {name: found[name] for name in ("torch", "transformers", "deepspeed")
+                 + (("torchao",) if out.name == OUT_OPTIMIZERS.name else ())}
     record = {**found, "device": device, "method": method, "phases": list(PHASES),
               "cases": [kept[cid] for cid in order if cid in kept]}
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,7 @@ import weakref
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass_type
 from torch.utils._pytree import tree_flatten
 
 try:
@@ -99,8 +100,10 @@ class StorageTracker(TorchDispatchMode):
 
     # --- the mode ---
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if DTensor is not None and any(issubclass(kind, DTensor) for kind in types):
-            return NotImplemented  # let DTensor desugar to local ops, which come back here
+        if any(is_traceable_wrapper_subclass_type(kind) for kind in types):
+            # let DTensor (and other wrapper subclasses: torchao's 8-bit optimizer state) desugar to the ops on the
+            # tensors they wrap, which come back here; the wrapper itself owns no memory
+            return NotImplemented
         out = func(*args, **(kwargs or {}))
         name = func.__name__
         for value in tree_flatten((args, kwargs))[0]:

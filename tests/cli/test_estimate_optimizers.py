@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import run_zeromem
+from tests.cli.conftest import run_zeromem, run_zeromem_subprocess
 
+ROOT = Path(__file__).resolve().parents[2]
 QWEN = "tests/data/models/Qwen2.5-7B/config.json"  # h 3584, 28 q / 4 kv heads of 128, I 18944, V 152064, 28 layers
 COMMON = ("estimate", "-v", "-R", "8", "--model-config", QWEN, "--sequence-length", "2048", "--micro-batch", "1")
 
@@ -88,3 +89,15 @@ def test_a_ds_config_adagrad_section_is_torch_adagrad_with_its_first_sums(tmp_pa
     assert phase["parts"]["Adagrad sums"] == 4 * shard
     assert phase["parts"]["optimizer scratch"] == 2 * 4 * shard  # `_foreach_sqrt` and `_foreach_mul`
     assert phase["parts"]["Adagrad sums made before DeepSpeed"] == 4 * 7_615_616_512
+
+
+def test_the_alst_fsdp2_example_with_torchaos_8bit_adamw_gets_a_peak(monkeypatch):
+    """axolotl's ALST example (`optimizer: adamw_torch_8bit`, FSDP2): HF builds torchao's AdamW8bit, modelled over
+    each rank's local shards; the peak is known, its state named, never bitsandbytes' refusal under FSDP."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(ROOT / "tests/data/hf_cache"))
+    done = run_zeromem_subprocess("estimate", "--offline", "--format", "json", "--config",
+                                  "tests/data/recipes/axolotl/examples/alst/llama3-8b-fsdp2-alst.yaml", cwd=ROOT)
+    assert done.returncode in (0, 1), done.stderr
+    found = json.loads(done.stdout)
+    assert isinstance(found["peak"]["zero3"], int) and found["peak"]["zero3"] > 0, found
+    assert "8-bit m, v + block scales" in found["phases"]["zero3"]["parts"]

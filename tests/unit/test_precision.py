@@ -31,6 +31,7 @@ EXPECTED = {
     ("fp16", "lion"): (2, 2, 8),
     ("fp16", "adam8bit"): (2, 2, 6),
     ("fp16", "adafactor"): (2, 2, 4),
+    ("fp16", "adam8bit_torchao"): (2, 2, 6),
     ("fp32", "adam"): (4, 4, 8),
     ("fp32", "adamw"): (4, 4, 8),
     ("fp32", "lamb"): (4, 4, 8),
@@ -40,6 +41,7 @@ EXPECTED = {
     ("fp32", "lion"): (4, 4, 4),
     ("fp32", "adam8bit"): (4, 4, 2),
     ("fp32", "adafactor"): (4, 4, 0),
+    ("fp32", "adam8bit_torchao"): (4, 4, 2),
 }
 EXPECTED.update({("bf16", o): v for (p, o), v in list(EXPECTED.items()) if p == "fp16"})
 
@@ -197,6 +199,7 @@ def test_normalize_precision(name, expected):
         ("adamw_8bit", "adam8bit"),
         ("adamw_bnb_8bit", "adam8bit"),
         ("paged_adamw_8bit", "adam8bit"),
+        ("adamw_torch_8bit", "adam8bit_torchao"),  # torchao's AdamW8bit, not bitsandbytes'
         ("adafactor", "adafactor"),
         ("lion_32bit", "lion"),
         ("paged_lion_32bit", "lion"),

@@ -1,4 +1,4 @@
-"""The optimizer step of SGD, SGD with momentum, Adagrad and Adafactor (memory/optimizer_step.py in the whole-step
+"""The optimizer step of SGD, SGD with momentum, Adagrad, Adafactor and torchao's AdamW8bit (memory/optimizer_step.py in the whole-step
 model) against every measured step (no torch).
 
 tests/data/step/measured_optimizers.json is written by `benchmarks/step/measure.py --optimizers` (real HF model
@@ -7,6 +7,7 @@ storage bytes in each phase of step 2. Run this file as a script to print the er
 """
 
 import json
+from math import prod
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,8 @@ import pytest
 from tests.unit.test_step import arguments
 from zeromem_lsp.configs.model_config import model_shape, weights_shape
 from zeromem_lsp.memory.optimizer_step import (OptimizerNotModelled, adafactor_scratch, adafactor_states,
-                                               adam8bit_states, optimizer_step, parameter_shapes)
+                                               adam8bit_states, adam8bit_torchao_states, optimizer_step,
+                                               parameter_shapes)
 from zeromem_lsp.memory.step import PHASES, StepInputError, estimate_step, parameter_tensors
 
 RECORD = json.loads((Path(__file__).resolve().parents[1] / "data" / "step" / "measured_optimizers.json").read_text())
@@ -29,15 +31,15 @@ def optimizer(case: dict) -> str:
     settings = case["optimizer"]
     if settings["name"] == "SGD":
         return "sgd_momentum" if settings.get("momentum", 0) > 0 else "sgd"
-    return settings["name"].lower()
+    return {"AdamW8bit": "adam8bit_torchao"}.get(settings["name"], settings["name"].lower())
 
 
 def comparisons() -> list[dict]:
     rows = []
     for case in CASES:
         kwargs = arguments(case)
-        if optimizer(case) == "adafactor":  # one implementation (a Python loop); `impl` is not read
-            kwargs["optimizer_impl"] = "for-loop"
+        if optimizer(case) in ("adafactor", "adam8bit_torchao"):  # one implementation each (a Python loop; a
+            kwargs["optimizer_impl"] = "for-loop"  # compiled step per tensor); `impl` is not read
         estimate = estimate_step(model_shape(case["config"]), case["sequence_length"], case["micro_batch"],
                                  optimizer=optimizer(case), **kwargs)
         for phase in PHASES:
@@ -56,7 +58,8 @@ ROWS = [row for row in comparisons() if row["error"] is not None]
 
 def test_the_record_covers_the_optimizers_and_engines():
     assert RECORD["torch"] and RECORD["transformers"] and RECORD["deepspeed"] and RECORD["method"]
-    assert {optimizer(case) for case in CASES} == {"sgd", "sgd_momentum", "adagrad", "adafactor"}
+    assert {optimizer(case) for case in CASES} == {"sgd", "sgd_momentum", "adagrad", "adafactor", "adam8bit_torchao"}
+    assert RECORD["torchao"]
     assert {case["engine"] for case in CASES} == {"torch", "deepspeed", "fsdp2"}
     stages = {case["ds_config"]["zero_optimization"]["stage"] for case in CASES if case["engine"] == "deepspeed"}
     assert {2, 3} <= stages
@@ -123,6 +126,29 @@ def test_adam8bit_states_by_hand():
     assert adam8bit_states([4096]) == 2 * 4096 + 2 * 4 * 16 + 2048
     assert adam8bit_states([4095]) == 8 * 4095 + 2048
     assert adam8bit_states([4097]) == 2 * 4097 + 2 * 4 * 17 + 2048
+
+
+def test_adam8bit_torchao_states_by_hand():
+    """torchao: uint8 m, v, an fp32 scale per 256 elements and a 256-entry fp32 map each, from 4096 elements that
+    256 divides; below, or not divisible, m and v in the parameter's dtype (2 B here), unlike bitsandbytes' fp32."""
+    assert adam8bit_torchao_states(2, [4096]) == 2 * 4096 + 2 * 4 * 16 + 2 * 1024
+    assert adam8bit_torchao_states(2, [4352]) == 2 * 4352 + 2 * 4 * 17 + 2 * 1024
+    assert adam8bit_torchao_states(2, [4100]) == 4 * 4100 and adam8bit_torchao_states(4, [256]) == 8 * 256
+    assert adam8bit_torchao_states(2, [100]) == (adam8bit_states([100]) - 2048) // 2  # bnb: fp32 (+ its maps)
+    # its compiled step: fp32 m, v and new scales of the largest quantized tensor
+    step = optimizer_step("adam8bit_torchao", "for-loop", 2, [(256,), (64, 256), (32, 256)])
+    assert step.scratch == 2 * 4 * (64 * 256 + 64) and not step.derived
+
+
+def test_fsdp2_hands_torchao_each_local_shard():
+    """Under FSDP2 every parameter's dim-0 shard is a tensor of its own: at 4 ranks a 256-element norm's 64-element
+    shard stays in the parameter's dtype, and the state is not the flat shard's."""
+    shape = model_shape(CASES[0]["config"])
+    flat = estimate_step(shape, 128, 2, optimizer="adam8bit_torchao", engine="fsdp", ranks=4, param_dtype="fp32")
+    local = [(-(-s[0] // 4), *s[1:]) for s in parameter_shapes(shape)]
+    parts = dict(flat.phases["optimizer"].parts)
+    assert parts["8-bit m, v + block scales"] == adam8bit_torchao_states(4, [prod(s) for s in local])
+    assert any(prod(s) < 4096 for s in local)
 
 
 @pytest.mark.parametrize("path", sorted(MODELS.glob("*/config.json")), ids=lambda p: p.parent.name)

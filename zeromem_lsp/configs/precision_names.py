@@ -22,7 +22,8 @@ _DEEPSPEED_TYPES = {alias: canonical for canonical, aliases in {
 _HF_OPTIM = {alias: canonical for canonical, aliases in {
     "adamw": ("adamw_hf", "adamw_torch", "adamw_torch_fused", "adamw_torch_xla", "adamw_torch_npu_fused",
               "adamw_apex_fused", "paged_adamw_32bit", "paged_adamw"),
-    "adam8bit": ("adamw_8bit", "adamw_bnb_8bit", "paged_adamw_8bit", "adamw_torch_8bit"),
+    "adam8bit": ("adamw_8bit", "adamw_bnb_8bit", "paged_adamw_8bit"),
+    "adam8bit_torchao": ("adamw_torch_8bit",),  # torchao's AdamW8bit (trainer_optimizer.py `_get_torchao_optimizer`)
     "adafactor": ("adafactor",),
     "lion": ("lion_32bit", "paged_lion_32bit", "paged_lion"),
     "adagrad": ("adagrad",),

@@ -80,7 +80,8 @@ TiledMlp = Annotated[
 ]
 # memory/precision.py's PRECISIONS and OPTIMIZERS, spelled as types (tests/unit/test_types.py checks they agree)
 Precision = Literal["fp32", "fp16", "bf16"]
-Optimizer = Literal["adam", "adamw", "sgd", "sgd_momentum", "lion", "adagrad", "lamb", "adam8bit", "adafactor"]
+Optimizer = Literal["adam", "adamw", "sgd", "sgd_momentum", "lion", "adagrad", "lamb", "adam8bit", "adafactor",
+                    "adam8bit_torchao"]
 
 
 class ParametersFromConfigModel(BaseModel):

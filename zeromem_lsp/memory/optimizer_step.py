@@ -3,8 +3,8 @@ for the tensors it steps on one rank, and the scratch its step makes at its larg
 
 `tensors` are the shapes the optimizer steps, in its order: the model's parameters (engine torch, FSDP's shards),
 or one flat fp32 partition (DeepSpeed ZeRO 1-3), each `width` bytes per element. Which are measured on CPU
-(tests/data/step/measured.json, measured_optimizers.json) and which derived from their code (Lion, LAMB, 8-bit
-Adam: bitsandbytes' blockwise AdamW8bit): docs/memory-model.md, "The optimizer step per optimizer".
+(tests/data/step/measured.json, measured_optimizers.json: torchao's AdamW8bit among them) and which derived from
+their code (Lion, LAMB, 8-bit Adam: bitsandbytes' blockwise AdamW8bit): docs/memory-model.md, "The optimizer step per optimizer".
 """
 
 from __future__ import annotations
@@ -19,13 +19,23 @@ from zeromem_lsp.memory.activations import F32
 #: bitsandbytes keeps 32-bit state for tensors below `min_8bit_size` and one fp32 absmax per 256-element block
 #: (bitsandbytes/optim/optimizer.py, `Optimizer2State.init_state`); its two quantile maps (256 fp32 each) once
 BNB_MIN_8BIT, BNB_BLOCK, BNB_QMAPS = 4096, 256, 2 * 256 * F32
+#: torchao's AdamW8bit (HF `adamw_torch_8bit`, block_size 256): per tensor (an FSDP2 DTensor's local shard) of at
+#: least 4096 elements that 256 divides, each of m, v uint8 codes + an fp32 scale per block + its own 256-entry fp32
+#: quantile map; otherwise `zeros_like` (the parameter's dtype). torchao/optim/adam.py `_AdamBase._new_buffer`,
+#: subclass_8bit.py `OptimState8bit.zeros`
+AO_MIN_8BIT, AO_BLOCK, AO_QMAP = 4096, 256, 256 * F32
+#: Its step (`single_param_adam`, compiled per tensor): fp32 m and v before they are re-quantized, and the new
+#: scales (measured: opt-*-adam8bit-ao, compiled on CPU)
+AO_SCRATCH_COPIES = 2
+#: Optimizers whose state depends on each tensor's size: FSDP2 hands them every parameter's local shard
+PER_TENSOR = ("adam8bit_torchao",)
 #: FusedLamb's per-tensor buffers: two 512-element L2 partial sums and the coefficient (fused_lamb_cuda.cpp)
 LAMB_BUFFERS = (2 * 512 + 1) * F32
 #: The name each optimizer's state has among a phase's parts (rules/peak.py counts them as model state)
 STATE_NAMES = {"adamw": "optimizer states", "adam": "optimizer states", "sgd": "optimizer states",
                "sgd_momentum": "momentum buffers", "adagrad": "Adagrad sums", "adafactor": "Adafactor factors",
                "lion": "Lion momentum (derived)", "lamb": "LAMB m, v (derived)",
-               "adam8bit": "8-bit m, v + block scales (derived)"}
+               "adam8bit": "8-bit m, v + block scales (derived)", "adam8bit_torchao": "8-bit m, v + block scales"}
 #: Adafactor over one flat tensor (DeepSpeed's partition); torch Adagrad's sums made for the model before DeepSpeed
 UNFACTORED = "Adafactor second moment (flat: not factored)"
 ADAGRAD_FIRST_SUMS = "Adagrad sums made before DeepSpeed"
@@ -93,6 +103,11 @@ def optimizer_step(optimizer: str, impl: str, width: int, tensors: list[tuple[in
         if engine == "fsdp":
             raise OptimizerNotModelled("the optimizer step of adam8bit (bitsandbytes) under FSDP is not modelled")
         return Stepped(adam8bit_states(sizes), 0, STATE_NAMES[optimizer], True)
+    if optimizer == "adam8bit_torchao":
+        quantized = [n for n in sizes if _ao_quantized(n)]
+        scratch = max(quantized, default=0) if largest is None or not _ao_quantized(largest) else largest
+        return Stepped(adam8bit_torchao_states(width, sizes),
+                       AO_SCRATCH_COPIES * F32 * (scratch + scratch // AO_BLOCK), STATE_NAMES[optimizer])
     raise OptimizerNotModelled(f"the optimizer step of {optimizer} is not modelled")
 
 
@@ -123,6 +138,16 @@ def adam8bit_states(sizes: list[int]) -> int:
     for n in sizes:
         total += 2 * n + 2 * F32 * -(-n // BNB_BLOCK) if n >= BNB_MIN_8BIT else 2 * F32 * n
     return total + (BNB_QMAPS if sizes else 0)
+
+
+def _ao_quantized(n: int) -> bool:
+    return n >= AO_MIN_8BIT and n % AO_BLOCK == 0
+
+
+def adam8bit_torchao_states(width: int, sizes: list[int]) -> int:
+    """torchao's AdamW8bit: per quantized tensor two uint8 codes, two fp32 scales per 256-element block and two
+    quantile maps; any other tensor's m, v in its own dtype (`width`)."""
+    return sum(2 * (n + F32 * (n // AO_BLOCK) + AO_QMAP) if _ao_quantized(n) else 2 * width * n for n in sizes)
 
 
 class Tensors(NamedTuple):
@@ -183,6 +208,6 @@ def parameter_tensors(shape: ModelShape) -> Tensors:
                    sum(w.parameters for w in layer if w.role == "norm"))
 
 
-__all__ = ["ADAGRAD_FIRST_SUMS", "OptimizerNotModelled", "STATE_NAMES", "STATE_PARTS", "UNFACTORED", "Stepped",
-           "Tensors", "adafactor_scratch", "adafactor_states", "adam8bit_states", "optimizer_step", "parameter_shapes",
-           "parameter_tensors"]
+__all__ = ["ADAGRAD_FIRST_SUMS", "OptimizerNotModelled", "PER_TENSOR", "STATE_NAMES", "STATE_PARTS", "UNFACTORED",
+           "Stepped", "Tensors", "adafactor_scratch", "adafactor_states", "adam8bit_states", "adam8bit_torchao_states",
+           "optimizer_step", "parameter_shapes", "parameter_tensors"]

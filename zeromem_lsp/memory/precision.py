@@ -14,7 +14,8 @@ __all__ = ["PRECISIONS", "OPTIMIZERS", "BytesPerParameter", "bytes_per_parameter
            "optimizer_state_bytes"]
 
 PRECISIONS = ("fp32", "fp16", "bf16")
-OPTIMIZERS = ("adam", "adamw", "sgd", "sgd_momentum", "lion", "adagrad", "lamb", "adam8bit", "adafactor")
+OPTIMIZERS = ("adam", "adamw", "sgd", "sgd_momentum", "lion", "adagrad", "lamb", "adam8bit", "adafactor",
+              "adam8bit_torchao")
 
 #: Bytes per element of each dtype: the one table (a foundation: every layer reads it from here).
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -30,6 +31,7 @@ _STATE: dict[str, tuple[int, str]] = {
     "adagrad": (4, "Adagrad sum of squares 4 B"),
     "lion": (4, "Lion momentum 4 B"),
     "adam8bit": (2, "8-bit Adam m,v 2 B (+ block scales)"),
+    "adam8bit_torchao": (2, "torchao 8-bit AdamW m,v 2 B (+ block scales)"),
     "adafactor": (0, "Adafactor factored second moment ~0 B (O(rows+cols), beta1 unset)"),
 }
 assert set(_STATE) == set(OPTIMIZERS)

@@ -21,8 +21,8 @@ from zeromem_lsp.configs.settings_values import ENGINES, LOSS_KERNELS, OPTIMIZER
 from zeromem_lsp.memory.precision import DTYPE_BYTES, OPTIMIZERS as ALL_OPTIMIZERS
 from zeromem_lsp.memory.loss_and_reference import LossMoments, loss_moments
 from zeromem_lsp.memory.model_state import ceil_div
-from zeromem_lsp.memory.optimizer_step import (ADAGRAD_FIRST_SUMS, OptimizerNotModelled, Stepped, Tensors,
-                                               optimizer_step, parameter_shapes, parameter_tensors)
+from zeromem_lsp.memory.optimizer_step import (ADAGRAD_FIRST_SUMS, PER_TENSOR, OptimizerNotModelled, Stepped,
+                                               Tensors, optimizer_step, parameter_shapes, parameter_tensors)
 from zeromem_lsp.configs.families import of
 from zeromem_lsp.configs.model_config import ModelShape
 from zeromem_lsp.configs.parallel_shape import (attention_transients, derived, kv_replicated, rank_shape, rank_tokens,
@@ -391,7 +391,10 @@ class Fsdp:
         # FSDP1: one flat parameter per unit (for-loop's largest tensor: the largest unit's shard); FSDP2: one DTensor
         # shard per parameter (dim 0)
         largest = ceil_div(max(t.root, t.layer_total) if version == 1 else t.largest, r)
-        stepped = _stepped(setup, w, [(shard,)], "fsdp", largest)
+        # an optimizer whose state follows each tensor's size steps FSDP2's local shards (dim 0, rank 0's the largest)
+        local: list[tuple[int, ...]] = [(ceil_div(s[0], r), *s[1:]) for s in parameter_shapes(shape)]
+        stepped = _stepped(setup, w, local if version == 2 and setup.optimizer in PER_TENSOR else [(shard,)], "fsdp",
+                           largest)
         base = [Part(P.PARAMETERS, w * shard), Part(stepped.state_name, stepped.states)]
         gathered = self.gathered(setup, lambda elements: g * elements)
         grads_layer = ceil_div(w * t.layer_total, r)
