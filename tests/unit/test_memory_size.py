@@ -9,7 +9,7 @@ from pathlib import Path
 
 MEMORY = Path(__file__).resolve().parents[2] / "zeromem_lsp" / "memory"
 GOAL = 4800
-LIMIT = 4640
+LIMIT = 4641
 
 
 def lines() -> dict[str, int]:

@@ -41,7 +41,7 @@ def activation_dtype(dtype: str, quantized: bool, kbit_upcast: bool) -> str:
 
 class LoraActivations(NamedTuple):
     per_layer_bytes: int  # a layer whose input needs a gradient (every layer after the first adapted one)
-    first_layer_bytes: int  # the first adapted layer (its input, from the frozen embedding, needs none)
+    first_layer_bytes: int  # the first adapted layer (its input, from a frozen embedding, needs none; else as any)
     layer_bytes: int  # all layers
     outside_bytes: int  # embedding, rotary tables, final norm, loss
     checkpointing: bool

@@ -743,7 +743,8 @@ def _frozen(setup: Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gath
     top = [*base, Part(P.GATHERED_PARAMETERS, gathered.in_layer), Part(P.ACTIVATIONS, kept),
            Part(P.GRADIENTS, frozen.head_gradient), Part(P.RECOMPUTED_LAYER, frozen.recompute),
            Part(P.LAYER_BACKWARD, transient)]
-    backward = {M.TOP_LAYER: top, M.END_OF_BACKWARD: [*base, Part(P.GRADIENTS, frozen.gradients)]}
+    end = [*base, Part(P.GRADIENTS, frozen.gradients)]
+    backward: dict[str, list[Part]] = {M.TOP_LAYER: top, M.END_OF_BACKWARD: end}
     if own and frozen.head_gradient:
         head = [*base, Part(P.GATHERED_PARAMETERS, gathered.again), Part(P.ACTIVATIONS, kept),
                 Part(P.LOGITS_GRADIENT, setup.c * setup.tokens * setup.vocab),
