@@ -170,6 +170,35 @@ MOE += [
      "bfloat16", {}),
 ]
 
+#: modules_to_save on the input embedding (after the cases above, whose ids are indices): its trainable copy keeps the
+#: token ids and makes every layer's input carry a gradient. q/v alone and beside lm_head's copy (untied llama, tied
+#: qwen2 whose head keeps the frozen original), a first adapted layer after an unadapted one, checkpointing, fp32,
+#: gemma's scaled embedding (eager), gpt2's wte beside its frozen wpe, gpt_neox's embed_in, lora_dropout's masks
+MTS = [
+    ("llama", {"r": 8, "target_modules": QV, "modules_to_save": ["embed_tokens"]}, True, 64, 2, "sdpa", (1, 2),
+     False, "bfloat16", {}),
+    ("llama", {"r": 8, "target_modules": QV, "modules_to_save": ["embed_tokens", "lm_head"]}, True, 64, 2, "sdpa",
+     (1, 2), False, "bfloat16", {}),
+    ("llama", {"r": 8, "target_modules": ["layers.1.self_attn.q_proj"], "modules_to_save": ["embed_tokens"]}, True,
+     64, 2, "sdpa", (2, 3), False, "bfloat16", {}),
+    ("llama", {"r": 8, "target_modules": QV, "modules_to_save": ["embed_tokens", "lm_head"]}, True, 64, 2, "sdpa",
+     (1, 2), True, "bfloat16", {}),
+    ("qwen2", {"r": 8, "target_modules": "all-linear", "modules_to_save": ["embed_tokens"]}, False, 64, 2, "sdpa",
+     (1, 2), False, "float32", {}),
+    ("qwen2", {"r": 8, "target_modules": QV, "modules_to_save": ["embed_tokens", "lm_head"]}, True, 64, 2, "sdpa",
+     (1, 2), False, "bfloat16", {}),
+    ("qwen2", {"r": 8, "target_modules": ["o_proj", "down_proj"], "modules_to_save": ["embed_tokens"]}, True, 64, 2,
+     "sdpa", (1, 2), True, "bfloat16", {}),
+    ("gemma", {"r": 8, "target_modules": QV, "modules_to_save": ["embed_tokens"]}, True, 48, 2, "eager", (1, 2),
+     False, "bfloat16", {}),
+    ("gpt2", {"r": 8, "target_modules": ["c_attn"], "modules_to_save": ["wte"]}, True, 64, 2, "sdpa", (1, 2), False,
+     "bfloat16", {}),
+    ("gpt_neox", {"r": 8, "target_modules": ["dense_4h_to_h"], "modules_to_save": ["embed_in"]}, True, 64, 2, "sdpa",
+     (1, 2), False, "bfloat16", {}),
+    ("llama", {"r": 8, "target_modules": QV, "lora_dropout": 0.1, "modules_to_save": ["embed_tokens", "lm_head"]},
+     True, 64, 2, "sdpa", (1, 2), False, "bfloat16", {}),
+]
+
 
 def cases() -> list[dict]:
     out = []
@@ -189,7 +218,7 @@ def cases() -> list[dict]:
                     "dtype": "bfloat16", "attention": attention, "gradient_checkpointing": checkpointing,
                     "layer_counts": list(layers)})
     for index, (family, lora, autocast, seq, batch, attention, layers, checkpointing, dtype, changes) in enumerate(
-            MOE, start=len(out)):
+            MOE + MTS, start=len(out)):
         out.append({"id": f"{family}-{index}", "config": dict(sorted({**BASE[family], **changes}.items())),
                     "lora": lora, "autocast_adapter_dtype": autocast, "sequence_length": seq, "micro_batch": batch,
                     "dtype": dtype, "attention": attention, "gradient_checkpointing": checkpointing,

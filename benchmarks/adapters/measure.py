@@ -65,6 +65,12 @@ def lora_cases() -> list[dict]:
         ("llama", {}, {"r": 8, "target_modules": ["query", "value"]}),  # refused: no such module
         ("llama", {}, {"r": 4, "target_modules": ["down_proj"], "modules_to_save": ["layers.1.mlp.down_proj"]}),
         ("qwen3", {}, {"r": 4, "target_modules": ["q_proj"], "modules_to_save": ["norm"]}),  # every *norm module
+        # the input embedding's trainable copy beside the head's: untied, tied (each copied apart), gpt2's wte beside
+        # its frozen wpe, gpt_neox's embed_in
+        ("llama", {}, {"r": 8, "target_modules": QV, "modules_to_save": ["embed_tokens", "lm_head"]}),
+        ("qwen2", {}, {"r": 8, "target_modules": QV, "modules_to_save": ["embed_tokens", "lm_head"]}),
+        ("gpt2", {}, {"r": 8, "target_modules": ["c_attn"], "modules_to_save": ["wte"]}),
+        ("gpt_neox", {}, {"r": 8, "target_modules": ["dense_4h_to_h"], "modules_to_save": ["embed_in"]}),
     ]
     for index, (family, changes, lora) in enumerate(extra_cases):
         config = {**BASE[family], **changes, "num_hidden_layers": 2}
@@ -184,6 +190,11 @@ def quantized_cases() -> list[dict]:
                 continue
             out.append({"id": f"{family}-{index}", "config": dict(sorted(config.items())), "bnb": bnb,
                         "lora": {"r": 8, "target_modules": "all-linear"}})
+    # modules_to_save after k-bit preparation: the copies of the fp32-upcast embedding and head (tied qwen2: each apart)
+    for family in ("llama", "qwen2"):
+        config = {**shapes[family], "num_hidden_layers": 2}
+        out.append({"id": f"{family}-mts", "config": dict(sorted(config.items())), "bnb": variants[0],
+                    "lora": {"r": 8, "target_modules": QV, "modules_to_save": ["embed_tokens", "lm_head"]}})
     return out
 
 

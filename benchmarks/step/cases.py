@@ -265,6 +265,19 @@ def lora_cases() -> list[dict]:
                      seq=512, batch=1))
     out.append(_lora("lora-llama-h512-v8k-qv-r8-foreach-mts", "llama-h512-v8k", QV, 8, impl="foreach",
                      modules_to_save=["lm_head"]))
+    # the input embedding in modules_to_save (its copy trained, every layer's input carrying a gradient), alone and
+    # with the head; the tied qwen2's head keeps the frozen original weight (PEFT copies each module apart)
+    for model, saved, tag, regime, checkpointing, impl in (
+            ("llama-h512-v8k", ["embed_tokens"], "embed", "bf16", False, "foreach"),
+            ("llama-h512-v8k", ["embed_tokens", "lm_head"], "both", "bf16", False, "foreach"),
+            ("llama-h512-v8k", ["embed_tokens", "lm_head"], "both", "bf16", True, "for-loop"),
+            ("llama-h512-v8k", ["embed_tokens", "lm_head"], "both", "fp32", False, "foreach"),
+            ("qwen2-h256-tied", ["embed_tokens"], "embed", "bf16", False, "foreach"),
+            ("qwen2-h256-tied", ["embed_tokens", "lm_head"], "both", "fp32", True, "foreach")):
+        name = f"lora-{model}-qv-r8-{impl}-mts-{tag}" + ("-fp32" if regime == "fp32" else "") + (
+            "-gc" if checkpointing else "")
+        out.append(_lora(name, model, QV, 8, impl=impl, regime=regime, checkpointing=checkpointing,
+                         modules_to_save=saved))
     # a MoE model with frozen experts, and with its routed experts adapted through target_parameters (PEFT's
     # ParamWrapper folds each stack anew every forward)
     experts = ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"]

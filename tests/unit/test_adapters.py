@@ -178,6 +178,9 @@ def test_the_quantized_model_is_what_bitsandbytes_keeps(case):
     assert as_loaded.total - as_loaded.constant_bytes == loaded_parameters  # constants live beside the parameters
     prepared = frozen_bytes(found, counted, q, "bf16", kbit_upcast=True)
     assert prepared.float_bytes == case["measured"]["prepared_frozen_bytes"]["float32"]
+    # after k-bit preparation the adapters and the modules_to_save copies (of the upcast modules) are fp32
+    trainable = model_state(case["config"], lora, q, kbit_upcast=True)
+    assert trainable.parameter_bytes - prepared.total == sum(case["measured"]["trainable_bytes"].values())
 
 
 def test_four_bit_bytes_by_hand():
@@ -224,6 +227,19 @@ def test_without_deepspeed_saved_copies_and_16_bit_adapters_keep_their_dtype_and
     assert (bf16.gradient_bytes, bf16.optimizer_bytes) == (2 * n, 4 * n)  # torch AdamW: m, v in bf16
     eight_bit = model_state(LLAMA, LoraSettings(16, ("q_proj", "v_proj")), optimizer_state=2, state_follows_dtype=False)
     assert eight_bit.optimizer_bytes == 2 * n
+
+
+def test_an_input_embedding_copy_keeps_32_bit_state_under_an_8_bit_optimizer():
+    """HF Trainer registers optim_bits=32 for every nn.Embedding weight under bitsandbytes' 8-bit optimizers
+    (transformers/trainer.py create_optimizer): the embedding's copy gets fp32 m and v, the head's copy 8-bit ones."""
+    n, copy = 6_815_744, 128256 * 4096
+    lora = LoraSettings(16, ("q_proj", "v_proj"), ("embed_tokens", "lm_head"))
+    eight_bit = model_state(LLAMA, lora, optimizer_state=2, state_follows_dtype=False, embedding_state=8)
+    assert eight_bit.optimizer_bytes == 2 * n + 2 * copy + 8 * copy
+    adamw = model_state(LLAMA, lora, embedding_state=0)  # torch AdamW: every copy's m, v in its bf16
+    assert adamw.optimizer_bytes == 8 * n + 4 * copy + 4 * copy
+    assert model_state(LLAMA, lora, engine="deepspeed", optimizer_state=2, state_follows_dtype=False,
+                       embedding_state=8).optimizer_bytes == (2 + 4) * (n + 2 * copy)  # ZeRO's flat partitions
 
 
 def test_qlora_keeps_head_and_embeddings_in_16_bit_and_upcasts_them_when_prepared():

@@ -22,6 +22,7 @@ def estimate(case: dict, layers: int):
     lora = case["lora"]
     targets = lora["target_modules"]
     count = count_adapters(config, LoraSettings(lora["r"], targets if isinstance(targets, str) else tuple(targets),
+                                                tuple(lora.get("modules_to_save", ())),
                                                 target_parameters=tuple(lora.get("target_parameters", ()))))
     model_dtype = {"bfloat16": "bf16", "float32": "fp32"}[case["dtype"]]
     dtype = activation_dtype(model_dtype, bool(case.get("bnb")), case.get("prepare_kbit", False))
@@ -162,9 +163,11 @@ def test_unmeasured_settings_are_refused_by_name():
         with pytest.raises(ActivationInputError, match=why):
             estimate_lora_activations(model_shape(config), count, 16, 1)
     llama = {**RECORD["cases"][0]["config"], "num_hidden_layers": 2}
-    saved = count_adapters(llama, LoraSettings(8, ("q_proj",), ("embed_tokens",)))
-    with pytest.raises(ActivationInputError, match=r"routed experts \(and the LM head in modules_to_save\) only"):
-        estimate_lora_activations(model_shape(llama), saved, 16, 1)
+    gpt2 = {**next(case for case in RECORD["cases"] if case["config"]["model_type"] == "gpt2")["config"], "n_layer": 2}
+    for config, saved in ((llama, "post_attention_layernorm"), (gpt2, "wpe")):  # a norm; learned positions
+        count = count_adapters(config, LoraSettings(8, ("q_proj",) if config is llama else ("c_attn",), (saved,)))
+        with pytest.raises(ActivationInputError, match=r"\(and the input embedding and LM head in modules_to_save\)"):
+            estimate_lora_activations(model_shape(config), count, 16, 1)
 
 
 def test_a_trained_head_keeps_its_input():
@@ -175,6 +178,20 @@ def test_a_trained_head_keeps_its_input():
     plain = estimate_lora_activations(shape, count_adapters(llama, LoraSettings(8, ("q_proj",))), 16, 1)
     head = estimate_lora_activations(shape, count_adapters(llama, LoraSettings(8, ("q_proj",), ("lm_head",))), 16, 1)
     assert head.total - plain.total == head.outside_bytes - plain.outside_bytes == 2 * 16 * shape.hidden
+
+
+def test_a_trained_input_embedding_keeps_its_token_ids_and_a_gradient_into_the_first_layer():
+    """modules_to_save=["embed_tokens"]: the copy's backward keeps the int64 ids, and the first layer's input carries a
+    gradient, so it keeps what any later layer keeps (measured: one layer differs from two as two from three)."""
+    plain, trained = (next(case for case in RECORD["cases"] if case["lora"] == lora and case["dtype"] == "bfloat16"
+                           and case["config"]["model_type"] == "llama" and not case["gradient_checkpointing"])
+                      for lora in ({"r": 8, "target_modules": ["q_proj", "v_proj"]},
+                                   {"r": 8, "target_modules": ["q_proj", "v_proj"], "modules_to_save": ["embed_tokens"]}))
+    tokens = trained["sequence_length"] * trained["micro_batch"]
+    layer = plain["saved_bytes"]["2"] - plain["saved_bytes"]["1"]  # a layer whose input carries a gradient
+    assert trained["saved_bytes"]["2"] - trained["saved_bytes"]["1"] == layer
+    first = estimate(plain, 1)
+    assert trained["saved_bytes"]["1"] == first.outside_bytes + 8 * tokens + layer > plain["saved_bytes"]["1"] + 8 * tokens
 
 
 def test_a_sliding_window_the_sequence_outgrows_changes_lora_activations_as_it_changes_full_ones():

@@ -42,7 +42,7 @@ def estimate_arguments(case: dict, config_path: Path) -> list[str]:
     impl = case["optimizer"]["impl"]
     arguments = ["estimate", "--format", "json", "--model-config", str(config_path), "--lora-rank", str(lora["r"]),
                  "--lora-targets", targets if isinstance(targets, str) else ",".join(targets),
-                 "--engine", engine, "--precision", "bf16", "--optimizer-impl", impl, "-R", str(case["ranks"]),
+                 "--engine", engine, "--precision", "fp32" if case["regime"] == "fp32" else "bf16", "--optimizer-impl", impl, "-R", str(case["ranks"]),
                  "--sequence-length", str(case["sequence_length"]), "--micro-batch", str(case["micro_batch"]),
                  "--attention", case["attention"]]
     if case["engine"].startswith("fsdp"):  # bf16 shards, or fp32 ones under a bf16 mixed precision policy

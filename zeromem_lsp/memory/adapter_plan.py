@@ -12,8 +12,8 @@ from typing import Any, NamedTuple
 
 from zeromem_lsp.configs.settings_values import ALL_LINEAR
 from zeromem_lsp.configs.lora_modules import AdapterInputError, LoraSettings
-from zeromem_lsp.memory.adapters import (AdapterCount, AdapterState, Quantization, count_adapters, model_state,
-                                         state_each, trainable_groups)
+from zeromem_lsp.memory.adapters import (EMBEDDING_COPIES, AdapterCount, AdapterState, Quantization, count_adapters,
+                                         model_state, trainable_groups)
 from zeromem_lsp.memory.lora_activations import activation_dtype
 from zeromem_lsp.memory.peak import LoraPeak
 from zeromem_lsp.memory.plan import AdapterTerms, Inputs
@@ -22,6 +22,8 @@ from zeromem_lsp.provenance import Origin
 
 #: Optimizers whose state torch allocates like the parameter (`zeros_like(param)`): it follows its dtype.
 TENSOR_STATE_OPTIMIZERS = ("adam", "adamw", "lamb", "sgd_momentum", "adagrad", "lion")
+#: bitsandbytes' 8-bit optimizers as HF Trainer runs them on an input embedding's copy: 32-bit, fp32 states (m and v)
+EMBEDDING_STATE = {"adam8bit": 8}
 
 
 class Adapter(NamedTuple):
@@ -159,13 +161,16 @@ def _trainable_terms(count: AdapterCount, engine: str, dtype: str, gradient: int
                      adapter_dtype: str) -> tuple[tuple[Term, ...], tuple[Term, ...], tuple[Term, ...]]:
     """(P, G, O) terms of the trainable parameters, as adapters.model_state computes them."""
     state, follows = optimizer_state_bytes(optimizer), optimizer in TENSOR_STATE_OPTIMIZERS
-    groups = tuple((label, n, w) for label, n, w in trainable_groups(count, engine, dtype, adapter_dtype) if n)
+    wide = EMBEDDING_STATE.get(optimizer, 0)
+    groups = [one for one in trainable_groups(count, engine, dtype, adapter_dtype, state, follows, wide) if one[1]]
     master = " + fp32 master 4 B)" if DTYPE_BYTES[dtype] < 4 else ")"
     opt = tuple(Term(f"trainable ({optimizer} state {state} B{master}" if engine == "deepspeed" else
+                     f"{label.split(' (')[0]} ({optimizer} at 32 bits: HF Trainer's nn.Embedding override)"
+                     if wide and label.startswith(EMBEDDING_COPIES) else
                      f"{label.split(' (')[0]} ({optimizer} state in their dtype)", n, each, n * each)
-                for label, n, w in groups for each in (state_each(engine, w, state, follows),))
-    grads = tuple(Term(label, n, gradient or w, n * (gradient or w)) for label, n, w in groups)
-    params = tuple(Term(label, n, w, n * w) for label, n, w in groups)
+                for label, n, _, each in groups)
+    grads = tuple(Term(label, n, gradient or w, n * (gradient or w)) for label, n, w, _ in groups)
+    params = tuple(Term(label, n, w, n * w) for label, n, w, _ in groups)
     return params, grads, opt
 
 
@@ -180,6 +185,7 @@ def adapter_inputs(config: dict[str, Any], adapter: Adapter, family: str, precis
     state: AdapterState = model_state(
         config, adapter.lora, adapter.quantized, engine=engine, dtype=precision, gradient_dtype=gradient_dtype,
         optimizer_state=optimizer_state_bytes(optimizer), state_follows_dtype=optimizer in TENSOR_STATE_OPTIMIZERS,
+        embedding_state=EMBEDDING_STATE.get(optimizer, 0),
         kbit_upcast=adapter.kbit_prepare, adapter_dtype=adapter_dtype)
     count = count_adapters(config, adapter.lora)
     frozen = state.frozen
@@ -196,7 +202,8 @@ def adapter_inputs(config: dict[str, Any], adapter: Adapter, family: str, precis
              + (", no prepare_model_for_kbit_training)" if frozen.quantized_weights and not adapter.kbit_prepare
                 and engine != "deepspeed" else ")"))
     frozen_terms.append(Term(label, frozen.other_parameters, float_width, frozen.float_bytes))
-    params, grads, opt = _trainable_terms(count, engine, precision, 4 * bool(gradient_dtype), optimizer, adapter_dtype)
+    params, grads, opt = _trainable_terms(count, engine, "fp32" if upcast else precision, 4 * bool(gradient_dtype),
+                                          optimizer, adapter_dtype)
     notes = list(state.notes[1:])
     if engine == "fsdp1":
         notes.append("FSDP1: every unit all frozen or all trainable (PEFT's fsdp_auto_wrap_policy); "

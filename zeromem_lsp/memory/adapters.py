@@ -18,6 +18,7 @@ from zeromem_lsp.configs.settings_values import QUANTIZATIONS
 from zeromem_lsp.memory.precision import DTYPE_BYTES
 
 DTYPES = "fp32, bf16, fp16"  # as this module's messages list DTYPE_BYTES
+EMBEDDING_COPIES = "modules_to_save input embedding copies"  # trainable_groups' label of their group
 ENGINES = ("peft", "deepspeed", "fsdp1", "fsdp2")
 BLOCKSIZE = 64  # bitsandbytes.functional.quantize_4bit default blocksize
 NESTED_BLOCKSIZE = 256  # quantize_4bit(compress_statistics=True) → quantize_blockwise(absmax, blocksize=256)
@@ -157,11 +158,12 @@ class AdapterState(NamedTuple):
 def model_state(config: dict[str, Any], lora: LoraSettings, quantization: Quantization = Quantization(),
                 engine: str = "peft", dtype: str = "bf16", adapter_dtype: str = "fp32", optimizer_state: int = 8,
                 gradient_dtype: str = "", kbit_upcast: bool = True, fsdp_mixed_units: bool = False,
-                state_follows_dtype: bool = True) -> AdapterState:
+                state_follows_dtype: bool = True, embedding_state: int = 0) -> AdapterState:
     """P, G, O (bytes) for LoRA training; the stage then applies zeromem_lsp.memory.model_state.model_state_bytes.
     The frozen base (`frozen_bytes`; DeepSpeed recasts an fp32-upcast one too) and the trainable parameters
     (`trainable_groups`), gradients alike, no master copy but DeepSpeed's, optimizer bytes by `state_each`
-    (`optimizer_state`: per fp32 parameter, Adam 8; `state_follows_dtype=False` for 8-bit optimizers). "fsdp1" with
+    (`optimizer_state`: per fp32 parameter, Adam 8; `state_follows_dtype=False` for 8-bit optimizers; `embedding_state`:
+    an input embedding's copy's, `trainable_groups`). "fsdp1" with
     `fsdp_mixed_units` (use_orig_params=True, a wrapped unit holding frozen and trainable parameters): the gradient
     covers the frozen parameters of every decoder layer that holds an adapter."""
     if engine not in ENGINES:
@@ -175,12 +177,15 @@ def model_state(config: dict[str, Any], lora: LoraSettings, quantization: Quanti
     notes = [f"{count.trainable:,} trainable of {count.all:,} parameters (LoRA r={lora.rank})"]
     if engine == "deepspeed":
         notes.append(f"DeepSpeed casts every float parameter to {dtype}, adapters and upcast ones included")
-    frozen = frozen_bytes(found, count, quantization, dtype, kbit_upcast and engine != "deepspeed")
-    groups = trainable_groups(count, engine, dtype, adapter_dtype)
+    upcast = kbit_upcast and engine != "deepspeed"
+    frozen = frozen_bytes(found, count, quantization, dtype, upcast)
+    # modules_to_save copies are made of the prepared (upcast) modules: fp32 (measured: bnb_bytes.json, `-mts`)
+    groups = trainable_groups(count, engine, "fp32" if upcast and quantization.kind != "none" else dtype, adapter_dtype,
+                              optimizer_state, state_follows_dtype, embedding_state)
     gradient = DTYPE_BYTES[gradient_dtype] if gradient_dtype else 0
-    parameters = sum(n * width for _, n, width in groups)
-    gradients = sum(n * (gradient or width) for _, n, width in groups)
-    optimizer = sum(n * state_each(engine, width, optimizer_state, state_follows_dtype) for _, n, width in groups)
+    parameters = sum(n * width for _, n, width, _ in groups)
+    gradients = sum(n * (gradient or width) for _, n, width, _ in groups)
+    optimizer = sum(n * each for _, n, _, each in groups)
     if engine == "fsdp1" and fsdp_mixed_units:
         gradients += _mixed_unit_frozen(found, count) * (gradient or DTYPE_BYTES[dtype])
         notes.append("FSDP1 use_orig_params=True: units mixing frozen and trainable parameters keep a "
@@ -189,16 +194,22 @@ def model_state(config: dict[str, Any], lora: LoraSettings, quantization: Quanti
                         optimizer_bytes=optimizer, trainable=count.trainable, frozen=frozen, notes=tuple(notes))
 
 
-def trainable_groups(count: AdapterCount, engine: str, dtype: str,
-                     adapter_dtype: str = "fp32") -> tuple[tuple[str, int, int], ...]:
-    """(label, parameters, bytes each) of the trainable parameters: DeepSpeed casts every float parameter to `dtype`
-    (_cast_module_mixed_precision); else the adapters in `adapter_dtype` (PEFT's autocast_adapter_dtype: fp32) and
-    modules_to_save copies in `dtype`."""
+def trainable_groups(count: AdapterCount, engine: str, dtype: str, adapter_dtype: str = "fp32", state: int = 8,
+                     follows: bool = True, embedding_state: int = 0) -> tuple[tuple[str, int, int, int], ...]:
+    """(label, parameters, bytes each, optimizer bytes each by `state_each`) of the trainable parameters: DeepSpeed
+    casts every float parameter to `dtype` (_cast_module_mixed_precision); else the adapters in `adapter_dtype` (PEFT's
+    autocast_adapter_dtype: fp32) and modules_to_save copies in `dtype`, the input embeddings' with `embedding_state`
+    when not 0 (HF Trainer keeps bitsandbytes' 8-bit optimizers at 32 bits for every nn.Embedding weight, a copy's
+    included: transformers/trainer.py `create_optimizer`, register_module_override with optim_bits 32: fp32 states)."""
+    a, c = DTYPE_BYTES[adapter_dtype], DTYPE_BYTES[dtype]
     if engine == "deepspeed":
-        return ((f"trainable ({dtype}, DeepSpeed's recast)", count.trainable, DTYPE_BYTES[dtype]),)
+        return ((f"trainable ({dtype}, DeepSpeed's recast)", count.trainable, c, state_each(engine, c, state)),)
+    embeddings = sum(t.weight.parameters * t.instances for t in count.saved if t.weight.role == "embedding")
+    copy = state_each(engine, c, state, follows)
     return ((f"adapters ({adapter_dtype}, PEFT's {'autocast' if adapter_dtype == 'fp32' else 'base dtype'})",
-             count.adapters, DTYPE_BYTES[adapter_dtype]),
-            (f"modules_to_save copies ({dtype})", count.saved_copies, DTYPE_BYTES[dtype]))
+             count.adapters, a, state_each(engine, a, state, follows)),
+            (f"modules_to_save copies ({dtype})", count.saved_copies - embeddings, c, copy),
+            (f"{EMBEDDING_COPIES} ({dtype})", embeddings, c, embedding_state or copy))
 
 
 def state_each(engine: str, width: int, state: int, follows: bool = True) -> int:

@@ -41,7 +41,7 @@ def activation_dtype(dtype: str, quantized: bool, kbit_upcast: bool) -> str:
 
 class LoraActivations(NamedTuple):
     per_layer_bytes: int  # a layer whose input needs a gradient (every layer after the first adapted one)
-    first_layer_bytes: int  # the first adapted layer (its input, from the frozen embedding, needs none)
+    first_layer_bytes: int  # the first adapted layer (its input, from a frozen embedding, needs none; else as any)
     layer_bytes: int  # all layers
     outside_bytes: int  # embedding, rotary tables, final norm, loss
     checkpointing: bool
@@ -296,10 +296,13 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
         raise ActivationInputError(f"adapter_dtype must be one of {', '.join(DTYPE_BYTES)}, got {adapter_dtype!r}")
     full = estimate_activations(shape, sequence_length, micro_batch, dtype, checkpointing, attention, transformers)
     tokens, w, a = sequence_length * micro_batch, DTYPE_BYTES[dtype], DTYPE_BYTES[adapter_dtype]
-    if (any(t.weight.kind != "head" for t in count.saved)
+    if (any(t.weight.role not in ("head", "embedding") for t in count.saved)
             or any(t.weight.kind not in ("linear", "conv1d", "experts") or t.layers is None for t in count.targets)):
         raise ActivationInputError("the LoRA activation model covers adapters on the layers' linear projections "
-                                   "and routed experts (and the LM head in modules_to_save) only")
+                                   "and routed experts (and the input embedding and LM head in modules_to_save) only")
+    # a trained input embedding (its modules_to_save copy) keeps the token ids, and every layer's input carries a
+    # gradient: no layer keeps less as the first adapted one (measured: docs/adapters.md)
+    embedding = any(t.weight.role == "embedding" for t in count.saved)
     by_layer: dict[int, dict[str, int]] = {}
     experts: dict[int, dict[str, int]] = {}  # routed experts adapted through target_parameters
     for target in count.targets:
@@ -314,8 +317,8 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
     if experts and family.moe and (family.moe.transposed or family.moe.every_expert):
         raise ActivationInputError("the LoRA activation model of adapted routed experts is measured on grouped_mm's "
                                    "(experts, out, in) stacks, not on this family's")
-    start = min(by_layer.keys() | experts.keys())  # layers before the first adapter keep nothing
-    if family.moe and not ATTENTION & _names(by_layer.get(start, {})):
+    start = 0 if embedding else min(by_layer.keys() | experts.keys())  # layers before the first adapter keep nothing
+    if family.moe and not embedding and not ATTENTION & _names(by_layer.get(start, {})):
         raise ActivationInputError("the LoRA activation model of a MoE family needs adapters on attention in the "
                                    "first adapted layer (measured so)")
     # each kind of layer (MoE and dense) as full fine-tuning keeps it with attention, less what its frozen weights no
@@ -340,22 +343,25 @@ def estimate_lora_activations(shape: ModelShape, count: AdapterCount, sequence_l
     sizes = [0 if i < start else base + mixer * (i in shape.linear_layers) + _adapter_bytes(
         shape, by_layer.get(i, {}), tokens, w, a, attention, cast_each, dropout)
              + _expert_bytes(shape, experts.get(i, {}), tokens, w, a)
-             + (_dropout_masks(shape, by_layer.get(i, {}), tokens, mask_bytes, i == start) if dropout else 0)
+             + (_dropout_masks(shape, by_layer.get(i, {}), tokens, mask_bytes, i == start and not embedding)
+                if dropout else 0)
              for i in range(shape.layers)]
-    sizes[start] -= _first_layer_savings(shape, by_layer.get(start, {}), micro_batch, sequence_length, w, a, attention,
-                                         cast_each, start in shape.linear_layers)
+    sizes[start] -= 0 if embedding else _first_layer_savings(shape, by_layer.get(start, {}), micro_batch,
+                                                             sequence_length, w, a, attention, cast_each,
+                                                             start in shape.linear_layers)
     # frozen embedding: no token ids (nor gemma's scale); frozen final norm and head: no normalized copy (RMSNorm),
     # no input for the head
     normalized = 0 if family.norm == "layer" else _normalized(shape, w) * tokens * shape.hidden
     positions = I64 * sequence_length if family.positions else 0  # the frozen wpe keeps no position ids
-    outside = (full.embedding_bytes + full.shared_bytes + full.final_norm_bytes + full.logits_bytes - I64 * tokens
-               - positions - (w if family.embedding_scale else 0) - normalized - w * tokens * shape.hidden)
-    if count.saved:  # a trained head (modules_to_save copy) keeps its input for its weight's gradient
+    ids = 0 if embedding else I64 * tokens + (w if family.embedding_scale else 0)
+    outside = (full.embedding_bytes + full.shared_bytes + full.final_norm_bytes + full.logits_bytes - ids - positions
+               - normalized - w * tokens * shape.hidden)
+    if any(t.weight.role == "head" for t in count.saved):  # a trained head keeps its input for its weight's gradient
         outside += w * tokens * shape.hidden  # (measured: lora-llama-h512-v8k-qv-r8-foreach-mts)
     if checkpointing:  # the checkpoints keep the layers' inputs (rotary tables included) whatever needs a gradient
         return LoraActivations(max(sizes), sizes[start], sum(sizes) + uneven, outside, True, full.checkpoint_bytes,
                                max(sizes), outside + full.checkpoint_bytes)
-    if start == shape.layers - 1 and not (QUERY | {"kv_a"}) & _names(by_layer.get(start, {})):
+    if start == shape.layers - 1 and not embedding and not (QUERY | {"kv_a"}) & _names(by_layer.get(start, {})):
         outside -= full.shared_bytes  # rotary tables are kept by q·cos only when q or k carries a gradient
     middle = max(sizes[start + 1:], default=sizes[start])
     return LoraActivations(middle, sizes[start], sum(sizes) + uneven, outside, False, 0, 0,

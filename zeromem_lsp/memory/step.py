@@ -739,10 +739,21 @@ def _frozen(setup: Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gath
         forwards[M.FIRST_FETCH] = [*base, Part(P.GATHERED_PARAMETERS, 2 * gathered.fetch),
                                    Part(P.ACTIVATIONS, frozen.activations - frozen.outside)]
     transient = _layer_transient(shape, setup.tensors, setup.tokens, setup.c, weight_gradient=False)
-    top = [*base, Part(P.GATHERED_PARAMETERS, gathered.in_layer), Part(P.ACTIVATIONS, frozen.activations),
+    # after Transformers' loss its kept tensors are freed; a trained head's backward holds the logits' gradient beside
+    # its weight's and input's (measured: lora-*-mts-both-fp32)
+    own = setup.loss is None and setup.loss_kernel == "hf"
+    kept = frozen.activations - (setup.acts.logits_bytes if own else 0)
+    top = [*base, Part(P.GATHERED_PARAMETERS, gathered.in_layer), Part(P.ACTIVATIONS, kept),
            Part(P.GRADIENTS, frozen.head_gradient), Part(P.RECOMPUTED_LAYER, frozen.recompute),
            Part(P.LAYER_BACKWARD, transient)]
     end = [*base, Part(P.GRADIENTS, frozen.gradients)]
+    backward: dict[str, list[Part]] = {M.TOP_LAYER: top, M.END_OF_BACKWARD: end}
+    if own and frozen.head_gradient:
+        head = [*base, Part(P.GATHERED_PARAMETERS, gathered.again), Part(P.ACTIVATIONS, kept),
+                Part(P.LOGITS_GRADIENT, setup.c * setup.tokens * setup.vocab),
+                Part(P.HEAD_GRADIENT, frozen.head_gradient),
+                Part(P.HIDDEN_STATE_GRADIENT, setup.c * setup.tokens * setup.hidden)]
+        backward = {M.HEAD_BACKWARD: head, **backward}
     fp32 = F32 * frozen.trainable if frozen.fp32_gradients and not offload_optimizer else 0
     stepped = frozen.stepped or frozen.step_bytes * frozen.trainable
     largest = frozen.largest or stepped  # for-loop: one tensor at a time (tests/data/step/measured_lora.json)
@@ -754,8 +765,8 @@ def _frozen(setup: Setup, shape: ModelShape, frozen: FrozenBase, gathered: _Gath
     steps: dict[str, list[Part]] = {M.OPTIMIZER_STEP: step}
     if converted:
         steps[M.FP32_PARTITION_COPY] = [*base, Part(P.GRADIENTS, frozen.gradients), Part(P.FP32_GRADIENTS, fp32)]
-    return _composed(setup, base, gathered, {M.TOP_LAYER: top, M.END_OF_BACKWARD: end}, steps, forwards,
-                     frozen.activations, head_before=M.END_OF_BACKWARD)
+    return _composed(setup, base, gathered, backward, steps, forwards, frozen.activations,
+                     head_before=M.END_OF_BACKWARD)
 
 
 def make_step(shape: ModelShape, sequence_length: int, micro_batch: int, *, checkpointing: bool = False,
