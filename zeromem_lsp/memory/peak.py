@@ -336,12 +336,12 @@ def _count(entry: Given) -> int:
 
 
 #: How the peak with an adapter is made (JSON `activations.lora.step`; docs/adapters.md).
-FROZEN_STEP = ("the step over a frozen base: measured as a whole step with PEFT on CPU (44 LoRA / QLoRA NF4 steps: "
-               "torch AdamW foreach, for-loop, fused; DeepSpeed ZeRO-0 at 1 and 2 ranks, ZeRO-1, ZeRO-2 and ZeRO-3 at 2 ranks; "
-               "FSDP2 with and "
-               "without resharding or sharding, bf16 shards or fp32 ones under bf16 mixed precision, and FSDP1 "
-               "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD and mixed precision, at 2 ranks; every phase within ±5%, worst "
-               "+4.6%, FSDP within ±1%); derived from the measured terms, not measured whole, under offload")
+FROZEN_STEP = ("the step over a frozen base: measured as whole steps with PEFT on CPU (LoRA and QLoRA NF4, "
+               "docs/adapters.md: torch AdamW foreach, for-loop, fused; DeepSpeed ZeRO-0 at 1 and 2 ranks, ZeRO-1, "
+               "ZeRO-2 and ZeRO-3 at 2 ranks; FSDP2 with and without resharding or sharding, bf16 shards or fp32 "
+               "ones under bf16 mixed precision, and FSDP1 FULL_SHARD, SHARD_GRAD_OP, NO_SHARD and mixed precision, "
+               "at 2 ranks; every phase within ±5%, worst +4.6%, FSDP within ±1%); derived from the measured terms, "
+               "not measured whole, under offload")
 #: Which of P, G, O a stage shards (the contract's placement, docs/memory-model.md): ZeRO-1 O, ZeRO-2 G and O,
 #: ZeRO-3 all three (FSDP's SHARD_GRAD_OP and FULL_SHARD use the zero2 / zero3 keys).
 SHARDED = {"ddp": (False, False, False), "zero1": (False, False, True), "zero2": (False, True, True),
