@@ -127,7 +127,7 @@ def test_peak_uses_lora_activations_measured_with_peft(tmp_path, case_id, extra)
     parts = stage["parts"]
     assert stage["peak_phase"] == "backward" and stage["moment"] == "the loss's backward" and "gradients" not in parts
     assert parts["activations"] == case["saved_bytes"]["2"]  # what PEFT saved, measured
-    assert "measured as a whole step with PEFT" in activations["lora"]["step"]
+    assert "measured as whole steps with PEFT" in activations["lora"]["step"]
     step = activations["lora"]["step"]
     assert "not measured whole, under offload" in step and "ZeRO-0 at 1 and 2 ranks, ZeRO-1, ZeRO-2 and ZeRO-3" in step
     assert "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD and mixed precision" in step
