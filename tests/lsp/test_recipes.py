@@ -113,15 +113,16 @@ async def test_a_recipe_without_an_engine_is_torch_ddp_in_the_hover(client, tmp_
         types.HoverParams(text_document=doc.identifier, position=doc.at("base_model:", 1)))
     hover = await with_breakdown(doc, result.contents.value)
     parameters = 3_880_263_168  # gemma-3-4b-it's text model; bf16 weights and grads, adamw_bnb_8bit's 2 B state
+    state = 3 * 2 * parameters + 6 * 262_208 * 2_560  # + the embedding's fp32 m, v (HF Trainer's nn.Embedding override)
     # P + G + O, the DDP formula; the 8-bit AdamW's full fine-tuning step is derived (bitsandbytes): a peak
-    assert f"| ▶ | **DDP** | {format_bytes(3 * 2 * parameters)} | — |" not in hover
-    assert f"| ▶ | **DDP** | {format_bytes(3 * 2 * parameters)} |" in hover and "peak unknown" not in hover
+    assert f"| ▶ | **DDP** | {format_bytes(state)} | — |" not in hover
+    assert f"| ▶ | **DDP** | {format_bytes(state)} |" in hover and "peak unknown" not in hover
     assert "bf16 params 2 B + bf16 grads 2 B + adam8bit state 2 B (torch: no separate master copy)" in hover
     assert "engine torch" in hover and "ZeRO-3" not in hover.split("Nothing peaks")[0]
     assert "Offload: none (plain DDP has no offload; DeepSpeed ZeRO and FSDP do)." in hover
     assert "Nothing peaks within the budget under DDP" in hover and "`deepspeed:`" in hover
     (over,) = [item for item in await doc.diagnostics() if item.code == "ZM101"]
-    assert over.message.startswith(f"DDP needs 21.7 GiB per GPU ({3 * 2 * parameters:,} B)")
+    assert over.message.startswith(f"DDP needs 25.4 GiB per GPU ({state:,} B)")
     assert "offload" not in over.message and "FSDP (an `fsdp_config`)" in over.message
 
 

@@ -16,7 +16,7 @@ from tests.unit.test_step import arguments
 from zeromem_lsp.configs.model_config import model_shape, weights_shape
 from zeromem_lsp.memory.optimizer_step import (OptimizerNotModelled, adafactor_scratch, adafactor_states,
                                                adam8bit_states, adam8bit_torchao_states, optimizer_step,
-                                               parameter_shapes)
+                                               parameter_shapes, STATE_NAMES)
 from zeromem_lsp.memory.step import PHASES, StepInputError, estimate_step, parameter_tensors
 
 RECORD = json.loads((Path(__file__).resolve().parents[1] / "data" / "step" / "measured_optimizers.json").read_text())
@@ -185,3 +185,23 @@ if __name__ == "__main__":
     for row in ROWS:
         print(f"{row['id']:55} {row['phase']:9} measured {row['measured']:>13,} model {row['model']:>13,} "
               f"{row['error']:+.2%}")
+
+
+BNB = json.loads((Path(__file__).resolve().parents[1] / "data" / "step" / "bnb_embedding_state.json").read_text())
+
+
+@pytest.mark.parametrize("case", BNB["cases"], ids=lambda case: case["id"])
+def test_hf_trainer_keeps_8bit_adam_at_32_bits_for_the_embeddings(case):
+    """bitsandbytes' AdamW8bit as HF Trainer builds it (adamw_bnb_8bit: nn.Embedding weights at 32 bits) holds exactly
+    the state the step model gives the full fine-tune under plain torch; without the override, the 8-bit figure."""
+    shape = model_shape(case["config"])
+    tensors = parameter_tensors(shape)
+    assert [tensors.embedding, tensors.positions][:tensors.embeddings] == case["embedding_parameters"]
+    shapes = parameter_shapes(shape)
+    assert sorted(map(prod, shapes)) == sorted(case["parameters"])
+    step = estimate_step(shape, 16, 1, optimizer="adam8bit", param_dtype="fp32")
+    for phase in step.phases.values():
+        assert {part.name: part.bytes for part in phase.parts}[STATE_NAMES["adam8bit"]] == case["state_bytes"]
+    plain = optimizer_step("adam8bit", "foreach", 4, shapes).states
+    assert plain == case["state_bytes_without_override"]
+    assert case["state_bytes"] - plain == sum(6 * n - 8 * -(-n // 256) for n in case["embedding_parameters"])

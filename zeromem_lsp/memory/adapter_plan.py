@@ -15,6 +15,7 @@ from zeromem_lsp.configs.lora_modules import AdapterInputError, LoraSettings
 from zeromem_lsp.memory.adapters import (EMBEDDING_COPIES, AdapterCount, AdapterState, Quantization, count_adapters,
                                          model_state, trainable_groups)
 from zeromem_lsp.memory.lora_activations import activation_dtype
+from zeromem_lsp.memory.optimizer_step import EMBEDDING_STATE
 from zeromem_lsp.memory.peak import LoraPeak
 from zeromem_lsp.memory.plan import AdapterTerms, Inputs
 from zeromem_lsp.memory.precision import DTYPE_BYTES, optimizer_state_bytes
@@ -22,8 +23,6 @@ from zeromem_lsp.provenance import Origin
 
 #: Optimizers whose state torch allocates like the parameter (`zeros_like(param)`): it follows its dtype.
 TENSOR_STATE_OPTIMIZERS = ("adam", "adamw", "lamb", "sgd_momentum", "adagrad", "lion")
-#: bitsandbytes' 8-bit optimizers as HF Trainer runs them on an input embedding's copy: 32-bit, fp32 states (m and v)
-EMBEDDING_STATE = {"adam8bit": 8}
 
 
 class Adapter(NamedTuple):

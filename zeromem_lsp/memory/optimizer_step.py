@@ -19,6 +19,11 @@ from zeromem_lsp.memory.activations import F32
 #: bitsandbytes keeps 32-bit state for tensors below `min_8bit_size` and one fp32 absmax per 256-element block
 #: (bitsandbytes/optim/optimizer.py, `Optimizer2State.init_state`); its two quantile maps (256 fp32 each) once
 BNB_MIN_8BIT, BNB_BLOCK, BNB_QMAPS = 4096, 256, 2 * 256 * F32
+#: HF Trainer keeps bitsandbytes' 8-bit optimizers at 32 bits (fp32 m, v) for every nn.Embedding weight: the input
+#: embedding, gpt2's positions, a modules_to_save copy; not the head (nn.Linear). transformers/trainer.py
+#: `create_optimizer` registers optim_bits 32 per module; bitsandbytes `check_overrides` matches the parameter by id at
+#: the first step, so DeepSpeed's flat partitions stay 8-bit (measured: tests/data/step/bnb_embedding_state.json)
+EMBEDDING_STATE = {"adam8bit": 2 * F32}
 #: torchao's AdamW8bit (HF `adamw_torch_8bit`, block_size 256): per tensor (an FSDP2 DTensor's local shard) of at
 #: least 4096 elements that 256 divides, each of m, v uint8 codes + an fp32 scale per block + its own 256-entry fp32
 #: quantile map; otherwise `zeros_like` (the parameter's dtype). torchao/optim/adam.py `_AdamBase._new_buffer`,
@@ -58,10 +63,11 @@ def _numel(tensors: list[tuple[int, ...]]) -> list[int]:
 
 
 def optimizer_step(optimizer: str, impl: str, width: int, tensors: list[tuple[int, ...]],
-                   engine: str = "torch", largest: int | None = None) -> Stepped:
+                   engine: str = "torch", largest: int | None = None, embeddings: int = 0) -> Stepped:
     """States and scratch of `optimizer` (precision.OPTIMIZERS) stepping `tensors` of `width` bytes per element,
     `impl` foreach / for-loop / fused where torch has them; `largest`: the largest tensor a for-loop steps when
-    `tensors` only stand for their elements (FSDP's shards). Raises OptimizerNotModelled with the reason."""
+    `tensors` only stand for their elements (FSDP's shards); the first `embeddings` tensors are nn.Embedding weights
+    (EMBEDDING_STATE). Raises OptimizerNotModelled with the reason."""
     sizes = _numel(tensors)
     every, largest = sum(sizes), max(sizes, default=0) if largest is None else largest
     if optimizer in ("adam", "adamw"):  # torch/optim/adam.py: exp_avg, exp_avg_sq `zeros_like(p)`
@@ -102,7 +108,8 @@ def optimizer_step(optimizer: str, impl: str, width: int, tensors: list[tuple[in
     if optimizer == "adam8bit":
         if engine == "fsdp":
             raise OptimizerNotModelled("the optimizer step of adam8bit (bitsandbytes) under FSDP is not modelled")
-        return Stepped(adam8bit_states(sizes), 0, STATE_NAMES[optimizer], True)
+        return Stepped(adam8bit_states(sizes[embeddings:]) + EMBEDDING_STATE[optimizer] * sum(sizes[:embeddings]), 0,
+                       STATE_NAMES[optimizer], True)
     if optimizer == "adam8bit_torchao":
         quantized = [n for n in sizes if _ao_quantized(n)]
         scratch = max(quantized, default=0) if largest is None or not _ao_quantized(largest) else largest
@@ -178,6 +185,11 @@ class Tensors(NamedTuple):
         """What FSDP's root unit holds: embeddings, the final norm and the head."""
         return self.embedding + self.positions + self.head + self.final_norm
 
+    @property
+    def embeddings(self) -> int:
+        """How many nn.Embedding weights lead `parameter_shapes`: the input embedding and any positions."""
+        return 1 + bool(self.positions)
+
     def all(self) -> list[int]:
         return ([self.embedding] + ([self.positions] if self.positions else []) + list(self.layer) * self.layers
                 + [self.final_norm] + ([self.head] if self.head else []))
@@ -208,6 +220,6 @@ def parameter_tensors(shape: ModelShape) -> Tensors:
                    sum(w.parameters for w in layer if w.role == "norm"))
 
 
-__all__ = ["ADAGRAD_FIRST_SUMS", "OptimizerNotModelled", "PER_TENSOR", "STATE_NAMES", "STATE_PARTS", "UNFACTORED",
-           "Stepped", "Tensors", "adafactor_scratch", "adafactor_states", "adam8bit_states", "adam8bit_torchao_states",
-           "optimizer_step", "parameter_shapes", "parameter_tensors"]
+__all__ = ["ADAGRAD_FIRST_SUMS", "EMBEDDING_STATE", "OptimizerNotModelled", "PER_TENSOR", "STATE_NAMES", "STATE_PARTS",
+           "UNFACTORED", "Stepped", "Tensors", "adafactor_scratch", "adafactor_states", "adam8bit_states",
+           "adam8bit_torchao_states", "optimizer_step", "parameter_shapes", "parameter_tensors"]

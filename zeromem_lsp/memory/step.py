@@ -136,7 +136,7 @@ class Torch:
         (`torch.zeros_like(p)` in `Adam._init_group`), gradients from backward until `zero_grad`."""
         shape = step.shape
         t, w, n = setup.tensors, setup.w, setup.tensors.total
-        stepped = _stepped(setup, w, parameter_shapes(shape), "torch")
+        stepped = _stepped(setup, w, parameter_shapes(shape), "torch", embeddings=t.embeddings)
         base = [Part(P.PARAMETERS, w * n), Part(stepped.state_name, stepped.states)]
         if setup.ranks > 1:  # torch/csrc/distributed/c10d/reducer.cpp: one flat bucket tensor per bucket
             base.append(Part(P.DDP_BUCKETS, w * n))
@@ -577,10 +577,11 @@ class Setup(NamedTuple):
 
 
 def _stepped(setup: Setup, width: int, tensors: list[tuple[int, ...]], engine: str,
-             largest: int | None = None) -> Stepped:
-    """The optimizer's states and scratch over `tensors` (`largest`: the for-loop's largest, when not theirs)."""
+             largest: int | None = None, embeddings: int = 0) -> Stepped:
+    """The optimizer's states and scratch over `tensors` (`largest`: the for-loop's largest, when not theirs; the first
+    `embeddings` are nn.Embedding weights)."""
     try:
-        return optimizer_step(setup.optimizer, setup.impl, width, tensors, engine, largest)
+        return optimizer_step(setup.optimizer, setup.impl, width, tensors, engine, largest, embeddings)
     except OptimizerNotModelled as error:
         raise StepInputError(str(error)) from None
 

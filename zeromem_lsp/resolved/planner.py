@@ -30,6 +30,7 @@ from zeromem_lsp.memory.plan import (
 )
 from zeromem_lsp.memory.stages import FsdpOffload, Offload
 from zeromem_lsp.memory.precision import BytesPerParameter, bytes_per_parameter
+from zeromem_lsp.memory.optimizer_step import EMBEDDING_STATE, parameter_tensors
 from zeromem_lsp.memory.stages import FSDP_STRATEGY_STAGE
 from zeromem_lsp.configs.accelerate import AccelerateSetup
 from zeromem_lsp.configs.fsdp import FsdpSetup
@@ -187,6 +188,7 @@ def build(
                                          cast(int, version.value) if version else None, assumptions, missing)
             else:
                 inputs = inputs_from_parameters(cast(int, settings.parameters), bytes_each, ranks, tuple(assumptions))
+                inputs = _embedding_state(inputs, family, peak)
     if missing or inputs is None:
         return Unplanned(tuple(missing))
     origins["world_size"] = ranks_origin or Origin("world size")
@@ -202,6 +204,22 @@ def build(
     return MemoryPlan(stage=stage, stage_path=stage_path, inputs=inputs, origins=origins, offload=offload,
                       placement=placement, gpu_memory=settings.gpu_memory, warn_fraction=warn, policy=family,
                       peak=estimated)
+
+
+def _embedding_state(inputs: Inputs, family: Family, peak: PeakSource | None) -> Inputs:
+    """O with the embeddings' optimizer state at HF Trainer's width under plain torch (optimizer_step.EMBEDDING_STATE:
+    bitsandbytes' 8-bit optimizers at 32 bits for every nn.Embedding weight); DeepSpeed steps flat partitions the
+    override does not reach, FSDP is left as it was (not measured)."""
+    each, shape = inputs.per_parameter, peak.model.shape if peak is not None else None
+    wide = EMBEDDING_STATE.get(each.optimizer_name, 0) if each is not None and family.name == "torch" else 0
+    if not wide or each is None or shape is None:
+        return inputs
+    tensors = parameter_tensors(shape)
+    embeddings = tensors.embedding + tensors.positions
+    note = (f"{each.optimizer_name} state of the {embeddings:,} nn.Embedding parameters at {wide} B, not "
+            f"{each.optimizer} B (HF Trainer's create_optimizer keeps them at 32 bits: fp32 m, v)")
+    return inputs._replace(optimizer_bytes=inputs.optimizer_bytes + (wide - each.optimizer) * embeddings,
+                           assumptions=(*inputs.assumptions, note))
 
 
 #: How a model that cannot take the adapter is named among what is missing (the reason follows).
