@@ -124,7 +124,14 @@ def test_gemma3s_processor_config_is_read_and_pan_and_scan_leaves_the_peak_unkno
 
 @pytest.mark.parametrize("text, why", [("{not json", "is not a JSON object"),
                                        ('{"max_pixels": "large"}', "max_pixels must be a positive integer"),
-                                       ('{"do_resize": false}', "sets do_resize false")])
+                                       ('{"do_resize": false}', "sets do_resize false"),
+                                       # smart_resize scales a 100 x 100 image up to 1,008² = 1,016,064 pixels (1,296
+                                       # tokens, not max_pixels' 1,275); min above max: at least 25,510
+                                       ('{"min_pixels": 1000000, "max_pixels": 1000000}', "min_pixels 1,000,000 is "
+                                        "not far enough below max_pixels 1,000,000"),
+                                       ('{"min_pixels": 20000000, "max_pixels": 1000000}', "may take more than"),
+                                       ('{"size": {"shortest_edge": 1000000, "longest_edge": 1000000}}',
+                                        "size.shortest_edge 1,000,000 is not far enough below size.longest_edge")])
 def test_a_processor_config_that_cannot_be_modelled_leaves_the_peak_unknown(vendored, tmp_path, monkeypatch, text,
                                                                             why):
     monkeypatch.setenv("HF_HUB_CACHE", str(_copy_without_processor(tmp_path, "Qwen/Qwen2-VL-7B-Instruct", text)))

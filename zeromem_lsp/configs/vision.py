@@ -423,6 +423,15 @@ def _qwen_pixels(kind: str, values: dict, found: Processor, factor: int) -> tupl
     if low is None or high is None:  # Qwen2VLImageProcessor.resize raises ValueError without both
         raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} size has no "
                                   f"{'shortest_edge' if low is None else 'longest_edge'} (the processor refuses it)")
+    if low + factor * math.sqrt(low) * 201 / math.sqrt(200) + factor * factor > high:  # smart_resize's scale-up
+        # (image_processing_qwen2_vl.py `smart_resize`): each side rounded up to the factor, aspect at most 200
+        named = [f"{edge} {value:,}" for edge, value in (("min_pixels" if values.get("min_pixels") is not None else
+                 "size.shortest_edge", low), ("max_pixels" if values.get("max_pixels") is not None else
+                 "size.longest_edge", high))]
+        raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} {named[0]} is not far enough "
+                                  f"below {named[1]}: smart_resize scales a smaller image up to at least the first, "
+                                  f"rounding each side up to a multiple of {factor}, so an image may take more than "
+                                  f"the second (not modelled)")
     patch, _ = _setting(values, found, "patch_size", None)
     merge, _ = _setting(values, found, "merge_size", None)
     if patch is not None and merge is not None and patch * merge != factor:
