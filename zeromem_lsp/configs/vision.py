@@ -387,9 +387,11 @@ def _processor(images: ImageSettings) -> tuple[dict, Processor, str]:
     if found.values is None:
         return {}, found, (f"no {PROCESSOR_NAME} was read ({found.missing}): the image processor class's defaults "
                            f"bound the image tokens" if images.processor is not None else "")
-    if found.values.get("do_resize") is False:
-        raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} sets do_resize false, so the "
-                                  f"images keep their size and their tokens have no bound but the sequence")
+    resize = found.values.get("do_resize")
+    if resize is not None and not resize:  # the processor tests it for truth (`if do_resize:`): 0 and "" turn it off
+        raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} sets do_resize "
+                                  f"{'false' if resize is False else repr(resize)}, so "
+                                  f"the images keep their size and their tokens have no bound but the sequence")
     return found.values, found, ""
 
 
@@ -410,7 +412,8 @@ def _qwen_pixels(kind: str, values: dict, found: Processor, factor: int) -> tupl
     .py:108-119, `__init__`): the config's `size` (else the class's {shortest_edge, longest_edge}), then min_pixels /
     max_pixels over its edges; the processor's patch_size · merge_size must be the tower's factor."""
     low, high = QWEN_PIXELS[kind]
-    size = values.get("size", {"shortest_edge": low, "longest_edge": high})
+    size = values.get("size")  # null: the class's (Qwen2VLImageProcessor.__init__)
+    size = {"shortest_edge": low, "longest_edge": high} if size is None else size
     if not isinstance(size, dict):
         raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} size must be an object of "
                                   f"shortest_edge and longest_edge, got {size!r}")
@@ -438,9 +441,10 @@ def _qwen_pixels(kind: str, values: dict, found: Processor, factor: int) -> tupl
         raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} patch_size {patch} · "
                                   f"merge_size {merge} is not the vision tower's patch_size · spatial_merge_size "
                                   f"{factor}")
-    key = "max_pixels" if values.get("max_pixels") is not None else "size.longest_edge" if "size" in values else ""
-    said = found.said(f"the image processor's {key} {high:,}") if key else found.said(
-        f"the image processor's default max_pixels {high:,}")
+    key = "max_pixels" if values.get("max_pixels") is not None else (
+        "size.longest_edge" if values.get("size") is not None else "")
+    said = found.said(f"the image processor's {key} {high:,}") if key else f"the image processor's default " \
+        f"max_pixels {high:,}" + (f" ({PROCESSOR_NAME} {found.where} sets none)" if found.values is not None else "")
     return (low, high), said
 
 
@@ -518,9 +522,9 @@ def _vision_kept(config: dict, text: ModelShape, images: ImageSettings, kind: st
         top = filled({k: value for k, value in config.items() if k not in ("text_config", "vision_config")},
                      model_type)
         merge, patch, longest = _int(top, "spatial_merge_size"), _int(v, "patch_size"), _int(v, "image_size")
-        size = values.get("size", {})  # PixtralImageProcessor: the longest edge an image is scaled down to (its
+        size = values.get("size") or {}  # PixtralImageProcessor: the longest edge an image is scaled down to (its
         # patch_size is the processor's patch_size · spatial_merge_size, processing_pixtral.py:88)
-        if not isinstance(size, dict) or (values and "size" in values and size.get("longest_edge") is None):
+        if not isinstance(size, dict) or (values.get("size") is not None and size.get("longest_edge") is None):
             raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} size must name a "
                                       f"longest_edge, got {size!r}")
         longest, edge = _setting(size, found, "longest_edge", longest)
