@@ -522,12 +522,12 @@ def _vision_kept(config: dict, text: ModelShape, images: ImageSettings, kind: st
         top = filled({k: value for k, value in config.items() if k not in ("text_config", "vision_config")},
                      model_type)
         merge, patch, longest = _int(top, "spatial_merge_size"), _int(v, "patch_size"), _int(v, "image_size")
-        size = values.get("size") or {}  # PixtralImageProcessor: the longest edge an image is scaled down to (its
-        # patch_size is the processor's patch_size · spatial_merge_size, processing_pixtral.py:88)
-        if not isinstance(size, dict) or (values.get("size") is not None and size.get("longest_edge") is None):
+        scaled = values.get("size")  # PixtralImageProcessor: the longest edge an image is scaled down to (its
+        # patch_size is the processor's patch_size · spatial_merge_size, processing_pixtral.py:88); null: the class's
+        if scaled is not None and (not isinstance(scaled, dict) or scaled.get("longest_edge") is None):
             raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} size must name a "
-                                      f"longest_edge, got {size!r}")
-        longest, edge = _setting(size, found, "longest_edge", longest)
+                                      f"longest_edge, got {scaled!r}")
+        longest, edge = _setting(scaled or {}, found, "longest_edge", longest)
         pixels = images.pixels
         rows, columns = pixtral_grid(patch * merge, longest, pixels[0] if pixels else None)
         tokens = rows * columns
