@@ -124,7 +124,15 @@ def test_gemma3s_processor_config_is_read_and_pan_and_scan_leaves_the_peak_unkno
 
 @pytest.mark.parametrize("text, why", [("{not json", "is not a JSON object"),
                                        ('{"max_pixels": "large"}', "max_pixels must be a positive integer"),
-                                       ('{"do_resize": false}', "sets do_resize false")])
+                                       ('{"do_resize": false}', "sets do_resize false"),
+                                       ('{"do_resize": 0}', "sets do_resize 0"),  # `if do_resize:` reads it off
+                                       # smart_resize scales a 100 x 100 image up to 1,008² = 1,016,064 pixels (1,296
+                                       # tokens, not max_pixels' 1,275); min above max: at least 25,510
+                                       ('{"min_pixels": 1000000, "max_pixels": 1000000}', "min_pixels 1,000,000 is "
+                                        "not far enough below max_pixels 1,000,000"),
+                                       ('{"min_pixels": 20000000, "max_pixels": 1000000}', "may take more than"),
+                                       ('{"size": {"shortest_edge": 1000000, "longest_edge": 1000000}}',
+                                        "size.shortest_edge 1,000,000 is not far enough below size.longest_edge")])
 def test_a_processor_config_that_cannot_be_modelled_leaves_the_peak_unknown(vendored, tmp_path, monkeypatch, text,
                                                                             why):
     monkeypatch.setenv("HF_HUB_CACHE", str(_copy_without_processor(tmp_path, "Qwen/Qwen2-VL-7B-Instruct", text)))
@@ -150,3 +158,16 @@ def test_a_model_folder_and_a_config_named_alone(tmp_path):
     assert named["approximate"] is True and "1,280 image tokens" in _images(named)
     assert "a config file named alone" in named["ignored"][0]["why"]
     assert named["peak"]["zero3"] < beside["peak"]["zero3"]
+
+
+def test_a_null_size_is_the_class_default_and_said_so(vendored, tmp_path, monkeypatch):
+    """`"size": null` (and do_resize null) leave Qwen2VLImageProcessor its class size (its __init__ takes None as
+    absent): a figure at the default max_pixels 1,003,520 (1,280 tokens), said to be the default the file leaves, not a
+    value read from it."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(_copy_without_processor(tmp_path, "Qwen/Qwen2-VL-7B-Instruct",
+                                                                    '{"size": null, "do_resize": null}')))
+    data = _estimate("-R", "1", "--config", str(AXOLOTL_QWEN2_VL))
+    said = " ".join(_images(data).split())
+    assert data["peak"] is not None, data["peak_missing"]
+    assert "the image processor's default max_pixels 1,003,520 (preprocessor_config.json in the Hugging Face" in said
+    assert "sets none): at most 1,280 image tokens per image" in said

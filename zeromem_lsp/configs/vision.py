@@ -387,9 +387,11 @@ def _processor(images: ImageSettings) -> tuple[dict, Processor, str]:
     if found.values is None:
         return {}, found, (f"no {PROCESSOR_NAME} was read ({found.missing}): the image processor class's defaults "
                            f"bound the image tokens" if images.processor is not None else "")
-    if found.values.get("do_resize") is False:
-        raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} sets do_resize false, so the "
-                                  f"images keep their size and their tokens have no bound but the sequence")
+    resize = found.values.get("do_resize")
+    if resize is not None and not resize:  # the processor tests it for truth (`if do_resize:`): 0 and "" turn it off
+        raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} sets do_resize "
+                                  f"{'false' if resize is False else repr(resize)}, so "
+                                  f"the images keep their size and their tokens have no bound but the sequence")
     return found.values, found, ""
 
 
@@ -410,7 +412,8 @@ def _qwen_pixels(kind: str, values: dict, found: Processor, factor: int) -> tupl
     .py:108-119, `__init__`): the config's `size` (else the class's {shortest_edge, longest_edge}), then min_pixels /
     max_pixels over its edges; the processor's patch_size · merge_size must be the tower's factor."""
     low, high = QWEN_PIXELS[kind]
-    size = values.get("size", {"shortest_edge": low, "longest_edge": high})
+    size = values.get("size")  # null: the class's (Qwen2VLImageProcessor.__init__)
+    size = {"shortest_edge": low, "longest_edge": high} if size is None else size
     if not isinstance(size, dict):
         raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} size must be an object of "
                                   f"shortest_edge and longest_edge, got {size!r}")
@@ -423,15 +426,25 @@ def _qwen_pixels(kind: str, values: dict, found: Processor, factor: int) -> tupl
     if low is None or high is None:  # Qwen2VLImageProcessor.resize raises ValueError without both
         raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} size has no "
                                   f"{'shortest_edge' if low is None else 'longest_edge'} (the processor refuses it)")
+    if low + factor * math.sqrt(low) * 201 / math.sqrt(200) + factor * factor > high:  # smart_resize's scale-up
+        # (image_processing_qwen2_vl.py `smart_resize`): each side rounded up to the factor, aspect at most 200
+        named = [f"{edge} {value:,}" for edge, value in (("min_pixels" if values.get("min_pixels") is not None else
+                 "size.shortest_edge", low), ("max_pixels" if values.get("max_pixels") is not None else
+                 "size.longest_edge", high))]
+        raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} {named[0]} is not far enough "
+                                  f"below {named[1]}: smart_resize scales a smaller image up to at least the first, "
+                                  f"rounding each side up to a multiple of {factor}, so an image may take more than "
+                                  f"the second (not modelled)")
     patch, _ = _setting(values, found, "patch_size", None)
     merge, _ = _setting(values, found, "merge_size", None)
     if patch is not None and merge is not None and patch * merge != factor:
         raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} patch_size {patch} · "
                                   f"merge_size {merge} is not the vision tower's patch_size · spatial_merge_size "
                                   f"{factor}")
-    key = "max_pixels" if values.get("max_pixels") is not None else "size.longest_edge" if "size" in values else ""
-    said = found.said(f"the image processor's {key} {high:,}") if key else found.said(
-        f"the image processor's default max_pixels {high:,}")
+    key = "max_pixels" if values.get("max_pixels") is not None else (
+        "size.longest_edge" if values.get("size") is not None else "")
+    said = found.said(f"the image processor's {key} {high:,}") if key else f"the image processor's default " \
+        f"max_pixels {high:,}" + (f" ({PROCESSOR_NAME} {found.where} sets none)" if found.values is not None else "")
     return (low, high), said
 
 
@@ -509,12 +522,12 @@ def _vision_kept(config: dict, text: ModelShape, images: ImageSettings, kind: st
         top = filled({k: value for k, value in config.items() if k not in ("text_config", "vision_config")},
                      model_type)
         merge, patch, longest = _int(top, "spatial_merge_size"), _int(v, "patch_size"), _int(v, "image_size")
-        size = values.get("size", {})  # PixtralImageProcessor: the longest edge an image is scaled down to (its
-        # patch_size is the processor's patch_size · spatial_merge_size, processing_pixtral.py:88)
-        if not isinstance(size, dict) or (values and "size" in values and size.get("longest_edge") is None):
+        scaled = values.get("size")  # PixtralImageProcessor: the longest edge an image is scaled down to (its
+        # patch_size is the processor's patch_size · spatial_merge_size, processing_pixtral.py:88); null: the class's
+        if scaled is not None and (not isinstance(scaled, dict) or scaled.get("longest_edge") is None):
             raise ProcessorUnmodelled(f"the peak is unknown: {PROCESSOR_NAME} {found.where} size must name a "
-                                      f"longest_edge, got {size!r}")
-        longest, edge = _setting(size, found, "longest_edge", longest)
+                                      f"longest_edge, got {scaled!r}")
+        longest, edge = _setting(scaled or {}, found, "longest_edge", longest)
         pixels = images.pixels
         rows, columns = pixtral_grid(patch * merge, longest, pixels[0] if pixels else None)
         tokens = rows * columns
