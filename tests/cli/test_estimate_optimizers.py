@@ -101,3 +101,21 @@ def test_the_alst_fsdp2_example_with_torchaos_8bit_adamw_gets_a_peak(monkeypatch
     found = json.loads(done.stdout)
     assert isinstance(found["peak"]["zero3"], int) and found["peak"]["zero3"] > 0, found
     assert "8-bit m, v + block scales" in found["phases"]["zero3"]["parts"]
+
+
+def test_torchaos_8bit_adamw_under_fsdp1_is_not_modelled(monkeypatch, tmp_path):
+    """FSDP1 hands the optimizer one flat parameter per wrapped unit; torchao's 8-bit rule is per tensor and was
+    measured over FSDP2's shards only: the FSDP1 peak is unknown, said with the reason, not a figure."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(ROOT / "tests/data/hf_cache"))
+    source = ROOT / "tests/data/recipes/axolotl/examples/llama-3/fft-8b-liger-fsdp.yaml"
+    text = source.read_text(encoding="utf-8").replace("fsdp_offload_params: true", "fsdp_offload_params: false")
+    recipe = tmp_path / "fft-8b-ao-fsdp1.yaml"
+    recipe.write_text("\n".join("optimizer: adamw_torch_8bit" if line.startswith("optimizer:") else line
+                                for line in text.splitlines()) + "\n", encoding="utf-8")
+    done = run_zeromem_subprocess("estimate", "--offline", "--format", "json", "--world-size", "8", "--config",
+                                  str(recipe), cwd=ROOT)
+    assert done.returncode in (0, 1), done.stderr
+    found = json.loads(done.stdout)
+    assert found["peak"]["zero3"] is None, found["peak"]
+    said = json.dumps(found)
+    assert "adam8bit_torchao under FSDP1 is not modelled" in said

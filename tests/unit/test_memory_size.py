@@ -9,7 +9,7 @@ from pathlib import Path
 
 MEMORY = Path(__file__).resolve().parents[2] / "zeromem_lsp" / "memory"
 GOAL = 4800
-LIMIT = 4683
+LIMIT = 4686
 
 
 def lines() -> dict[str, int]:

@@ -393,6 +393,9 @@ class Fsdp:
         largest = ceil_div(max(t.root, t.layer_total) if version == 1 else t.largest, r)
         # an optimizer whose state follows each tensor's size steps FSDP2's local shards (dim 0, rank 0's the largest)
         local: list[tuple[int, ...]] = [(ceil_div(s[0], r), *s[1:]) for s in parameter_shapes(shape)]
+        if version == 1 and setup.optimizer in PER_TENSOR:  # its 8-bit rule is per tensor: flat units unmeasured
+            raise StepInputError(f"the optimizer step of {setup.optimizer} under FSDP1 is not modelled (it steps "
+                                 "one flat parameter per wrapped unit; measured under FSDP2's shards only)")
         stepped = _stepped(setup, w, local if version == 2 and setup.optimizer in PER_TENSOR else [(shard,)], "fsdp",
                            largest)
         base = [Part(P.PARAMETERS, w * shard), Part(stepped.state_name, stepped.states)]
