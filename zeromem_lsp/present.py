@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from zeromem_lsp.configs.recipes import TRL_SFT_RELEASES
 from zeromem_lsp.configs.versions import NEWEST, installed, release
 from zeromem_lsp.memory.model_state import STAGES
 from zeromem_lsp.memory.estimate import Estimate
@@ -374,27 +375,22 @@ def head_line(trainer: str, loss: str, saved: int, logits_bytes: int, sequence_l
     from zeromem_lsp.memory.reference_free_loss import ReferenceFreeHead
 
     stacked = "chosen and rejected stacked, " if rows(trainer, 1) == 2 else ""
-    tool = {"fused": "TRL", "logits": "TRL 1.8", "llamafactory": "LLaMA-Factory", "chunked_nll": "TRL 1.13-1.14",
-            "chunked_nll_fp32": "TRL 1.4-1.12"}[loss]
+    tool = {"fused": "TRL", "logits": "TRL 1.8", "llamafactory": "LLaMA-Factory", **TRL_SFT_RELEASES}[loss]
     lead = f"{trainer} ({tool}): {stacked}{tokens // sequence_length} rows; "
     head = policy_head(trainer, loss, sequence_length, completion_length)
     kept = head.saved(saved, logits_bytes, tokens, hidden, c, vocab) - saved + logits_bytes
-    if isinstance(head, FusedHead):
+    if isinstance(head, (FusedHead, ChunkedNll)):  # both keep their own tensors in place of the loss and head input
         head_input = c * tokens * hidden
         kept += head_input
-        return (f"{lead}its fused LM head keeps {kept:,} B (a shifted copy of the last hidden states, labels, "
-                f"log-sum-exp per token) in place of the loss {logits_bytes:,} and the head's input {head_input:,}: "
-                f"activations {saved:,} - {logits_bytes:,} - {head_input:,} + {kept:,} = "
-                f"{saved - logits_bytes - head_input + kept:,} B")
+        what, described, after = (
+            ("its fused LM head", "a shifted copy of the last hidden states, labels, log-sum-exp per token", "")
+            if isinstance(head, FusedHead) else
+            ("its chunked NLL", "the shifted positions' hidden states packed, their order and labels",
+             f"; one chunk of {min(CHUNK, tokens - tokens // sequence_length)} rows' fp32 logits at a time"))
+        return (f"{lead}{what} keeps {kept:,} B ({described}) in place of the loss {logits_bytes:,} and the head's "
+                f"input {head_input:,}: activations {saved:,} - {logits_bytes:,} - {head_input:,} + {kept:,} = "
+                f"{saved - logits_bytes - head_input + kept:,} B{after}")
     detail = tail = ""
-    if isinstance(head, ChunkedNll):
-        head_input = c * tokens * hidden
-        kept += head_input
-        return (f"{lead}its chunked NLL keeps {kept:,} B (the shifted positions' hidden states packed, their order and "
-                f"labels) in place of the loss {logits_bytes:,} and the head's input {head_input:,}: activations "
-                f"{saved:,} - {logits_bytes:,} - {head_input:,} + {kept:,} = "
-                f"{saved - logits_bytes - head_input + kept:,} B; one chunk of "
-                f"{min(CHUNK, tokens - tokens // sequence_length)} rows' fp32 logits at a time")
     if isinstance(head, ReferenceFreeHead):
         what = "the log-prob kernel's 2 fp32 values per token" if head.triton else "a log-softmax per row"
         keeps = f"its chosen rows' NLL and {what} keep"

@@ -591,6 +591,11 @@ TRL_FUSED_SFT = (1, 15)
 #: `__post_init__`): asked for from 1.4, SFTConfig's default from 1.7 ("nll" with `use_liger_kernel`), its matmul in
 #: the compute dtype from 1.13 (`sft_loss` "chunked_nll"), in fp32 before ("chunked_nll_fp32": memory/chunked_nll.py)
 TRL_CHUNKED_SFT, TRL_CHUNKED_DEFAULT, TRL_CHUNKED_COMPUTE_DTYPE = (1, 4), (1, 7), (1, 13)
+#: the TRL releases that run each chunked SFT loss, as the step's explanation names them (present.head_line)
+TRL_SFT_RELEASES = {
+    kind: f"TRL {first[0]}.{first[1]}-{until[0]}.{until[1] - 1}"
+    for kind, first, until in (("chunked_nll_fp32", TRL_CHUNKED_SFT, TRL_CHUNKED_COMPUTE_DTYPE),
+                               ("chunked_nll", TRL_CHUNKED_COMPUTE_DTYPE, TRL_FUSED_SFT))}
 
 
 def trl_sft_loss(data: dict[str, Any], pin: tuple[str, str] | None = None) -> Given | None:
