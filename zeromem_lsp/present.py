@@ -5,10 +5,9 @@ Keeping it in one place is what makes the numbers agree everywhere.
 
 from __future__ import annotations
 
-import re
 from typing import NamedTuple
 
-from zeromem_lsp.configs.recipes import TRL_SFT_RELEASES
+from zeromem_lsp.configs.recipes import TRL_SFT_RELEASES, trl_followed
 from zeromem_lsp.configs.versions import NEWEST, installed, release
 from zeromem_lsp.memory.model_state import STAGES
 from zeromem_lsp.memory.estimate import Estimate
@@ -605,10 +604,6 @@ LIBRARIES = (("torch", "torch"), ("transformers", "Transformers"), ("deepspeed",
 MODELLED_FOR = ", ".join(f"{label} {NEWEST[package]}" for package, label in LIBRARIES)
 
 
-#: the SFT loss's note when an installed or pinned TRL chose the loss the peak follows (configs/recipes.trl_sft_loss)
-TRL_PINNED = re.compile(r"TRL (\S+) \((?:pinned in |installed\))")
-
-
 def versions_note(transformers: object = None, trl: str | None = None) -> str:
     """The versions the figures follow, and any installed beside zeromem at another release (its metadata, no import):
     those run other code than the peak follows (docs/memory-model.md, "Versions"). `transformers`: the Transformers
@@ -713,8 +708,7 @@ def coverage_line(plan) -> str:
         head = unknown or "every key the inputs set is modelled"
     source = getattr(plan.peak, "source", None)  # PeakInputs
     given, loss = getattr(source, "transformers_version", None), getattr(source, "sft_loss", None)
-    pinned = TRL_PINNED.match(loss.note) if loss is not None else None
-    return (f"{head}; for {versions_note(given.value if given is not None else None, pinned and pinned.group(1))}")
+    return f"{head}; for {versions_note(given.value if given is not None else None, trl_followed(loss))}"
 
 
 def suggestion_line(plan) -> str:

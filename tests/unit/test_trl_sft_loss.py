@@ -145,5 +145,5 @@ def test_the_versions_line_follows_the_trl_whose_sft_loss_runs(monkeypatch):
     note = present.versions_note(trl="1.14.0")  # the installed TRL chose the loss: named once, as followed
     assert "TRL 1.14.0 (its SFT loss; the rest as 1.16)" in note and "installed here" not in note
     assert present.versions_note(trl="1.16.0") == present.MODELLED_FOR  # the newest followed: nothing to add
-    assert present.TRL_PINNED.match("TRL 1.14.0 (installed) SFTTrainer").group(1) == "1.14.0"
-    assert present.TRL_PINNED.match("TRL 1.16 (the newest followed) SFTTrainer") is None
+    assert recipes.TRL_PINNED.match("TRL 1.14.0 (installed) SFTTrainer").group(1) == "1.14.0"
+    assert recipes.TRL_PINNED.match("TRL 1.16 (the newest followed) SFTTrainer") is None

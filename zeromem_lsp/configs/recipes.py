@@ -630,6 +630,16 @@ def trl_sft_loss(data: dict[str, Any], pin: tuple[str, str] | None = None) -> Gi
                  "logits of every token)")
 
 
+#: the note `trl_sft_loss` writes when an installed or pinned TRL chose the loss (not the newest followed)
+TRL_PINNED = re.compile(r"TRL (\S+) \((?:pinned in |installed\))")
+
+
+def trl_followed(loss: Given | None) -> str | None:
+    """The installed or pinned TRL release whose SFT loss the peak follows, read back from `trl_sft_loss`'s note."""
+    found = TRL_PINNED.match(loss.note) if loss is not None else None
+    return found.group(1) if found is not None else None
+
+
 #: `trl==X` (extras allowed) as setup.py, pyproject.toml and requirements files pin it
 TRL_PIN = re.compile(r"(?<![\w.-])trl(?:\[[^\]]*\])?\s*==\s*([0-9]+(?:\.[0-9]+)*)")
 PIN_FILES = ("setup.py", "pyproject.toml", "requirements.txt")
